@@ -1,0 +1,144 @@
+"""One factory turns each rubric config into its own Dagster asset group.
+
+The group is named after the rubric; every asset key is ``[<rubric>, <asset>]``
+and writes the table ``<rubric>.<asset>`` in the warehouse; every asset is
+partitioned by checkpoint and carries the rubric's config hash as code
+version. Nothing here depends on a rubric's name: what a group contains follows
+from its config (judged dimensions, metrics, gates).
+"""
+
+
+import hashlib
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+
+from eval_pipeline.config import RubricConfig
+from eval_pipeline.ingest import read_jsonl
+from eval_pipeline.partitions import CHECKPOINTS
+from eval_pipeline.resources import CheckpointSource, WarehouseResource
+from eval_pipeline.validation import validate_raw
+
+QUARANTINE = ("main", "quarantine")
+
+
+def asset_key(rubric: RubricConfig | str, name: str) -> dg.AssetKey:
+    return dg.AssetKey([rubric if isinstance(rubric, str) else rubric.name, name])
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=asset_key(rubric, "raw_outputs"),
+        group_name=rubric.name,
+        partitions_def=CHECKPOINTS,
+        code_version=rubric.version,
+        kinds={"duckdb"},
+        description=f"Raw model outputs of a checkpoint for '{rubric.title}': every line of "
+        f"<checkpoint>/{rubric.name}.jsonl with its line number, copied into {rubric.name}.raw_outputs.",
+        metadata={"rubric_version": rubric.version, "source_document": rubric.source},
+    )
+    def raw_outputs(context: dg.AssetExecutionContext, warehouse: WarehouseResource, checkpoints: CheckpointSource) -> dg.MaterializeResult:
+        ckpt = checkpoints.load(context.partition_key)
+        path = ckpt.file_for(rubric.name)
+        if path is None:
+            raise dg.Failure(
+                description=f"checkpoint {ckpt.checkpoint_id!r} has no {rubric.name}.jsonl in {ckpt.path}",
+                allow_retries=False,
+            )
+        read = read_jsonl(path, ckpt.checkpoint_id)
+        wh = warehouse.get()
+        wh.replace_partition(rubric.name, "raw_outputs", read.frame, {"checkpoint_id": ckpt.checkpoint_id})
+        wh.upsert_rows(
+            "main",
+            "checkpoints",
+            pd.DataFrame(
+                [
+                    {
+                        "checkpoint_id": ckpt.checkpoint_id,
+                        "model": ckpt.model,
+                        "created_at": ckpt.created_at,
+                        "parent": ckpt.parent,
+                        "path": str(ckpt.path),
+                    }
+                ]
+            ).astype({"parent": "object"}),
+            key=["checkpoint_id"],
+        )
+        digest = _file_sha256(path)
+        return dg.MaterializeResult(
+            metadata={
+                "lines": dg.MetadataValue.int(len(read.frame)),
+                "blank_lines": dg.MetadataValue.int(read.blank_lines),
+                "bytes": dg.MetadataValue.int(read.bytes_read),
+                "file": dg.MetadataValue.path(str(path)),
+                "file_sha256": dg.MetadataValue.text(digest),
+                "model": dg.MetadataValue.text(ckpt.model),
+                "table": dg.MetadataValue.text(f"{rubric.name}.raw_outputs"),
+            },
+            data_version=dg.DataVersion(digest[:16]),
+        )
+
+    return raw_outputs
+
+
+def _samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=asset_key(rubric, "samples"),
+        group_name=rubric.name,
+        partitions_def=CHECKPOINTS,
+        code_version=rubric.version,
+        deps=[asset_key(rubric, "raw_outputs")],
+        kinds={"duckdb", "pandera"},
+        description=f"Validated samples of '{rubric.title}' (pandera schema from the rubric's input fields). "
+        "Rejected lines go to main.quarantine with their reason; valid + quarantined = lines read.",
+        metadata={"rubric_version": rubric.version},
+    )
+    def samples(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        raw = wh.query_df(
+            f'SELECT * FROM "{rubric.name}".raw_outputs WHERE checkpoint_id = ? ORDER BY line_number', [ckpt_id]
+        )
+        result = validate_raw(rubric, raw)
+        # Quarantine first: a checkpoint with nothing valid still keeps every rejected line.
+        wh.replace_partition(
+            *QUARANTINE,
+            result.quarantine,
+            {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "validate"},
+        )
+        wh.replace_partition(rubric.name, "samples", result.samples, {"checkpoint_id": ckpt_id})
+        n_valid, n_bad = len(result.samples), len(result.quarantine)
+        if n_valid + n_bad != result.lines_read:  # pragma: no cover - invariant
+            raise dg.Failure(f"row accounting broken: {n_valid} valid + {n_bad} quarantined != {result.lines_read} read")
+        metadata = {
+            "lines_read": dg.MetadataValue.int(result.lines_read),
+            "valid": dg.MetadataValue.int(n_valid),
+            "quarantined": dg.MetadataValue.int(n_bad),
+            "quarantine_reasons": dg.MetadataValue.json(result.reasons),
+            "table": dg.MetadataValue.text(f"{rubric.name}.samples"),
+            "dagster/row_count": dg.MetadataValue.int(n_valid),
+        }
+        if n_valid == 0:
+            raise dg.Failure(
+                description=f"checkpoint {ckpt_id!r}: none of the {result.lines_read} lines of {rubric.name}.jsonl is a valid sample "
+                f"({n_bad} quarantined; see main.quarantine)",
+                metadata=metadata,
+                allow_retries=False,
+            )
+        return dg.MaterializeResult(metadata=metadata)
+
+    return samples
+
+
+def build_rubric_assets(rubric: RubricConfig) -> list[dg.AssetsDefinition | dg.AssetChecksDefinition]:
+    """All assets and checks of one rubric's group, derived from its config alone."""
+    return [_raw_outputs_asset(rubric), _samples_asset(rubric)]

@@ -1,0 +1,178 @@
+"""The DuckDB warehouse: one file, one schema per rubric, one table per asset.
+
+Connections are short-lived: open, do the work, read results whole, close.
+Nothing holds a connection while waiting on the judge endpoint. A partition is
+written by :meth:`Warehouse.replace_partition`: delete and insert in one
+transaction, inserting by column name, so a re-run never duplicates rows and a
+failed write leaves the previous partition in place.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import duckdb
+import pandas as pd
+
+from eval_pipeline.ids import check_identifier
+
+DEFAULT_WAREHOUSE = "data/warehouse.duckdb"
+
+# In-process writers are serialised: DuckDB allows one read-write process per file
+# and we keep write transactions short; this lock avoids intra-process conflicts.
+_WRITE_LOCK = threading.RLock()
+
+
+def default_warehouse_path() -> str:
+    return os.environ.get("EVAL_WAREHOUSE", DEFAULT_WAREHOUSE)
+
+
+def qualified(schema: str, table: str) -> str:
+    """A quoted ``schema.table`` after checking both are safe identifiers."""
+    check_identifier(schema, "schema name")
+    check_identifier(table, "table name")
+    return f'"{schema}"."{table}"'
+
+
+def _duck_type(series: pd.Series) -> str:
+    kind = series.dtype.kind
+    if kind == "b":
+        return "BOOLEAN"
+    if kind in "iu":
+        return "BIGINT"
+    if kind == "f":
+        return "DOUBLE"
+    if kind == "M":
+        return "TIMESTAMP"
+    return "VARCHAR"
+
+
+class Warehouse:
+    """Access to the DuckDB file. Cheap to construct; opens a connection per use."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, lock_timeout_s: float = 120.0):
+        self.path = str(path or default_warehouse_path())
+        self.lock_timeout_s = lock_timeout_s
+
+    # --- connections -----------------------------------------------------------------------
+
+    @contextmanager
+    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        if read_only and not Path(self.path).exists():
+            raise FileNotFoundError(f"warehouse {self.path} does not exist yet: run the pipeline first (make demo)")
+        deadline = time.monotonic() + self.lock_timeout_s
+        delay = 0.05
+        while True:
+            try:
+                con = duckdb.connect(self.path, read_only=read_only)
+                break
+            except duckdb.IOException as exc:  # file locked by another process
+                if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        try:
+            yield con
+        finally:
+            con.close()
+
+    def query_df(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
+        with self.connect() as con:
+            return con.execute(sql, params or []).df()
+
+    def query_rows(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
+        with self.connect() as con:
+            return con.execute(sql, params or []).fetchall()
+
+    def table_exists(self, schema: str, table: str) -> bool:
+        rows = self.query_rows(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", [schema, table]
+        )
+        return bool(rows)
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> None:
+        with _WRITE_LOCK, self.connect() as con:
+            con.execute(sql, params or [])
+
+    def _ensure_table(self, con: duckdb.DuckDBPyConnection, schema: str, table: str, df: pd.DataFrame) -> None:
+        target = qualified(schema, table)
+        con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        cols = ", ".join(f'"{c}" {_duck_type(df[c])}' for c in df.columns)
+        con.execute(f"CREATE TABLE IF NOT EXISTS {target} ({cols})")
+        existing = {
+            r[0]
+            for r in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?",
+                [schema, table],
+            ).fetchall()
+        }
+        for c in df.columns:
+            if c not in existing:  # schema evolution: a rubric edit added a column
+                con.execute(f'ALTER TABLE {target} ADD COLUMN "{c}" {_duck_type(df[c])}')
+
+    def replace_partition(
+        self,
+        schema: str,
+        table: str,
+        df: pd.DataFrame,
+        where: dict[str, Any],
+    ) -> int:
+        """Atomically replace the rows matching ``where`` (column = value) with ``df``.
+
+        Delete and insert run in one transaction and the insert is by column name,
+        so a re-run replaces the partition and never duplicates it.
+        """
+        for col in where:
+            check_identifier(col, "column name")
+        for col, value in where.items():
+            if col in df.columns and not df.empty and not (df[col] == value).all():
+                raise ValueError(f"rows written to {schema}.{table} must all have {col} = {value!r}")
+        target = qualified(schema, table)
+        cond = " AND ".join(f'"{c}" = ?' for c in where) or "TRUE"
+        with _WRITE_LOCK, self.connect() as con:
+            self._ensure_table(con, schema, table, df)
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute(f"DELETE FROM {target} WHERE {cond}", list(where.values()))
+                if not df.empty:
+                    con.register("_incoming", df)
+                    collist = ", ".join(f'"{c}"' for c in df.columns)
+                    con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM _incoming")
+                    con.unregister("_incoming")
+                con.execute("COMMIT")
+            except Exception:
+                con.execute("ROLLBACK")
+                raise
+        return len(df)
+
+    def upsert_rows(self, schema: str, table: str, df: pd.DataFrame, key: Sequence[str]) -> int:
+        """Replace rows whose key columns match a row of ``df``, then insert ``df`` (one transaction)."""
+        if df.empty:
+            return 0
+        for col in key:
+            check_identifier(col, "column name")
+        target = qualified(schema, table)
+        with _WRITE_LOCK, self.connect() as con:
+            self._ensure_table(con, schema, table, df)
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.register("_incoming", df)
+                match = " AND ".join(f't."{c}" = i."{c}"' for c in key)
+                con.execute(f"DELETE FROM {target} t WHERE EXISTS (SELECT 1 FROM _incoming i WHERE {match})")
+                collist = ", ".join(f'"{c}"' for c in df.columns)
+                con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM _incoming")
+                con.unregister("_incoming")
+                con.execute("COMMIT")
+            except Exception:
+                con.execute("ROLLBACK")
+                raise
+        return len(df)

@@ -1,0 +1,97 @@
+"""End-to-end: the factory's groups materialized into a real DuckDB file on a real Dagster instance."""
+
+import dagster as dg
+import pytest
+
+from eval_pipeline.config import load_rubrics
+from eval_pipeline.definitions import build_definitions
+from eval_pipeline.runner import materialize_checkpoints
+from eval_pipeline.warehouse import Warehouse
+
+from .conftest import RUBRIC_DIR, write_checkpoint
+
+FIVE = {"answer_quality", "empathetic_dialogue", "kg_qa", "npc_dialogue", "roleplay_style"}
+
+
+def test_factory_yields_one_group_per_rubric_with_code_versions(tmp_path):
+    defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(tmp_path))
+    graph = defs.resolve_asset_graph()
+    by_group: dict[str, set[str]] = {}
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        by_group.setdefault(node.group_name, set()).add(key.path[1])
+        assert key.path[0] == node.group_name
+    assert set(by_group) == FIVE
+    for names in by_group.values():
+        assert {"raw_outputs", "samples"} <= names
+    versions = {r.name: r.version for r in load_rubrics(RUBRIC_DIR)}
+    for key in graph.get_all_asset_keys():
+        assert graph.get(key).code_version == versions[key.path[0]]
+    samples = graph.get(dg.AssetKey(["kg_qa", "samples"]))
+    assert dg.AssetKey(["kg_qa", "raw_outputs"]) in samples.parent_keys
+
+
+def test_a_new_rubric_is_just_a_yaml_file(tmp_path):
+    import shutil
+    import yaml
+
+    rdir = tmp_path / "rubrics"
+    rdir.mkdir()
+    data = yaml.safe_load((RUBRIC_DIR / "kg_qa.yaml").read_text())
+    data["name"] = "support_tickets"
+    (rdir / "support_tickets.yaml").write_text(yaml.safe_dump(data))
+    shutil.copy(RUBRIC_DIR / "npc_dialogue.yaml", rdir)
+    defs = build_definitions(rdir, str(tmp_path / "w.duckdb"), str(tmp_path))
+    groups = {k.path[0] for k in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert groups == {"support_tickets", "npc_dialogue"}
+
+
+@pytest.mark.slow
+def test_materialize_all_sample_checkpoints_is_idempotent(checkpoint_root, warehouse_path, instance):
+    defs = build_definitions(RUBRIC_DIR, warehouse_path, str(checkpoint_root))
+    ids = ["ckpt-0100", "ckpt-0200", "ckpt-0300"]
+    outcomes = materialize_checkpoints(defs, instance, ids)
+    assert [o.success for o in outcomes] == [True, True, True]
+    assert all(set(o.rubrics) == FIVE for o in outcomes)
+    wh = Warehouse(warehouse_path)
+
+    def counts():
+        out = {}
+        for rubric in FIVE:
+            raw = wh.query_rows(f"SELECT count(*) FROM {rubric}.raw_outputs")[0][0]
+            valid = wh.query_rows(f"SELECT count(*) FROM {rubric}.samples")[0][0]
+            bad = wh.query_rows("SELECT count(*) FROM main.quarantine WHERE rubric = ?", [rubric])[0][0]
+            out[rubric] = (raw, valid, bad)
+        return out
+
+    first = counts()
+    for rubric, (raw, valid, bad) in first.items():
+        assert raw == valid + bad, rubric  # nothing lost
+        assert valid == 3 * 60 and bad == 3 * 6, rubric
+    # no sample id twice within a checkpoint
+    dupes = wh.query_rows("SELECT checkpoint_id, sample_id, count(*) FROM npc_dialogue.samples GROUP BY 1, 2 HAVING count(*) > 1")
+    assert dupes == []
+    assert wh.query_rows("SELECT checkpoint_id, parent FROM main.checkpoints ORDER BY 1") == [
+        ("ckpt-0100", None), ("ckpt-0200", "ckpt-0100"), ("ckpt-0300", "ckpt-0200")]
+
+    # re-materializing one checkpoint replaces its partition: no duplicate rows
+    again = materialize_checkpoints(defs, instance, ["ckpt-0200"])
+    assert again[0].success
+    assert counts() == first
+
+    # the run is tagged and the metadata reconciles
+    mat = instance.get_latest_materialization_event(dg.AssetKey(["kg_qa", "samples"])).asset_materialization
+    md = {k: v.value for k, v in mat.metadata.items()}
+    assert md["lines_read"] == md["valid"] + md["quarantined"] == 66
+
+
+def test_a_checkpoint_with_nothing_valid_fails_loudly_but_keeps_its_lines(tmp_path, warehouse_path, instance):
+    root = tmp_path / "ckpts"
+    write_checkpoint(root, "ckpt-bad", {"empathetic_dialogue": ["{oops", "[]", '{"sample_id": "x"}']})
+    defs = build_definitions(RUBRIC_DIR, warehouse_path, str(root))
+    outcomes = materialize_checkpoints(defs, instance, ["ckpt-bad"])
+    assert outcomes[0].success is False
+    wh = Warehouse(warehouse_path)
+    assert wh.query_rows("SELECT count(*) FROM main.quarantine WHERE checkpoint_id = 'ckpt-bad'")[0][0] == 3
+    failure = [e for e in instance.all_logs(outcomes[0].run_id) if e.dagster_event and e.dagster_event.is_step_failure]
+    assert "none of the 3 lines" in str(failure[0].dagster_event.event_specific_data.error)

@@ -1,0 +1,75 @@
+import dagster as dg
+
+from eval_pipeline.definitions import build_definitions
+from eval_pipeline.partitions import CHECKPOINTS
+
+from .conftest import RUBRIC_DIR, write_checkpoint
+
+ROW = {"sample_id": "s1", "user_statement": "I feel low.", "response": "That sounds hard."}
+
+
+def _evaluate(defs: dg.Definitions, instance: dg.DagsterInstance):
+    sensor = defs.resolve_sensor_def("checkpoint_sensor")
+    ctx = dg.build_sensor_context(instance=instance, definitions=defs)
+    return sensor(ctx)
+
+
+def _apply(result, instance):
+    for req in result.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+
+
+def test_complete_folders_become_partitions_and_runs(tmp_path, instance):
+    root = tmp_path / "ckpts"
+    write_checkpoint(root, "ckpt-a", {"empathetic_dialogue": [ROW], "kg_qa": ["{}"]},
+                     manifest={"model": "m-1", "created_at": "2026-10-01T00:00:00Z", "parent": None})
+    write_checkpoint(root, "ckpt-b", {"empathetic_dialogue": [ROW]}, complete=False)  # half-written
+    defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(root))
+    result = _evaluate(defs, instance)
+    assert isinstance(result, dg.SensorResult)
+    assert [r.partition_key for r in result.run_requests] == ["ckpt-a"]
+    req = result.run_requests[0]
+    groups = {k.path[0] for k in req.asset_selection}
+    assert groups == {"empathetic_dialogue", "kg_qa"}  # only the rubrics it has files for
+    assert {k.path[1] for k in req.asset_selection} >= {"raw_outputs", "samples"}
+    assert req.tags["eval/checkpoint"] == "ckpt-a" and req.tags["eval/model"] == "m-1"
+    assert list(result.dynamic_partitions_requests[0].partition_keys) == ["ckpt-a"]
+
+    # seen again: nothing new is requested
+    _apply(result, instance)
+    again = _evaluate(defs, instance)
+    assert isinstance(again, dg.SkipReason)
+    assert "1 still being written" in again.skip_message
+
+    # the half-written folder completes: it is picked up alone
+    (root / "ckpt-b" / "checkpoint.json").write_text('{"model": "m-1", "created_at": "2026-10-02T00:00:00Z", "parent": "ckpt-a"}')
+    third = _evaluate(defs, instance)
+    assert [r.partition_key for r in third.run_requests] == ["ckpt-b"]
+    _apply(third, instance)
+    assert sorted(instance.get_dynamic_partitions(CHECKPOINTS.name)) == ["ckpt-a", "ckpt-b"]
+
+
+def test_unsafe_ids_and_bad_manifests_are_refused(tmp_path, instance):
+    root = tmp_path / "ckpts"
+    for bad in ["bad'id", "with space", "semi;colon", ".hidden", "tab\tid"]:
+        write_checkpoint(root, bad, {"empathetic_dialogue": [ROW]})
+    broken = write_checkpoint(root, "ckpt-broken", {"empathetic_dialogue": [ROW]})
+    (broken / "checkpoint.json").write_text("{not json")
+    nomodel = write_checkpoint(root, "ckpt-nomodel", {"empathetic_dialogue": [ROW]})
+    (nomodel / "checkpoint.json").write_text('{"created_at": "2026-10-01T00:00:00Z"}')
+    badparent = write_checkpoint(root, "ckpt-badparent", {"empathetic_dialogue": [ROW]},
+                                 manifest={"model": "m", "created_at": "2026-10-01T00:00:00Z", "parent": "../etc"})
+    assert badparent.exists()
+    defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(root))
+    result = _evaluate(defs, instance)
+    assert isinstance(result, dg.SkipReason)
+    assert "8 refused" in result.skip_message
+    assert instance.get_dynamic_partitions(CHECKPOINTS.name) == []
+
+
+def test_folder_with_only_unknown_rubric_files_is_not_registered(tmp_path, instance):
+    root = tmp_path / "ckpts"
+    write_checkpoint(root, "ckpt-x", {"not_a_rubric": [ROW]})
+    defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(root))
+    result = _evaluate(defs, instance)
+    assert isinstance(result, dg.SkipReason)

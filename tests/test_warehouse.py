@@ -1,0 +1,55 @@
+import duckdb
+import pandas as pd
+import pytest
+
+from eval_pipeline.ids import UnsafeIdentifierError
+from eval_pipeline.warehouse import Warehouse
+
+
+def test_replace_partition_is_idempotent_and_inserts_by_name(warehouse_path):
+    wh = Warehouse(warehouse_path)
+    df = pd.DataFrame({"checkpoint_id": ["a", "a"], "x": [1, 2], "y": ["p", "q"]})
+    wh.replace_partition("r1", "t", df, {"checkpoint_id": "a"})
+    wh.replace_partition("r1", "t", df, {"checkpoint_id": "a"})
+    # same columns in another order land in the right columns
+    other = pd.DataFrame({"y": ["z"], "x": [9], "checkpoint_id": ["b"]})
+    wh.replace_partition("r1", "t", other, {"checkpoint_id": "b"})
+    rows = wh.query_rows("SELECT checkpoint_id, x, y FROM r1.t ORDER BY checkpoint_id, x")
+    assert rows == [("a", 1, "p"), ("a", 2, "q"), ("b", 9, "z")]
+
+
+def test_failed_insert_rolls_back_the_delete(warehouse_path):
+    wh = Warehouse(warehouse_path)
+    wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [1]}), {"checkpoint_id": "a"})
+    bad = pd.DataFrame({"checkpoint_id": ["a"], "x": ["not a number"]})
+    with pytest.raises(duckdb.Error):
+        wh.replace_partition("r1", "t", bad, {"checkpoint_id": "a"})
+    assert wh.query_rows("SELECT checkpoint_id, x FROM r1.t") == [("a", 1)]
+
+
+def test_rows_must_belong_to_the_partition(warehouse_path):
+    wh = Warehouse(warehouse_path)
+    with pytest.raises(ValueError, match="must all have checkpoint_id"):
+        wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["b"], "x": [1]}), {"checkpoint_id": "a"})
+
+
+def test_new_columns_are_added_on_schema_evolution(warehouse_path):
+    wh = Warehouse(warehouse_path)
+    wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [1]}), {"checkpoint_id": "a"})
+    wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["b"], "x": [2], "z": [0.5]}), {"checkpoint_id": "b"})
+    assert wh.query_rows("SELECT checkpoint_id, z FROM r1.t ORDER BY 1") == [("a", None), ("b", 0.5)]
+
+
+def test_unsafe_names_never_reach_sql(warehouse_path):
+    wh = Warehouse(warehouse_path)
+    with pytest.raises(UnsafeIdentifierError):
+        wh.replace_partition('r1"; DROP TABLE x; --', "t", pd.DataFrame({"a": [1]}), {})
+    with pytest.raises(UnsafeIdentifierError):
+        wh.replace_partition("r1", "t", pd.DataFrame({"a": [1]}), {"a = 1 OR 1": 1})
+
+
+def test_read_only_connection_refuses_writes(warehouse_path):
+    wh = Warehouse(warehouse_path)
+    wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"]}), {"checkpoint_id": "a"})
+    with wh.connect(read_only=True) as con, pytest.raises(duckdb.Error):
+        con.execute("DELETE FROM r1.t")
