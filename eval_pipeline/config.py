@@ -111,6 +111,18 @@ class Example(_Strict):
     note: str = ""
 
 
+class HeuristicTerm(_Strict):
+    """One observable feature the offline heuristic judge uses to estimate a dimension.
+
+    ``feature`` names a function in eval_pipeline.judge.heuristic.FEATURES returning a
+    value in [0, 1]; the weighted mean of the terms maps linearly onto the scale.
+    """
+
+    feature: str
+    weight: float = Field(1.0, gt=0)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
 class ChecklistItem(_Strict):
     points: float
     text: str
@@ -129,6 +141,7 @@ class Dimension(_Strict):
     weight: float | None = Field(None, ge=0)
     pass_threshold: float | None = None
     holistic: bool = Field(False, description="An overall judgement, not derived from other dimensions.")
+    heuristic: list[HeuristicTerm] = Field(default_factory=list, description="How the offline judge estimates it.")
 
     @field_validator("key")
     @classmethod
@@ -149,6 +162,7 @@ class QuestionnaireMetric(_Strict):
     name: str
     definition: str
     items: list[QuestionnaireItem]
+    heuristic: list[HeuristicTerm] = Field(default_factory=list, description="How the offline judge estimates it.")
 
 
 class Questionnaire(_Strict):

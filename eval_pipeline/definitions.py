@@ -8,7 +8,7 @@ import dagster as dg
 
 from eval_pipeline.config import RubricConfig, load_rubrics
 from eval_pipeline.factory import build_rubric_assets
-from eval_pipeline.resources import CheckpointSource, WarehouseResource
+from eval_pipeline.resources import CheckpointSource, JudgeResource, WarehouseResource
 from eval_pipeline.sensors import build_checkpoint_sensor
 
 
@@ -30,6 +30,7 @@ def build_definitions(
     resources = {
         "warehouse": WarehouseResource(path=warehouse_path) if warehouse_path else WarehouseResource(),
         "checkpoints": CheckpointSource(root=checkpoint_root) if checkpoint_root else CheckpointSource(),
+        "judge": JudgeResource(),
     }
     return dg.Definitions(
         assets=assets,

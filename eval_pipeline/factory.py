@@ -17,7 +17,9 @@ import pandas as pd
 from eval_pipeline.config import RubricConfig
 from eval_pipeline.ingest import read_jsonl
 from eval_pipeline.partitions import CHECKPOINTS
-from eval_pipeline.resources import CheckpointSource, WarehouseResource
+from eval_pipeline.judge.runner import PANEL, judge_samples
+from eval_pipeline.resources import CheckpointSource, JudgeResource, WarehouseResource
+from eval_pipeline.samples import load_samples, to_records
 from eval_pipeline.validation import validate_raw
 
 QUARANTINE = ("main", "quarantine")
@@ -139,6 +141,60 @@ def _samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     return samples
 
 
+def _judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    judged = [d.key for d in rubric.judged_dimensions] + ([rubric.questionnaire.name] if rubric.questionnaire else [])
+
+    @dg.asset(
+        key=asset_key(rubric, "judge_scores"),
+        group_name=rubric.name,
+        partitions_def=CHECKPOINTS,
+        code_version=rubric.version,
+        deps=[asset_key(rubric, "samples")],
+        kinds={"duckdb", "openai"},
+        description=f"Judge scores for {', '.join(judged)}: one row per sample, judge and dimension "
+        "(judge = 'panel' is the panel's aggregate). A judge answer that cannot be used is a missing score with its "
+        "reason, never a score. EVAL_JUDGE=heuristic (default) is a rule-based judge, labelled 'heuristic'.",
+        metadata={"rubric_version": rubric.version},
+    )
+    def judge_scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
+        df, stats = judge_samples(rubric, ckpt_id, records, wh, mode=judge.mode, overrides=judge.overrides())
+        wh.replace_partition(rubric.name, "judge_scores", df, {"checkpoint_id": ckpt_id})
+        panel = df[df.judge == PANEL]
+        means = panel[panel.status == "ok"].groupby("dimension")["score"].mean().round(3).to_dict()
+        lat = df.loc[df.latency_ms.notna(), "latency_ms"]
+        return dg.MaterializeResult(
+            metadata={
+                "judge": dg.MetadataValue.text(
+                    "heuristic (rule-based, not an LLM)" if stats.judge_kind == "heuristic" else ", ".join(stats.judges)
+                ),
+                "judge_kind": dg.MetadataValue.text(stats.judge_kind),
+                "samples": dg.MetadataValue.int(len(records)),
+                "prompts": dg.MetadataValue.int(stats.prompts),
+                "calls": dg.MetadataValue.int(stats.calls),
+                "http_attempts": dg.MetadataValue.int(stats.http_attempts),
+                "cache_hits": dg.MetadataValue.int(stats.cache_hits),
+                "cache_hit_rate": dg.MetadataValue.float(round(stats.cache_hit_rate, 4)),
+                "missing_scores": dg.MetadataValue.int(stats.missing),
+                "missing_reasons": dg.MetadataValue.json(stats.missing_reasons),
+                "prompt_tokens": dg.MetadataValue.int(stats.prompt_tokens),
+                "completion_tokens": dg.MetadataValue.int(stats.completion_tokens),
+                "latency_ms_p50": dg.MetadataValue.float(float(lat.median()) if len(lat) else 0.0),
+                "judge_wall_s": dg.MetadataValue.float(round(stats.wall_s, 3)),
+                "max_in_flight": dg.MetadataValue.int(stats.max_in_flight),
+                "panel_means": dg.MetadataValue.json(means),
+                "table": dg.MetadataValue.text(f"{rubric.name}.judge_scores"),
+            }
+        )
+
+    return judge_scores
+
+
 def build_rubric_assets(rubric: RubricConfig) -> list[dg.AssetsDefinition | dg.AssetChecksDefinition]:
     """All assets and checks of one rubric's group, derived from its config alone."""
-    return [_raw_outputs_asset(rubric), _samples_asset(rubric)]
+    defs: list = [_raw_outputs_asset(rubric), _samples_asset(rubric)]
+    if rubric.judged_dimensions or rubric.questionnaire:
+        defs.append(_judge_scores_asset(rubric))
+    return defs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -30,3 +31,19 @@ class CheckpointSource(dg.ConfigurableResource):
         if not folder.is_dir():
             raise CheckpointError(f"checkpoint {checkpoint_id!r}: no folder {folder}")
         return read_checkpoint(folder)
+
+
+class JudgeResource(dg.ConfigurableResource):
+    """Which judge scores samples: 'heuristic' (offline, rule-based, the default) or 'openai'.
+
+    The endpoint and key come from OPENAI_BASE_URL / OPENAI_API_KEY in the environment
+    and are never stored in run config, metadata or the warehouse.
+    """
+
+    mode: str = Field(default_factory=lambda: os.environ.get("EVAL_JUDGE", "heuristic"))
+    concurrency: int = Field(default_factory=lambda: int(os.environ.get("EVAL_JUDGE_CONCURRENCY", "16")))
+    timeout_s: float = Field(default_factory=lambda: float(os.environ.get("EVAL_JUDGE_TIMEOUT", "60")))
+    max_retries: int = Field(default_factory=lambda: int(os.environ.get("EVAL_JUDGE_MAX_RETRIES", "4")))
+
+    def overrides(self) -> dict:
+        return {"concurrency": self.concurrency, "timeout_s": self.timeout_s, "max_retries": self.max_retries}

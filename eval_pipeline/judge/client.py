@@ -1,0 +1,195 @@
+"""The LLM judge client: the `openai` package against any OpenAI-compatible endpoint.
+
+Configured the standard way (OPENAI_API_KEY, OPENAI_BASE_URL; model from
+EVAL_JUDGE_MODEL), temperature 0 and a fixed seed by default. Async with a
+concurrency limit; bounded retries with exponential backoff and full jitter
+that honour Retry-After on 429; per-call timeouts. Structured output is asked
+for with a JSON schema; an endpoint that rejects `response_format` is asked
+again without it (the prompt itself spells out the JSON form). Token usage and
+latency are recorded per call. The API key never appears in a reason or log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+KEY_RE = re.compile(r"(sk-|key-|Bearer\s+)[A-Za-z0-9_\-\.]{4,}")
+
+
+def redact(text: str, secret: str | None = None) -> str:
+    if secret:
+        text = text.replace(secret, "***")
+    return KEY_RE.sub(lambda m: m.group(1) + "***", text)
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    name: str
+    model: str
+    base_url: str | None = None
+    temperature: float = 0.0
+    seed: int | None = 7
+    max_tokens: int = 800
+    timeout_s: float = 60.0
+    max_retries: int = 4
+    concurrency: int = 16
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 20.0
+
+    def cache_params(self) -> dict[str, Any]:
+        """What the cache key includes besides the prompt: model and sampling parameters."""
+        return {"model": self.model, "temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens}
+
+
+@dataclass
+class CallResult:
+    text: str | None = None
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    attempts: int = 0
+    used_schema: bool = True
+
+
+@dataclass
+class ClientStats:
+    calls: int = 0
+    http_attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: list[float] = field(default_factory=list)
+    max_in_flight: int = 0
+
+
+def _retry_after_seconds(exc: openai.APIStatusError) -> float | None:
+    headers = getattr(exc.response, "headers", None) or {}
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if not ra:
+        return None
+    try:
+        return max(0.0, float(ra))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(ra) if ra else None
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def _schema_unsupported(exc: openai.BadRequestError) -> bool:
+    msg = str(exc).lower()
+    return any(w in msg for w in ("response_format", "json_schema", "structured output", "schema"))
+
+
+class OpenAIJudgeClient:
+    """One judge (model + endpoint). Create inside the event loop that uses it."""
+
+    def __init__(self, settings: JudgeSettings, api_key: str | None = None):
+        self.settings = settings
+        self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        base_url = settings.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self._client = openai.AsyncOpenAI(
+            api_key=self._api_key or "not-needed",
+            base_url=base_url,
+            timeout=settings.timeout_s,
+            max_retries=0,  # retries are ours: bounded, jittered, Retry-After aware
+        )
+        self._sem = asyncio.Semaphore(max(1, settings.concurrency))
+        self._use_schema = True
+        self._in_flight = 0
+        self.stats = ClientStats()
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    def _backoff(self, attempt: int) -> float:
+        cap = min(self.settings.backoff_max_s, self.settings.backoff_base_s * (2**attempt))
+        return random.uniform(cap / 2, cap)
+
+    async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any] | None) -> CallResult:
+        s = self.settings
+        result = CallResult()
+        self.stats.calls += 1
+        last_error = "no attempt made"
+        attempt = 0
+        while attempt <= s.max_retries:
+            kwargs: dict[str, Any] = dict(model=s.model, messages=messages, temperature=s.temperature, max_tokens=s.max_tokens)
+            if s.seed is not None:
+                kwargs["seed"] = s.seed
+            use_schema = self._use_schema and schema is not None
+            if use_schema:
+                kwargs["response_format"] = {"type": "json_schema", "json_schema": schema}
+            delay = None
+            async with self._sem:
+                self._in_flight += 1
+                self.stats.max_in_flight = max(self.stats.max_in_flight, self._in_flight)
+                t0 = time.perf_counter()
+                try:
+                    self.stats.http_attempts += 1
+                    result.attempts += 1
+                    resp = await self._client.chat.completions.create(**kwargs)
+                    result.latency_ms = (time.perf_counter() - t0) * 1000
+                    self.stats.latency_ms.append(result.latency_ms)
+                    usage = getattr(resp, "usage", None)
+                    result.prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+                    result.completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+                    self.stats.prompt_tokens += result.prompt_tokens
+                    self.stats.completion_tokens += result.completion_tokens
+                    choices = getattr(resp, "choices", None) or []
+                    if not choices:
+                        result.error = "answer has no choices"
+                        return result
+                    msg = choices[0].message
+                    result.text = msg.content
+                    if result.text is None and getattr(msg, "refusal", None):
+                        result.error = f"refusal: {redact(str(msg.refusal), self._api_key)[:200]}"
+                    result.used_schema = use_schema
+                    return result
+                except openai.BadRequestError as exc:
+                    if use_schema and _schema_unsupported(exc):
+                        self._use_schema = False  # endpoint without structured output: free text from now on
+                        continue
+                    result.error = f"bad request (400): {redact(str(exc), self._api_key)[:300]}"
+                    return result
+                except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as exc:
+                    result.error = f"{type(exc).__name__} ({exc.status_code}): {redact(str(exc), self._api_key)[:300]}"
+                    return result
+                except openai.RateLimitError as exc:
+                    last_error = "rate limited (429)"
+                    ra = _retry_after_seconds(exc)
+                    delay = min(60.0, ra) if ra is not None else self._backoff(attempt)
+                except openai.APITimeoutError:
+                    last_error = f"timeout after {s.timeout_s:g}s"
+                    delay = self._backoff(attempt)
+                except openai.APIConnectionError as exc:
+                    last_error = f"connection error: {redact(str(exc), self._api_key)[:200]}"
+                    delay = self._backoff(attempt)
+                except openai.APIStatusError as exc:
+                    last_error = f"server error ({exc.status_code})"
+                    if exc.status_code < 500 and exc.status_code not in (408, 409):
+                        result.error = f"{last_error}: {redact(str(exc), self._api_key)[:300]}"
+                        return result
+                    delay = self._backoff(attempt)
+                except openai.APIResponseValidationError as exc:
+                    last_error = f"malformed response: {redact(str(exc), self._api_key)[:200]}"
+                    delay = self._backoff(attempt)
+                finally:
+                    self._in_flight -= 1
+            attempt += 1
+            if attempt <= s.max_retries and delay is not None:
+                await asyncio.sleep(delay)
+        result.error = f"gave up after {result.attempts} attempts: {last_error}"
+        return result

@@ -1,0 +1,295 @@
+"""Scoring a checkpoint's samples with a rubric's judge panel.
+
+Produces the long table `<rubric>.judge_scores`: one row per sample, judge and
+dimension (or questionnaire item / metric / total), with the score or, when the
+answer could not be used, a missing score with its reason. The panel's
+aggregate is written as judge = 'panel'; downstream assets read those rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from eval_pipeline.config import JudgeSpec, RubricConfig
+from eval_pipeline.judge import cache
+from eval_pipeline.judge.client import JudgeSettings, OpenAIJudgeClient
+from eval_pipeline.judge.heuristic import HeuristicJudge
+from eval_pipeline.judge.parsing import JudgeParseError, parse_answer
+from eval_pipeline.judge.prompts import build_messages, response_schema
+from eval_pipeline.warehouse import Warehouse
+
+PANEL = "panel"
+SCORE_COLUMNS = [
+    "checkpoint_id", "sample_id", "judge", "judge_kind", "model", "dimension", "kind", "score", "status", "reason",
+    "rationale", "cached", "rubric_version", "prompt_tokens", "completion_tokens", "latency_ms", "attempts",
+]
+
+
+@dataclass
+class JudgeRunStats:
+    judges: list[str] = field(default_factory=list)
+    judge_kind: str = "heuristic"
+    prompts: int = 0
+    calls: int = 0
+    http_attempts: int = 0
+    cache_hits: int = 0
+    missing: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    wall_s: float = 0.0
+    max_in_flight: int = 0
+    missing_reasons: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def cache_hit_rate(self) -> float:
+        return self.cache_hits / self.prompts if self.prompts else 0.0
+
+
+def settings_from_env(spec: JudgeSpec | None = None, **overrides: Any) -> JudgeSettings:
+    spec = spec or JudgeSpec(name="default")
+    env = os.environ
+    values = dict(
+        name=spec.name,
+        model=spec.model or env.get("EVAL_JUDGE_MODEL", "gpt-4o-mini"),
+        base_url=spec.base_url,
+        temperature=spec.temperature,
+        seed=spec.seed,
+        max_tokens=spec.max_tokens,
+        timeout_s=float(env.get("EVAL_JUDGE_TIMEOUT", "60")),
+        max_retries=int(env.get("EVAL_JUDGE_MAX_RETRIES", "4")),
+        concurrency=int(env.get("EVAL_JUDGE_CONCURRENCY", "16")),
+    )
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return JudgeSettings(**values)
+
+
+def _row(ckpt: str, sid: str, judge: str, kind: str, model: str, dim: str, dim_kind: str, score: float | None,
+         reason: str | None, rationale: str = "", cached: bool = False, version: str = "", pt: int = 0, ct: int = 0,
+         lat: float | None = None, attempts: int = 0) -> dict[str, Any]:
+    return dict(checkpoint_id=ckpt, sample_id=sid, judge=judge, judge_kind=kind, model=model, dimension=dim, kind=dim_kind,
+                score=None if score is None else float(score), status="ok" if score is not None else "missing",
+                reason=reason, rationale=rationale, cached=cached, rubric_version=version, prompt_tokens=pt,
+                completion_tokens=ct, latency_ms=lat, attempts=attempts)
+
+
+def _questionnaire_rows(rubric: RubricConfig, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-metric sums (reverse-scored items as max + min - s) and the total, for one sample and judge."""
+    q = rubric.questionnaire
+    if q is None or not rows:
+        return []
+    by_item = {r["dimension"]: r for r in rows}
+    base = rows[0]
+    out = []
+    totals: list[float] = []
+    for m in q.metrics:
+        vals, reasons = [], []
+        for item in m.items:
+            r = by_item.get(item.id)
+            if r is None or r["score"] is None:
+                reasons.append(item.id)
+                continue
+            vals.append(q.scale.max + q.scale.min - r["score"] if item.reverse else r["score"])
+        if reasons:
+            score, reason = None, f"items missing: {', '.join(reasons)}"
+        else:
+            score, reason = float(sum(vals)), None
+            totals.append(score)
+        out.append({**base, "dimension": m.key, "kind": "questionnaire_metric", "score": score,
+                    "status": "ok" if score is not None else "missing", "reason": reason, "rationale": "",
+                    "prompt_tokens": 0, "completion_tokens": 0, "latency_ms": None, "attempts": 0, "cached": False})
+    ok = len(totals) == len(q.metrics)
+    out.append({**base, "dimension": f"{q.key}_total", "kind": "questionnaire_total", "score": float(sum(totals)) if ok else None,
+                "status": "ok" if ok else "missing", "reason": None if ok else "a metric is missing", "rationale": "",
+                "prompt_tokens": 0, "completion_tokens": 0, "latency_ms": None, "attempts": 0, "cached": False})
+    return out
+
+
+def _heuristic_rows(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    judge = HeuristicJudge(rubric)
+    rows = []
+    for rec in records:
+        scores = judge.score(rec)
+        sample_rows = []
+        item_ids = {i.id for m in rubric.questionnaire.metrics for i in m.items} if rubric.questionnaire else set()
+        for key, (score, why) in scores.items():
+            kind = "questionnaire_item" if key in item_ids else "dimension"
+            sample_rows.append(_row(ckpt, rec["sample_id"], judge.name, judge.kind, judge.model, key, kind, score,
+                                    None if score is not None else why, why if score is not None else "", False, rubric.version))
+        rows += sample_rows
+        rows += _questionnaire_rows(rubric, [r for r in sample_rows if r["kind"] == "questionnaire_item"])
+    return rows
+
+
+@dataclass
+class _Task:
+    record: dict[str, Any]
+    questionnaire: bool
+    messages: list[dict[str, str]]
+    schema: dict[str, Any]
+    key: str
+    scales: dict[str, tuple[int, int]]
+
+
+def _tasks(rubric: RubricConfig, settings: JudgeSettings, records: list[dict[str, Any]]) -> list[_Task]:
+    tasks = []
+    kinds = []
+    if rubric.judged_dimensions:
+        kinds.append(False)
+    if rubric.questionnaire:
+        kinds.append(True)
+    for rec in records:
+        for qn in kinds:
+            messages = build_messages(rubric, rec, questionnaire=qn)
+            schema = response_schema(rubric, qn)
+            if qn:
+                q = rubric.questionnaire
+                scales = {i.id: (q.scale.min, q.scale.max) for m in q.metrics for i in m.items}
+            else:
+                scales = {d.key: (rubric.scale_of(d).min, rubric.scale_of(d).max) for d in rubric.judged_dimensions}
+            key = cache.cache_key(settings.cache_params(), rubric.version, messages, schema)
+            tasks.append(_Task(rec, qn, messages, schema, key, scales))
+    return tasks
+
+
+async def _run_llm(settings: JudgeSettings, todo: list[_Task], stats: JudgeRunStats) -> dict[str, tuple]:
+    """Call the endpoint for uncached tasks; an unusable answer is asked once more."""
+    client = OpenAIJudgeClient(settings)
+    results: dict[str, tuple] = {}
+
+    async def one(t: _Task) -> None:
+        last_reason = ""
+        total_attempts = 0
+        for _ in range(2):  # the answer, then one retry if it cannot be used
+            res = await client.complete(t.messages, t.schema)
+            total_attempts += res.attempts
+            if res.error:
+                results[t.key] = (None, res.error, res, total_attempts)
+                return
+            try:
+                parsed = parse_answer(res.text, "answers" if t.questionnaire else "scores", t.scales)
+            except JudgeParseError as exc:
+                last_reason = f"unparseable answer: {exc}"
+                continue
+            results[t.key] = (parsed, None, res, total_attempts)
+            return
+        results[t.key] = (None, last_reason + " (after one retry)", res, total_attempts)
+
+    try:
+        await asyncio.gather(*(one(t) for t in todo))
+    finally:
+        await client.close()
+    stats.calls += client.stats.calls
+    stats.http_attempts += client.stats.http_attempts
+    stats.prompt_tokens += client.stats.prompt_tokens
+    stats.completion_tokens += client.stats.completion_tokens
+    stats.max_in_flight = max(stats.max_in_flight, client.stats.max_in_flight)
+    return results
+
+
+def _llm_rows(rubric: RubricConfig, ckpt: str, settings: JudgeSettings, records: list[dict[str, Any]], wh: Warehouse,
+              stats: JudgeRunStats) -> list[dict[str, Any]]:
+    from eval_pipeline.judge.parsing import parse_answer as _parse
+
+    tasks = _tasks(rubric, settings, records)
+    stats.prompts += len(tasks)
+    cached = cache.lookup(wh, [t.key for t in tasks])  # connection closed before any call
+    todo = {t.key: t for t in tasks if t.key not in cached}
+    stats.cache_hits += len(tasks) - len(todo)
+    results = asyncio.run(_run_llm(settings, list(todo.values()), stats)) if todo else {}
+    new_cache = []
+    for key, (parsed, err, res, attempts) in results.items():
+        if parsed is not None:
+            new_cache.append(dict(cache_key=key, judge=settings.name, model=settings.model, rubric=rubric.name,
+                                  rubric_version=rubric.version, answer_text=res.text, prompt_tokens=res.prompt_tokens,
+                                  completion_tokens=res.completion_tokens, latency_ms=res.latency_ms))
+    cache.store(wh, new_cache)
+
+    rows: list[dict[str, Any]] = []
+    for t in tasks:
+        sid = t.record["sample_id"]
+        if t.key in cached:
+            c = cached[t.key]
+            parsed = _parse(c["answer_text"], "answers" if t.questionnaire else "scores", t.scales)
+            meta = dict(cached=True, pt=int(c["prompt_tokens"] or 0), ct=int(c["completion_tokens"] or 0), lat=None, attempts=0)
+            err = None
+        else:
+            parsed, err, res, attempts = results[t.key]
+            meta = dict(cached=False, pt=res.prompt_tokens, ct=res.completion_tokens, lat=res.latency_ms, attempts=attempts)
+        kind = "questionnaire_item" if t.questionnaire else "dimension"
+        task_rows = []
+        for i, dim in enumerate(t.scales):
+            # tokens and latency are counted once per call, on its first row
+            m = meta if i == 0 else dict(meta, pt=0, ct=0, lat=None, attempts=0)
+            if parsed is None:
+                task_rows.append(_row(ckpt, sid, settings.name, "llm", settings.model, dim, kind, None, err, "", m["cached"],
+                                      rubric.version, m["pt"], m["ct"], m["lat"], m["attempts"]))
+            else:
+                task_rows.append(_row(ckpt, sid, settings.name, "llm", settings.model, dim, kind, parsed.scores[dim], None,
+                                      parsed.rationale[:500], m["cached"], rubric.version, m["pt"], m["ct"], m["lat"], m["attempts"]))
+        rows += task_rows
+        if t.questionnaire:
+            rows += _questionnaire_rows(rubric, task_rows)
+    return rows
+
+
+def _panel_rows(rubric: RubricConfig, rows: list[dict[str, Any]], aggregate: str) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["sample_id"], r["dimension"]), []).append(r)
+    judges = sorted({r["judge"] for r in rows})
+    kinds = sorted({r["judge_kind"] for r in rows})
+    out = []
+    for (sid, dim), rs in groups.items():
+        ok = [r["score"] for r in rs if r["score"] is not None]
+        if ok:
+            score = statistics.mean(ok) if aggregate == "mean" else statistics.median(ok)
+            reason = None if len(ok) == len(rs) else f"{len(rs) - len(ok)} of {len(rs)} judges missing"
+        else:
+            score = None
+            reason = "; ".join(sorted({f"{r['judge']}: {r['reason']}" for r in rs}))[:500]
+        base = rs[0]
+        out.append(_row(base["checkpoint_id"], sid, PANEL, "+".join(kinds), ",".join(judges), dim, base["kind"], score, reason,
+                        f"{aggregate} of {len(ok)} judge(s)", all(r["cached"] for r in rs), rubric.version))
+        if score is not None and reason is not None:
+            out[-1]["reason"] = reason  # partial panel: scored, with a note
+    return out
+
+
+def judge_samples(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], wh: Warehouse,
+                  mode: str | None = None, overrides: dict[str, Any] | None = None) -> tuple[pd.DataFrame, JudgeRunStats]:
+    """Score records with the heuristic judge or the rubric's LLM panel; returns the long table and stats."""
+    mode = (mode or os.environ.get("EVAL_JUDGE", "heuristic")).lower()
+    stats = JudgeRunStats()
+    t0 = time.perf_counter()
+    if mode == "heuristic":
+        stats.judges = ["heuristic"]
+        stats.judge_kind = "heuristic"
+        rows = _heuristic_rows(rubric, ckpt, records)
+        stats.prompts = len(records)
+    elif mode == "openai":
+        specs = rubric.panel.judges or [JudgeSpec(name="default")]
+        stats.judges = [s.name for s in specs]
+        stats.judge_kind = "llm"
+        rows = []
+        for spec in specs:
+            rows += _llm_rows(rubric, ckpt, settings_from_env(spec, **(overrides or {})), records, wh, stats)
+    else:
+        raise ValueError(f"EVAL_JUDGE must be 'heuristic' or 'openai', got {mode!r}")
+    rows += _panel_rows(rubric, rows, rubric.panel.aggregate)
+    stats.wall_s = time.perf_counter() - t0
+    df = pd.DataFrame(rows, columns=SCORE_COLUMNS)
+    df = df.astype({"score": "float64", "prompt_tokens": "int64", "completion_tokens": "int64", "latency_ms": "float64",
+                    "attempts": "int64", "cached": "bool"})
+    missing = df[(df.judge == PANEL) & (df.status == "missing")]
+    stats.missing = len(missing)
+    for reason in missing.reason:
+        key = str(reason).split(":")[0][:80]
+        stats.missing_reasons[key] = stats.missing_reasons.get(key, 0) + 1
+    return df, stats

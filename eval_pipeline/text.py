@@ -1,0 +1,96 @@
+"""Small, dependency-free text helpers shared by metrics and the heuristic judge."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Iterable
+
+WORD_RE = re.compile(r"[A-Za-z][A-Za-z'\-]*|\d+(?:[.,]\d+)*")
+SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
+NUMBER_RE = re.compile(r"(?<![A-Za-z])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[-+]?\d+(?:\.\d+)?")
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below between both
+    but by can could did do does doing down during each few for from further had has have having he her here hers herself
+    him himself his how i if in into is it its itself just me more most my myself no nor not now of off on once only or
+    other our ours ourselves out over own same she should so some such than that the their theirs them themselves then
+    there these they this those through to too under until up very was we were what when where which while who whom why
+    will with would you your yours yourself yourselves i'm you're it's that's don't can't i'll i've we're they're isn't
+    there's let's what's here's also one may might must shall us per via yes okay oh ah well""".split()
+)
+
+
+def words(text: str) -> list[str]:
+    return [w.lower() for w in WORD_RE.findall(text or "")]
+
+
+def content_words(text: str, min_len: int = 3) -> list[str]:
+    return [w for w in words(text) if w not in STOPWORDS and len(w) >= min_len and not w[0].isdigit()]
+
+
+def stem(word: str) -> str:
+    """A crude suffix stripper so 'funds'/'funding'/'funded' meet; good enough for overlap features."""
+    w = word.lower()
+    for suf in ("ingly", "edly", "ing", "ed", "es", "s", "ly"):
+        if len(w) > len(suf) + 3 and w.endswith(suf):
+            return w[: -len(suf)]
+    return w
+
+
+def stems(text: str) -> set[str]:
+    return {stem(w) for w in content_words(text)}
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in SENTENCE_RE.split(text or "") if s.strip()]
+
+
+def ngrams(tokens: list[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def distinct_n(text: str, n: int) -> float | None:
+    grams = ngrams(words(text), n)
+    return len(set(grams)) / len(grams) if grams else None
+
+
+def repetition_rate(text: str, n: int = 3) -> float:
+    """Share of word n-grams that repeat an earlier n-gram (0 = no repetition)."""
+    grams = ngrams(words(text), n)
+    if not grams:
+        return 0.0
+    counts = Counter(grams)
+    return sum(c - 1 for c in counts.values()) / len(grams)
+
+
+def numbers(text: str) -> list[float]:
+    out = []
+    for m in NUMBER_RE.findall(text or ""):
+        try:
+            out.append(float(m.replace(",", "")))
+        except ValueError:
+            continue
+    return out
+
+
+def contains_phrase(text: str, phrase: str) -> bool:
+    """Case-insensitive phrase match on word boundaries."""
+    return re.search(r"(?<![A-Za-z0-9])" + re.escape(phrase.lower()) + r"(?![A-Za-z0-9])", (text or "").lower()) is not None
+
+
+def any_phrase(text: str, phrases: Iterable[str]) -> bool:
+    return any(contains_phrase(text, p) for p in phrases)
+
+
+def count_phrases(text: str, phrases: Iterable[str]) -> int:
+    return sum(contains_phrase(text, p) for p in phrases)
+
+
+def overlap(a: Iterable[str], b: Iterable[str]) -> float | None:
+    """|a ∩ b| / |a| over stems; None when a is empty."""
+    sa = {stem(x) for x in a}
+    if not sa:
+        return None
+    sb = {stem(x) for x in b}
+    return len(sa & sb) / len(sa)
