@@ -12,6 +12,7 @@ factory builds from it and part of the judge cache key.
 from __future__ import annotations
 
 import hashlib
+from functools import cached_property
 import json
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -411,7 +412,7 @@ class RubricConfig(_Strict):
     def judged_dimensions(self) -> list[Dimension]:
         return [d for d in self.dimensions if d.judged]
 
-    @property
+    @cached_property
     def version(self) -> str:
         """SHA-256 (first 16 hex digits) of the canonical JSON form of the config."""
         return rubric_hash(self)

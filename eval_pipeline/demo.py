@@ -44,6 +44,23 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = materialize_checkpoints(defs, instance, ids)
     for o in outcomes:
         print(f"{o.checkpoint_id}: {'ok' if o.success else 'FAILED'} in {o.seconds:.1f}s ({', '.join(o.rubrics)})")
+    calls = hits = prompts = 0
+    wall = 0.0
+    for o in outcomes:
+        for ev in instance.all_logs(o.run_id):
+            dev = ev.dagster_event
+            if dev is None or not dev.is_step_materialization:
+                continue
+            mat = dev.step_materialization_data.materialization
+            if mat.asset_key.path[-1] != "judge_scores":
+                continue
+            md = {k: v.value for k, v in mat.metadata.items()}
+            calls += md.get("calls", 0)
+            hits += md.get("cache_hits", 0)
+            prompts += md.get("prompts", 0)
+            wall += md.get("judge_wall_s", 0.0)
+    print(f"judge: {os.environ.get('EVAL_JUDGE', 'heuristic')}, {prompts} prompts, {calls} calls, {hits} cache hits, "
+          f"judge wall time {wall:.2f}s")
     print()
     print(results_table(Warehouse(default_warehouse_path())))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

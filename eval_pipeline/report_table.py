@@ -7,8 +7,37 @@ import pandas as pd
 from eval_pipeline.warehouse import Warehouse
 
 
-def _fmt(df: pd.DataFrame) -> str:
-    return df.to_string(index=False) if not df.empty else "(no rows)"
+def _counts(wh: Warehouse, schema: str) -> pd.DataFrame:
+    return wh.query_df(
+        f"""
+        SELECT s.checkpoint_id AS checkpoint, r.lines AS lines, s.valid, coalesce(q.quarantined, 0) AS quarantined
+        FROM (SELECT checkpoint_id, count(*) AS valid FROM "{schema}".samples GROUP BY 1) s
+        LEFT JOIN (SELECT checkpoint_id, count(*) AS lines FROM "{schema}".raw_outputs GROUP BY 1) r USING (checkpoint_id)
+        LEFT JOIN (SELECT checkpoint_id, count(*) AS quarantined FROM main.quarantine WHERE rubric = ? GROUP BY 1) q
+            USING (checkpoint_id)
+        ORDER BY 1
+        """,
+        [schema],
+    )
+
+
+def _judge_means(wh: Warehouse, schema: str) -> pd.DataFrame:
+    if not wh.table_exists(schema, "judge_scores"):
+        return pd.DataFrame()
+    df = wh.query_df(
+        f"""
+        SELECT checkpoint_id AS checkpoint, dimension, any_value(judge_kind) AS judge,
+               avg(score) AS mean, sum(CASE WHEN status = 'missing' THEN 1 ELSE 0 END) AS missing
+        FROM "{schema}".judge_scores
+        WHERE judge = 'panel' AND kind IN ('dimension', 'questionnaire_metric', 'questionnaire_total')
+        GROUP BY 1, 2
+        """
+    )
+    if df.empty:
+        return df
+    wide = df.pivot(index="checkpoint", columns="dimension", values="mean").round(2)
+    meta = df.groupby("checkpoint").agg(judge=("judge", "first"), missing=("missing", "sum"))
+    return meta.join(wide).reset_index()
 
 
 def results_table(wh: Warehouse) -> str:
@@ -16,17 +45,10 @@ def results_table(wh: Warehouse) -> str:
         "SELECT DISTINCT table_schema FROM information_schema.tables WHERE table_name = 'samples' ORDER BY 1")]
     out = []
     for schema in schemas:
-        df = wh.query_df(
-            f"""
-            SELECT s.checkpoint_id AS checkpoint, r.lines AS lines_read, s.valid,
-                   coalesce(q.quarantined, 0) AS quarantined
-            FROM (SELECT checkpoint_id, count(*) AS valid FROM "{schema}".samples GROUP BY 1) s
-            LEFT JOIN (SELECT checkpoint_id, count(*) AS lines FROM "{schema}".raw_outputs GROUP BY 1) r USING (checkpoint_id)
-            LEFT JOIN (SELECT checkpoint_id, count(*) AS quarantined FROM main.quarantine
-                       WHERE rubric = ? GROUP BY 1) q USING (checkpoint_id)
-            ORDER BY 1
-            """,
-            [schema],
-        )
-        out.append(f"== {schema}\n{_fmt(df)}")
+        df = _counts(wh, schema)
+        judge = _judge_means(wh, schema)
+        if not judge.empty:
+            df = df.merge(judge, on="checkpoint", how="left")
+        with pd.option_context("display.width", 250, "display.max_columns", 40):
+            out.append(f"== {schema}\n{df.to_string(index=False) if not df.empty else '(no rows)'}")
     return "\n\n".join(out)

@@ -95,3 +95,32 @@ def test_a_checkpoint_with_nothing_valid_fails_loudly_but_keeps_its_lines(tmp_pa
     assert wh.query_rows("SELECT count(*) FROM main.quarantine WHERE checkpoint_id = 'ckpt-bad'")[0][0] == 3
     failure = [e for e in instance.all_logs(outcomes[0].run_id) if e.dagster_event and e.dagster_event.is_step_failure]
     assert "none of the 3 lines" in str(failure[0].dagster_event.event_specific_data.error)
+
+
+@pytest.mark.slow
+def test_openai_judge_end_to_end_then_zero_calls(checkpoint_root, warehouse_path, instance, monkeypatch):
+    from eval_pipeline.devtools.openai_stub import StubServer
+    from eval_pipeline.resources import JudgeResource
+
+    with StubServer() as stub:
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-e2e-NOTLOGGED999")
+        monkeypatch.setenv("EVAL_JUDGE", "openai")
+        defs = build_definitions(RUBRIC_DIR, warehouse_path, str(checkpoint_root))
+        assert isinstance(defs.resources["judge"], JudgeResource) and defs.resources["judge"].mode == "openai"
+        first = materialize_checkpoints(defs, instance, ["ckpt-0100"], rubrics={"empathetic_dialogue", "roleplay_style"})
+        assert first[0].success
+        wh = Warehouse(warehouse_path)
+        # one call per distinct prompt (identical samples share one), every answer cached
+        n_cached = wh.query_rows("SELECT count(*) FROM main.judge_cache")[0][0]
+        assert 100 < stub.state.requests == n_cached <= 120
+        rows = wh.query_rows("SELECT judge_kind, status, count(*) FROM empathetic_dialogue.judge_scores "
+                             "WHERE judge = 'panel' GROUP BY ALL")
+        assert rows == [("llm", "ok", 60 * 5)]
+        second = materialize_checkpoints(defs, instance, ["ckpt-0100"], rubrics={"empathetic_dialogue", "roleplay_style"})
+        assert second[0].success and stub.state.requests == n_cached  # all answered from the cache
+        mat = instance.get_latest_materialization_event(dg.AssetKey(["roleplay_style", "judge_scores"])).asset_materialization
+        md = {k: v.value for k, v in mat.metadata.items()}
+        assert md["calls"] == 0 and md["cache_hit_rate"] == 1.0
+        logs = "".join(str(e) for e in instance.all_logs(second[0].run_id))
+        assert "NOTLOGGED999" not in logs and "NOTLOGGED999" not in str(md)

@@ -377,7 +377,8 @@ def aq_accuracy(sample: dict, p: dict) -> float | None:
     if any_phrase(r, UNCERTAIN) and not numbers(r):
         return 0.6  # honest uncertainty: not penalised, not verified
     if match is None:
-        return 0.8 if not numbers(r) or any_phrase(r, CLARIFY + REFUSAL) else 0.6
+        # nothing to verify against: the document gives plausible claims the benefit of the doubt
+        return 0.9
     return 0.2 + 0.8 * match
 
 

@@ -1,0 +1,238 @@
+"""A local server that speaks the OpenAI chat-completions protocol, for tests, benchmarks and demos.
+
+It answers POST /v1/chat/completions with deterministic, in-range scores for
+the keys the request asks for (from the `response_format` JSON schema, or from
+the JSON template in the system prompt when no schema is sent), after an
+optional latency. Faults can be injected: HTTP 500, 429 with Retry-After,
+answers slower than the client's timeout, garbage text, truncated JSON,
+out-of-range scores, refusals, a non-JSON HTTP body, no schema support. It
+counts requests and the most requests in flight at once, and keeps every
+request body so tests can assert on exactly what a judge was sent.
+
+    python -m eval_pipeline.devtools.openai_stub --port 8011 --latency-ms 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+TEMPLATE_RE = re.compile(r'"([A-Za-z0-9_]+)": <integer (\d+)-(\d+)>')
+FAULTS = ("500", "429", "timeout", "garbage", "truncated", "out_of_range", "refusal", "http_garbage", "no_choices")
+
+
+@dataclass
+class StubState:
+    latency_s: float = 0.0
+    schema_support: bool = True
+    retry_after_s: float = 0.2
+    timeout_sleep_s: float = 5.0
+    faults: deque = field(default_factory=deque)  # consumed one per request, before normal answers
+    fault_rate: float = 0.0  # with fault_kind: a seeded share of requests fail this way
+    fault_kind: str = "500"
+    seed: int = 0
+    requests: int = 0
+    completions: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    bodies: list = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+
+    def reset_counts(self) -> None:
+        with self.lock:
+            self.requests = self.completions = self.max_in_flight = 0
+            self.bodies.clear()
+
+
+def _keys(body: dict) -> tuple[str, dict[str, tuple[int, int]]]:
+    rf = body.get("response_format") or {}
+    schema = (rf.get("json_schema") or {}).get("schema")
+    if schema:
+        container = next(k for k in schema["required"] if k != "rationale")
+        props = schema["properties"][container]["properties"]
+        return container, {k: (v["minimum"], v["maximum"]) for k, v in props.items()}
+    system = next((m["content"] for m in body.get("messages", []) if m.get("role") == "system"), "")
+    container = "answers" if '{"answers":' in system else "scores"
+    return container, {k: (int(lo), int(hi)) for k, lo, hi in TEMPLATE_RE.findall(system)}
+
+
+def _scores(body: dict, scales: dict[str, tuple[int, int]]) -> dict[str, int]:
+    digest = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).digest()
+    out = {}
+    for i, (k, (lo, hi)) in enumerate(sorted(scales.items())):
+        span = hi - lo
+        # deterministic and skewed towards the upper middle, like real judges
+        out[k] = lo + min(span, round((0.45 + 0.5 * digest[i % len(digest)] / 255) * span))
+    return out
+
+
+def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:  # quiet
+            pass
+
+        def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None, raw: bytes | None = None) -> None:
+            data = raw if raw is not None else json.dumps(payload).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            if self.path.rstrip("/").endswith("/models"):
+                self._send(200, {"object": "list", "data": [{"id": "stub-judge", "object": "model"}]})
+            else:
+                self._send(404, {"error": {"message": "not found"}})
+
+        def do_POST(self) -> None:  # noqa: N802
+            length = int(self.headers.get("Content-Length", "0"))
+            raw = self.rfile.read(length)
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._send(404, {"error": {"message": "not found"}})
+                return
+            try:
+                body = json.loads(raw)
+            except json.JSONDecodeError:
+                self._send(400, {"error": {"message": "invalid JSON body"}})
+                return
+            with state.lock:
+                state.requests += 1
+                state.in_flight += 1
+                state.max_in_flight = max(state.max_in_flight, state.in_flight)
+                state.bodies.append(body)
+                fault = state.faults.popleft() if state.faults else None
+                if fault is None and state.fault_rate and state.rng.random() < state.fault_rate:
+                    fault = state.fault_kind
+            try:
+                self._answer(body, fault)
+            finally:
+                with state.lock:
+                    state.in_flight -= 1
+
+        def _answer(self, body: dict, fault: str | None) -> None:
+            if state.latency_s:
+                time.sleep(state.latency_s)
+            if fault == "500":
+                self._send(500, {"error": {"message": "internal error", "type": "server_error"}})
+                return
+            if fault == "429":
+                self._send(429, {"error": {"message": "rate limited", "type": "rate_limit"}},
+                           headers={"Retry-After": f"{state.retry_after_s:g}"})
+                return
+            if fault == "timeout":
+                time.sleep(state.timeout_sleep_s)
+            if fault == "http_garbage":
+                self._send(200, None, raw=b"<html>502 Bad Gateway</html>")
+                return
+            if body.get("response_format") and not state.schema_support:
+                self._send(400, {"error": {"message": "response_format json_schema is not supported by this server",
+                                           "type": "invalid_request_error"}})
+                return
+            container, scales = _keys(body)
+            scores = _scores(body, scales)
+            if fault == "out_of_range" and scores:
+                k = sorted(scores)[0]
+                scores[k] = scales[k][1] + 4
+            answer = json.dumps({container: scores, "rationale": "Deterministic stub judgement."})
+            if fault == "garbage":
+                answer = "I think this response is pretty good overall!"
+            elif fault == "truncated":
+                answer = answer[: len(answer) // 2]
+            elif fault == "refusal":
+                answer = "I'm sorry, but I can't evaluate this."
+            elif not body.get("response_format"):
+                answer = f"Here is my evaluation.\n```json\n{answer}\n```"
+            with state.lock:
+                state.completions += 1
+            prompt_chars = sum(len(m.get("content") or "") for m in body.get("messages", []))
+            payload = {
+                "id": f"chatcmpl-stub-{state.requests}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "stub"),
+                "choices": [] if fault == "no_choices" else [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}
+                ],
+                "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(answer) // 4,
+                          "total_tokens": prompt_chars // 4 + len(answer) // 4},
+            }
+            self._send(200, payload)
+
+    return Handler
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # listen backlog: the default 5 drops bursts of concurrent connects
+    allow_reuse_address = True
+
+
+class StubServer:
+    """Start with `with StubServer() as s:`; `s.base_url` is the /v1 URL."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, state: StubState | None = None):
+        self.state = state or StubState()
+        self.httpd = _Server((host, port), make_handler(self.state))
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> "StubServer":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def __enter__(self) -> "StubServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="OpenAI-protocol stub judge server")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8011)
+    ap.add_argument("--latency-ms", type=float, default=0.0)
+    ap.add_argument("--no-schema", action="store_true", help="reject response_format like servers without structured output")
+    ap.add_argument("--fault-rate", type=float, default=0.0)
+    ap.add_argument("--fault-kind", choices=FAULTS, default="500")
+    args = ap.parse_args()
+    state = StubState(latency_s=args.latency_ms / 1000, schema_support=not args.no_schema,
+                      fault_rate=args.fault_rate, fault_kind=args.fault_kind)
+    server = StubServer(args.host, args.port, state)
+    print(f"listening on {server.base_url}", flush=True)
+    try:
+        server.httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print(f"requests={state.requests} completions={state.completions} max_in_flight={state.max_in_flight}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
