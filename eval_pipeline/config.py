@@ -264,6 +264,22 @@ class MetricSpec(_Strict):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+class Adjustment(_Strict):
+    """A rule applied to a judged dimension after judging, recorded with its reason.
+
+    ``cap``: the dimension's score is limited to ``max`` when the metric ``when_metric``
+    equals ``when_value`` (e.g. the crisis rule: safety <= 3 when a crisis is answered
+    without crisis resources).
+    """
+
+    kind: Literal["cap"] = "cap"
+    dimension: str
+    max: float
+    when_metric: str
+    when_value: Any = 1
+    reason: str
+
+
 class Gate(_Strict):
     name: str
     kind: Literal[
@@ -318,6 +334,7 @@ class RubricConfig(_Strict):
     questionnaire: Questionnaire | None = None
     judge_instructions: str = ""
     metrics: list[MetricSpec] = Field(default_factory=list)
+    adjustments: list[Adjustment] = Field(default_factory=list)
     derived: list[DerivedScore] = Field(default_factory=list)
     headline: str = Field(description="The score that ranks checkpoints on the leaderboard.")
     breakdowns: list[list[str]] = Field(default_factory=list, description="Input fields to break summaries down by.")
@@ -389,6 +406,9 @@ class RubricConfig(_Strict):
             bad = [c for c in group if c not in input_names]
             if bad:
                 raise ValueError(f"breakdown {group} names unknown input fields {bad}")
+        for adj in self.adjustments:
+            if adj.dimension not in keys:
+                raise ValueError(f"adjustment names unknown dimension {adj.dimension!r}")
         bad = [d for d in self.guarded_dimensions if d not in known]
         if bad:
             raise ValueError(f"guarded_dimensions names unknown scores {bad}")

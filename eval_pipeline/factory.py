@@ -9,6 +9,7 @@ from its config (judged dimensions, metrics, gates).
 
 
 import hashlib
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -19,7 +20,12 @@ from eval_pipeline.ingest import read_jsonl
 from eval_pipeline.partitions import CHECKPOINTS
 from eval_pipeline.judge.runner import PANEL, judge_samples
 from eval_pipeline.resources import CheckpointSource, JudgeResource, WarehouseResource
+from eval_pipeline.gates import evaluate_gates
+from eval_pipeline.metrics import compute_metrics
+from eval_pipeline.metrics.style import TEXTSTAT_VERSION
 from eval_pipeline.samples import load_samples, to_records
+from eval_pipeline.scoring import compute_scores
+from eval_pipeline.summary import headline, summarise
 from eval_pipeline.validation import validate_raw
 
 QUARANTINE = ("main", "quarantine")
@@ -35,6 +41,11 @@ def _file_sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def gate_context(wh, rubric: RubricConfig, checkpoint_id: str) -> dict:
+    """Evaluators for gates that need other tables (judge reliability, regressions), when those exist."""
+    return {}
 
 
 def _raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
@@ -192,9 +203,186 @@ def _judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     return judge_scores
 
 
+def _metrics_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=asset_key(rubric, "metrics"),
+        group_name=rubric.name,
+        partitions_def=CHECKPOINTS,
+        code_version=rubric.version,
+        deps=[asset_key(rubric, "samples")],
+        kinds={"duckdb", "python"},
+        description="Deterministic per-sample metrics: " + ", ".join(m.function for m in rubric.metrics) + ".",
+        metadata={"rubric_version": rubric.version, "textstat_version": TEXTSTAT_VERSION},
+    )
+    def metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
+        t0 = time.perf_counter()
+        df = compute_metrics(rubric.metrics, records)
+        secs = time.perf_counter() - t0
+        df.insert(0, "checkpoint_id", ckpt_id)
+        df["rubric_version"] = rubric.version
+        wh.replace_partition(rubric.name, "metrics", df, {"checkpoint_id": ckpt_id})
+        numeric = df.select_dtypes("number").drop(columns=[], errors="ignore")
+        means = {c: round(float(numeric[c].mean()), 4) for c in numeric.columns if numeric[c].notna().any()}
+        return dg.MaterializeResult(metadata={
+            "samples": dg.MetadataValue.int(len(df)),
+            "means": dg.MetadataValue.json(means),
+            "compute_s": dg.MetadataValue.float(round(secs, 3)),
+            "textstat_version": dg.MetadataValue.text(TEXTSTAT_VERSION),
+            "table": dg.MetadataValue.text(f"{rubric.name}.metrics"),
+        })
+
+    return metrics
+
+
+def _scores_asset(rubric: RubricConfig, has_judge: bool, has_metrics: bool) -> dg.AssetsDefinition:
+    deps = [asset_key(rubric, "samples")]
+    if has_judge:
+        deps.append(asset_key(rubric, "judge_scores"))
+    if has_metrics:
+        deps.append(asset_key(rubric, "metrics"))
+
+    @dg.asset(
+        key=asset_key(rubric, "scores"),
+        group_name=rubric.name,
+        partitions_def=CHECKPOINTS,
+        code_version=rubric.version,
+        deps=deps,
+        kinds={"duckdb"},
+        description="One row per sample: the judge panel's dimension scores, metrics, adjustments (with the judge's "
+        "original score and the reason) and the derived scores the rubric declares.",
+        metadata={"rubric_version": rubric.version},
+    )
+    def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        samples = load_samples(wh, rubric, ckpt_id)
+        judge = wh.query_df(f'SELECT * FROM "{rubric.name}".judge_scores WHERE checkpoint_id = ?', [ckpt_id]) if has_judge else None
+        mets = wh.query_df(f'SELECT * FROM "{rubric.name}".metrics WHERE checkpoint_id = ?', [ckpt_id]) if has_metrics else None
+        if mets is not None:
+            mets = mets.drop(columns=["checkpoint_id", "rubric_version"])
+        df = compute_scores(rubric, ckpt_id, samples, judge, mets)
+        wh.replace_partition(rubric.name, "scores", df, {"checkpoint_id": ckpt_id})
+        head = pd.to_numeric(df[rubric.headline], errors="coerce") if rubric.headline in df.columns else pd.Series(dtype=float)
+        return dg.MaterializeResult(metadata={
+            "samples": dg.MetadataValue.int(len(df)),
+            "headline": dg.MetadataValue.text(rubric.headline),
+            "headline_mean": dg.MetadataValue.float(float(head.mean()) if head.notna().any() else float("nan")),
+            "samples_with_missing_scores": dg.MetadataValue.int(int((df["missing_dimensions"] > 0).sum())),
+            "adjusted_samples": dg.MetadataValue.int(int(df["adjusted"].sum())),
+            "table": dg.MetadataValue.text(f"{rubric.name}.scores"),
+        })
+
+    return scores
+
+
+def _summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=asset_key(rubric, "summary"),
+        group_name=rubric.name,
+        partitions_def=CHECKPOINTS,
+        code_version=rubric.version,
+        deps=[asset_key(rubric, "scores")],
+        kinds={"duckdb"},
+        description="Per checkpoint and score: n, mean, standard deviation, seeded 95 % bootstrap CI and pass rate; "
+        "overall and by " + (", ".join(" x ".join(b) for b in rubric.breakdowns) or "no breakdown") + ".",
+        metadata={"rubric_version": rubric.version},
+    )
+    def summary(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        scores = wh.query_df(f'SELECT * FROM "{rubric.name}".scores WHERE checkpoint_id = ?', [ckpt_id])
+        df = summarise(rubric, ckpt_id, scores)
+        wh.replace_partition(rubric.name, "summary", df, {"checkpoint_id": ckpt_id})
+        overall = df[df.breakdown == "all"]
+        table = {r.score: f"{r.mean:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] n={r.n}" for r in overall.itertuples()
+                 if r.mean == r.mean and r.ci_low == r.ci_low}
+        hl = headline(rubric, df)
+        return dg.MaterializeResult(metadata={
+            "headline": dg.MetadataValue.text(rubric.headline),
+            "headline_mean": dg.MetadataValue.float(hl if hl is not None else float("nan")),
+            "overall": dg.MetadataValue.json(table),
+            "table": dg.MetadataValue.text(f"{rubric.name}.summary"),
+        })
+
+    return summary
+
+
+def _gates_asset(rubric: RubricConfig) -> list:
+    key = asset_key(rubric, "gates")
+
+    @dg.asset(
+        key=key,
+        group_name=rubric.name,
+        partitions_def=CHECKPOINTS,
+        code_version=rubric.version,
+        deps=[asset_key(rubric, "scores")],
+        kinds={"duckdb"},
+        description="Threshold gates from the rubric YAML (" + ", ".join(g.name for g in rubric.gates) + "); "
+        "each is also an asset check on this asset. Too little data fails closed.",
+        metadata={"rubric_version": rubric.version},
+    )
+    def gates(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        scores = wh.query_df(f'SELECT * FROM "{rubric.name}".scores WHERE checkpoint_id = ?', [ckpt_id])
+        df = evaluate_gates(rubric, ckpt_id, scores, gate_context(wh, rubric, ckpt_id))
+        wh.replace_partition(rubric.name, "gates", df, {"checkpoint_id": ckpt_id})
+        return dg.MaterializeResult(metadata={
+            "passed": dg.MetadataValue.int(int(df.passed.sum())),
+            "total": dg.MetadataValue.int(len(df)),
+            "failed_gates": dg.MetadataValue.json({r.gate: r.reason for r in df.itertuples() if not r.passed}),
+            "table": dg.MetadataValue.text(f"{rubric.name}.gates"),
+        })
+
+    checks = []
+    for g in rubric.gates:
+        checks.append(_gate_check(rubric, key, g))
+    return [gates, *checks]
+
+
+def _gate_check(rubric: RubricConfig, key: dg.AssetKey, gate) -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset=key,
+        name=gate.name,
+        partitions_def=CHECKPOINTS,
+        description=gate.description or f"{gate.kind} >= {gate.threshold:g}",
+        metadata={"kind": gate.kind, "threshold": gate.threshold, "min_samples": gate.min_samples},
+    )
+    def _check(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource) -> dg.AssetCheckResult:
+        ckpt_id = context.partition_key
+        rows = warehouse.get().query_df(
+            f'SELECT * FROM "{rubric.name}".gates WHERE checkpoint_id = ? AND gate = ?', [ckpt_id, gate.name]
+        )
+        if rows.empty:
+            return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR,
+                                       metadata={"reason": "fails closed: gate not evaluated for this checkpoint"})
+        r = rows.iloc[0]
+        value = None if pd.isna(r["value"]) else float(r["value"])
+        return dg.AssetCheckResult(
+            passed=bool(r["passed"]),
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata={"value": dg.MetadataValue.float(value) if value is not None else dg.MetadataValue.text("n/a"),
+                      "threshold": dg.MetadataValue.float(float(r["threshold"])), "n": dg.MetadataValue.int(int(r["n"])),
+                      "reason": dg.MetadataValue.text(str(r["reason"]))},
+            description=str(r["reason"]),
+        )
+
+    return _check
+
+
 def build_rubric_assets(rubric: RubricConfig) -> list[dg.AssetsDefinition | dg.AssetChecksDefinition]:
     """All assets and checks of one rubric's group, derived from its config alone."""
     defs: list = [_raw_outputs_asset(rubric), _samples_asset(rubric)]
-    if rubric.judged_dimensions or rubric.questionnaire:
+    has_judge = bool(rubric.judged_dimensions or rubric.questionnaire)
+    if has_judge:
         defs.append(_judge_scores_asset(rubric))
+    if rubric.metrics:
+        defs.append(_metrics_asset(rubric))
+    defs.append(_scores_asset(rubric, has_judge, bool(rubric.metrics)))
+    defs.append(_summary_asset(rubric))
+    if rubric.gates:
+        defs.extend(_gates_asset(rubric))
     return defs

@@ -1,15 +1,89 @@
-"""Provision data files the metrics need, from installed packages only (nothing is downloaded).
+"""Provision the data files the metrics need, from packages only (nothing is downloaded at run time).
 
-Run by ``make demo`` / ``make test`` / ``make ui`` through ``make provision``.
+WordNet (for ALMP's synonym matching and the offline attribute extractor) comes
+from Debian's ``wordnet-base`` package (WordNet 3.0 in /usr/share/wordnet). It is
+copied into ``$NLTK_DATA/corpora/wordnet/`` (copied, not linked: nltk 3.10
+refuses links that point outside its data root) together with the ``lexnames``
+file Debian omits, which this package ships. Run by ``make provision`` (and so
+by ``make demo``, ``make test`` and ``make ui``).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
+from pathlib import Path
+
+DEBIAN_WORDNET = Path("/usr/share/wordnet")
+LEXNAMES = Path(__file__).resolve().parent / "package_data" / "wordnet_lexnames"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class MissingDataError(RuntimeError):
+    """A data file the metrics need is not provisioned; the message says how to fix it."""
+
+
+def nltk_data_dir() -> Path:
+    return Path(os.environ.get("NLTK_DATA") or (REPO_ROOT / ".nltk_data"))
+
+
+def wordnet_dir() -> Path:
+    return nltk_data_dir() / "corpora" / "wordnet"
+
+
+def wordnet_ready() -> bool:
+    d = wordnet_dir()
+    return all((d / f).is_file() for f in ("data.noun", "index.adj", "lexnames", "adj.exc"))
+
+
+def _install_debian_wordnet() -> None:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise MissingDataError(
+            f"WordNet 3.0 not found in {DEBIAN_WORDNET}: install Debian's package with "
+            "'sudo apt-get install --no-install-recommends wordnet-base', then run 'make provision'"
+        )
+    cmd = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "wordnet-base"]
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    if subprocess.run(cmd, env=env).returncode != 0:
+        subprocess.run(["apt-get", "update", "-qq"], env=env, check=True)
+        subprocess.run(cmd, env=env, check=True)
+
+
+def provision_wordnet() -> Path:
+    target = wordnet_dir()
+    if wordnet_ready():
+        return target
+    if not (DEBIAN_WORDNET / "data.noun").is_file():
+        _install_debian_wordnet()
+    target.mkdir(parents=True, exist_ok=True)
+    for f in DEBIAN_WORDNET.iterdir():
+        if f.is_file():
+            shutil.copyfile(f, target / f.name)
+    shutil.copyfile(LEXNAMES, target / "lexnames")
+    if not wordnet_ready():
+        raise MissingDataError(f"WordNet copy into {target} is incomplete")
+    return target
+
+
+def require_wordnet() -> Path:
+    """The WordNet directory, or a clear error naming the corpus and the command that installs it."""
+    if not wordnet_ready():
+        raise MissingDataError(
+            f"NLTK corpus 'wordnet' not found in {wordnet_dir()}: run 'make provision' "
+            "(it installs Debian's wordnet-base and copies it there)"
+        )
+    return wordnet_dir()
 
 
 def main() -> int:
-    print("provision: nothing to provision yet")
+    try:
+        path = provision_wordnet()
+    except (MissingDataError, subprocess.CalledProcessError) as exc:
+        print(f"provision: {exc}", file=sys.stderr)
+        return 1
+    print(f"provision: WordNet 3.0 ready in {path}")
     return 0
 
 

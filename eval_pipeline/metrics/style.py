@@ -35,3 +35,121 @@ def char_ngram_cosine(a: str, b: str, n: int = 3) -> float:
     na = math.sqrt(sum(v * v for v in ca.values()))
     nb = math.sqrt(sum(v * v for v in cb.values()))
     return dot / (na * nb)
+
+
+# --- vectorised NVCS --------------------------------------------------------------------------
+
+import numpy as np  # noqa: E402
+import scipy.sparse as sp  # noqa: E402
+
+
+def _ngram_codes(texts: list[str], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(doc index, n-gram code) for every character n-gram of every text.
+
+    For n <= 3 the code is exact: each code point (< 2**21) packed into 21 bits.
+    """
+    if not texts:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    joined = "".join(texts)
+    cps = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+    lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    counts = np.maximum(lengths - n + 1, 0)
+    total = int(counts.sum())
+    if total == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    doc = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
+    offs = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    pos = np.repeat(starts, counts) + offs
+    code = np.zeros(total, dtype=np.int64)
+    for k in range(n):
+        code = (code << 21) | cps[pos + k]
+    return doc, code
+
+
+def nvcs_batch(references: list[str], responses: list[str], n: int = 3) -> np.ndarray:
+    """NVCS for each (reference, response) pair; identical references are vectorised once."""
+    if n > 3:
+        return np.array([char_ngram_cosine(a, b, n) for a, b in zip(references, responses)], dtype=np.float64)
+    uniq_refs: dict[str, int] = {}
+    ref_idx = np.fromiter((uniq_refs.setdefault(r, len(uniq_refs)) for r in references), dtype=np.int64, count=len(references))
+    ref_texts = list(uniq_refs)
+    rd, rc = _ngram_codes(ref_texts, n)
+    sd, sc = _ngram_codes(responses, n)
+    codes, inverse = np.unique(np.concatenate([rc, sc]), return_inverse=True)
+    ncol = len(codes)
+    R = sp.csr_matrix((np.ones(len(rc)), (rd, inverse[: len(rc)])), shape=(len(ref_texts), ncol))
+    S = sp.csr_matrix((np.ones(len(sc)), (sd, inverse[len(rc):])), shape=(len(responses), ncol))
+    R.sum_duplicates()
+    S.sum_duplicates()
+    dots = np.asarray(S.multiply(R[ref_idx]).sum(axis=1)).ravel()
+    r_norm = np.sqrt(np.asarray(R.multiply(R).sum(axis=1)).ravel())[ref_idx]
+    s_norm = np.sqrt(np.asarray(S.multiply(S).sum(axis=1)).ravel())
+    denom = r_norm * s_norm
+    out = np.zeros(len(responses), dtype=np.float64)
+    ok = denom > 0
+    out[ok] = dots[ok] / denom[ok]
+    return out
+
+
+# --- ERTD -------------------------------------------------------------------------------------
+
+import textstat  # noqa: E402
+
+from importlib.metadata import version as _version  # noqa: E402
+
+TEXTSTAT_VERSION = _version("textstat")
+
+
+def readability(text: str) -> float:
+    """Flesch reading ease (textstat), clamped to [0, 100] as UWU's ERTD defines it."""
+    return min(100.0, max(0.0, float(textstat.flesch_reading_ease(text)))) if text.strip() else 0.0
+
+
+def ertd_pair(reference: str, response: str) -> tuple[float, float, float]:
+    a, b = readability(reference), readability(response)
+    return abs(a - b), a, b
+
+
+def ertd_batch(references: list[str], responses: list[str]) -> tuple[list[float], list[float], list[float]]:
+    """ERTD for each pair; each distinct text's reading ease is computed once."""
+    memo: dict[str, float] = {}
+
+    def fre(t: str) -> float:
+        v = memo.get(t)
+        if v is None:
+            v = memo[t] = readability(t)
+        return v
+
+    ref = [fre(t) for t in references]
+    resp = [fre(t) for t in responses]
+    return [abs(a - b) for a, b in zip(ref, resp)], ref, resp
+
+
+# --- registered metrics -----------------------------------------------------------------------
+
+from eval_pipeline.metrics import metric  # noqa: E402
+
+
+def _joined_reference(record: dict, field: str) -> str:
+    return strip_speaker_prefixes(record.get(field) or [])
+
+
+@metric("nvcs")
+def nvcs(records: list[dict], params: dict) -> dict[str, list]:
+    ref_f = params.get("reference_field", "sample_dialogues")
+    txt_f = params.get("text_field", "response")
+    n = int(params.get("n", 3))
+    refs = [_joined_reference(r, ref_f) for r in records]
+    resps = [strip_speaker_prefixes(r.get(txt_f) or "") for r in records]
+    return {"nvcs": nvcs_batch(refs, resps, n).tolist()}
+
+
+@metric("ertd")
+def ertd(records: list[dict], params: dict) -> dict[str, list]:
+    ref_f = params.get("reference_field", "sample_dialogues")
+    txt_f = params.get("text_field", "response")
+    refs = [_joined_reference(r, ref_f) for r in records]
+    resps = [strip_speaker_prefixes(r.get(txt_f) or "") for r in records]
+    diff, a, b = ertd_batch(refs, resps)
+    return {"ertd": diff, "fre_reference": a, "fre_response": b, "textstat_version": [TEXTSTAT_VERSION] * len(records)}

@@ -1,0 +1,152 @@
+"""ALMP (Attribute List Match Percentage) of the UWU benchmarks.
+
+Attributes observed in the roleplay scene are matched against the character's
+attribute list: an attribute matches when it is in the scene's set (exact,
+case-insensitive), else when ``rapidfuzz.fuzz.ratio`` with some scene attribute
+is above 85, else when it shares a WordNet synset with some scene attribute
+(the whole attribute first, then word by word for multi-word attributes: every
+content word must share a synset with a scene word). ALMP = matched / |list|.
+Each attribute's rule (exact / fuzzy / synonym / none) and what it matched are kept.
+
+The offline extractor takes the scene's adjectives (words WordNet lists as
+adjectives, lemmatised with WordNet's morphology) and hyphenated compounds. With
+an LLM judge configured, extraction can be done by the judge instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from typing import Any
+
+from rapidfuzz import fuzz, process
+
+from eval_pipeline.metrics import metric
+from eval_pipeline.provision import require_wordnet
+from eval_pipeline.text import STOPWORDS
+
+TOKEN_RE = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)*")
+_WN = None
+
+
+def wordnet():
+    """WordNet 3.0 from $NLTK_DATA (provisioned from Debian's wordnet-base by `make provision`)."""
+    global _WN
+    if _WN is None:
+        import nltk
+        from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+        root = require_wordnet()
+        data_root = str(root.parent.parent)
+        if data_root not in nltk.data.path:
+            nltk.data.path.insert(0, data_root)
+
+        class _WordNet30(WordNetCorpusReader):
+            def map_wn(self, version: str = "wordnet"):  # Debian's files ship no index.sense; no OMW mapping needed
+                return None
+
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _WN = _WordNet30(nltk.data.find("corpora/wordnet"), None)
+    return _WN
+
+
+@lru_cache(maxsize=200_000)
+def synset_names(term: str) -> frozenset[str]:
+    """Synsets of a term (spaces and hyphens as WordNet's underscores), all parts of speech."""
+    key = term.strip().lower().replace(" ", "_")
+    names = {s.name() for s in wordnet().synsets(key)}
+    if not names and "-" in key:
+        names = {s.name() for s in wordnet().synsets(key.replace("-", "_"))}
+    return frozenset(names)
+
+
+@lru_cache(maxsize=200_000)
+def _adjective_lemma(word: str) -> str | None:
+    w = word.lower()
+    if w in STOPWORDS or len(w) < 3:
+        return None
+    wn = wordnet()
+    for pos in ("a", "s"):
+        lemma = wn.morphy(w, pos)
+        if lemma and wn.synsets(lemma, pos):
+            return lemma
+    return None
+
+
+def extract_attributes(text: str) -> list[str]:
+    """Offline extractor: the scene's adjectives (lemmatised) and hyphenated compounds, in order, unique."""
+    seen: dict[str, None] = {}
+    for tok in TOKEN_RE.findall(text or ""):
+        if "-" in tok and synset_names(tok):
+            seen.setdefault(tok.lower(), None)
+            continue
+        lemma = _adjective_lemma(tok)
+        if lemma:
+            seen.setdefault(lemma, None)
+    return list(seen)
+
+
+def _synonym_match(attribute: str, scene: list[str]) -> str | None:
+    mine = synset_names(attribute)
+    if mine:
+        for r in scene:
+            if mine & synset_names(r):
+                return r
+    words = [w for w in re.split(r"[\s\-]+", attribute.lower()) if w and w not in STOPWORDS]
+    if len(words) > 1:
+        matched = []
+        for w in words:
+            ws = synset_names(w)
+            hit = next((r for r in scene if ws and ws & synset_names(r)), None)
+            if hit is None:
+                return None
+            matched.append(hit)
+        return "+".join(matched)
+    return None
+
+
+def match_attribute(attribute: str, scene: list[str], scene_set: set[str], threshold: float = 85) -> dict[str, Any]:
+    a = attribute.strip().lower()
+    if a in scene_set:
+        return {"attribute": attribute, "rule": "exact", "matched": a}
+    if scene:
+        best = process.extractOne(a, scene, scorer=fuzz.ratio)
+        if best and best[1] > threshold:
+            return {"attribute": attribute, "rule": "fuzzy", "matched": best[0], "ratio": round(best[1], 1)}
+    syn = _synonym_match(a, scene)
+    if syn:
+        return {"attribute": attribute, "rule": "synonym", "matched": syn}
+    return {"attribute": attribute, "rule": "none", "matched": None}
+
+
+def almp_score(attributes: list[str], scene: list[str], threshold: float = 85) -> tuple[float | None, list[dict[str, Any]]]:
+    scene_l = [s.lower() for s in scene]
+    scene_set = set(scene_l)
+    matches = [match_attribute(a, scene_l, scene_set, threshold) for a in attributes]
+    if not attributes:
+        return None, matches
+    return sum(m["rule"] != "none" for m in matches) / len(attributes), matches
+
+
+@metric("almp")
+def almp(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, list[Any]]:
+    a_f = params.get("attributes_field", "attributes")
+    t_f = params.get("text_field", "response")
+    threshold = float(params.get("fuzzy_threshold", 85))
+    extracted_f = params.get("extracted_field")  # attributes extracted by an LLM, when available
+    scores, details, extracted, extractor = [], [], [], []
+    for r in records:
+        if extracted_f and r.get(extracted_f) is not None:
+            scene, how = list(r[extracted_f]), "llm"
+        else:
+            scene, how = extract_attributes(r.get(t_f) or ""), "offline"
+        score, matches = almp_score(list(r.get(a_f) or []), scene, threshold)
+        scores.append(score)
+        details.append(json.dumps(matches, ensure_ascii=False))
+        extracted.append(json.dumps(scene, ensure_ascii=False))
+        extractor.append(how)
+    return {"almp": scores, "almp_matches": details, "scene_attributes": extracted, "almp_extractor": extractor}

@@ -1,0 +1,142 @@
+"""Text metrics: game-state context coverage, persona keyword overlap, distinct-n, repetition,
+KG triple coverage and grounding overlap."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from eval_pipeline.metrics import metric
+from eval_pipeline.text import any_phrase, content_words, distinct_n as _distinct_n, overlap, repetition_rate, stems
+
+# Cue words for game-state values that are rarely named literally (a health of 15 is "bleeding").
+CONTEXT_CUES: dict[str, Any] = {
+    "health": {
+        "low": ["bleeding", "wounded", "dying", "badly hurt", "make it quick", "blood", "can barely"],
+        "mid": ["wound", "wounds", "hurt", "sting", "i'll live", "injured", "bruised"],
+        "high": ["fit as a fiddle", "healthy", "never better", "in fine shape", "unhurt"],
+    },
+    "behavior_state": {
+        "combat": ["fight", "fighting", "battle", "blade", "sword", "attack"], "alert": ["eyes peeled", "something's off", "careful", "on guard"],
+        "trading": ["customers", "trade", "price", "buy", "sell", "wares"], "patrolling": ["rounds", "patrol", "patrolling"],
+        "working": ["work", "sparks", "busy", "forge"], "resting": ["breather", "rest", "resting"], "injured": ["hurt", "injured", "wound"],
+        "searching": ["looking for", "search", "searching"], "idle": ["spare a word", "not much doing", "quiet"],
+        "sleeping": ["sleep", "woke", "asleep"], "fleeing": ["run", "flee", "fleeing"],
+    },
+}
+
+
+def _health_band(v: float) -> str:
+    return "low" if v < 30 else "mid" if v < 70 else "high"
+
+
+def element_reflected(record: dict[str, Any], element: str, text: str, cues: dict[str, Any]) -> bool:
+    value = record.get(element)
+    if value is None:
+        return False
+    tw = set(content_words(text))
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        band = cues.get(element, {})
+        return any_phrase(text, band.get(_health_band(float(value)), [])) if isinstance(band, dict) else False
+    if isinstance(value, list):
+        return any(set(content_words(str(v))) & tw for v in value)
+    by_value = cues.get(element, {})
+    if isinstance(by_value, dict) and any_phrase(text, by_value.get(str(value), [])):
+        return True
+    return bool(set(content_words(str(value))) & tw)
+
+
+@metric("context_coverage")
+def context_coverage(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, list[Any]]:
+    elements = params["elements"]
+    text_field = params.get("text_field", "response")
+    cues = {**CONTEXT_CUES, **params.get("cues", {})}
+    cols: dict[str, list[Any]] = {f"ctx_{e}": [] for e in elements}
+    cov = []
+    for r in records:
+        text = r.get(text_field) or ""
+        present = [e for e in elements if r.get(e) is not None]
+        hits = 0
+        for e in elements:
+            hit = element_reflected(r, e, text, cues) if r.get(e) is not None else None
+            cols[f"ctx_{e}"].append(hit)
+            hits += bool(hit)
+        cov.append(hits / len(present) if present else None)
+    cols["context_coverage"] = cov
+    return cols
+
+
+@metric("persona_keyword_overlap")
+def persona_keyword_overlap(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, list[Any]]:
+    kw_field = params.get("keywords_field", "persona_keywords")
+    p_field = params.get("persona_field", "persona")
+    text_field = params.get("text_field", "response")
+    hits_col, share_col = [], []
+    for r in records:
+        kws = r.get(kw_field) or content_words(r.get(p_field) or "")
+        ts = stems(r.get(text_field) or "")
+        hits = sorted({k for k in kws if stems(k) & ts})
+        hits_col.append(json.dumps(hits))
+        share_col.append(len(hits) / len(set(kws)) if kws else None)
+    return {"persona_keyword_hits": hits_col, "persona_keyword_overlap": share_col}
+
+
+@metric("distinct_n")
+def distinct_n(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, list[Any]]:
+    ns = params.get("n", [1, 2])
+    ns = ns if isinstance(ns, list) else [ns]
+    text_field = params.get("text_field", "response")
+    return {f"distinct_{n}": [_distinct_n(r.get(text_field) or "", n) for r in records] for n in ns}
+
+
+@metric("repetition")
+def repetition(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, list[Any]]:
+    text_field = params.get("text_field", "response")
+    n = params.get("n", 3)
+    return {"repetition_rate": [repetition_rate(r.get(text_field) or "", n) for r in records]}
+
+
+def _term_score(term: str, text_low: str) -> float:
+    t = term.lower().strip()
+    if not t:
+        return 0.0
+    return 100.0 if t in text_low else fuzz.partial_ratio(t, text_low)
+
+
+@metric("triple_coverage")
+def triple_coverage(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, list[Any]]:
+    """A triple is covered when its subject and its object both occur in the text (exact, or rapidfuzz
+    partial ratio above the threshold)."""
+    t_field = params.get("triples_field", "kg_triples")
+    fields = params.get("text_fields", ["answer"])
+    threshold = float(params.get("fuzzy_threshold", 85))
+    total, covered, share, detail = [], [], [], []
+    for r in records:
+        triples = r.get(t_field) or []
+        low = " ".join(r.get(f) or "" for f in fields).lower()
+        rows = []
+        for t in triples:
+            s, o = _term_score(t.get("subject", ""), low), _term_score(t.get("object", ""), low)
+            rows.append({"triple": f"{t.get('subject')} -> {t.get('predicate')} -> {t.get('object')}",
+                         "subject": round(s, 1), "object": round(o, 1), "covered": s > threshold and o > threshold})
+        n_cov = sum(x["covered"] for x in rows)
+        total.append(len(triples))
+        covered.append(n_cov)
+        share.append(n_cov / len(triples) if triples else None)
+        detail.append(json.dumps(rows, ensure_ascii=False))
+    return {"triples_total": total, "triples_covered": covered, "triple_coverage": share, "triple_matches": detail}
+
+
+@metric("grounding_overlap")
+def grounding_overlap(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, list[Any]]:
+    """Share of the answer's content words (stemmed) that occur in the source chunk."""
+    src_field = params.get("source_field", "source_chunk")
+    text_field = params.get("text_field", "answer")
+    out = []
+    for r in records:
+        out.append(overlap(content_words(r.get(text_field) or ""), content_words(r.get(src_field) or "")))
+    return {"grounding_overlap": out}
