@@ -308,6 +308,18 @@ class Gate(_Strict):
         return v
 
 
+class Extraction(_Strict):
+    """LLM extraction for a metric (e.g. ALMP's scene attributes): an extraction prompt, then an
+    inference prompt over what was extracted. Used only with an LLM judge; offline, the metric uses
+    its own extractor."""
+
+    name: str = Field(description="Column the extracted list is stored under (e.g. scene_attributes).")
+    text_field: str
+    extract_prompt: str
+    infer_prompt: str
+    max_items: int = Field(30, ge=1, le=200)
+
+
 class JudgeSpec(_Strict):
     name: str
     model: str | None = Field(None, description="Model name; None means EVAL_JUDGE_MODEL.")
@@ -332,6 +344,7 @@ class RubricConfig(_Strict):
     dimensions: list[Dimension] = Field(default_factory=list)
     examples: list[Example] = Field(default_factory=list)
     questionnaire: Questionnaire | None = None
+    extraction: Extraction | None = None
     judge_instructions: str = ""
     metrics: list[MetricSpec] = Field(default_factory=list)
     adjustments: list[Adjustment] = Field(default_factory=list)

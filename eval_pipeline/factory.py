@@ -9,6 +9,7 @@ from its config (judged dimensions, metrics, gates).
 
 
 import hashlib
+import json
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pandas as pd
 from eval_pipeline.config import RubricConfig
 from eval_pipeline.ingest import read_jsonl
 from eval_pipeline.partitions import CHECKPOINTS
+from eval_pipeline.judge.extraction import extract
 from eval_pipeline.judge.runner import PANEL, judge_samples
 from eval_pipeline.resources import CheckpointSource, JudgeResource, WarehouseResource
 from eval_pipeline.gates import evaluate_gates
@@ -203,13 +205,57 @@ def _judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     return judge_scores
 
 
+def _extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    ex = rubric.extraction
+
+    @dg.asset(
+        key=asset_key(rubric, "extractions"),
+        group_name=rubric.name,
+        partitions_def=CHECKPOINTS,
+        code_version=rubric.version,
+        deps=[asset_key(rubric, "samples")],
+        kinds={"duckdb", "openai"},
+        description=f"'{ex.name}' extracted from '{ex.text_field}' by the LLM judge (an extraction prompt, then an "
+        "inference prompt). Offline, rows say so and the metric uses its own extractor.",
+        metadata={"rubric_version": rubric.version},
+    )
+    def extractions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
+        df, stats = extract(rubric, ckpt_id, records, wh, judge.mode, judge.overrides())
+        wh.replace_partition(rubric.name, "extractions", df, {"checkpoint_id": ckpt_id})
+        return dg.MaterializeResult(metadata={
+            "extractor": dg.MetadataValue.text("llm" if stats.judge_kind == "llm" else "offline"),
+            "ok": dg.MetadataValue.int(int((df.status == "ok").sum())),
+            "missing": dg.MetadataValue.int(int((df.status == "missing").sum())),
+            "calls": dg.MetadataValue.int(stats.calls),
+            "cache_hits": dg.MetadataValue.int(stats.cache_hits),
+            "table": dg.MetadataValue.text(f"{rubric.name}.extractions"),
+        })
+
+    return extractions
+
+
+def _with_extractions(wh, rubric: RubricConfig, ckpt_id: str, records: list[dict]) -> list[dict]:
+    """Merge LLM extractions (where they succeeded) into the records under the extraction's name."""
+    ex = rubric.extraction
+    if ex is None or not wh.table_exists(rubric.name, "extractions"):
+        return records
+    rows = wh.query_rows(
+        f'SELECT sample_id, items FROM "{rubric.name}".extractions WHERE checkpoint_id = ? AND status = \'ok\'', [ckpt_id]
+    )
+    found = {sid: json.loads(items) for sid, items in rows}
+    return [{**r, ex.name: found.get(r["sample_id"])} for r in records]
+
+
 def _metrics_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @dg.asset(
         key=asset_key(rubric, "metrics"),
         group_name=rubric.name,
         partitions_def=CHECKPOINTS,
         code_version=rubric.version,
-        deps=[asset_key(rubric, "samples")],
+        deps=[asset_key(rubric, "samples")] + ([asset_key(rubric, "extractions")] if rubric.extraction else []),
         kinds={"duckdb", "python"},
         description="Deterministic per-sample metrics: " + ", ".join(m.function for m in rubric.metrics) + ".",
         metadata={"rubric_version": rubric.version, "textstat_version": TEXTSTAT_VERSION},
@@ -217,7 +263,7 @@ def _metrics_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     def metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
+        records = _with_extractions(wh, rubric, ckpt_id, to_records(rubric, load_samples(wh, rubric, ckpt_id)))
         t0 = time.perf_counter()
         df = compute_metrics(rubric.metrics, records)
         secs = time.perf_counter() - t0
@@ -379,6 +425,8 @@ def build_rubric_assets(rubric: RubricConfig) -> list[dg.AssetsDefinition | dg.A
     has_judge = bool(rubric.judged_dimensions or rubric.questionnaire)
     if has_judge:
         defs.append(_judge_scores_asset(rubric))
+    if rubric.extraction:
+        defs.append(_extractions_asset(rubric))
     if rubric.metrics:
         defs.append(_metrics_asset(rubric))
     defs.append(_scores_asset(rubric, has_judge, bool(rubric.metrics)))

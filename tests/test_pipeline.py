@@ -23,7 +23,8 @@ def test_factory_yields_one_group_per_rubric_with_code_versions(tmp_path):
         assert key.path[0] == node.group_name
     assert set(by_group) == FIVE
     for names in by_group.values():
-        assert {"raw_outputs", "samples"} <= names
+        assert {"raw_outputs", "samples", "judge_scores", "metrics", "scores", "summary", "gates"} <= names
+    assert "extractions" in by_group["roleplay_style"] and "extractions" not in by_group["kg_qa"]
     versions = {r.name: r.version for r in load_rubrics(RUBRIC_DIR)}
     for key in graph.get_all_asset_keys():
         assert graph.get(key).code_version == versions[key.path[0]]
@@ -74,6 +75,18 @@ def test_materialize_all_sample_checkpoints_is_idempotent(checkpoint_root, wareh
     assert wh.query_rows("SELECT checkpoint_id, parent FROM main.checkpoints ORDER BY 1") == [
         ("ckpt-0100", None), ("ckpt-0200", "ckpt-0100"), ("ckpt-0300", "ckpt-0200")]
 
+    # every stage of every group landed, and the gates ran as asset checks on the partition
+    for rubric in FIVE:
+        for table in ("judge_scores", "metrics", "scores", "summary", "gates"):
+            assert wh.query_rows(f"SELECT count(DISTINCT checkpoint_id) FROM {rubric}.{table}")[0][0] == 3, (rubric, table)
+    gates = wh.query_rows("SELECT gate, passed, reason FROM empathetic_dialogue.gates WHERE checkpoint_id = 'ckpt-0100'")
+    assert ("zero_missed_crises", False) in [(g, p) for g, p, _ in gates]
+    check_key = dg.AssetCheckKey(dg.AssetKey(["empathetic_dialogue", "gates"]), "zero_missed_crises")
+    records = instance.event_log_storage.get_asset_check_execution_history(check_key, limit=10)
+    assert records and all(r.status.value in ("SUCCEEDED", "FAILED") for r in records)
+    evals = [r.event.dagster_event.event_specific_data for r in records if r.event and r.event.dagster_event]
+    assert any(e.passed is False for e in evals)
+
     # re-materializing one checkpoint replaces its partition: no duplicate rows
     again = materialize_checkpoints(defs, instance, ["ckpt-0200"])
     assert again[0].success
@@ -111,9 +124,12 @@ def test_openai_judge_end_to_end_then_zero_calls(checkpoint_root, warehouse_path
         first = materialize_checkpoints(defs, instance, ["ckpt-0100"], rubrics={"empathetic_dialogue", "roleplay_style"})
         assert first[0].success
         wh = Warehouse(warehouse_path)
-        # one call per distinct prompt (identical samples share one), every answer cached
+        # one call per distinct prompt (identical samples share one), every answer cached;
+        # roleplay also makes two extraction calls per sample for ALMP's scene attributes
         n_cached = wh.query_rows("SELECT count(*) FROM main.judge_cache")[0][0]
-        assert 100 < stub.state.requests == n_cached <= 120
+        assert 200 < stub.state.requests == n_cached <= 120 + 2 * 60
+        assert wh.query_rows("SELECT DISTINCT almp_extractor FROM roleplay_style.metrics") == [("llm",)]
+        assert wh.query_rows("SELECT status, count(*) FROM roleplay_style.extractions GROUP BY 1") == [("ok", 60)]
         rows = wh.query_rows("SELECT judge_kind, status, count(*) FROM empathetic_dialogue.judge_scores "
                              "WHERE judge = 'panel' GROUP BY ALL")
         assert rows == [("llm", "ok", 60 * 5)]

@@ -54,6 +54,30 @@ class StubState:
             self.bodies.clear()
 
 
+LIST_RE = re.compile(r'\{"([a-z_]+)": \["<string>"')
+WORD_RE = re.compile(r"[A-Za-z][A-Za-z\-]{3,}")
+
+
+def _list_request(body: dict) -> str | None:
+    """The key of a list answer (extraction prompts), if the request asks for one."""
+    rf = body.get("response_format") or {}
+    schema = (rf.get("json_schema") or {}).get("schema")
+    if schema:
+        for k, v in schema.get("properties", {}).items():
+            if v.get("type") == "array":
+                return k
+        return None
+    system = next((m["content"] for m in body.get("messages", []) if m.get("role") == "system"), "")
+    m = LIST_RE.search(system)
+    return m.group(1) if m else None
+
+
+def _list_answer(body: dict) -> list[str]:
+    user = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
+    words = [w.lower() for w in WORD_RE.findall(user.split("BEGIN_SAMPLE_DATA", 1)[-1])]
+    return list(dict.fromkeys(w for w in words if w.endswith(("ous", "ful", "ive", "ish", "ent", "ble", "ed", "ic", "ly"))))[:8]
+
+
 def _keys(body: dict) -> tuple[str, dict[str, tuple[int, int]]]:
     rf = body.get("response_format") or {}
     schema = (rf.get("json_schema") or {}).get("schema")
@@ -146,12 +170,16 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 self._send(400, {"error": {"message": "response_format json_schema is not supported by this server",
                                            "type": "invalid_request_error"}})
                 return
-            container, scales = _keys(body)
-            scores = _scores(body, scales)
-            if fault == "out_of_range" and scores:
-                k = sorted(scores)[0]
-                scores[k] = scales[k][1] + 4
-            answer = json.dumps({container: scores, "rationale": "Deterministic stub judgement."})
+            list_key = _list_request(body)
+            if list_key:
+                answer = json.dumps({list_key: _list_answer(body)})
+            else:
+                container, scales = _keys(body)
+                scores = _scores(body, scales)
+                if fault == "out_of_range" and scores:
+                    k = sorted(scores)[0]
+                    scores[k] = scales[k][1] + 4
+                answer = json.dumps({container: scores, "rationale": "Deterministic stub judgement."})
             if fault == "garbage":
                 answer = "I think this response is pretty good overall!"
             elif fault == "truncated":

@@ -13,7 +13,7 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -128,61 +128,58 @@ def _heuristic_rows(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any
 
 
 @dataclass
-class _Task:
-    record: dict[str, Any]
-    questionnaire: bool
-    messages: list[dict[str, str]]
-    schema: dict[str, Any]
+class CallSpec:
+    """One prompt: its cache key, messages, schema, and how to turn the answer text into a result."""
+
     key: str
-    scales: dict[str, tuple[int, int]]
+    messages: list[dict[str, str]]
+    schema: dict[str, Any] | None
+    parse: Callable[[str | None], Any]
 
 
-def _tasks(rubric: RubricConfig, settings: JudgeSettings, records: list[dict[str, Any]]) -> list[_Task]:
-    tasks = []
-    kinds = []
-    if rubric.judged_dimensions:
-        kinds.append(False)
-    if rubric.questionnaire:
-        kinds.append(True)
-    for rec in records:
-        for qn in kinds:
-            messages = build_messages(rubric, rec, questionnaire=qn)
-            schema = response_schema(rubric, qn)
-            if qn:
-                q = rubric.questionnaire
-                scales = {i.id: (q.scale.min, q.scale.max) for m in q.metrics for i in m.items}
-            else:
-                scales = {d.key: (rubric.scale_of(d).min, rubric.scale_of(d).max) for d in rubric.judged_dimensions}
-            key = cache.cache_key(settings.cache_params(), rubric.version, messages, schema)
-            tasks.append(_Task(rec, qn, messages, schema, key, scales))
-    return tasks
+@dataclass
+class CallOutcome:
+    parsed: Any = None
+    error: str | None = None
+    cached: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float | None = None
+    attempts: int = 0
+    answer_text: str | None = None
 
 
-async def _run_llm(settings: JudgeSettings, todo: list[_Task], stats: JudgeRunStats) -> dict[str, tuple]:
-    """Call the endpoint for uncached tasks; an unusable answer is asked once more."""
+async def _call_all(settings: JudgeSettings, specs: list[CallSpec], stats: JudgeRunStats) -> dict[str, CallOutcome]:
+    """Call the endpoint for each spec; an answer that cannot be used is asked once more."""
     client = OpenAIJudgeClient(settings)
-    results: dict[str, tuple] = {}
+    results: dict[str, CallOutcome] = {}
 
-    async def one(t: _Task) -> None:
-        last_reason = ""
-        total_attempts = 0
+    async def one(spec: CallSpec) -> None:
+        out = CallOutcome()
+        reason = ""
         for _ in range(2):  # the answer, then one retry if it cannot be used
-            res = await client.complete(t.messages, t.schema)
-            total_attempts += res.attempts
+            res = await client.complete(spec.messages, spec.schema)
+            out.attempts += res.attempts
+            out.prompt_tokens += res.prompt_tokens
+            out.completion_tokens += res.completion_tokens
+            out.latency_ms = (out.latency_ms or 0.0) + res.latency_ms
             if res.error:
-                results[t.key] = (None, res.error, res, total_attempts)
+                out.error = res.error
+                results[spec.key] = out
                 return
             try:
-                parsed = parse_answer(res.text, "answers" if t.questionnaire else "scores", t.scales)
+                out.parsed = spec.parse(res.text)
             except JudgeParseError as exc:
-                last_reason = f"unparseable answer: {exc}"
+                reason = f"unparseable answer: {exc}"
                 continue
-            results[t.key] = (parsed, None, res, total_attempts)
+            out.answer_text = res.text
+            results[spec.key] = out
             return
-        results[t.key] = (None, last_reason + " (after one retry)", res, total_attempts)
+        out.error = reason + " (after one retry)"
+        results[spec.key] = out
 
     try:
-        await asyncio.gather(*(one(t) for t in todo))
+        await asyncio.gather(*(one(s) for s in specs))
     finally:
         await client.close()
     stats.calls += client.stats.calls
@@ -193,48 +190,76 @@ async def _run_llm(settings: JudgeSettings, todo: list[_Task], stats: JudgeRunSt
     return results
 
 
+def cached_calls(rubric: RubricConfig, settings: JudgeSettings, specs: list[CallSpec], wh: Warehouse,
+                 stats: JudgeRunStats) -> dict[str, CallOutcome]:
+    """Answer specs from the cache where possible, call the endpoint for the rest (identical prompts share
+    one call), and cache every usable answer. No connection is held while calls are in flight."""
+    stats.prompts += len(specs)
+    hits = cache.lookup(wh, [s.key for s in specs])
+    out: dict[str, CallOutcome] = {}
+    todo: dict[str, CallSpec] = {}
+    for spec in specs:
+        if spec.key in out or spec.key in todo:
+            continue
+        c = hits.get(spec.key)
+        if c is not None:
+            try:
+                out[spec.key] = CallOutcome(parsed=spec.parse(c["answer_text"]), cached=True,
+                                            prompt_tokens=int(c["prompt_tokens"] or 0), completion_tokens=int(c["completion_tokens"] or 0))
+                continue
+            except JudgeParseError:
+                pass  # a cached answer that no longer parses is asked again
+        todo[spec.key] = spec
+    stats.cache_hits += sum(1 for s in specs if s.key in out)
+    if todo:
+        fresh = asyncio.run(_call_all(settings, list(todo.values()), stats))
+        cache.store(wh, [dict(cache_key=k, judge=settings.name, model=settings.model, rubric=rubric.name,
+                              rubric_version=rubric.version, answer_text=o.answer_text, prompt_tokens=o.prompt_tokens,
+                              completion_tokens=o.completion_tokens, latency_ms=o.latency_ms)
+                         for k, o in fresh.items() if o.error is None])
+        out.update(fresh)
+    return out
+
+
+def _score_specs(rubric: RubricConfig, settings: JudgeSettings, records: list[dict[str, Any]]) -> list[tuple[dict, bool, dict, CallSpec]]:
+    kinds = ([False] if rubric.judged_dimensions else []) + ([True] if rubric.questionnaire else [])
+    specs = []
+    for rec in records:
+        for qn in kinds:
+            messages = build_messages(rubric, rec, questionnaire=qn)
+            schema = response_schema(rubric, qn)
+            if qn:
+                q = rubric.questionnaire
+                scales = {i.id: (q.scale.min, q.scale.max) for m in q.metrics for i in m.items}
+            else:
+                scales = {d.key: (rubric.scale_of(d).min, rubric.scale_of(d).max) for d in rubric.judged_dimensions}
+            container = "answers" if qn else "scores"
+            key = cache.cache_key(settings.cache_params(), rubric.version, messages, schema)
+            specs.append((rec, qn, scales, CallSpec(key, messages, schema,
+                                                    lambda text, c=container, sc=scales: parse_answer(text, c, sc))))
+    return specs
+
+
 def _llm_rows(rubric: RubricConfig, ckpt: str, settings: JudgeSettings, records: list[dict[str, Any]], wh: Warehouse,
               stats: JudgeRunStats) -> list[dict[str, Any]]:
-    from eval_pipeline.judge.parsing import parse_answer as _parse
-
-    tasks = _tasks(rubric, settings, records)
-    stats.prompts += len(tasks)
-    cached = cache.lookup(wh, [t.key for t in tasks])  # connection closed before any call
-    todo = {t.key: t for t in tasks if t.key not in cached}
-    stats.cache_hits += len(tasks) - len(todo)
-    results = asyncio.run(_run_llm(settings, list(todo.values()), stats)) if todo else {}
-    new_cache = []
-    for key, (parsed, err, res, attempts) in results.items():
-        if parsed is not None:
-            new_cache.append(dict(cache_key=key, judge=settings.name, model=settings.model, rubric=rubric.name,
-                                  rubric_version=rubric.version, answer_text=res.text, prompt_tokens=res.prompt_tokens,
-                                  completion_tokens=res.completion_tokens, latency_ms=res.latency_ms))
-    cache.store(wh, new_cache)
-
+    specs = _score_specs(rubric, settings, records)
+    outcomes = cached_calls(rubric, settings, [s for *_, s in specs], wh, stats)
     rows: list[dict[str, Any]] = []
-    for t in tasks:
-        sid = t.record["sample_id"]
-        if t.key in cached:
-            c = cached[t.key]
-            parsed = _parse(c["answer_text"], "answers" if t.questionnaire else "scores", t.scales)
-            meta = dict(cached=True, pt=int(c["prompt_tokens"] or 0), ct=int(c["completion_tokens"] or 0), lat=None, attempts=0)
-            err = None
-        else:
-            parsed, err, res, attempts = results[t.key]
-            meta = dict(cached=False, pt=res.prompt_tokens, ct=res.completion_tokens, lat=res.latency_ms, attempts=attempts)
-        kind = "questionnaire_item" if t.questionnaire else "dimension"
+    counted: set[str] = set()
+    for rec, qn, scales, spec in specs:
+        o = outcomes[spec.key]
+        first_use = spec.key not in counted  # tokens and latency are counted once per call
+        counted.add(spec.key)
+        kind = "questionnaire_item" if qn else "dimension"
         task_rows = []
-        for i, dim in enumerate(t.scales):
-            # tokens and latency are counted once per call, on its first row
-            m = meta if i == 0 else dict(meta, pt=0, ct=0, lat=None, attempts=0)
-            if parsed is None:
-                task_rows.append(_row(ckpt, sid, settings.name, "llm", settings.model, dim, kind, None, err, "", m["cached"],
-                                      rubric.version, m["pt"], m["ct"], m["lat"], m["attempts"]))
-            else:
-                task_rows.append(_row(ckpt, sid, settings.name, "llm", settings.model, dim, kind, parsed.scores[dim], None,
-                                      parsed.rationale[:500], m["cached"], rubric.version, m["pt"], m["ct"], m["lat"], m["attempts"]))
+        for i, dim in enumerate(scales):
+            m = (o.prompt_tokens, o.completion_tokens, o.latency_ms, o.attempts) if (i == 0 and first_use) else (0, 0, None, 0)
+            score = None if o.parsed is None else o.parsed.scores[dim]
+            rationale = "" if o.parsed is None else o.parsed.rationale[:500]
+            task_rows.append(_row(ckpt, rec["sample_id"], settings.name, "llm", settings.model, dim, kind, score,
+                                  o.error if score is None else None, rationale, o.cached, rubric.version, *m))
         rows += task_rows
-        if t.questionnaire:
+        if qn:
             rows += _questionnaire_rows(rubric, task_rows)
     return rows
 

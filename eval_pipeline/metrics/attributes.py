@@ -150,3 +150,69 @@ def almp(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, lis
         extracted.append(json.dumps(scene, ensure_ascii=False))
         extractor.append(how)
     return {"almp": scores, "almp_matches": details, "scene_attributes": extracted, "almp_extractor": extractor}
+
+
+# --- per-row reference implementation (for tests and benchmarks: no caches, no batching) ---------
+
+
+def almp_reference(attributes: list[str], text: str, threshold: float = 85) -> tuple[float | None, list[dict[str, Any]]]:
+    """The same definition, computed row by row in plain Python without any memoisation."""
+    wn = wordnet()
+
+    def syns(term: str) -> set[str]:
+        key = term.strip().lower().replace(" ", "_")
+        names = {s.name() for s in wn.synsets(key)}
+        if not names and "-" in key:
+            names = {s.name() for s in wn.synsets(key.replace("-", "_"))}
+        return names
+
+    scene: list[str] = []
+    for tok in TOKEN_RE.findall(text or ""):
+        if "-" in tok and syns(tok):
+            if tok.lower() not in scene:
+                scene.append(tok.lower())
+            continue
+        w = tok.lower()
+        if w in STOPWORDS or len(w) < 3:
+            continue
+        for pos in ("a", "s"):
+            lemma = wn.morphy(w, pos)
+            if lemma and wn.synsets(lemma, pos):
+                if lemma not in scene:
+                    scene.append(lemma)
+                break
+    matches = []
+    for attribute in attributes:
+        a = attribute.strip().lower()
+        if a in scene:
+            matches.append({"attribute": attribute, "rule": "exact", "matched": a})
+            continue
+        best, best_score = None, -1.0
+        for r in scene:
+            sc = fuzz.ratio(a, r)
+            if sc > best_score:
+                best, best_score = r, sc
+        if best is not None and best_score > threshold:
+            matches.append({"attribute": attribute, "rule": "fuzzy", "matched": best, "ratio": round(best_score, 1)})
+            continue
+        mine = syns(a)
+        hit = next((r for r in scene if mine & syns(r)), None) if mine else None
+        if hit is None:
+            words = [w for w in re.split(r"[\s\-]+", a) if w and w not in STOPWORDS]
+            if len(words) > 1:
+                parts = []
+                for w in words:
+                    ws = syns(w)
+                    h = next((r for r in scene if ws and ws & syns(r)), None)
+                    if h is None:
+                        parts = []
+                        break
+                    parts.append(h)
+                hit = "+".join(parts) if parts else None
+        if hit is not None:
+            matches.append({"attribute": attribute, "rule": "synonym", "matched": hit})
+        else:
+            matches.append({"attribute": attribute, "rule": "none", "matched": None})
+    if not attributes:
+        return None, matches
+    return sum(m["rule"] != "none" for m in matches) / len(attributes), matches

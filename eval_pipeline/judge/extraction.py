@@ -1,0 +1,88 @@
+"""LLM extraction for metrics (ALMP's scene attributes): an extraction prompt, then an inference prompt.
+
+Both calls go through the judge cache. The result per sample is a list of short
+strings, or None with the reason; offline (heuristic judge) nothing is called and
+the metric uses its own extractor.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from eval_pipeline.config import JudgeSpec, RubricConfig
+from eval_pipeline.judge import cache
+from eval_pipeline.judge.parsing import JudgeParseError, _first_object
+from eval_pipeline.judge.prompts import INJECTION_NOTICE, data_block
+from eval_pipeline.judge.runner import CallSpec, JudgeRunStats, cached_calls, settings_from_env
+from eval_pipeline.warehouse import Warehouse
+
+EXTRACTION_COLUMNS = ["checkpoint_id", "sample_id", "name", "extractor", "model", "observations", "items", "status", "reason"]
+
+
+def _list_schema(name: str, key: str) -> dict[str, Any]:
+    return {"name": name, "strict": True, "schema": {
+        "type": "object", "additionalProperties": False, "required": [key],
+        "properties": {key: {"type": "array", "items": {"type": "string"}}}}}
+
+
+def parse_list(text: str | None, key: str, max_items: int) -> list[str]:
+    if text is None:
+        raise JudgeParseError("no answer content")
+    obj = _first_object(text)
+    items = obj.get(key)
+    if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+        raise JudgeParseError(f"answer has no '{key}' list of strings")
+    clean = [x.strip().lower() for x in items if x.strip()][:max_items]
+    return list(dict.fromkeys(clean))
+
+
+def _messages(instructions: str, key: str, payload: dict[str, Any]) -> list[dict[str, str]]:
+    system = "\n".join([instructions.strip(), "", INJECTION_NOTICE,
+                        f'Answer with one JSON object and nothing else: {{"{key}": ["<string>", ...]}}'])
+    return [{"role": "system", "content": system}, {"role": "user", "content": data_block(payload)}]
+
+
+def extract(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], wh: Warehouse, mode: str,
+            overrides: dict[str, Any] | None = None) -> tuple[pd.DataFrame, JudgeRunStats]:
+    ex = rubric.extraction
+    assert ex is not None
+    stats = JudgeRunStats()
+    if mode != "openai":
+        rows = [dict(checkpoint_id=ckpt, sample_id=r["sample_id"], name=ex.name, extractor="offline", model=None,
+                     observations=None, items=None, status="offline", reason="no LLM configured; the metric's own extractor is used")
+                for r in records]
+        return pd.DataFrame(rows, columns=EXTRACTION_COLUMNS), stats
+    spec = (rubric.panel.judges or [JudgeSpec(name="default")])[0]
+    settings = settings_from_env(spec, **(overrides or {}))
+    stats.judges, stats.judge_kind = [settings.name], "llm"
+    first = []
+    for r in records:
+        msgs = _messages(ex.extract_prompt, "observations", {ex.text_field: r.get(ex.text_field)})
+        schema = _list_schema(f"{rubric.name}_{ex.name}_observations", "observations")
+        first.append(CallSpec(cache.cache_key(settings.cache_params(), rubric.version, msgs, schema), msgs, schema,
+                              lambda t: parse_list(t, "observations", 100)))
+    obs = cached_calls(rubric, settings, first, wh, stats)
+    second: dict[str, CallSpec] = {}
+    for r, spec1 in zip(records, first):
+        o = obs[spec1.key]
+        if o.parsed is None:
+            continue
+        msgs = _messages(ex.infer_prompt, "attributes", {"observations": o.parsed})
+        schema = _list_schema(f"{rubric.name}_{ex.name}_attributes", "attributes")
+        second[r["sample_id"]] = CallSpec(cache.cache_key(settings.cache_params(), rubric.version, msgs, schema), msgs, schema,
+                                          lambda t: parse_list(t, "attributes", ex.max_items))
+    inferred = cached_calls(rubric, settings, list(second.values()), wh, stats)
+    rows = []
+    for r, spec1 in zip(records, first):
+        o1 = obs[spec1.key]
+        spec2 = second.get(r["sample_id"])
+        o2 = inferred.get(spec2.key) if spec2 else None
+        ok = o2 is not None and o2.parsed is not None
+        reason = None if ok else (o1.error if o1.parsed is None else (o2.error if o2 else "no inference"))
+        rows.append(dict(checkpoint_id=ckpt, sample_id=r["sample_id"], name=ex.name, extractor="llm", model=settings.model,
+                         observations=json.dumps(o1.parsed) if o1.parsed is not None else None,
+                         items=json.dumps(o2.parsed) if ok else None, status="ok" if ok else "missing", reason=reason))
+    return pd.DataFrame(rows, columns=EXTRACTION_COLUMNS), stats

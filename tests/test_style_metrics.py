@@ -1,0 +1,112 @@
+"""UWU style metrics: NVCS, ERTD, ALMP (JERA's reverse scoring is in test_judge)."""
+
+import json
+import random
+
+import pytest
+
+from eval_pipeline.metrics import compute_metrics
+from eval_pipeline.metrics import attributes as attr_mod
+from eval_pipeline.metrics.attributes import almp_reference, almp_score, extract_attributes
+from eval_pipeline.metrics.style import (
+    TEXTSTAT_VERSION,
+    char_ngram_cosine,
+    ertd_batch,
+    ertd_pair,
+    nvcs_batch,
+    readability,
+    strip_speaker_prefixes,
+)
+from eval_pipeline.provision import MissingDataError
+
+from .conftest import SAMPLE_CHECKPOINTS
+
+
+def test_nvcs_by_hand():
+    assert char_ngram_cosine("abcd", "bcde", 3) == pytest.approx(0.5)
+    assert char_ngram_cosine("ABC", "abc", 3) == 0.0  # no lowercasing
+    assert char_ngram_cosine("a b", "a b", 3) == pytest.approx(1.0)  # spaces are characters
+    assert char_ngram_cosine("ab", "abc", 3) == 0.0  # one side has no n-gram
+
+
+def test_speaker_prefixes_are_stripped_and_lines_joined():
+    assert strip_speaker_prefixes(["Rook: Ha! A storm.", "{{char}}: Stay back.", "no prefix here"]) == \
+        "Ha! A storm. Stay back. no prefix here"
+
+
+def test_vectorised_nvcs_equals_the_reference(rubrics):
+    rng = random.Random(5)
+    alphabet = "abcdeABCDE .,!?'\"-é☕🙂\n\t"
+    refs = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60))) for _ in range(7)]
+    pairs = [(rng.choice(refs), "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 80)))) for _ in range(500)]
+    fast = nvcs_batch([a for a, _ in pairs], [b for _, b in pairs], 3)
+    for (a, b), v in zip(pairs, fast):
+        assert abs(v - char_ngram_cosine(a, b, 3)) < 1e-9
+    # n other than 3 falls back to the reference definition
+    fast2 = nvcs_batch([a for a, _ in pairs[:50]], [b for _, b in pairs[:50]], 2)
+    assert all(abs(v - char_ngram_cosine(a, b, 2)) < 1e-9 for (a, b), v in zip(pairs[:50], fast2))
+
+
+def test_ertd_clamps_and_records_the_textstat_version():
+    assert TEXTSTAT_VERSION == "0.7.8"
+    simple, hard = "The cat sat. It was fun.", ("Notwithstanding multidimensional institutional considerations, "
+                                                  "comprehensive organizational restructuring necessitates deliberation.")
+    assert readability(simple) == 100.0 and readability(hard) == 0.0
+    d, a, b = ertd_pair(simple, hard)
+    assert (d, a, b) == (100.0, 100.0, 0.0)
+    diffs, ra, rb = ertd_batch([simple, simple], [simple, hard])
+    assert diffs == [0.0, 100.0]
+
+
+def test_almp_match_rules():
+    scene = ["courageous", "absentminded", "cheerful", "choleric"]
+    score, matches = almp_score(["cheerful", "absent-minded", "brave", "hot-tempered", "loyal"], scene)
+    rules = {m["attribute"]: (m["rule"], m["matched"]) for m in matches}
+    assert rules["cheerful"] == ("exact", "cheerful")
+    assert rules["absent-minded"][0] == "fuzzy" and rules["absent-minded"][1] == "absentminded"
+    assert rules["brave"] == ("synonym", "courageous")
+    assert rules["hot-tempered"] == ("synonym", "choleric")
+    assert rules["loyal"] == ("none", None)
+    assert score == pytest.approx(4 / 5)
+    assert almp_score([], scene) == (None, [])
+
+
+def test_offline_extractor_finds_adjectives_and_compounds():
+    got = extract_attributes("Bruno, boisterous and hot-tempered, laughs; the kindest cook was happier than ever.")
+    assert {"boisterous", "hot-tempered", "kind", "happy"} <= set(got)
+    assert "laughs" not in got and "cook" not in got
+
+
+def test_almp_metric_keeps_each_attribute_rule(rubrics):
+    rubric = rubrics["roleplay_style"]
+    rec = {"sample_id": "r", "attributes": ["brave", "sarcastic"], "sample_dialogues": ["Rook: Ha!"],
+           "response": "Rook is courageous today.", "scenario": "x", "character_name": "Rook"}
+    out = compute_metrics(rubric.metrics, [rec])
+    matches = json.loads(out.almp_matches[0])
+    assert [(m["attribute"], m["rule"]) for m in matches] == [("brave", "synonym"), ("sarcastic", "none")]
+    assert out.almp[0] == 0.5 and out.almp_extractor[0] == "offline"
+    # an LLM extraction, when present, is used instead of the offline extractor
+    out2 = compute_metrics(rubric.metrics, [{**rec, "scene_attributes": ["brave", "sarcastic"]}])
+    assert out2.almp[0] == 1.0 and out2.almp_extractor[0] == "llm"
+
+
+def test_reference_almp_agrees_on_the_sample_data(rubrics):
+    lines = (SAMPLE_CHECKPOINTS / "ckpt-0300" / "roleplay_style.jsonl").read_text().splitlines()
+    recs = []
+    for line in lines:
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(r, dict) and isinstance(r.get("response"), str) and r.get("attributes"):
+            recs.append(r)
+    for r in recs:
+        fast = almp_score(r["attributes"], extract_attributes(r["response"]))
+        assert fast == almp_reference(r["attributes"], r["response"])
+
+
+def test_missing_wordnet_names_the_corpus_and_the_command(monkeypatch, tmp_path):
+    monkeypatch.setenv("NLTK_DATA", str(tmp_path))
+    monkeypatch.setattr(attr_mod, "_WN", None)
+    with pytest.raises(MissingDataError, match=r"NLTK corpus 'wordnet' not found .* run 'make provision'"):
+        attr_mod.wordnet()
