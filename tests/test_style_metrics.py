@@ -110,3 +110,22 @@ def test_missing_wordnet_names_the_corpus_and_the_command(monkeypatch, tmp_path)
     monkeypatch.setattr(attr_mod, "_WN", None)
     with pytest.raises(MissingDataError, match=r"NLTK corpus 'wordnet' not found .* run 'make provision'"):
         attr_mod.wordnet()
+
+
+def test_fast_reading_ease_equals_textstat_exactly():
+    import textstat
+
+    from eval_pipeline.metrics.style import flesch_reading_ease_fast
+
+    texts = ["I'm sure 'twas fine.", "Don't! Won't... 'quoted' text", "", "   ", "Hi.", "A b. C d e f g. H!",
+             "naïve café — ok?", "It's the cats' toy.", "Ha! You call that a storm? I've sailed through worse."]
+    for f in sorted(SAMPLE_CHECKPOINTS.glob("*/roleplay_style.jsonl")):
+        for line in f.read_text().splitlines():
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(r, dict) and isinstance(r.get("response"), str):
+                texts.append(r["response"])
+    for t in texts:
+        assert flesch_reading_ease_fast(t) == textstat.flesch_reading_ease(t), t

@@ -106,6 +106,9 @@ def nvcs_batch(references: list[str], responses: list[str], n: int = 3) -> np.nd
 
 # --- ERTD -------------------------------------------------------------------------------------
 
+import re  # noqa: E402
+from functools import lru_cache  # noqa: E402
+
 import textstat  # noqa: E402
 
 from importlib.metadata import version as _version  # noqa: E402
@@ -116,6 +119,50 @@ TEXTSTAT_VERSION = _version("textstat")
 def readability(text: str) -> float:
     """Flesch reading ease (textstat), clamped to [0, 100] as UWU's ERTD defines it."""
     return min(100.0, max(0.0, float(textstat.flesch_reading_ease(text)))) if text.strip() else 0.0
+
+
+# textstat 0.7.8's Flesch reading ease, re-expressed with a per-word syllable memo and one pass over
+# the words (textstat recomputes word lists several times per text and caches only 128 texts). Used
+# only when the pinned version is installed; tests and the benchmark check it equals textstat exactly.
+_SENTENCE_RE = re.compile(r"\b[^.!?]+[.!?]*", re.UNICODE)
+_NON_CONTRACTION_APOSTROPHE = re.compile(r"\'(?![tsd]|ve|ll|re)")
+_PUNCT_KEEP_APOSTROPHE = re.compile(r"[^\w\s\']")
+_FAST_FRE = TEXTSTAT_VERSION == "0.7.8"
+
+
+def _ts_words(text: str) -> list[str]:
+    return _PUNCT_KEEP_APOSTROPHE.sub("", _NON_CONTRACTION_APOSTROPHE.sub("", text)).split()
+
+
+@lru_cache(maxsize=500_000)
+def _ts_syllables(word: str) -> int:
+    from textstat.backend.utils._get_cmudict import get_cmudict
+    from textstat.backend.utils._get_pyphen import get_pyphen
+
+    try:
+        return sum(1 for p in get_cmudict("en_US")[word][0] if p[-1].isdigit())
+    except (TypeError, IndexError, KeyError):
+        return len(get_pyphen("en_US").positions(word)) + 1
+
+
+def flesch_reading_ease_fast(text: str) -> float:
+    if not text:
+        return 0.0
+    words = _ts_words(text)
+    n = len(words)
+    sentences = _SENTENCE_RE.findall(text)
+    n_sent = max(1, len(sentences) - sum(1 for s in sentences if len(_ts_words(s)) <= 2))
+    wps = n / n_sent
+    spw = sum(_ts_syllables(w) for w in _ts_words(text.lower())) / n if n else 0.0
+    if wps == 0 or spw == 0:
+        return 0.0
+    return 206.835 - 1.015 * wps - 84.6 * spw
+
+
+def readability_fast(text: str) -> float:
+    if not _FAST_FRE:
+        return readability(text)
+    return min(100.0, max(0.0, flesch_reading_ease_fast(text))) if text.strip() else 0.0
 
 
 def ertd_pair(reference: str, response: str) -> tuple[float, float, float]:
@@ -130,7 +177,7 @@ def ertd_batch(references: list[str], responses: list[str]) -> tuple[list[float]
     def fre(t: str) -> float:
         v = memo.get(t)
         if v is None:
-            v = memo[t] = readability(t)
+            v = memo[t] = readability_fast(t)
         return v
 
     ref = [fre(t) for t in references]
