@@ -320,6 +320,32 @@ class Extraction(_Strict):
     max_items: int = Field(30, ge=1, le=200)
 
 
+class PassFail(_Strict):
+    """A protocol's PASS/FAIL agreement: a score derived from each rater's dimension ratings, against a threshold."""
+
+    score: str
+    threshold: float
+
+
+class HumanRatingsSpec(_Strict):
+    column_aliases: dict[str, str] = Field(default_factory=dict, description="CSV column -> our name (e.g. semantic_score -> semantic).")
+    pass_fail: PassFail | None = None
+
+
+class ReReview(_Strict):
+    score: str
+    max_diff: float
+
+
+class WorklistSpec(_Strict):
+    strata: list[str] = Field(default_factory=list, description="Input fields the pilot set is stratified by.")
+    pilot_size: int = Field(10, ge=1)
+    spot_check_share: float = Field(0.05, gt=0, le=1)
+    rereview: ReReview | None = None
+    sheet_fields: list[str] = Field(default_factory=list, description="Input fields shown on the blank scoring sheet.")
+    seed: int = 20260117
+
+
 class JudgeSpec(_Strict):
     name: str
     model: str | None = Field(None, description="Model name; None means EVAL_JUDGE_MODEL.")
@@ -354,6 +380,8 @@ class RubricConfig(_Strict):
     guarded_dimensions: list[str] = Field(default_factory=list)
     gates: list[Gate] = Field(default_factory=list)
     panel: JudgePanel = Field(default_factory=JudgePanel)
+    human_ratings: HumanRatingsSpec = Field(default_factory=HumanRatingsSpec)
+    worklists: WorklistSpec = Field(default_factory=WorklistSpec)
 
     @field_validator("name")
     @classmethod
@@ -425,6 +453,13 @@ class RubricConfig(_Strict):
         bad = [d for d in self.guarded_dimensions if d not in known]
         if bad:
             raise ValueError(f"guarded_dimensions names unknown scores {bad}")
+        for f in self.worklists.strata + self.worklists.sheet_fields:
+            if f not in input_names:
+                raise ValueError(f"worklists names unknown input field {f!r}")
+        if self.human_ratings.pass_fail and self.human_ratings.pass_fail.score not in known:
+            raise ValueError(f"human_ratings.pass_fail names unknown score {self.human_ratings.pass_fail.score!r}")
+        if self.worklists.rereview and self.worklists.rereview.score not in known:
+            raise ValueError(f"worklists.rereview names unknown score {self.worklists.rereview.score!r}")
         gate_names = [g.name for g in self.gates]
         if len(set(gate_names)) != len(gate_names):
             raise ValueError("gate names must be unique")
@@ -440,6 +475,14 @@ class RubricConfig(_Strict):
         """Scores a questionnaire yields: one per metric plus ``<key>_total``."""
         q = self.questionnaire
         return [] if q is None else [m.key for m in q.metrics] + [f"{q.key}_total"]
+
+    @property
+    def rating_scales(self) -> dict[str, "Scale"]:
+        """What humans rate: each judged dimension on its scale, each questionnaire metric on the item scale."""
+        out = {d.key: self.scale_of(d) for d in self.judged_dimensions}
+        if self.questionnaire:
+            out.update({m.key: self.questionnaire.scale for m in self.questionnaire.metrics})
+        return out
 
     @property
     def judged_dimensions(self) -> list[Dimension]:

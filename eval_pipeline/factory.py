@@ -22,12 +22,16 @@ from eval_pipeline.partitions import CHECKPOINTS
 from eval_pipeline.judge.extraction import extract
 from eval_pipeline.judge.runner import PANEL, judge_samples
 from eval_pipeline.resources import CheckpointSource, JudgeResource, WarehouseResource
+from eval_pipeline.agreement.compute import AGREEMENT_COLUMNS, compute_agreement
+from eval_pipeline.agreement.ratings import load_ratings
+from eval_pipeline.agreement.reliability import calibration_rows, evaluate_judge_reliability
 from eval_pipeline.gates import evaluate_gates
 from eval_pipeline.metrics import compute_metrics
 from eval_pipeline.metrics.style import TEXTSTAT_VERSION
 from eval_pipeline.samples import load_samples, to_records
 from eval_pipeline.scoring import compute_scores
 from eval_pipeline.summary import headline, summarise
+from eval_pipeline.worklists import default_worklist_dir, write_worklists
 from eval_pipeline.validation import validate_raw
 
 QUARANTINE = ("main", "quarantine")
@@ -45,9 +49,154 @@ def _file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _partition_rows(wh, rubric: RubricConfig, table: str, checkpoint_id: str) -> pd.DataFrame | None:
+    if not wh.table_exists(rubric.name, table):
+        return None
+    return wh.query_df(f'SELECT * FROM "{rubric.name}"."{table}" WHERE checkpoint_id = ?', [checkpoint_id])
+
+
 def gate_context(wh, rubric: RubricConfig, checkpoint_id: str) -> dict:
-    """Evaluators for gates that need other tables (judge reliability, regressions), when those exist."""
-    return {}
+    """Evaluators for gates that need other tables (judge reliability), read from the warehouse."""
+    agreement = _partition_rows(wh, rubric, "agreement", checkpoint_id)
+    calibration = _partition_rows(wh, rubric, "judge_calibration", checkpoint_id)
+    if agreement is None:
+        agreement = pd.DataFrame(columns=AGREEMENT_COLUMNS)
+    return {"judge_reliability": lambda g: evaluate_judge_reliability(g, rubric, agreement, calibration)}
+
+
+def _human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=asset_key(rubric, "human_ratings"),
+        group_name=rubric.name,
+        partitions_def=CHECKPOINTS,
+        code_version=rubric.version,
+        deps=[asset_key(rubric, "samples")],
+        kinds={"duckdb", "csv"},
+        description=f"Human ratings from data/human_ratings/{rubric.name}/*.csv for this checkpoint, validated: unknown "
+        "sample ids, scores off the scale, unsafe evaluator names and repeated (sample, evaluator) pairs go to "
+        "main.quarantine (stage 'ratings') with the reason.",
+        metadata={"rubric_version": rubric.version},
+    )
+    def human_ratings(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        ids = {r[0] for r in wh.query_rows(
+            f'SELECT "{rubric.inputs.id_field}" FROM "{rubric.name}".samples WHERE checkpoint_id = ?', [ckpt_id])}
+        load = load_ratings(rubric, ckpt_id, ids)
+        wh.replace_partition(*QUARANTINE, load.quarantine, {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "ratings"})
+        wh.replace_partition(rubric.name, "human_ratings", load.ratings, {"checkpoint_id": ckpt_id})
+        r = load.ratings
+        return dg.MaterializeResult(metadata={
+            "rows_read": dg.MetadataValue.int(load.rows_read),
+            "rated_samples": dg.MetadataValue.int(int(r.sample_id.nunique())),
+            "ratings": dg.MetadataValue.int(len(r)),
+            "evaluators": dg.MetadataValue.json(sorted(r.evaluator.unique().tolist())),
+            "quarantined_rows": dg.MetadataValue.int(len(load.quarantine)),
+            "files": dg.MetadataValue.json(load.files),
+            "problems": dg.MetadataValue.json(load.problems),
+            "table": dg.MetadataValue.text(f"{rubric.name}.human_ratings"),
+        })
+
+    return human_ratings
+
+
+def _agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
+    deps = [asset_key(rubric, "human_ratings")] + ([asset_key(rubric, "judge_scores")] if has_judge else [])
+
+    @dg.asset(
+        key=asset_key(rubric, "agreement"),
+        group_name=rubric.name,
+        partitions_def=CHECKPOINTS,
+        code_version=rubric.version,
+        deps=deps,
+        kinds={"duckdb"},
+        description="Agreement per dimension: percent agreement, Cohen's kappa (unweighted, linear, quadratic over the "
+        "full scale), Fleiss' kappa, Krippendorff's alpha (nominal, ordinal, interval), ICC (absolute, consistency); "
+        "judge vs humans: Spearman, Kendall, MAE, bias and kappa; prevalence and ceiling share beside every kappa. "
+        "Rows for this checkpoint and, refreshed on every run, for ALL checkpoints.",
+        metadata={"rubric_version": rubric.version},
+    )
+    def agreement(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        ratings = wh.query_df(f'SELECT * FROM "{rubric.name}".human_ratings WHERE checkpoint_id = ?', [ckpt_id])
+        judge = _partition_rows(wh, rubric, "judge_scores", ckpt_id) if has_judge else None
+        df = compute_agreement(rubric, ckpt_id, ratings, judge)
+        wh.replace_partition(rubric.name, "agreement", df, {"checkpoint_id": ckpt_id})
+        all_ratings = wh.query_df(f'SELECT * FROM "{rubric.name}".human_ratings')
+        all_judge = wh.query_df(
+            f'SELECT * FROM "{rubric.name}".judge_scores WHERE judge = \'panel\'') if has_judge else None
+        overall = compute_agreement(rubric, "ALL", all_ratings, all_judge)
+        wh.replace_partition(rubric.name, "agreement", overall, {"checkpoint_id": "ALL"})
+        jq = df[(df.raters == "judge~human_mean") & (df.statistic == "cohen_kappa_quadratic")]
+        hh = df[(df.raters != "judge~human_mean") & (df.statistic == "cohen_kappa_quadratic")]
+        return dg.MaterializeResult(metadata={
+            "rows": dg.MetadataValue.int(len(df)),
+            "judge_human_kappa_quadratic": dg.MetadataValue.json({r.dimension: round(r.value, 3) for r in jq.itertuples() if r.value == r.value}),
+            "human_human_kappa_quadratic": dg.MetadataValue.json({r.dimension: round(r.value, 3) for r in hh.itertuples() if r.value == r.value}),
+            "table": dg.MetadataValue.text(f"{rubric.name}.agreement"),
+        })
+
+    return agreement
+
+
+def _calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=asset_key(rubric, "judge_calibration"),
+        group_name=rubric.name,
+        partitions_def=CHECKPOINTS,
+        code_version=rubric.version,
+        kinds={"duckdb"},
+        description="The judge re-scores the rubric document's own worked examples ("
+        + ", ".join(e.id for e in rubric.examples) + "); the judge-reliability gate expects each within ±1 of its stated score.",
+        metadata={"rubric_version": rubric.version},
+    )
+    def judge_calibration(context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        records = [{**ex.fields, rubric.inputs.response_field: ex.response, rubric.inputs.id_field: ex.id, "sample_id": ex.id}
+                   for ex in rubric.examples]
+        long, stats = judge_samples(rubric, ckpt_id, records, wh, mode=judge.mode, overrides=judge.overrides())
+        tol = next((float(g.params.get("example_tolerance", 1)) for g in rubric.gates if g.kind == "judge_reliability"), 1.0)
+        df = calibration_rows(rubric, ckpt_id, long, tol)
+        wh.replace_partition(rubric.name, "judge_calibration", df, {"checkpoint_id": ckpt_id})
+        return dg.MaterializeResult(metadata={
+            "examples": dg.MetadataValue.int(len(rubric.examples)),
+            "scores_within_tolerance": dg.MetadataValue.int(int(df.within_tolerance.sum())),
+            "scores_checked": dg.MetadataValue.int(len(df)),
+            "judge": dg.MetadataValue.text(stats.judge_kind),
+            "calls": dg.MetadataValue.int(stats.calls),
+            "table": dg.MetadataValue.text(f"{rubric.name}.judge_calibration"),
+        })
+
+    return judge_calibration
+
+
+def _worklists_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=asset_key(rubric, "worklists"),
+        group_name=rubric.name,
+        partitions_def=CHECKPOINTS,
+        code_version=rubric.version,
+        deps=[asset_key(rubric, "samples"), asset_key(rubric, "human_ratings")],
+        kinds={"csv"},
+        description="Evaluator worklists as CSVs in data/worklists/<rubric>/<checkpoint>/: the stratified pilot set, the "
+        "seeded 5 % spot check, the re-review list and a blank scoring sheet. Formula-like cells are neutralised.",
+        metadata={"rubric_version": rubric.version},
+    )
+    def worklists(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        samples = load_samples(wh, rubric, ckpt_id)
+        ratings = wh.query_df(f'SELECT * FROM "{rubric.name}".human_ratings WHERE checkpoint_id = ?', [ckpt_id])
+        counts = write_worklists(rubric, ckpt_id, samples, ratings)
+        folder = default_worklist_dir() / rubric.name / ckpt_id
+        return dg.MaterializeResult(metadata={
+            "folder": dg.MetadataValue.path(str(folder)),
+            **{name.replace(".csv", ""): dg.MetadataValue.int(n) for name, n in counts.items()},
+        })
+
+    return worklists
 
 
 def _raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
@@ -356,7 +505,7 @@ def _summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     return summary
 
 
-def _gates_asset(rubric: RubricConfig) -> list:
+def _gates_asset(rubric: RubricConfig, extra_deps: list[dg.AssetKey]) -> list:
     key = asset_key(rubric, "gates")
 
     @dg.asset(
@@ -364,7 +513,7 @@ def _gates_asset(rubric: RubricConfig) -> list:
         group_name=rubric.name,
         partitions_def=CHECKPOINTS,
         code_version=rubric.version,
-        deps=[asset_key(rubric, "scores")],
+        deps=[asset_key(rubric, "scores"), *extra_deps],
         kinds={"duckdb"},
         description="Threshold gates from the rubric YAML (" + ", ".join(g.name for g in rubric.gates) + "); "
         "each is also an asset check on this asset. Too little data fails closed.",
@@ -385,15 +534,22 @@ def _gates_asset(rubric: RubricConfig) -> list:
 
     checks = []
     for g in rubric.gates:
-        checks.append(_gate_check(rubric, key, g))
+        # the judge-reliability gate shows beside the judge's scores; the others on the gates asset
+        target = asset_key(rubric, "judge_scores") if g.kind == "judge_reliability" and asset_key(rubric, "judge_scores") in extra_deps_all(rubric) else key
+        checks.append(_gate_check(rubric, target, key, g))
     return [gates, *checks]
 
 
-def _gate_check(rubric: RubricConfig, key: dg.AssetKey, gate) -> dg.AssetChecksDefinition:
+def extra_deps_all(rubric: RubricConfig) -> set[dg.AssetKey]:
+    return {asset_key(rubric, "judge_scores")} if (rubric.judged_dimensions or rubric.questionnaire) else set()
+
+
+def _gate_check(rubric: RubricConfig, target: dg.AssetKey, gates_key: dg.AssetKey, gate) -> dg.AssetChecksDefinition:
     @dg.asset_check(
-        asset=key,
+        asset=target,
         name=gate.name,
         partitions_def=CHECKPOINTS,
+        additional_deps=[gates_key] if target != gates_key else None,
         description=gate.description or f"{gate.kind} >= {gate.threshold:g}",
         metadata={"kind": gate.kind, "threshold": gate.threshold, "min_samples": gate.min_samples},
     )
@@ -431,6 +587,13 @@ def build_rubric_assets(rubric: RubricConfig) -> list[dg.AssetsDefinition | dg.A
         defs.append(_metrics_asset(rubric))
     defs.append(_scores_asset(rubric, has_judge, bool(rubric.metrics)))
     defs.append(_summary_asset(rubric))
+    defs.append(_human_ratings_asset(rubric))
+    defs.append(_agreement_asset(rubric, has_judge))
+    gate_deps = [asset_key(rubric, "agreement")]
+    if has_judge and rubric.examples:
+        defs.append(_calibration_asset(rubric))
+        gate_deps.append(asset_key(rubric, "judge_calibration"))
+    defs.append(_worklists_asset(rubric))
     if rubric.gates:
-        defs.extend(_gates_asset(rubric))
+        defs.extend(_gates_asset(rubric, gate_deps))
     return defs

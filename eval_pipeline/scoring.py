@@ -38,17 +38,24 @@ def _refs(rubric: RubricConfig, of: list[str]) -> list[str]:
 
 
 def _numeric(df: pd.DataFrame, col: str) -> pd.Series:
+    """A column as floats; an absent input (e.g. a metric when scoring human ratings) is missing."""
+    if col not in df.columns:
+        return pd.Series(np.nan, index=df.index, dtype="float64")
     return pd.to_numeric(df[col], errors="coerce").astype("float64")
+
+
+def _frame(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: _numeric(df, c) for c in cols}, index=df.index)
 
 
 def apply_derived(rubric: RubricConfig, df: pd.DataFrame) -> pd.DataFrame:
     for s in rubric.derived:
         if isinstance(s, SumScore):
             cols = _refs(rubric, s.of)
-            df[s.name] = (df[cols].astype("float64").sum(axis=1, min_count=len(cols)) / s.divide_by).round(9)
+            df[s.name] = (_frame(df, cols).sum(axis=1, min_count=len(cols)) / s.divide_by).round(9)
         elif isinstance(s, MeanScore):
             cols = _refs(rubric, s.of)
-            vals = df[cols].astype("float64")
+            vals = _frame(df, cols)
             df[s.name] = vals.mean(axis=1).where(vals.notna().all(axis=1)).round(9)
         elif isinstance(s, WeightedMeanScore):
             total = sum(s.weights.values())
@@ -88,7 +95,7 @@ def apply_derived(rubric: RubricConfig, df: pd.DataFrame) -> pd.DataFrame:
                 out.append(status)
             df[s.name] = pd.Series(out, index=df.index, dtype="object")
         elif isinstance(s, MetricScore):
-            df[s.name] = df[s.metric]
+            df[s.name] = df[s.metric] if s.metric in df.columns else np.nan
     return df
 
 

@@ -1,0 +1,185 @@
+"""Agreement statistics, each over the rubric's full scale.
+
+Cohen's kappa weights by label *position* over the whole scale (so a 1-5 Likert
+kappa is the same whichever labels happen to occur); Fleiss' kappa for many
+raters; Krippendorff's alpha (nominal, ordinal, interval; missing ratings
+allowed) through the `krippendorff` package; ICC two-way (absolute agreement,
+ICC(2,1), and consistency, ICC(3,1)) from the ANOVA mean squares (Shrout &
+Fleiss 1979). Checked in the tests against published worked examples.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+
+def percent_agreement(a: Sequence[float], b: Sequence[float]) -> float:
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    return float((a == b).mean()) if len(a) else float("nan")
+
+
+def cohen_kappa(a: Sequence[float], b: Sequence[float], labels: Sequence[float], weights: str | None = None) -> float:
+    """Cohen's kappa between two raters over the full label set (positions define the weights)."""
+    lab = np.asarray(labels, float)
+    k = len(lab)
+    if len(a) == 0:
+        return float("nan")
+    ia = np.searchsorted(lab, np.asarray(a, float))
+    ib = np.searchsorted(lab, np.asarray(b, float))
+    if ia.max(initial=0) >= k or ib.max(initial=0) >= k or not (np.array_equal(lab[ia], np.asarray(a, float)) and np.array_equal(lab[ib], np.asarray(b, float))):
+        raise ValueError(f"ratings outside the label set {list(labels)}")
+    obs = np.bincount(ia * k + ib, minlength=k * k).reshape(k, k) / len(ia)
+    exp = np.outer(obs.sum(axis=1), obs.sum(axis=0))
+    w = _weights(k, weights)
+    de = (w * exp).sum()
+    if de == 0:
+        return float("nan")  # no disagreement is possible by chance: kappa is undefined
+    return float(1 - (w * obs).sum() / de)
+
+
+@lru_cache(maxsize=64)
+def _weights(k: int, weights: str | None) -> np.ndarray:
+    i, j = np.indices((k, k))
+    if weights is None:
+        return (i != j).astype(float)
+    if weights == "linear":
+        return np.abs(i - j) / max(1, k - 1)
+    if weights == "quadratic":
+        return ((i - j) / max(1, k - 1)) ** 2
+    raise ValueError(weights)
+
+
+def fleiss_kappa(counts: np.ndarray) -> float:
+    """Fleiss' kappa from an items x categories matrix of rater counts (same number of raters per item)."""
+    counts = np.asarray(counts, float)
+    n_items = counts.shape[0]
+    n = counts.sum(axis=1)
+    if n_items == 0 or not np.all(n == n[0]) or n[0] < 2:
+        return float("nan")
+    n = n[0]
+    p_j = counts.sum(axis=0) / (n_items * n)
+    p_i = (np.square(counts).sum(axis=1) - n) / (n * (n - 1))
+    p_bar, pe = p_i.mean(), np.square(p_j).sum()
+    return float((p_bar - pe) / (1 - pe)) if pe != 1 else float("nan")
+
+
+def krippendorff_alpha(data: np.ndarray, level: str, value_domain: Sequence[float] | None = None) -> float:
+    """Krippendorff's alpha; `data` is raters x items with NaN for missing ratings."""
+    import krippendorff
+
+    data = np.asarray(data, float)
+    if np.count_nonzero(~np.isnan(data).all(axis=0)) < 2:
+        return float("nan")
+    pairable = (np.sum(~np.isnan(data), axis=0) >= 2).sum()
+    if pairable < 1:
+        return float("nan")
+    kwargs = {}
+    if level in ("nominal", "ordinal") and value_domain is not None:
+        kwargs["value_domain"] = list(value_domain)
+    try:
+        return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level, **kwargs))
+    except (ValueError, ZeroDivisionError):
+        return float("nan")
+
+
+def icc(matrix: np.ndarray) -> tuple[float, float]:
+    """(ICC(2,1) absolute agreement, ICC(3,1) consistency) for an items x raters matrix without missing values."""
+    x = np.asarray(matrix, float)
+    n, k = x.shape
+    if n < 2 or k < 2:
+        return float("nan"), float("nan")
+    grand = x.mean()
+    ss_rows = k * np.square(x.mean(axis=1) - grand).sum()
+    ss_cols = n * np.square(x.mean(axis=0) - grand).sum()
+    ss_err = np.square(x - grand).sum() - ss_rows - ss_cols
+    msr = ss_rows / (n - 1)
+    msc = ss_cols / (k - 1)
+    mse = ss_err / ((n - 1) * (k - 1))
+    den_a = msr + (k - 1) * mse + k * (msc - mse) / n
+    den_c = msr + (k - 1) * mse
+    a = (msr - mse) / den_a if den_a else float("nan")
+    c = (msr - mse) / den_c if den_c else float("nan")
+    return float(a), float(c)
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Average ranks (ties share the mean of their positions), as scipy.stats.rankdata."""
+    order = np.argsort(x, kind="mergesort")
+    xs = x[order]
+    first = np.concatenate(([True], xs[1:] != xs[:-1]))
+    group = np.cumsum(first) - 1
+    starts = np.flatnonzero(first)
+    ends = np.concatenate((starts[1:], [len(x)]))
+    avg = (starts + ends - 1) / 2 + 1
+    ranks = np.empty(len(x))
+    ranks[order] = avg[group]
+    return ranks
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman's rho (Pearson correlation of average ranks); checked against scipy in the tests."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if len(a) < 3 or np.std(a) == 0 or np.std(b) == 0:
+        return float("nan")
+    return float(np.corrcoef(_ranks(a), _ranks(b))[0, 1])
+
+
+def kendall(a: Sequence[float], b: Sequence[float]) -> float:
+    """Kendall's tau-b (ties corrected); checked against scipy in the tests."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if len(a) < 3 or np.std(a) == 0 or np.std(b) == 0:
+        return float("nan")
+    da = np.sign(a[:, None] - a[None, :])
+    db = np.sign(b[:, None] - b[None, :])
+    iu = np.triu_indices(len(a), 1)
+    x, y = da[iu], db[iu]
+    s = float((x * y).sum())
+    n1, n2 = float((x != 0).sum()), float((y != 0).sum())
+    return s / math.sqrt(n1 * n2) if n1 and n2 else float("nan")
+
+
+def prevalence(values: Sequence[float]) -> float:
+    """Share of the most frequent category (high prevalence depresses kappa even at high agreement)."""
+    vals = np.asarray(values, float)
+    if len(vals) == 0:
+        return float("nan")
+    _, counts = np.unique(vals, return_counts=True)
+    return float(counts.max() / len(vals))
+
+
+def ceiling_share(values: Sequence[float], top: float) -> float:
+    vals = np.asarray(values, float)
+    return float((vals == top).mean()) if len(vals) else float("nan")
+
+
+def kappa_band(k: float) -> str:
+    """The answer-quality protocol's bands."""
+    if k != k:
+        return "undefined"
+    return "excellent" if k >= 0.80 else "good" if k >= 0.60 else "poor"
+
+
+def round_half_up(x: np.ndarray) -> np.ndarray:
+    return np.floor(np.asarray(x, float) + 0.5)
+
+
+def bootstrap(fn, arrays: list[np.ndarray], seed: int, n_boot: int = 300, level: float = 0.95) -> tuple[float, float]:
+    """Percentile CI of a statistic over items resampled with replacement (seeded)."""
+    n = len(arrays[0])
+    if n < 5:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    vals = []
+    for _ in range(n_boot):
+        idx = rng.integers(0, n, n)
+        v = fn(*[a[idx] for a in arrays])
+        if v == v and not math.isinf(v):
+            vals.append(v)
+    if len(vals) < n_boot // 2:
+        return float("nan"), float("nan")
+    alpha = (1 - level) / 2
+    return float(np.quantile(vals, alpha)), float(np.quantile(vals, 1 - alpha))

@@ -1,0 +1,81 @@
+"""Agreement statistics against published worked examples."""
+
+import numpy as np
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from eval_pipeline.agreement.stats import (
+    ceiling_share, cohen_kappa, fleiss_kappa, icc, kappa_band, krippendorff_alpha, percent_agreement, prevalence,
+)
+
+nan = np.nan
+
+
+def test_cohen_kappa_matches_scikit_learns_published_cases():
+    # scikit-learn's test cases (Artstein & Poesio 2008)
+    y1 = np.array([0] * 46 + [1] * 44 + [2] * 10)
+    y2 = np.array([0] * 52 + [1] * 32 + [2] * 16)
+    assert cohen_kappa(y1, y2, [0, 1, 2]) == pytest.approx(0.8013, abs=1e-4)
+    y2 = np.array([0] * 50 + [1] * 40 + [2] * 10)
+    assert cohen_kappa(y1, y2, [0, 1, 2]) == pytest.approx(0.9315, abs=1e-4)
+    assert cohen_kappa(y1, y2, [0, 1, 2], "linear") == pytest.approx(0.9412, abs=1e-4)
+    assert cohen_kappa(y1, y2, [0, 1, 2], "quadratic") == pytest.approx(0.9541, abs=1e-4)
+
+
+def test_weighted_kappa_uses_the_whole_scale():
+    a = [1, 2, 2, 5, 5, 2, 1, 5]
+    b = [2, 2, 5, 5, 2, 2, 1, 5]
+    scale = [1, 2, 3, 4, 5]
+    for w in (None, "linear", "quadratic"):
+        assert cohen_kappa(a, b, scale, w) == pytest.approx(cohen_kappa_score(a, b, labels=scale, weights=w))
+    # only the labels that occur (1, 2, 5 at positions 0, 1, 2) would give a different, wrong, weighted kappa
+    assert cohen_kappa(a, b, scale, "quadratic") != pytest.approx(cohen_kappa(a, b, [1, 2, 5], "quadratic"))
+
+
+def test_fleiss_kappa_on_fleiss_1971_example():
+    # the classic 10 subjects x 5 categories, 14 raters (Wikipedia's worked example): kappa = 0.210
+    counts = np.array([[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+                       [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]])
+    assert fleiss_kappa(counts) == pytest.approx(0.210, abs=1e-3)
+
+
+def test_krippendorff_alpha_on_krippendorffs_own_example():
+    # Krippendorff (2011), "Computing Krippendorff's alpha-reliability": 4 observers, 12 units, missing data
+    data = np.array([
+        [1, 2, 3, 3, 2, 1, 4, 1, 2, nan, nan, nan],
+        [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, nan, 3],
+        [nan, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, nan],
+        [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, nan],
+    ])
+    assert krippendorff_alpha(data, "nominal") == pytest.approx(0.743, abs=1e-3)
+    assert krippendorff_alpha(data, "ordinal", value_domain=[1, 2, 3, 4, 5]) == pytest.approx(0.815, abs=1e-3)
+    assert krippendorff_alpha(data, "interval") == pytest.approx(0.849, abs=1e-3)
+
+
+def test_icc_on_shrout_and_fleiss_1979_example():
+    x = np.array([[9, 2, 5, 8], [6, 1, 3, 2], [8, 4, 6, 8], [7, 1, 2, 6], [10, 5, 6, 9], [6, 2, 4, 7]])
+    absolute, consistency = icc(x)
+    assert absolute == pytest.approx(0.29, abs=0.005)  # ICC(2,1)
+    assert consistency == pytest.approx(0.71, abs=0.005)  # ICC(3,1)
+
+
+def test_high_agreement_low_kappa_is_explained_by_prevalence():
+    a = [5] * 19 + [4]
+    b = [5] * 19 + [5]
+    assert percent_agreement(a, b) == 0.95
+    assert cohen_kappa(a, b, [1, 2, 3, 4, 5]) == pytest.approx(0.0)
+    assert prevalence(a + b) == pytest.approx(39 / 40) and ceiling_share(a + b, 5) == pytest.approx(39 / 40)
+    assert [kappa_band(k) for k in (0.85, 0.8, 0.7, 0.6, 0.59)] == ["excellent", "excellent", "good", "good", "poor"]
+
+
+def test_rank_correlations_match_scipy():
+    from scipy.stats import kendalltau, spearmanr
+
+    from eval_pipeline.agreement.stats import kendall, spearman
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        a = rng.integers(1, 6, 40).astype(float)
+        b = np.clip(a + rng.integers(-1, 2, 40), 1, 5).astype(float)
+        assert spearman(a, b) == pytest.approx(spearmanr(a, b).statistic, abs=1e-12)
+        assert kendall(a, b) == pytest.approx(kendalltau(a, b).statistic, abs=1e-12)
