@@ -49,3 +49,10 @@ def write_checkpoint(root: Path, ckpt_id: str, files: dict[str, list], manifest:
         m = manifest or {"model": "test-model", "created_at": "2026-10-01T00:00:00Z", "parent": None}
         (folder / "checkpoint.json").write_text(json.dumps(m), encoding="utf-8")
     return folder
+
+
+@pytest.fixture(autouse=True)
+def _isolated_outputs(tmp_path, monkeypatch):
+    """Tests never write into the repository's data/ folder."""
+    monkeypatch.setenv("EVAL_WORKLIST_DIR", str(tmp_path / "worklists"))
+    monkeypatch.setenv("EVAL_RATINGS_DIR", str(ROOT / "data" / "human_ratings"))

@@ -23,7 +23,8 @@ def test_factory_yields_one_group_per_rubric_with_code_versions(tmp_path):
         assert key.path[0] == node.group_name
     assert set(by_group) == FIVE
     for names in by_group.values():
-        assert {"raw_outputs", "samples", "judge_scores", "metrics", "scores", "summary", "gates"} <= names
+        assert {"raw_outputs", "samples", "judge_scores", "metrics", "scores", "summary", "gates", "human_ratings",
+                "agreement", "worklists"} <= names
     assert "extractions" in by_group["roleplay_style"] and "extractions" not in by_group["kg_qa"]
     versions = {r.name: r.version for r in load_rubrics(RUBRIC_DIR)}
     for key in graph.get_all_asset_keys():
@@ -87,6 +88,14 @@ def test_materialize_all_sample_checkpoints_is_idempotent(checkpoint_root, wareh
     evals = [r.event.dagster_event.event_specific_data for r in records if r.event and r.event.dagster_event]
     assert any(e.passed is False for e in evals)
 
+    # human ratings, agreement (per checkpoint and ALL), the judge-reliability check beside the judge's scores
+    assert wh.query_rows("SELECT count(DISTINCT evaluator) FROM kg_qa.human_ratings")[0][0] == 2
+    ckpts = {r[0] for r in wh.query_rows("SELECT DISTINCT checkpoint_id FROM kg_qa.agreement")}
+    assert ckpts == {"ckpt-0100", "ckpt-0200", "ckpt-0300", "ALL"}
+    rel_key = dg.AssetCheckKey(dg.AssetKey(["npc_dialogue", "judge_scores"]), "judge_reliability")
+    assert instance.event_log_storage.get_asset_check_execution_history(rel_key, limit=5)
+    assert wh.query_rows("SELECT count(*) FROM answer_quality.judge_calibration WHERE checkpoint_id = 'ckpt-0100'")[0][0] == 4
+
     # re-materializing one checkpoint replaces its partition: no duplicate rows
     again = materialize_checkpoints(defs, instance, ["ckpt-0200"])
     assert again[0].success
@@ -125,9 +134,9 @@ def test_openai_judge_end_to_end_then_zero_calls(checkpoint_root, warehouse_path
         assert first[0].success
         wh = Warehouse(warehouse_path)
         # one call per distinct prompt (identical samples share one), every answer cached;
-        # roleplay also makes two extraction calls per sample for ALMP's scene attributes
+        # roleplay also makes two extraction calls per sample for ALMP's scene attributes; the worked examples are re-scored
         n_cached = wh.query_rows("SELECT count(*) FROM main.judge_cache")[0][0]
-        assert 200 < stub.state.requests == n_cached <= 120 + 2 * 60
+        assert 200 < stub.state.requests == n_cached <= 120 + 2 * 60 + 12  # + the worked examples
         assert wh.query_rows("SELECT DISTINCT almp_extractor FROM roleplay_style.metrics") == [("llm",)]
         assert wh.query_rows("SELECT status, count(*) FROM roleplay_style.extractions GROUP BY 1") == [("ok", 60)]
         rows = wh.query_rows("SELECT judge_kind, status, count(*) FROM empathetic_dialogue.judge_scores "
