@@ -31,6 +31,7 @@ from eval_pipeline.metrics.style import TEXTSTAT_VERSION
 from eval_pipeline.samples import load_samples, to_records
 from eval_pipeline.scoring import compute_scores
 from eval_pipeline.summary import headline, summarise
+from eval_pipeline.views import refresh_views
 from eval_pipeline.worklists import default_worklist_dir, write_worklists
 from eval_pipeline.validation import validate_raw
 
@@ -491,6 +492,7 @@ def _summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         scores = wh.query_df(f'SELECT * FROM "{rubric.name}".scores WHERE checkpoint_id = ?', [ckpt_id])
         df = summarise(rubric, ckpt_id, scores)
         wh.replace_partition(rubric.name, "summary", df, {"checkpoint_id": ckpt_id})
+        refresh_views(wh)
         overall = df[df.breakdown == "all"]
         table = {r.score: f"{r.mean:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] n={r.n}" for r in overall.itertuples()
                  if r.mean == r.mean and r.ci_low == r.ci_low}
@@ -525,6 +527,7 @@ def _gates_asset(rubric: RubricConfig, extra_deps: list[dg.AssetKey]) -> list:
         scores = wh.query_df(f'SELECT * FROM "{rubric.name}".scores WHERE checkpoint_id = ?', [ckpt_id])
         df = evaluate_gates(rubric, ckpt_id, scores, gate_context(wh, rubric, ckpt_id))
         wh.replace_partition(rubric.name, "gates", df, {"checkpoint_id": ckpt_id})
+        refresh_views(wh)
         return dg.MaterializeResult(metadata={
             "passed": dg.MetadataValue.int(int(df.passed.sum())),
             "total": dg.MetadataValue.int(len(df)),

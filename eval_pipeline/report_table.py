@@ -40,6 +40,19 @@ def _judge_means(wh: Warehouse, schema: str) -> pd.DataFrame:
     return meta.join(wide).reset_index()
 
 
+def leaderboard_table(wh: Warehouse) -> str:
+    try:
+        df = wh.query_df(
+            "SELECT rubric, checkpoint_id AS checkpoint, headline_name AS headline, round(headline, 3) AS score, "
+            "'[' || round(ci_low, 3) || ', ' || round(ci_high, 3) || ']' AS ci95, "
+            "gates_passed || '/' || gates_total AS gates, judge FROM main.leaderboard ORDER BY rubric, created_at"
+        )
+    except Exception:
+        return "(no leaderboard yet)"
+    with pd.option_context("display.width", 250):
+        return df.to_string(index=False)
+
+
 def results_table(wh: Warehouse) -> str:
     schemas = [r[0] for r in wh.query_rows(
         "SELECT DISTINCT table_schema FROM information_schema.tables WHERE table_name = 'samples' ORDER BY 1")]
@@ -51,4 +64,5 @@ def results_table(wh: Warehouse) -> str:
             df = df.merge(judge, on="checkpoint", how="left")
         with pd.option_context("display.width", 250, "display.max_columns", 40):
             out.append(f"== {schema}\n{df.to_string(index=False) if not df.empty else '(no rows)'}")
+    out.append("== main.leaderboard\n" + leaderboard_table(wh))
     return "\n\n".join(out)

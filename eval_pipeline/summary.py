@@ -11,7 +11,7 @@ import pandas as pd
 from eval_pipeline.config import BandScore, RubricConfig, RulesScore
 from eval_pipeline.scoring import judged_columns
 
-SUMMARY_COLUMNS = ["checkpoint_id", "breakdown", "group_value", "score", "n", "missing", "mean", "std",
+SUMMARY_COLUMNS = ["checkpoint_id", "breakdown", "group_value", "score", "headline", "n", "missing", "mean", "std",
                    "ci_low", "ci_high", "pass_threshold", "pass_rate"]
 N_BOOT = 2000
 
@@ -73,7 +73,8 @@ def summarise(rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame) ->
                 lo, hi = bootstrap_ci(ok, _seed(rubric.name, checkpoint_id, label, gval, col))
                 thr = thresholds.get(col)
                 rows.append(dict(
-                    checkpoint_id=checkpoint_id, breakdown=label, group_value=gval, score=col, n=int(len(ok)),
+                    checkpoint_id=checkpoint_id, breakdown=label, group_value=gval, score=col,
+                    headline=col == rubric.headline, n=int(len(ok)),
                     missing=int(len(vals) - len(ok)), mean=float(ok.mean()) if len(ok) else None,
                     std=float(ok.std(ddof=1)) if len(ok) > 1 else None, ci_low=lo if len(ok) else None,
                     ci_high=hi if len(ok) else None, pass_threshold=thr,
@@ -86,7 +87,7 @@ def summarise(rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame) ->
                     share = (known == level).to_numpy(dtype=float)
                     lo, hi = bootstrap_ci(share, _seed(rubric.name, checkpoint_id, label, gval, col, str(level)))
                     rows.append(dict(
-                        checkpoint_id=checkpoint_id, breakdown=label, group_value=gval, score=f"{col}={level}",
+                        checkpoint_id=checkpoint_id, breakdown=label, group_value=gval, score=f"{col}={level}", headline=False,
                         n=int(len(known)), missing=int(vals.isna().sum()), mean=float(share.mean()), std=None,
                         ci_low=lo, ci_high=hi, pass_threshold=None, pass_rate=None,
                     ))

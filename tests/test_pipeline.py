@@ -49,7 +49,7 @@ def test_a_new_rubric_is_just_a_yaml_file(tmp_path):
 
 
 @pytest.mark.slow
-def test_materialize_all_sample_checkpoints_is_idempotent(checkpoint_root, warehouse_path, instance):
+def test_materialize_all_sample_checkpoints_is_idempotent(checkpoint_root, warehouse_path, instance, monkeypatch, capsys):
     defs = build_definitions(RUBRIC_DIR, warehouse_path, str(checkpoint_root))
     ids = ["ckpt-0100", "ckpt-0200", "ckpt-0300"]
     outcomes = materialize_checkpoints(defs, instance, ids)
@@ -95,6 +95,23 @@ def test_materialize_all_sample_checkpoints_is_idempotent(checkpoint_root, wareh
     rel_key = dg.AssetCheckKey(dg.AssetKey(["npc_dialogue", "judge_scores"]), "judge_reliability")
     assert instance.event_log_storage.get_asset_check_execution_history(rel_key, limit=5)
     assert wh.query_rows("SELECT count(*) FROM answer_quality.judge_calibration WHERE checkpoint_id = 'ckpt-0100'")[0][0] == 4
+
+    # the views SQL users start from
+    board = wh.query_rows("SELECT rubric, checkpoint_id, headline_name, gates_total, judge FROM main.leaderboard")
+    assert len(board) == 15 and {b[4] for b in board} == {"heuristic"}
+    assert ("answer_quality", "ckpt-0300", "overall_score") in {b[:3] for b in board}
+    latest = wh.query_rows("SELECT DISTINCT checkpoint_id FROM main.latest")
+    assert latest == [("ckpt-0300",)]
+
+    # the CLI reads the same warehouse, read-only
+    from eval_pipeline.cli import main as cli
+    monkeypatch.setenv("EVAL_WAREHOUSE", warehouse_path)
+    assert cli(["sql", "SELECT count(*) AS n FROM main.leaderboard"]) == 0
+    assert "15" in capsys.readouterr().out
+    assert cli(["sql", "DELETE FROM main.checkpoints"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("eval-pipeline: error:") and "read-only" in err[0]
+    assert wh.query_rows("SELECT count(*) FROM main.checkpoints")[0][0] == 3
 
     # re-materializing one checkpoint replaces its partition: no duplicate rows
     again = materialize_checkpoints(defs, instance, ["ckpt-0200"])

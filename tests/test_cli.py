@@ -1,0 +1,31 @@
+from eval_pipeline.cli import main as cli
+
+from .conftest import write_checkpoint
+
+
+def test_errors_are_one_line_with_a_nonzero_exit(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("EVAL_CHECKPOINT_DIR", str(tmp_path / "ckpts"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("EVAL_WAREHOUSE", str(tmp_path / "none.duckdb"))
+    assert cli(["run", "--rubric", "no_such_rubric"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [err[0]] and "unknown rubric(s) no_such_rubric" in err[0]
+    assert cli(["run", "--checkpoint", "ckpt-x"]) == 2
+    assert "no complete checkpoint folder for ckpt-x" in capsys.readouterr().err
+    assert cli(["sql", "SELECT 1"]) == 2
+    assert "does not exist yet" in capsys.readouterr().err
+
+
+def test_checkpoints_lists_complete_incomplete_and_refused(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "ckpts"
+    row = {"sample_id": "s1", "user_statement": "hi", "response": "hello"}
+    write_checkpoint(root, "ckpt-a", {"empathetic_dialogue": [row]})
+    write_checkpoint(root, "ckpt-b", {"empathetic_dialogue": [row]}, complete=False)
+    write_checkpoint(root, "bad id", {"empathetic_dialogue": [row]})
+    monkeypatch.setenv("EVAL_CHECKPOINT_DIR", str(root))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("EVAL_WAREHOUSE", str(tmp_path / "none.duckdb"))
+    assert cli(["checkpoints"]) == 0
+    out = capsys.readouterr().out
+    assert "ckpt-a" in out and "new" in out and "ckpt-b" in out and "still being written" in out
+    assert "refused:" in out and "unsafe checkpoint id 'bad id'" in out
