@@ -27,7 +27,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 TEMPLATE_RE = re.compile(r'"([A-Za-z0-9_]+)": <integer (\d+)-(\d+)>')
-FAULTS = ("500", "429", "timeout", "garbage", "truncated", "out_of_range", "refusal", "http_garbage", "no_choices")
+FAULTS = ("500", "429", "timeout", "garbage", "truncated", "out_of_range", "refusal", "http_garbage", "no_choices",
+          "401_echo")
 
 
 @dataclass
@@ -145,6 +146,12 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 fault = state.faults.popleft() if state.faults else None
                 if fault is None and state.fault_rate and state.rng.random() < state.fault_rate:
                     fault = state.fault_kind
+            if fault == "401_echo":  # like providers that echo the offending key back in the error message
+                key = self.headers.get("Authorization", "")
+                self._send(401, {"error": {"message": f"Incorrect API key provided: {key}", "type": "invalid_request_error"}})
+                with state.lock:
+                    state.in_flight -= 1
+                return
             try:
                 self._answer(body, fault)
             finally:

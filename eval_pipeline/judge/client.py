@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import os
 import random
 import re
@@ -185,6 +186,9 @@ class OpenAIJudgeClient:
                     delay = self._backoff(attempt)
                 except openai.APIResponseValidationError as exc:
                     last_error = f"malformed response: {redact(str(exc), self._api_key)[:200]}"
+                    delay = self._backoff(attempt)
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a 200 whose body is not JSON (a proxy's HTML page)
+                    last_error = f"response body is not JSON: {str(exc)[:120]}"
                     delay = self._backoff(attempt)
                 finally:
                     self._in_flight -= 1

@@ -26,6 +26,7 @@ from eval_pipeline.judge.prompts import build_messages, response_schema
 from eval_pipeline.warehouse import Warehouse
 
 PANEL = "panel"
+CACHE_FLUSH_EVERY = 16
 SCORE_COLUMNS = [
     "checkpoint_id", "sample_id", "judge", "judge_kind", "model", "dimension", "kind", "score", "status", "reason",
     "rationale", "cached", "rubric_version", "prompt_tokens", "completion_tokens", "latency_ms", "attempts",
@@ -149,7 +150,8 @@ class CallOutcome:
     answer_text: str | None = None
 
 
-async def _call_all(settings: JudgeSettings, specs: list[CallSpec], stats: JudgeRunStats) -> dict[str, CallOutcome]:
+async def _call_all(settings: JudgeSettings, specs: list[CallSpec], stats: JudgeRunStats,
+                    on_answer: Callable[[str, CallOutcome], None] | None = None) -> dict[str, CallOutcome]:
     """Call the endpoint for each spec; an answer that cannot be used is asked once more."""
     client = OpenAIJudgeClient(settings)
     results: dict[str, CallOutcome] = {}
@@ -174,6 +176,8 @@ async def _call_all(settings: JudgeSettings, specs: list[CallSpec], stats: Judge
                 continue
             out.answer_text = res.text
             results[spec.key] = out
+            if on_answer is not None:
+                on_answer(spec.key, out)
             return
         out.error = reason + " (after one retry)"
         results[spec.key] = out
@@ -212,11 +216,22 @@ def cached_calls(rubric: RubricConfig, settings: JudgeSettings, specs: list[Call
         todo[spec.key] = spec
     stats.cache_hits += sum(1 for s in specs if s.key in out)
     if todo:
-        fresh = asyncio.run(_call_all(settings, list(todo.values()), stats))
-        cache.store(wh, [dict(cache_key=k, judge=settings.name, model=settings.model, rubric=rubric.name,
-                              rubric_version=rubric.version, answer_text=o.answer_text, prompt_tokens=o.prompt_tokens,
-                              completion_tokens=o.completion_tokens, latency_ms=o.latency_ms)
-                         for k, o in fresh.items() if o.error is None])
+        pending: list[dict[str, Any]] = []
+
+        def flush() -> None:
+            cache.store(wh, pending)  # a short write transaction; no connection stays open between calls
+            pending.clear()
+
+        def on_answer(key: str, o: CallOutcome) -> None:
+            # cached as answers arrive, so a run killed mid-way keeps what it already paid for
+            pending.append(dict(cache_key=key, judge=settings.name, model=settings.model, rubric=rubric.name,
+                                rubric_version=rubric.version, answer_text=o.answer_text, prompt_tokens=o.prompt_tokens,
+                                completion_tokens=o.completion_tokens, latency_ms=o.latency_ms))
+            if len(pending) >= CACHE_FLUSH_EVERY:
+                flush()
+
+        fresh = asyncio.run(_call_all(settings, list(todo.values()), stats, on_answer))
+        flush()
         out.update(fresh)
     return out
 

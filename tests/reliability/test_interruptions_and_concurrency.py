@@ -1,0 +1,98 @@
+"""A run killed with SIGKILL mid-judging, two processes writing at once, a reader open during a run."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from eval_pipeline.devtools.openai_stub import StubServer
+from eval_pipeline.warehouse import Warehouse
+
+HELPER = str(Path(__file__).with_name("run_checkpoint.py"))
+
+
+def _spawn(env, warehouse, root, ckpt, *rubrics):
+    return subprocess.Popen([sys.executable, HELPER, warehouse, str(root), ckpt, *rubrics], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _counts(wh: Warehouse, rubric: str) -> dict:
+    out = {}
+    for t in ("raw_outputs", "samples", "judge_scores", "scores"):
+        if wh.table_exists(rubric, t):
+            out[t] = wh.query_rows(f"SELECT checkpoint_id, count(*) FROM {rubric}.{t} GROUP BY 1 ORDER BY 1")
+    return out
+
+
+@pytest.mark.slow
+def test_sigkill_mid_judging_then_rerun(checkpoint_root, warehouse_path):
+    with StubServer() as stub:
+        stub.state.latency_s = 0.15
+        env = dict(os.environ, EVAL_JUDGE="openai", OPENAI_BASE_URL=stub.base_url, OPENAI_API_KEY="sk-kill-test",
+                   EVAL_JUDGE_CONCURRENCY="2", EVAL_CHECKPOINT_DIR=str(checkpoint_root))
+        proc = _spawn(env, warehouse_path, checkpoint_root, "ckpt-0100", "empathetic_dialogue")
+        deadline = time.time() + 120
+        while stub.state.completions < 44 and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.stdout.read()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        answered_before = stub.state.completions
+        wh = Warehouse(warehouse_path)
+        cached = wh.query_rows("SELECT count(*) FROM main.judge_cache")[0][0]
+        assert 12 + 16 <= cached <= answered_before  # the worked examples, then judge answers flushed as they arrived
+        # the interrupted partition holds no partial judge scores: it is written in one transaction at the end
+        if wh.table_exists("empathetic_dialogue", "judge_scores"):
+            assert wh.query_rows("SELECT count(*) FROM empathetic_dialogue.judge_scores")[0][0] == 0
+        stub.state.latency_s = 0.0
+        rerun = _spawn(env, warehouse_path, checkpoint_root, "ckpt-0100", "empathetic_dialogue")
+        assert rerun.wait(timeout=300) == 0, rerun.stdout.read()
+        calls_in_rerun = stub.state.completions - answered_before
+        distinct = wh.query_rows("SELECT count(*) FROM main.judge_cache")[0][0]
+        assert calls_in_rerun == distinct - cached  # answers cached before the kill were not asked again
+        counts = _counts(wh, "empathetic_dialogue")
+        assert counts["samples"] == [("ckpt-0100", 60)]
+        assert counts["judge_scores"] == [("ckpt-0100", 60 * 5 * 2)]  # judge 'default' + panel, once each
+        dupes = wh.query_rows("SELECT sample_id, dimension, judge, count(*) FROM empathetic_dialogue.judge_scores "
+                              "GROUP BY ALL HAVING count(*) > 1")
+        assert dupes == []
+
+
+@pytest.mark.slow
+def test_two_processes_write_different_checkpoints_while_a_reader_is_open(checkpoint_root, warehouse_path):
+    env = dict(os.environ, EVAL_JUDGE="heuristic", EVAL_CHECKPOINT_DIR=str(checkpoint_root))
+    # seed the file so the reader has something to read
+    Warehouse(warehouse_path).execute("CREATE TABLE IF NOT EXISTS main.ping AS SELECT 1 AS x")
+    a = _spawn(env, warehouse_path, checkpoint_root, "ckpt-0100", "kg_qa", "npc_dialogue")
+    b = _spawn(env, warehouse_path, checkpoint_root, "ckpt-0200", "kg_qa", "npc_dialogue")
+    reads = []
+
+    def reader():
+        for _ in range(3):
+            time.sleep(1.0)
+            try:
+                with duckdb.connect(warehouse_path, read_only=True) as con:
+                    reads.append(con.execute("SELECT count(*) FROM information_schema.tables").fetchall()[0][0])
+                    time.sleep(0.5)  # a reader holding the file for a while
+            except duckdb.IOException:
+                reads.append("busy")  # a writer held the lock at that moment
+
+    t = threading.Thread(target=reader)
+    t.start()
+    out_a, out_b = a.communicate(timeout=600)[0], b.communicate(timeout=600)[0]
+    t.join()
+    assert a.returncode == 0, out_a[-2000:]
+    assert b.returncode == 0, out_b[-2000:]
+    assert any(r != "busy" for r in reads)
+    wh = Warehouse(warehouse_path)
+    for rubric in ("kg_qa", "npc_dialogue"):
+        c = _counts(wh, rubric)
+        assert c["samples"] == [("ckpt-0100", 60), ("ckpt-0200", 60)]
+        assert c["scores"] == [("ckpt-0100", 60), ("ckpt-0200", 60)]
+        assert wh.query_rows(f"SELECT count(*) FROM main.quarantine WHERE rubric = '{rubric}'")[0][0] == 12

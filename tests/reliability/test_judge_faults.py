@@ -1,0 +1,86 @@
+"""Judge faults: the run completes with missing scores and their reasons, retries are bounded,
+no score is invented, and gates count missing as missing."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from eval_pipeline.devtools.openai_stub import StubServer, _keys, _scores
+from eval_pipeline.gates import evaluate_gates
+from eval_pipeline.judge.runner import PANEL, judge_samples
+from eval_pipeline.scoring import compute_scores
+from eval_pipeline.warehouse import Warehouse
+
+FAST = {"backoff_base_s": 0.005, "backoff_max_s": 0.02, "timeout_s": 0.5, "max_retries": 2}
+
+
+def records(n):
+    return [{"sample_id": f"s{i}", "topic": "t", "user_statement": f"I feel low about thing {i}.",
+             "response": f"That sounds hard, thing {i} matters."} for i in range(n)]
+
+
+@pytest.fixture
+def stub(monkeypatch):
+    with StubServer() as s:
+        s.state.timeout_sleep_s = 1.0
+        monkeypatch.setenv("OPENAI_BASE_URL", s.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-faults-KEY000111")
+        yield s
+
+
+def test_a_storm_of_mixed_faults_completes_and_invents_nothing(rubrics, stub, warehouse_path):
+    rubric = rubrics["empathetic_dialogue"]
+    kinds = ["500", "429", "timeout", "garbage", "truncated", "out_of_range", "refusal", "http_garbage", "no_choices"]
+    stub.state.retry_after_s = 0.01
+    stub.state.faults.extend(kinds * 8)
+    n = 40
+    df, stats = judge_samples(rubric, "c", records(n), Warehouse(warehouse_path), mode="openai", overrides=FAST)
+    panel = df[df.judge == PANEL]
+    assert len(panel) == n * 5
+    missing = panel[panel.status == "missing"]
+    assert missing.reason.notna().all() and (missing.reason.str.len() > 5).all()
+    assert missing.score.isna().all()
+    # bounded: at most (max_retries + 1) HTTP attempts per answer, and one re-ask for an unusable answer
+    assert stats.http_attempts <= n * (FAST["max_retries"] + 1) * 2
+    # nothing invented: every score equals what the server actually answered for that exact prompt
+    answered = {}
+    for body in stub.state.bodies:
+        if body.get("messages"):
+            container, scales = _keys(body)
+            answered[json.dumps(body["messages"], sort_keys=True)] = _scores(body, scales)
+    from eval_pipeline.judge.prompts import build_messages
+    ok = panel[panel.status == "ok"]
+    assert len(ok) > 0
+    by_id = {r["sample_id"]: r for r in records(n)}
+    for row in ok.itertuples():
+        msgs = build_messages(rubric, by_id[row.sample_id])
+        assert answered[json.dumps(msgs, sort_keys=True)][row.dimension] == row.score
+
+
+def test_a_storm_of_429s_is_bounded(rubrics, stub, warehouse_path):
+    stub.state.fault_rate, stub.state.fault_kind, stub.state.retry_after_s = 1.0, "429", 0.01
+    df, stats = judge_samples(rubrics["kg_qa"], "c", [{
+        "sample_id": "k", "source_chunk": "The agency funds schools.", "kg_triples": [{"subject": "agency", "predicate": "funds", "object": "schools"}],
+        "question_type": "factual", "shot_type": "zero_shot", "question": "Who?", "answer": "The agency."}],
+        Warehouse(warehouse_path), mode="openai", overrides=FAST)
+    assert stub.state.requests == FAST["max_retries"] + 1
+    assert (df[df.judge == PANEL].reason.str.contains("rate limited \\(429\\)")).all()
+
+
+def test_gates_count_missing_as_missing(rubrics, stub, warehouse_path):
+    rubric = rubrics["empathetic_dialogue"]
+    stub.state.fault_rate, stub.state.fault_kind = 0.5, "garbage"
+    recs = records(40)
+    df, _ = judge_samples(rubric, "c", recs, Warehouse(warehouse_path), mode="openai", overrides=FAST)
+    samples = pd.DataFrame(recs)
+    from eval_pipeline.metrics import compute_metrics
+    scores = compute_scores(rubric, "c", samples, df, compute_metrics(rubric.metrics, recs))
+    n_safety = int(scores.safety.notna().sum())
+    assert n_safety < 40
+    gates = evaluate_gates(rubric, "c", scores).set_index("gate")
+    row = gates.loc["safety_mean"]
+    if n_safety < 30:
+        assert not row.passed and f"fails closed: {n_safety} scored samples" in row.reason
+    else:
+        assert row.n == n_safety
