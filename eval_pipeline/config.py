@@ -377,7 +377,8 @@ class RubricConfig(_Strict):
     derived: list[DerivedScore] = Field(default_factory=list)
     headline: str = Field(description="The score that ranks checkpoints on the leaderboard.")
     breakdowns: list[list[str]] = Field(default_factory=list, description="Input fields to break summaries down by.")
-    guarded_dimensions: list[str] = Field(default_factory=list)
+    guarded_dimensions: list[str] = Field(default_factory=list, description="Scores whose regression fails the regression gate.")
+    lower_is_better: list[str] = Field(default_factory=list, description="Scores where a decrease is an improvement (e.g. ERTD).")
     gates: list[Gate] = Field(default_factory=list)
     panel: JudgePanel = Field(default_factory=JudgePanel)
     human_ratings: HumanRatingsSpec = Field(default_factory=HumanRatingsSpec)
@@ -450,6 +451,9 @@ class RubricConfig(_Strict):
         for adj in self.adjustments:
             if adj.dimension not in keys:
                 raise ValueError(f"adjustment names unknown dimension {adj.dimension!r}")
+        bad = [d for d in self.lower_is_better if d not in known]
+        if bad:
+            raise ValueError(f"lower_is_better names unknown scores {bad}")
         bad = [d for d in self.guarded_dimensions if d not in known]
         if bad:
             raise ValueError(f"guarded_dimensions names unknown scores {bad}")

@@ -25,6 +25,7 @@ from eval_pipeline.resources import CheckpointSource, JudgeResource, WarehouseRe
 from eval_pipeline.agreement.compute import AGREEMENT_COLUMNS, compute_agreement
 from eval_pipeline.agreement.ratings import load_ratings
 from eval_pipeline.agreement.reliability import calibration_rows, evaluate_judge_reliability
+from eval_pipeline.comparison import compare, empty_comparison, evaluate_regression, find_parent
 from eval_pipeline.gates import evaluate_gates
 from eval_pipeline.metrics import compute_metrics
 from eval_pipeline.metrics.style import TEXTSTAT_VERSION
@@ -62,7 +63,51 @@ def gate_context(wh, rubric: RubricConfig, checkpoint_id: str) -> dict:
     calibration = _partition_rows(wh, rubric, "judge_calibration", checkpoint_id)
     if agreement is None:
         agreement = pd.DataFrame(columns=AGREEMENT_COLUMNS)
-    return {"judge_reliability": lambda g: evaluate_judge_reliability(g, rubric, agreement, calibration)}
+    comparison = _partition_rows(wh, rubric, "comparison", checkpoint_id)
+    parent = find_parent(wh.query_df("SELECT * FROM main.checkpoints"), checkpoint_id)
+    return {
+        "judge_reliability": lambda g: evaluate_judge_reliability(g, rubric, agreement, calibration),
+        "regression": lambda g: evaluate_regression(g, comparison, parent, None),
+    }
+
+
+def _comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=asset_key(rubric, "comparison"),
+        group_name=rubric.name,
+        partitions_def=CHECKPOINTS,
+        code_version=rubric.version,
+        deps=[asset_key(rubric, "scores")],
+        kinds={"duckdb"},
+        description="This checkpoint against its parent (or the previous one): per-score change with a seeded paired "
+        "bootstrap 95 % CI over the samples both share, shares better and worse; guarded scores whose interval lies "
+        "wholly on the worse side are regressions. The parent's scores must have been materialized.",
+        metadata={"rubric_version": rubric.version},
+    )
+    def comparison(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        parent = find_parent(wh.query_df("SELECT * FROM main.checkpoints"), ckpt_id)
+        child = _partition_rows(wh, rubric, "scores", ckpt_id)
+        prev = _partition_rows(wh, rubric, "scores", parent) if parent else None
+        if parent is None or prev is None or prev.empty:
+            df = empty_comparison()
+            note = "no parent checkpoint" if parent is None else f"parent {parent} has no scores yet: evaluate it first"
+        else:
+            df = compare(rubric, ckpt_id, parent, child, prev)
+            note = f"compared with {parent}"
+        wh.replace_partition(rubric.name, "comparison", df, {"checkpoint_id": ckpt_id})
+        reg = df[df.regression] if len(df) else df
+        return dg.MaterializeResult(metadata={
+            "parent": dg.MetadataValue.text(parent or "none"),
+            "note": dg.MetadataValue.text(note),
+            "regressions": dg.MetadataValue.json(list(reg.score) if len(reg) else []),
+            "deltas": dg.MetadataValue.json({r.score: f"{r.delta:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
+                                             for r in df.itertuples() if r.delta == r.delta and r.ci_low == r.ci_low}),
+            "table": dg.MetadataValue.text(f"{rubric.name}.comparison"),
+        })
+
+    return comparison
 
 
 def _human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
@@ -592,7 +637,8 @@ def build_rubric_assets(rubric: RubricConfig) -> list[dg.AssetsDefinition | dg.A
     defs.append(_summary_asset(rubric))
     defs.append(_human_ratings_asset(rubric))
     defs.append(_agreement_asset(rubric, has_judge))
-    gate_deps = [asset_key(rubric, "agreement")]
+    defs.append(_comparison_asset(rubric))
+    gate_deps = [asset_key(rubric, "agreement"), asset_key(rubric, "comparison")]
     if has_judge and rubric.examples:
         defs.append(_calibration_asset(rubric))
         gate_deps.append(asset_key(rubric, "judge_calibration"))
