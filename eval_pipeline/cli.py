@@ -121,6 +121,18 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     return cmd_run(args)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from eval_pipeline.report import write_report
+    from eval_pipeline.warehouse import Warehouse, default_warehouse_path
+
+    wh = Warehouse(args.warehouse or default_warehouse_path())
+    if not Path(wh.path).exists():
+        raise CliError(f"warehouse {wh.path} does not exist yet: run 'eval-pipeline run' first")
+    path = write_report(wh, args.out)
+    print(f"report written to {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="eval-pipeline", description=__doc__.splitlines()[0])
     ap.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -141,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     bf.add_argument("--to", dest="end")
     bf.add_argument("--rubric", action="append")
     bf.set_defaults(fn=cmd_backfill)
+    rp = sub.add_parser("report", help="write a static HTML report (one file, offline)")
+    rp.add_argument("--out", default="reports")
+    rp.add_argument("--warehouse")
+    rp.set_defaults(fn=cmd_report)
     return ap
 
 

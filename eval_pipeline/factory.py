@@ -8,6 +8,7 @@ from its config (judged dimensions, metrics, gates).
 """
 
 
+import base64
 import hashlib
 import json
 import time
@@ -32,6 +33,7 @@ from eval_pipeline.metrics.style import TEXTSTAT_VERSION
 from eval_pipeline.samples import load_samples, to_records
 from eval_pipeline.scoring import compute_scores
 from eval_pipeline.summary import headline, summarise
+from eval_pipeline.report import trend_svg
 from eval_pipeline.views import refresh_views
 from eval_pipeline.worklists import default_worklist_dir, write_worklists
 from eval_pipeline.validation import validate_raw
@@ -542,7 +544,9 @@ def _summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         table = {r.score: f"{r.mean:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] n={r.n}" for r in overall.itertuples()
                  if r.mean == r.mean and r.ci_low == r.ci_low}
         hl = headline(rubric, df)
+        chart = _trend_markdown(wh, rubric)
         return dg.MaterializeResult(metadata={
+            "trend_chart": dg.MetadataValue.md(chart),
             "headline": dg.MetadataValue.text(rubric.headline),
             "headline_mean": dg.MetadataValue.float(hl if hl is not None else float("nan")),
             "overall": dg.MetadataValue.json(table),
@@ -550,6 +554,19 @@ def _summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         })
 
     return summary
+
+
+def _trend_markdown(wh, rubric: RubricConfig) -> str:
+    """The headline and judged scores across checkpoints with 95 % CIs, as an inline SVG image for the UI."""
+    df = wh.query_df(
+        f"""SELECT s.checkpoint_id AS checkpoint, s.score, s.mean, s.ci_low, s.ci_high FROM "{rubric.name}".summary s
+            JOIN main.checkpoints c USING (checkpoint_id)
+            WHERE s.breakdown = 'all' AND s.score = ? ORDER BY c.created_at, s.checkpoint_id""", [rubric.headline])
+    svg = trend_svg(df, f"{rubric.headline} by checkpoint (95 % CI)")
+    if not svg:
+        return "(no data yet)"
+    data = base64.b64encode(svg.encode()).decode()
+    return f"![{rubric.headline} trend](data:image/svg+xml;base64,{data})"
 
 
 def _gates_asset(rubric: RubricConfig, extra_deps: list[dg.AssetKey]) -> list:
