@@ -8,7 +8,7 @@ export EVAL_WAREHOUSE ?= $(CURDIR)/data/warehouse.duckdb
 export EVAL_CHECKPOINT_DIR ?= $(CURDIR)/data/checkpoints
 export NLTK_DATA ?= $(CURDIR)/.nltk_data
 
-.PHONY: install provision demo test test-fast ui sample-data bench clean
+.PHONY: install provision provision-browser dagster-home demo test test-fast ui report sample-data bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,19 +22,29 @@ install: $(VENV)/.installed
 provision: install
 	$(PY) -m eval_pipeline.provision
 
-demo: provision
+# Debian's Chromium, for the UI test in a real browser.
+provision-browser: install
+	$(PY) -m eval_pipeline.provision --browser
+
+# A persistent Dagster instance for the demo and the UI; telemetry off on an offline machine.
+dagster-home:
 	mkdir -p $(DAGSTER_HOME)
+	test -f $(DAGSTER_HOME)/dagster.yaml || printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
+
+demo: provision dagster-home
 	$(PY) -m eval_pipeline.demo
 
-test: provision
+test: provision provision-browser
 	$(PY) -m pytest -q -n 2 --durations=10
 
 test-fast: provision
 	$(PY) -m pytest -q -n 2 -m "not slow"
 
-ui: provision
-	mkdir -p $(DAGSTER_HOME)
+ui: provision dagster-home
 	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+report: install
+	$(VENV)/bin/eval-pipeline report --out reports
 
 sample-data: install
 	$(PY) scripts/generate_sample_data.py

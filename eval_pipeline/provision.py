@@ -77,7 +77,35 @@ def require_wordnet() -> Path:
     return wordnet_dir()
 
 
+def _apt_install(package: str) -> None:
+    cmd = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", package]
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    if subprocess.run(cmd, env=env).returncode != 0:
+        subprocess.run(["apt-get", "update", "-qq"], env=env, check=True)
+        subprocess.run(cmd, env=env, check=True)
+
+
+def provision_browser() -> str | None:
+    """Debian's Chromium for the UI test (headless). Installed when missing and we are root."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        _apt_install("chromium")
+        return shutil.which("chromium")
+    print("provision: Chromium not found; the browser test needs 'sudo apt-get install chromium'", file=sys.stderr)
+    return None
+
+
 def main() -> int:
+    if "--browser" in sys.argv[1:]:
+        try:
+            path = provision_browser()
+        except subprocess.CalledProcessError as exc:
+            print(f"provision: installing Chromium failed: {exc}", file=sys.stderr)
+            return 1
+        print(f"provision: Chromium {'ready at ' + path if path else 'missing'}")
+        return 0
     try:
         path = provision_wordnet()
     except (MissingDataError, subprocess.CalledProcessError) as exc:

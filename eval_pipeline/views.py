@@ -24,7 +24,7 @@ def refresh_views(wh: Warehouse) -> list[str]:
     parts = []
     for r in sorted(summaries):
         check_identifier(r, "rubric name")
-        g = (f'LEFT JOIN (SELECT checkpoint_id, sum(CASE WHEN passed THEN 1 ELSE 0 END) AS gates_passed, count(*) AS gates_total '
+        g = (f'LEFT JOIN (SELECT checkpoint_id, sum(CASE WHEN passed THEN 1 ELSE 0 END)::BIGINT AS gates_passed, count(*)::BIGINT AS gates_total '
              f'FROM "{r}".gates GROUP BY 1) g USING (checkpoint_id)') if r in gates else \
             "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::BIGINT AS gates_passed, NULL::BIGINT AS gates_total) g USING (checkpoint_id)"
         j = (f"LEFT JOIN (SELECT checkpoint_id, any_value(judge_kind) AS judge, any_value(model) AS judge_models "

@@ -1,0 +1,93 @@
+"""The Dagster UI in a real browser: Debian's Chromium, headless, against a webserver on localhost.
+
+Checks that the five asset groups, the lineage graph of one group, a materialized asset's metadata
+and the gate checks are shown, and saves screenshots to test-artifacts/ui/.
+"""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from eval_pipeline.definitions import build_definitions
+from eval_pipeline.runner import materialize_checkpoints
+
+from .conftest import ROOT, RUBRIC_DIR
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-quic", "--virtual-time-budget=20000"]
+ARTIFACTS = ROOT / "test-artifacts" / "ui"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _page_text(url: str, profile: Path, shot: Path) -> str:
+    base = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}"]
+    dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    subprocess.run([*base, "--window-size=1400,1000", f"--screenshot={shot}", url], capture_output=True, timeout=120)
+    return " ".join(re.sub(r"<style.*?</style>|<script.*?</script>|<[^>]+>", " ", dom, flags=re.S).split())
+
+
+@pytest.mark.slow
+def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, monkeypatch):
+    if CHROMIUM is None:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is not installed: 'make test' provisions it (apt-get install chromium)")
+        pytest.skip("Chromium not installed (run 'make provision-browser')")
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    warehouse = str(tmp_path / "w.duckdb")
+    env = dict(os.environ, DAGSTER_HOME=str(home), EVAL_WAREHOUSE=warehouse, EVAL_CHECKPOINT_DIR=str(checkpoint_root))
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    defs = build_definitions(RUBRIC_DIR, warehouse, str(checkpoint_root))
+    with dg.DagsterInstance.get() as instance:
+        assert materialize_checkpoints(defs, instance, ["ckpt-0100"], {"npc_dialogue", "kg_qa"})[0].success
+    port = _free_port()
+    server = subprocess.Popen([str(Path(sys.executable).with_name("dagster-webserver")), "-w", str(ROOT / "workspace.yaml"),
+                               "-h", "127.0.0.1", "-p", str(port)], env=env, cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{base}/server_info", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("the Dagster webserver did not start")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        profile = tmp_path / "chromium"
+        groups = _page_text(f"{base}/asset-groups", profile, ARTIFACTS / "asset_groups.png")
+        for g in ("npc_dialogue", "kg_qa", "empathetic_dialogue", "answer_quality", "roleplay_style"):
+            assert g in groups
+        lineage = _page_text(f"{base}/locations/eval_pipeline/asset-groups/npc_dialogue", profile, ARTIFACTS / "npc_lineage.png")
+        for asset in ("raw_outputs", "samples", "judge_scores", "metrics", "scores", "agreement", "gates"):
+            assert asset in lineage
+        meta = _page_text(f"{base}/assets/npc_dialogue/samples?partition=ckpt-0100", profile, ARTIFACTS / "npc_samples.png")
+        for key in ("lines_read", "quarantined", "valid"):
+            assert key in meta
+        checks = _page_text(f"{base}/assets/npc_dialogue/gates?view=checks", profile, ARTIFACTS / "npc_gate_checks.png")
+        for gate in ("min_samples", "dimension_means", "no_regression"):
+            assert gate in checks
+        assert (ARTIFACTS / "npc_lineage.png").stat().st_size > 10_000
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
