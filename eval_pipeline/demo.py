@@ -17,7 +17,7 @@ import dagster as dg
 
 from eval_pipeline.checkpoints import scan_checkpoints
 from eval_pipeline.definitions import build_definitions
-from eval_pipeline.report import write_report
+from eval_pipeline.report import default_report_dir, write_report
 from eval_pipeline.report_table import results_table
 from eval_pipeline.runner import materialize_checkpoints
 from eval_pipeline.warehouse import Warehouse, default_warehouse_path
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
           f"judge wall time {wall:.2f}s")
     print()
     print(results_table(Warehouse(default_warehouse_path())))
-    report = write_report(Warehouse(default_warehouse_path()), os.environ.get("EVAL_REPORT_DIR", "reports"))
+    report = write_report(Warehouse(default_warehouse_path()), default_report_dir())
     print(f"\nreport: {report}")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\ndemo wall time {time.perf_counter() - t0:.1f}s, peak RSS {peak_mb:.0f} MB, warehouse {default_warehouse_path()}")

@@ -33,7 +33,7 @@ from eval_pipeline.metrics.style import TEXTSTAT_VERSION
 from eval_pipeline.samples import load_samples, to_records
 from eval_pipeline.scoring import compute_scores
 from eval_pipeline.summary import headline, summarise
-from eval_pipeline.report import trend_svg
+from eval_pipeline.report import default_report_dir, trend_svg, write_report
 from eval_pipeline.views import refresh_views
 from eval_pipeline.worklists import default_worklist_dir, write_worklists
 from eval_pipeline.validation import validate_raw
@@ -590,11 +590,13 @@ def _gates_asset(rubric: RubricConfig, extra_deps: list[dg.AssetKey]) -> list:
         df = evaluate_gates(rubric, ckpt_id, scores, gate_context(wh, rubric, ckpt_id))
         wh.replace_partition(rubric.name, "gates", df, {"checkpoint_id": ckpt_id})
         refresh_views(wh)
+        report = write_report(wh, default_report_dir())  # the report follows every evaluated checkpoint
         return dg.MaterializeResult(metadata={
             "passed": dg.MetadataValue.int(int(df.passed.sum())),
             "total": dg.MetadataValue.int(len(df)),
             "failed_gates": dg.MetadataValue.json({r.gate: r.reason for r in df.itertuples() if not r.passed}),
             "table": dg.MetadataValue.text(f"{rubric.name}.gates"),
+            "report": dg.MetadataValue.path(str(report)),
         })
 
     checks = []

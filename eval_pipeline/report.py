@@ -174,9 +174,17 @@ def build_report(wh: Warehouse) -> str:
             f"<p>{nav}</p><h2>Leaderboard</h2>{_table(board)}{body}</body></html>")
 
 
+def default_report_dir() -> Path:
+    import os
+
+    return Path(os.environ.get("EVAL_REPORT_DIR", "reports"))
+
+
 def write_report(wh: Warehouse, out_dir: str | Path) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "report.html"
-    path.write_text(build_report(wh), encoding="utf-8")
+    tmp = out / ".report.html.tmp"
+    tmp.write_text(build_report(wh), encoding="utf-8")
+    tmp.replace(path)  # atomic: a reader never sees half a report
     return path

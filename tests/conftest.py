@@ -55,4 +55,5 @@ def write_checkpoint(root: Path, ckpt_id: str, files: dict[str, list], manifest:
 def _isolated_outputs(tmp_path, monkeypatch):
     """Tests never write into the repository's data/ folder."""
     monkeypatch.setenv("EVAL_WORKLIST_DIR", str(tmp_path / "worklists"))
+    monkeypatch.setenv("EVAL_REPORT_DIR", str(tmp_path / "reports"))
     monkeypatch.setenv("EVAL_RATINGS_DIR", str(ROOT / "data" / "human_ratings"))
