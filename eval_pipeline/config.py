@@ -493,6 +493,17 @@ class RubricConfig(_Strict):
         return [d for d in self.dimensions if d.judged]
 
     @cached_property
+    def judge_version(self) -> str:
+        """Hash of what the judge sees (instructions, dimensions, examples, questionnaire, input fields, extraction).
+
+        Part of every judge cache key: editing an anchor or an example re-asks the judge; editing a gate
+        threshold or a derived score does not (the scores are recomputed from cached answers)."""
+        keep = ("name", "title", "description", "scale", "inputs", "dimensions", "examples", "questionnaire",
+                "judge_instructions", "extraction")
+        blob = json.dumps(self.model_dump(mode="json", include=set(keep)), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+    @cached_property
     def version(self) -> str:
         """SHA-256 (first 16 hex digits) of the canonical JSON form of the config."""
         return rubric_hash(self)

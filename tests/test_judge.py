@@ -202,6 +202,16 @@ def test_cache_answers_repeats_and_a_rubric_edit_invalidates_it(rubrics, openai_
     edited = load_rubric(p)
     _, s3 = judge_samples(edited, "c1", emp_records(4), wh, mode="openai", overrides=FAST)
     assert s3.calls == 4 and openai_env.state.requests == 8
+    # an edit the judge does not see (a gate threshold) keeps every cached answer
+    data2 = yaml.safe_load((RUBRIC_DIR / "empathetic_dialogue.yaml").read_text())
+    data2["gates"][0]["threshold"] = 0.5
+    q = tmp_path / "sub" / "empathetic_dialogue.yaml"
+    q.parent.mkdir()
+    q.write_text(yaml.safe_dump(data2))
+    gate_edit = load_rubric(q)
+    assert gate_edit.version != rubric.version and gate_edit.judge_version == rubric.judge_version
+    _, s4 = judge_samples(gate_edit, "c1", emp_records(4), wh, mode="openai", overrides=FAST)
+    assert s4.calls == 0 and s4.cache_hits == 4
 
 
 def test_concurrency_limit_is_respected(rubrics, openai_env, warehouse_path):

@@ -1,7 +1,7 @@
 """The judge cache (`main.judge_cache`): one row per answered prompt.
 
-The key is the SHA-256 of the judge model, its sampling parameters, the rubric
-version and the full prompt, so a re-run, a backfill or a new checkpoint that
+The key is the SHA-256 of the judge model, its sampling parameters, the rubric's
+judge version (the hash of everything in the rubric the judge sees) and the full prompt, so a re-run, a backfill or a new checkpoint that
 repeats a sample makes no repeated call, and a rubric edit changes every key.
 Only parseable answers are cached: transport failures and unparseable answers
 are asked again on the next run. Reads happen before the calls and writes after

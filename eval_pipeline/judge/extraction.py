@@ -62,7 +62,7 @@ def extract(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], wh: 
     for r in records:
         msgs = _messages(ex.extract_prompt, "observations", {ex.text_field: r.get(ex.text_field)})
         schema = _list_schema(f"{rubric.name}_{ex.name}_observations", "observations")
-        first.append(CallSpec(cache.cache_key(settings.cache_params(), rubric.version, msgs, schema), msgs, schema,
+        first.append(CallSpec(cache.cache_key(settings.cache_params(), rubric.judge_version, msgs, schema), msgs, schema,
                               lambda t: parse_list(t, "observations", 100)))
     obs = cached_calls(rubric, settings, first, wh, stats)
     second: dict[str, CallSpec] = {}
@@ -72,7 +72,7 @@ def extract(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], wh: 
             continue
         msgs = _messages(ex.infer_prompt, "attributes", {"observations": o.parsed})
         schema = _list_schema(f"{rubric.name}_{ex.name}_attributes", "attributes")
-        second[r["sample_id"]] = CallSpec(cache.cache_key(settings.cache_params(), rubric.version, msgs, schema), msgs, schema,
+        second[r["sample_id"]] = CallSpec(cache.cache_key(settings.cache_params(), rubric.judge_version, msgs, schema), msgs, schema,
                                           lambda t: parse_list(t, "attributes", ex.max_items))
     inferred = cached_calls(rubric, settings, list(second.values()), wh, stats)
     rows = []

@@ -249,7 +249,7 @@ def _score_specs(rubric: RubricConfig, settings: JudgeSettings, records: list[di
             else:
                 scales = {d.key: (rubric.scale_of(d).min, rubric.scale_of(d).max) for d in rubric.judged_dimensions}
             container = "answers" if qn else "scores"
-            key = cache.cache_key(settings.cache_params(), rubric.version, messages, schema)
+            key = cache.cache_key(settings.cache_params(), rubric.judge_version, messages, schema)
             specs.append((rec, qn, scales, CallSpec(key, messages, schema,
                                                     lambda text, c=container, sc=scales: parse_answer(text, c, sc))))
     return specs

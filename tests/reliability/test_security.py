@@ -80,6 +80,8 @@ def test_the_api_key_appears_in_no_log_metadata_table_or_file(checkpoint_root, w
         ev = instance.get_latest_materialization_event(key)
         if ev is not None:
             assert "TOPSECRET" not in str(ev.asset_materialization.metadata)
+    report = tmp_path / "reports" / "report.html"
+    assert report.exists() and b"TOPSECRET" not in report.read_bytes()
     for f in Path(tmp_path / "worklists").rglob("*"):
         if f.is_file():
             assert b"TOPSECRET" not in f.read_bytes()
