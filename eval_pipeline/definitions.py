@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import dagster as dg
+
+# partitioned asset checks are a preview feature in Dagster 1.13; we rely on them knowingly
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 from eval_pipeline.config import RubricConfig, load_rubrics
 from eval_pipeline.factory import build_rubric_assets

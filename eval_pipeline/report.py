@@ -185,6 +185,8 @@ def write_report(wh: Warehouse, out_dir: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "report.html"
     tmp = out / ".report.html.tmp"
-    tmp.write_text(build_report(wh), encoding="utf-8")
+    with wh.session() as reader:
+        text = build_report(reader)
+    tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)  # atomic: a reader never sees half a report
     return path

@@ -16,10 +16,12 @@ def _schemas_with(wh: Warehouse, table: str) -> set[str]:
 
 
 def refresh_views(wh: Warehouse) -> list[str]:
-    summaries = _schemas_with(wh, "summary") - {"main"}
-    gates = _schemas_with(wh, "gates")
-    judged = _schemas_with(wh, "judge_scores")
-    if not summaries or not wh.table_exists("main", "checkpoints"):
+    with wh.session() as reader:
+        summaries = _schemas_with(reader, "summary") - {"main"}
+        gates = _schemas_with(reader, "gates")
+        judged = _schemas_with(reader, "judge_scores")
+        has_checkpoints = reader.table_exists("main", "checkpoints")
+    if not summaries or not has_checkpoints:
         return []
     parts = []
     for r in sorted(summaries):

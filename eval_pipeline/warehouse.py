@@ -58,6 +58,7 @@ class Warehouse:
     def __init__(self, path: str | os.PathLike[str] | None = None, *, lock_timeout_s: float = 120.0):
         self.path = str(path or default_warehouse_path())
         self.lock_timeout_s = lock_timeout_s
+        self._session: duckdb.DuckDBPyConnection | None = None
 
     # --- connections -----------------------------------------------------------------------
 
@@ -84,10 +85,22 @@ class Warehouse:
             con.close()
 
     def query_df(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
+        if self._session is not None:
+            return self._session.execute(sql, params or []).df()
         with self.connect() as con:
             return con.execute(sql, params or []).df()
 
+    @contextmanager
+    def session(self) -> Iterator["Warehouse"]:
+        """Many reads on one connection (opening a DuckDB file costs more than a small query)."""
+        with self.connect() as con:
+            view = Warehouse(self.path, lock_timeout_s=self.lock_timeout_s)
+            view._session = con
+            yield view
+
     def query_rows(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
+        if self._session is not None:
+            return self._session.execute(sql, params or []).fetchall()
         with self.connect() as con:
             return con.execute(sql, params or []).fetchall()
 
