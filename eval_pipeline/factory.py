@@ -25,7 +25,7 @@ from eval_pipeline.judge.runner import PANEL, judge_samples
 from eval_pipeline.resources import CheckpointSource, JudgeResource, WarehouseResource
 from eval_pipeline.agreement.compute import AGREEMENT_COLUMNS, compute_agreement
 from eval_pipeline.agreement.ratings import load_ratings
-from eval_pipeline.agreement.reliability import calibration_rows, evaluate_judge_reliability
+from eval_pipeline.agreement.reliability import calibration_rows, dimension_results, evaluate_judge_reliability
 from eval_pipeline.comparison import compare, empty_comparison, evaluate_regression, find_parent
 from eval_pipeline.gates import evaluate_gates
 from eval_pipeline.metrics import compute_metrics
@@ -85,6 +85,7 @@ def gate_context(wh, rubric: RubricConfig, checkpoint_id: str) -> dict:
     parent = find_parent(wh.query_df("SELECT * FROM main.checkpoints"), checkpoint_id)
     return {
         "judge_reliability": lambda g: evaluate_judge_reliability(g, rubric, agreement, calibration),
+        "judge_reliability_dims": lambda g: dimension_results(g, rubric, agreement, calibration),
         "regression": lambda g: evaluate_regression(g, comparison, parent, None),
     }
 
@@ -591,15 +592,19 @@ def _gate_checks(rubric: RubricConfig, gates_key: dg.AssetKey) -> dg.AssetChecks
     The judge-reliability gate shows beside the judge's scores; the others on the gates asset."""
     judged = bool(rubric.judged_dimensions or rubric.questionnaire)
     specs, targets = [], {}
+    names: list[str] = []
     for g in rubric.gates:
         target = asset_key(rubric, "judge_scores") if g.kind == "judge_reliability" and judged else gates_key
-        targets[g.name] = target
-        specs.append(dg.AssetCheckSpec(
-            g.name, asset=target, partitions_def=CHECKPOINTS,
-            additional_deps=[gates_key] if target != gates_key else None,
-            description=g.description or f"{g.kind} {g.threshold:g}",
-            metadata={"kind": g.kind, "threshold": g.threshold, "min_samples": g.min_samples},
-        ))
+        per_dim = [f"{g.name}_{d}" for d in rubric.rating_scales] if g.kind == "judge_reliability" and judged else []
+        for name in [g.name, *per_dim]:
+            targets[name] = target
+            names.append(name)
+            specs.append(dg.AssetCheckSpec(
+                name, asset=target, partitions_def=CHECKPOINTS,
+                additional_deps=[gates_key] if target != gates_key else None,
+                description=g.description or f"{g.kind} {g.threshold:g}",
+                metadata={"kind": g.kind, "threshold": g.threshold, "min_samples": g.min_samples},
+            ))
 
     @dg.multi_asset_check(specs=specs, name=f"{rubric.name}__gate_checks", can_subset=True)
     def gate_checks(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource):
@@ -607,18 +612,18 @@ def _gate_checks(rubric: RubricConfig, gates_key: dg.AssetKey) -> dg.AssetChecks
         rows = warehouse.get().query_df(f'SELECT * FROM "{rubric.name}".gates WHERE checkpoint_id = ?', [ckpt_id])
         by_gate = {r["gate"]: r for r in rows.to_dict("records")}
         selected = {k.name for k in context.selected_asset_check_keys}
-        for g in rubric.gates:
-            if g.name not in selected:
+        for name in names:
+            if name not in selected:
                 continue
-            r = by_gate.get(g.name)
+            r = by_gate.get(name)
             if r is None:
-                yield dg.AssetCheckResult(check_name=g.name, asset_key=targets[g.name], passed=False,
+                yield dg.AssetCheckResult(check_name=name, asset_key=targets[name], passed=False,
                                           severity=dg.AssetCheckSeverity.ERROR,
                                           metadata={"reason": "fails closed: gate not evaluated for this checkpoint"})
                 continue
             value = None if pd.isna(r["value"]) else float(r["value"])
             yield dg.AssetCheckResult(
-                check_name=g.name, asset_key=targets[g.name], passed=bool(r["passed"]), severity=dg.AssetCheckSeverity.ERROR,
+                check_name=name, asset_key=targets[name], passed=bool(r["passed"]), severity=dg.AssetCheckSeverity.ERROR,
                 metadata={"value": dg.MetadataValue.float(value) if value is not None else dg.MetadataValue.text("n/a"),
                           "threshold": dg.MetadataValue.float(float(r["threshold"])), "n": dg.MetadataValue.int(int(r["n"])),
                           "reason": dg.MetadataValue.text(str(r["reason"]))},

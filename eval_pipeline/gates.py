@@ -110,7 +110,12 @@ def evaluate_gate(g: Gate, rubric: RubricConfig, scores: pd.DataFrame, extra: di
 
 
 def evaluate_gates(rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame, extra: dict | None = None) -> pd.DataFrame:
-    results = [evaluate_gate(g, rubric, scores, extra) for g in rubric.gates]
+    results = []
+    for g in rubric.gates:
+        results.append(evaluate_gate(g, rubric, scores, extra))
+        per_dim = (extra or {}).get("judge_reliability_dims") if g.kind == "judge_reliability" else None
+        if per_dim is not None:
+            results.extend(per_dim(g))
     return pd.DataFrame(
         [dict(checkpoint_id=checkpoint_id, gate=r.gate, kind=r.kind, value=r.value, threshold=r.threshold,
               passed=bool(r.passed), n=int(r.n), reason=r.reason, rubric_version=rubric.version) for r in results],

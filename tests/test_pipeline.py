@@ -92,8 +92,11 @@ def test_materialize_all_sample_checkpoints_is_idempotent(checkpoint_root, wareh
     assert wh.query_rows("SELECT count(DISTINCT evaluator) FROM kg_qa.human_ratings")[0][0] == 2
     ckpts = {r[0] for r in wh.query_rows("SELECT DISTINCT checkpoint_id FROM kg_qa.agreement")}
     assert ckpts == {"ckpt-0100", "ckpt-0200", "ckpt-0300", "ALL"}
-    rel_key = dg.AssetCheckKey(dg.AssetKey(["npc_dialogue", "judge_scores"]), "judge_reliability")
-    assert instance.event_log_storage.get_asset_check_execution_history(rel_key, limit=5)
+    for name in ("judge_reliability", "judge_reliability_persona_consistency", "judge_reliability_plot_relevance"):
+        rel_key = dg.AssetCheckKey(dg.AssetKey(["npc_dialogue", "judge_scores"]), name)
+        assert instance.event_log_storage.get_asset_check_execution_history(rel_key, limit=5), name
+    per_dim = wh.query_rows("SELECT count(*) FROM npc_dialogue.gates WHERE gate LIKE 'judge_reliability_%' AND checkpoint_id = 'ckpt-0100'")
+    assert per_dim[0][0] == 5
     assert wh.query_rows("SELECT count(*) FROM answer_quality.judge_calibration WHERE checkpoint_id = 'ckpt-0100'")[0][0] == 4
 
     # the views SQL users start from

@@ -31,11 +31,26 @@ def calibration_rows(rubric: RubricConfig, ckpt: str, judge_long: pd.DataFrame, 
     return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS).astype({"stated": "float64", "judged": "float64", "diff": "float64"})
 
 
+def dimension_results(g: Gate, rubric: RubricConfig, agreement: pd.DataFrame, calibration: pd.DataFrame | None) -> list[GateResult]:
+    """The same gate per judged dimension (named `<gate>_<dimension>`), so each shows on its own in the UI."""
+    out = []
+    for dim in rubric.rating_scales:
+        sub_cal = calibration[calibration.dimension == dim] if calibration is not None and len(calibration) else None
+        one = _evaluate(g, rubric, agreement, sub_cal, [dim])
+        out.append(GateResult(f"{g.name}_{dim}", g.kind, one.value, one.threshold, one.passed, one.n, one.reason))
+    return out
+
+
 def evaluate_judge_reliability(g: Gate, rubric: RubricConfig, agreement: pd.DataFrame, calibration: pd.DataFrame | None) -> GateResult:
+    return _evaluate(g, rubric, agreement, calibration, list(rubric.rating_scales))
+
+
+def _evaluate(g: Gate, rubric: RubricConfig, agreement: pd.DataFrame, calibration: pd.DataFrame | None,
+              dims: list[str]) -> GateResult:
     min_rho = float(g.params.get("min_spearman", 0.5))
     parts, fails, kappas = [], [], []
     n_min = None
-    for dim in rubric.rating_scales:
+    for dim in dims:
         rows = agreement[(agreement.dimension == dim) & (agreement.raters == "judge~human_mean")]
         kq = rows[rows.statistic == "cohen_kappa_quadratic"]
         rho = rows[rows.statistic == "spearman"]
@@ -63,7 +78,7 @@ def evaluate_judge_reliability(g: Gate, rubric: RubricConfig, agreement: pd.Data
         else:
             parts.append(f"all {len(calibration)} worked-example scores within ±{tol:g}")
     else:
-        parts.append("no worked examples in the document")
+        parts.append("no worked examples in the document" + (" for this dimension" if len(dims) == 1 else ""))
     value = min(kappas) if kappas else None
     passed = not fails and bool(kappas)
     head = "passes" if passed else f"fails on {', '.join(fails) or 'missing data'}"
