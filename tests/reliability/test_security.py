@@ -3,10 +3,8 @@
 import json
 from pathlib import Path
 
-import dagster as dg
 import pytest
 
-from eval_pipeline.config import load_rubric
 from eval_pipeline.definitions import build_definitions
 from eval_pipeline.devtools.openai_stub import StubServer
 from eval_pipeline.ids import UnsafeIdentifierError, check_checkpoint_id, check_evaluator, check_identifier
