@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Judge throughput against a local OpenAI-protocol server (run in its own process) with fixed latency.
+
+N uncached calls at each concurrency, wall time against the bound calls x latency / concurrency,
+then the same prompts again (expected: 0 calls). Prints the ratio; not a timed test.
+
+    python bench/bench_judge_throughput.py [--calls 2000] [--latency-ms 200] [--concurrency 16 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from eval_pipeline.config import load_rubric
+from eval_pipeline.judge.runner import judge_samples
+from eval_pipeline.warehouse import Warehouse
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--latency-ms", type=float, default=200)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[16, 64])
+    args = ap.parse_args()
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "eval_pipeline.devtools.openai_stub", "--port", str(port),
+                               "--latency-ms", str(args.latency_ms)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        os.environ["OPENAI_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
+        rubric = load_rubric(ROOT / "rubric_configs" / "empathetic_dialogue.yaml")
+        for c in args.concurrency:
+            with tempfile.TemporaryDirectory() as tmp:
+                wh = Warehouse(str(Path(tmp) / "w.duckdb"))
+                recs = [{"sample_id": f"s{i}", "topic": "t", "user_statement": f"I feel low about {i} ({c}).",
+                         "response": f"That sounds hard, {i}."} for i in range(args.calls)]
+                t0 = time.perf_counter()
+                _, st = judge_samples(rubric, "b", recs, wh, mode="openai", overrides={"concurrency": c})
+                wall = time.perf_counter() - t0
+                bound = st.calls * args.latency_ms / 1000 / c
+                t1 = time.perf_counter()
+                _, st2 = judge_samples(rubric, "b", recs, wh, mode="openai", overrides={"concurrency": c})
+                again = time.perf_counter() - t1
+                print(f"concurrency {c:3d}: {st.calls} calls in {wall:6.2f}s, bound {bound:5.2f}s, ratio {wall / bound:4.2f}x, "
+                      f"max in flight {st.max_in_flight}; second run {st2.calls} calls, {again:5.2f}s")
+    finally:
+        server.terminate()
+
+
+if __name__ == "__main__":
+    main()
