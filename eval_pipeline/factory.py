@@ -18,7 +18,7 @@ import dagster as dg
 import pandas as pd
 
 from eval_pipeline.config import RubricConfig
-from eval_pipeline.ingest import read_jsonl
+from eval_pipeline.ingest import iter_jsonl
 from eval_pipeline.partitions import CHECKPOINTS
 from eval_pipeline.judge.extraction import extract
 from eval_pipeline.judge.runner import PANEL, judge_samples
@@ -36,9 +36,10 @@ from eval_pipeline.summary import headline, summarise
 from eval_pipeline.report import default_report_dir, trend_svg, write_report
 from eval_pipeline.views import refresh_views
 from eval_pipeline.worklists import default_worklist_dir, write_worklists
-from eval_pipeline.validation import validate_raw
+from eval_pipeline.validation import empty_quarantine, validate_raw
 
 QUARANTINE = ("main", "quarantine")
+INGEST_CHUNK_LINES = 50_000  # lines per chunk: bounds memory for million-line checkpoints
 
 
 def asset_key(rubric: RubricConfig | str, name: str) -> dg.AssetKey:
@@ -266,9 +267,14 @@ def _raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
                 description=f"checkpoint {ckpt.checkpoint_id!r} has no {rubric.name}.jsonl in {ckpt.path}",
                 allow_retries=False,
             )
-        read = read_jsonl(path, ckpt.checkpoint_id)
         wh = warehouse.get()
-        wh.replace_partition(rubric.name, "raw_outputs", read.frame, {"checkpoint_id": ckpt.checkpoint_id})
+        lines = blank = size = 0
+        with wh.partition_writer() as w:  # streamed in chunks, replaced in one transaction
+            for chunk in iter_jsonl(path, ckpt.checkpoint_id, INGEST_CHUNK_LINES):
+                w.write(rubric.name, "raw_outputs", chunk.frame, {"checkpoint_id": ckpt.checkpoint_id})
+                lines += len(chunk.frame)
+                blank += chunk.blank_lines
+                size += chunk.bytes_read
         wh.upsert_rows(
             "main",
             "checkpoints",
@@ -288,9 +294,9 @@ def _raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         digest = _file_sha256(path)
         return dg.MaterializeResult(
             metadata={
-                "lines": dg.MetadataValue.int(len(read.frame)),
-                "blank_lines": dg.MetadataValue.int(read.blank_lines),
-                "bytes": dg.MetadataValue.int(read.bytes_read),
+                "lines": dg.MetadataValue.int(lines),
+                "blank_lines": dg.MetadataValue.int(blank),
+                "bytes": dg.MetadataValue.int(size),
                 "file": dg.MetadataValue.path(str(path)),
                 "file_sha256": dg.MetadataValue.text(digest),
                 "model": dg.MetadataValue.text(ckpt.model),
@@ -314,31 +320,45 @@ def _samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     def samples(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        raw = wh.query_df(
-            f'SELECT * FROM "{rubric.name}".raw_outputs WHERE checkpoint_id = ? ORDER BY line_number', [ckpt_id]
-        )
-        result = validate_raw(rubric, raw)
-        # Quarantine first: a checkpoint with nothing valid still keeps every rejected line.
-        wh.replace_partition(
-            *QUARANTINE,
-            result.quarantine,
-            {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "validate"},
-        )
-        wh.replace_partition(rubric.name, "samples", result.samples, {"checkpoint_id": ckpt_id})
-        n_valid, n_bad = len(result.samples), len(result.quarantine)
-        if n_valid + n_bad != result.lines_read:  # pragma: no cover - invariant
-            raise dg.Failure(f"row accounting broken: {n_valid} valid + {n_bad} quarantined != {result.lines_read} read")
+        seen: set[str] = set()
+        n_read = n_valid = n_bad = 0
+        reasons: dict[str, int] = {}
+        last = 0
+        # chunk by chunk (keyset pagination on line_number), both partitions replaced in one transaction;
+        # the quarantine is written before anything can fail, so a checkpoint with nothing valid keeps its lines
+        with wh.partition_writer() as w:
+            w.write(*QUARANTINE, empty_quarantine(),
+                    {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "validate"})
+            while True:
+                raw = wh.query_df(
+                    f'SELECT * FROM "{rubric.name}".raw_outputs WHERE checkpoint_id = ? AND line_number > ? '
+                    "ORDER BY line_number LIMIT ?", [ckpt_id, last, INGEST_CHUNK_LINES])
+                if raw.empty:
+                    break
+                last = int(raw.line_number.iloc[-1])
+                result = validate_raw(rubric, raw, seen_ids=seen)
+                w.write(*QUARANTINE, result.quarantine, {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "validate"})
+                w.write(rubric.name, "samples", result.samples, {"checkpoint_id": ckpt_id})
+                n_read += result.lines_read
+                n_valid += len(result.samples)
+                n_bad += len(result.quarantine)
+                for k, v in result.reasons.items():
+                    reasons[k] = reasons.get(k, 0) + v
+            if n_read == 0:
+                w.write(rubric.name, "samples", validate_raw(rubric, raw).samples, {"checkpoint_id": ckpt_id})
+        if n_valid + n_bad != n_read:  # pragma: no cover - invariant
+            raise dg.Failure(f"row accounting broken: {n_valid} valid + {n_bad} quarantined != {n_read} read")
         metadata = {
-            "lines_read": dg.MetadataValue.int(result.lines_read),
+            "lines_read": dg.MetadataValue.int(n_read),
             "valid": dg.MetadataValue.int(n_valid),
             "quarantined": dg.MetadataValue.int(n_bad),
-            "quarantine_reasons": dg.MetadataValue.json(result.reasons),
+            "quarantine_reasons": dg.MetadataValue.json(reasons),
             "table": dg.MetadataValue.text(f"{rubric.name}.samples"),
             "dagster/row_count": dg.MetadataValue.int(n_valid),
         }
         if n_valid == 0:
             raise dg.Failure(
-                description=f"checkpoint {ckpt_id!r}: none of the {result.lines_read} lines of {rubric.name}.jsonl is a valid sample "
+                description=f"checkpoint {ckpt_id!r}: none of the {n_read} lines of {rubric.name}.jsonl is a valid sample "
                 f"({n_bad} quarantined; see main.quarantine)",
                 metadata=metadata,
                 allow_retries=False,

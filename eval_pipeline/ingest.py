@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pandas as pd
 
@@ -24,7 +25,8 @@ class RawRead:
     bytes_read: int
 
 
-def read_jsonl(path: Path, checkpoint_id: str, source_file: str | None = None) -> RawRead:
+def iter_jsonl(path: Path, checkpoint_id: str, chunk_lines: int = 100_000, source_file: str | None = None) -> Iterator[RawRead]:
+    """The file in chunks of at most `chunk_lines` non-blank lines, so memory stays bounded for huge files."""
     source_file = source_file or path.name
     numbers: list[int] = []
     texts: list[str] = []
@@ -48,7 +50,24 @@ def read_jsonl(path: Path, checkpoint_id: str, source_file: str | None = None) -
             numbers.append(number)
             texts.append(text)
             errors.append(err)
-    frame = pd.DataFrame(
+            if len(numbers) >= chunk_lines:
+                yield RawRead(_frame(checkpoint_id, source_file, numbers, texts, errors), blank, size)
+                numbers, texts, errors, blank, size = [], [], [], 0, 0
+    if numbers or blank or size:
+        yield RawRead(_frame(checkpoint_id, source_file, numbers, texts, errors), blank, size)
+
+
+def read_jsonl(path: Path, checkpoint_id: str, source_file: str | None = None) -> RawRead:
+    """The whole file as one frame (small files and tests)."""
+    parts = list(iter_jsonl(path, checkpoint_id, chunk_lines=1 << 62, source_file=source_file))
+    if not parts:
+        return RawRead(_frame(checkpoint_id, source_file or path.name, [], [], []), 0, 0)
+    return RawRead(pd.concat([p.frame for p in parts], ignore_index=True), sum(p.blank_lines for p in parts),
+                   sum(p.bytes_read for p in parts))
+
+
+def _frame(checkpoint_id: str, source_file: str, numbers: list[int], texts: list[str], errors: list) -> pd.DataFrame:
+    return pd.DataFrame(
         {
             "checkpoint_id": checkpoint_id,
             "source_file": source_file,
@@ -58,4 +77,3 @@ def read_jsonl(path: Path, checkpoint_id: str, source_file: str | None = None) -
         },
         columns=RAW_COLUMNS,
     )
-    return RawRead(frame, blank, size)

@@ -33,6 +33,14 @@ QUARANTINE_COLUMNS = [
 ]
 
 
+def empty_quarantine() -> pd.DataFrame:
+    """A quarantine frame with no rows but the table's real types (so a new table gets them)."""
+    return pd.DataFrame({"rubric": pd.Series(dtype="object"), "checkpoint_id": pd.Series(dtype="object"),
+                         "source_file": pd.Series(dtype="object"), "line_number": pd.Series(dtype="int64"),
+                         "stage": pd.Series(dtype="object"), "reason": pd.Series(dtype="object"),
+                         "raw_line": pd.Series(dtype="object"), "quarantined_at": pd.Series(dtype="datetime64[ns]")})
+
+
 class _Missing:
     """Marks a field absent from the JSON object (as opposed to present and null)."""
 
@@ -116,15 +124,22 @@ def _field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
     return checks
 
 
-def build_schema(rubric: RubricConfig) -> pa.DataFrameSchema:
-    """The pandera schema of a rubric's samples, derived from its declared input fields."""
+def _id_key(v: Any) -> str:
+    return v if isinstance(v, str) else repr(v)
+
+
+def build_schema(rubric: RubricConfig, seen_ids: set[str] | None = None) -> pa.DataFrameSchema:
+    """The pandera schema of a rubric's samples, derived from its declared input fields.
+
+    `seen_ids` holds the ids kept from earlier chunks of the same file, so a repeat is caught across chunks."""
+    seen = seen_ids if seen_ids is not None else set()
     columns: dict[str, pa.Column] = {}
     for f in rubric.inputs.fields:
         checks = _field_checks(f, rubric)
         if f.name == rubric.inputs.id_field:
             checks.append(
                 pa.Check(
-                    lambda s: ~s.map(lambda v: v if isinstance(v, str) else repr(v)).duplicated(keep="first"),
+                    lambda s: ~(s.map(_id_key).duplicated(keep="first") | s.map(_id_key).isin(seen)),
                     error="sample id repeated within the checkpoint (first occurrence kept)",
                 )
             )
@@ -166,8 +181,11 @@ def _column_for(f: InputField, values: list[Any]) -> pd.Series:
     return pd.Series(clean, dtype="object")
 
 
-def validate_raw(rubric: RubricConfig, raw: pd.DataFrame, stage: str = "validate") -> ValidationResult:
-    """Split raw lines into valid samples and quarantined rows (with reasons)."""
+def validate_raw(rubric: RubricConfig, raw: pd.DataFrame, stage: str = "validate",
+                 seen_ids: set[str] | None = None) -> ValidationResult:
+    """Split raw lines into valid samples and quarantined rows (with reasons).
+
+    Pass the same `seen_ids` set for every chunk of one file: valid ids are added to it."""
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     reasons: dict[int, list[str]] = {}
     parsed: dict[int, dict] = {}
@@ -192,7 +210,7 @@ def validate_raw(rubric: RubricConfig, raw: pd.DataFrame, stage: str = "validate
     )  # RangeIndex: pandera misaligns element-wise failures on a non-contiguous index
     if positions:
         try:
-            build_schema(rubric).validate(frame, lazy=True)
+            build_schema(rubric, seen_ids).validate(frame, lazy=True)
         except SchemaErrors as exc:
             fc = exc.failure_cases
             for _, row in fc.iterrows():
@@ -216,6 +234,8 @@ def validate_raw(rubric: RubricConfig, raw: pd.DataFrame, stage: str = "validate
     for f in fields:
         col = frame[f.name].tolist()
         samples[f.name] = _column_for(f, [col[row_of[p]] for p in valid_pos]).values
+    if seen_ids is not None:
+        seen_ids.update(_id_key(v) for v in samples[rubric.inputs.id_field])
     samples["payload"] = pd.Series([json.dumps(parsed[p], ensure_ascii=False) for p in valid_pos], dtype="object").values
     samples["rubric_version"] = rubric.version
 

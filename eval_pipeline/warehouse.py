@@ -28,6 +28,12 @@ DEFAULT_WAREHOUSE = "data/warehouse.duckdb"
 _WRITE_LOCK = threading.RLock()
 
 
+def _duckdb_config() -> dict[str, str]:
+    """Bound DuckDB's memory (it spills to disk past the limit) so huge checkpoints ingest in bounded RSS."""
+    return {"memory_limit": os.environ.get("EVAL_DUCKDB_MEMORY_LIMIT", "1GB"),
+            "preserve_insertion_order": "false"}
+
+
 def default_warehouse_path() -> str:
     return os.environ.get("EVAL_WAREHOUSE", DEFAULT_WAREHOUSE)
 
@@ -72,7 +78,7 @@ class Warehouse:
         delay = 0.05
         while True:
             try:
-                con = duckdb.connect(self.path, read_only=read_only)
+                con = duckdb.connect(self.path, read_only=read_only, config=_duckdb_config())
                 break
             except duckdb.IOException as exc:  # file locked by another process
                 if "lock" not in str(exc).lower() or time.monotonic() > deadline:
@@ -167,6 +173,23 @@ class Warehouse:
                 raise
         return len(df)
 
+    @contextmanager
+    def partition_writer(self) -> Iterator["PartitionWriter"]:
+        """Replace partitions of several tables chunk by chunk, all in one transaction.
+
+        The first write to a (table, partition) deletes the partition; later writes append. Everything
+        commits at the end of the block, or rolls back on an exception: readers never see half a partition.
+        """
+        with _WRITE_LOCK, self.connect() as con:
+            writer = PartitionWriter(self, con)
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield writer
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
     def upsert_rows(self, schema: str, table: str, df: pd.DataFrame, key: Sequence[str]) -> int:
         """Replace rows whose key columns match a row of ``df``, then insert ``df`` (one transaction)."""
         if df.empty:
@@ -188,4 +211,30 @@ class Warehouse:
             except Exception:
                 con.execute("ROLLBACK")
                 raise
+        return len(df)
+
+
+class PartitionWriter:
+    def __init__(self, wh: Warehouse, con: duckdb.DuckDBPyConnection):
+        self._wh = wh
+        self._con = con
+        self._cleared: set[tuple] = set()
+
+    def write(self, schema: str, table: str, df: pd.DataFrame, where: dict[str, Any]) -> int:
+        for col in where:
+            check_identifier(col, "column name")
+        target = qualified(schema, table)
+        key = (schema, table, tuple(sorted(where.items())))
+        if key not in self._cleared:
+            self._wh._ensure_table(self._con, schema, table, df)
+            cond = " AND ".join(f'"{c}" = ?' for c in where) or "TRUE"
+            self._con.execute(f"DELETE FROM {target} WHERE {cond}", list(where.values()))
+            self._cleared.add(key)
+        if df.empty:
+            return 0
+        self._wh._ensure_table(self._con, schema, table, df)
+        self._con.register("_incoming", df)
+        collist = ", ".join(f'"{c}"' for c in df.columns)
+        self._con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM _incoming")
+        self._con.unregister("_incoming")
         return len(df)

@@ -169,3 +169,27 @@ def test_openai_judge_end_to_end_then_zero_calls(checkpoint_root, warehouse_path
         assert md["calls"] == 0 and md["cache_hit_rate"] == 1.0
         logs = "".join(str(e) for e in instance.all_logs(second[0].run_id))
         assert "NOTLOGGED999" not in logs and "NOTLOGGED999" not in str(md)
+
+
+def test_chunked_ingest_catches_repeats_across_chunks(tmp_path, warehouse_path, instance, monkeypatch):
+    import eval_pipeline.factory as factory
+
+    monkeypatch.setattr(factory, "INGEST_CHUNK_LINES", 3)  # force many chunks
+    root = tmp_path / "ckpts"
+    row = lambda i: {"sample_id": f"s{i}", "topic": "t", "user_statement": "I feel low.", "response": f"reply {i}"}  # noqa: E731
+    lines = [row(i) for i in range(7)] + [row(1), "{bad", row(8)] + [row(5)]
+    write_checkpoint(root, "ckpt-c", {"empathetic_dialogue": lines})
+    defs = build_definitions(RUBRIC_DIR, warehouse_path, str(root))
+    from eval_pipeline.runner import register_checkpoints
+    register_checkpoints(instance, ["ckpt-c"])
+    sel = dg.AssetSelection.assets(dg.AssetKey(["empathetic_dialogue", "raw_outputs"]), dg.AssetKey(["empathetic_dialogue", "samples"]))
+    res = dg.materialize([a for a in defs.assets if isinstance(a, dg.AssetsDefinition)], instance=instance, partition_key="ckpt-c",
+                         resources=defs.resources, selection=sel)
+    assert res.success
+    wh = Warehouse(warehouse_path)
+    ids = [r[0] for r in wh.query_rows("SELECT sample_id FROM empathetic_dialogue.samples ORDER BY line_number")]
+    assert ids == ["s0", "s1", "s2", "s3", "s4", "s5", "s6", "s8"]
+    q = wh.query_rows("SELECT line_number, reason FROM main.quarantine WHERE checkpoint_id = 'ckpt-c' ORDER BY 1")
+    assert [n for n, _ in q] == [8, 9, 11]
+    assert "repeated" in q[0][1] and "malformed JSON" in q[1][1] and "repeated" in q[2][1]
+    assert wh.query_rows("SELECT count(*) FROM empathetic_dialogue.raw_outputs")[0][0] == 11

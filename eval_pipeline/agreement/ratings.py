@@ -26,7 +26,7 @@ import pandas as pd
 
 from eval_pipeline.config import RubricConfig
 from eval_pipeline.ids import UnsafeIdentifierError, check_evaluator
-from eval_pipeline.validation import QUARANTINE_COLUMNS
+from eval_pipeline.validation import QUARANTINE_COLUMNS, empty_quarantine
 
 RATING_COLUMNS = ["checkpoint_id", "sample_id", "evaluator", "dimension", "score", "source_file", "line_number"]
 DEFAULT_RATINGS_DIR = "data/human_ratings"
@@ -66,7 +66,7 @@ def load_ratings(rubric: RubricConfig, checkpoint_id: str, sample_ids: set[str],
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     scales = rubric.rating_scales
     aliases = {k.lower(): v for k, v in rubric.human_ratings.column_aliases.items()}
-    out = RatingsLoad(pd.DataFrame(columns=RATING_COLUMNS), pd.DataFrame(columns=QUARANTINE_COLUMNS))
+    out = RatingsLoad(pd.DataFrame(columns=RATING_COLUMNS), empty_quarantine())
     rows: list[dict] = []
     bad: list[dict] = []
     seen: set[tuple[str, str]] = set()
@@ -152,5 +152,5 @@ def load_ratings(rubric: RubricConfig, checkpoint_id: str, sample_ids: set[str],
                 rows.append(dict(checkpoint_id=checkpoint_id, sample_id=sid, evaluator=evaluator, dimension=dim,
                                  score=x, source_file=path.name, line_number=line_no))
     out.ratings = pd.DataFrame(rows, columns=RATING_COLUMNS).astype({"score": "float64", "line_number": "int64"})
-    out.quarantine = pd.DataFrame(bad, columns=QUARANTINE_COLUMNS)
+    out.quarantine = pd.DataFrame(bad, columns=QUARANTINE_COLUMNS) if bad else empty_quarantine()
     return out

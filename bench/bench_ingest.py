@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Ingest at scale: one checkpoint of N JSONL lines (1 % bad) through the real raw_outputs and samples
+assets into a DuckDB file. Prints lines per second and the process's peak RSS.
+
+    python bench/bench_ingest.py [--lines 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+import dagster as dg
+
+from eval_pipeline.definitions import build_definitions
+from eval_pipeline.runner import register_checkpoints
+from eval_pipeline.warehouse import Warehouse
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lines", type=int, default=1_000_000)
+    args = ap.parse_args()
+    base = []
+    for line in (ROOT / "data/checkpoints/ckpt-0100/npc_dialogue.jsonl").read_text().splitlines():
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(d, dict) and isinstance(d.get("response"), str) and d["response"].strip() and isinstance(d.get("game_state"), dict):
+            base.append(d)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "ckpts" / "ckpt-big"
+        folder.mkdir(parents=True)
+        rng = random.Random(3)
+        t0 = time.perf_counter()
+        with open(folder / "npc_dialogue.jsonl", "w", encoding="utf-8") as fh:
+            for i in range(args.lines):
+                if i % 100 == 42:
+                    fh.write('{"sample_id": "broken", "response": \n')
+                    continue
+                fh.write(json.dumps({**rng.choice(base), "sample_id": f"n{i}"}) + "\n")
+        (folder / "checkpoint.json").write_text('{"model": "bench", "created_at": "2026-11-01T00:00:00Z"}')
+        size_mb = (folder / "npc_dialogue.jsonl").stat().st_size / 1e6
+        print(f"wrote {args.lines} lines ({size_mb:.0f} MB) in {time.perf_counter() - t0:.1f}s")
+        wh_path = str(Path(tmp) / "w.duckdb")
+        defs = build_definitions(None, wh_path, str(Path(tmp) / "ckpts"))
+        instance = dg.DagsterInstance.ephemeral()
+        register_checkpoints(instance, ["ckpt-big"])
+        sel = dg.AssetSelection.assets(dg.AssetKey(["npc_dialogue", "raw_outputs"]), dg.AssetKey(["npc_dialogue", "samples"]))
+        t1 = time.perf_counter()
+        res = dg.materialize([a for a in defs.assets if isinstance(a, dg.AssetsDefinition)], instance=instance,
+                             partition_key="ckpt-big", resources=defs.resources, selection=sel)
+        wall = time.perf_counter() - t1
+        wh = Warehouse(wh_path)
+        valid = wh.query_rows("SELECT count(*) FROM npc_dialogue.samples")[0][0]
+        bad = wh.query_rows("SELECT count(*) FROM main.quarantine")[0][0]
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"success {res.success}: {valid} valid + {bad} quarantined = {valid + bad} of {args.lines} lines in {wall:.1f}s "
+              f"({args.lines / wall:,.0f} lines/s), peak RSS {peak:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
