@@ -39,7 +39,7 @@ from eval_pipeline.worklists import default_worklist_dir, write_worklists
 from eval_pipeline.validation import empty_quarantine, validate_raw
 
 QUARANTINE = ("main", "quarantine")
-INGEST_CHUNK_LINES = 50_000  # lines per chunk: bounds memory for million-line checkpoints
+INGEST_CHUNK_LINES = 25_000  # lines per chunk: bounds memory for million-line checkpoints
 
 
 def asset_key(rubric: RubricConfig | str, name: str) -> dg.AssetKey:

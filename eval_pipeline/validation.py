@@ -236,7 +236,6 @@ def validate_raw(rubric: RubricConfig, raw: pd.DataFrame, stage: str = "validate
         samples[f.name] = _column_for(f, [col[row_of[p]] for p in valid_pos]).values
     if seen_ids is not None:
         seen_ids.update(_id_key(v) for v in samples[rubric.inputs.id_field])
-    samples["payload"] = pd.Series([json.dumps(parsed[p], ensure_ascii=False) for p in valid_pos], dtype="object").values
     samples["rubric_version"] = rubric.version
 
     bad_pos = sorted(reasons)

@@ -30,7 +30,7 @@ _WRITE_LOCK = threading.RLock()
 
 def _duckdb_config() -> dict[str, str]:
     """Bound DuckDB's memory (it spills to disk past the limit) so huge checkpoints ingest in bounded RSS."""
-    return {"memory_limit": os.environ.get("EVAL_DUCKDB_MEMORY_LIMIT", "1GB"),
+    return {"memory_limit": os.environ.get("EVAL_DUCKDB_MEMORY_LIMIT", "768MB"),
             "preserve_insertion_order": "false"}
 
 
