@@ -70,8 +70,12 @@ def _rubric_asset(rubric: RubricConfig, name: str, *, description: str, kinds: s
     )
 
 
-def _partition_rows(wh, rubric: RubricConfig, table: str, checkpoint_id: str) -> pd.DataFrame | None:
+def _partition_rows(wh, rubric: RubricConfig, table: str, checkpoint_id: str, required: bool = False) -> pd.DataFrame | None:
+    """One checkpoint's rows of `<rubric>.<table>`; None when the table does not exist yet, or a clear
+    failure when the caller needs it (its upstream asset has never been materialized)."""
     if not wh.table_exists(rubric.name, table):
+        if required:
+            raise dg.Failure(f"{rubric.name}.{table} does not exist yet: materialize [{rubric.name}, {table}] first")
         return None
     return wh.query_df(f'SELECT * FROM "{rubric.name}"."{table}" WHERE checkpoint_id = ?', [checkpoint_id])
 
@@ -176,7 +180,7 @@ def _agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefiniti
     def agreement(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        ratings = wh.query_df(f'SELECT * FROM "{rubric.name}".human_ratings WHERE checkpoint_id = ?', [ckpt_id])
+        ratings = _partition_rows(wh, rubric, "human_ratings", ckpt_id, required=True)
         judge = _partition_rows(wh, rubric, "judge_scores", ckpt_id) if has_judge else None
         df = compute_agreement(rubric, ckpt_id, ratings, judge)
         wh.replace_partition(rubric.name, "agreement", df, {"checkpoint_id": ckpt_id})
@@ -239,7 +243,7 @@ def _worklists_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         samples = load_samples(wh, rubric, ckpt_id)
-        ratings = wh.query_df(f'SELECT * FROM "{rubric.name}".human_ratings WHERE checkpoint_id = ?', [ckpt_id])
+        ratings = _partition_rows(wh, rubric, "human_ratings", ckpt_id, required=True)
         counts = write_worklists(rubric, ckpt_id, samples, ratings)
         folder = default_worklist_dir() / rubric.name / ckpt_id
         return dg.MaterializeResult(metadata={
@@ -508,8 +512,8 @@ def _scores_asset(rubric: RubricConfig, has_judge: bool, has_metrics: bool) -> d
         ckpt_id = context.partition_key
         wh = warehouse.get()
         samples = load_samples(wh, rubric, ckpt_id)
-        judge = wh.query_df(f'SELECT * FROM "{rubric.name}".judge_scores WHERE checkpoint_id = ?', [ckpt_id]) if has_judge else None
-        mets = wh.query_df(f'SELECT * FROM "{rubric.name}".metrics WHERE checkpoint_id = ?', [ckpt_id]) if has_metrics else None
+        judge = _partition_rows(wh, rubric, "judge_scores", ckpt_id, required=True) if has_judge else None
+        mets = _partition_rows(wh, rubric, "metrics", ckpt_id, required=True) if has_metrics else None
         if mets is not None:
             mets = mets.drop(columns=["checkpoint_id", "rubric_version"])
         df = compute_scores(rubric, ckpt_id, samples, judge, mets)
@@ -539,7 +543,7 @@ def _summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     def summary(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        scores = wh.query_df(f'SELECT * FROM "{rubric.name}".scores WHERE checkpoint_id = ?', [ckpt_id])
+        scores = _partition_rows(wh, rubric, "scores", ckpt_id, required=True)
         df = summarise(rubric, ckpt_id, scores)
         wh.replace_partition(rubric.name, "summary", df, {"checkpoint_id": ckpt_id})
         refresh_views(wh)
@@ -590,7 +594,7 @@ def _gates_asset(rubric: RubricConfig, extra_deps: list[dg.AssetKey]) -> list:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         with wh.session() as reader:
-            scores = reader.query_df(f'SELECT * FROM "{rubric.name}".scores WHERE checkpoint_id = ?', [ckpt_id])
+            scores = _partition_rows(reader, rubric, "scores", ckpt_id, required=True)
             df = evaluate_gates(rubric, ckpt_id, scores, gate_context(reader, rubric, ckpt_id))
         wh.replace_partition(rubric.name, "gates", df, {"checkpoint_id": ckpt_id})
         refresh_views(wh)
@@ -629,8 +633,8 @@ def _gate_checks(rubric: RubricConfig, gates_key: dg.AssetKey) -> dg.AssetChecks
     @dg.multi_asset_check(specs=specs, name=f"{rubric.name}__gate_checks", can_subset=True)
     def gate_checks(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource):
         ckpt_id = context.partition_key
-        rows = warehouse.get().query_df(f'SELECT * FROM "{rubric.name}".gates WHERE checkpoint_id = ?', [ckpt_id])
-        by_gate = {r["gate"]: r for r in rows.to_dict("records")}
+        rows = _partition_rows(warehouse.get(), rubric, "gates", ckpt_id)
+        by_gate = {} if rows is None else {r["gate"]: r for r in rows.to_dict("records")}  # none: every gate fails closed
         selected = {k.name for k in context.selected_asset_check_keys}
         for name in names:
             if name not in selected:

@@ -59,7 +59,6 @@ class CallResult:
     completion_tokens: int = 0
     latency_ms: float = 0.0
     attempts: int = 0
-    used_schema: bool = True
 
 
 @dataclass
@@ -157,7 +156,6 @@ class OpenAIJudgeClient:
                     result.text = msg.content
                     if result.text is None and getattr(msg, "refusal", None):
                         result.error = f"refusal: {redact(str(msg.refusal), self._api_key)[:200]}"
-                    result.used_schema = use_schema
                     return result
                 except openai.BadRequestError as exc:
                     if use_schema and _schema_unsupported(exc):

@@ -114,11 +114,11 @@ def _questionnaire_rows(rubric: RubricConfig, rows: list[dict[str, Any]]) -> lis
 
 def _heuristic_rows(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     judge = HeuristicJudge(rubric)
+    item_ids = {i.id for m in rubric.questionnaire.metrics for i in m.items} if rubric.questionnaire else set()
     rows = []
     for rec in records:
         scores = judge.score(rec)
         sample_rows = []
-        item_ids = {i.id for m in rubric.questionnaire.metrics for i in m.items} if rubric.questionnaire else set()
         for key, (score, why) in scores.items():
             kind = "questionnaire_item" if key in item_ids else "dimension"
             sample_rows.append(_row(ckpt, rec["sample_id"], judge.name, judge.kind, judge.model, key, kind, score,
