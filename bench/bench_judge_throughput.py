@@ -32,6 +32,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of another process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of this process's finished children (the judge's worker processes)."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=2000)
@@ -40,7 +52,7 @@ def main() -> None:
     args = ap.parse_args()
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "eval_pipeline.devtools.openai_stub", "--port", str(port),
-                               "--latency-ms", str(args.latency_ms)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                               "--latency-ms", str(args.latency_ms), "--asgi"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         for _ in range(100):
             try:
@@ -55,15 +67,18 @@ def main() -> None:
                 wh = Warehouse(str(Path(tmp) / "w.duckdb"))
                 recs = [{"sample_id": f"s{i}", "topic": "t", "user_statement": f"I feel low about {i} ({c}).",
                          "response": f"That sounds hard, {i}."} for i in range(args.calls)]
-                t0 = time.perf_counter()
+                t0, cpu0, srv0, kids0 = time.perf_counter(), time.process_time(), proc_cpu_s(server.pid), children_cpu_s()
                 _, st = judge_samples(rubric, "b", recs, wh, mode="openai", overrides={"concurrency": c})
                 wall = time.perf_counter() - t0
+                cpu, srv, kids = time.process_time() - cpu0, proc_cpu_s(server.pid) - srv0, children_cpu_s() - kids0
                 bound = st.calls * args.latency_ms / 1000 / c
                 t1 = time.perf_counter()
                 _, st2 = judge_samples(rubric, "b", recs, wh, mode="openai", overrides={"concurrency": c})
                 again = time.perf_counter() - t1
                 print(f"concurrency {c:3d}: {st.calls} calls in {wall:6.2f}s, bound {bound:5.2f}s, ratio {wall / bound:4.2f}x, "
-                      f"max in flight {st.max_in_flight}; second run {st2.calls} calls, {again:5.2f}s")
+                      f"max in flight {st.max_in_flight}; CPU per call: client {cpu / st.calls * 1000:.1f} ms "
+                      f"+ workers {kids / st.calls * 1000:.1f} ms, "
+                      f"server {srv / st.calls * 1000:.1f} ms; second run {st2.calls} calls, {again:5.2f}s")
     finally:
         server.terminate()
 

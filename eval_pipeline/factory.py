@@ -412,6 +412,7 @@ def _judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
                 "latency_ms_p50": dg.MetadataValue.float(float(lat.median()) if len(lat) else 0.0),
                 "judge_wall_s": dg.MetadataValue.float(round(stats.wall_s, 3)),
                 "max_in_flight": dg.MetadataValue.int(stats.max_in_flight),
+                "worker_processes": dg.MetadataValue.int(stats.processes),
                 "panel_means": dg.MetadataValue.json(means),
                 "table": dg.MetadataValue.text(f"{rubric.name}.judge_scores"),
             }

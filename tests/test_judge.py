@@ -8,6 +8,7 @@ import yaml
 
 from eval_pipeline.config import load_rubric
 from eval_pipeline.devtools.openai_stub import StubServer
+from eval_pipeline.judge import cache
 from eval_pipeline.judge.heuristic import HeuristicJudge
 from eval_pipeline.judge.parsing import JudgeParseError, parse_answer
 from eval_pipeline.judge.prompts import BEGIN, END, build_messages
@@ -222,6 +223,77 @@ def test_concurrency_limit_is_respected(rubrics, openai_env, warehouse_path):
     elapsed = time.perf_counter() - t0
     assert openai_env.state.max_in_flight == 4
     assert elapsed >= 16 * 0.1 / 4
+
+
+def test_the_asgi_stub_speaks_the_same_protocol(rubrics, monkeypatch, warehouse_path):
+    """The benchmark's endpoint (uvicorn + uvloop): same answers as the threaded stub the tests use."""
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "eval_pipeline.devtools.openai_stub", "--asgi", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{port}/v1")
+        df, st = judge_samples(rubrics["empathetic_dialogue"], "c1", emp_records(3), Warehouse(warehouse_path),
+                               mode="openai", overrides=FAST)
+    finally:
+        proc.terminate()
+        proc.wait()
+    with StubServer() as threaded:
+        monkeypatch.setenv("OPENAI_BASE_URL", threaded.base_url)
+        df2, _ = judge_samples(rubrics["empathetic_dialogue"], "c1", emp_records(3), Warehouse(warehouse_path + ".2"),
+                               mode="openai", overrides=FAST)
+    assert st.calls == 3 and (_panel(df).status == "ok").all()
+    assert _panel(df).score.tolist() == _panel(df2).score.tolist()
+
+
+def _cache_row(key: str) -> dict:
+    return dict(cache_key=key, judge="j", model="m", rubric="r", rubric_version="v", answer_text="{}", prompt_tokens=1,
+                completion_tokens=1, latency_ms=1.0)
+
+
+def test_cache_writer_stores_answers_while_the_calls_go_on(warehouse_path):
+    wh = Warehouse(warehouse_path)
+    with cache.BackgroundWriter(wh, max_rows=1000, max_delay_s=0.1) as writer:
+        writer.add(_cache_row("k0"))
+        deadline, stored = time.monotonic() + 5, 0
+        while time.monotonic() < deadline and not stored:
+            time.sleep(0.05)
+            stored = wh.query_rows("SELECT count(*) FROM main.judge_cache")[0][0] if wh.table_exists("main", "judge_cache") else 0
+        assert stored == 1  # written within max_delay_s, before the block ends (a killed run keeps it)
+        for i in range(1, 2500):
+            writer.add(_cache_row(f"k{i}"))
+    assert wh.query_rows("SELECT count(*), count(DISTINCT cache_key) FROM main.judge_cache")[0] == (2500, 2500)
+    assert writer.batches < 2500 / 10  # batched, not a transaction per answer
+
+
+def test_calls_spread_over_worker_processes_score_exactly_as_in_one(rubrics, openai_env, tmp_path):
+    rubric, recs = rubrics["empathetic_dialogue"], emp_records(600)
+    openai_env.state.faults.extend(["garbage"] * 3)  # unparseable: asked once more, by the parent
+    wh = Warehouse(tmp_path / "multi.duckdb")
+    multi, st = judge_samples(rubric, "c1", recs, wh, mode="openai", overrides=dict(FAST, concurrency=9, processes=2))
+    assert st.processes == 2 and st.calls == 603 and openai_env.state.requests == 603
+    assert openai_env.state.max_in_flight <= 9  # the limit is split, not multiplied
+    assert wh.query_rows("SELECT count(*) FROM main.judge_cache")[0][0] == 600
+    openai_env.state.reset_counts()
+    single, st1 = judge_samples(rubric, "c1", recs, Warehouse(tmp_path / "single.duckdb"), mode="openai",
+                                overrides=dict(FAST, concurrency=9, processes=1))
+    assert st1.processes == 1 and st1.calls == 600
+    a, b = _panel(multi).sort_index(), _panel(single).sort_index()
+    assert (a.status == "ok").all() and len(a) == 600 * len(rubric.judged_dimensions)
+    assert a.score.tolist() == b.score.tolist()
+    assert int(multi.prompt_tokens.sum()) > int(single.prompt_tokens.sum())  # the 3 re-asks are paid for and counted
 
 
 def test_the_api_key_is_never_stored(rubrics, openai_env, warehouse_path):

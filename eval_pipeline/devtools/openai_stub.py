@@ -15,6 +15,7 @@ request body so tests can assert on exactly what a judge was sent.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
 import random
@@ -24,7 +25,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 TEMPLATE_RE = re.compile(r'"([A-Za-z0-9_]+)": <integer (\d+)-(\d+)>')
 FAULTS = ("500", "429", "timeout", "garbage", "truncated", "out_of_range", "refusal", "http_garbage", "no_choices",
@@ -46,6 +47,7 @@ class StubState:
     in_flight: int = 0
     max_in_flight: int = 0
     bodies: list = field(default_factory=list)
+    keep_bodies: bool = True  # tests assert on every request; a long-running server keeps none
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
 
@@ -101,19 +103,108 @@ def _scores(body: dict, scales: dict[str, tuple[int, int]]) -> dict[str, int]:
     return out
 
 
+@dataclass
+class Reply:
+    code: int
+    payload: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    raw: bytes | None = None
+    delay_s: float = 0.0  # how long the server takes before answering
+
+    def body(self) -> bytes:
+        return self.raw if self.raw is not None else json.dumps(self.payload).encode()
+
+
+def admit(state: StubState, body: dict) -> str | None:
+    """Count a request in and pick its fault, if any."""
+    with state.lock:
+        state.requests += 1
+        state.in_flight += 1
+        state.max_in_flight = max(state.max_in_flight, state.in_flight)
+        if state.keep_bodies:
+            state.bodies.append(body)
+        fault = state.faults.popleft() if state.faults else None
+        if fault is None and state.fault_rate and state.rng.random() < state.fault_rate:
+            fault = state.fault_kind
+    return fault
+
+
+def release(state: StubState) -> None:
+    with state.lock:
+        state.in_flight -= 1
+
+
+def reply(state: StubState, body: dict, fault: str | None, authorization: str) -> Reply:
+    """The answer to one chat-completions request (transport-independent)."""
+    if fault == "401_echo":  # like providers that echo the offending key back in the error message
+        return Reply(401, {"error": {"message": f"Incorrect API key provided: {authorization}", "type": "invalid_request_error"}})
+    delay = state.latency_s
+    if fault == "500":
+        return Reply(500, {"error": {"message": "internal error", "type": "server_error"}}, delay_s=delay)
+    if fault == "429":
+        return Reply(429, {"error": {"message": "rate limited", "type": "rate_limit"}},
+                     headers={"Retry-After": f"{state.retry_after_s:g}"}, delay_s=delay)
+    if fault == "timeout":
+        delay += state.timeout_sleep_s
+    if fault == "http_garbage":
+        return Reply(200, raw=b"<html>502 Bad Gateway</html>", delay_s=delay)
+    if body.get("response_format") and not state.schema_support:
+        return Reply(400, {"error": {"message": "response_format json_schema is not supported by this server",
+                                     "type": "invalid_request_error"}}, delay_s=delay)
+    list_key = _list_request(body)
+    if list_key:
+        answer = json.dumps({list_key: _list_answer(body)})
+    else:
+        container, scales = _keys(body)
+        scores = _scores(body, scales)
+        if fault == "out_of_range" and scores:
+            k = sorted(scores)[0]
+            scores[k] = scales[k][1] + 4
+        answer = json.dumps({container: scores, "rationale": "Deterministic stub judgement."})
+    if fault == "garbage":
+        answer = "I think this response is pretty good overall!"
+    elif fault == "truncated":
+        answer = answer[: len(answer) // 2]
+    elif fault == "refusal":
+        answer = "I'm sorry, but I can't evaluate this."
+    elif not body.get("response_format"):
+        answer = f"Here is my evaluation.\n```json\n{answer}\n```"
+    with state.lock:
+        state.completions += 1
+    prompt_chars = sum(len(m.get("content") or "") for m in body.get("messages", []))
+    payload = {
+        "id": f"chatcmpl-stub-{state.requests}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "stub"),
+        "choices": [] if fault == "no_choices" else [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}
+        ],
+        "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(answer) // 4,
+                  "total_tokens": prompt_chars // 4 + len(answer) // 4},
+    }
+    return Reply(200, payload, delay_s=delay)
+
+
+MODELS = Reply(200, {"object": "list", "data": [{"id": "stub-judge", "object": "model"}]})
+NOT_FOUND = Reply(404, {"error": {"message": "not found"}})
+BAD_JSON = Reply(400, {"error": {"message": "invalid JSON body"}})
+
+
 def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body are separate writes: no 40 ms delayed-ACK stall
 
         def log_message(self, *args: Any) -> None:  # quiet
             pass
 
-        def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None, raw: bytes | None = None) -> None:
-            data = raw if raw is not None else json.dumps(payload).encode()
-            self.send_response(code)
+        def _send(self, r: Reply) -> None:
+            data = r.body()
+            self.send_response(r.code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            for k, v in (headers or {}).items():
+            for k, v in r.headers.items():
                 self.send_header(k, v)
             self.end_headers()
             try:
@@ -122,96 +213,70 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 pass
 
         def do_GET(self) -> None:  # noqa: N802
-            if self.path.rstrip("/").endswith("/models"):
-                self._send(200, {"object": "list", "data": [{"id": "stub-judge", "object": "model"}]})
-            else:
-                self._send(404, {"error": {"message": "not found"}})
+            self._send(MODELS if self.path.rstrip("/").endswith("/models") else NOT_FOUND)
 
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length", "0"))
             raw = self.rfile.read(length)
             if not self.path.rstrip("/").endswith("/chat/completions"):
-                self._send(404, {"error": {"message": "not found"}})
+                self._send(NOT_FOUND)
                 return
             try:
                 body = json.loads(raw)
             except json.JSONDecodeError:
-                self._send(400, {"error": {"message": "invalid JSON body"}})
+                self._send(BAD_JSON)
                 return
-            with state.lock:
-                state.requests += 1
-                state.in_flight += 1
-                state.max_in_flight = max(state.max_in_flight, state.in_flight)
-                state.bodies.append(body)
-                fault = state.faults.popleft() if state.faults else None
-                if fault is None and state.fault_rate and state.rng.random() < state.fault_rate:
-                    fault = state.fault_kind
-            if fault == "401_echo":  # like providers that echo the offending key back in the error message
-                key = self.headers.get("Authorization", "")
-                self._send(401, {"error": {"message": f"Incorrect API key provided: {key}", "type": "invalid_request_error"}})
-                with state.lock:
-                    state.in_flight -= 1
-                return
+            fault = admit(state, body)
             try:
-                self._answer(body, fault)
+                r = reply(state, body, fault, self.headers.get("Authorization", ""))
+                if r.delay_s:
+                    time.sleep(r.delay_s)
+                self._send(r)
             finally:
-                with state.lock:
-                    state.in_flight -= 1
-
-        def _answer(self, body: dict, fault: str | None) -> None:
-            if state.latency_s:
-                time.sleep(state.latency_s)
-            if fault == "500":
-                self._send(500, {"error": {"message": "internal error", "type": "server_error"}})
-                return
-            if fault == "429":
-                self._send(429, {"error": {"message": "rate limited", "type": "rate_limit"}},
-                           headers={"Retry-After": f"{state.retry_after_s:g}"})
-                return
-            if fault == "timeout":
-                time.sleep(state.timeout_sleep_s)
-            if fault == "http_garbage":
-                self._send(200, None, raw=b"<html>502 Bad Gateway</html>")
-                return
-            if body.get("response_format") and not state.schema_support:
-                self._send(400, {"error": {"message": "response_format json_schema is not supported by this server",
-                                           "type": "invalid_request_error"}})
-                return
-            list_key = _list_request(body)
-            if list_key:
-                answer = json.dumps({list_key: _list_answer(body)})
-            else:
-                container, scales = _keys(body)
-                scores = _scores(body, scales)
-                if fault == "out_of_range" and scores:
-                    k = sorted(scores)[0]
-                    scores[k] = scales[k][1] + 4
-                answer = json.dumps({container: scores, "rationale": "Deterministic stub judgement."})
-            if fault == "garbage":
-                answer = "I think this response is pretty good overall!"
-            elif fault == "truncated":
-                answer = answer[: len(answer) // 2]
-            elif fault == "refusal":
-                answer = "I'm sorry, but I can't evaluate this."
-            elif not body.get("response_format"):
-                answer = f"Here is my evaluation.\n```json\n{answer}\n```"
-            with state.lock:
-                state.completions += 1
-            prompt_chars = sum(len(m.get("content") or "") for m in body.get("messages", []))
-            payload = {
-                "id": f"chatcmpl-stub-{state.requests}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model", "stub"),
-                "choices": [] if fault == "no_choices" else [
-                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}
-                ],
-                "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(answer) // 4,
-                          "total_tokens": prompt_chars // 4 + len(answer) // 4},
-            }
-            self._send(200, payload)
+                release(state)
 
     return Handler
+
+
+def make_asgi_app(state: StubState) -> Callable[..., Awaitable[None]]:
+    """The same server as an ASGI app, for uvicorn (uvloop + httptools): one event loop instead of a
+    thread per connection, so the benchmark's endpoint costs little CPU and adds no GIL hand-off delay."""
+
+    async def app(scope: dict, receive: Callable, send: Callable) -> None:
+        chunks = []
+        while True:
+            msg = await receive()
+            chunks.append(msg.get("body", b""))
+            if not msg.get("more_body"):
+                break
+        path = scope["path"].rstrip("/")
+        counted = False
+        if scope["method"] == "GET":
+            r = MODELS if path.endswith("/models") else NOT_FOUND
+        elif not path.endswith("/chat/completions"):
+            r = NOT_FOUND
+        else:
+            try:
+                body = json.loads(b"".join(chunks))
+                fault = admit(state, body)
+                counted = True
+                auth = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+                r = reply(state, body, fault, auth)
+            except json.JSONDecodeError:
+                r = BAD_JSON
+        try:
+            if r.delay_s:
+                await asyncio.sleep(r.delay_s)
+            data = r.body()
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+            headers += [(k.lower().encode(), v.encode()) for k, v in r.headers.items()]
+            await send({"type": "http.response.start", "status": r.code, "headers": headers})
+            await send({"type": "http.response.body", "body": data})
+        finally:
+            if counted:
+                release(state)
+
+    return app
 
 
 class _Server(ThreadingHTTPServer):
@@ -256,9 +321,17 @@ def main() -> None:
     ap.add_argument("--no-schema", action="store_true", help="reject response_format like servers without structured output")
     ap.add_argument("--fault-rate", type=float, default=0.0)
     ap.add_argument("--fault-kind", choices=FAULTS, default="500")
+    ap.add_argument("--asgi", action="store_true", help="serve with uvicorn (uvloop + httptools) instead of threads")
     args = ap.parse_args()
     state = StubState(latency_s=args.latency_ms / 1000, schema_support=not args.no_schema,
-                      fault_rate=args.fault_rate, fault_kind=args.fault_kind)
+                      fault_rate=args.fault_rate, fault_kind=args.fault_kind, keep_bodies=False)
+    if args.asgi:
+        import uvicorn
+
+        print(f"listening on http://{args.host}:{args.port}/v1", flush=True)
+        uvicorn.run(make_asgi_app(state), host=args.host, port=args.port, log_level="warning", access_log=False,
+                    backlog=2048, lifespan="off")
+        return
     server = StubServer(args.host, args.port, state)
     print(f"listening on {server.base_url}", flush=True)
     try:

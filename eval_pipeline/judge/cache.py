@@ -5,13 +5,16 @@ judge version (the hash of everything in the rubric the judge sees) and the full
 repeats a sample makes no repeated call, and a rubric edit changes every key.
 Only parseable answers are cached: transport failures and unparseable answers
 are asked again on the next run. Reads happen before the calls and writes after
-them, so no connection is held while waiting on the endpoint.
+them, so no connection is held while waiting on the endpoint; answers are written by a background
+thread in batches (:class:`BackgroundWriter`), so the event loop that drives the calls never waits on the file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
+import time
 from datetime import datetime, timezone
 from typing import Any
 
@@ -22,13 +25,32 @@ from eval_pipeline.warehouse import Warehouse
 TABLE = ("main", "judge_cache")
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+_ENCODED: dict[str, str] = {}  # JSON of long repeated strings (a rubric's system message), encoded once
+
+
+def _encode_text(text: str) -> str:
+    if len(text) < 2048:
+        return _dumps(text)
+    if text not in _ENCODED:
+        if len(_ENCODED) > 64:
+            _ENCODED.clear()
+        _ENCODED[text] = _dumps(text)
+    return _ENCODED[text]
+
+
 def cache_key(params: dict[str, Any], rubric_version: str, messages: list[dict[str, str]], schema: dict | None) -> str:
-    blob = json.dumps(
-        {"params": params, "rubric_version": rubric_version, "messages": messages, "schema": schema},
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    """SHA-256 of the canonical JSON (sorted keys, compact) of params, rubric version, messages and schema."""
+    if all(isinstance(m, dict) and m.keys() == {"role", "content"} and isinstance(m["content"], str) for m in messages):
+        # the same bytes as _dumps of the whole blob, without re-encoding the long system message every call
+        msgs = ",".join(f'{{"content":{_encode_text(m["content"])},"role":{_dumps(m["role"])}}}' for m in messages)
+        blob = (f'{{"messages":[{msgs}],"params":{_dumps(params)},"rubric_version":{_dumps(rubric_version)},'
+                f'"schema":{_dumps(schema)}}}')
+    else:
+        blob = _dumps({"params": params, "rubric_version": rubric_version, "messages": messages, "schema": schema})
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -50,3 +72,72 @@ def store(wh: Warehouse, rows: list[dict[str, Any]]) -> int:
     df = pd.DataFrame(rows)
     df["created_at"] = now
     return wh.upsert_rows(*TABLE, df, key=["cache_key"])
+
+
+class BackgroundWriter:
+    """Stores cache rows from a thread of its own, in batches, while the calls go on.
+
+    A batch is written when ``max_rows`` answers are pending or ``max_delay_s`` after the first of them
+    arrived, each write a short transaction on a connection of its own; so a run killed mid-way loses at
+    most the last ``max_delay_s`` of answers, and the event loop never blocks on DuckDB. Leaving the
+    ``with`` block writes what is left and re-raises a write error.
+    """
+
+    def __init__(self, wh: Warehouse, max_rows: int = 256, max_delay_s: float = 0.5):
+        self._wh = wh
+        self._max_rows = max_rows
+        self._max_delay_s = max_delay_s
+        self._pending: list[dict[str, Any]] = []
+        self._first_at: float | None = None
+        self._cond = threading.Condition()
+        self._closing = False
+        self._error: BaseException | None = None
+        self.rows_written = 0
+        self.batches = 0
+        self._thread = threading.Thread(target=self._run, name="judge-cache-writer", daemon=True)
+
+    def __enter__(self) -> "BackgroundWriter":
+        self._thread.start()
+        return self
+
+    def add(self, row: dict[str, Any]) -> None:
+        with self._cond:
+            if self._error is not None:
+                raise RuntimeError(f"judge cache write failed: {self._error}") from self._error
+            self._pending.append(row)
+            if self._first_at is None:  # the writer sleeps until a batch starts; it now waits at most max_delay_s
+                self._first_at = time.monotonic()
+                self._cond.notify()
+            elif len(self._pending) >= self._max_rows:
+                self._cond.notify()
+
+    def _take(self) -> list[dict[str, Any]] | None:
+        """The next batch to write, or None when closing with nothing left."""
+        with self._cond:
+            while True:
+                if self._pending and (self._closing or len(self._pending) >= self._max_rows
+                                      or time.monotonic() - (self._first_at or 0) >= self._max_delay_s):
+                    batch, self._pending, self._first_at = self._pending, [], None
+                    return batch
+                if self._closing:
+                    return None
+                timeout = None if not self._pending else max(0.0, self._max_delay_s - (time.monotonic() - self._first_at))
+                self._cond.wait(timeout)
+
+    def _run(self) -> None:
+        while (batch := self._take()) is not None:
+            try:
+                self.rows_written += store(self._wh, batch)
+                self.batches += 1
+            except BaseException as exc:  # reported to the caller on add() or exit
+                with self._cond:
+                    self._error = exc
+                return
+
+    def __exit__(self, *exc_info: Any) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        self._thread.join()
+        if self._error is not None and exc_info[0] is None:
+            raise RuntimeError(f"judge cache write failed: {self._error}") from self._error

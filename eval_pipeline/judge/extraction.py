@@ -8,15 +8,17 @@ the metric uses its own extractor.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 import pandas as pd
 
 from eval_pipeline.config import JudgeSpec, RubricConfig
 from eval_pipeline.judge import cache
+from eval_pipeline.judge.calls import CallSpec
 from eval_pipeline.judge.parsing import JudgeParseError, _first_object
 from eval_pipeline.judge.prompts import INJECTION_NOTICE, data_block
-from eval_pipeline.judge.runner import CallSpec, JudgeRunStats, cached_calls, settings_from_env
+from eval_pipeline.judge.runner import JudgeRunStats, cached_calls, settings_from_env
 from eval_pipeline.warehouse import Warehouse
 
 EXTRACTION_COLUMNS = ["checkpoint_id", "sample_id", "name", "extractor", "model", "observations", "items", "status", "reason"]
@@ -63,7 +65,7 @@ def extract(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], wh: 
         msgs = _messages(ex.extract_prompt, "observations", {ex.text_field: r.get(ex.text_field)})
         schema = _list_schema(f"{rubric.name}_{ex.name}_observations", "observations")
         first.append(CallSpec(cache.cache_key(settings.cache_params(), rubric.judge_version, msgs, schema), msgs, schema,
-                              lambda t: parse_list(t, "observations", 100)))
+                              partial(parse_list, key="observations", max_items=100)))
     obs = cached_calls(rubric, settings, first, wh, stats)
     second: dict[str, CallSpec] = {}
     for r, spec1 in zip(records, first):
@@ -73,7 +75,7 @@ def extract(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], wh: 
         msgs = _messages(ex.infer_prompt, "attributes", {"observations": o.parsed})
         schema = _list_schema(f"{rubric.name}_{ex.name}_attributes", "attributes")
         second[r["sample_id"]] = CallSpec(cache.cache_key(settings.cache_params(), rubric.judge_version, msgs, schema), msgs, schema,
-                                          lambda t: parse_list(t, "attributes", ex.max_items))
+                                          partial(parse_list, key="attributes", max_items=ex.max_items))
     inferred = cached_calls(rubric, settings, list(second.values()), wh, stats)
     rows = []
     for r, spec1 in zip(records, first):

@@ -131,9 +131,20 @@ def response_schema(rubric: RubricConfig, questionnaire: bool) -> dict[str, Any]
     }
 
 
-def build_messages(rubric: RubricConfig, sample: dict[str, Any], questionnaire: bool = False) -> list[dict[str, str]]:
+_SYSTEM_MESSAGES: dict[tuple[str, bool], str] = {}
+
+
+def system_message(rubric: RubricConfig, questionnaire: bool = False) -> str:
+    """The system message: the same for every sample of a rubric version, so built once per version."""
+    key = (rubric.version, questionnaire)
+    if key not in _SYSTEM_MESSAGES:
+        _SYSTEM_MESSAGES[key] = _system_message(rubric, questionnaire)
+    return _SYSTEM_MESSAGES[key]
+
+
+def _system_message(rubric: RubricConfig, questionnaire: bool) -> str:
     task = _questionnaire_text(rubric) if questionnaire else _rubric_text(rubric)
-    system = "\n".join(
+    return "\n".join(
         [
             rubric.judge_instructions.strip(),
             "",
@@ -145,5 +156,9 @@ def build_messages(rubric: RubricConfig, sample: dict[str, Any], questionnaire: 
             answer_template(rubric, questionnaire),
         ]
     )
+
+
+def build_messages(rubric: RubricConfig, sample: dict[str, Any], questionnaire: bool = False) -> list[dict[str, str]]:
+    system = system_message(rubric, questionnaire)
     user = "Evaluate this sample.\n" + data_block(sample_fields(rubric, sample))
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -8,25 +8,25 @@ aggregate is written as judge = 'panel'; downstream assets read those rows.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from functools import partial
+from typing import Any
 
 import pandas as pd
 
 from eval_pipeline.config import JudgeSpec, RubricConfig
 from eval_pipeline.judge import cache
-from eval_pipeline.judge.client import JudgeSettings, OpenAIJudgeClient
+from eval_pipeline.judge.calls import CallOutcome, CallSpec, call_specs
+from eval_pipeline.judge.client import JudgeSettings
 from eval_pipeline.judge.heuristic import HeuristicJudge
 from eval_pipeline.judge.parsing import JudgeParseError, parse_answer
 from eval_pipeline.judge.prompts import build_messages, response_schema
 from eval_pipeline.warehouse import Warehouse
 
 PANEL = "panel"
-CACHE_FLUSH_EVERY = 16
 SCORE_COLUMNS = [
     "checkpoint_id", "sample_id", "judge", "judge_kind", "model", "dimension", "kind", "score", "status", "reason",
     "rationale", "cached", "rubric_version", "prompt_tokens", "completion_tokens", "latency_ms", "attempts",
@@ -46,6 +46,7 @@ class JudgeRunStats:
     completion_tokens: int = 0
     wall_s: float = 0.0
     max_in_flight: int = 0
+    processes: int = 1
     missing_reasons: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -66,6 +67,7 @@ def settings_from_env(spec: JudgeSpec | None = None, **overrides: Any) -> JudgeS
         timeout_s=float(env.get("EVAL_JUDGE_TIMEOUT", "60")),
         max_retries=int(env.get("EVAL_JUDGE_MAX_RETRIES", "4")),
         concurrency=int(env.get("EVAL_JUDGE_CONCURRENCY", "16")),
+        processes=int(env.get("EVAL_JUDGE_PROCESSES", "0")),
     )
     values.update({k: v for k, v in overrides.items() if v is not None})
     return JudgeSettings(**values)
@@ -128,72 +130,6 @@ def _heuristic_rows(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any
     return rows
 
 
-@dataclass
-class CallSpec:
-    """One prompt: its cache key, messages, schema, and how to turn the answer text into a result."""
-
-    key: str
-    messages: list[dict[str, str]]
-    schema: dict[str, Any] | None
-    parse: Callable[[str | None], Any]
-
-
-@dataclass
-class CallOutcome:
-    parsed: Any = None
-    error: str | None = None
-    cached: bool = False
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_ms: float | None = None
-    attempts: int = 0
-    answer_text: str | None = None
-
-
-async def _call_all(settings: JudgeSettings, specs: list[CallSpec], stats: JudgeRunStats,
-                    on_answer: Callable[[str, CallOutcome], None] | None = None) -> dict[str, CallOutcome]:
-    """Call the endpoint for each spec; an answer that cannot be used is asked once more."""
-    client = OpenAIJudgeClient(settings)
-    results: dict[str, CallOutcome] = {}
-
-    async def one(spec: CallSpec) -> None:
-        out = CallOutcome()
-        reason = ""
-        for _ in range(2):  # the answer, then one retry if it cannot be used
-            res = await client.complete(spec.messages, spec.schema)
-            out.attempts += res.attempts
-            out.prompt_tokens += res.prompt_tokens
-            out.completion_tokens += res.completion_tokens
-            out.latency_ms = (out.latency_ms or 0.0) + res.latency_ms
-            if res.error:
-                out.error = res.error
-                results[spec.key] = out
-                return
-            try:
-                out.parsed = spec.parse(res.text)
-            except JudgeParseError as exc:
-                reason = f"unparseable answer: {exc}"
-                continue
-            out.answer_text = res.text
-            results[spec.key] = out
-            if on_answer is not None:
-                on_answer(spec.key, out)
-            return
-        out.error = reason + " (after one retry)"
-        results[spec.key] = out
-
-    try:
-        await asyncio.gather(*(one(s) for s in specs))
-    finally:
-        await client.close()
-    stats.calls += client.stats.calls
-    stats.http_attempts += client.stats.http_attempts
-    stats.prompt_tokens += client.stats.prompt_tokens
-    stats.completion_tokens += client.stats.completion_tokens
-    stats.max_in_flight = max(stats.max_in_flight, client.stats.max_in_flight)
-    return results
-
-
 def cached_calls(rubric: RubricConfig, settings: JudgeSettings, specs: list[CallSpec], wh: Warehouse,
                  stats: JudgeRunStats) -> dict[str, CallOutcome]:
     """Answer specs from the cache where possible, call the endpoint for the rest (identical prompts share
@@ -216,22 +152,21 @@ def cached_calls(rubric: RubricConfig, settings: JudgeSettings, specs: list[Call
         todo[spec.key] = spec
     stats.cache_hits += sum(1 for s in specs if s.key in out)
     if todo:
-        pending: list[dict[str, Any]] = []
+        with cache.BackgroundWriter(wh) as writer:
 
-        def flush() -> None:
-            cache.store(wh, pending)  # a short write transaction; no connection stays open between calls
-            pending.clear()
-
-        def on_answer(key: str, o: CallOutcome) -> None:
-            # cached as answers arrive, so a run killed mid-way keeps what it already paid for
-            pending.append(dict(cache_key=key, judge=settings.name, model=settings.model, rubric=rubric.name,
+            def on_answer(key: str, o: CallOutcome) -> None:
+                # cached as answers arrive, so a run killed mid-way keeps what it already paid for
+                writer.add(dict(cache_key=key, judge=settings.name, model=settings.model, rubric=rubric.name,
                                 rubric_version=rubric.version, answer_text=o.answer_text, prompt_tokens=o.prompt_tokens,
                                 completion_tokens=o.completion_tokens, latency_ms=o.latency_ms))
-            if len(pending) >= CACHE_FLUSH_EVERY:
-                flush()
 
-        fresh = asyncio.run(_call_all(settings, list(todo.values()), stats, on_answer))
-        flush()
+            fresh, cs = call_specs(settings, list(todo.values()), on_answer)
+        stats.calls += cs.calls
+        stats.http_attempts += cs.http_attempts
+        stats.prompt_tokens += cs.prompt_tokens
+        stats.completion_tokens += cs.completion_tokens
+        stats.max_in_flight = max(stats.max_in_flight, cs.max_in_flight)
+        stats.processes = max(stats.processes, cs.processes)
         out.update(fresh)
     return out
 
@@ -251,7 +186,7 @@ def _score_specs(rubric: RubricConfig, settings: JudgeSettings, records: list[di
             container = "answers" if qn else "scores"
             key = cache.cache_key(settings.cache_params(), rubric.judge_version, messages, schema)
             specs.append((rec, qn, scales, CallSpec(key, messages, schema,
-                                                    lambda text, c=container, sc=scales: parse_answer(text, c, sc))))
+                                                    partial(parse_answer, container=container, scales=scales))))
     return specs
 
 
