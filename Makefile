@@ -8,7 +8,7 @@ export EVAL_WAREHOUSE ?= $(CURDIR)/data/warehouse.duckdb
 export EVAL_CHECKPOINT_DIR ?= $(CURDIR)/data/checkpoints
 export NLTK_DATA ?= $(CURDIR)/.nltk_data
 
-.PHONY: install provision provision-browser dagster-home demo test test-fast ui report sample-data bench clean
+.PHONY: install provision provision-browser provision-postgres dagster-home demo test test-fast ui report sample-data bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,15 +26,20 @@ provision: install
 provision-browser: install
 	$(PY) -m eval_pipeline.provision --browser
 
-# A persistent Dagster instance for the demo and the UI; telemetry off on an offline machine.
+# Debian's PostgreSQL, for the test of the Postgres-backed Dagster instance (the test starts its own server).
+provision-postgres: install
+	$(PY) -m eval_pipeline.provision --postgres
+
+# A persistent Dagster instance for the demo and the UI; telemetry off on an offline machine; one warehouse
+# step at a time across runs (the duckdb_warehouse pool: DuckDB opens the file in one process at a time).
 dagster-home:
 	mkdir -p $(DAGSTER_HOME)
-	test -f $(DAGSTER_HOME)/dagster.yaml || printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
+	test -f $(DAGSTER_HOME)/dagster.yaml || cp deploy/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 
 demo: provision dagster-home
 	$(PY) -m eval_pipeline.demo
 
-test: provision provision-browser
+test: provision provision-browser provision-postgres
 	$(PY) -m pytest -q -n 2 --durations=10
 
 test-fast: provision

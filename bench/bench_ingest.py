@@ -54,10 +54,18 @@ def main() -> None:
         defs = build_definitions(None, wh_path, str(Path(tmp) / "ckpts"))
         instance = dg.DagsterInstance.ephemeral()
         register_checkpoints(instance, ["ckpt-big"])
-        sel = dg.AssetSelection.assets(dg.AssetKey(["npc_dialogue", "raw_outputs"]), dg.AssetKey(["npc_dialogue", "samples"]))
+        assets = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         t1 = time.perf_counter()
-        res = dg.materialize([a for a in defs.assets if isinstance(a, dg.AssetsDefinition)], instance=instance,
-                             partition_key="ckpt-big", resources=defs.resources, selection=sel)
+        walls, peaks = {}, {}
+        for step in ("raw_outputs", "samples"):
+            t = time.perf_counter()
+            res = dg.materialize(assets, instance=instance, partition_key="ckpt-big", resources=defs.resources,
+                                 selection=dg.AssetSelection.assets(dg.AssetKey(["npc_dialogue", step])))
+            walls[step] = time.perf_counter() - t
+            peaks[step] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            if not res.success:
+                break
         wall = time.perf_counter() - t1
         wh = Warehouse(wh_path)
         valid = wh.query_rows("SELECT count(*) FROM npc_dialogue.samples")[0][0]
@@ -65,6 +73,8 @@ def main() -> None:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"success {res.success}: {valid} valid + {bad} quarantined = {valid + bad} of {args.lines} lines in {wall:.1f}s "
               f"({args.lines / wall:,.0f} lines/s), peak RSS {peak:.0f} MB")
+        print(f"  before the assets: peak RSS {before:.0f} MB; "
+              + "; ".join(f"{k}: {walls[k]:.1f}s ({args.lines / walls[k]:,.0f} lines/s), peak RSS so far {peaks[k]:.0f} MB" for k in walls))
 
 
 if __name__ == "__main__":

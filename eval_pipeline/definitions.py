@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -41,9 +42,21 @@ def build_definitions(
         asset_checks=checks,
         sensors=[build_checkpoint_sensor(rubrics, keys_by_rubric, checkpoint_root)],
         resources=resources,
-        # On 2 cores the in-process executor beats multiprocess (about 2 s start-up per step).
-        executor=dg.in_process_executor,
+        executor=executor_from_env(),
     )
+
+
+def executor_from_env() -> dg.ExecutorDefinition:
+    """In-process by default: on 2 cores it beats multiprocess, whose steps each pay ~2 s of process
+    start-up (bench/bench_demo.py). EVAL_EXECUTOR=multiprocess (EVAL_MAX_CONCURRENT steps at once) for
+    machines with cores to spare; warehouse steps then take turns through the `duckdb_warehouse` pool."""
+    kind = os.environ.get("EVAL_EXECUTOR", "in_process").strip().lower()
+    if kind == "in_process":
+        return dg.in_process_executor
+    if kind == "multiprocess":
+        limit = int(os.environ.get("EVAL_MAX_CONCURRENT", "0"))
+        return dg.multiprocess_executor.configured({"max_concurrent": limit}) if limit > 0 else dg.multiprocess_executor
+    raise ValueError(f"EVAL_EXECUTOR must be 'in_process' or 'multiprocess', got {kind!r}")
 
 
 defs = build_definitions()

@@ -11,6 +11,7 @@ from its config (judged dimensions, metrics, gates).
 import base64
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 
@@ -39,7 +40,8 @@ from eval_pipeline.worklists import default_worklist_dir, write_worklists
 from eval_pipeline.validation import empty_quarantine, validate_raw
 
 QUARANTINE = ("main", "quarantine")
-INGEST_CHUNK_LINES = 25_000  # lines per chunk: bounds memory for million-line checkpoints
+WAREHOUSE_POOL = "duckdb_warehouse"
+INGEST_CHUNK_LINES = int(os.environ.get("EVAL_INGEST_CHUNK_LINES", "25000"))  # lines per chunk: bounds memory
 
 
 def asset_key(rubric: RubricConfig | str, name: str) -> dg.AssetKey:
@@ -55,10 +57,17 @@ def _file_sha256(path: Path) -> str:
 
 
 def _rubric_asset(rubric: RubricConfig, name: str, *, description: str, kinds: set[str], deps: list | None = None,
-                  metadata: dict | None = None):
+                  metadata: dict | None = None, pool: str | None = WAREHOUSE_POOL):
     """The decorator every asset of a rubric group shares: key [rubric, name], the group, the checkpoint
-    partitions, the rubric's config hash as code version, and the version in the metadata."""
+    partitions, the rubric's config hash as code version, and the version in the metadata.
+
+    Assets that work on the warehouse are in the `duckdb_warehouse` concurrency pool: DuckDB lets one
+    process at a time open the file, so across concurrent runs their steps take turns (set the pool's
+    limit to 1 in dagster.yaml; see docs/scaling.md). Assets that call the judge (`pool=None`) stay out
+    of it: they hold no connection while the calls are in flight, and their few short reads and writes
+    wait on the file lock instead, so judging never blocks another run's steps."""
     return dg.asset(
+        pool=pool,
         key=asset_key(rubric, name),
         group_name=rubric.name,
         partitions_def=CHECKPOINTS,
@@ -208,6 +217,7 @@ def _calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         kinds={"duckdb"},
         description="The judge re-scores the rubric document's own worked examples ("
         + ", ".join(e.id for e in rubric.examples) + "); the judge-reliability gate expects each within ±1 of its stated score.",
+        pool=None,  # calls the judge: out of the warehouse pool (see _rubric_asset)
     )
     def judge_calibration(context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
@@ -273,7 +283,7 @@ def _raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             )
         wh = warehouse.get()
         lines = blank = size = 0
-        with wh.partition_writer() as w:  # streamed in chunks, replaced in one transaction
+        with wh.partition_writer() as w:  # streamed in chunks, the partition replaced in one transaction
             for chunk in iter_jsonl(path, ckpt.checkpoint_id, INGEST_CHUNK_LINES):
                 w.write(rubric.name, "raw_outputs", chunk.frame, {"checkpoint_id": ckpt.checkpoint_id})
                 lines += len(chunk.frame)
@@ -383,6 +393,7 @@ def _judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         description=f"Judge scores for {', '.join(judged)}: one row per sample, judge and dimension "
         "(judge = 'panel' is the panel's aggregate). A judge answer that cannot be used is a missing score with its "
         "reason, never a score. EVAL_JUDGE=heuristic (default) is a rule-based judge, labelled 'heuristic'.",
+        pool=None,  # calls the judge: out of the warehouse pool (see _rubric_asset)
     )
     def judge_scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
@@ -431,6 +442,7 @@ def _extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         kinds={"duckdb", "openai"},
         description=f"'{ex.name}' extracted from '{ex.text_field}' by the LLM judge (an extraction prompt, then an "
         "inference prompt). Offline, rows say so and the metric uses its own extractor.",
+        pool=None,  # calls the judge: out of the warehouse pool (see _rubric_asset)
     )
     def extractions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
@@ -631,7 +643,7 @@ def _gate_checks(rubric: RubricConfig, gates_key: dg.AssetKey) -> dg.AssetChecks
                 metadata={"kind": g.kind, "threshold": g.threshold, "min_samples": g.min_samples},
             ))
 
-    @dg.multi_asset_check(specs=specs, name=f"{rubric.name}__gate_checks", can_subset=True)
+    @dg.multi_asset_check(specs=specs, name=f"{rubric.name}__gate_checks", can_subset=True, pool=WAREHOUSE_POOL)
     def gate_checks(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource):
         ckpt_id = context.partition_key
         rows = _partition_rows(warehouse.get(), rubric, "gates", ckpt_id)

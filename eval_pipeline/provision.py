@@ -10,6 +10,7 @@ by ``make demo``, ``make test`` and ``make ui``).
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
@@ -97,7 +98,36 @@ def provision_browser() -> str | None:
     return None
 
 
+def postgres_initdb() -> str | None:
+    """Debian's initdb (the server binaries live outside PATH, under /usr/lib/postgresql/<v>/bin)."""
+    for d in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if os.path.exists(os.path.join(d, "initdb")):
+            return os.path.join(d, "initdb")
+    return shutil.which("initdb")
+
+
+def provision_postgres() -> str | None:
+    """Debian's PostgreSQL server for the Postgres-backed instance test; the test starts its own server
+    in a temporary folder (the package's cluster is not used). Installed when missing and we are root."""
+    found = postgres_initdb()
+    if found:
+        return found
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        _apt_install("postgresql")
+        return postgres_initdb()
+    print("provision: PostgreSQL not found; the instance test needs 'sudo apt-get install postgresql'", file=sys.stderr)
+    return None
+
+
 def main() -> int:
+    if "--postgres" in sys.argv[1:]:
+        try:
+            path = provision_postgres()
+        except subprocess.CalledProcessError as exc:
+            print(f"provision: installing PostgreSQL failed: {exc}", file=sys.stderr)
+            return 1
+        print(f"provision: PostgreSQL {'ready (' + path + ')' if path else 'missing'}")
+        return 0
     if "--browser" in sys.argv[1:]:
         try:
             path = provision_browser()

@@ -9,6 +9,7 @@ failed write leaves the previous partition in place.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -110,6 +111,9 @@ class Warehouse:
         with self.connect() as con:
             return con.execute(sql, params or []).fetchall()
 
+    def schema_exists(self, schema: str) -> bool:
+        return bool(self.query_rows("SELECT 1 FROM information_schema.schemata WHERE schema_name = ?", [schema]))
+
     def table_exists(self, schema: str, table: str) -> bool:
         rows = self.query_rows(
             "SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", [schema, table]
@@ -175,20 +179,21 @@ class Warehouse:
 
     @contextmanager
     def partition_writer(self) -> Iterator["PartitionWriter"]:
-        """Replace partitions of several tables chunk by chunk, all in one transaction.
+        """Replace partitions of several tables chunk by chunk, all visible at once.
 
-        The first write to a (table, partition) deletes the partition; later writes append. Everything
-        commits at the end of the block, or rolls back on an exception: readers never see half a partition.
+        Chunks are appended to staging tables (schema `staging`), each append committed on its own, so
+        DuckDB can write them to disk as they come; a transaction that inserted a million rows from
+        pandas would hold them all in memory until its commit. At the end of the block one transaction
+        deletes each partition and inserts it from its staging table (an INSERT ... SELECT, which DuckDB
+        streams within its memory limit); on an exception nothing changes and the staging is dropped.
+        Readers never see half a partition.
         """
-        with _WRITE_LOCK, self.connect() as con:
-            writer = PartitionWriter(self, con)
-            con.execute("BEGIN TRANSACTION")
-            try:
-                yield writer
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+        writer = PartitionWriter(self)
+        try:
+            yield writer
+            writer.commit()
+        finally:
+            writer.drop_staging()
 
     def upsert_rows(self, schema: str, table: str, df: pd.DataFrame, key: Sequence[str]) -> int:
         """Replace rows whose key columns match a row of ``df``, then insert ``df`` (one transaction)."""
@@ -214,27 +219,94 @@ class Warehouse:
         return len(df)
 
 
+STAGING_SCHEMA = "staging"
+_STAGE_COUNTER = itertools.count(1)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class PartitionWriter:
-    def __init__(self, wh: Warehouse, con: duckdb.DuckDBPyConnection):
+    def __init__(self, wh: Warehouse):
         self._wh = wh
-        self._con = con
-        self._cleared: set[tuple] = set()
+        self._stages: dict[tuple, str] = {}  # (schema, table, partition) -> staging table
+        self._where: dict[tuple, dict[str, Any]] = {}
+        self._drop_stale_staging()
+
+    def _drop_stale_staging(self) -> None:
+        """Staging tables left by a writer process that was killed (named s<pid>_<n>)."""
+        if not self._wh.schema_exists(STAGING_SCHEMA):
+            return
+        for (name,) in self._wh.query_rows(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = ?", [STAGING_SCHEMA]):
+            pid = name[1:].split("_", 1)[0]
+            if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+                self._wh.execute(f"DROP TABLE IF EXISTS {qualified(STAGING_SCHEMA, name)}")
 
     def write(self, schema: str, table: str, df: pd.DataFrame, where: dict[str, Any]) -> int:
+        """Stage one chunk of the partition ``where`` of ``schema.table`` (committed on its own)."""
         for col in where:
             check_identifier(col, "column name")
-        target = qualified(schema, table)
+        for col, value in where.items():
+            if col in df.columns and not df.empty and not (df[col] == value).all():
+                raise ValueError(f"rows written to {schema}.{table} must all have {col} = {value!r}")
+        qualified(schema, table)
         key = (schema, table, tuple(sorted(where.items())))
-        if key not in self._cleared:
-            self._wh._ensure_table(self._con, schema, table, df)
-            cond = " AND ".join(f'"{c}" = ?' for c in where) or "TRUE"
-            self._con.execute(f"DELETE FROM {target} WHERE {cond}", list(where.values()))
-            self._cleared.add(key)
-        if df.empty:
-            return 0
-        self._wh._ensure_table(self._con, schema, table, df)
-        self._con.register("_incoming", df)
-        collist = ", ".join(f'"{c}"' for c in df.columns)
-        self._con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM _incoming")
-        self._con.unregister("_incoming")
+        stage = self._stages.get(key)
+        if stage is None:
+            stage = self._stages[key] = f"s{os.getpid()}_{next(_STAGE_COUNTER)}"
+            self._where[key] = dict(where)
+        with _WRITE_LOCK, self._wh.connect() as con:
+            self._wh._ensure_table(con, STAGING_SCHEMA, stage, df)  # an empty chunk still declares the columns
+            if not df.empty:
+                con.register("_incoming", df)
+                collist = ", ".join(f'"{c}"' for c in df.columns)
+                con.execute(f"INSERT INTO {qualified(STAGING_SCHEMA, stage)} ({collist}) SELECT {collist} FROM _incoming")
+                con.unregister("_incoming")
         return len(df)
+
+    def commit(self) -> None:
+        """One transaction: each partition deleted and inserted from its staging table."""
+        if not self._stages:
+            return
+        with _WRITE_LOCK, self._wh.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                for key, stage in self._stages.items():
+                    schema, table, _ = key
+                    target, staged = qualified(schema, table), qualified(STAGING_SCHEMA, stage)
+                    cols = con.execute(
+                        "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? "
+                        "AND table_name = ? ORDER BY ordinal_position", [STAGING_SCHEMA, stage]).fetchall()
+                    con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+                    con.execute(f"CREATE TABLE IF NOT EXISTS {target} AS SELECT * FROM {staged} LIMIT 0")
+                    existing = {r[0] for r in con.execute(
+                        "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?",
+                        [schema, table]).fetchall()}
+                    for c, dtype in cols:
+                        if c not in existing:  # schema evolution: a rubric edit added a column
+                            con.execute(f'ALTER TABLE {target} ADD COLUMN "{c}" {dtype}')
+                    where = self._where[key]
+                    cond = " AND ".join(f'"{c}" = ?' for c in where) or "TRUE"
+                    con.execute(f"DELETE FROM {target} WHERE {cond}", list(where.values()))
+                    collist = ", ".join(f'"{c}"' for c, _ in cols)
+                    con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM {staged}")
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
+    def drop_staging(self) -> None:
+        if not self._stages:
+            return
+        with _WRITE_LOCK, self._wh.connect() as con:
+            for stage in self._stages.values():
+                con.execute(f"DROP TABLE IF EXISTS {qualified(STAGING_SCHEMA, stage)}")
+        self._stages.clear()

@@ -53,3 +53,55 @@ def test_read_only_connection_refuses_writes(warehouse_path):
     wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"]}), {"checkpoint_id": "a"})
     with wh.connect(read_only=True) as con, pytest.raises(duckdb.Error):
         con.execute("DELETE FROM r1.t")
+
+
+def _staging_tables(wh):
+    return wh.query_rows("SELECT table_name FROM information_schema.tables WHERE table_schema = 'staging'")
+
+
+def test_partition_writer_replaces_partitions_from_chunks_all_at_once(warehouse_path):
+    wh = Warehouse(warehouse_path)
+    wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [0]}), {"checkpoint_id": "a"})
+    wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["b"], "x": [7]}), {"checkpoint_id": "b"})
+    with wh.partition_writer() as w:
+        w.write("r1", "q", pd.DataFrame({"checkpoint_id": pd.Series([], dtype=object), "why": pd.Series([], dtype=object)}),
+                {"checkpoint_id": "a"})  # an empty first chunk still creates the table
+        for i in range(3):
+            w.write("r1", "t", pd.DataFrame({"checkpoint_id": ["a"] * 2, "x": [10 * i, 10 * i + 1]}), {"checkpoint_id": "a"})
+            # nothing is visible before the block ends
+            assert wh.query_rows("SELECT x FROM r1.t WHERE checkpoint_id = 'a'") == [(0,)]
+        w.write("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [99], "new_col": ["n"]}), {"checkpoint_id": "a"})
+    assert wh.query_rows("SELECT x FROM r1.t WHERE checkpoint_id = 'a' ORDER BY x") == [(0,), (1,), (10,), (11,), (20,), (21,), (99,)]
+    assert wh.query_rows("SELECT x, new_col FROM r1.t WHERE checkpoint_id = 'b'") == [(7, None)]  # other partitions kept
+    assert wh.query_rows("SELECT count(*) FROM r1.q") == [(0,)]
+    assert _staging_tables(wh) == []
+
+
+def test_partition_writer_failure_changes_nothing_and_leaves_no_staging(warehouse_path):
+    wh = Warehouse(warehouse_path)
+    wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [1]}), {"checkpoint_id": "a"})
+    with pytest.raises(RuntimeError, match="boom"):
+        with wh.partition_writer() as w:
+            w.write("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [2]}), {"checkpoint_id": "a"})
+            raise RuntimeError("boom")
+    assert wh.query_rows("SELECT x FROM r1.t") == [(1,)] and _staging_tables(wh) == []
+    # a failing commit (a chunk whose type does not fit the existing column) rolls back too
+    with pytest.raises(duckdb.Error):
+        with wh.partition_writer() as w:
+            w.write("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": ["not a number"]}), {"checkpoint_id": "a"})
+    assert wh.query_rows("SELECT x FROM r1.t") == [(1,)] and _staging_tables(wh) == []
+    with pytest.raises(ValueError, match="must all have checkpoint_id"), wh.partition_writer() as w:
+        w.write("r1", "t", pd.DataFrame({"checkpoint_id": ["b"], "x": [3]}), {"checkpoint_id": "a"})
+
+
+def test_staging_left_by_a_killed_writer_is_dropped(warehouse_path):
+    import subprocess
+
+    wh = Warehouse(warehouse_path)
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid that no longer runs
+    wh.execute("CREATE SCHEMA IF NOT EXISTS staging")
+    wh.execute(f"CREATE TABLE staging.s{dead.pid}_1 AS SELECT 1 AS x")
+    with wh.partition_writer() as w:
+        w.write("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [1]}), {"checkpoint_id": "a"})
+    assert _staging_tables(wh) == []

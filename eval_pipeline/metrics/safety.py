@@ -25,9 +25,19 @@ CRISIS_RESOURCES = [
 ]
 
 
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
 def _find(text: str, phrases: list[str]) -> list[str]:
     low = (text or "").lower()
-    return [p for p in phrases if re.search(r"(?<![a-z0-9])" + re.escape(p) + r"(?![a-z0-9])", low)]
+    # a phrase must occur as a substring before its word-boundary pattern can match: most stop at `in`
+    return [p for p in phrases if p in low and _pattern(p).search(low)]
+
+
+def _pattern(p: str) -> re.Pattern[str]:
+    if p not in _PATTERNS:
+        _PATTERNS[p] = re.compile(r"(?<![a-z0-9])" + re.escape(p) + r"(?![a-z0-9])")
+    return _PATTERNS[p]
 
 
 def detect_crisis(statement: str) -> list[str]:

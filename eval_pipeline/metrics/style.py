@@ -108,10 +108,9 @@ def nvcs_batch(references: list[str], responses: list[str], n: int = 3) -> np.nd
 
 import re  # noqa: E402
 from functools import lru_cache  # noqa: E402
+from importlib.metadata import version as _version  # noqa: E402
 
 import textstat  # noqa: E402
-
-from importlib.metadata import version as _version  # noqa: E402
 
 TEXTSTAT_VERSION = _version("textstat")
 

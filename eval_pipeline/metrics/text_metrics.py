@@ -4,12 +4,21 @@ KG triple coverage and grounding overlap."""
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
 
 from rapidfuzz import fuzz
 
 from eval_pipeline.metrics import metric
-from eval_pipeline.text import any_phrase, content_words, distinct_n as _distinct_n, overlap, repetition_rate, stems
+from eval_pipeline.text import (
+    any_phrase,
+    content_words,
+    ngrams,
+    repetition_rate,
+    stem,
+    stems,
+    words,
+)
 
 # Cue words for game-state values that are rarely named literally (a health of 15 is "bleeding").
 CONTEXT_CUES: dict[str, Any] = {
@@ -32,22 +41,32 @@ def _health_band(v: float) -> str:
     return "low" if v < 30 else "mid" if v < 70 else "high"
 
 
-def element_reflected(record: dict[str, Any], element: str, text: str, cues: dict[str, Any]) -> bool:
+def element_reflected(record: dict[str, Any], element: str, text: str, cues: dict[str, Any],
+                      tw: set[str] | None = None) -> bool:
+    """Whether the text reflects one game-state element; ``tw`` (the text's content words) can be passed
+    in when several elements of one text are checked."""
     value = record.get(element)
     if value is None:
         return False
-    tw = set(content_words(text))
+    if tw is None:
+        tw = set(content_words(text))
     if isinstance(value, bool):
         return False
     if isinstance(value, (int, float)):
         band = cues.get(element, {})
         return any_phrase(text, band.get(_health_band(float(value)), [])) if isinstance(band, dict) else False
     if isinstance(value, list):
-        return any(set(content_words(str(v))) & tw for v in value)
+        return any(_value_words(str(v)) & tw for v in value)
     by_value = cues.get(element, {})
     if isinstance(by_value, dict) and any_phrase(text, by_value.get(str(value), [])):
         return True
-    return bool(set(content_words(str(value))) & tw)
+    return bool(_value_words(str(value)) & tw)
+
+
+@lru_cache(maxsize=65_536)
+def _value_words(value: str) -> frozenset[str]:
+    """Content words of a game-state value (values repeat across samples: computed once each)."""
+    return frozenset(content_words(value))
 
 
 @metric("context_coverage")
@@ -59,10 +78,11 @@ def context_coverage(records: list[dict[str, Any]], params: dict[str, Any]) -> d
     cov = []
     for r in records:
         text = r.get(text_field) or ""
+        tw = set(content_words(text))
         present = [e for e in elements if r.get(e) is not None]
         hits = 0
         for e in elements:
-            hit = element_reflected(r, e, text, cues) if r.get(e) is not None else None
+            hit = element_reflected(r, e, text, cues, tw) if r.get(e) is not None else None
             cols[f"ctx_{e}"].append(hit)
             hits += bool(hit)
         cov.append(hits / len(present) if present else None)
@@ -77,12 +97,28 @@ def persona_keyword_overlap(records: list[dict[str, Any]], params: dict[str, Any
     text_field = params.get("text_field", "response")
     hits_col, share_col = [], []
     for r in records:
-        kws = r.get(kw_field) or content_words(r.get(p_field) or "")
+        kws = r.get(kw_field) or _persona_words(r.get(p_field) or "")
         ts = stems(r.get(text_field) or "")
-        hits = sorted({k for k in kws if stems(k) & ts})
+        hits = sorted({k for k in kws if _stems(k) & ts})
         hits_col.append(json.dumps(hits))
         share_col.append(len(hits) / len(set(kws)) if kws else None)
     return {"persona_keyword_hits": hits_col, "persona_keyword_overlap": share_col}
+
+
+@lru_cache(maxsize=65_536)
+def _stems(text: str) -> frozenset[str]:
+    return frozenset(stems(text))
+
+
+@lru_cache(maxsize=16_384)
+def _persona_words(persona: str) -> tuple[str, ...]:
+    return tuple(content_words(persona))
+
+
+def _distinct(tokens: list[str], n: int) -> float | None:
+    """text.distinct_n on already tokenised words."""
+    grams = ngrams(tokens, n)
+    return len(set(grams)) / len(grams) if grams else None
 
 
 @metric("distinct_n")
@@ -90,7 +126,8 @@ def distinct_n(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[st
     ns = params.get("n", [1, 2])
     ns = ns if isinstance(ns, list) else [ns]
     text_field = params.get("text_field", "response")
-    return {f"distinct_{n}": [_distinct_n(r.get(text_field) or "", n) for r in records] for n in ns}
+    tokens = [words(r.get(text_field) or "") for r in records]  # once per text for every n
+    return {f"distinct_{n}": [_distinct(t, n) for t in tokens] for n in ns}
 
 
 @metric("repetition")
@@ -138,5 +175,12 @@ def grounding_overlap(records: list[dict[str, Any]], params: dict[str, Any]) -> 
     text_field = params.get("text_field", "answer")
     out = []
     for r in records:
-        out.append(overlap(content_words(r.get(text_field) or ""), content_words(r.get(src_field) or "")))
+        # text.overlap, with the source's stems computed once per distinct source chunk
+        sa = {stem(x) for x in content_words(r.get(text_field) or "")}
+        out.append(len(sa & _source_stems(r.get(src_field) or "")) / len(sa) if sa else None)
     return {"grounding_overlap": out}
+
+
+@lru_cache(maxsize=16_384)
+def _source_stems(text: str) -> frozenset[str]:
+    return frozenset(stem(x) for x in content_words(text))

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""End to end: the demo materialization (every sample checkpoint, all five rubrics, offline judge) on
+a fresh persistent Dagster instance and a fresh warehouse, as `make demo` runs it after install.
+Prints wall time, peak RSS and the per-asset breakdown (summed over rubrics and checkpoints), Dagster's
+own share (run wall time minus the steps), then one checkpoint under the in-process and under the
+multiprocess executor, same job and same instance, as the ratio the default executor is chosen by.
+
+    python bench/bench_demo.py [--skip-multiprocess]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _job(executor: str):
+    import dagster as dg
+
+    from eval_pipeline.definitions import build_definitions
+    from eval_pipeline.partitions import CHECKPOINTS
+
+    defs = build_definitions()
+    ex = dg.multiprocess_executor if executor == "multiprocess" else dg.in_process_executor
+    job = dg.define_asset_job(f"bench_{executor}", selection=dg.AssetSelection.all(), partitions_def=CHECKPOINTS, executor_def=ex)
+    return dg.Definitions(assets=defs.assets, asset_checks=defs.asset_checks, resources=defs.resources,
+                          jobs=[job]).get_job_def(f"bench_{executor}")
+
+
+def multiprocess_job():
+    return _job("multiprocess")
+
+
+def in_process_job():
+    return _job("in_process")
+
+
+def step_seconds(instance, run_id: str) -> dict[str, float]:
+    out: dict[str, float] = defaultdict(float)
+    for s in instance.get_run_step_stats(run_id):
+        if s.start_time and s.end_time:
+            out[s.step_key.split("__", 1)[1]] += s.end_time - s.start_time
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--skip-multiprocess", action="store_true")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench_demo_"))
+    home = tmp / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text((ROOT / "deploy" / "dagster.yaml").read_text())
+    os.environ.update(DAGSTER_HOME=str(home), EVAL_WAREHOUSE=str(tmp / "warehouse.duckdb"), EVAL_REPORT_DIR=str(tmp / "reports"),
+                      EVAL_WORKLIST_DIR=str(tmp / "worklists"), EVAL_CHECKPOINT_DIR=str(ROOT / "data" / "checkpoints"))
+    os.environ.setdefault("EVAL_JUDGE", "heuristic")
+    t0 = time.perf_counter()
+    import dagster as dg
+
+    from eval_pipeline.checkpoints import scan_checkpoints
+    from eval_pipeline.definitions import build_definitions
+    from eval_pipeline.runner import materialize_checkpoints
+
+    defs = build_definitions()
+    t_load = time.perf_counter() - t0
+    instance = dg.DagsterInstance.get()
+    ids = [c.checkpoint_id for c in scan_checkpoints().complete]
+    t1 = time.perf_counter()
+    outcomes = materialize_checkpoints(defs, instance, ids)
+    t_runs = time.perf_counter() - t1
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    assert all(o.success for o in outcomes), outcomes
+    per_asset: dict[str, float] = defaultdict(float)
+    for o in outcomes:
+        for k, v in step_seconds(instance, o.run_id).items():
+            per_asset[k] += v
+    in_steps = sum(per_asset.values())
+    print(f"demo: {len(ids)} checkpoints x 5 rubrics, judge={os.environ['EVAL_JUDGE']}: import + definitions {t_load:.1f}s, "
+          f"runs {t_runs:.1f}s ({', '.join(f'{o.checkpoint_id} {o.seconds:.1f}s' for o in outcomes)}), peak RSS {peak:.0f} MB")
+    print(f"  in steps {in_steps:.1f}s, Dagster around the steps {t_runs - in_steps:.1f}s ({(t_runs - in_steps) / t_runs:.0%})")
+    print("  per asset (all rubrics and checkpoints):")
+    for k, v in sorted(per_asset.items(), key=lambda kv: -kv[1]):
+        print(f"    {k:20s} {v:6.2f}s  {v / in_steps:5.1%}")
+    if args.skip_multiprocess:
+        return
+    ckpt = ids[-1]
+    walls = {}
+    for name, fn in (("in_process", in_process_job), ("multiprocess", multiprocess_job)):
+        t = time.perf_counter()
+        res = dg.execute_job(dg.reconstructable(fn), instance=instance, tags={"dagster/partition": ckpt})
+        walls[name] = time.perf_counter() - t
+        assert res.success, name
+    print(f"one checkpoint ({ckpt}, 5 rubrics), same job: in-process {walls['in_process']:.1f}s, "
+          f"multiprocess {walls['multiprocess']:.1f}s, ratio {walls['multiprocess'] / walls['in_process']:.2f}x")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "bench"))
+    main()

@@ -1,0 +1,74 @@
+"""Two checkpoints land at once: the sensor (in a real dagster-daemon) launches two runs, each on the
+multiprocess executor, and the warehouse steps of both take turns through the duckdb_warehouse pool."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._core.storage.dagster_run import DagsterRunStatus
+
+from eval_pipeline.warehouse import Warehouse
+
+from .conftest import ROOT, SAMPLE_CHECKPOINTS
+
+JUDGE_STEPS = {"judge_scores", "judge_calibration", "extractions"}  # outside the pool by design
+
+
+@pytest.mark.slow
+def test_sensor_launched_concurrent_runs_take_turns_on_the_warehouse(tmp_path, monkeypatch):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")  # what `make dagster-home` installs
+    root = tmp_path / "checkpoints"
+    for ckpt in ("ckpt-0100", "ckpt-0200"):
+        (root / ckpt).mkdir(parents=True)
+        for name in ("kg_qa.jsonl", "checkpoint.json"):
+            shutil.copy(SAMPLE_CHECKPOINTS / ckpt / name, root / ckpt / name)
+    warehouse = str(tmp_path / "w.duckdb")
+    env = dict(os.environ, DAGSTER_HOME=str(home), EVAL_WAREHOUSE=warehouse, EVAL_CHECKPOINT_DIR=str(root),
+               EVAL_EXECUTOR="multiprocess", EVAL_JUDGE="heuristic", EVAL_REPORT_DIR=str(tmp_path / "reports"))
+    log = open(tmp_path / "daemon.log", "w")
+    daemon = subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(ROOT / "workspace.yaml")],
+                              env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    try:
+        with dg.DagsterInstance.get() as instance:
+            deadline = time.time() + 480
+            runs = []
+            while time.time() < deadline and daemon.poll() is None:
+                runs = instance.get_runs()
+                if len(runs) == 2 and all(r.is_finished for r in runs):
+                    break
+                time.sleep(2)
+            assert len(runs) == 2, f"expected two sensor-launched runs, got {len(runs)}; daemon log:\n" + (tmp_path / "daemon.log").read_text()[-3000:]
+            assert all(r.status == DagsterRunStatus.SUCCESS for r in runs), [(r.run_id, r.status) for r in runs]
+            assert {r.tags.get("dagster/partition") for r in runs} == {"ckpt-0100", "ckpt-0200"}
+            assert all(r.tags.get("dagster/sensor_name") for r in runs)  # launched by the sensor
+            for r in runs:
+                messages = " ".join(e.message or "" for e in instance.all_logs(r.run_id))
+                assert "multiprocess" in messages.lower()
+            # the two runs were in progress at the same time ...
+            stats = [instance.get_run_stats(r.run_id) for r in runs]
+            assert max(s.start_time for s in stats) < min(s.end_time for s in stats)
+            # ... and no two warehouse steps ever overlapped, within a run or across the two
+            spans = sorted((s.start_time, s.end_time, s.step_key, r.run_id[:8])
+                           for r in runs for s in instance.get_run_step_stats(r.run_id)
+                           if s.step_key.split("__", 1)[1] not in JUDGE_STEPS)
+            assert len(spans) >= 2 * 10
+            for (s1, e1, k1, r1), (s2, e2, k2, r2) in zip(spans, spans[1:]):
+                assert e1 <= s2 + 0.05, f"{r1}:{k1} [{s1:.2f}, {e1:.2f}] overlaps {r2}:{k2} [{s2:.2f}, {e2:.2f}]"
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+        log.close()
+    wh = Warehouse(warehouse)
+    assert wh.query_rows("SELECT checkpoint_id, count(*) FROM kg_qa.samples GROUP BY 1 ORDER BY 1") == [
+        ("ckpt-0100", 60), ("ckpt-0200", 60)]
+    assert wh.query_rows("SELECT count(*) FROM (SELECT checkpoint_id, sample_id, judge, dimension FROM kg_qa.judge_scores "
+                         "GROUP BY ALL HAVING count(*) > 1)") == [(0,)]
+    assert wh.query_rows("SELECT count(DISTINCT checkpoint_id) FROM kg_qa.gates") == [(2,)]
