@@ -91,6 +91,18 @@ class Warehouse:
         finally:
             con.close()
 
+    @contextmanager
+    def hold(self) -> Iterator["Warehouse"]:
+        """Keep the database open in this process for the block: every connection opened inside it is
+        then ~0.4 ms instead of ~20 ms (DuckDB re-opens, replays and checkpoints the file when its last
+        connection closes). Holding the file keeps other processes out of it, so only steps that take
+        turns through the warehouse pool hold it, never one that waits on the judge."""
+        if self.path == ":memory:":
+            yield self
+            return
+        with self.connect():
+            yield self
+
     def query_df(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
         if self._session is not None:
             return self._session.execute(sql, params or []).df()
@@ -104,6 +116,18 @@ class Warehouse:
             view = Warehouse(self.path, lock_timeout_s=self.lock_timeout_s)
             view._session = con
             yield view
+
+    def stream_df(self, sql: str, params: Sequence[Any] | None = None, rows: int = 25_000) -> Iterator[pd.DataFrame]:
+        """A query's result in DataFrames of about ``rows`` rows, read from one streaming result on a
+        connection of its own (one sort or scan, not one query per page); every chunk is read whole."""
+        vectors = max(1, rows // 2048)
+        with self.connect() as con:
+            result = con.execute(sql, params or [])
+            while True:
+                df = result.fetch_df_chunk(vectors)
+                if df.empty:
+                    break
+                yield df
 
     def query_rows(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
         if self._session is not None:

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
+import eval_pipeline.agreement.stats as st
 from eval_pipeline.agreement.stats import (
     ceiling_share, cohen_kappa, fleiss_kappa, icc, kappa_band, krippendorff_alpha, percent_agreement, prevalence,
 )
@@ -79,3 +80,40 @@ def test_rank_correlations_match_scipy():
         b = np.clip(a + rng.integers(-1, 2, 40), 1, 5).astype(float)
         assert spearman(a, b) == pytest.approx(spearmanr(a, b).statistic, abs=1e-12)
         assert kendall(a, b) == pytest.approx(kendalltau(a, b).statistic, abs=1e-12)
+
+
+@pytest.mark.parametrize("weights", [None, "linear", "quadratic"])
+def test_vectorised_kappa_bootstrap_equals_the_per_resample_one(weights):
+    rng = np.random.default_rng(5)
+    labels = [1.0, 2.0, 3.0, 4.0, 5.0]
+    for n, spread in ((40, 5), (12, 2), (30, 1)):  # the last: one category only, kappa undefined everywhere
+        a = rng.integers(1, 1 + spread, n).astype(float)
+        b = np.clip(a + rng.integers(-1, 2, n), 1, spread).astype(float)
+        slow = st.bootstrap(lambda x, y: st.cohen_kappa(x, y, labels, weights), [a, b], seed=11)
+        fast = st.bootstrap(None, [a, b], seed=11, batch=lambda x, y, idx: st.cohen_kappa_resamples(x, y, labels, weights, idx))
+        assert np.allclose(slow, fast, rtol=0, atol=1e-12, equal_nan=True), (n, spread, slow, fast)
+    with pytest.raises(ValueError, match="outside the label set"):
+        st.bootstrap(None, [np.array([1.0] * 6), np.array([9.0] * 6)], seed=1,
+                     batch=lambda x, y, idx: st.cohen_kappa_resamples(x, y, labels, None, idx))
+
+
+def test_vectorised_rank_and_error_bootstraps_equal_the_per_resample_ones():
+    rng = np.random.default_rng(8)
+    for n in (40, 9):
+        a = rng.integers(1, 6, n).astype(float)
+        b = np.clip(a + rng.normal(0, 0.8, n).round(), 1, 5)
+        b[:3] = 3.0  # ties
+        for fn, batch in ((st.spearman, st.spearman_resamples), (st.kendall, st.kendall_resamples)):
+            slow = st.bootstrap(fn, [a, b], seed=3)
+            fast = st.bootstrap(None, [a, b], seed=3, batch=batch)
+            assert np.allclose(slow, fast, rtol=0, atol=1e-12, equal_nan=True), (fn.__name__, n, slow, fast)
+    const = np.full(12, 4.0)  # no variance in every resample: undefined, as per resample
+    assert np.isnan(st.spearman_resamples(const, a[:12], np.zeros((5, 12), int))).all()
+
+
+def test_resamples_are_the_draws_of_one_resample_at_a_time():
+    """bootstrap draws its (n_boot, n) index matrix in one call: the same numbers as n_boot calls."""
+    for n, seed in ((5, 1), (40, 7), (1000, 12345)):
+        one_by_one = np.random.default_rng(seed)
+        expected = np.stack([one_by_one.integers(0, n, n) for _ in range(300)])
+        assert np.array_equal(np.random.default_rng(seed).integers(0, n, (300, n)), expected)

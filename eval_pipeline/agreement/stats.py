@@ -142,6 +142,39 @@ def kendall(a: Sequence[float], b: Sequence[float]) -> float:
     return s / math.sqrt(n1 * n2) if n1 and n2 else float("nan")
 
 
+def _constant_rows(x: np.ndarray) -> np.ndarray:
+    return np.std(x, axis=1) == 0
+
+
+def spearman_resamples(a: Sequence[float], b: Sequence[float], idx: np.ndarray) -> np.ndarray:
+    """spearman(a[i], b[i]) for every row i of the index matrix, vectorised (NaN where undefined)."""
+    from scipy.stats import rankdata
+
+    x, y = np.asarray(a, float)[idx], np.asarray(b, float)[idx]
+    rx, ry = rankdata(x, axis=1), rankdata(y, axis=1)
+    rx, ry = rx - rx.mean(axis=1, keepdims=True), ry - ry.mean(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (rx * ry).sum(axis=1) / np.sqrt((rx * rx).sum(axis=1) * (ry * ry).sum(axis=1))
+    r = np.clip(r, -1.0, 1.0)
+    r[_constant_rows(x) | _constant_rows(y) | (idx.shape[1] < 3)] = np.nan
+    return r
+
+
+def kendall_resamples(a: Sequence[float], b: Sequence[float], idx: np.ndarray) -> np.ndarray:
+    """kendall(a[i], b[i]) (tau-b) for every row i of the index matrix, vectorised (NaN where undefined)."""
+    x, y = np.asarray(a, float)[idx], np.asarray(b, float)[idx]
+    n = idx.shape[1]
+    iu = np.triu_indices(n, 1)
+    dx = np.sign(x[:, :, None] - x[:, None, :])[:, iu[0], iu[1]]
+    dy = np.sign(y[:, :, None] - y[:, None, :])[:, iu[0], iu[1]]
+    s = (dx * dy).sum(axis=1)
+    n1, n2 = (dx != 0).sum(axis=1).astype(float), (dy != 0).sum(axis=1).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = s / np.sqrt(n1 * n2)
+    t[(n1 == 0) | (n2 == 0) | _constant_rows(x) | _constant_rows(y) | (n < 3)] = np.nan
+    return t
+
+
 def prevalence(values: Sequence[float]) -> float:
     """Share of the most frequent category (high prevalence depresses kappa even at high agreement)."""
     vals = np.asarray(values, float)
@@ -167,19 +200,44 @@ def round_half_up(x: np.ndarray) -> np.ndarray:
     return np.floor(np.asarray(x, float) + 0.5)
 
 
-def bootstrap(fn, arrays: list[np.ndarray], seed: int, n_boot: int = 300, level: float = 0.95) -> tuple[float, float]:
-    """Percentile CI of a statistic over items resampled with replacement (seeded)."""
+def bootstrap(fn, arrays: list[np.ndarray], seed: int, n_boot: int = 300, level: float = 0.95,
+              batch=None) -> tuple[float, float]:
+    """Percentile CI of a statistic over items resampled with replacement (seeded).
+
+    ``batch``, when given, computes the statistic for every resample at once from the (n_boot, n)
+    index matrix (the same resamples, the same values as calling ``fn`` on each; much faster)."""
     n = len(arrays[0])
     if n < 5:
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
-    vals = []
-    for _ in range(n_boot):
-        idx = rng.integers(0, n, n)
-        v = fn(*[a[idx] for a in arrays])
-        if v == v and not math.isinf(v):
-            vals.append(v)
+    idx = rng.integers(0, n, (n_boot, n))  # row i: the draws a loop of n_boot integers(0, n, n) calls would make
+    if batch is not None:
+        vals = np.asarray(batch(*arrays, idx), float)
+        vals = vals[np.isfinite(vals)]
+    else:
+        vals = np.array([v for v in (fn(*[a[i] for a in arrays]) for i in idx) if v == v and not math.isinf(v)])
     if len(vals) < n_boot // 2:
         return float("nan"), float("nan")
     alpha = (1 - level) / 2
     return float(np.quantile(vals, alpha)), float(np.quantile(vals, 1 - alpha))
+
+
+def cohen_kappa_resamples(a: Sequence[float], b: Sequence[float], labels: Sequence[float], weights: str | None,
+                          idx: np.ndarray) -> np.ndarray:
+    """cohen_kappa(a[i], b[i]) for every row i of the index matrix, vectorised (NaN where undefined)."""
+    lab = np.asarray(labels, float)
+    k = len(lab)
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    cohen_kappa(a, b, labels, weights)  # validates the labels (raises like the per-resample version)
+    codes = np.searchsorted(lab, a) * k + np.searchsorted(lab, b)
+    m, n = idx.shape
+    flat = (np.arange(m)[:, None] * (k * k) + codes[idx]).ravel()
+    obs = np.bincount(flat, minlength=m * k * k).reshape(m, k, k) / n
+    exp = obs.sum(axis=2)[:, :, None] * obs.sum(axis=1)[:, None, :]
+    w = _weights(k, weights)
+    de = (w * exp).reshape(m, -1).sum(axis=1)
+    num = (w * obs).reshape(m, -1).sum(axis=1)
+    out = np.full(m, np.nan)
+    ok = de != 0
+    out[ok] = 1 - num[ok] / de[ok]
+    return out

@@ -126,8 +126,12 @@ def distinct_n(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[st
     ns = params.get("n", [1, 2])
     ns = ns if isinstance(ns, list) else [ns]
     text_field = params.get("text_field", "response")
-    tokens = [words(r.get(text_field) or "") for r in records]  # once per text for every n
-    return {f"distinct_{n}": [_distinct(t, n) for t in tokens] for n in ns}
+    cols: dict[str, list[Any]] = {f"distinct_{n}": [] for n in ns}
+    for r in records:
+        tokens = words(r.get(text_field) or "")  # once per text for every n
+        for n in ns:
+            cols[f"distinct_{n}"].append(_distinct(tokens, n))
+    return cols
 
 
 @metric("repetition")
