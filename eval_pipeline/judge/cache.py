@@ -97,11 +97,12 @@ class BackgroundWriter:
         self._thread = threading.Thread(target=self._run, name="judge-cache-writer", daemon=True)
 
     def __enter__(self) -> "BackgroundWriter":
-        self._thread.start()
-        return self
+        return self  # the thread starts with the first answer (after any judge worker has been forked)
 
     def add(self, row: dict[str, Any]) -> None:
         with self._cond:
+            if not self._thread.is_alive() and not self._closing and self._error is None and self._thread.ident is None:
+                self._thread.start()
             if self._error is not None:
                 raise RuntimeError(f"judge cache write failed: {self._error}") from self._error
             self._pending.append(row)
@@ -138,6 +139,7 @@ class BackgroundWriter:
         with self._cond:
             self._closing = True
             self._cond.notify()
-        self._thread.join()
+        if self._thread.ident is not None:
+            self._thread.join()
         if self._error is not None and exc_info[0] is None:
             raise RuntimeError(f"judge cache write failed: {self._error}") from self._error

@@ -176,8 +176,8 @@ def _in_workers(settings: JudgeSettings, specs: list[CallSpec], n: int,
         shards[pattern[j % len(pattern)]].append(spec)
     by_key = {s.key: s for s in specs}
     events: queue.Queue = queue.Queue()
-    workers = [_fork_worker(replace(settings, concurrency=shares[i], processes=1), shards[i])  # before our threads start
-               for i in range(n)]
+    # forked before this call starts any thread of its own (the cache writer starts with the first answer)
+    workers = [_fork_worker(replace(settings, concurrency=shares[i], processes=1), shards[i]) for i in range(n)]
 
     def pump(i: int, pipe: Any) -> None:
         for line in pipe:
