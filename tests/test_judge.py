@@ -296,6 +296,28 @@ def test_calls_spread_over_worker_processes_score_exactly_as_in_one(rubrics, ope
     assert int(multi.prompt_tokens.sum()) > int(single.prompt_tokens.sum())  # the 3 re-asks are paid for and counted
 
 
+def test_a_judge_worker_that_dies_fails_the_step_clearly(rubrics, openai_env, tmp_path, monkeypatch):
+    from eval_pipeline.judge import calls
+
+    async def crash(settings, specs, out):  # what a worker would do on a bug: die before answering
+        raise MemoryError("worker out of memory")
+
+    monkeypatch.setattr(calls, "_worker_calls", crash)  # inherited by the forked workers
+    with pytest.raises(RuntimeError, match=r"judge worker\(s\) died before finishing: worker 0 exit code 1"):
+        judge_samples(rubrics["empathetic_dialogue"], "c1", emp_records(600), Warehouse(tmp_path / "w.duckdb"),
+                      mode="openai", overrides=dict(FAST, concurrency=8, processes=2))
+
+
+def test_a_failing_cache_write_is_reported_not_swallowed(tmp_path):
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("a file where the warehouse folder should be")
+    with pytest.raises(RuntimeError, match="judge cache write failed"):
+        with cache.BackgroundWriter(Warehouse(blocker / "w.duckdb", lock_timeout_s=1), max_delay_s=0.05) as writer:
+            writer.add(_cache_row("k0"))
+            time.sleep(0.5)
+            writer.add(_cache_row("k1"))
+
+
 def test_the_api_key_is_never_stored(rubrics, openai_env, warehouse_path):
     openai_env.state.faults.extend(["500"])
     df, _ = judge_samples(rubrics["empathetic_dialogue"], "c1", emp_records(2), Warehouse(warehouse_path),
