@@ -11,25 +11,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from eval_pipeline.config import load_rubric
+from eval_pipeline.devtools.openai_stub import stub_process
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -50,17 +41,8 @@ def main() -> None:
     ap.add_argument("--latency-ms", type=float, default=200)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[16, 64])
     args = ap.parse_args()
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "eval_pipeline.devtools.openai_stub", "--port", str(port),
-                               "--latency-ms", str(args.latency_ms), "--asgi"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
-        os.environ["OPENAI_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
+    with stub_process("--latency-ms", str(args.latency_ms), "--asgi") as server:
+        os.environ["OPENAI_BASE_URL"] = server.base_url
         rubric = load_rubric(ROOT / "rubric_configs" / "empathetic_dialogue.yaml")
         for c in args.concurrency:
             with tempfile.TemporaryDirectory() as tmp:
@@ -79,8 +61,6 @@ def main() -> None:
                       f"max in flight {st.max_in_flight}; CPU per call: client {cpu / st.calls * 1000:.1f} ms "
                       f"+ workers {kids / st.calls * 1000:.1f} ms, "
                       f"server {srv / st.calls * 1000:.1f} ms; second run {st2.calls} calls, {again:5.2f}s")
-    finally:
-        server.terminate()
 
 
 if __name__ == "__main__":

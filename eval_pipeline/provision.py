@@ -120,22 +120,16 @@ def provision_postgres() -> str | None:
 
 
 def main() -> int:
-    if "--postgres" in sys.argv[1:]:
-        try:
-            path = provision_postgres()
-        except subprocess.CalledProcessError as exc:
-            print(f"provision: installing PostgreSQL failed: {exc}", file=sys.stderr)
-            return 1
-        print(f"provision: PostgreSQL {'ready (' + path + ')' if path else 'missing'}")
-        return 0
-    if "--browser" in sys.argv[1:]:
-        try:
-            path = provision_browser()
-        except subprocess.CalledProcessError as exc:
-            print(f"provision: installing Chromium failed: {exc}", file=sys.stderr)
-            return 1
-        print(f"provision: Chromium {'ready at ' + path if path else 'missing'}")
-        return 0
+    optional = {"--postgres": ("PostgreSQL", provision_postgres), "--browser": ("Chromium", provision_browser)}
+    for flag, (what, provision) in optional.items():
+        if flag in sys.argv[1:]:
+            try:
+                path = provision()
+            except subprocess.CalledProcessError as exc:
+                print(f"provision: installing {what} failed: {exc}", file=sys.stderr)
+                return 1
+            print(f"provision: {what} {'ready at ' + path if path else 'missing'}")
+            return 0
     try:
         path = provision_wordnet()
     except (MissingDataError, subprocess.CalledProcessError) as exc:

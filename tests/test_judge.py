@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from eval_pipeline.config import load_rubric
-from eval_pipeline.devtools.openai_stub import StubServer
+from eval_pipeline.devtools.openai_stub import StubServer, stub_process
 from eval_pipeline.judge import cache
 from eval_pipeline.judge.heuristic import HeuristicJudge
 from eval_pipeline.judge.parsing import JudgeParseError, parse_answer
@@ -227,29 +227,10 @@ def test_concurrency_limit_is_respected(rubrics, openai_env, warehouse_path):
 
 def test_the_asgi_stub_speaks_the_same_protocol(rubrics, monkeypatch, warehouse_path):
     """The benchmark's endpoint (uvicorn + uvloop): same answers as the threaded stub the tests use."""
-    import socket
-    import subprocess
-    import sys
-    import urllib.request
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "eval_pipeline.devtools.openai_stub", "--asgi", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
-        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    with stub_process("--asgi") as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         df, st = judge_samples(rubrics["empathetic_dialogue"], "c1", emp_records(3), Warehouse(warehouse_path),
                                mode="openai", overrides=FAST)
-    finally:
-        proc.terminate()
-        proc.wait()
     with StubServer() as threaded:
         monkeypatch.setenv("OPENAI_BASE_URL", threaded.base_url)
         df2, _ = judge_samples(rubrics["empathetic_dialogue"], "c1", emp_records(3), Warehouse(warehouse_path + ".2"),
