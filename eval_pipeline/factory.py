@@ -88,8 +88,13 @@ def _holding_the_warehouse(fn):
     @functools.wraps(fn)
     def step(*args, **kwargs):
         resource = kwargs.get("warehouse") or next(a for a in args if isinstance(a, WarehouseResource))
-        with resource.get().hold():
-            return fn(*args, **kwargs)
+        start = time.time()
+        try:
+            with resource.get().hold():
+                return fn(*args, **kwargs)
+        finally:
+            if args and hasattr(args[0], "log"):  # the step's context: when this step had the file
+                args[0].log.debug(f"warehouse held from {start:.3f} to {time.time():.3f}")
 
     return step
 
