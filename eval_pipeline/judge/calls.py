@@ -1,6 +1,6 @@
 """Calling the endpoint for a list of prompts: in this process, or spread over worker processes.
 
-One event loop drives about 300 calls a second before the `openai` client's own CPU (~3 ms a call)
+One event loop drives about 300 calls a second before the `openai` client's own CPU (2-3 ms a call)
 becomes the limit, so at high concurrency against a fast endpoint the calls are spread over
 ``settings.processes`` worker processes (forked on Linux, one client and a share of the concurrency
 each; elsewhere the calls stay in this process). Answers stream back over a pipe as they arrive and
@@ -29,7 +29,7 @@ from eval_pipeline.judge.client import (
 )
 from eval_pipeline.judge.parsing import JudgeParseError
 
-MIN_CALLS_PER_PROCESS = 256  # below this a worker's start-up (~0.5 s) costs more than it saves
+MIN_CALLS_PER_PROCESS = 256  # a worker (fork, its own client, new connections) pays off over many waves of calls
 CALLS_PER_PROCESS_CONCURRENCY = 24  # calls in flight per process: answers arrive in bursts, keep each loop light
 
 
