@@ -224,7 +224,8 @@ def _panel_rows(rubric: RubricConfig, rows: list[dict[str, Any]], aggregate: str
     for (sid, dim), rs in groups.items():
         ok = [r["score"] for r in rs if r["score"] is not None]
         if ok:
-            score = statistics.mean(ok) if aggregate == "mean" else statistics.median(ok)
+            # one judge (the usual panel): its score as it is; statistics.mean is exact but slow (Fractions)
+            score = ok[0] if len(ok) == 1 else statistics.mean(ok) if aggregate == "mean" else statistics.median(ok)
             reason = None if len(ok) == len(rs) else f"{len(rs) - len(ok)} of {len(rs)} judges missing"
         else:
             score = None
