@@ -93,8 +93,8 @@ def cold() -> None:
     from eval_pipeline import text
     from eval_pipeline.metrics import attributes, style, text_metrics
 
-    for fn in (text.stem, text._phrase_re, text_metrics._value_words, text_metrics._stems, text_metrics._persona_words,
-               text_metrics._source_stems, attributes.synset_names, attributes._adjective_lemma, style._ts_syllables):
+    for fn in (text.stem, text._phrase_re, text.content_stems, text_metrics._value_words, text_metrics._persona_words,
+               attributes.synset_names, attributes._adjective_lemma, style._ts_syllables):
         fn.cache_clear()
 
 

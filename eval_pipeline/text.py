@@ -102,10 +102,17 @@ def count_phrases(text: str, phrases: Iterable[str]) -> int:
     return sum(_has_phrase(low, p) for p in phrases)
 
 
+@lru_cache(maxsize=65_536)
+def content_stems(text: str) -> frozenset[str]:
+    """stems(text), computed once per distinct text (personas, source chunks and keywords repeat)."""
+    return frozenset(stems(text))
+
+
+def stem_share(sa: set[str] | frozenset[str], sb: set[str] | frozenset[str]) -> float | None:
+    """|sa ∩ sb| / |sa|; None when sa is empty."""
+    return len(sa & sb) / len(sa) if sa else None
+
+
 def overlap(a: Iterable[str], b: Iterable[str]) -> float | None:
     """|a ∩ b| / |a| over stems; None when a is empty."""
-    sa = {stem(x) for x in a}
-    if not sa:
-        return None
-    sb = {stem(x) for x in b}
-    return len(sa & sb) / len(sa)
+    return stem_share({stem(x) for x in a}, {stem(x) for x in b})

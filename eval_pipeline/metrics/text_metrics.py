@@ -12,10 +12,11 @@ from rapidfuzz import fuzz
 from eval_pipeline.metrics import metric
 from eval_pipeline.text import (
     any_phrase,
+    content_stems,
     content_words,
     ngrams,
     repetition_rate,
-    stem,
+    stem_share,
     stems,
     words,
 )
@@ -99,15 +100,10 @@ def persona_keyword_overlap(records: list[dict[str, Any]], params: dict[str, Any
     for r in records:
         kws = r.get(kw_field) or _persona_words(r.get(p_field) or "")
         ts = stems(r.get(text_field) or "")
-        hits = sorted({k for k in kws if _stems(k) & ts})
+        hits = sorted({k for k in kws if content_stems(k) & ts})
         hits_col.append(json.dumps(hits))
         share_col.append(len(hits) / len(set(kws)) if kws else None)
     return {"persona_keyword_hits": hits_col, "persona_keyword_overlap": share_col}
-
-
-@lru_cache(maxsize=65_536)
-def _stems(text: str) -> frozenset[str]:
-    return frozenset(stems(text))
 
 
 @lru_cache(maxsize=16_384)
@@ -177,14 +173,6 @@ def grounding_overlap(records: list[dict[str, Any]], params: dict[str, Any]) -> 
     """Share of the answer's content words (stemmed) that occur in the source chunk."""
     src_field = params.get("source_field", "source_chunk")
     text_field = params.get("text_field", "answer")
-    out = []
-    for r in records:
-        # text.overlap, with the source's stems computed once per distinct source chunk
-        sa = {stem(x) for x in content_words(r.get(text_field) or "")}
-        out.append(len(sa & _source_stems(r.get(src_field) or "")) / len(sa) if sa else None)
-    return {"grounding_overlap": out}
-
-
-@lru_cache(maxsize=16_384)
-def _source_stems(text: str) -> frozenset[str]:
-    return frozenset(stem(x) for x in content_words(text))
+    # text.overlap, with the source's stems computed once per distinct source chunk
+    return {"grounding_overlap": [stem_share(stems(r.get(text_field) or ""), content_stems(r.get(src_field) or ""))
+                                  for r in records]}
