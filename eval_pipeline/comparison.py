@@ -14,6 +14,7 @@ import pandas as pd
 
 from eval_pipeline.config import Gate, RubricConfig
 from eval_pipeline.gates import GateResult
+from eval_pipeline.resampling import percentile_ci, resampled_mean
 from eval_pipeline.summary import numeric_scores
 
 COMPARISON_COLUMNS = ["checkpoint_id", "parent_id", "score", "n_pairs", "parent_mean", "mean", "delta", "ci_low", "ci_high",
@@ -29,11 +30,8 @@ def empty_comparison() -> pd.DataFrame:
 
 
 def paired_bootstrap(diff: np.ndarray, seed: int, n_boot: int = N_BOOT) -> tuple[float, float]:
-    if len(diff) < 2:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    means = diff[rng.integers(0, len(diff), size=(n_boot, len(diff)))].mean(axis=1)
-    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+    """95 % CI of the mean paired difference (samples resampled together)."""
+    return percentile_ci(resampled_mean, [diff], seed, n_boot)
 
 
 def find_parent(checkpoints: pd.DataFrame, checkpoint_id: str) -> str | None:

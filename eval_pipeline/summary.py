@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from eval_pipeline.config import BandScore, RubricConfig, RulesScore
+from eval_pipeline.resampling import percentile_ci, resampled_mean
 from eval_pipeline.scoring import judged_columns
 
 SUMMARY_COLUMNS = ["checkpoint_id", "breakdown", "group_value", "score", "headline", "n", "missing", "mean", "std",
@@ -23,11 +24,7 @@ def bootstrap_ci(values: np.ndarray, seed: int, n_boot: int = N_BOOT, level: flo
         return float("nan"), float("nan")
     if n == 1:
         return float(values[0]), float(values[0])
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(n_boot, n))
-    means = values[idx].mean(axis=1)
-    alpha = (1 - level) / 2
-    return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
+    return percentile_ci(resampled_mean, [values], seed, n_boot, level)
 
 
 def numeric_scores(rubric: RubricConfig) -> list[str]:

@@ -5,6 +5,7 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 import eval_pipeline.agreement.stats as st
+from eval_pipeline.resampling import per_resample
 from eval_pipeline.agreement.stats import (
     ceiling_share, cohen_kappa, fleiss_kappa, icc, kappa_band, krippendorff_alpha, percent_agreement, prevalence,
 )
@@ -89,12 +90,12 @@ def test_vectorised_kappa_bootstrap_equals_the_per_resample_one(weights):
     for n, spread in ((40, 5), (12, 2), (30, 1)):  # the last: one category only, kappa undefined everywhere
         a = rng.integers(1, 1 + spread, n).astype(float)
         b = np.clip(a + rng.integers(-1, 2, n), 1, spread).astype(float)
-        slow = st.bootstrap(lambda x, y: st.cohen_kappa(x, y, labels, weights), [a, b], seed=11)
-        fast = st.bootstrap(None, [a, b], seed=11, batch=lambda x, y, idx: st.cohen_kappa_resamples(x, y, labels, weights, idx))
+        slow = st.bootstrap(per_resample(lambda x, y: st.cohen_kappa(x, y, labels, weights)), [a, b], seed=11)
+        fast = st.bootstrap(lambda x, y, idx: st.cohen_kappa_resamples(x, y, labels, weights, idx), [a, b], seed=11)
         assert np.allclose(slow, fast, rtol=0, atol=1e-12, equal_nan=True), (n, spread, slow, fast)
     with pytest.raises(ValueError, match="outside the label set"):
-        st.bootstrap(None, [np.array([1.0] * 6), np.array([9.0] * 6)], seed=1,
-                     batch=lambda x, y, idx: st.cohen_kappa_resamples(x, y, labels, None, idx))
+        st.bootstrap(lambda x, y, idx: st.cohen_kappa_resamples(x, y, labels, None, idx),
+                     [np.array([1.0] * 6), np.array([9.0] * 6)], seed=1)
 
 
 def test_vectorised_rank_and_error_bootstraps_equal_the_per_resample_ones():
@@ -104,8 +105,8 @@ def test_vectorised_rank_and_error_bootstraps_equal_the_per_resample_ones():
         b = np.clip(a + rng.normal(0, 0.8, n).round(), 1, 5)
         b[:3] = 3.0  # ties
         for fn, batch in ((st.spearman, st.spearman_resamples), (st.kendall, st.kendall_resamples)):
-            slow = st.bootstrap(fn, [a, b], seed=3)
-            fast = st.bootstrap(None, [a, b], seed=3, batch=batch)
+            slow = st.bootstrap(per_resample(fn), [a, b], seed=3)
+            fast = st.bootstrap(batch, [a, b], seed=3)
             assert np.allclose(slow, fast, rtol=0, atol=1e-12, equal_nan=True), (fn.__name__, n, slow, fast)
     const = np.full(12, 4.0)  # no variance in every resample: undefined, as per resample
     assert np.isnan(st.spearman_resamples(const, a[:12], np.zeros((5, 12), int))).all()

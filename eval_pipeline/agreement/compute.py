@@ -47,8 +47,8 @@ def _kappa_rows(base: dict, a: np.ndarray, b: np.ndarray, labels: list[float], t
     prev, ceil = st.prevalence(both), st.ceiling_share(both, top)
     for name, w in (("cohen_kappa", None), ("cohen_kappa_linear", "linear"), ("cohen_kappa_quadratic", "quadratic")):
         v = st.cohen_kappa(a, b, labels, w)
-        lo, hi = st.bootstrap(lambda x, y, w=w: st.cohen_kappa(x, y, labels, w), [a, b], seed + len(name),
-                              batch=lambda x, y, idx, w=w: st.cohen_kappa_resamples(x, y, labels, w, idx))
+        lo, hi = st.bootstrap(lambda x, y, idx, w=w: st.cohen_kappa_resamples(x, y, labels, w, idx), [a, b],
+                              seed + len(name))
         rows.append({**base, "statistic": name, "value": v, "ci_low": lo, "ci_high": hi, "prevalence": prev,
                      "ceiling_share": ceil, "label": st.kappa_band(v)})
     return rows
@@ -103,13 +103,13 @@ def _dimension_rows(rubric: RubricConfig, ckpt: str, dim: str, ratings: pd.DataF
                     n_raters=len(evaluators) + 1, prevalence=None, ceiling_share=None, label=None)
         mae = lambda x, y: float(np.mean(np.abs(x - y)))  # noqa: E731
         bias = lambda x, y: float(np.mean(x) - np.mean(y))  # noqa: E731
-        for name, fn, batch in (
+        for name, fn, resampled in (
             ("spearman", st.spearman, st.spearman_resamples),
             ("kendall", st.kendall, st.kendall_resamples),
             ("mean_absolute_error", mae, lambda x, y, idx: np.mean(np.abs(x[idx] - y[idx]), axis=1)),
             ("bias", bias, lambda x, y, idx: np.mean(x[idx], axis=1) - np.mean(y[idx], axis=1)),
         ):
-            lo, hi = st.bootstrap(fn, [a, b], seed + len(name), batch=batch)
+            lo, hi = st.bootstrap(resampled, [a, b], seed + len(name))
             rows.append({**base, "statistic": name, "value": fn(a, b), "ci_low": lo, "ci_high": hi})
         ja = np.clip(st.round_half_up(a), scale.min, scale.max)
         hb = np.clip(st.round_half_up(b), scale.min, scale.max)
@@ -137,8 +137,8 @@ def _pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> l
         a = (pair[e1].round(9) >= pf.threshold).astype(float).to_numpy()
         b = (pair[e2].round(9) >= pf.threshold).astype(float).to_numpy()
         v = st.cohen_kappa(a, b, [0.0, 1.0])
-        lo, hi = st.bootstrap(lambda x, y: st.cohen_kappa(x, y, [0.0, 1.0]), [a, b], _seed(rubric.name, ckpt, "pf"),
-                              batch=lambda x, y, idx: st.cohen_kappa_resamples(x, y, [0.0, 1.0], None, idx))
+        lo, hi = st.bootstrap(lambda x, y, idx: st.cohen_kappa_resamples(x, y, [0.0, 1.0], None, idx), [a, b],
+                              _seed(rubric.name, ckpt, "pf"))
         both = np.concatenate([a, b])
         rows.append(dict(checkpoint_id=ckpt, dimension=pf.score, statistic=f"pass_fail_kappa (>= {pf.threshold:g})",
                          raters=f"{e1}~{e2}", n_items=len(pair), n_raters=2, value=v, ci_low=lo, ci_high=hi,

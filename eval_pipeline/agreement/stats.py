@@ -16,6 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
+from eval_pipeline.resampling import Statistic, percentile_ci
+
 
 def percent_agreement(a: Sequence[float], b: Sequence[float]) -> float:
     a, b = np.asarray(a, float), np.asarray(b, float)
@@ -200,26 +202,10 @@ def round_half_up(x: np.ndarray) -> np.ndarray:
     return np.floor(np.asarray(x, float) + 0.5)
 
 
-def bootstrap(fn, arrays: list[np.ndarray], seed: int, n_boot: int = 300, level: float = 0.95,
-              batch=None) -> tuple[float, float]:
-    """Percentile CI of a statistic over items resampled with replacement (seeded).
-
-    ``batch``, when given, computes the statistic for every resample at once from the (n_boot, n)
-    index matrix (the same resamples, the same values as calling ``fn`` on each; much faster)."""
-    n = len(arrays[0])
-    if n < 5:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, (n_boot, n))  # row i: the draws a loop of n_boot integers(0, n, n) calls would make
-    if batch is not None:
-        vals = np.asarray(batch(*arrays, idx), float)
-        vals = vals[np.isfinite(vals)]
-    else:
-        vals = np.array([v for v in (fn(*[a[i] for a in arrays]) for i in idx) if v == v and not math.isinf(v)])
-    if len(vals) < n_boot // 2:
-        return float("nan"), float("nan")
-    alpha = (1 - level) / 2
-    return float(np.quantile(vals, alpha)), float(np.quantile(vals, 1 - alpha))
+def bootstrap(statistic: Statistic, arrays: list[np.ndarray], seed: int, n_boot: int = 300,
+              level: float = 0.95) -> tuple[float, float]:
+    """Percentile CI of an agreement statistic over items resampled with replacement (seeded; at least 5 items)."""
+    return percentile_ci(statistic, arrays, seed, n_boot, level, min_n=5)
 
 
 def cohen_kappa_resamples(a: Sequence[float], b: Sequence[float], labels: Sequence[float], weights: str | None,
