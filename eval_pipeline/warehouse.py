@@ -59,6 +59,19 @@ def _duck_type(series: pd.Series) -> str:
     return "VARCHAR"
 
 
+def _check_partition(schema: str, table: str, df: pd.DataFrame, where: dict[str, Any]) -> None:
+    """Safe names, and every row of ``df`` inside the partition ``where`` (column = value)."""
+    qualified(schema, table)
+    for col, value in where.items():
+        check_identifier(col, "column name")
+        if col in df.columns and not df.empty and not (df[col] == value).all():
+            raise ValueError(f"rows written to {schema}.{table} must all have {col} = {value!r}")
+
+
+def _partition_condition(where: dict[str, Any]) -> str:
+    return " AND ".join(f'"{c}" = ?' for c in where) or "TRUE"
+
+
 class Warehouse:
     """Access to the DuckDB file. Cheap to construct; opens a connection per use."""
 
@@ -151,10 +164,15 @@ class Warehouse:
             con.execute(sql, params or [])
 
     def _ensure_table(self, con: duckdb.DuckDBPyConnection, schema: str, table: str, df: pd.DataFrame) -> None:
+        self._ensure_columns(con, schema, table, [(c, _duck_type(df[c])) for c in df.columns])
+
+    @staticmethod
+    def _ensure_columns(con: duckdb.DuckDBPyConnection, schema: str, table: str, cols: list[tuple[str, str]]) -> None:
+        """Create the schema and table if needed, and add any column it lacks (a rubric edit added one)."""
         target = qualified(schema, table)
         con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-        cols = ", ".join(f'"{c}" {_duck_type(df[c])}' for c in df.columns)
-        con.execute(f"CREATE TABLE IF NOT EXISTS {target} ({cols})")
+        coldefs = ", ".join(f'"{c}" {t}' for c, t in cols)
+        con.execute(f"CREATE TABLE IF NOT EXISTS {target} ({coldefs})")
         existing = {
             r[0]
             for r in con.execute(
@@ -162,9 +180,9 @@ class Warehouse:
                 [schema, table],
             ).fetchall()
         }
-        for c in df.columns:
-            if c not in existing:  # schema evolution: a rubric edit added a column
-                con.execute(f'ALTER TABLE {target} ADD COLUMN "{c}" {_duck_type(df[c])}')
+        for c, t in cols:
+            if c not in existing:
+                con.execute(f'ALTER TABLE {target} ADD COLUMN "{c}" {t}')
 
     def replace_partition(
         self,
@@ -178,18 +196,13 @@ class Warehouse:
         Delete and insert run in one transaction and the insert is by column name,
         so a re-run replaces the partition and never duplicates it.
         """
-        for col in where:
-            check_identifier(col, "column name")
-        for col, value in where.items():
-            if col in df.columns and not df.empty and not (df[col] == value).all():
-                raise ValueError(f"rows written to {schema}.{table} must all have {col} = {value!r}")
+        _check_partition(schema, table, df, where)
         target = qualified(schema, table)
-        cond = " AND ".join(f'"{c}" = ?' for c in where) or "TRUE"
         with _WRITE_LOCK, self.connect() as con:
             self._ensure_table(con, schema, table, df)
             con.execute("BEGIN TRANSACTION")
             try:
-                con.execute(f"DELETE FROM {target} WHERE {cond}", list(where.values()))
+                con.execute(f"DELETE FROM {target} WHERE {_partition_condition(where)}", list(where.values()))
                 if not df.empty:
                     con.register("_incoming", df)
                     collist = ", ".join(f'"{c}"' for c in df.columns)
@@ -276,12 +289,7 @@ class PartitionWriter:
 
     def write(self, schema: str, table: str, df: pd.DataFrame, where: dict[str, Any]) -> int:
         """Stage one chunk of the partition ``where`` of ``schema.table`` (committed on its own)."""
-        for col in where:
-            check_identifier(col, "column name")
-        for col, value in where.items():
-            if col in df.columns and not df.empty and not (df[col] == value).all():
-                raise ValueError(f"rows written to {schema}.{table} must all have {col} = {value!r}")
-        qualified(schema, table)
+        _check_partition(schema, table, df, where)
         key = (schema, table, tuple(sorted(where.items())))
         stage = self._stages.get(key)
         if stage is None:
@@ -309,17 +317,9 @@ class PartitionWriter:
                     cols = con.execute(
                         "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? "
                         "AND table_name = ? ORDER BY ordinal_position", [STAGING_SCHEMA, stage]).fetchall()
-                    con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-                    con.execute(f"CREATE TABLE IF NOT EXISTS {target} AS SELECT * FROM {staged} LIMIT 0")
-                    existing = {r[0] for r in con.execute(
-                        "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?",
-                        [schema, table]).fetchall()}
-                    for c, dtype in cols:
-                        if c not in existing:  # schema evolution: a rubric edit added a column
-                            con.execute(f'ALTER TABLE {target} ADD COLUMN "{c}" {dtype}')
+                    self._wh._ensure_columns(con, schema, table, cols)
                     where = self._where[key]
-                    cond = " AND ".join(f'"{c}" = ?' for c in where) or "TRUE"
-                    con.execute(f"DELETE FROM {target} WHERE {cond}", list(where.values()))
+                    con.execute(f"DELETE FROM {target} WHERE {_partition_condition(where)}", list(where.values()))
                     collist = ", ".join(f'"{c}"' for c, _ in cols)
                     con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM {staged}")
                 con.execute("COMMIT")
