@@ -3,7 +3,6 @@ for the test in a temporary folder; only dagster.yaml changes, nothing in the as
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -13,16 +12,11 @@ import dagster as dg
 import pytest
 
 from eval_pipeline.definitions import build_definitions
+from eval_pipeline.devtools.net import free_port
 from eval_pipeline.provision import postgres_initdb
 from eval_pipeline.runner import materialize_checkpoints
 
 from .conftest import RUBRIC_DIR
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -38,7 +32,7 @@ def postgres_port():
     if os.geteuid() == 0:  # the server refuses to run as root: Debian's package made a postgres user
         shutil.chown(data, "postgres", "postgres")
         as_user = ["runuser", "-u", "postgres", "--"]
-    port = _free_port()
+    port = free_port()
     db = data / "db"
     t0 = time.perf_counter()
     subprocess.run([*as_user, initdb, "-D", str(db), "-A", "trust", "-U", "postgres", "--no-sync"], check=True,

@@ -7,17 +7,15 @@ and the gate checks are shown, and saves screenshots to test-artifacts/ui/.
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from eval_pipeline.definitions import build_definitions
+from eval_pipeline.devtools.net import free_port, wait_until_serving
 from eval_pipeline.runner import materialize_checkpoints
 
 from .conftest import ROOT, RUBRIC_DIR
@@ -26,12 +24,6 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--disable-quic", "--virtual-time-budget=20000"]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _page_text(url: str, profile: Path, shot: Path) -> str:
@@ -56,20 +48,16 @@ def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, 
     defs = build_definitions(RUBRIC_DIR, warehouse, str(checkpoint_root))
     with dg.DagsterInstance.get() as instance:
         assert materialize_checkpoints(defs, instance, ["ckpt-0100"], {"npc_dialogue", "kg_qa"})[0].success
-    port = _free_port()
+    port = free_port()
+    log = open(tmp_path / "webserver.log", "w")  # a file, not an unread pipe that could fill and stall the server
     server = subprocess.Popen([str(Path(sys.executable).with_name("dagster-webserver")), "-w", str(ROOT / "workspace.yaml"),
-                               "-h", "127.0.0.1", "-p", str(port)], env=env, cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                               "-h", "127.0.0.1", "-p", str(port)], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{port}"
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{base}/server_info", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("the Dagster webserver did not start")
+        try:
+            wait_until_serving(f"{base}/server_info", server, timeout_s=60)
+        except RuntimeError as exc:
+            pytest.fail(f"the Dagster webserver did not start: {exc}\n{(tmp_path / 'webserver.log').read_text()[-2000:]}")
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         profile = tmp_path / "chromium"
         groups = _page_text(f"{base}/asset-groups", profile, ARTIFACTS / "asset_groups.png")
@@ -91,3 +79,4 @@ def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, 
             server.wait(timeout=20)
         except subprocess.TimeoutExpired:
             server.kill()
+        log.close()

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import subprocess
 import sys
-import urllib.request
 from contextlib import contextmanager
 import hashlib
 import json
@@ -31,6 +29,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Awaitable, Callable, Iterator
+
+from eval_pipeline.devtools.net import free_port, wait_until_serving
 
 TEMPLATE_RE = re.compile(r'"([A-Za-z0-9_]+)": <integer (\d+)-(\d+)>')
 FAULTS = ("500", "429", "timeout", "garbage", "truncated", "out_of_range", "refusal", "http_garbage", "no_choices",
@@ -328,23 +328,12 @@ class RunningStub:
 def stub_process(*args: str) -> Iterator[RunningStub]:
     """The stub in a process of its own on a free port (CLI ``args``, e.g. "--asgi", "--latency-ms", "200");
     yields its /v1 base URL and pid once it answers, and stops it on exit."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "eval_pipeline.devtools.openai_stub", "--port", str(port), *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         base = f"http://127.0.0.1:{port}/v1"
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(f"{base}/models", timeout=1)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"the stub exited with code {proc.returncode}")
-                time.sleep(0.05)
-        else:
-            raise RuntimeError("the stub did not answer within 10 s")
+        wait_until_serving(f"{base}/models", proc, timeout_s=10)
         yield RunningStub(base, proc.pid)
     finally:
         proc.terminate()
