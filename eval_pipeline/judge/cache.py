@@ -101,7 +101,7 @@ class BackgroundWriter:
 
     def add(self, row: dict[str, Any]) -> None:
         with self._cond:
-            if not self._thread.is_alive() and not self._closing and self._error is None and self._thread.ident is None:
+            if self._thread.ident is None:  # not started yet
                 self._thread.start()
             if self._error is not None:
                 raise RuntimeError(f"judge cache write failed: {self._error}") from self._error

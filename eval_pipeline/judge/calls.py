@@ -115,14 +115,6 @@ async def _call_all(settings: JudgeSettings, specs: list[CallSpec], on_answer: O
     return results, client.stats
 
 
-def _merge_stats(total: ClientStats, part: dict[str, Any]) -> None:
-    total.calls += part["calls"]
-    total.http_attempts += part["http_attempts"]
-    total.prompt_tokens += part["prompt_tokens"]
-    total.completion_tokens += part["completion_tokens"]
-    total.max_in_flight += part["max_in_flight"]  # per-process peaks: an upper bound of the total
-
-
 async def _worker_calls(settings: JudgeSettings, specs: list[CallSpec], out: Any) -> None:
     """In a worker: call the endpoint for each spec and write one JSON line per result as it completes."""
     client = OpenAIJudgeClient(settings)
@@ -136,9 +128,7 @@ async def _worker_calls(settings: JudgeSettings, specs: list[CallSpec], out: Any
         await asyncio.gather(*(one(s) for s in specs))
     finally:
         await client.close()
-    st = asdict(client.stats)
-    st.pop("latency_ms")
-    out.write(json.dumps({"stats": st}) + "\n")
+    out.write(json.dumps({"stats": asdict(client.stats)}) + "\n")
 
 
 def _fork_worker(settings: JudgeSettings, shard: list[CallSpec]) -> tuple[int, Any]:
@@ -199,7 +189,7 @@ def _in_workers(settings: JudgeSettings, specs: list[CallSpec], n: int,
                 continue
             msg = json.loads(line)
             if "stats" in msg:
-                _merge_stats(stats, msg["stats"])
+                stats.add(ClientStats(**msg["stats"]))
                 finished.add(i)
                 continue
             spec = by_key[msg.pop("key")]
@@ -226,7 +216,7 @@ def _in_workers(settings: JudgeSettings, specs: list[CallSpec], n: int,
     if again:  # the one re-ask for unparseable answers, in this process
         retried, st = asyncio.run(_call_all(settings, again, on_answer, outcomes={s.key: results[s.key] for s in again}))
         results.update(retried)
-        _merge_stats(stats, asdict(st))
+        stats.add(st)
     return results, stats
 
 

@@ -72,6 +72,15 @@ class ClientStats:
     max_in_flight: int = 0
     processes: int = 1
 
+    def add(self, other: "ClientStats") -> None:
+        """Fold in another client's counts (a worker's, or the re-ask pass); peaks add up to an upper bound."""
+        self.calls += other.calls
+        self.http_attempts += other.http_attempts
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.max_in_flight += other.max_in_flight
+        self.latency_ms += other.latency_ms
+
 
 def _retry_after_seconds(exc: openai.APIStatusError) -> float | None:
     headers = getattr(exc.response, "headers", None) or {}
