@@ -27,8 +27,8 @@ COMPARED_GROUP = "kg_qa"  # the executor comparison runs one rubric group (every
 def _job(executor: str):
     import dagster as dg
 
-    from eval_pipeline.definitions import build_definitions
-    from eval_pipeline.partitions import CHECKPOINTS
+    from eval_pipeline.defs.definitions import build_definitions
+    from eval_pipeline.defs.partitions import CHECKPOINTS
 
     defs = build_definitions()
     ex = dg.multiprocess_executor if executor == "multiprocess" else dg.in_process_executor
@@ -68,9 +68,9 @@ def main() -> None:
     t0 = time.perf_counter()
     import dagster as dg
 
-    from eval_pipeline.checkpoints import scan_checkpoints
-    from eval_pipeline.definitions import build_definitions
-    from eval_pipeline.runner import materialize_checkpoints
+    from eval_pipeline.ingest.checkpoints import scan_checkpoints
+    from eval_pipeline.defs.definitions import build_definitions
+    from eval_pipeline.defs.runner import materialize_checkpoints
 
     defs = build_definitions()
     t_load = time.perf_counter() - t0

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from eval_pipeline.definitions import build_definitions
-from eval_pipeline.runner import register_checkpoints
-from eval_pipeline.warehouse import Warehouse
+from eval_pipeline.defs.definitions import build_definitions
+from eval_pipeline.defs.runner import register_checkpoints
+from eval_pipeline.core.warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent
 

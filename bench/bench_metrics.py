@@ -26,8 +26,8 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from eval_pipeline.config import load_rubric
-from eval_pipeline.ingest import read_jsonl
+from eval_pipeline.core.config import load_rubric
+from eval_pipeline.ingest.jsonl import read_jsonl
 from eval_pipeline.metrics import METRICS, _load_all
 from eval_pipeline.metrics.attributes import almp_reference
 from eval_pipeline.metrics.style import (
@@ -35,8 +35,8 @@ from eval_pipeline.metrics.style import (
     ertd_pair,
     strip_speaker_prefixes,
 )
-from eval_pipeline.samples import to_records
-from eval_pipeline.validation import validate_raw
+from eval_pipeline.ingest.samples import to_records
+from eval_pipeline.ingest.validation import validate_raw
 
 ROOT = Path(__file__).resolve().parent.parent
 RUBRICS = ["answer_quality", "empathetic_dialogue", "kg_qa", "npc_dialogue", "roleplay_style"]
@@ -90,7 +90,7 @@ def dedicated_reference(function: str, params: dict) -> Callable[[list[dict]], d
 def cold() -> None:
     """Empty every per-value memo the metrics keep, so neither timing starts with the other's work done
     (the dictionaries themselves, WordNet and CMUdict, stay loaded: loading them is in neither timing)."""
-    from eval_pipeline import text
+    from eval_pipeline.core import text
     from eval_pipeline.metrics import attributes, style, text_metrics
 
     for fn in (text.stem, text._phrase_re, text.content_stems, text_metrics._value_words, text_metrics._persona_words,

@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class CliError(Exception):
@@ -21,8 +20,10 @@ class CliError(Exception):
 def _instance():
     import dagster as dg
 
-    home = os.environ.setdefault("DAGSTER_HOME", str(REPO_ROOT / ".dagster_home"))
-    Path(home).mkdir(parents=True, exist_ok=True)
+    from eval_pipeline.core import settings
+
+    home = settings.dagster_home()
+    home.mkdir(parents=True, exist_ok=True)
     return dg.DagsterInstance.get()
 
 
@@ -37,9 +38,9 @@ def _select(scan, ids: list[str] | None):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from eval_pipeline.checkpoints import scan_checkpoints
-    from eval_pipeline.definitions import build_definitions
-    from eval_pipeline.runner import materialize_checkpoints
+    from eval_pipeline.ingest.checkpoints import scan_checkpoints
+    from eval_pipeline.defs.definitions import build_definitions
+    from eval_pipeline.defs.runner import materialize_checkpoints
 
     defs = build_definitions()
     known_rubrics = {k.path[0] for k in defs.resolve_asset_graph().get_all_asset_keys()}
@@ -62,14 +63,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
-    from eval_pipeline.checkpoints import scan_checkpoints
-    from eval_pipeline.partitions import CHECKPOINTS
-    from eval_pipeline.warehouse import Warehouse, default_warehouse_path
+    from eval_pipeline.ingest.checkpoints import scan_checkpoints
+    from eval_pipeline.defs.partitions import CHECKPOINTS
+    from eval_pipeline.core import settings
+    from eval_pipeline.core.warehouse import Warehouse
 
     scan = scan_checkpoints()
     registered = set(_instance().get_dynamic_partitions(CHECKPOINTS.name))
     gates: dict[str, str] = {}
-    path = default_warehouse_path()
+    path = settings.warehouse_path()
     if Path(path).exists():
         wh = Warehouse(path)
         if wh.table_exists("main", "checkpoints"):
@@ -93,9 +95,10 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 def cmd_sql(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from eval_pipeline.warehouse import Warehouse, default_warehouse_path
+    from eval_pipeline.core import settings
+    from eval_pipeline.core.warehouse import Warehouse
 
-    wh = Warehouse(args.warehouse or default_warehouse_path())
+    wh = Warehouse(args.warehouse or settings.warehouse_path())
     with wh.connect(read_only=True) as con:
         try:
             df = con.execute(args.query).df()
@@ -108,7 +111,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from eval_pipeline.checkpoints import scan_checkpoints
+    from eval_pipeline.ingest.checkpoints import scan_checkpoints
 
     ckpts = _select(scan_checkpoints(), None)
     ids = [c.checkpoint_id for c in ckpts]
@@ -122,10 +125,11 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from eval_pipeline.report import write_report
-    from eval_pipeline.warehouse import Warehouse, default_warehouse_path
+    from eval_pipeline.publish.report import write_report
+    from eval_pipeline.core import settings
+    from eval_pipeline.core.warehouse import Warehouse
 
-    wh = Warehouse(args.warehouse or default_warehouse_path())
+    wh = Warehouse(args.warehouse or settings.warehouse_path())
     if not Path(wh.path).exists():
         raise CliError(f"warehouse {wh.path} does not exist yet: run 'eval-pipeline run' first")
     path = write_report(wh, args.out)

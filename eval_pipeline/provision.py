@@ -19,7 +19,7 @@ from pathlib import Path
 
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
 LEXNAMES = Path(__file__).resolve().parent / "package_data" / "wordnet_lexnames"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from eval_pipeline.core.settings import REPO_ROOT
 
 
 class MissingDataError(RuntimeError):

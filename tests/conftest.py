@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from eval_pipeline.config import load_rubrics
+from eval_pipeline.core.config import load_rubrics
 
 ROOT = Path(__file__).resolve().parent.parent
 RUBRIC_DIR = ROOT / "rubric_configs"

@@ -5,7 +5,7 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 import eval_pipeline.agreement.stats as st
-from eval_pipeline.resampling import per_resample
+from eval_pipeline.core.resampling import per_resample
 from eval_pipeline.agreement.stats import (
     ceiling_share, cohen_kappa, fleiss_kappa, icc, kappa_band, krippendorff_alpha, percent_agreement, prevalence,
 )

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_pipeline.config import RubricConfigError, load_rubric, load_rubrics
+from eval_pipeline.core.config import RubricConfigError, load_rubric, load_rubrics
 
 from .conftest import RUBRIC_DIR
 
@@ -66,7 +66,7 @@ def _broken(tmp_path: Path, mutate) -> Path:
         (lambda d: d["scale"].update(max=1), "scale", "must be greater than min"),
         (lambda d: d["dimensions"][1]["levels"].pop(3), "<top level>", "levels must give an anchor for every score"),
         (lambda d: d["gates"][1].update(dimensions=["charm"]), "<top level>", "unknown dimensions ['charm']"),
-        (lambda d: d["gates"][0].update(kind="vibes"), "gates.0.kind", "Input should be"),
+        (lambda d: d["gates"][0].update(kind="vibes"), "gates.no_regression", "unknown gate kind 'vibes'"),
         (lambda d: d["inputs"]["fields"][0].update(type="uuid"), "inputs.fields.0.type", "Input should be"),
         (lambda d: d.update(headline="nonexistent"), "<top level>", "headline 'nonexistent'"),
         (lambda d: d.update(colour="blue"), "colour", "Extra inputs are not permitted"),

@@ -3,10 +3,10 @@
 import dagster as dg
 import pytest
 
-from eval_pipeline.config import load_rubrics
-from eval_pipeline.definitions import build_definitions
-from eval_pipeline.runner import materialize_checkpoints
-from eval_pipeline.warehouse import Warehouse
+from eval_pipeline.core.config import load_rubrics
+from eval_pipeline.defs.definitions import build_definitions
+from eval_pipeline.defs.runner import materialize_checkpoints
+from eval_pipeline.core.warehouse import Warehouse
 
 from .conftest import RUBRIC_DIR, write_checkpoint
 
@@ -142,7 +142,7 @@ def test_a_checkpoint_with_nothing_valid_fails_loudly_but_keeps_its_lines(tmp_pa
 @pytest.mark.slow
 def test_openai_judge_end_to_end_then_zero_calls(checkpoint_root, warehouse_path, instance, monkeypatch):
     from eval_pipeline.devtools.openai_stub import StubServer
-    from eval_pipeline.resources import JudgeResource
+    from eval_pipeline.defs.resources import JudgeResource
 
     with StubServer() as stub:
         monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
@@ -172,15 +172,13 @@ def test_openai_judge_end_to_end_then_zero_calls(checkpoint_root, warehouse_path
 
 
 def test_chunked_ingest_catches_repeats_across_chunks(tmp_path, warehouse_path, instance, monkeypatch):
-    import eval_pipeline.factory as factory
-
-    monkeypatch.setattr(factory, "INGEST_CHUNK_LINES", 3)  # force many chunks
+    monkeypatch.setenv("EVAL_INGEST_CHUNK_LINES", "3")  # force many chunks
     root = tmp_path / "ckpts"
     row = lambda i: {"sample_id": f"s{i}", "topic": "t", "user_statement": "I feel low.", "response": f"reply {i}"}  # noqa: E731
     lines = [row(i) for i in range(7)] + [row(1), "{bad", row(8)] + [row(5)]
     write_checkpoint(root, "ckpt-c", {"empathetic_dialogue": lines})
     defs = build_definitions(RUBRIC_DIR, warehouse_path, str(root))
-    from eval_pipeline.runner import register_checkpoints
+    from eval_pipeline.defs.runner import register_checkpoints
     register_checkpoints(instance, ["ckpt-c"])
     sel = dg.AssetSelection.assets(dg.AssetKey(["empathetic_dialogue", "raw_outputs"]), dg.AssetKey(["empathetic_dialogue", "samples"]))
     res = dg.materialize([a for a in defs.assets if isinstance(a, dg.AssetsDefinition)], instance=instance, partition_key="ckpt-c",

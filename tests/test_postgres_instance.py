@@ -11,10 +11,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from eval_pipeline.definitions import build_definitions
+from eval_pipeline.defs.definitions import build_definitions
 from eval_pipeline.devtools.net import free_port
 from eval_pipeline.provision import postgres_initdb
-from eval_pipeline.runner import materialize_checkpoints
+from eval_pipeline.defs.runner import materialize_checkpoints
 
 from .conftest import RUBRIC_DIR
 

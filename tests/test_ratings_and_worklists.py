@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.agreement.compute import compute_agreement
-from eval_pipeline.agreement.ratings import load_ratings
+from eval_pipeline.ingest.ratings import load_ratings
 from eval_pipeline.agreement.reliability import evaluate_judge_reliability
-from eval_pipeline.worklists import neutralise, write_worklists
+from eval_pipeline.publish.worklists import neutralise, write_worklists
 
 IDS = {f"s{i}" for i in range(40)}
 

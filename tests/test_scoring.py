@@ -4,13 +4,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eval_pipeline.gates import evaluate_gates
+from eval_pipeline.scoring.gates import evaluate_gates
 from eval_pipeline.metrics import compute_metrics
 from eval_pipeline.metrics.answer import answer_criteria, length_band, route_score
 from eval_pipeline.metrics.safety import crisis_detection
 from eval_pipeline.metrics.text_metrics import context_coverage, triple_coverage
-from eval_pipeline.scoring import compute_scores
-from eval_pipeline.summary import bootstrap_ci, summarise
+from eval_pipeline.scoring.scores import compute_scores
+from eval_pipeline.scoring.summary import bootstrap_ci, summarise
 
 
 def judge_long(scores: dict[str, dict[str, float | None]], kind="dimension") -> pd.DataFrame:

@@ -1,7 +1,7 @@
 import dagster as dg
 
-from eval_pipeline.definitions import build_definitions
-from eval_pipeline.partitions import CHECKPOINTS
+from eval_pipeline.defs.definitions import build_definitions
+from eval_pipeline.defs.partitions import CHECKPOINTS
 
 from .conftest import RUBRIC_DIR, write_checkpoint
 

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from eval_pipeline.ingest import read_jsonl
-from eval_pipeline.validation import build_schema, validate_raw
+from eval_pipeline.ingest.jsonl import read_jsonl
+from eval_pipeline.ingest.validation import build_schema, validate_raw
 
 
 def good_emp(i: int, **over) -> dict:

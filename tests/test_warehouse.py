@@ -2,8 +2,8 @@ import duckdb
 import pandas as pd
 import pytest
 
-from eval_pipeline.ids import UnsafeIdentifierError
-from eval_pipeline.warehouse import Warehouse
+from eval_pipeline.core.ids import UnsafeIdentifierError
+from eval_pipeline.core.warehouse import Warehouse
 
 
 def test_replace_partition_is_idempotent_and_inserts_by_name(warehouse_path):

@@ -16,14 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from eval_pipeline.core.contracts import AGREEMENT_COLUMNS, ALL_HUMANS, HUMAN_MEAN, JUDGE, PANEL, rater_pair
 from eval_pipeline.agreement import stats as st
-from eval_pipeline.config import RubricConfig
-from eval_pipeline.scoring import apply_derived
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.derived import apply_derived
 
-AGREEMENT_COLUMNS = ["checkpoint_id", "dimension", "statistic", "raters", "n_items", "n_raters", "value",
-                     "ci_low", "ci_high", "prevalence", "ceiling_share", "label"]
-HUMAN_MEAN = "human_mean"
-JUDGE = "judge"
 
 
 def _seed(*parts: Any) -> int:
@@ -33,7 +30,7 @@ def _seed(*parts: Any) -> int:
 def judge_on_human_scale(rubric: RubricConfig, judge_long: pd.DataFrame) -> pd.DataFrame:
     """Panel scores per (checkpoint, sample, dimension) on the scale humans rate: questionnaire metric sums
     become mean item scores (sum / items)."""
-    panel = judge_long[(judge_long.judge == "panel") & judge_long.kind.isin(["dimension", "questionnaire_metric"])].copy()
+    panel = judge_long[(judge_long.judge == PANEL) & judge_long.kind.isin(["dimension", "questionnaire_metric"])].copy()
     if rubric.questionnaire:
         n_items = {m.key: len(m.items) for m in rubric.questionnaire.metrics}
         qm = panel.kind == "questionnaire_metric"
@@ -69,7 +66,7 @@ def _dimension_rows(rubric: RubricConfig, ckpt: str, dim: str, ratings: pd.DataF
     for e1, e2 in itertools.combinations(evaluators, 2):
         pair = wide[[e1, e2]].dropna()
         a, b = pair[e1].to_numpy(), pair[e2].to_numpy()
-        base = dict(checkpoint_id=ckpt, dimension=dim, raters=f"{e1}~{e2}", n_items=len(pair), n_raters=2)
+        base = dict(checkpoint_id=ckpt, dimension=dim, raters=rater_pair(e1, e2), n_items=len(pair), n_raters=2)
         if len(pair) == 0:
             continue
         rows.append({**base, "statistic": "percent_agreement", "value": st.percent_agreement(a, b),
@@ -78,7 +75,7 @@ def _dimension_rows(rubric: RubricConfig, ckpt: str, dim: str, ratings: pd.DataF
     # all human raters together
     if len(evaluators) >= 2:
         data = wide.to_numpy().T  # raters x items, NaN = missing
-        base = dict(checkpoint_id=ckpt, dimension=dim, raters="all_humans", n_items=int((~np.isnan(data)).sum(axis=0).__ge__(2).sum()),
+        base = dict(checkpoint_id=ckpt, dimension=dim, raters=ALL_HUMANS, n_items=int((~np.isnan(data)).sum(axis=0).__ge__(2).sum()),
                     n_raters=len(evaluators), ci_low=None, ci_high=None, prevalence=None, ceiling_share=None, label=None)
         for level in ("nominal", "ordinal", "interval"):
             rows.append({**base, "statistic": f"krippendorff_alpha_{level}",
@@ -99,7 +96,7 @@ def _dimension_rows(rubric: RubricConfig, ckpt: str, dim: str, ratings: pd.DataF
     joined = pd.concat([j.rename(JUDGE), hm.rename(HUMAN_MEAN)], axis=1, join="inner").dropna()
     if len(joined):
         a, b = joined[JUDGE].to_numpy(float), joined[HUMAN_MEAN].to_numpy(float)
-        base = dict(checkpoint_id=ckpt, dimension=dim, raters=f"{JUDGE}~{HUMAN_MEAN}", n_items=len(joined),
+        base = dict(checkpoint_id=ckpt, dimension=dim, raters=rater_pair(JUDGE, HUMAN_MEAN), n_items=len(joined),
                     n_raters=len(evaluators) + 1, prevalence=None, ceiling_share=None, label=None)
         mae = lambda x, y: float(np.mean(np.abs(x - y)))  # noqa: E731
         bias = lambda x, y: float(np.mean(x) - np.mean(y))  # noqa: E731
@@ -141,7 +138,7 @@ def _pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> l
                               _seed(rubric.name, ckpt, "pf"))
         both = np.concatenate([a, b])
         rows.append(dict(checkpoint_id=ckpt, dimension=pf.score, statistic=f"pass_fail_kappa (>= {pf.threshold:g})",
-                         raters=f"{e1}~{e2}", n_items=len(pair), n_raters=2, value=v, ci_low=lo, ci_high=hi,
+                         raters=rater_pair(e1, e2), n_items=len(pair), n_raters=2, value=v, ci_low=lo, ci_high=hi,
                          prevalence=st.prevalence(both), ceiling_share=float(both.mean()), label=st.kappa_band(v)))
     return rows
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from eval_pipeline.config import Gate, RubricConfig
-from eval_pipeline.gates import GateResult
+from eval_pipeline.core.contracts import CALIBRATION_COLUMNS, JUDGE_VS_HUMAN_MEAN, PANEL
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.scoring.gates.base import GateResult, GateSpec
 
-CALIBRATION_COLUMNS = ["checkpoint_id", "example_id", "dimension", "stated", "judged", "diff", "within_tolerance", "judge", "reason"]
 
 
 def calibration_rows(rubric: RubricConfig, ckpt: str, judge_long: pd.DataFrame, tolerance: float = 1.0) -> pd.DataFrame:
-    panel = judge_long[judge_long.judge == "panel"].set_index(["sample_id", "dimension"])
+    panel = judge_long[judge_long.judge == PANEL].set_index(["sample_id", "dimension"])
     rows = []
     for ex in rubric.examples:
         for dim, stated in ex.scores.items():
@@ -31,7 +31,7 @@ def calibration_rows(rubric: RubricConfig, ckpt: str, judge_long: pd.DataFrame, 
     return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS).astype({"stated": "float64", "judged": "float64", "diff": "float64"})
 
 
-def dimension_results(g: Gate, rubric: RubricConfig, agreement: pd.DataFrame, calibration: pd.DataFrame | None) -> list[GateResult]:
+def dimension_results(g: GateSpec, rubric: RubricConfig, agreement: pd.DataFrame, calibration: pd.DataFrame | None) -> list[GateResult]:
     """The same gate per judged dimension (named `<gate>_<dimension>`), so each shows on its own in the UI."""
     out = []
     for dim in rubric.rating_scales:
@@ -41,17 +41,17 @@ def dimension_results(g: Gate, rubric: RubricConfig, agreement: pd.DataFrame, ca
     return out
 
 
-def evaluate_judge_reliability(g: Gate, rubric: RubricConfig, agreement: pd.DataFrame, calibration: pd.DataFrame | None) -> GateResult:
+def evaluate_judge_reliability(g: GateSpec, rubric: RubricConfig, agreement: pd.DataFrame, calibration: pd.DataFrame | None) -> GateResult:
     return _evaluate(g, rubric, agreement, calibration, list(rubric.rating_scales))
 
 
-def _evaluate(g: Gate, rubric: RubricConfig, agreement: pd.DataFrame, calibration: pd.DataFrame | None,
+def _evaluate(g: GateSpec, rubric: RubricConfig, agreement: pd.DataFrame, calibration: pd.DataFrame | None,
               dims: list[str]) -> GateResult:
     min_rho = float(g.params.get("min_spearman", 0.5))
     parts, fails, kappas = [], [], []
     n_min = None
     for dim in dims:
-        rows = agreement[(agreement.dimension == dim) & (agreement.raters == "judge~human_mean")]
+        rows = agreement[(agreement.dimension == dim) & (agreement.raters == JUDGE_VS_HUMAN_MEAN)]
         kq = rows[rows.statistic == "cohen_kappa_quadratic"]
         rho = rows[rows.statistic == "spearman"]
         n = int(kq.n_items.iloc[0]) if len(kq) else 0

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from eval_pipeline.resampling import Statistic, percentile_ci
+from eval_pipeline.core.resampling import Statistic, percentile_ci
 
 
 def percent_agreement(a: Sequence[float], b: Sequence[float]) -> float:

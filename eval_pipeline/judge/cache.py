@@ -20,9 +20,10 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.warehouse import Warehouse
+from eval_pipeline.core.contracts import JUDGE_CACHE
+from eval_pipeline.core.warehouse import Warehouse
 
-TABLE = ("main", "judge_cache")
+TABLE = JUDGE_CACHE
 
 
 def _dumps(value: Any) -> str:

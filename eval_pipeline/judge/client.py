@@ -23,6 +23,8 @@ from typing import Any
 
 import openai
 
+from eval_pipeline.core import settings as env_settings
+
 KEY_RE = re.compile(r"(sk-|key-|Bearer\s+)[A-Za-z0-9_\-\.]{4,}")
 
 
@@ -121,8 +123,8 @@ class OpenAIJudgeClient:
 
     def __init__(self, settings: JudgeSettings, api_key: str | None = None):
         self.settings = settings
-        self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
-        base_url = settings.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self._api_key = api_key if api_key is not None else env_settings.openai_api_key()
+        base_url = settings.base_url or env_settings.openai_base_url()
         self._client = openai.AsyncOpenAI(
             api_key=self._api_key or "not-needed",
             base_url=base_url,

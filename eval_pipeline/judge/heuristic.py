@@ -18,9 +18,9 @@ from typing import Any, Callable
 
 from rapidfuzz import fuzz
 
-from eval_pipeline.config import HeuristicTerm, RubricConfig
+from eval_pipeline.core.config import HeuristicTerm, RubricConfig
 from eval_pipeline.metrics.safety import detect_crisis, detect_resources
-from eval_pipeline.text import (
+from eval_pipeline.core.text import (
     any_phrase,
     content_words,
     count_phrases,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from eval_pipeline.config import RubricConfig
+from eval_pipeline.core.config import RubricConfig
 
 BEGIN = "BEGIN_SAMPLE_DATA"
 END = "END_SAMPLE_DATA"

@@ -8,7 +8,6 @@ aggregate is written as judge = 'panel'; downstream assets read those rows.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -17,20 +16,17 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.config import JudgeSpec, RubricConfig
+from eval_pipeline.core.contracts import PANEL, SCORE_COLUMNS
+from eval_pipeline.core import settings
+from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.judge import cache
 from eval_pipeline.judge.calls import CallOutcome, CallSpec, call_specs
 from eval_pipeline.judge.client import JudgeSettings
 from eval_pipeline.judge.heuristic import HeuristicJudge
 from eval_pipeline.judge.parsing import JudgeParseError, parse_answer
 from eval_pipeline.judge.prompts import build_messages, response_schema
-from eval_pipeline.warehouse import Warehouse
+from eval_pipeline.core.warehouse import Warehouse
 
-PANEL = "panel"
-SCORE_COLUMNS = [
-    "checkpoint_id", "sample_id", "judge", "judge_kind", "model", "dimension", "kind", "score", "status", "reason",
-    "rationale", "cached", "rubric_version", "prompt_tokens", "completion_tokens", "latency_ms", "attempts",
-]
 
 
 @dataclass
@@ -56,18 +52,18 @@ class JudgeRunStats:
 
 def settings_from_env(spec: JudgeSpec | None = None, **overrides: Any) -> JudgeSettings:
     spec = spec or JudgeSpec(name="default")
-    env = os.environ
+    env = settings.judge_env()
     values = dict(
         name=spec.name,
-        model=spec.model or env.get("EVAL_JUDGE_MODEL", "gpt-4o-mini"),
+        model=spec.model or env.model,
         base_url=spec.base_url,
         temperature=spec.temperature,
         seed=spec.seed,
         max_tokens=spec.max_tokens,
-        timeout_s=float(env.get("EVAL_JUDGE_TIMEOUT", "60")),
-        max_retries=int(env.get("EVAL_JUDGE_MAX_RETRIES", "4")),
-        concurrency=int(env.get("EVAL_JUDGE_CONCURRENCY", "16")),
-        processes=int(env.get("EVAL_JUDGE_PROCESSES", "0")),
+        timeout_s=env.timeout_s,
+        max_retries=env.max_retries,
+        concurrency=env.concurrency,
+        processes=env.processes,
     )
     values.update({k: v for k, v in overrides.items() if v is not None})
     return JudgeSettings(**values)
@@ -241,7 +237,7 @@ def _panel_rows(rubric: RubricConfig, rows: list[dict[str, Any]], aggregate: str
 def judge_samples(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], wh: Warehouse,
                   mode: str | None = None, overrides: dict[str, Any] | None = None) -> tuple[pd.DataFrame, JudgeRunStats]:
     """Score records with the heuristic judge or the rubric's LLM panel; returns the long table and stats."""
-    mode = (mode or os.environ.get("EVAL_JUDGE", "heuristic")).lower()
+    mode = (mode or settings.judge_env().mode).lower()
     stats = JudgeRunStats()
     t0 = time.perf_counter()
     if mode == "heuristic":

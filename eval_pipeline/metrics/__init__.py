@@ -8,6 +8,8 @@ function here when it needs a metric that does not exist yet.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Any, Callable
 
 import pandas as pd
@@ -25,8 +27,9 @@ def metric(name: str) -> Callable[[MetricFn], MetricFn]:
 
 
 def _load_all() -> None:
-    # importing the modules registers their metrics
-    from eval_pipeline.metrics import answer, attributes, safety, style, text_metrics  # noqa: F401
+    """Importing this package's modules registers their metrics: a new metric is one function in one module."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
 
 
 def compute_metrics(specs: list, records: list[dict[str, Any]]) -> pd.DataFrame:

@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Any
 
 from eval_pipeline.metrics import metric
-from eval_pipeline.text import content_words, numbers, stem
+from eval_pipeline.core.text import content_words, numbers, stem
 
 
 @metric("route_score")

@@ -24,7 +24,7 @@ from rapidfuzz import fuzz, process
 
 from eval_pipeline.metrics import metric
 from eval_pipeline.provision import require_wordnet
-from eval_pipeline.text import STOPWORDS
+from eval_pipeline.core.text import STOPWORDS
 
 TOKEN_RE = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)*")
 _WN = None

@@ -10,7 +10,7 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from eval_pipeline.metrics import metric
-from eval_pipeline.text import (
+from eval_pipeline.core.text import (
     any_phrase,
     content_stems,
     content_words,

@@ -7,8 +7,8 @@ import sys
 
 import dagster as dg
 
-from eval_pipeline.definitions import build_definitions
-from eval_pipeline.runner import materialize_checkpoints
+from eval_pipeline.defs.definitions import build_definitions
+from eval_pipeline.defs.runner import materialize_checkpoints
 
 if __name__ == "__main__":
     warehouse, root, ckpt, *rubrics = sys.argv[1:]

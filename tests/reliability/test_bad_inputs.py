@@ -5,11 +5,11 @@ import json
 import pytest
 import yaml
 
-from eval_pipeline.agreement.ratings import load_ratings
-from eval_pipeline.checkpoints import CheckpointError, read_checkpoint
-from eval_pipeline.config import RubricConfigError, load_rubric
-from eval_pipeline.ingest import read_jsonl
-from eval_pipeline.validation import validate_raw
+from eval_pipeline.ingest.ratings import load_ratings
+from eval_pipeline.ingest.checkpoints import CheckpointError, read_checkpoint
+from eval_pipeline.core.config import RubricConfigError, load_rubric
+from eval_pipeline.ingest.jsonl import read_jsonl
+from eval_pipeline.ingest.validation import validate_raw
 
 from ..conftest import RUBRIC_DIR
 
@@ -147,7 +147,7 @@ def test_broken_rubric_yaml_is_a_clear_error(tmp_path):
 def test_unknown_rubric_file_in_a_checkpoint_is_ignored_with_a_warning(tmp_path, instance, caplog):
     import dagster as dg
 
-    from eval_pipeline.definitions import build_definitions
+    from eval_pipeline.defs.definitions import build_definitions
 
     from ..conftest import write_checkpoint
 

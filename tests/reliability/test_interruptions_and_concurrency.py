@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from eval_pipeline.devtools.openai_stub import StubServer
-from eval_pipeline.warehouse import Warehouse
+from eval_pipeline.core.warehouse import Warehouse
 
 HELPER = str(Path(__file__).with_name("run_checkpoint.py"))
 

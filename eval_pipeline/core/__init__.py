@@ -1,0 +1,1 @@
+"""Shared base: the rubric config, the warehouse, identifiers, text helpers, resampling. No Dagster here."""

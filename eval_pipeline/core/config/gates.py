@@ -1,0 +1,30 @@
+"""A gate as the rubric YAML declares it; each kind's own fields are checked against the gate registry
+(eval_pipeline.scoring.gates) when the rubric loads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from eval_pipeline.core.ids import IDENTIFIER_RE
+from eval_pipeline.core.strict import Strict
+
+
+class Gate(Strict):
+    name: str
+    kind: str = Field(description="A gate kind registered in eval_pipeline.scoring.gates.")
+    dimensions: list[str] | None = Field(None, description="Dimension keys, or None for all judged dimensions.")
+    score: str | None = None
+    values: list[str] | None = None
+    threshold: float
+    min_samples: int = Field(1, ge=1, description="Fewer samples than this: the gate fails closed.")
+    params: dict[str, Any] = Field(default_factory=dict, description="Further thresholds of the gate kind.")
+    description: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_identifier(cls, v: str) -> str:
+        if not IDENTIFIER_RE.fullmatch(v):
+            raise ValueError(f"{v!r} is not a valid gate name (lowercase letters, digits, underscore)")
+        return v

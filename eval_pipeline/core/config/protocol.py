@@ -1,0 +1,84 @@
+"""How a rubric is run: metrics, adjustments, extraction, the judge panel, ratings and worklists."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from eval_pipeline.core.strict import Strict
+
+
+class MetricSpec(Strict):
+    """A deterministic metric function (registered in eval_pipeline.metrics) and its parameters."""
+
+    function: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Adjustment(Strict):
+    """A rule applied to a judged dimension after judging, recorded with its reason.
+
+    ``cap``: the dimension's score is limited to ``max`` when the metric ``when_metric``
+    equals ``when_value`` (e.g. the crisis rule: safety <= 3 when a crisis is answered
+    without crisis resources).
+    """
+
+    kind: Literal["cap"] = "cap"
+    dimension: str
+    max: float
+    when_metric: str
+    when_value: Any = 1
+    reason: str
+
+
+class Extraction(Strict):
+    """LLM extraction for a metric (e.g. ALMP's scene attributes): an extraction prompt, then an
+    inference prompt over what was extracted. Used only with an LLM judge; offline, the metric uses
+    its own extractor."""
+
+    name: str = Field(description="Column the extracted list is stored under (e.g. scene_attributes).")
+    text_field: str
+    extract_prompt: str
+    infer_prompt: str
+    max_items: int = Field(30, ge=1, le=200)
+
+
+class PassFail(Strict):
+    """A protocol's PASS/FAIL agreement: a score derived from each rater's dimension ratings, against a threshold."""
+
+    score: str
+    threshold: float
+
+
+class HumanRatingsSpec(Strict):
+    column_aliases: dict[str, str] = Field(default_factory=dict, description="CSV column -> our name (e.g. semantic_score -> semantic).")
+    pass_fail: PassFail | None = None
+
+
+class ReReview(Strict):
+    score: str
+    max_diff: float
+
+
+class WorklistSpec(Strict):
+    strata: list[str] = Field(default_factory=list, description="Input fields the pilot set is stratified by.")
+    pilot_size: int = Field(10, ge=1)
+    spot_check_share: float = Field(0.05, gt=0, le=1)
+    rereview: ReReview | None = None
+    sheet_fields: list[str] = Field(default_factory=list, description="Input fields shown on the blank scoring sheet.")
+    seed: int = 20260117
+
+
+class JudgeSpec(Strict):
+    name: str
+    model: str | None = Field(None, description="Model name; None means EVAL_JUDGE_MODEL.")
+    base_url: str | None = None
+    temperature: float = 0.0
+    seed: int | None = 7
+    max_tokens: int = 800
+
+
+class JudgePanel(Strict):
+    judges: list[JudgeSpec] = Field(default_factory=list)
+    aggregate: Literal["mean", "median"] = "mean"

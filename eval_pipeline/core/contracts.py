@@ -1,0 +1,57 @@
+"""The contracts between stages: table names, their columns, and the names rows use.
+
+Every stage that writes or reads one of these tables takes its column list and
+its reserved names from here, so a name is spelt once.
+"""
+
+from __future__ import annotations
+
+# --- tables in the main schema, shared by every rubric ---------------------------------------
+MAIN = "main"
+QUARANTINE = (MAIN, "quarantine")
+CHECKPOINTS = (MAIN, "checkpoints")
+JUDGE_CACHE = (MAIN, "judge_cache")
+
+# --- names rows use ---------------------------------------------------------------------------
+PANEL = "panel"  # judge_scores.judge of the panel's aggregate; downstream stages read these rows
+ALL_CHECKPOINTS = "ALL"  # agreement.checkpoint_id of the rows over every checkpoint
+HUMAN_MEAN = "human_mean"  # the mean of the human raters, as one rater
+JUDGE = "judge"  # the judge panel, as one rater
+JUDGE_VS_HUMAN_MEAN = f"{JUDGE}~{HUMAN_MEAN}"  # agreement.raters of judge against the human mean
+ALL_HUMANS = "all_humans"  # agreement.raters of every human rater together
+
+
+def rater_pair(a: str, b: str) -> str:
+    """agreement.raters of two raters compared."""
+    return f"{a}~{b}"
+
+
+# --- columns of each table ----------------------------------------------------------------------
+RAW_COLUMNS = ["checkpoint_id", "source_file", "line_number", "raw_line", "decode_error"]
+QUARANTINE_COLUMNS = [
+    "rubric", "checkpoint_id", "source_file", "line_number", "stage", "reason", "raw_line", "quarantined_at",
+]
+RATING_COLUMNS = ["checkpoint_id", "sample_id", "evaluator", "dimension", "score", "source_file", "line_number"]
+SCORE_COLUMNS = [
+    "checkpoint_id", "sample_id", "judge", "judge_kind", "model", "dimension", "kind", "score", "status", "reason",
+    "rationale", "cached", "rubric_version", "prompt_tokens", "completion_tokens", "latency_ms", "attempts",
+]
+EXTRACTION_COLUMNS = [
+    "checkpoint_id", "sample_id", "name", "extractor", "model", "observations", "items", "status", "reason",
+]
+CALIBRATION_COLUMNS = [
+    "checkpoint_id", "example_id", "dimension", "stated", "judged", "diff", "within_tolerance", "judge", "reason",
+]
+AGREEMENT_COLUMNS = [
+    "checkpoint_id", "dimension", "statistic", "raters", "n_items", "n_raters", "value",
+    "ci_low", "ci_high", "prevalence", "ceiling_share", "label",
+]
+SUMMARY_COLUMNS = [
+    "checkpoint_id", "breakdown", "group_value", "score", "headline", "n", "missing", "mean", "std",
+    "ci_low", "ci_high", "pass_threshold", "pass_rate",
+]
+COMPARISON_COLUMNS = [
+    "checkpoint_id", "parent_id", "score", "n_pairs", "parent_mean", "mean", "delta", "ci_low", "ci_high",
+    "share_better", "share_worse", "lower_is_better", "guarded", "regression",
+]
+GATE_COLUMNS = ["checkpoint_id", "gate", "kind", "value", "threshold", "passed", "n", "reason", "rubric_version"]

@@ -1,0 +1,45 @@
+"""Derived scores, one kind per module of this package, registered by their ``kind``.
+
+Adding a kind is one new module here: a :class:`DerivedKind` subclass decorated with
+:func:`derived_kind`, with its fields, the scores it reads and how it computes. The
+rubric config accepts every registered kind (a discriminated union built at import).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Annotated, Any, TypeVar, Union, get_args
+
+import pandas as pd
+from pydantic import Field
+
+from eval_pipeline.core.derived.base import DerivedKind
+
+KINDS: dict[str, type[DerivedKind]] = {}
+K = TypeVar("K", bound=type[DerivedKind])
+
+
+def derived_kind(cls: K) -> K:
+    """Register a derived-score kind under the value of its ``kind`` literal."""
+    (name,) = get_args(cls.model_fields["kind"].annotation)
+    if name in KINDS:
+        raise ValueError(f"derived-score kind {name!r} registered twice")
+    cls.kind_name = name
+    KINDS[name] = cls
+    return cls
+
+
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name != "base":
+        importlib.import_module(f"{__name__}.{_module.name}")
+
+DerivedScore = Annotated[Union[tuple(KINDS.values())], Field(discriminator="kind")]  # type: ignore[valid-type]
+
+
+def apply_derived(rubric: Any, df: pd.DataFrame) -> pd.DataFrame:
+    """Add every derived score the rubric declares to ``df``, in declaration order."""
+    judged = [d.key for d in rubric.judged_dimensions]
+    for s in rubric.derived:
+        df[s.name] = s.apply(df, judged)
+    return df

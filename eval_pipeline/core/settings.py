@@ -1,0 +1,110 @@
+"""Every setting the pipeline reads from the environment, read here and nowhere else.
+
+Dagster resources take their defaults from these functions (so a run's config can
+override them); the CLI and the report read them for the same defaults. Each
+function reads the environment when called, so tests that set a variable see it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(name: str, default: str) -> str:
+    value = os.environ.get(name, "").strip()
+    return value or default
+
+
+def warehouse_path() -> str:
+    """EVAL_WAREHOUSE: the warehouse (a DuckDB file)."""
+    return _env("EVAL_WAREHOUSE", "data/warehouse.duckdb")
+
+
+def duckdb_memory_limit() -> str:
+    """EVAL_DUCKDB_MEMORY_LIMIT: DuckDB spills to disk past it."""
+    return _env("EVAL_DUCKDB_MEMORY_LIMIT", "768MB")
+
+
+def checkpoint_dir() -> Path:
+    """EVAL_CHECKPOINT_DIR: where checkpoint folders land."""
+    return Path(_env("EVAL_CHECKPOINT_DIR", "data/checkpoints"))
+
+
+def rubric_dir() -> Path:
+    """EVAL_RUBRIC_DIR: the rubric YAML files (default: rubric_configs/ in the repository)."""
+    return Path(_env("EVAL_RUBRIC_DIR", str(REPO_ROOT / "rubric_configs")))
+
+
+def ratings_dir() -> Path:
+    """EVAL_RATINGS_DIR: human rating CSVs, one folder per rubric."""
+    return Path(_env("EVAL_RATINGS_DIR", "data/human_ratings"))
+
+
+def worklist_dir() -> Path:
+    """EVAL_WORKLIST_DIR: where worklist CSVs are written."""
+    return Path(_env("EVAL_WORKLIST_DIR", "data/worklists"))
+
+
+def report_dir() -> Path:
+    """EVAL_REPORT_DIR: where report.html is written."""
+    return Path(_env("EVAL_REPORT_DIR", "reports"))
+
+
+def ingest_chunk_lines() -> int:
+    """EVAL_INGEST_CHUNK_LINES: lines read, validated and staged per chunk (bounds memory)."""
+    return int(_env("EVAL_INGEST_CHUNK_LINES", "25000"))
+
+
+def executor_kind() -> str:
+    """EVAL_EXECUTOR: 'in_process' or 'multiprocess'."""
+    return _env("EVAL_EXECUTOR", "in_process").lower()
+
+
+def max_concurrent_steps() -> int:
+    """EVAL_MAX_CONCURRENT: steps at once under the multiprocess executor (0: Dagster's default)."""
+    return int(_env("EVAL_MAX_CONCURRENT", "0"))
+
+
+def dagster_home() -> Path:
+    """DAGSTER_HOME, set to the repository's .dagster_home when unset (the CLI's persistent instance)."""
+    return Path(os.environ.setdefault("DAGSTER_HOME", str(REPO_ROOT / ".dagster_home")))
+
+
+@dataclass(frozen=True)
+class JudgeEnv:
+    """EVAL_JUDGE and EVAL_JUDGE_*: which judge, and how its calls are made.
+
+    The endpoint and key (OPENAI_BASE_URL, OPENAI_API_KEY) are read by the judge client
+    itself and never copied into run config, metadata or the warehouse."""
+
+    mode: str
+    model: str
+    concurrency: int
+    timeout_s: float
+    max_retries: int
+    processes: int
+
+
+def judge_env() -> JudgeEnv:
+    return JudgeEnv(
+        mode=_env("EVAL_JUDGE", "heuristic").lower(),
+        model=_env("EVAL_JUDGE_MODEL", "gpt-4o-mini"),
+        concurrency=int(_env("EVAL_JUDGE_CONCURRENCY", "16")),
+        timeout_s=float(_env("EVAL_JUDGE_TIMEOUT", "60")),
+        max_retries=int(_env("EVAL_JUDGE_MAX_RETRIES", "4")),
+        processes=int(_env("EVAL_JUDGE_PROCESSES", "0")),
+    )
+
+
+def openai_base_url() -> str | None:
+    """OPENAI_BASE_URL: the OpenAI-compatible endpoint (None: the client's default)."""
+    return os.environ.get("OPENAI_BASE_URL") or None
+
+
+def openai_api_key() -> str:
+    """OPENAI_API_KEY: read when a client is made, never stored or logged."""
+    return os.environ.get("OPENAI_API_KEY", "")

@@ -1,0 +1,65 @@
+"""Table helpers shared by every warehouse write: safe qualified names, column types, partitions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from eval_pipeline.core.ids import check_identifier
+
+
+def qualified(schema: str, table: str) -> str:
+    """A quoted ``schema.table`` after checking both are safe identifiers."""
+    check_identifier(schema, "schema name")
+    check_identifier(table, "table name")
+    return f'"{schema}"."{table}"'
+
+
+def duck_type(series: pd.Series) -> str:
+    kind = series.dtype.kind
+    if kind == "b":
+        return "BOOLEAN"
+    if kind in "iu":
+        return "BIGINT"
+    if kind == "f":
+        return "DOUBLE"
+    if kind == "M":
+        return "TIMESTAMP"
+    return "VARCHAR"
+
+
+def check_partition(schema: str, table: str, df: pd.DataFrame, where: dict[str, Any]) -> None:
+    """Safe names, and every row of ``df`` inside the partition ``where`` (column = value)."""
+    qualified(schema, table)
+    for col, value in where.items():
+        check_identifier(col, "column name")
+        if col in df.columns and not df.empty and not (df[col] == value).all():
+            raise ValueError(f"rows written to {schema}.{table} must all have {col} = {value!r}")
+
+
+def partition_condition(where: dict[str, Any]) -> str:
+    return " AND ".join(f'"{c}" = ?' for c in where) or "TRUE"
+
+
+def ensure_table(con: duckdb.DuckDBPyConnection, schema: str, table: str, df: pd.DataFrame) -> None:
+    ensure_columns(con, schema, table, [(c, duck_type(df[c])) for c in df.columns])
+
+
+def ensure_columns(con: duckdb.DuckDBPyConnection, schema: str, table: str, cols: list[tuple[str, str]]) -> None:
+    """Create the schema and table if needed, and add any column it lacks (a rubric edit added one)."""
+    target = qualified(schema, table)
+    con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+    coldefs = ", ".join(f'"{c}" {t}' for c, t in cols)
+    con.execute(f"CREATE TABLE IF NOT EXISTS {target} ({coldefs})")
+    existing = {
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?",
+            [schema, table],
+        ).fetchall()
+    }
+    for c, t in cols:
+        if c not in existing:
+            con.execute(f'ALTER TABLE {target} ADD COLUMN "{c}" {t}')

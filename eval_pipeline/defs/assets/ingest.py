@@ -1,0 +1,156 @@
+"""Ingest: raw model outputs of a checkpoint, validated samples (and the quarantine), human ratings."""
+
+
+import hashlib
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+
+from eval_pipeline.core import settings
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import CHECKPOINTS, QUARANTINE
+from eval_pipeline.defs.asset import asset_key, rubric_asset
+from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, WarehouseResource
+from eval_pipeline.ingest.jsonl import iter_jsonl
+from eval_pipeline.ingest.ratings import load_ratings
+from eval_pipeline.ingest.validation import empty_quarantine, validate_raw
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    @rubric_asset(
+        rubric,
+        "raw_outputs",
+        kinds={"duckdb"},
+        description=f"Raw model outputs of a checkpoint for '{rubric.title}': every line of "
+        f"<checkpoint>/{rubric.name}.jsonl with its line number, copied into {rubric.name}.raw_outputs.",
+        metadata={"source_document": rubric.source},
+    )
+    def raw_outputs(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
+                    checkpoints: CheckpointSource) -> dg.MaterializeResult:
+        ckpt = checkpoints.load(context.partition_key)
+        path = ckpt.file_for(rubric.name)
+        if path is None:
+            raise dg.Failure(description=f"checkpoint {ckpt.checkpoint_id!r} has no {rubric.name}.jsonl in {ckpt.path}",
+                             allow_retries=False)
+        wh = warehouse.get()
+        lines = blank = size = 0
+        with wh.partition_writer() as w:  # streamed in chunks, the partition replaced in one transaction
+            for chunk in iter_jsonl(path, ckpt.checkpoint_id, settings.ingest_chunk_lines()):
+                w.write(rubric.name, "raw_outputs", chunk.frame, {"checkpoint_id": ckpt.checkpoint_id})
+                lines += len(chunk.frame)
+                blank += chunk.blank_lines
+                size += chunk.bytes_read
+        row = {"checkpoint_id": ckpt.checkpoint_id, "model": ckpt.model, "created_at": ckpt.created_at,
+               "parent": ckpt.parent, "path": str(ckpt.path)}
+        wh.upsert_rows(*CHECKPOINTS, pd.DataFrame([row]).astype({"parent": "object"}), key=["checkpoint_id"])
+        digest = _file_sha256(path)
+        return dg.MaterializeResult(
+            metadata={
+                "lines": dg.MetadataValue.int(lines),
+                "blank_lines": dg.MetadataValue.int(blank),
+                "bytes": dg.MetadataValue.int(size),
+                "file": dg.MetadataValue.path(str(path)),
+                "file_sha256": dg.MetadataValue.text(digest),
+                "model": dg.MetadataValue.text(ckpt.model),
+            },
+            data_version=dg.DataVersion(digest[:16]),
+        )
+
+    return raw_outputs
+
+
+def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    @rubric_asset(
+        rubric,
+        "samples",
+        deps=[asset_key(rubric, "raw_outputs")],
+        kinds={"duckdb", "pandera"},
+        description=f"Validated samples of '{rubric.title}' (pandera schema from the rubric's input fields). "
+        "Rejected lines go to main.quarantine with their reason; valid + quarantined = lines read.",
+    )
+    def samples(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        seen: set[str] = set()
+        n_read = n_valid = n_bad = 0
+        reasons: dict[str, int] = {}
+        where = {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "validate"}
+        # chunk by chunk from one ordered, streaming read of the raw lines; both partitions are swapped in
+        # at the end, together; the quarantine is written before anything can fail, so a checkpoint with
+        # nothing valid keeps its lines
+        with wh.partition_writer() as w:
+            w.write(*QUARANTINE, empty_quarantine(), where)
+            for raw in wh.stream_df(f'SELECT * FROM "{rubric.name}".raw_outputs WHERE checkpoint_id = ? '
+                                    "ORDER BY line_number", [ckpt_id], settings.ingest_chunk_lines()):
+                result = validate_raw(rubric, raw, seen_ids=seen)
+                w.write(*QUARANTINE, result.quarantine, where)
+                w.write(rubric.name, "samples", result.samples, {"checkpoint_id": ckpt_id})
+                n_read += result.lines_read
+                n_valid += len(result.samples)
+                n_bad += len(result.quarantine)
+                for k, v in result.reasons.items():
+                    reasons[k] = reasons.get(k, 0) + v
+            if n_read == 0:  # an empty file: an empty partition, with the table's columns
+                empty = wh.query_df(f'SELECT * FROM "{rubric.name}".raw_outputs LIMIT 0')
+                w.write(rubric.name, "samples", validate_raw(rubric, empty).samples, {"checkpoint_id": ckpt_id})
+        if n_valid + n_bad != n_read:  # pragma: no cover - invariant
+            raise dg.Failure(f"row accounting broken: {n_valid} valid + {n_bad} quarantined != {n_read} read")
+        metadata = {
+            "lines_read": dg.MetadataValue.int(n_read),
+            "valid": dg.MetadataValue.int(n_valid),
+            "quarantined": dg.MetadataValue.int(n_bad),
+            "quarantine_reasons": dg.MetadataValue.json(reasons),
+        }
+        if n_valid == 0:
+            raise dg.Failure(
+                description=f"checkpoint {ckpt_id!r}: none of the {n_read} lines of {rubric.name}.jsonl is a valid "
+                f"sample ({n_bad} quarantined; see main.quarantine)",
+                metadata=metadata,
+                allow_retries=False,
+            )
+        return dg.MaterializeResult(metadata=metadata)
+
+    return samples
+
+
+def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    @rubric_asset(
+        rubric,
+        "human_ratings",
+        deps=[asset_key(rubric, "samples")],
+        kinds={"duckdb", "csv"},
+        description=f"Human ratings from data/human_ratings/{rubric.name}/*.csv for this checkpoint, validated: "
+        "unknown sample ids, scores off the scale, unsafe evaluator names and repeated (sample, evaluator) pairs go "
+        "to main.quarantine (stage 'ratings') with the reason.",
+    )
+    def human_ratings(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
+                      ratings: RatingsSource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        ids = {r[0] for r in wh.query_rows(
+            f'SELECT "{rubric.inputs.id_field}" FROM "{rubric.name}".samples WHERE checkpoint_id = ?', [ckpt_id])}
+        load = load_ratings(rubric, ckpt_id, ids, root=Path(ratings.root))
+        wh.replace_partition(*QUARANTINE, load.quarantine,
+                             {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "ratings"})
+        wh.replace_partition(rubric.name, "human_ratings", load.ratings, {"checkpoint_id": ckpt_id})
+        r = load.ratings
+        return dg.MaterializeResult(metadata={
+            "rows_read": dg.MetadataValue.int(load.rows_read),
+            "rated_samples": dg.MetadataValue.int(int(r.sample_id.nunique())),
+            "ratings": dg.MetadataValue.int(len(r)),
+            "evaluators": dg.MetadataValue.json(sorted(r.evaluator.unique().tolist())),
+            "quarantined_rows": dg.MetadataValue.int(len(load.quarantine)),
+            "files": dg.MetadataValue.json(load.files),
+            "problems": dg.MetadataValue.json(load.problems),
+        })
+
+    return human_ratings

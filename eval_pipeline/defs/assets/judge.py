@@ -1,0 +1,131 @@
+"""Judging: the panel's scores, LLM extractions for metrics, and the judge re-scoring the document's examples.
+
+These assets call the judge, so they stay out of the warehouse pool (see defs/asset.py)."""
+
+
+import dagster as dg
+
+from eval_pipeline.agreement.reliability import calibration_rows
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import PANEL
+from eval_pipeline.defs.asset import asset_key, rubric_asset
+from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
+from eval_pipeline.ingest.samples import load_samples, to_records
+from eval_pipeline.judge.extraction import extract
+from eval_pipeline.judge.runner import JudgeRunStats, judge_samples
+
+
+def _judge_metadata(stats: JudgeRunStats, samples: int, means: dict, latency_p50: float) -> dict:
+    label = "heuristic (rule-based, not an LLM)" if stats.judge_kind == "heuristic" else ", ".join(stats.judges)
+    return {
+        "judge": dg.MetadataValue.text(label),
+        "judge_kind": dg.MetadataValue.text(stats.judge_kind),
+        "samples": dg.MetadataValue.int(samples),
+        "prompts": dg.MetadataValue.int(stats.prompts),
+        "calls": dg.MetadataValue.int(stats.calls),
+        "http_attempts": dg.MetadataValue.int(stats.http_attempts),
+        "cache_hits": dg.MetadataValue.int(stats.cache_hits),
+        "cache_hit_rate": dg.MetadataValue.float(round(stats.cache_hit_rate, 4)),
+        "missing_scores": dg.MetadataValue.int(stats.missing),
+        "missing_reasons": dg.MetadataValue.json(stats.missing_reasons),
+        "prompt_tokens": dg.MetadataValue.int(stats.prompt_tokens),
+        "completion_tokens": dg.MetadataValue.int(stats.completion_tokens),
+        "latency_ms_p50": dg.MetadataValue.float(latency_p50),
+        "judge_wall_s": dg.MetadataValue.float(round(stats.wall_s, 3)),
+        "max_in_flight": dg.MetadataValue.int(stats.max_in_flight),
+        "worker_processes": dg.MetadataValue.int(stats.processes),
+        "panel_means": dg.MetadataValue.json(means),
+    }
+
+
+def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    judged = [d.key for d in rubric.judged_dimensions] + ([rubric.questionnaire.name] if rubric.questionnaire else [])
+
+    @rubric_asset(
+        rubric,
+        "judge_scores",
+        deps=[asset_key(rubric, "samples")],
+        kinds={"duckdb", "openai"},
+        description=f"Judge scores for {', '.join(judged)}: one row per sample, judge and dimension "
+        f"(judge = '{PANEL}' is the panel's aggregate). A judge answer that cannot be used is a missing score with "
+        "its reason, never a score. EVAL_JUDGE=heuristic (default) is a rule-based judge, labelled 'heuristic'.",
+        calls_judge=True,
+    )
+    def judge_scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
+                     judge: JudgeResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
+        df, stats = judge_samples(rubric, ckpt_id, records, wh, mode=judge.mode, overrides=judge.overrides())
+        wh.replace_partition(rubric.name, "judge_scores", df, {"checkpoint_id": ckpt_id})
+        panel = df[df.judge == PANEL]
+        means = panel[panel.status == "ok"].groupby("dimension")["score"].mean().round(3).to_dict()
+        lat = df.loc[df.latency_ms.notna(), "latency_ms"]
+        return dg.MaterializeResult(
+            metadata=_judge_metadata(stats, len(records), means, float(lat.median()) if len(lat) else 0.0))
+
+    return judge_scores
+
+
+def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    ex = rubric.extraction
+    assert ex is not None
+
+    @rubric_asset(
+        rubric,
+        "extractions",
+        deps=[asset_key(rubric, "samples")],
+        kinds={"duckdb", "openai"},
+        description=f"'{ex.name}' extracted from '{ex.text_field}' by the LLM judge (an extraction prompt, then an "
+        "inference prompt). Offline, rows say so and the metric uses its own extractor.",
+        calls_judge=True,
+    )
+    def extractions(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
+                    judge: JudgeResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
+        df, stats = extract(rubric, ckpt_id, records, wh, judge.mode, judge.overrides())
+        wh.replace_partition(rubric.name, "extractions", df, {"checkpoint_id": ckpt_id})
+        return dg.MaterializeResult(metadata={
+            "extractor": dg.MetadataValue.text("llm" if stats.judge_kind == "llm" else "offline"),
+            "ok": dg.MetadataValue.int(int((df.status == "ok").sum())),
+            "missing": dg.MetadataValue.int(int((df.status == "missing").sum())),
+            "calls": dg.MetadataValue.int(stats.calls),
+            "cache_hits": dg.MetadataValue.int(stats.cache_hits),
+        })
+
+    return extractions
+
+
+def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    @rubric_asset(
+        rubric,
+        "judge_calibration",
+        kinds={"duckdb"},
+        description="The judge re-scores the rubric document's own worked examples ("
+        + ", ".join(e.id for e in rubric.examples) + "); the judge-reliability gate expects each within ±1 of its "
+        "stated score.",
+        calls_judge=True,
+    )
+    def judge_calibration(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
+                          judge: JudgeResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        id_field, response_field = rubric.inputs.id_field, rubric.inputs.response_field
+        records = [{**ex.fields, response_field: ex.response, id_field: ex.id, "sample_id": ex.id}
+                   for ex in rubric.examples]
+        long, stats = judge_samples(rubric, ckpt_id, records, wh, mode=judge.mode, overrides=judge.overrides())
+        tol = next((float(g.params.get("example_tolerance", 1)) for g in rubric.gates
+                    if g.kind == "judge_reliability"), 1.0)
+        df = calibration_rows(rubric, ckpt_id, long, tol)
+        wh.replace_partition(rubric.name, "judge_calibration", df, {"checkpoint_id": ckpt_id})
+        return dg.MaterializeResult(metadata={
+            "examples": dg.MetadataValue.int(len(rubric.examples)),
+            "scores_within_tolerance": dg.MetadataValue.int(int(df.within_tolerance.sum())),
+            "scores_checked": dg.MetadataValue.int(len(df)),
+            "judge": dg.MetadataValue.text(stats.judge_kind),
+            "calls": dg.MetadataValue.int(stats.calls),
+        })
+
+    return judge_calibration

@@ -1,0 +1,38 @@
+"""Publishing for people: evaluator worklists (the report is redrawn by the gates asset, views by summary)."""
+
+
+from pathlib import Path
+
+import dagster as dg
+
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.defs.asset import asset_key, required_rows, rubric_asset
+from eval_pipeline.defs.resources import PublishTargets, WarehouseResource
+from eval_pipeline.ingest.samples import load_samples
+from eval_pipeline.publish.worklists import write_worklists
+
+
+def worklists_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    @rubric_asset(
+        rubric,
+        "worklists",
+        deps=[asset_key(rubric, "samples"), asset_key(rubric, "human_ratings")],
+        kinds={"csv"},
+        description="Evaluator worklists as CSVs in data/worklists/<rubric>/<checkpoint>/: the stratified pilot set, "
+        "the seeded 5 % spot check, the re-review list and a blank scoring sheet. Formula-like cells are neutralised.",
+        table=False,
+    )
+    def worklists(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
+                  publish: PublishTargets) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        samples = load_samples(wh, rubric, ckpt_id)
+        ratings = required_rows(wh, rubric, "human_ratings", ckpt_id)
+        root = Path(publish.worklist_dir)
+        counts = write_worklists(rubric, ckpt_id, samples, ratings, root=root)
+        return dg.MaterializeResult(metadata={
+            "folder": dg.MetadataValue.path(str(root / rubric.name / ckpt_id)),
+            **{name.replace(".csv", ""): dg.MetadataValue.int(n) for name, n in counts.items()},
+        })
+
+    return worklists

@@ -1,0 +1,175 @@
+"""Scoring: per-sample scores, per-checkpoint summaries, the comparison against the parent, and the gates."""
+
+
+import base64
+
+import dagster as dg
+import pandas as pd
+
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import CHECKPOINTS
+from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.defs.asset import asset_key, partition_rows, required_rows, rubric_asset
+from eval_pipeline.defs.resources import PublishTargets, WarehouseResource
+from eval_pipeline.ingest.samples import load_samples
+from eval_pipeline.publish.report import trend_svg, write_report
+from eval_pipeline.publish.views import refresh_views
+from eval_pipeline.scoring.comparison import compare, empty_comparison, find_parent
+from eval_pipeline.scoring.gates import GateInputs, evaluate_gates, gate_kind
+from eval_pipeline.scoring.scores import compute_scores
+from eval_pipeline.scoring.summary import headline, summarise
+
+
+def _parent_of(wh: Warehouse, ckpt_id: str) -> str | None:
+    return find_parent(wh.query_df(f"SELECT * FROM {CHECKPOINTS[0]}.{CHECKPOINTS[1]}"), ckpt_id)
+
+
+def scores_asset(rubric: RubricConfig, has_judge: bool, has_metrics: bool) -> dg.AssetsDefinition:
+    deps = [asset_key(rubric, "samples")]
+    if has_judge:
+        deps.append(asset_key(rubric, "judge_scores"))
+    if has_metrics:
+        deps.append(asset_key(rubric, "metrics"))
+
+    @rubric_asset(
+        rubric,
+        "scores",
+        deps=deps,
+        kinds={"duckdb"},
+        description="One row per sample: the judge panel's dimension scores, metrics, adjustments (with the judge's "
+        "original score and the reason) and the derived scores the rubric declares.",
+    )
+    def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        samples = load_samples(wh, rubric, ckpt_id)
+        judge = required_rows(wh, rubric, "judge_scores", ckpt_id) if has_judge else None
+        mets = required_rows(wh, rubric, "metrics", ckpt_id) if has_metrics else None
+        if mets is not None:
+            mets = mets.drop(columns=["checkpoint_id", "rubric_version"])
+        df = compute_scores(rubric, ckpt_id, samples, judge, mets)
+        wh.replace_partition(rubric.name, "scores", df, {"checkpoint_id": ckpt_id})
+        head = pd.to_numeric(df[rubric.headline], errors="coerce") if rubric.headline in df.columns \
+            else pd.Series(dtype=float)
+        return dg.MaterializeResult(metadata={
+            "samples": dg.MetadataValue.int(len(df)),
+            "headline": dg.MetadataValue.text(rubric.headline),
+            "headline_mean": dg.MetadataValue.float(float(head.mean()) if head.notna().any() else float("nan")),
+            "samples_with_missing_scores": dg.MetadataValue.int(int((df["missing_dimensions"] > 0).sum())),
+            "adjusted_samples": dg.MetadataValue.int(int(df["adjusted"].sum())),
+        })
+
+    return scores
+
+
+def _trend_markdown(wh: Warehouse, rubric: RubricConfig) -> str:
+    """The headline across checkpoints with 95 % CIs, as an inline SVG image for the UI."""
+    df = wh.query_df(
+        f"""SELECT s.checkpoint_id AS checkpoint, s.score, s.mean, s.ci_low, s.ci_high FROM "{rubric.name}".summary s
+            JOIN main.checkpoints c USING (checkpoint_id)
+            WHERE s.breakdown = 'all' AND s.score = ? ORDER BY c.created_at, s.checkpoint_id""", [rubric.headline])
+    svg = trend_svg(df, f"{rubric.headline} by checkpoint (95 % CI)")
+    if not svg:
+        return "(no data yet)"
+    data = base64.b64encode(svg.encode()).decode()
+    return f"![{rubric.headline} trend](data:image/svg+xml;base64,{data})"
+
+
+def summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    @rubric_asset(
+        rubric,
+        "summary",
+        deps=[asset_key(rubric, "scores")],
+        kinds={"duckdb"},
+        description="Per checkpoint and score: n, mean, standard deviation, seeded 95 % bootstrap CI and pass rate; "
+        "overall and by " + (", ".join(" x ".join(b) for b in rubric.breakdowns) or "no breakdown") + ".",
+    )
+    def summary(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        df = summarise(rubric, ckpt_id, required_rows(wh, rubric, "scores", ckpt_id))
+        wh.replace_partition(rubric.name, "summary", df, {"checkpoint_id": ckpt_id})
+        refresh_views(wh)
+        overall = df[df.breakdown == "all"]
+        table = {r.score: f"{r.mean:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] n={r.n}" for r in overall.itertuples()
+                 if r.mean == r.mean and r.ci_low == r.ci_low}
+        hl = headline(rubric, df)
+        return dg.MaterializeResult(metadata={
+            "trend_chart": dg.MetadataValue.md(_trend_markdown(wh, rubric)),
+            "headline": dg.MetadataValue.text(rubric.headline),
+            "headline_mean": dg.MetadataValue.float(hl if hl is not None else float("nan")),
+            "overall": dg.MetadataValue.json(table),
+        })
+
+    return summary
+
+
+def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    @rubric_asset(
+        rubric,
+        "comparison",
+        deps=[asset_key(rubric, "scores")],
+        kinds={"duckdb"},
+        description="This checkpoint against its parent (or the previous one): per-score change with a seeded paired "
+        "bootstrap 95 % CI over the samples both share, shares better and worse; guarded scores whose interval lies "
+        "wholly on the worse side are regressions. The parent's scores must have been materialized.",
+    )
+    def comparison(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        parent = _parent_of(wh, ckpt_id)
+        child = required_rows(wh, rubric, "scores", ckpt_id)
+        prev = partition_rows(wh, rubric, "scores", parent) if parent else None
+        if parent is None or prev is None or prev.empty:
+            df = empty_comparison()
+            note = "no parent checkpoint" if parent is None else f"parent {parent} has no scores yet: evaluate it first"
+        else:
+            df = compare(rubric, ckpt_id, parent, child, prev)
+            note = f"compared with {parent}"
+        wh.replace_partition(rubric.name, "comparison", df, {"checkpoint_id": ckpt_id})
+        reg = df[df.regression] if len(df) else df
+        return dg.MaterializeResult(metadata={
+            "parent": dg.MetadataValue.text(parent or "none"),
+            "note": dg.MetadataValue.text(note),
+            "regressions": dg.MetadataValue.json(list(reg.score) if len(reg) else []),
+            "deltas": dg.MetadataValue.json({r.score: f"{r.delta:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
+                                             for r in df.itertuples() if r.delta == r.delta and r.ci_low == r.ci_low}),
+        })
+
+    return comparison
+
+
+def gate_tables(rubric: RubricConfig) -> list[str]:
+    """The tables the rubric's gate kinds read (the gates asset depends on them)."""
+    return sorted({t for g in rubric.gates for t in gate_kind(g.kind).needs})
+
+
+def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
+    @rubric_asset(
+        rubric,
+        "gates",
+        deps=[asset_key(rubric, "scores"), *upstream],
+        kinds={"duckdb"},
+        description="Threshold gates from the rubric YAML (" + ", ".join(g.name for g in rubric.gates) + "); "
+        "each is also an asset check. Too little data fails closed. The report is redrawn after them.",
+    )
+    def gates(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
+              publish: PublishTargets) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        with wh.session() as reader:
+            scores = required_rows(reader, rubric, "scores", ckpt_id)
+            inputs = GateInputs(load=lambda t: partition_rows(reader, rubric, t, ckpt_id),
+                                parent=_parent_of(reader, ckpt_id), lineage_known=True)
+            df = evaluate_gates(rubric, ckpt_id, scores, inputs)
+        wh.replace_partition(rubric.name, "gates", df, {"checkpoint_id": ckpt_id})
+        refresh_views(wh)
+        report = write_report(wh, publish.report_dir)  # the report follows every evaluated checkpoint
+        return dg.MaterializeResult(metadata={
+            "passed": dg.MetadataValue.int(int(df.passed.sum())),
+            "total": dg.MetadataValue.int(len(df)),
+            "failed_gates": dg.MetadataValue.json({r.gate: r.reason for r in df.itertuples() if not r.passed}),
+            "report": dg.MetadataValue.path(str(report)),
+        })
+
+    return gates

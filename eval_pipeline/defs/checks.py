@@ -1,0 +1,63 @@
+"""Every gate of a rubric as a Dagster asset check, in one step per checkpoint (one step per gate costs ~0.4 s
+each in Dagster). A gate kind may show its check on another asset (judge reliability: beside judge_scores)."""
+
+
+
+import dagster as dg
+import pandas as pd
+
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.defs.asset import WAREHOUSE_POOL, _holding_the_warehouse, asset_key, partition_rows
+from eval_pipeline.defs.partitions import CHECKPOINTS
+from eval_pipeline.defs.resources import WarehouseResource
+from eval_pipeline.scoring.gates import gate_kind, typed
+
+
+def _check_specs(rubric: RubricConfig, assets: set[str]) -> tuple[list[dg.AssetCheckSpec], dict[str, dg.AssetKey]]:
+    gates_key = asset_key(rubric, "gates")
+    specs, targets = [], {}
+    for g in rubric.gates:
+        kind = gate_kind(g.kind)
+        shown_on = kind.check_target if kind.check_target in assets else None
+        target = asset_key(rubric, shown_on) if shown_on else gates_key
+        parts = kind.parts(typed(g), rubric) if kind.parts and shown_on else []
+        for name in [g.name, *parts]:
+            targets[name] = target
+            specs.append(dg.AssetCheckSpec(
+                name, asset=target, partitions_def=CHECKPOINTS,
+                additional_deps=[gates_key] if target != gates_key else None,
+                description=g.description or f"{g.kind} {g.threshold:g}",
+                metadata={"kind": g.kind, "threshold": g.threshold, "min_samples": g.min_samples},
+            ))
+    return specs, targets
+
+
+def _result(name: str, target: dg.AssetKey, row: dict | None) -> dg.AssetCheckResult:
+    if row is None:
+        return dg.AssetCheckResult(check_name=name, asset_key=target, passed=False,
+                                   severity=dg.AssetCheckSeverity.ERROR,
+                                   metadata={"reason": "fails closed: gate not evaluated for this checkpoint"})
+    value = None if pd.isna(row["value"]) else float(row["value"])
+    return dg.AssetCheckResult(
+        check_name=name, asset_key=target, passed=bool(row["passed"]), severity=dg.AssetCheckSeverity.ERROR,
+        metadata={"value": dg.MetadataValue.float(value) if value is not None else dg.MetadataValue.text("n/a"),
+                  "threshold": dg.MetadataValue.float(float(row["threshold"])), "n": dg.MetadataValue.int(int(row["n"])),
+                  "reason": dg.MetadataValue.text(str(row["reason"]))},
+        description=str(row["reason"]),
+    )
+
+
+def gate_checks(rubric: RubricConfig, assets: set[str]) -> dg.AssetChecksDefinition:
+    specs, targets = _check_specs(rubric, assets)
+
+    @dg.multi_asset_check(specs=specs, name=f"{rubric.name}__gate_checks", can_subset=True, pool=WAREHOUSE_POOL)
+    @_holding_the_warehouse
+    def checks(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource):  # noqa: ANN202 (Dagster reads the annotation)
+        rows = partition_rows(warehouse.get(), rubric, "gates", context.partition_key)
+        by_gate = {} if rows is None else {r["gate"]: r for r in rows.to_dict("records")}  # none: all fail closed
+        selected = {k.name for k in context.selected_asset_check_keys}
+        for name, target in targets.items():
+            if name in selected:
+                yield _result(name, target, by_gate.get(name))
+
+    return checks

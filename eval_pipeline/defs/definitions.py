@@ -1,0 +1,48 @@
+"""The Dagster code location: one asset group per rubric config, merged, with the checkpoint sensor,
+the resources and the executor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from eval_pipeline.core import settings
+from eval_pipeline.core.config import load_rubrics
+from eval_pipeline.defs.factory import rubric_definitions
+from eval_pipeline.defs.resources import default_resources
+from eval_pipeline.defs.sensors import build_checkpoint_sensor
+
+
+
+def build_definitions(
+    rubric_dir: str | Path | None = None,
+    warehouse_path: str | None = None,
+    checkpoint_root: str | None = None,
+) -> dg.Definitions:
+    rubrics = load_rubrics(rubric_dir)
+    groups = {rubric.name: rubric_definitions(rubric) for rubric in rubrics}
+    keys_by_rubric = {name: [k for a in d.assets or [] if isinstance(a, dg.AssetsDefinition) for k in a.keys]
+                      for name, d in groups.items()}
+    shared = dg.Definitions(
+        sensors=[build_checkpoint_sensor(rubrics, keys_by_rubric, checkpoint_root)],
+        resources=default_resources(warehouse_path, checkpoint_root),
+        executor=executor_from_env(),
+    )
+    return dg.Definitions.merge(*groups.values(), shared)
+
+
+def executor_from_env() -> dg.ExecutorDefinition:
+    """In-process by default: on 2 cores it beats multiprocess, whose steps each pay ~2 s of process
+    start-up (bench/bench_demo.py). EVAL_EXECUTOR=multiprocess (EVAL_MAX_CONCURRENT steps at once) for
+    machines with cores to spare; warehouse steps then take turns through the `duckdb_warehouse` pool."""
+    kind = settings.executor_kind()
+    if kind == "in_process":
+        return dg.in_process_executor
+    if kind == "multiprocess":
+        limit = settings.max_concurrent_steps()
+        return dg.multiprocess_executor.configured({"max_concurrent": limit}) if limit > 0 else dg.multiprocess_executor
+    raise ValueError(f"EVAL_EXECUTOR must be 'in_process' or 'multiprocess', got {kind!r}")
+
+
+defs = build_definitions()

@@ -1,0 +1,75 @@
+"""Dagster resources: where every asset reads and writes. Defaults come from eval_pipeline.core.settings
+(the environment, read there once); a run's resource config overrides them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field
+
+from eval_pipeline.core import settings
+from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.ingest.checkpoints import Checkpoint, CheckpointError, checkpoint_folder, read_checkpoint
+
+
+class WarehouseResource(dg.ConfigurableResource):
+    """The DuckDB file every asset writes to (EVAL_WAREHOUSE, default data/warehouse.duckdb)."""
+
+    path: str = Field(default_factory=settings.warehouse_path)
+
+    def get(self) -> Warehouse:
+        return Warehouse(self.path)
+
+
+class CheckpointSource(dg.ConfigurableResource):
+    """Where checkpoint folders land (EVAL_CHECKPOINT_DIR, default data/checkpoints)."""
+
+    root: str = Field(default_factory=lambda: str(settings.checkpoint_dir()))
+
+    def load(self, checkpoint_id: str) -> Checkpoint:
+        folder = checkpoint_folder(checkpoint_id, Path(self.root))
+        if not folder.is_dir():
+            raise CheckpointError(f"checkpoint {checkpoint_id!r}: no folder {folder}")
+        return read_checkpoint(folder)
+
+
+class RatingsSource(dg.ConfigurableResource):
+    """Human rating CSVs, one folder per rubric (EVAL_RATINGS_DIR, default data/human_ratings)."""
+
+    root: str = Field(default_factory=lambda: str(settings.ratings_dir()))
+
+
+class PublishTargets(dg.ConfigurableResource):
+    """Where files for people are written: worklists (EVAL_WORKLIST_DIR) and the report (EVAL_REPORT_DIR)."""
+
+    worklist_dir: str = Field(default_factory=lambda: str(settings.worklist_dir()))
+    report_dir: str = Field(default_factory=lambda: str(settings.report_dir()))
+
+
+class JudgeResource(dg.ConfigurableResource):
+    """Which judge scores samples: 'heuristic' (offline, rule-based, the default) or 'openai'.
+
+    The endpoint and key come from OPENAI_BASE_URL / OPENAI_API_KEY in the environment
+    and are never stored in run config, metadata or the warehouse.
+    """
+
+    mode: str = Field(default_factory=lambda: settings.judge_env().mode)
+    concurrency: int = Field(default_factory=lambda: settings.judge_env().concurrency)
+    timeout_s: float = Field(default_factory=lambda: settings.judge_env().timeout_s)
+    max_retries: int = Field(default_factory=lambda: settings.judge_env().max_retries)
+
+    def overrides(self) -> dict:
+        return {"concurrency": self.concurrency, "timeout_s": self.timeout_s, "max_retries": self.max_retries}
+
+
+def default_resources(
+    warehouse_path: str | None = None, checkpoint_root: str | None = None
+) -> dict[str, dg.ConfigurableResource]:
+    return {
+        "warehouse": WarehouseResource(path=warehouse_path) if warehouse_path else WarehouseResource(),
+        "checkpoints": CheckpointSource(root=checkpoint_root) if checkpoint_root else CheckpointSource(),
+        "ratings": RatingsSource(),
+        "publish": PublishTargets(),
+        "judge": JudgeResource(),
+    }

@@ -1,0 +1,69 @@
+"""The checkpoint sensor: a complete folder under data/checkpoints/ becomes a partition and a run.
+
+A folder is complete once ``checkpoint.json`` exists (it is written last). Each
+new complete checkpoint is registered as a dynamic partition, and one run is
+requested for it covering exactly the rubric groups that have a file in the
+folder. Folders seen before, half-written folders and refused folders (unsafe
+id, bad manifest) request nothing; refusals are logged with their reason.
+"""
+
+
+from pathlib import Path
+
+import dagster as dg
+
+from eval_pipeline.ingest.checkpoints import scan_checkpoints
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.defs.partitions import CHECKPOINTS
+
+
+def build_checkpoint_sensor(
+    rubrics: list[RubricConfig],
+    assets_for_rubric: dict[str, list[dg.AssetKey]],
+    root: str | Path | None = None,
+    minimum_interval_seconds: int = 15,
+) -> dg.SensorDefinition:
+    known_rubrics = {r.name for r in rubrics}
+    selection = dg.AssetSelection.assets(*[k for keys in assets_for_rubric.values() for k in keys])
+
+    @dg.sensor(
+        name="checkpoint_sensor",
+        description="Registers each complete checkpoint folder as a partition and evaluates it on every rubric it has a file for.",
+        asset_selection=selection,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+    )
+    def checkpoint_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        scan = scan_checkpoints(Path(root) if root else None)
+        for reason in scan.refused:
+            context.log.warning(f"checkpoint refused: {reason}")
+        existing = set(context.instance.get_dynamic_partitions(CHECKPOINTS.name))
+        new = [c for c in scan.complete if c.checkpoint_id not in existing]
+        run_requests = []
+        registered = []
+        for ckpt in new:
+            rubric_names = sorted(set(ckpt.rubric_files) & known_rubrics)
+            unknown = sorted(set(ckpt.rubric_files) - known_rubrics)
+            if unknown:
+                context.log.warning(f"checkpoint {ckpt.checkpoint_id}: no rubric config for {unknown}; those files are ignored")
+            if not rubric_names:
+                context.log.warning(f"checkpoint {ckpt.checkpoint_id}: no file for any known rubric; not registered")
+                continue
+            registered.append(ckpt.checkpoint_id)
+            run_requests.append(
+                dg.RunRequest(
+                    run_key=f"checkpoint:{ckpt.checkpoint_id}",
+                    partition_key=ckpt.checkpoint_id,
+                    asset_selection=[k for name in rubric_names for k in assets_for_rubric[name]],
+                    tags={"eval/checkpoint": ckpt.checkpoint_id, "eval/model": ckpt.model, "eval/rubrics": ",".join(rubric_names)},
+                )
+            )
+        if not run_requests:
+            detail = f"{len(scan.complete)} complete, {len(scan.incomplete)} still being written, {len(scan.refused)} refused"
+            return dg.SkipReason(f"no new checkpoint ({detail})")
+        return dg.SensorResult(
+            run_requests=run_requests,
+            dynamic_partitions_requests=[CHECKPOINTS.build_add_request(registered)],
+        )
+
+    return checkpoint_sensor

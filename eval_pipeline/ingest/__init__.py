@@ -1,0 +1,1 @@
+"""Ingest: checkpoint folders, JSONL reading, validation into samples and quarantine, human ratings."""

@@ -1,0 +1,1 @@
+"""Publishing: warehouse views, the static report, evaluator worklists."""

@@ -1,0 +1,1 @@
+"""Scoring: per-sample scores and derived scores, summaries, comparison against the parent, gates."""

@@ -1,0 +1,87 @@
+"""Checkpoint vs parent: per-score change with a seeded paired bootstrap CI over the samples both share.
+
+The parent is the one `checkpoint.json` names, else the previous checkpoint by creation time. A
+regression is a guarded score whose 95 % interval of the change lies wholly on the worse side
+(below zero, or above zero for scores where lower is better).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pandas as pd
+
+from eval_pipeline.core.contracts import COMPARISON_COLUMNS
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.scoring.gates.base import GateResult, GateSpec
+from eval_pipeline.core.resampling import percentile_ci, resampled_mean
+from eval_pipeline.scoring.summary import numeric_scores
+
+N_BOOT = 2000
+DTYPES = {"checkpoint_id": "object", "parent_id": "object", "score": "object", "n_pairs": "int64", "parent_mean": "float64",
+          "mean": "float64", "delta": "float64", "ci_low": "float64", "ci_high": "float64", "share_better": "float64",
+          "share_worse": "float64", "lower_is_better": "bool", "guarded": "bool", "regression": "bool"}
+
+
+def empty_comparison() -> pd.DataFrame:
+    return pd.DataFrame(columns=COMPARISON_COLUMNS).astype(DTYPES)
+
+
+def paired_bootstrap(diff: np.ndarray, seed: int, n_boot: int = N_BOOT) -> tuple[float, float]:
+    """95 % CI of the mean paired difference (samples resampled together)."""
+    return percentile_ci(resampled_mean, [diff], seed, n_boot)
+
+
+def find_parent(checkpoints: pd.DataFrame, checkpoint_id: str) -> str | None:
+    row = checkpoints[checkpoints.checkpoint_id == checkpoint_id]
+    if row.empty:
+        return None
+    parent = row.parent.iloc[0]
+    if isinstance(parent, str) and parent:
+        return parent
+    earlier = checkpoints[checkpoints.created_at < row.created_at.iloc[0]].sort_values(["created_at", "checkpoint_id"])
+    return None if earlier.empty else str(earlier.checkpoint_id.iloc[-1])
+
+
+def compare(rubric: RubricConfig, checkpoint_id: str, parent_id: str, child: pd.DataFrame, parent: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    merged = child.merge(parent, on="sample_id", suffixes=("", "__parent"))
+    for col in numeric_scores(rubric):
+        if col not in child.columns or col not in parent.columns:
+            continue
+        a = pd.to_numeric(merged[col], errors="coerce")
+        b = pd.to_numeric(merged[f"{col}__parent"], errors="coerce")
+        ok = a.notna() & b.notna()
+        d = (a[ok] - b[ok]).to_numpy(dtype=float)
+        low = col in rubric.lower_is_better
+        lo, hi = paired_bootstrap(d, zlib.crc32(f"{rubric.name}|{checkpoint_id}|{parent_id}|{col}".encode()))
+        worse = (d > 0) if low else (d < 0)
+        better = (d < 0) if low else (d > 0)
+        guarded = col in rubric.guarded_dimensions
+        regression = bool(guarded and len(d) >= 2 and ((lo > 0) if low else (hi < 0)))
+        rows.append(dict(checkpoint_id=checkpoint_id, parent_id=parent_id, score=col, n_pairs=int(len(d)),
+                         parent_mean=float(b[ok].mean()) if len(d) else None, mean=float(a[ok].mean()) if len(d) else None,
+                         delta=float(d.mean()) if len(d) else None, ci_low=lo, ci_high=hi,
+                         share_better=float(better.mean()) if len(d) else None, share_worse=float(worse.mean()) if len(d) else None,
+                         lower_is_better=low, guarded=guarded, regression=regression))
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS).astype(DTYPES)
+
+
+def evaluate_regression(g: GateSpec, comparison: pd.DataFrame | None, parent_id: str | None, note: str | None) -> GateResult:
+    if parent_id is None:
+        return GateResult(g.name, g.kind, None, g.threshold, True, 0, "no parent checkpoint: nothing to regress from")
+    if comparison is None or comparison.empty:
+        return GateResult(g.name, g.kind, None, g.threshold, False, 0,
+                          f"fails closed: no comparison with parent {parent_id} ({note or 'parent not evaluated'})")
+    guarded = comparison[comparison.guarded.astype(str).str.lower().isin(["true", "1"])]
+    n = int(guarded.n_pairs.min()) if len(guarded) else 0
+    if n < g.min_samples:
+        return GateResult(g.name, g.kind, None, g.threshold, False, n,
+                          f"fails closed: {n} samples shared with {parent_id}, fewer than {g.min_samples}")
+    reg = guarded[guarded.regression.astype(str).str.lower().isin(["true", "1"])]
+    parts = [f"{r.score} {r.delta:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]" for r in guarded.itertuples()]
+    if len(reg):
+        return GateResult(g.name, g.kind, float(len(reg)), g.threshold, False, n,
+                          f"regression vs {parent_id} on {', '.join(reg.score)}; " + "; ".join(parts))
+    return GateResult(g.name, g.kind, 0.0, g.threshold, True, n, f"no guarded score regressed vs {parent_id}; " + "; ".join(parts))

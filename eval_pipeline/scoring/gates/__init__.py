@@ -1,0 +1,106 @@
+"""Threshold gates: kinds registered by name, one module each, evaluated per checkpoint.
+
+A gate kind is a function decorated with :func:`gate`, taking its typed spec (a
+:class:`GateSpec` subclass naming the fields it requires), the rubric, the scores and
+the :class:`GateInputs` (other tables, loaded on demand), and returning a
+:class:`GateResult`, or a list whose first item is the gate and the rest its per-part
+results (each also an asset check). Adding a kind is one new module in this package.
+A gate with too little data fails closed and says why; missing scores count as
+missing (they shrink n), never as passes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+from pydantic import ValidationError
+
+from eval_pipeline.core.contracts import GATE_COLUMNS
+from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec
+
+GateFn = Callable[[Any, Any, pd.DataFrame, GateInputs], "GateResult | list[GateResult]"]
+
+
+@dataclass(frozen=True)
+class GateKind:
+    name: str
+    fn: GateFn
+    spec: type[GateSpec]
+    needs: tuple[str, ...]  # tables of the rubric the gate reads (asset names): the gates asset depends on them
+    check_target: str | None  # the asset its asset check is shown on (None: the gates asset)
+    parts: Callable[[Any, Any], list[str]] | None  # names of its per-part results, known from the config
+
+
+GATES: dict[str, GateKind] = {}
+_loaded = False
+
+
+def load_kinds() -> dict[str, GateKind]:
+    """Every gate kind: importing this package's modules registers them (on first use, so the kinds'
+    own imports, e.g. agreement, may import this package's base without a cycle)."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for module in pkgutil.iter_modules(__path__):
+            if module.name != "base":
+                importlib.import_module(f"{__name__}.{module.name}")
+    return GATES
+
+
+def gate(name: str, *, spec: type[GateSpec] = GateSpec, needs: Sequence[str] = (), check_target: str | None = None,
+         parts: Callable[[Any, Any], list[str]] | None = None) -> Callable[[GateFn], GateFn]:
+    """Register a gate kind under ``name``."""
+
+    def register(fn: GateFn) -> GateFn:
+        if name in GATES:
+            raise ValueError(f"gate kind {name!r} registered twice")
+        GATES[name] = GateKind(name, fn, spec, tuple(needs), check_target, parts)
+        return fn
+
+    return register
+
+
+def gate_kind(name: str) -> GateKind:
+    kind = load_kinds().get(name)
+    if kind is None:
+        raise KeyError(f"unknown gate kind {name!r} (known: {', '.join(sorted(GATES))})")
+    return kind
+
+
+def typed(g: Any) -> GateSpec:
+    """The rubric's gate as its kind's typed spec (raises ValidationError naming a missing field)."""
+    return gate_kind(g.kind).spec.model_validate(g.model_dump())
+
+
+def spec_problems(g: Any) -> list[str]:
+    """What is wrong with a gate for its kind: unknown kind, or fields the kind needs, as messages."""
+    if g.kind not in load_kinds():
+        return [f"unknown gate kind {g.kind!r} (known: {', '.join(sorted(GATES))})"]
+    try:
+        typed(g)
+    except ValidationError as exc:
+        return [f"{'.'.join(map(str, e['loc'])) or g.kind}: {e['msg']} (gate kind {g.kind!r})" for e in exc.errors()]
+    return []
+
+
+def evaluate_gate(g: Any, rubric: Any, scores: pd.DataFrame, inputs: GateInputs | None = None) -> list[GateResult]:
+    kind = gate_kind(g.kind)
+    out = kind.fn(typed(g), rubric, scores, inputs or GateInputs())
+    return out if isinstance(out, list) else [out]
+
+
+def evaluate_gates(rubric: Any, checkpoint_id: str, scores: pd.DataFrame, inputs: GateInputs | None = None) -> pd.DataFrame:
+    results = [r for g in rubric.gates for r in evaluate_gate(g, rubric, scores, inputs)]
+    return pd.DataFrame(
+        [dict(checkpoint_id=checkpoint_id, gate=r.gate, kind=r.kind, value=r.value, threshold=r.threshold,
+              passed=bool(r.passed), n=int(r.n), reason=r.reason, rubric_version=rubric.version) for r in results],
+        columns=GATE_COLUMNS,
+    ).astype({"value": "float64", "threshold": "float64", "passed": "bool", "n": "int64"})
+
+
+__all__ = ["GATES", "GateInputs", "GateKind", "GateResult", "GateSpec", "evaluate_gate", "evaluate_gates", "gate",
+           "gate_kind", "load_kinds", "spec_problems", "typed"]

@@ -1,0 +1,71 @@
+"""What every gate kind shares: its typed spec, its result, and what it reads besides the scores."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+from pydantic import ConfigDict, Field
+
+from eval_pipeline.core.strict import Strict
+
+
+class GateSpec(Strict):
+    """A gate's fields as its kind needs them. A kind subclasses this to make fields required
+    (e.g. ``score: str``); the rubric's gate is validated against it when the rubric loads."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    kind: str
+    dimensions: list[str] | None = None
+    score: str | None = None
+    values: list[str] | None = None
+    threshold: float
+    min_samples: int = Field(1, ge=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+    description: str = ""
+
+
+@dataclass
+class GateResult:
+    gate: str
+    kind: str
+    value: float | None
+    threshold: float
+    passed: bool
+    n: int
+    reason: str
+
+
+@dataclass
+class GateInputs:
+    """What gates read besides the scores: other tables of this checkpoint, each loaded on first use.
+
+    ``load(table)`` returns this checkpoint's rows of ``<rubric>.<table>``, or None when the table does
+    not exist; a gate that needs a table it cannot get fails closed and says so."""
+
+    load: Callable[[str], pd.DataFrame | None] = lambda _table: None
+    parent: str | None = None  # the checkpoint's parent, when lineage_known
+    lineage_known: bool = False
+    _tables: dict[str, pd.DataFrame | None] = field(default_factory=dict)
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        if name not in self._tables:
+            self._tables[name] = self.load(name)
+        return self._tables[name]
+
+
+def values_of(scores: pd.DataFrame, col: str) -> np.ndarray:
+    """A score column as floats, missing values dropped (they shrink n, never pass)."""
+    if col not in scores.columns:
+        return np.array([], dtype=float)
+    v = pd.to_numeric(scores[col], errors="coerce").to_numpy(dtype=float)
+    return v[~np.isnan(v)]
+
+
+def too_few(g: GateSpec, n: int, what: str) -> GateResult:
+    return GateResult(g.name, g.kind, None, g.threshold, False, n,
+                      f"fails closed: {n} {what}, fewer than the {g.min_samples} required")
