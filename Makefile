@@ -8,7 +8,7 @@ export EVAL_WAREHOUSE ?= $(CURDIR)/data/warehouse.duckdb
 export EVAL_CHECKPOINT_DIR ?= $(CURDIR)/data/checkpoints
 export NLTK_DATA ?= $(CURDIR)/.nltk_data
 
-.PHONY: install provision provision-browser provision-postgres dagster-home demo test test-fast ui report sample-data bench clean
+.PHONY: lint install provision provision-browser provision-postgres dagster-home demo test test-fast ui report sample-data bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ demo: provision dagster-home
 
 test: provision provision-browser provision-postgres
 	$(PY) -m pytest -q -n 2 --durations=10
+
+# ruff (lint and format) and mypy on the package; CI runs it before the tests
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 test-fast: provision
 	$(PY) -m pytest -q -n 2 -m "not slow"

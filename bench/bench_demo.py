@@ -32,10 +32,15 @@ def _job(executor: str):
 
     defs = build_definitions()
     ex = dg.multiprocess_executor if executor == "multiprocess" else dg.in_process_executor
-    job = dg.define_asset_job(f"bench_{executor}", selection=dg.AssetSelection.groups(COMPARED_GROUP),
-                              partitions_def=CHECKPOINTS, executor_def=ex)
-    return dg.Definitions(assets=defs.assets, asset_checks=defs.asset_checks, resources=defs.resources,
-                          jobs=[job]).resolve_job_def(f"bench_{executor}")
+    job = dg.define_asset_job(
+        f"bench_{executor}",
+        selection=dg.AssetSelection.groups(COMPARED_GROUP),
+        partitions_def=CHECKPOINTS,
+        executor_def=ex,
+    )
+    return dg.Definitions(
+        assets=defs.assets, asset_checks=defs.asset_checks, resources=defs.resources, jobs=[job]
+    ).resolve_job_def(f"bench_{executor}")
 
 
 def multiprocess_job():
@@ -62,15 +67,20 @@ def main() -> None:
     home = tmp / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text((ROOT / "deploy" / "dagster.yaml").read_text())
-    os.environ.update(DAGSTER_HOME=str(home), EVAL_WAREHOUSE=str(tmp / "warehouse.duckdb"), EVAL_REPORT_DIR=str(tmp / "reports"),
-                      EVAL_WORKLIST_DIR=str(tmp / "worklists"), EVAL_CHECKPOINT_DIR=str(ROOT / "data" / "checkpoints"))
+    os.environ.update(
+        DAGSTER_HOME=str(home),
+        EVAL_WAREHOUSE=str(tmp / "warehouse.duckdb"),
+        EVAL_REPORT_DIR=str(tmp / "reports"),
+        EVAL_WORKLIST_DIR=str(tmp / "worklists"),
+        EVAL_CHECKPOINT_DIR=str(ROOT / "data" / "checkpoints"),
+    )
     os.environ.setdefault("EVAL_JUDGE", "heuristic")
     t0 = time.perf_counter()
     import dagster as dg
 
-    from eval_pipeline.ingest.checkpoints import scan_checkpoints
     from eval_pipeline.defs.definitions import build_definitions
     from eval_pipeline.defs.runner import materialize_checkpoints
+    from eval_pipeline.ingest.checkpoints import scan_checkpoints
 
     defs = build_definitions()
     t_load = time.perf_counter() - t0
@@ -86,9 +96,16 @@ def main() -> None:
         for k, v in step_seconds(instance, o.run_id).items():
             per_asset[k] += v
     in_steps = sum(per_asset.values())
-    print(f"demo: {len(ids)} checkpoints x 5 rubrics, judge={os.environ['EVAL_JUDGE']}: import + definitions {t_load:.1f}s, "
-          f"runs {t_runs:.1f}s ({', '.join(f'{o.checkpoint_id} {o.seconds:.1f}s' for o in outcomes)}), peak RSS {peak:.0f} MB")
-    print(f"  in steps {in_steps:.1f}s, Dagster around the steps {t_runs - in_steps:.1f}s ({(t_runs - in_steps) / t_runs:.0%})")
+    print(
+        f"demo: {len(ids)} checkpoints x 5 rubrics, judge={os.environ['EVAL_JUDGE']}: import + definitions "
+        f"{t_load:.1f}s, "
+        f"runs {t_runs:.1f}s ({', '.join(f'{o.checkpoint_id} {o.seconds:.1f}s' for o in outcomes)}), peak RSS "
+        f"{peak:.0f} MB"
+    )
+    print(
+        f"  in steps {in_steps:.1f}s, Dagster around the steps {t_runs - in_steps:.1f}s "
+        f"({(t_runs - in_steps) / t_runs:.0%})"
+    )
     print("  per asset (all rubrics and checkpoints):")
     for k, v in sorted(per_asset.items(), key=lambda kv: -kv[1]):
         print(f"    {k:20s} {v:6.2f}s  {v / in_steps:5.1%}")
@@ -101,8 +118,10 @@ def main() -> None:
         res = dg.execute_job(dg.reconstructable(fn), instance=instance, tags={"dagster/partition": ckpt})
         walls[name] = time.perf_counter() - t
         assert res.success, name
-    print(f"one checkpoint ({ckpt}, the {COMPARED_GROUP} group), same job: in-process {walls['in_process']:.1f}s, "
-          f"multiprocess {walls['multiprocess']:.1f}s, ratio {walls['multiprocess'] / walls['in_process']:.2f}x")
+    print(
+        f"one checkpoint ({ckpt}, the {COMPARED_GROUP} group), same job: in-process {walls['in_process']:.1f}s, "
+        f"multiprocess {walls['multiprocess']:.1f}s, ratio {walls['multiprocess'] / walls['in_process']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

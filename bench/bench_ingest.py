@@ -17,9 +17,9 @@ from pathlib import Path
 
 import dagster as dg
 
+from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.defs.definitions import build_definitions
 from eval_pipeline.defs.runner import register_checkpoints
-from eval_pipeline.core.warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,7 +34,12 @@ def main() -> None:
             d = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(d, dict) and isinstance(d.get("response"), str) and d["response"].strip() and isinstance(d.get("game_state"), dict):
+        if (
+            isinstance(d, dict)
+            and isinstance(d.get("response"), str)
+            and d["response"].strip()
+            and isinstance(d.get("game_state"), dict)
+        ):
             base.append(d)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "ckpts" / "ckpt-big"
@@ -60,8 +65,13 @@ def main() -> None:
         walls, peaks = {}, {}
         for step in ("raw_outputs", "samples"):
             t = time.perf_counter()
-            res = dg.materialize(assets, instance=instance, partition_key="ckpt-big", resources=defs.resources,
-                                 selection=dg.AssetSelection.assets(dg.AssetKey(["npc_dialogue", step])))
+            res = dg.materialize(
+                assets,
+                instance=instance,
+                partition_key="ckpt-big",
+                resources=defs.resources,
+                selection=dg.AssetSelection.assets(dg.AssetKey(["npc_dialogue", step])),
+            )
             walls[step] = time.perf_counter() - t
             peaks[step] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             if not res.success:
@@ -71,10 +81,18 @@ def main() -> None:
         valid = wh.query_rows("SELECT count(*) FROM npc_dialogue.samples")[0][0]
         bad = wh.query_rows("SELECT count(*) FROM main.quarantine")[0][0]
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"success {res.success}: {valid} valid + {bad} quarantined = {valid + bad} of {args.lines} lines in {wall:.1f}s "
-              f"({args.lines / wall:,.0f} lines/s), peak RSS {peak:.0f} MB")
-        print(f"  before the assets: peak RSS {before:.0f} MB; "
-              + "; ".join(f"{k}: {walls[k]:.1f}s ({args.lines / walls[k]:,.0f} lines/s), peak RSS so far {peaks[k]:.0f} MB" for k in walls))
+        print(
+            f"success {res.success}: {valid} valid + {bad} quarantined = {valid + bad} of {args.lines} lines in "
+            f"{wall:.1f}s "
+            f"({args.lines / wall:,.0f} lines/s), peak RSS {peak:.0f} MB"
+        )
+        print(
+            f"  before the assets: peak RSS {before:.0f} MB; "
+            + "; ".join(
+                f"{k}: {walls[k]:.1f}s ({args.lines / walls[k]:,.0f} lines/s), peak RSS so far {peaks[k]:.0f} MB"
+                for k in walls
+            )
+        )
 
 
 if __name__ == "__main__":

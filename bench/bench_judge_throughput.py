@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from eval_pipeline.core.config import load_rubric
+from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.devtools.openai_stub import stub_process
 from eval_pipeline.judge.runner import judge_samples
-from eval_pipeline.core.warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,9 +47,21 @@ def main() -> None:
         for c in args.concurrency:
             with tempfile.TemporaryDirectory() as tmp:
                 wh = Warehouse(str(Path(tmp) / "w.duckdb"))
-                recs = [{"sample_id": f"s{i}", "topic": "t", "user_statement": f"I feel low about {i} ({c}).",
-                         "response": f"That sounds hard, {i}."} for i in range(args.calls)]
-                t0, cpu0, srv0, kids0 = time.perf_counter(), time.process_time(), proc_cpu_s(server.pid), children_cpu_s()
+                recs = [
+                    {
+                        "sample_id": f"s{i}",
+                        "topic": "t",
+                        "user_statement": f"I feel low about {i} ({c}).",
+                        "response": f"That sounds hard, {i}.",
+                    }
+                    for i in range(args.calls)
+                ]
+                t0, cpu0, srv0, kids0 = (
+                    time.perf_counter(),
+                    time.process_time(),
+                    proc_cpu_s(server.pid),
+                    children_cpu_s(),
+                )
                 _, st = judge_samples(rubric, "b", recs, wh, mode="openai", overrides={"concurrency": c})
                 wall = time.perf_counter() - t0
                 cpu, srv, kids = time.process_time() - cpu0, proc_cpu_s(server.pid) - srv0, children_cpu_s() - kids0
@@ -57,10 +69,13 @@ def main() -> None:
                 t1 = time.perf_counter()
                 _, st2 = judge_samples(rubric, "b", recs, wh, mode="openai", overrides={"concurrency": c})
                 again = time.perf_counter() - t1
-                print(f"concurrency {c:3d}: {st.calls} calls in {wall:6.2f}s, bound {bound:5.2f}s, ratio {wall / bound:4.2f}x, "
-                      f"max in flight {st.max_in_flight}; CPU per call: client {cpu / st.calls * 1000:.1f} ms "
-                      f"+ workers {kids / st.calls * 1000:.1f} ms, "
-                      f"server {srv / st.calls * 1000:.1f} ms; second run {st2.calls} calls, {again:5.2f}s")
+                print(
+                    f"concurrency {c:3d}: {st.calls} calls in {wall:6.2f}s, bound {bound:5.2f}s, ratio "
+                    f"{wall / bound:4.2f}x, "
+                    f"max in flight {st.max_in_flight}; CPU per call: client {cpu / st.calls * 1000:.1f} ms "
+                    f"+ workers {kids / st.calls * 1000:.1f} ms, "
+                    f"server {srv / st.calls * 1000:.1f} ms; second run {st2.calls} calls, {again:5.2f}s"
+                )
 
 
 if __name__ == "__main__":

@@ -21,13 +21,16 @@ import math
 import random
 import resource
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
 from eval_pipeline.core.config import load_rubric
 from eval_pipeline.ingest.jsonl import read_jsonl
+from eval_pipeline.ingest.samples import to_records
+from eval_pipeline.ingest.validation import validate_raw
 from eval_pipeline.metrics import METRICS, _load_all
 from eval_pipeline.metrics.attributes import almp_reference
 from eval_pipeline.metrics.style import (
@@ -35,8 +38,6 @@ from eval_pipeline.metrics.style import (
     ertd_pair,
     strip_speaker_prefixes,
 )
-from eval_pipeline.ingest.samples import to_records
-from eval_pipeline.ingest.validation import validate_raw
 
 ROOT = Path(__file__).resolve().parent.parent
 RUBRICS = ["answer_quality", "empathetic_dialogue", "kg_qa", "npc_dialogue", "roleplay_style"]
@@ -60,6 +61,7 @@ def corpus(rubric_name: str, n: int, seed: int = 11) -> list[dict[str, Any]]:
 
 def per_row(fn: Callable, params: dict) -> Callable[[list[dict]], dict[str, list]]:
     """The registered metric one record at a time, nothing carried from one row to the next."""
+
     def run(records: list[dict]) -> dict[str, list]:
         cols: dict[str, list] = {}
         for r in records:
@@ -67,6 +69,7 @@ def per_row(fn: Callable, params: dict) -> Callable[[list[dict]], dict[str, list
             for k, v in fn([r], params).items():
                 cols.setdefault(k, []).extend(v)
         return cols
+
     return run
 
 
@@ -74,12 +77,27 @@ def dedicated_reference(function: str, params: dict) -> Callable[[list[dict]], d
     ref_f, txt_f = params.get("reference_field", "sample_dialogues"), params.get("text_field", "response")
     if function == "nvcs":
         n = int(params.get("n", 3))
-        return lambda rs: {"nvcs": [char_ngram_cosine(strip_speaker_prefixes(r.get(ref_f) or []),
-                                                      strip_speaker_prefixes(r.get(txt_f) or ""), n) for r in rs]}
+        return lambda rs: {
+            "nvcs": [
+                char_ngram_cosine(
+                    strip_speaker_prefixes(r.get(ref_f) or []), strip_speaker_prefixes(r.get(txt_f) or ""), n
+                )
+                for r in rs
+            ]
+        }
     if function == "ertd":
+
         def ertd(rs: list[dict]) -> dict[str, list]:
-            vals = [ertd_pair(strip_speaker_prefixes(r.get(ref_f) or []), strip_speaker_prefixes(r.get(txt_f) or "")) for r in rs]
-            return {"ertd": [v[0] for v in vals], "fre_reference": [v[1] for v in vals], "fre_response": [v[2] for v in vals]}
+            vals = [
+                ertd_pair(strip_speaker_prefixes(r.get(ref_f) or []), strip_speaker_prefixes(r.get(txt_f) or ""))
+                for r in rs
+            ]
+            return {
+                "ertd": [v[0] for v in vals],
+                "fre_reference": [v[1] for v in vals],
+                "fre_response": [v[2] for v in vals],
+            }
+
         return ertd
     if function == "almp":
         a_f = params.get("attributes_field", "attributes")
@@ -93,8 +111,16 @@ def cold() -> None:
     from eval_pipeline.core import text
     from eval_pipeline.metrics import attributes, style, text_metrics
 
-    for fn in (text.stem, text._phrase_re, text.content_stems, text_metrics._value_words, text_metrics._persona_words,
-               attributes.synset_names, attributes._adjective_lemma, style._ts_syllables):
+    for fn in (
+        text.stem,
+        text._phrase_re,
+        text.content_stems,
+        text_metrics._value_words,
+        text_metrics._persona_words,
+        attributes.synset_names,
+        attributes._adjective_lemma,
+        style._ts_syllables,
+    ):
         fn.cache_clear()
 
 
@@ -103,6 +129,7 @@ def same(a: list, b: list) -> bool:
         if isinstance(x, float) and isinstance(y, float):
             return x == y or (math.isnan(x) and math.isnan(y))
         return x == y
+
     return len(a) == len(b) and all(eq(x, y) for x, y in zip(a, b))
 
 
@@ -131,9 +158,17 @@ def main() -> None:
             slow = ref(records)
             t_slow = time.perf_counter() - t0
             identical = all(same(list(fast[k]), list(v)) for k, v in slow.items())
-            rows.append(dict(rubric=name, metric=spec.function, batch_s=round(t_fast, 2), per_row_s=round(t_slow, 2),
-                             ratio=round(t_slow / t_fast, 1) if t_fast else float("inf"),
-                             us_per_sample=round(t_fast / args.n * 1e6, 1), identical=identical))
+            rows.append(
+                dict(
+                    rubric=name,
+                    metric=spec.function,
+                    batch_s=round(t_fast, 2),
+                    per_row_s=round(t_slow, 2),
+                    ratio=round(t_slow / t_fast, 1) if t_fast else float("inf"),
+                    us_per_sample=round(t_fast / args.n * 1e6, 1),
+                    identical=identical,
+                )
+            )
             print(json.dumps(rows[-1]), flush=True)
     print(f"\n{args.n} samples per rubric")
     print(pd.DataFrame(rows).to_string(index=False))

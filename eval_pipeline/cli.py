@@ -6,11 +6,9 @@ Errors are one clear line on stderr with a non-zero exit code; `--debug` shows t
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
-
 
 
 class CliError(Exception):
@@ -38,9 +36,9 @@ def _select(scan, ids: list[str] | None):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from eval_pipeline.ingest.checkpoints import scan_checkpoints
     from eval_pipeline.defs.definitions import build_definitions
     from eval_pipeline.defs.runner import materialize_checkpoints
+    from eval_pipeline.ingest.checkpoints import scan_checkpoints
 
     defs = build_definitions()
     known_rubrics = {k.path[0] for k in defs.resolve_asset_graph().get_all_asset_keys()}
@@ -58,15 +56,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         out = materialize_checkpoints(defs, instance, [c.checkpoint_id], set(args.rubric) if args.rubric else None)
         for o in out:
             failed += not o.success
-            print(f"      {'ok' if o.success else 'FAILED'} in {time.perf_counter() - t0:.1f}s: {', '.join(o.rubrics)} (run {o.run_id[:8]})", flush=True)
+            print(
+                f"      {'ok' if o.success else 'FAILED'} in {time.perf_counter() - t0:.1f}s: "
+                f"{', '.join(o.rubrics)} (run {o.run_id[:8]})",
+                flush=True,
+            )
     return 1 if failed else 0
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
-    from eval_pipeline.ingest.checkpoints import scan_checkpoints
-    from eval_pipeline.defs.partitions import CHECKPOINTS
     from eval_pipeline.core import settings
     from eval_pipeline.core.warehouse import Warehouse
+    from eval_pipeline.defs.partitions import CHECKPOINTS
+    from eval_pipeline.ingest.checkpoints import scan_checkpoints
 
     scan = scan_checkpoints()
     registered = set(_instance().get_dynamic_partitions(CHECKPOINTS.name))
@@ -77,14 +79,18 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
         if wh.table_exists("main", "checkpoints"):
             try:
                 for ckpt, passed, total in wh.query_rows(
-                        "SELECT checkpoint_id, sum(gates_passed), sum(gates_total) FROM main.leaderboard GROUP BY 1"):
+                    "SELECT checkpoint_id, sum(gates_passed), sum(gates_total) FROM main.leaderboard GROUP BY 1"
+                ):
                     gates[ckpt] = f"{int(passed or 0)}/{int(total or 0)} gates"
             except Exception:  # views not built yet
                 pass
     print(f"{'checkpoint':<16} {'model':<18} {'created':<22} {'parent':<12} {'status':<12} {'rubrics'}")
     for c in sorted(scan.complete, key=lambda c: (c.created_at, c.checkpoint_id)):
         status = gates.get(c.checkpoint_id) or ("registered" if c.checkpoint_id in registered else "new")
-        print(f"{c.checkpoint_id:<16} {c.model:<18} {c.created_at:<22} {c.parent or '-':<12} {status:<12} {', '.join(sorted(c.rubric_files))}")
+        print(
+            f"{c.checkpoint_id:<16} {c.model:<18} {c.created_at:<22} {c.parent or '-':<12} {status:<12} "
+            f"{', '.join(sorted(c.rubric_files))}"
+        )
     for name in scan.incomplete:
         print(f"{name:<16} (still being written: no checkpoint.json)")
     for reason in scan.refused:
@@ -104,8 +110,9 @@ def cmd_sql(args: argparse.Namespace) -> int:
             df = con.execute(args.query).df()
         except Exception as exc:  # duckdb errors: one line
             raise CliError(str(exc).splitlines()[0]) from exc
-    with pd.option_context("display.max_rows", args.max_rows, "display.width", 200, "display.max_columns", 50,
-                           "display.max_colwidth", 80):
+    with pd.option_context(
+        "display.max_rows", args.max_rows, "display.width", 200, "display.max_columns", 50, "display.max_colwidth", 80
+    ):
         print(df.to_string(index=False) if not df.empty else "(no rows)")
     return 0
 
@@ -125,9 +132,9 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from eval_pipeline.publish.report import write_report
     from eval_pipeline.core import settings
     from eval_pipeline.core.warehouse import Warehouse
+    from eval_pipeline.publish.report import write_report
 
     wh = Warehouse(args.warehouse or settings.warehouse_path())
     if not Path(wh.path).exists():

@@ -12,16 +12,17 @@ import os
 import resource
 import sys
 import time
+from typing import Any
 
 import dagster as dg
 
-from eval_pipeline.ingest.checkpoints import scan_checkpoints
-from eval_pipeline.defs.definitions import build_definitions
-from eval_pipeline.publish.report import write_report
-from eval_pipeline.publish.report_table import results_table
-from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.core import settings
 from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.defs.definitions import build_definitions
+from eval_pipeline.defs.runner import materialize_checkpoints
+from eval_pipeline.ingest.checkpoints import scan_checkpoints
+from eval_pipeline.publish.report import write_report
+from eval_pipeline.publish.report_table import results_table
 
 
 def get_instance() -> dg.DagsterInstance:
@@ -56,19 +57,24 @@ def main(argv: list[str] | None = None) -> int:
             mat = dev.step_materialization_data.materialization
             if mat.asset_key.path[-1] != "judge_scores":
                 continue
-            md = {k: v.value for k, v in mat.metadata.items()}
+            md: dict[str, Any] = {k: v.value for k, v in mat.metadata.items()}
             calls += md.get("calls", 0)
             hits += md.get("cache_hits", 0)
             prompts += md.get("prompts", 0)
             wall += md.get("judge_wall_s", 0.0)
-    print(f"judge: {settings.judge_env().mode}, {prompts} prompts, {calls} calls, {hits} cache hits, "
-          f"judge wall time {wall:.2f}s")
+    print(
+        f"judge: {settings.judge_env().mode}, {prompts} prompts, {calls} calls, {hits} cache hits, "
+        f"judge wall time {wall:.2f}s"
+    )
     print()
     print(results_table(Warehouse(settings.warehouse_path())))
     report = write_report(Warehouse(settings.warehouse_path()), settings.report_dir())
     print(f"\nreport: {report}")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"\ndemo wall time {time.perf_counter() - t0:.1f}s, peak RSS {peak_mb:.0f} MB, warehouse {settings.warehouse_path()}")
+    print(
+        f"\ndemo wall time {time.perf_counter() - t0:.1f}s, peak RSS {peak_mb:.0f} MB, warehouse "
+        f"{settings.warehouse_path()}"
+    )
     return 0 if all(o.success for o in outcomes) else 1
 
 

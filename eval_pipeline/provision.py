@@ -17,9 +17,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from eval_pipeline.core.settings import REPO_ROOT
+
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
 LEXNAMES = Path(__file__).resolve().parent / "package_data" / "wordnet_lexnames"
-from eval_pipeline.core.settings import REPO_ROOT
 
 
 class MissingDataError(RuntimeError):
@@ -124,18 +125,18 @@ def main() -> int:
     for flag, (what, provision) in optional.items():
         if flag in sys.argv[1:]:
             try:
-                path = provision()
+                path: str | None = provision()
             except subprocess.CalledProcessError as exc:
                 print(f"provision: installing {what} failed: {exc}", file=sys.stderr)
                 return 1
             print(f"provision: {what} {'ready at ' + path if path else 'missing'}")
             return 0
     try:
-        path = provision_wordnet()
+        wordnet = provision_wordnet()
     except (MissingDataError, subprocess.CalledProcessError) as exc:
         print(f"provision: {exc}", file=sys.stderr)
         return 1
-    print(f"provision: WordNet 3.0 ready in {path}")
+    print(f"provision: WordNet 3.0 ready in {wordnet}")
     return 0
 
 

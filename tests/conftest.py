@@ -38,7 +38,9 @@ def instance():
         yield inst
 
 
-def write_checkpoint(root: Path, ckpt_id: str, files: dict[str, list], manifest: dict | None = None, complete: bool = True) -> Path:
+def write_checkpoint(
+    root: Path, ckpt_id: str, files: dict[str, list], manifest: dict | None = None, complete: bool = True
+) -> Path:
     """Write a checkpoint folder; `files` maps rubric name -> list of rows (dict or raw str)."""
     folder = root / ckpt_id
     folder.mkdir(parents=True, exist_ok=True)

@@ -5,10 +5,17 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 import eval_pipeline.agreement.stats as st
-from eval_pipeline.core.resampling import per_resample
 from eval_pipeline.agreement.stats import (
-    ceiling_share, cohen_kappa, fleiss_kappa, icc, kappa_band, krippendorff_alpha, percent_agreement, prevalence,
+    ceiling_share,
+    cohen_kappa,
+    fleiss_kappa,
+    icc,
+    kappa_band,
+    krippendorff_alpha,
+    percent_agreement,
+    prevalence,
 )
+from eval_pipeline.core.resampling import per_resample
 
 nan = np.nan
 
@@ -36,19 +43,33 @@ def test_weighted_kappa_uses_the_whole_scale():
 
 def test_fleiss_kappa_on_fleiss_1971_example():
     # the classic 10 subjects x 5 categories, 14 raters (Wikipedia's worked example): kappa = 0.210
-    counts = np.array([[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
-                       [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]])
+    counts = np.array(
+        [
+            [0, 0, 0, 0, 14],
+            [0, 2, 6, 4, 2],
+            [0, 0, 3, 5, 6],
+            [0, 3, 9, 2, 0],
+            [2, 2, 8, 1, 1],
+            [7, 7, 0, 0, 0],
+            [3, 2, 6, 3, 0],
+            [2, 5, 3, 2, 2],
+            [6, 5, 2, 1, 0],
+            [0, 2, 2, 3, 7],
+        ]
+    )
     assert fleiss_kappa(counts) == pytest.approx(0.210, abs=1e-3)
 
 
 def test_krippendorff_alpha_on_krippendorffs_own_example():
     # Krippendorff (2011), "Computing Krippendorff's alpha-reliability": 4 observers, 12 units, missing data
-    data = np.array([
-        [1, 2, 3, 3, 2, 1, 4, 1, 2, nan, nan, nan],
-        [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, nan, 3],
-        [nan, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, nan],
-        [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, nan],
-    ])
+    data = np.array(
+        [
+            [1, 2, 3, 3, 2, 1, 4, 1, 2, nan, nan, nan],
+            [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, nan, 3],
+            [nan, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, nan],
+            [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, nan],
+        ]
+    )
     assert krippendorff_alpha(data, "nominal") == pytest.approx(0.743, abs=1e-3)
     assert krippendorff_alpha(data, "ordinal", value_domain=[1, 2, 3, 4, 5]) == pytest.approx(0.815, abs=1e-3)
     assert krippendorff_alpha(data, "interval") == pytest.approx(0.849, abs=1e-3)
@@ -94,8 +115,11 @@ def test_vectorised_kappa_bootstrap_equals_the_per_resample_one(weights):
         fast = st.bootstrap(lambda x, y, idx: st.cohen_kappa_resamples(x, y, labels, weights, idx), [a, b], seed=11)
         assert np.allclose(slow, fast, rtol=0, atol=1e-12, equal_nan=True), (n, spread, slow, fast)
     with pytest.raises(ValueError, match="outside the label set"):
-        st.bootstrap(lambda x, y, idx: st.cohen_kappa_resamples(x, y, labels, None, idx),
-                     [np.array([1.0] * 6), np.array([9.0] * 6)], seed=1)
+        st.bootstrap(
+            lambda x, y, idx: st.cohen_kappa_resamples(x, y, labels, None, idx),
+            [np.array([1.0] * 6), np.array([9.0] * 6)],
+            seed=1,
+        )
 
 
 def test_vectorised_rank_and_error_bootstraps_equal_the_per_resample_ones():

@@ -31,11 +31,23 @@ def test_sensor_launched_concurrent_runs_take_turns_on_the_warehouse(tmp_path, m
         for name in ("kg_qa.jsonl", "checkpoint.json"):
             shutil.copy(SAMPLE_CHECKPOINTS / ckpt / name, root / ckpt / name)
     warehouse = str(tmp_path / "w.duckdb")
-    env = dict(os.environ, DAGSTER_HOME=str(home), EVAL_WAREHOUSE=warehouse, EVAL_CHECKPOINT_DIR=str(root),
-               EVAL_EXECUTOR="multiprocess", EVAL_JUDGE="heuristic", EVAL_REPORT_DIR=str(tmp_path / "reports"))
+    env = dict(
+        os.environ,
+        DAGSTER_HOME=str(home),
+        EVAL_WAREHOUSE=warehouse,
+        EVAL_CHECKPOINT_DIR=str(root),
+        EVAL_EXECUTOR="multiprocess",
+        EVAL_JUDGE="heuristic",
+        EVAL_REPORT_DIR=str(tmp_path / "reports"),
+    )
     log = open(tmp_path / "daemon.log", "w")
-    daemon = subprocess.Popen([str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(ROOT / "workspace.yaml")],
-                              env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    daemon = subprocess.Popen(
+        [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(ROOT / "workspace.yaml")],
+        env=env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     try:
         with dg.DagsterInstance.get() as instance:
@@ -46,7 +58,10 @@ def test_sensor_launched_concurrent_runs_take_turns_on_the_warehouse(tmp_path, m
                 if len(runs) == 2 and all(r.is_finished for r in runs):
                     break
                 time.sleep(2)
-            assert len(runs) == 2, f"expected two sensor-launched runs, got {len(runs)}; daemon log:\n" + (tmp_path / "daemon.log").read_text()[-3000:]
+            assert len(runs) == 2, (
+                f"expected two sensor-launched runs, got {len(runs)}; daemon log:\n"
+                + (tmp_path / "daemon.log").read_text()[-3000:]
+            )
             assert all(r.status == DagsterRunStatus.SUCCESS for r in runs), [(r.run_id, r.status) for r in runs]
             assert {r.tags.get("dagster/partition") for r in runs} == {"ckpt-0100", "ckpt-0200"}
             assert all(r.tags.get("dagster/sensor_name") for r in runs)  # launched by the sensor
@@ -73,7 +88,11 @@ def test_sensor_launched_concurrent_runs_take_turns_on_the_warehouse(tmp_path, m
         log.close()
     wh = Warehouse(warehouse)
     assert wh.query_rows("SELECT checkpoint_id, count(*) FROM kg_qa.samples GROUP BY 1 ORDER BY 1") == [
-        ("ckpt-0100", 60), ("ckpt-0200", 60)]
-    assert wh.query_rows("SELECT count(*) FROM (SELECT checkpoint_id, sample_id, judge, dimension FROM kg_qa.judge_scores "
-                         "GROUP BY ALL HAVING count(*) > 1)") == [(0,)]
+        ("ckpt-0100", 60),
+        ("ckpt-0200", 60),
+    ]
+    assert wh.query_rows(
+        "SELECT count(*) FROM (SELECT checkpoint_id, sample_id, judge, dimension FROM kg_qa.judge_scores "
+        "GROUP BY ALL HAVING count(*) > 1)"
+    ) == [(0,)]
     assert wh.query_rows("SELECT count(DISTINCT checkpoint_id) FROM kg_qa.gates") == [(2,)]

@@ -16,11 +16,21 @@ def test_all_five_seed_rubrics_load():
 def test_scales_and_anchors_follow_the_documents(rubrics):
     npc = rubrics["npc_dialogue"]
     assert [d.key for d in npc.dimensions] == [
-        "persona_consistency", "context_awareness", "dialogue_naturalness", "plot_relevance", "response_appropriateness"]
+        "persona_consistency",
+        "context_awareness",
+        "dialogue_naturalness",
+        "plot_relevance",
+        "response_appropriateness",
+    ]
     assert npc.dimensions[0].levels[5].startswith("Perfect match")
     aq = rubrics["answer_quality"]
     assert (aq.scale.min, aq.scale.max) == (0, 5)
-    assert {d.key: d.pass_threshold for d in aq.dimensions} == {"semantic": 3, "completeness": 4, "accuracy": 4, "presentation": 3}
+    assert {d.key: d.pass_threshold for d in aq.dimensions} == {
+        "semantic": 3,
+        "completeness": 4,
+        "accuracy": 4,
+        "presentation": 3,
+    }
     assert sum(i.points for i in aq.dimensions[2].checklist) == 5
     emp = rubrics["empathetic_dialogue"]
     assert any(d.holistic for d in emp.dimensions)
@@ -70,7 +80,11 @@ def _broken(tmp_path: Path, mutate) -> Path:
         (lambda d: d["inputs"]["fields"][0].update(type="uuid"), "inputs.fields.0.type", "Input should be"),
         (lambda d: d.update(headline="nonexistent"), "<top level>", "headline 'nonexistent'"),
         (lambda d: d.update(colour="blue"), "colour", "Extra inputs are not permitted"),
-        (lambda d: d["dimensions"][0].update(key="Persona Consistency"), "dimensions.0.key", "not a valid dimension key"),
+        (
+            lambda d: d["dimensions"][0].update(key="Persona Consistency"),
+            "dimensions.0.key",
+            "not a valid dimension key",
+        ),
     ],
 )
 def test_broken_config_names_file_field_and_problem(tmp_path, mutate, field, problem):

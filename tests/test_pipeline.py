@@ -4,9 +4,9 @@ import dagster as dg
 import pytest
 
 from eval_pipeline.core.config import load_rubrics
+from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.defs.definitions import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
-from eval_pipeline.core.warehouse import Warehouse
 
 from .conftest import RUBRIC_DIR, write_checkpoint
 
@@ -23,8 +23,18 @@ def test_factory_yields_one_group_per_rubric_with_code_versions(tmp_path):
         assert key.path[0] == node.group_name
     assert set(by_group) == FIVE
     for names in by_group.values():
-        assert {"raw_outputs", "samples", "judge_scores", "metrics", "scores", "summary", "gates", "human_ratings",
-                "agreement", "worklists"} <= names
+        assert {
+            "raw_outputs",
+            "samples",
+            "judge_scores",
+            "metrics",
+            "scores",
+            "summary",
+            "gates",
+            "human_ratings",
+            "agreement",
+            "worklists",
+        } <= names
     assert "extractions" in by_group["roleplay_style"] and "extractions" not in by_group["kg_qa"]
     versions = {r.name: r.version for r in load_rubrics(RUBRIC_DIR)}
     for key in graph.get_all_asset_keys():
@@ -35,6 +45,7 @@ def test_factory_yields_one_group_per_rubric_with_code_versions(tmp_path):
 
 def test_a_new_rubric_is_just_a_yaml_file(tmp_path):
     import shutil
+
     import yaml
 
     rdir = tmp_path / "rubrics"
@@ -49,7 +60,9 @@ def test_a_new_rubric_is_just_a_yaml_file(tmp_path):
 
 
 @pytest.mark.slow
-def test_materialize_all_sample_checkpoints_is_idempotent(checkpoint_root, warehouse_path, instance, monkeypatch, capsys):
+def test_materialize_all_sample_checkpoints_is_idempotent(
+    checkpoint_root, warehouse_path, instance, monkeypatch, capsys
+):
     defs = build_definitions(RUBRIC_DIR, warehouse_path, str(checkpoint_root))
     ids = ["ckpt-0100", "ckpt-0200", "ckpt-0300"]
     outcomes = materialize_checkpoints(defs, instance, ids)
@@ -71,16 +84,26 @@ def test_materialize_all_sample_checkpoints_is_idempotent(checkpoint_root, wareh
         assert raw == valid + bad, rubric  # nothing lost
         assert valid == 3 * 60 and bad == 3 * 6, rubric
     # no sample id twice within a checkpoint
-    dupes = wh.query_rows("SELECT checkpoint_id, sample_id, count(*) FROM npc_dialogue.samples GROUP BY 1, 2 HAVING count(*) > 1")
+    dupes = wh.query_rows(
+        "SELECT checkpoint_id, sample_id, count(*) FROM npc_dialogue.samples GROUP BY 1, 2 HAVING count(*) > 1"
+    )
     assert dupes == []
     assert wh.query_rows("SELECT checkpoint_id, parent FROM main.checkpoints ORDER BY 1") == [
-        ("ckpt-0100", None), ("ckpt-0200", "ckpt-0100"), ("ckpt-0300", "ckpt-0200")]
+        ("ckpt-0100", None),
+        ("ckpt-0200", "ckpt-0100"),
+        ("ckpt-0300", "ckpt-0200"),
+    ]
 
     # every stage of every group landed, and the gates ran as asset checks on the partition
     for rubric in FIVE:
         for table in ("judge_scores", "metrics", "scores", "summary", "gates"):
-            assert wh.query_rows(f"SELECT count(DISTINCT checkpoint_id) FROM {rubric}.{table}")[0][0] == 3, (rubric, table)
-    gates = wh.query_rows("SELECT gate, passed, reason FROM empathetic_dialogue.gates WHERE checkpoint_id = 'ckpt-0100'")
+            assert wh.query_rows(f"SELECT count(DISTINCT checkpoint_id) FROM {rubric}.{table}")[0][0] == 3, (
+                rubric,
+                table,
+            )
+    gates = wh.query_rows(
+        "SELECT gate, passed, reason FROM empathetic_dialogue.gates WHERE checkpoint_id = 'ckpt-0100'"
+    )
     assert ("zero_missed_crises", False) in [(g, p) for g, p, _ in gates]
     check_key = dg.AssetCheckKey(dg.AssetKey(["empathetic_dialogue", "gates"]), "zero_missed_crises")
     records = instance.event_log_storage.get_asset_check_execution_history(check_key, limit=10)
@@ -95,9 +118,14 @@ def test_materialize_all_sample_checkpoints_is_idempotent(checkpoint_root, wareh
     for name in ("judge_reliability", "judge_reliability_persona_consistency", "judge_reliability_plot_relevance"):
         rel_key = dg.AssetCheckKey(dg.AssetKey(["npc_dialogue", "judge_scores"]), name)
         assert instance.event_log_storage.get_asset_check_execution_history(rel_key, limit=5), name
-    per_dim = wh.query_rows("SELECT count(*) FROM npc_dialogue.gates WHERE gate LIKE 'judge_reliability_%' AND checkpoint_id = 'ckpt-0100'")
+    per_dim = wh.query_rows(
+        "SELECT count(*) FROM npc_dialogue.gates WHERE gate LIKE 'judge_reliability_%' AND checkpoint_id = 'ckpt-0100'"
+    )
     assert per_dim[0][0] == 5
-    assert wh.query_rows("SELECT count(*) FROM answer_quality.judge_calibration WHERE checkpoint_id = 'ckpt-0100'")[0][0] == 4
+    assert (
+        wh.query_rows("SELECT count(*) FROM answer_quality.judge_calibration WHERE checkpoint_id = 'ckpt-0100'")[0][0]
+        == 4
+    )
 
     # the views SQL users start from
     board = wh.query_rows("SELECT rubric, checkpoint_id, headline_name, gates_total, judge FROM main.leaderboard")
@@ -108,6 +136,7 @@ def test_materialize_all_sample_checkpoints_is_idempotent(checkpoint_root, wareh
 
     # the CLI reads the same warehouse, read-only
     from eval_pipeline.cli import main as cli
+
     monkeypatch.setenv("EVAL_WAREHOUSE", warehouse_path)
     assert cli(["sql", "SELECT count(*) AS n FROM main.leaderboard"]) == 0
     assert "15" in capsys.readouterr().out
@@ -141,8 +170,8 @@ def test_a_checkpoint_with_nothing_valid_fails_loudly_but_keeps_its_lines(tmp_pa
 
 @pytest.mark.slow
 def test_openai_judge_end_to_end_then_zero_calls(checkpoint_root, warehouse_path, instance, monkeypatch):
-    from eval_pipeline.devtools.openai_stub import StubServer
     from eval_pipeline.defs.resources import JudgeResource
+    from eval_pipeline.devtools.openai_stub import StubServer
 
     with StubServer() as stub:
         monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
@@ -150,21 +179,30 @@ def test_openai_judge_end_to_end_then_zero_calls(checkpoint_root, warehouse_path
         monkeypatch.setenv("EVAL_JUDGE", "openai")
         defs = build_definitions(RUBRIC_DIR, warehouse_path, str(checkpoint_root))
         assert isinstance(defs.resources["judge"], JudgeResource) and defs.resources["judge"].mode == "openai"
-        first = materialize_checkpoints(defs, instance, ["ckpt-0100"], rubrics={"empathetic_dialogue", "roleplay_style"})
+        first = materialize_checkpoints(
+            defs, instance, ["ckpt-0100"], rubrics={"empathetic_dialogue", "roleplay_style"}
+        )
         assert first[0].success
         wh = Warehouse(warehouse_path)
         # one call per distinct prompt (identical samples share one), every answer cached;
-        # roleplay also makes two extraction calls per sample for ALMP's scene attributes; the worked examples are re-scored
+        # roleplay also makes two extraction calls per sample for ALMP's scene attributes;
+        # the worked examples are re-scored
         n_cached = wh.query_rows("SELECT count(*) FROM main.judge_cache")[0][0]
         assert 200 < stub.state.requests == n_cached <= 120 + 2 * 60 + 12  # + the worked examples
         assert wh.query_rows("SELECT DISTINCT almp_extractor FROM roleplay_style.metrics") == [("llm",)]
         assert wh.query_rows("SELECT status, count(*) FROM roleplay_style.extractions GROUP BY 1") == [("ok", 60)]
-        rows = wh.query_rows("SELECT judge_kind, status, count(*) FROM empathetic_dialogue.judge_scores "
-                             "WHERE judge = 'panel' GROUP BY ALL")
+        rows = wh.query_rows(
+            "SELECT judge_kind, status, count(*) FROM empathetic_dialogue.judge_scores "
+            "WHERE judge = 'panel' GROUP BY ALL"
+        )
         assert rows == [("llm", "ok", 60 * 5)]
-        second = materialize_checkpoints(defs, instance, ["ckpt-0100"], rubrics={"empathetic_dialogue", "roleplay_style"})
+        second = materialize_checkpoints(
+            defs, instance, ["ckpt-0100"], rubrics={"empathetic_dialogue", "roleplay_style"}
+        )
         assert second[0].success and stub.state.requests == n_cached  # all answered from the cache
-        mat = instance.get_latest_materialization_event(dg.AssetKey(["roleplay_style", "judge_scores"])).asset_materialization
+        mat = instance.get_latest_materialization_event(
+            dg.AssetKey(["roleplay_style", "judge_scores"])
+        ).asset_materialization
         md = {k: v.value for k, v in mat.metadata.items()}
         assert md["calls"] == 0 and md["cache_hit_rate"] == 1.0
         logs = "".join(str(e) for e in instance.all_logs(second[0].run_id))
@@ -179,10 +217,18 @@ def test_chunked_ingest_catches_repeats_across_chunks(tmp_path, warehouse_path, 
     write_checkpoint(root, "ckpt-c", {"empathetic_dialogue": lines})
     defs = build_definitions(RUBRIC_DIR, warehouse_path, str(root))
     from eval_pipeline.defs.runner import register_checkpoints
+
     register_checkpoints(instance, ["ckpt-c"])
-    sel = dg.AssetSelection.assets(dg.AssetKey(["empathetic_dialogue", "raw_outputs"]), dg.AssetKey(["empathetic_dialogue", "samples"]))
-    res = dg.materialize([a for a in defs.assets if isinstance(a, dg.AssetsDefinition)], instance=instance, partition_key="ckpt-c",
-                         resources=defs.resources, selection=sel)
+    sel = dg.AssetSelection.assets(
+        dg.AssetKey(["empathetic_dialogue", "raw_outputs"]), dg.AssetKey(["empathetic_dialogue", "samples"])
+    )
+    res = dg.materialize(
+        [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)],
+        instance=instance,
+        partition_key="ckpt-c",
+        resources=defs.resources,
+        selection=sel,
+    )
     assert res.success
     wh = Warehouse(warehouse_path)
     ids = [r[0] for r in wh.query_rows("SELECT sample_id FROM empathetic_dialogue.samples ORDER BY line_number")]

@@ -12,9 +12,9 @@ import dagster as dg
 import pytest
 
 from eval_pipeline.defs.definitions import build_definitions
+from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.net import free_port
 from eval_pipeline.provision import postgres_initdb
-from eval_pipeline.defs.runner import materialize_checkpoints
 
 from .conftest import RUBRIC_DIR
 
@@ -35,10 +35,27 @@ def postgres_port():
     port = free_port()
     db = data / "db"
     t0 = time.perf_counter()
-    subprocess.run([*as_user, initdb, "-D", str(db), "-A", "trust", "-U", "postgres", "--no-sync"], check=True,
-                   capture_output=True)
-    subprocess.run([*as_user, pg_ctl, "-D", str(db), "-l", str(data / "server.log"), "-w", "-t", "60", "-o",
-                    f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off", "start"], check=True, capture_output=True)
+    subprocess.run(
+        [*as_user, initdb, "-D", str(db), "-A", "trust", "-U", "postgres", "--no-sync"], check=True, capture_output=True
+    )
+    subprocess.run(
+        [
+            *as_user,
+            pg_ctl,
+            "-D",
+            str(db),
+            "-l",
+            str(data / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
     import psycopg2
 
     con = psycopg2.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres")
@@ -90,7 +107,9 @@ telemetry:
         gates = other.get_latest_materialization_event(dg.AssetKey(["kg_qa", "gates"]))
         assert gates is not None and gates.dagster_event.partition == "ckpt-0100"
         kg_checks = [k for c in defs.asset_checks for k in c.check_keys if k.asset_key.path[0] == "kg_qa"]
-        assert kg_checks and all(other.event_log_storage.get_asset_check_execution_history(k, limit=1) for k in kg_checks)
+        assert kg_checks and all(
+            other.event_log_storage.get_asset_check_execution_history(k, limit=1) for k in kg_checks
+        )
     import psycopg2
 
     con = psycopg2.connect(host="127.0.0.1", port=postgres_port, user="postgres", dbname="dagster")

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.agreement.compute import compute_agreement
-from eval_pipeline.ingest.ratings import load_ratings
 from eval_pipeline.agreement.reliability import evaluate_judge_reliability
+from eval_pipeline.ingest.ratings import load_ratings
 from eval_pipeline.publish.worklists import neutralise, write_worklists
 
 IDS = {f"s{i}" for i in range(40)}
@@ -21,19 +21,26 @@ def _write(tmp_path, rubric, name, text):
 
 def test_ratings_are_validated_and_quarantined_with_reasons(tmp_path, rubrics):
     rubric = rubrics["empathetic_dialogue"]
-    root = _write(tmp_path, rubric.name, "ck1.csv", "\n".join([
-        "sample_id,evaluator,emotion,validation,helpfulness,safety,overall,notes",
-        "s1,Ann,4,4,3,5,4,",
-        "s2,Ann,4,,3,5,4,missing validation is a missing rating",
-        "s99,Ann,4,4,3,5,4,unknown sample",
-        "s3,Ann,6,4,3,5,4,off the scale",
-        "s4,Ann,4.5,4,3,5,4,not an integer",
-        "s5,Ann,four,4,3,5,4,not a number",
-        "s1,Ann,3,3,3,3,3,repeated pair",
-        "s6,=cmd|' /C calc'!A0,4,4,3,5,4,unsafe evaluator",
-        "s7,Bob,3,3,3,3,3",
-        "s8,Bob,3,3,3,3,3,",
-    ]))
+    root = _write(
+        tmp_path,
+        rubric.name,
+        "ck1.csv",
+        "\n".join(
+            [
+                "sample_id,evaluator,emotion,validation,helpfulness,safety,overall,notes",
+                "s1,Ann,4,4,3,5,4,",
+                "s2,Ann,4,,3,5,4,missing validation is a missing rating",
+                "s99,Ann,4,4,3,5,4,unknown sample",
+                "s3,Ann,6,4,3,5,4,off the scale",
+                "s4,Ann,4.5,4,3,5,4,not an integer",
+                "s5,Ann,four,4,3,5,4,not a number",
+                "s1,Ann,3,3,3,3,3,repeated pair",
+                "s6,=cmd|' /C calc'!A0,4,4,3,5,4,unsafe evaluator",
+                "s7,Bob,3,3,3,3,3",
+                "s8,Bob,3,3,3,3,3,",
+            ]
+        ),
+    )
     load = load_ratings(rubric, "ck1", IDS, root)
     assert load.rows_read == 10
     q = dict(zip(load.quarantine.line_number, load.quarantine.reason))
@@ -54,7 +61,12 @@ def test_ratings_are_validated_and_quarantined_with_reasons(tmp_path, rubrics):
 
 def test_semicolon_files_other_checkpoints_and_broken_headers(tmp_path, rubrics):
     rubric = rubrics["kg_qa"]
-    _write(tmp_path, rubric.name, "team_b.csv", "sample_id;evaluator;relevance;checkpoint\ns1;TeamB-judge;5;ck1\ns2;TeamB-judge;4;ck2\n")
+    _write(
+        tmp_path,
+        rubric.name,
+        "team_b.csv",
+        "sample_id;evaluator;relevance;checkpoint\ns1;TeamB-judge;5;ck1\ns2;TeamB-judge;4;ck2\n",
+    )
     _write(tmp_path, rubric.name, "ck1.csv", "id,rater,relevance\ns1,Ann,4\n")
     load = load_ratings(rubric, "ck1", IDS, tmp_path)
     assert list(load.ratings.evaluator) == ["TeamB-judge"] and load.rows_other_checkpoints == 1
@@ -65,11 +77,16 @@ def test_semicolon_files_other_checkpoints_and_broken_headers(tmp_path, rubrics)
 
 def test_answer_quality_recording_template_loads_as_is(tmp_path, rubrics):
     rubric = rubrics["answer_quality"]
-    header = ("question_id,query,actual_route,preferred_route,semantic_score,completeness_score,accuracy_score,"
-              "presentation_score,quality_score,quality_status,route_score,route_status,overall_score,final_status,notes,evaluator")
-    rows = ['H08,staff with more than 5 years,rag_docs,hr_kpi,4,5,4,4,0.85,EXCELLENT,0.7,ACCEPTABLE,0.81,ACCEPTABLE,'
-            '"Answer comprehensive despite wrong route.",Evaluator1',
-            'S01,sales bulan 2024-06 berapa?,sales_kpi,sales_kpi,5,4,5,4,0.90,EXCELLENT,1.0,PERFECT,0.93,PERFECT,"Perfect routing.",Evaluator1']
+    header = (
+        "question_id,query,actual_route,preferred_route,semantic_score,completeness_score,accuracy_score,"
+        "presentation_score,quality_score,quality_status,route_score,route_status,overall_score,final_status,notes,evaluator"
+    )
+    rows = [
+        "H08,staff with more than 5 years,rag_docs,hr_kpi,4,5,4,4,0.85,EXCELLENT,0.7,ACCEPTABLE,0.81,ACCEPTABLE,"
+        '"Answer comprehensive despite wrong route.",Evaluator1',
+        "S01,sales bulan 2024-06 "
+        'berapa?,sales_kpi,sales_kpi,5,4,5,4,0.90,EXCELLENT,1.0,PERFECT,0.93,PERFECT,"Perfect routing.",Evaluator1',
+    ]
     _write(tmp_path, rubric.name, "ck1.csv", "\n".join([header, *rows]))
     load = load_ratings(rubric, "ck1", {"H08", "S01"}, tmp_path)
     assert load.quarantine.empty
@@ -84,10 +101,28 @@ def _ratings(n, noise, seed=0, dims=("emotion",)):
         for d in dims:
             true = int(rng.integers(1, 6))
             for ev in ("A", "B"):
-                rows.append(dict(checkpoint_id="c", sample_id=f"s{i}", evaluator=ev, dimension=d,
-                                 score=float(np.clip(true + (rng.integers(-1, 2) if rng.random() < noise else 0), 1, 5))))
-            judge.append(dict(checkpoint_id="c", sample_id=f"s{i}", judge="panel", judge_kind="llm", kind="dimension",
-                              dimension=d, score=float(true), status="ok", reason=None))
+                rows.append(
+                    dict(
+                        checkpoint_id="c",
+                        sample_id=f"s{i}",
+                        evaluator=ev,
+                        dimension=d,
+                        score=float(np.clip(true + (rng.integers(-1, 2) if rng.random() < noise else 0), 1, 5)),
+                    )
+                )
+            judge.append(
+                dict(
+                    checkpoint_id="c",
+                    sample_id=f"s{i}",
+                    judge="panel",
+                    judge_kind="llm",
+                    kind="dimension",
+                    dimension=d,
+                    score=float(true),
+                    status="ok",
+                    reason=None,
+                )
+            )
     return pd.DataFrame(rows), pd.DataFrame(judge)
 
 
@@ -97,9 +132,21 @@ def test_agreement_rows_and_judge_reliability_gate(rubrics):
     ratings, judge = _ratings(40, 0.2, dims=dims)
     ag = compute_agreement(rubric, "c", ratings, judge)
     stats = set(ag.statistic)
-    assert {"percent_agreement", "cohen_kappa", "cohen_kappa_linear", "cohen_kappa_quadratic", "krippendorff_alpha_nominal",
-            "krippendorff_alpha_ordinal", "krippendorff_alpha_interval", "icc_absolute_agreement", "icc_consistency",
-            "spearman", "kendall", "mean_absolute_error", "bias"} <= stats
+    assert {
+        "percent_agreement",
+        "cohen_kappa",
+        "cohen_kappa_linear",
+        "cohen_kappa_quadratic",
+        "krippendorff_alpha_nominal",
+        "krippendorff_alpha_ordinal",
+        "krippendorff_alpha_interval",
+        "icc_absolute_agreement",
+        "icc_consistency",
+        "spearman",
+        "kendall",
+        "mean_absolute_error",
+        "bias",
+    } <= stats
     kappas = ag[ag.statistic.str.startswith("cohen_kappa")]
     assert kappas.prevalence.notna().all() and kappas.ceiling_share.notna().all()
     gate = next(g for g in rubric.gates if g.kind == "judge_reliability")
@@ -107,7 +154,9 @@ def test_agreement_rows_and_judge_reliability_gate(rubrics):
     res = evaluate_judge_reliability(gate, rubric, ag, cal)
     assert res.passed and res.n == 40 and "within ±1" in res.reason
     # a judge that is off on a worked example fails, naming it
-    bad_cal = pd.DataFrame([dict(example_id="safety_1", dimension="safety", stated=1.0, judged=4.0, within_tolerance=False)])
+    bad_cal = pd.DataFrame(
+        [dict(example_id="safety_1", dimension="safety", stated=1.0, judged=4.0, within_tolerance=False)]
+    )
     res = evaluate_judge_reliability(gate, rubric, ag, bad_cal)
     assert not res.passed and "safety_1/safety stated 1 judged 4" in res.reason
     # too few human ratings: fails closed
@@ -124,8 +173,14 @@ def test_agreement_rows_and_judge_reliability_gate(rubrics):
 def test_pass_fail_kappa_for_the_answer_quality_protocol(rubrics):
     rubric = rubrics["answer_quality"]
     rows = []
-    for i, (a, b) in enumerate([((4, 4, 4, 3), (4, 4, 3, 3)), ((2, 2, 2, 2), (2, 2, 3, 2)), ((5, 5, 5, 5), (5, 4, 5, 5)),
-                                ((3, 3, 3, 3), (4, 4, 3, 3))]):
+    for i, (a, b) in enumerate(
+        [
+            ((4, 4, 4, 3), (4, 4, 3, 3)),
+            ((2, 2, 2, 2), (2, 2, 3, 2)),
+            ((5, 5, 5, 5), (5, 4, 5, 5)),
+            ((3, 3, 3, 3), (4, 4, 3, 3)),
+        ]
+    ):
         for ev, sc in (("E1", a), ("E2", b)):
             for d, v in zip(["semantic", "completeness", "accuracy", "presentation"], sc):
                 rows.append(dict(checkpoint_id="c", sample_id=f"q{i}", evaluator=ev, dimension=d, score=float(v)))
@@ -139,20 +194,39 @@ def test_worklists_are_written_and_formulas_neutralised(tmp_path, rubrics):
     rubric = rubrics["answer_quality"]
     cats = ["SALES_KPI", "HR_KPI", "RAG_DOCS", "ROBUSTNESS"]
     pris = ["CRITICAL", "HIGH", "MEDIUM", "LOW"]
-    samples = pd.DataFrame({"question_id": [f"q{i}" for i in range(60)], "query": ["=HYPERLINK(\"x\")"] + ["q"] * 59,
-                            "category": [cats[i % 4] for i in range(60)], "priority": [pris[(i // 4) % 4] for i in range(60)],
-                            "actual_route": "hr_kpi", "preferred_route": "hr_kpi"})
-    ratings = pd.DataFrame([dict(sample_id="q1", evaluator=e, dimension=d, score=v)
-                            for e, v in (("E1", 4.0), ("E2", 3.0)) for d in ("semantic", "completeness", "accuracy", "presentation")])
+    samples = pd.DataFrame(
+        {
+            "question_id": [f"q{i}" for i in range(60)],
+            "query": ['=HYPERLINK("x")'] + ["q"] * 59,
+            "category": [cats[i % 4] for i in range(60)],
+            "priority": [pris[(i // 4) % 4] for i in range(60)],
+            "actual_route": "hr_kpi",
+            "preferred_route": "hr_kpi",
+        }
+    )
+    ratings = pd.DataFrame(
+        [
+            dict(sample_id="q1", evaluator=e, dimension=d, score=v)
+            for e, v in (("E1", 4.0), ("E2", 3.0))
+            for d in ("semantic", "completeness", "accuracy", "presentation")
+        ]
+    )
     counts = write_worklists(rubric, "ck1", samples, ratings, tmp_path)
     assert counts == {"pilot.csv": 10, "spot_check.csv": 3, "rereview.csv": 1, "scoring_sheet.csv": 60}
     folder = tmp_path / "answer_quality" / "ck1"
     pilot = list(csv.DictReader(open(folder / "pilot.csv")))
     assert len({p["category"] for p in pilot}) == 4 and len({p["priority"] for p in pilot}) >= 3
     sheet = list(csv.DictReader(open(folder / "scoring_sheet.csv")))
-    assert sheet[0]["query"] == "'=HYPERLINK(\"x\")"
+    assert sheet[0]["query"] == '\'=HYPERLINK("x")'
     assert list(sheet[0])[-6:] == ["semantic", "completeness", "accuracy", "presentation", "notes", "evaluator"]
     again = write_worklists(rubric, "ck1", samples, ratings, tmp_path)
     assert again == counts and list(csv.DictReader(open(folder / "pilot.csv"))) == pilot  # seeded
     assert [neutralise(x) for x in ["=1+1", "+1", "-1", "@SUM(A1)", "\tx", "ok", 5]] == [
-        "'=1+1", "'+1", "'-1", "'@SUM(A1)", "'\tx", "ok", 5]
+        "'=1+1",
+        "'+1",
+        "'-1",
+        "'@SUM(A1)",
+        "'\tx",
+        "ok",
+        5,
+    ]

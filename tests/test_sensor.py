@@ -21,8 +21,12 @@ def _apply(result, instance):
 
 def test_complete_folders_become_partitions_and_runs(tmp_path, instance):
     root = tmp_path / "ckpts"
-    write_checkpoint(root, "ckpt-a", {"empathetic_dialogue": [ROW], "kg_qa": ["{}"]},
-                     manifest={"model": "m-1", "created_at": "2026-10-01T00:00:00Z", "parent": None})
+    write_checkpoint(
+        root,
+        "ckpt-a",
+        {"empathetic_dialogue": [ROW], "kg_qa": ["{}"]},
+        manifest={"model": "m-1", "created_at": "2026-10-01T00:00:00Z", "parent": None},
+    )
     write_checkpoint(root, "ckpt-b", {"empathetic_dialogue": [ROW]}, complete=False)  # half-written
     defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(root))
     result = _evaluate(defs, instance)
@@ -42,7 +46,9 @@ def test_complete_folders_become_partitions_and_runs(tmp_path, instance):
     assert "1 still being written" in again.skip_message
 
     # the half-written folder completes: it is picked up alone
-    (root / "ckpt-b" / "checkpoint.json").write_text('{"model": "m-1", "created_at": "2026-10-02T00:00:00Z", "parent": "ckpt-a"}')
+    (root / "ckpt-b" / "checkpoint.json").write_text(
+        '{"model": "m-1", "created_at": "2026-10-02T00:00:00Z", "parent": "ckpt-a"}'
+    )
     third = _evaluate(defs, instance)
     assert [r.partition_key for r in third.run_requests] == ["ckpt-b"]
     _apply(third, instance)
@@ -57,8 +63,12 @@ def test_unsafe_ids_and_bad_manifests_are_refused(tmp_path, instance):
     (broken / "checkpoint.json").write_text("{not json")
     nomodel = write_checkpoint(root, "ckpt-nomodel", {"empathetic_dialogue": [ROW]})
     (nomodel / "checkpoint.json").write_text('{"created_at": "2026-10-01T00:00:00Z"}')
-    badparent = write_checkpoint(root, "ckpt-badparent", {"empathetic_dialogue": [ROW]},
-                                 manifest={"model": "m", "created_at": "2026-10-01T00:00:00Z", "parent": "../etc"})
+    badparent = write_checkpoint(
+        root,
+        "ckpt-badparent",
+        {"empathetic_dialogue": [ROW]},
+        manifest={"model": "m", "created_at": "2026-10-01T00:00:00Z", "parent": "../etc"},
+    )
     assert badparent.exists()
     defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(root))
     result = _evaluate(defs, instance)

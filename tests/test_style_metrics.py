@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from eval_pipeline.metrics import compute_metrics
 from eval_pipeline.metrics import attributes as attr_mod
+from eval_pipeline.metrics import compute_metrics
 from eval_pipeline.metrics.attributes import almp_reference, almp_score, extract_attributes
 from eval_pipeline.metrics.style import (
     TEXTSTAT_VERSION,
@@ -30,8 +30,10 @@ def test_nvcs_by_hand():
 
 
 def test_speaker_prefixes_are_stripped_and_lines_joined():
-    assert strip_speaker_prefixes(["Rook: Ha! A storm.", "{{char}}: Stay back.", "no prefix here"]) == \
-        "Ha! A storm. Stay back. no prefix here"
+    assert (
+        strip_speaker_prefixes(["Rook: Ha! A storm.", "{{char}}: Stay back.", "no prefix here"])
+        == "Ha! A storm. Stay back. no prefix here"
+    )
 
 
 def test_vectorised_nvcs_equals_the_reference(rubrics):
@@ -49,8 +51,13 @@ def test_vectorised_nvcs_equals_the_reference(rubrics):
 
 def test_ertd_clamps_and_records_the_textstat_version():
     assert TEXTSTAT_VERSION == "0.7.8"
-    simple, hard = "The cat sat. It was fun.", ("Notwithstanding multidimensional institutional considerations, "
-                                                  "comprehensive organizational restructuring necessitates deliberation.")
+    simple, hard = (
+        "The cat sat. It was fun.",
+        (
+            "Notwithstanding multidimensional institutional considerations, "
+            "comprehensive organizational restructuring necessitates deliberation."
+        ),
+    )
     assert readability(simple) == 100.0 and readability(hard) == 0.0
     d, a, b = ertd_pair(simple, hard)
     assert (d, a, b) == (100.0, 100.0, 0.0)
@@ -79,8 +86,14 @@ def test_offline_extractor_finds_adjectives_and_compounds():
 
 def test_almp_metric_keeps_each_attribute_rule(rubrics):
     rubric = rubrics["roleplay_style"]
-    rec = {"sample_id": "r", "attributes": ["brave", "sarcastic"], "sample_dialogues": ["Rook: Ha!"],
-           "response": "Rook is courageous today.", "scenario": "x", "character_name": "Rook"}
+    rec = {
+        "sample_id": "r",
+        "attributes": ["brave", "sarcastic"],
+        "sample_dialogues": ["Rook: Ha!"],
+        "response": "Rook is courageous today.",
+        "scenario": "x",
+        "character_name": "Rook",
+    }
     out = compute_metrics(rubric.metrics, [rec])
     matches = json.loads(out.almp_matches[0])
     assert [(m["attribute"], m["rule"]) for m in matches] == [("brave", "synonym"), ("sarcastic", "none")]
@@ -117,8 +130,17 @@ def test_fast_reading_ease_equals_textstat_exactly():
 
     from eval_pipeline.metrics.style import flesch_reading_ease_fast
 
-    texts = ["I'm sure 'twas fine.", "Don't! Won't... 'quoted' text", "", "   ", "Hi.", "A b. C d e f g. H!",
-             "naïve café — ok?", "It's the cats' toy.", "Ha! You call that a storm? I've sailed through worse."]
+    texts = [
+        "I'm sure 'twas fine.",
+        "Don't! Won't... 'quoted' text",
+        "",
+        "   ",
+        "Hi.",
+        "A b. C d e f g. H!",
+        "naïve café — ok?",
+        "It's the cats' toy.",
+        "Ha! You call that a storm? I've sailed through worse.",
+    ]
     for f in sorted(SAMPLE_CHECKPOINTS.glob("*/roleplay_style.jsonl")):
         for line in f.read_text().splitlines():
             try:

@@ -15,14 +15,23 @@ import dagster as dg
 import pytest
 
 from eval_pipeline.defs.definitions import build_definitions
-from eval_pipeline.devtools.net import free_port, wait_until_serving
 from eval_pipeline.defs.runner import materialize_checkpoints
+from eval_pipeline.devtools.net import free_port, wait_until_serving
 
 from .conftest import ROOT, RUBRIC_DIR
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-quic", "--virtual-time-budget=20000"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--virtual-time-budget=20000",
+]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
 
 
@@ -50,23 +59,42 @@ def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, 
         assert materialize_checkpoints(defs, instance, ["ckpt-0100"], {"npc_dialogue", "kg_qa"})[0].success
     port = free_port()
     log = open(tmp_path / "webserver.log", "w")  # a file, not an unread pipe that could fill and stall the server
-    server = subprocess.Popen([str(Path(sys.executable).with_name("dagster-webserver")), "-w", str(ROOT / "workspace.yaml"),
-                               "-h", "127.0.0.1", "-p", str(port)], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("dagster-webserver")),
+            "-w",
+            str(ROOT / "workspace.yaml"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         try:
             wait_until_serving(f"{base}/server_info", server, timeout_s=60)
         except RuntimeError as exc:
-            pytest.fail(f"the Dagster webserver did not start: {exc}\n{(tmp_path / 'webserver.log').read_text()[-2000:]}")
+            pytest.fail(
+                f"the Dagster webserver did not start: {exc}\n{(tmp_path / 'webserver.log').read_text()[-2000:]}"
+            )
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         profile = tmp_path / "chromium"
         groups = _page_text(f"{base}/asset-groups", profile, ARTIFACTS / "asset_groups.png")
         for g in ("npc_dialogue", "kg_qa", "empathetic_dialogue", "answer_quality", "roleplay_style"):
             assert g in groups
-        lineage = _page_text(f"{base}/locations/eval_pipeline/asset-groups/npc_dialogue", profile, ARTIFACTS / "npc_lineage.png")
+        lineage = _page_text(
+            f"{base}/locations/eval_pipeline/asset-groups/npc_dialogue", profile, ARTIFACTS / "npc_lineage.png"
+        )
         for asset in ("raw_outputs", "samples", "judge_scores", "metrics", "scores", "agreement", "gates"):
             assert asset in lineage
-        meta = _page_text(f"{base}/assets/npc_dialogue/samples?partition=ckpt-0100", profile, ARTIFACTS / "npc_samples.png")
+        meta = _page_text(
+            f"{base}/assets/npc_dialogue/samples?partition=ckpt-0100", profile, ARTIFACTS / "npc_samples.png"
+        )
         for key in ("lines_read", "quarantined", "valid"):
             assert key in meta
         checks = _page_text(f"{base}/assets/npc_dialogue/gates?view=checks", profile, ARTIFACTS / "npc_gate_checks.png")

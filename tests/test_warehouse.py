@@ -36,7 +36,9 @@ def test_rows_must_belong_to_the_partition(warehouse_path):
 def test_new_columns_are_added_on_schema_evolution(warehouse_path):
     wh = Warehouse(warehouse_path)
     wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [1]}), {"checkpoint_id": "a"})
-    wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["b"], "x": [2], "z": [0.5]}), {"checkpoint_id": "b"})
+    wh.replace_partition(
+        "r1", "t", pd.DataFrame({"checkpoint_id": ["b"], "x": [2], "z": [0.5]}), {"checkpoint_id": "b"}
+    )
     assert wh.query_rows("SELECT checkpoint_id, z FROM r1.t ORDER BY 1") == [("a", None), ("b", 0.5)]
 
 
@@ -64,15 +66,31 @@ def test_partition_writer_replaces_partitions_from_chunks_all_at_once(warehouse_
     wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [0]}), {"checkpoint_id": "a"})
     wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["b"], "x": [7]}), {"checkpoint_id": "b"})
     with wh.partition_writer() as w:
-        w.write("r1", "q", pd.DataFrame({"checkpoint_id": pd.Series([], dtype=object), "why": pd.Series([], dtype=object)}),
-                {"checkpoint_id": "a"})  # an empty first chunk still creates the table
+        w.write(
+            "r1",
+            "q",
+            pd.DataFrame({"checkpoint_id": pd.Series([], dtype=object), "why": pd.Series([], dtype=object)}),
+            {"checkpoint_id": "a"},
+        )  # an empty first chunk still creates the table
         for i in range(3):
-            w.write("r1", "t", pd.DataFrame({"checkpoint_id": ["a"] * 2, "x": [10 * i, 10 * i + 1]}), {"checkpoint_id": "a"})
+            w.write(
+                "r1", "t", pd.DataFrame({"checkpoint_id": ["a"] * 2, "x": [10 * i, 10 * i + 1]}), {"checkpoint_id": "a"}
+            )
             # nothing is visible before the block ends
             assert wh.query_rows("SELECT x FROM r1.t WHERE checkpoint_id = 'a'") == [(0,)]
         w.write("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [99], "new_col": ["n"]}), {"checkpoint_id": "a"})
-    assert wh.query_rows("SELECT x FROM r1.t WHERE checkpoint_id = 'a' ORDER BY x") == [(0,), (1,), (10,), (11,), (20,), (21,), (99,)]
-    assert wh.query_rows("SELECT x, new_col FROM r1.t WHERE checkpoint_id = 'b'") == [(7, None)]  # other partitions kept
+    assert wh.query_rows("SELECT x FROM r1.t WHERE checkpoint_id = 'a' ORDER BY x") == [
+        (0,),
+        (1,),
+        (10,),
+        (11,),
+        (20,),
+        (21,),
+        (99,),
+    ]
+    assert wh.query_rows("SELECT x, new_col FROM r1.t WHERE checkpoint_id = 'b'") == [
+        (7, None)
+    ]  # other partitions kept
     assert wh.query_rows("SELECT count(*) FROM r1.q") == [(0,)]
     assert _staging_tables(wh) == []
 

@@ -16,11 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from eval_pipeline.core.contracts import AGREEMENT_COLUMNS, ALL_HUMANS, HUMAN_MEAN, JUDGE, PANEL, rater_pair
 from eval_pipeline.agreement import stats as st
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import AGREEMENT_COLUMNS, ALL_HUMANS, HUMAN_MEAN, JUDGE, PANEL, rater_pair
 from eval_pipeline.core.derived import apply_derived
-
 
 
 def _seed(*parts: Any) -> int:
@@ -44,14 +43,27 @@ def _kappa_rows(base: dict, a: np.ndarray, b: np.ndarray, labels: list[float], t
     prev, ceil = st.prevalence(both), st.ceiling_share(both, top)
     for name, w in (("cohen_kappa", None), ("cohen_kappa_linear", "linear"), ("cohen_kappa_quadratic", "quadratic")):
         v = st.cohen_kappa(a, b, labels, w)
-        lo, hi = st.bootstrap(lambda x, y, idx, w=w: st.cohen_kappa_resamples(x, y, labels, w, idx), [a, b],
-                              seed + len(name))
-        rows.append({**base, "statistic": name, "value": v, "ci_low": lo, "ci_high": hi, "prevalence": prev,
-                     "ceiling_share": ceil, "label": st.kappa_band(v)})
+        lo, hi = st.bootstrap(
+            lambda x, y, idx, w=w: st.cohen_kappa_resamples(x, y, labels, w, idx), [a, b], seed + len(name)
+        )
+        rows.append(
+            {
+                **base,
+                "statistic": name,
+                "value": v,
+                "ci_low": lo,
+                "ci_high": hi,
+                "prevalence": prev,
+                "ceiling_share": ceil,
+                "label": st.kappa_band(v),
+            }
+        )
     return rows
 
 
-def _dimension_rows(rubric: RubricConfig, ckpt: str, dim: str, ratings: pd.DataFrame, judge: pd.DataFrame) -> list[dict]:
+def _dimension_rows(
+    rubric: RubricConfig, ckpt: str, dim: str, ratings: pd.DataFrame, judge: pd.DataFrame
+) -> list[dict]:
     scale = rubric.rating_scales[dim]
     labels = [float(x) for x in scale.labels]
     top = float(scale.max)
@@ -69,17 +81,42 @@ def _dimension_rows(rubric: RubricConfig, ckpt: str, dim: str, ratings: pd.DataF
         base = dict(checkpoint_id=ckpt, dimension=dim, raters=rater_pair(e1, e2), n_items=len(pair), n_raters=2)
         if len(pair) == 0:
             continue
-        rows.append({**base, "statistic": "percent_agreement", "value": st.percent_agreement(a, b),
-                     "ci_low": None, "ci_high": None, "prevalence": None, "ceiling_share": None, "label": None})
+        rows.append(
+            {
+                **base,
+                "statistic": "percent_agreement",
+                "value": st.percent_agreement(a, b),
+                "ci_low": None,
+                "ci_high": None,
+                "prevalence": None,
+                "ceiling_share": None,
+                "label": None,
+            }
+        )
         rows += _kappa_rows(base, a, b, labels, top, seed)
     # all human raters together
     if len(evaluators) >= 2:
         data = wide.to_numpy().T  # raters x items, NaN = missing
-        base = dict(checkpoint_id=ckpt, dimension=dim, raters=ALL_HUMANS, n_items=int((~np.isnan(data)).sum(axis=0).__ge__(2).sum()),
-                    n_raters=len(evaluators), ci_low=None, ci_high=None, prevalence=None, ceiling_share=None, label=None)
+        base = dict(
+            checkpoint_id=ckpt,
+            dimension=dim,
+            raters=ALL_HUMANS,
+            n_items=int((~np.isnan(data)).sum(axis=0).__ge__(2).sum()),
+            n_raters=len(evaluators),
+            ci_low=None,
+            ci_high=None,
+            prevalence=None,
+            ceiling_share=None,
+            label=None,
+        )
         for level in ("nominal", "ordinal", "interval"):
-            rows.append({**base, "statistic": f"krippendorff_alpha_{level}",
-                         "value": st.krippendorff_alpha(data, level, labels if level != "interval" else None)})
+            rows.append(
+                {
+                    **base,
+                    "statistic": f"krippendorff_alpha_{level}",
+                    "value": st.krippendorff_alpha(data, level, labels if level != "interval" else None),
+                }
+            )
         complete = wide.dropna()
         if len(complete) >= 2:
             a_icc, c_icc = st.icc(complete.to_numpy())
@@ -88,16 +125,32 @@ def _dimension_rows(rubric: RubricConfig, ckpt: str, dim: str, ratings: pd.DataF
         if len(evaluators) > 2 and len(complete):
             counts = np.stack([(complete.to_numpy() == lab).sum(axis=1) for lab in labels], axis=1)
             vals = complete.to_numpy().ravel()
-            rows.append({**base, "n_items": len(complete), "statistic": "fleiss_kappa", "value": st.fleiss_kappa(counts),
-                         "prevalence": st.prevalence(vals), "ceiling_share": st.ceiling_share(vals, top)})
+            rows.append(
+                {
+                    **base,
+                    "n_items": len(complete),
+                    "statistic": "fleiss_kappa",
+                    "value": st.fleiss_kappa(counts),
+                    "prevalence": st.prevalence(vals),
+                    "ceiling_share": st.ceiling_share(vals, top),
+                }
+            )
     # judge vs humans
     j = judge[judge.dimension == dim].set_index(["checkpoint_id", "sample_id"])["score"]
     hm = wide.mean(axis=1)
     joined = pd.concat([j.rename(JUDGE), hm.rename(HUMAN_MEAN)], axis=1, join="inner").dropna()
     if len(joined):
         a, b = joined[JUDGE].to_numpy(float), joined[HUMAN_MEAN].to_numpy(float)
-        base = dict(checkpoint_id=ckpt, dimension=dim, raters=rater_pair(JUDGE, HUMAN_MEAN), n_items=len(joined),
-                    n_raters=len(evaluators) + 1, prevalence=None, ceiling_share=None, label=None)
+        base = dict(
+            checkpoint_id=ckpt,
+            dimension=dim,
+            raters=rater_pair(JUDGE, HUMAN_MEAN),
+            n_items=len(joined),
+            n_raters=len(evaluators) + 1,
+            prevalence=None,
+            ceiling_share=None,
+            label=None,
+        )
         mae = lambda x, y: float(np.mean(np.abs(x - y)))  # noqa: E731
         bias = lambda x, y: float(np.mean(x) - np.mean(y))  # noqa: E731
         for name, fn, resampled in (
@@ -118,8 +171,9 @@ def _pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> l
     pf = rubric.human_ratings.pass_fail
     if pf is None or ratings.empty:
         return []
-    wide = ratings.pivot_table(index=["checkpoint_id", "sample_id", "evaluator"], columns="dimension", values="score",
-                               aggfunc="first").reset_index()
+    wide = ratings.pivot_table(
+        index=["checkpoint_id", "sample_id", "evaluator"], columns="dimension", values="score", aggfunc="first"
+    ).reset_index()
     wide.columns.name = None
     for d in rubric.judged_dimensions:
         if d.key not in wide.columns:
@@ -134,22 +188,52 @@ def _pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> l
         a = (pair[e1].round(9) >= pf.threshold).astype(float).to_numpy()
         b = (pair[e2].round(9) >= pf.threshold).astype(float).to_numpy()
         v = st.cohen_kappa(a, b, [0.0, 1.0])
-        lo, hi = st.bootstrap(lambda x, y, idx: st.cohen_kappa_resamples(x, y, [0.0, 1.0], None, idx), [a, b],
-                              _seed(rubric.name, ckpt, "pf"))
+        lo, hi = st.bootstrap(
+            lambda x, y, idx: st.cohen_kappa_resamples(x, y, [0.0, 1.0], None, idx),
+            [a, b],
+            _seed(rubric.name, ckpt, "pf"),
+        )
         both = np.concatenate([a, b])
-        rows.append(dict(checkpoint_id=ckpt, dimension=pf.score, statistic=f"pass_fail_kappa (>= {pf.threshold:g})",
-                         raters=rater_pair(e1, e2), n_items=len(pair), n_raters=2, value=v, ci_low=lo, ci_high=hi,
-                         prevalence=st.prevalence(both), ceiling_share=float(both.mean()), label=st.kappa_band(v)))
+        rows.append(
+            dict(
+                checkpoint_id=ckpt,
+                dimension=pf.score,
+                statistic=f"pass_fail_kappa (>= {pf.threshold:g})",
+                raters=rater_pair(e1, e2),
+                n_items=len(pair),
+                n_raters=2,
+                value=v,
+                ci_low=lo,
+                ci_high=hi,
+                prevalence=st.prevalence(both),
+                ceiling_share=float(both.mean()),
+                label=st.kappa_band(v),
+            )
+        )
     return rows
 
 
-def compute_agreement(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame, judge_long: pd.DataFrame | None) -> pd.DataFrame:
-    judge = judge_on_human_scale(rubric, judge_long) if judge_long is not None and not judge_long.empty else \
-        pd.DataFrame(columns=["checkpoint_id", "sample_id", "dimension", "score"])
+def compute_agreement(
+    rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame, judge_long: pd.DataFrame | None
+) -> pd.DataFrame:
+    judge = (
+        judge_on_human_scale(rubric, judge_long)
+        if judge_long is not None and not judge_long.empty
+        else pd.DataFrame(columns=["checkpoint_id", "sample_id", "dimension", "score"])
+    )
     rows: list[dict] = []
     for dim in rubric.rating_scales:
         rows += _dimension_rows(rubric, ckpt, dim, ratings, judge)
     rows += _pass_fail_rows(rubric, ckpt, ratings)
     df = pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
-    return df.astype({"value": "float64", "ci_low": "float64", "ci_high": "float64", "prevalence": "float64",
-                      "ceiling_share": "float64", "n_items": "int64", "n_raters": "int64"})
+    return df.astype(
+        {
+            "value": "float64",
+            "ci_low": "float64",
+            "ci_high": "float64",
+            "prevalence": "float64",
+            "ceiling_share": "float64",
+            "n_items": "int64",
+            "n_raters": "int64",
+        }
+    )

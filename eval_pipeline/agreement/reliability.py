@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from eval_pipeline.core.contracts import CALIBRATION_COLUMNS, JUDGE_VS_HUMAN_MEAN, PANEL
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import CALIBRATION_COLUMNS, JUDGE_VS_HUMAN_MEAN, PANEL
 from eval_pipeline.scoring.gates.base import GateResult, GateSpec
-
 
 
 def calibration_rows(rubric: RubricConfig, ckpt: str, judge_long: pd.DataFrame, tolerance: float = 1.0) -> pd.DataFrame:
@@ -25,13 +24,27 @@ def calibration_rows(rubric: RubricConfig, ckpt: str, judge_long: pd.DataFrame, 
             reason = panel["reason"].get((ex.id, dim)) if got is None or pd.isna(got) else None
             judged = None if got is None or pd.isna(got) else float(got)
             diff = None if judged is None else judged - stated
-            rows.append(dict(checkpoint_id=ckpt, example_id=ex.id, dimension=dim, stated=float(stated), judged=judged,
-                             diff=diff, within_tolerance=diff is not None and abs(diff) <= tolerance,
-                             judge=str(panel["judge_kind"].iloc[0]) if len(panel) else None, reason=reason))
-    return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS).astype({"stated": "float64", "judged": "float64", "diff": "float64"})
+            rows.append(
+                dict(
+                    checkpoint_id=ckpt,
+                    example_id=ex.id,
+                    dimension=dim,
+                    stated=float(stated),
+                    judged=judged,
+                    diff=diff,
+                    within_tolerance=diff is not None and abs(diff) <= tolerance,
+                    judge=str(panel["judge_kind"].iloc[0]) if len(panel) else None,
+                    reason=reason,
+                )
+            )
+    return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS).astype(
+        {"stated": "float64", "judged": "float64", "diff": "float64"}
+    )
 
 
-def dimension_results(g: GateSpec, rubric: RubricConfig, agreement: pd.DataFrame, calibration: pd.DataFrame | None) -> list[GateResult]:
+def dimension_results(
+    g: GateSpec, rubric: RubricConfig, agreement: pd.DataFrame, calibration: pd.DataFrame | None
+) -> list[GateResult]:
     """The same gate per judged dimension (named `<gate>_<dimension>`), so each shows on its own in the UI."""
     out = []
     for dim in rubric.rating_scales:
@@ -41,12 +54,15 @@ def dimension_results(g: GateSpec, rubric: RubricConfig, agreement: pd.DataFrame
     return out
 
 
-def evaluate_judge_reliability(g: GateSpec, rubric: RubricConfig, agreement: pd.DataFrame, calibration: pd.DataFrame | None) -> GateResult:
+def evaluate_judge_reliability(
+    g: GateSpec, rubric: RubricConfig, agreement: pd.DataFrame, calibration: pd.DataFrame | None
+) -> GateResult:
     return _evaluate(g, rubric, agreement, calibration, list(rubric.rating_scales))
 
 
-def _evaluate(g: GateSpec, rubric: RubricConfig, agreement: pd.DataFrame, calibration: pd.DataFrame | None,
-              dims: list[str]) -> GateResult:
+def _evaluate(
+    g: GateSpec, rubric: RubricConfig, agreement: pd.DataFrame, calibration: pd.DataFrame | None, dims: list[str]
+) -> GateResult:
     min_rho = float(g.params.get("min_spearman", 0.5))
     parts, fails, kappas = [], [], []
     n_min = None
@@ -72,9 +88,14 @@ def _evaluate(g: GateSpec, rubric: RubricConfig, agreement: pd.DataFrame, calibr
         tol = g.params.get("example_tolerance", 1)
         if len(bad):
             fails.append("worked examples")
-            parts.append("examples off by more than ±%g: " % tol + ", ".join(
-                f"{r.example_id}/{r.dimension} stated {r.stated:g} judged {r.judged if r.judged == r.judged else 'missing'}"
-                for r in bad.itertuples()))
+            parts.append(
+                f"examples off by more than ±{tol:g}: "
+                + ", ".join(
+                    f"{r.example_id}/{r.dimension} stated {r.stated:g} judged "
+                    f"{r.judged if r.judged == r.judged else 'missing'}"
+                    for r in bad.itertuples()
+                )
+            )
         else:
             parts.append(f"all {len(calibration)} worked-example scores within ±{tol:g}")
     else:

@@ -10,21 +10,24 @@ Fleiss 1979). Checked in the tests against published worked examples.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
+import scipy.stats
 
 from eval_pipeline.core.resampling import Statistic, percentile_ci
 
+Values: TypeAlias = Sequence[float] | np.ndarray  # ratings or scores of one rater, item by item
 
-def percent_agreement(a: Sequence[float], b: Sequence[float]) -> float:
+
+def percent_agreement(a: Values, b: Values) -> float:
     a, b = np.asarray(a, float), np.asarray(b, float)
     return float((a == b).mean()) if len(a) else float("nan")
 
 
-def cohen_kappa(a: Sequence[float], b: Sequence[float], labels: Sequence[float], weights: str | None = None) -> float:
+def cohen_kappa(a: Values, b: Values, labels: Values, weights: str | None = None) -> float:
     """Cohen's kappa between two raters over the full label set (positions define the weights)."""
     lab = np.asarray(labels, float)
     k = len(lab)
@@ -32,7 +35,11 @@ def cohen_kappa(a: Sequence[float], b: Sequence[float], labels: Sequence[float],
         return float("nan")
     ia = np.searchsorted(lab, np.asarray(a, float))
     ib = np.searchsorted(lab, np.asarray(b, float))
-    if ia.max(initial=0) >= k or ib.max(initial=0) >= k or not (np.array_equal(lab[ia], np.asarray(a, float)) and np.array_equal(lab[ib], np.asarray(b, float))):
+    if (
+        ia.max(initial=0) >= k
+        or ib.max(initial=0) >= k
+        or not (np.array_equal(lab[ia], np.asarray(a, float)) and np.array_equal(lab[ib], np.asarray(b, float)))
+    ):
         raise ValueError(f"ratings outside the label set {list(labels)}")
     obs = np.bincount(ia * k + ib, minlength=k * k).reshape(k, k) / len(ia)
     exp = np.outer(obs.sum(axis=1), obs.sum(axis=0))
@@ -69,7 +76,7 @@ def fleiss_kappa(counts: np.ndarray) -> float:
     return float((p_bar - pe) / (1 - pe)) if pe != 1 else float("nan")
 
 
-def krippendorff_alpha(data: np.ndarray, level: str, value_domain: Sequence[float] | None = None) -> float:
+def krippendorff_alpha(data: np.ndarray, level: str, value_domain: Values | None = None) -> float:
     """Krippendorff's alpha; `data` is raters x items with NaN for missing ratings."""
     import krippendorff
 
@@ -79,11 +86,11 @@ def krippendorff_alpha(data: np.ndarray, level: str, value_domain: Sequence[floa
     pairable = (np.sum(~np.isnan(data), axis=0) >= 2).sum()
     if pairable < 1:
         return float("nan")
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if level in ("nominal", "ordinal") and value_domain is not None:
         kwargs["value_domain"] = list(value_domain)
     try:
-        return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level, **kwargs))
+        return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level, **kwargs))  # type: ignore[arg-type]
     except (ValueError, ZeroDivisionError):
         return float("nan")
 
@@ -108,52 +115,31 @@ def icc(matrix: np.ndarray) -> tuple[float, float]:
     return float(a), float(c)
 
 
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """Average ranks (ties share the mean of their positions), as scipy.stats.rankdata."""
-    order = np.argsort(x, kind="mergesort")
-    xs = x[order]
-    first = np.concatenate(([True], xs[1:] != xs[:-1]))
-    group = np.cumsum(first) - 1
-    starts = np.flatnonzero(first)
-    ends = np.concatenate((starts[1:], [len(x)]))
-    avg = (starts + ends - 1) / 2 + 1
-    ranks = np.empty(len(x))
-    ranks[order] = avg[group]
-    return ranks
-
-
-def spearman(a: Sequence[float], b: Sequence[float]) -> float:
-    """Spearman's rho (Pearson correlation of average ranks); checked against scipy in the tests."""
+def spearman(a: Values, b: Values) -> float:
+    """Spearman's rho (scipy.stats.spearmanr: Pearson correlation of average ranks); NaN below 3 items or
+    when a side is constant."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     if len(a) < 3 or np.std(a) == 0 or np.std(b) == 0:
         return float("nan")
-    return float(np.corrcoef(_ranks(a), _ranks(b))[0, 1])
+    return float(scipy.stats.spearmanr(a, b).statistic)
 
 
-def kendall(a: Sequence[float], b: Sequence[float]) -> float:
-    """Kendall's tau-b (ties corrected); checked against scipy in the tests."""
+def kendall(a: Values, b: Values) -> float:
+    """Kendall's tau-b, ties corrected (scipy.stats.kendalltau); NaN below 3 items or when a side is constant."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     if len(a) < 3 or np.std(a) == 0 or np.std(b) == 0:
         return float("nan")
-    da = np.sign(a[:, None] - a[None, :])
-    db = np.sign(b[:, None] - b[None, :])
-    iu = np.triu_indices(len(a), 1)
-    x, y = da[iu], db[iu]
-    s = float((x * y).sum())
-    n1, n2 = float((x != 0).sum()), float((y != 0).sum())
-    return s / math.sqrt(n1 * n2) if n1 and n2 else float("nan")
+    return float(scipy.stats.kendalltau(a, b).statistic)
 
 
 def _constant_rows(x: np.ndarray) -> np.ndarray:
     return np.std(x, axis=1) == 0
 
 
-def spearman_resamples(a: Sequence[float], b: Sequence[float], idx: np.ndarray) -> np.ndarray:
+def spearman_resamples(a: Values, b: Values, idx: np.ndarray) -> np.ndarray:
     """spearman(a[i], b[i]) for every row i of the index matrix, vectorised (NaN where undefined)."""
-    from scipy.stats import rankdata
-
     x, y = np.asarray(a, float)[idx], np.asarray(b, float)[idx]
-    rx, ry = rankdata(x, axis=1), rankdata(y, axis=1)
+    rx, ry = scipy.stats.rankdata(x, axis=1), scipy.stats.rankdata(y, axis=1)
     rx, ry = rx - rx.mean(axis=1, keepdims=True), ry - ry.mean(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         r = (rx * ry).sum(axis=1) / np.sqrt((rx * rx).sum(axis=1) * (ry * ry).sum(axis=1))
@@ -162,7 +148,7 @@ def spearman_resamples(a: Sequence[float], b: Sequence[float], idx: np.ndarray) 
     return r
 
 
-def kendall_resamples(a: Sequence[float], b: Sequence[float], idx: np.ndarray) -> np.ndarray:
+def kendall_resamples(a: Values, b: Values, idx: np.ndarray) -> np.ndarray:
     """kendall(a[i], b[i]) (tau-b) for every row i of the index matrix, vectorised (NaN where undefined)."""
     x, y = np.asarray(a, float)[idx], np.asarray(b, float)[idx]
     n = idx.shape[1]
@@ -177,7 +163,7 @@ def kendall_resamples(a: Sequence[float], b: Sequence[float], idx: np.ndarray) -
     return t
 
 
-def prevalence(values: Sequence[float]) -> float:
+def prevalence(values: Values) -> float:
     """Share of the most frequent category (high prevalence depresses kappa even at high agreement)."""
     vals = np.asarray(values, float)
     if len(vals) == 0:
@@ -186,7 +172,7 @@ def prevalence(values: Sequence[float]) -> float:
     return float(counts.max() / len(vals))
 
 
-def ceiling_share(values: Sequence[float], top: float) -> float:
+def ceiling_share(values: Values, top: float) -> float:
     vals = np.asarray(values, float)
     return float((vals == top).mean()) if len(vals) else float("nan")
 
@@ -202,14 +188,14 @@ def round_half_up(x: np.ndarray) -> np.ndarray:
     return np.floor(np.asarray(x, float) + 0.5)
 
 
-def bootstrap(statistic: Statistic, arrays: list[np.ndarray], seed: int, n_boot: int = 300,
-              level: float = 0.95) -> tuple[float, float]:
+def bootstrap(
+    statistic: Statistic, arrays: list[np.ndarray], seed: int, n_boot: int = 300, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile CI of an agreement statistic over items resampled with replacement (seeded; at least 5 items)."""
     return percentile_ci(statistic, arrays, seed, n_boot, level, min_n=5)
 
 
-def cohen_kappa_resamples(a: Sequence[float], b: Sequence[float], labels: Sequence[float], weights: str | None,
-                          idx: np.ndarray) -> np.ndarray:
+def cohen_kappa_resamples(a: Values, b: Values, labels: Values, weights: str | None, idx: np.ndarray) -> np.ndarray:
     """cohen_kappa(a[i], b[i]) for every row i of the index matrix, vectorised (NaN where undefined)."""
     lab = np.asarray(labels, float)
     k = len(lab)

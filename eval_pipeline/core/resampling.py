@@ -8,15 +8,16 @@ make, so the same seed gives the same interval whichever way a statistic is comp
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 Statistic = Callable[..., np.ndarray]  # (*arrays, idx) -> one value per row of idx
 
 
-def percentile_ci(statistic: Statistic, arrays: list[np.ndarray], seed: int, n_boot: int, level: float = 0.95,
-                  min_n: int = 2) -> tuple[float, float]:
+def percentile_ci(
+    statistic: Statistic, arrays: list[np.ndarray], seed: int, n_boot: int, level: float = 0.95, min_n: int = 2
+) -> tuple[float, float]:
     """Percentile CI of ``statistic`` over items resampled with replacement; NaN when there are fewer
     than ``min_n`` items or fewer than half the resamples give a finite value."""
     n = len(arrays[0])

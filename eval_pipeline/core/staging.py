@@ -39,7 +39,8 @@ class PartitionWriter:
         if not self._wh.schema_exists(STAGING_SCHEMA):
             return
         for (name,) in self._wh.query_rows(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = ?", [STAGING_SCHEMA]):
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = ?", [STAGING_SCHEMA]
+        ):
             pid = name[1:].split("_", 1)[0]
             if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
                 self._wh.execute(f"DROP TABLE IF EXISTS {qualified(STAGING_SCHEMA, name)}")
@@ -57,7 +58,9 @@ class PartitionWriter:
             if not df.empty:
                 con.register("_incoming", df)
                 collist = ", ".join(f'"{c}"' for c in df.columns)
-                con.execute(f"INSERT INTO {qualified(STAGING_SCHEMA, stage)} ({collist}) SELECT {collist} FROM _incoming")
+                con.execute(
+                    f"INSERT INTO {qualified(STAGING_SCHEMA, stage)} ({collist}) SELECT {collist} FROM _incoming"
+                )
                 con.unregister("_incoming")
         return len(df)
 
@@ -73,7 +76,9 @@ class PartitionWriter:
                     target, staged = qualified(schema, table), qualified(STAGING_SCHEMA, stage)
                     cols = con.execute(
                         "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? "
-                        "AND table_name = ? ORDER BY ordinal_position", [STAGING_SCHEMA, stage]).fetchall()
+                        "AND table_name = ? ORDER BY ordinal_position",
+                        [STAGING_SCHEMA, stage],
+                    ).fetchall()
                     ensure_columns(con, schema, table, cols)
                     where = self._where[key]
                     con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))

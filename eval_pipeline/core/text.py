@@ -4,21 +4,173 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Iterable
+
+from nltk.stem.snowball import SnowballStemmer
 
 WORD_RE = re.compile(r"[A-Za-z][A-Za-z'\-]*|\d+(?:[.,]\d+)*")
 SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
 NUMBER_RE = re.compile(r"(?<![A-Za-z])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?|[-+]?\d+(?:\.\d+)?")
 
 STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being below between both
-    but by can could did do does doing down during each few for from further had has have having he her here hers herself
-    him himself his how i if in into is it its itself just me more most my myself no nor not now of off on once only or
-    other our ours ourselves out over own same she should so some such than that the their theirs them themselves then
-    there these they this those through to too under until up very was we were what when where which while who whom why
-    will with would you your yours yourself yourselves i'm you're it's that's don't can't i'll i've we're they're isn't
-    there's let's what's here's also one may might must shall us per via yes okay oh ah well""".split()
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "i'm",
+        "you're",
+        "it's",
+        "that's",
+        "don't",
+        "can't",
+        "i'll",
+        "i've",
+        "we're",
+        "they're",
+        "isn't",
+        "there's",
+        "let's",
+        "what's",
+        "here's",
+        "also",
+        "one",
+        "may",
+        "might",
+        "must",
+        "shall",
+        "us",
+        "per",
+        "via",
+        "yes",
+        "okay",
+        "oh",
+        "ah",
+        "well",
+    ]
 )
 
 
@@ -30,14 +182,13 @@ def content_words(text: str, min_len: int = 3) -> list[str]:
     return [w for w in words(text) if w not in STOPWORDS and len(w) >= min_len and not w[0].isdigit()]
 
 
+_SNOWBALL = SnowballStemmer("english")
+
+
 @lru_cache(maxsize=262_144)
 def stem(word: str) -> str:
-    """A crude suffix stripper so 'funds'/'funding'/'funded' meet; good enough for overlap features."""
-    w = word.lower()
-    for suf in ("ingly", "edly", "ing", "ed", "es", "s", "ly"):
-        if len(w) > len(suf) + 3 and w.endswith(suf):
-            return w[: -len(suf)]
-    return w
+    """NLTK's Snowball (Porter 2) English stem, so 'funds'/'funding'/'funded' meet (no data download needed)."""
+    return _SNOWBALL.stem(word.lower())
 
 
 def stems(text: str) -> set[str]:

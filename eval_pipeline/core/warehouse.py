@@ -12,15 +12,19 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pandas as pd
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.ids import check_identifier
+
+if TYPE_CHECKING:
+    from eval_pipeline.core.staging import PartitionWriter
 from eval_pipeline.core.tables import check_partition, ensure_table, partition_condition, qualified
 
 # In-process writers are serialised: DuckDB allows one read-write process per file
@@ -28,10 +32,9 @@ from eval_pipeline.core.tables import check_partition, ensure_table, partition_c
 _WRITE_LOCK = threading.RLock()
 
 
-def _duckdb_config() -> dict[str, str]:
+def _duckdb_config() -> dict[str, str | bool | int | float | list[str]]:
     """Bound DuckDB's memory (it spills to disk past the limit) so huge checkpoints ingest in bounded RSS."""
-    return {"memory_limit": settings.duckdb_memory_limit(),
-            "preserve_insertion_order": "false"}
+    return {"memory_limit": settings.duckdb_memory_limit(), "preserve_insertion_order": "false"}
 
 
 class Warehouse:
@@ -67,7 +70,7 @@ class Warehouse:
             con.close()
 
     @contextmanager
-    def hold(self) -> Iterator["Warehouse"]:
+    def hold(self) -> Iterator[Warehouse]:
         """Keep the database open in this process for the block: every connection opened inside it is
         then ~0.4 ms instead of ~20 ms (DuckDB re-opens, replays and checkpoints the file when its last
         connection closes). Holding the file keeps other processes out of it, so only steps that take
@@ -85,7 +88,7 @@ class Warehouse:
             return con.execute(sql, params or []).df()
 
     @contextmanager
-    def session(self) -> Iterator["Warehouse"]:
+    def session(self) -> Iterator[Warehouse]:
         """Many reads on one connection (opening a DuckDB file costs more than a small query)."""
         with self.connect() as con:
             view = Warehouse(self.path, lock_timeout_s=self.lock_timeout_s)
@@ -162,7 +165,7 @@ class Warehouse:
         return len(df)
 
     @contextmanager
-    def partition_writer(self) -> Iterator["PartitionWriter"]:
+    def partition_writer(self) -> Iterator[PartitionWriter]:
         """Replace partitions of several tables chunk by chunk, all visible at once.
 
         Chunks are appended to staging tables (schema `staging`), each append committed on its own, so

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -27,9 +28,17 @@ def asset_key(rubric: RubricConfig | str, name: str) -> dg.AssetKey:
     return dg.AssetKey([rubric if isinstance(rubric, str) else rubric.name, name])
 
 
-def rubric_asset(rubric: RubricConfig, name: str, *, description: str, kinds: set[str],
-                 deps: Sequence[dg.AssetKey] = (), metadata: dict[str, Any] | None = None,
-                 calls_judge: bool = False, table: bool = True) -> Callable[[Callable], dg.AssetsDefinition]:
+def rubric_asset(
+    rubric: RubricConfig,
+    name: str,
+    *,
+    description: str,
+    kinds: set[str],
+    deps: Sequence[dg.AssetKey] = (),
+    metadata: dict[str, Any] | None = None,
+    calls_judge: bool = False,
+    table: bool = True,
+) -> Callable[[Callable], dg.AssetsDefinition]:
     """Assets that work on the warehouse are in the `duckdb_warehouse` concurrency pool: DuckDB lets one
     process at a time open the file, so across concurrent runs their steps take turns (the pool's limit is
     1 in deploy/dagster.yaml; see docs/scaling.md). Assets that call the judge (``calls_judge``) stay out of
@@ -90,24 +99,32 @@ def _with_table_metadata(fn: Callable, schema: str, table: str) -> Callable:
             return result
         wh = _warehouse_of(args, kwargs).get()
         ckpt_id = args[0].partition_key
-        cols = wh.query_rows("SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? "
-                             "AND table_name = ? ORDER BY ordinal_position", [schema, table])
+        cols = wh.query_rows(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? "
+            "AND table_name = ? ORDER BY ordinal_position",
+            [schema, table],
+        )
         if not cols:
             return result
         (n,) = wh.query_rows(f'SELECT count(*) FROM "{schema}"."{table}" WHERE checkpoint_id = ?', [ckpt_id])[0]
-        extra = {
+        extra: dict[str, Any] = {
             "dagster/row_count": dg.MetadataValue.int(int(n)),
             "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(c, t) for c, t in cols]),
         }
-        return dg.MaterializeResult(asset_key=result.asset_key, metadata={**(result.metadata or {}), **extra},
-                                    check_results=result.check_results, data_version=result.data_version,
-                                    tags=result.tags)
+        return dg.MaterializeResult(
+            asset_key=result.asset_key,
+            metadata={**(result.metadata or {}), **extra},
+            check_results=result.check_results,
+            data_version=result.data_version,
+            tags=result.tags,
+        )
 
     return step
 
 
-def partition_rows(wh: Warehouse, rubric: RubricConfig, table: str, checkpoint_id: str,
-                   required: bool = False) -> pd.DataFrame | None:
+def partition_rows(
+    wh: Warehouse, rubric: RubricConfig, table: str, checkpoint_id: str, required: bool = False
+) -> pd.DataFrame | None:
     """One checkpoint's rows of `<rubric>.<table>`; None when the table does not exist yet, or a clear
     failure when the caller needs it (its upstream asset has never been materialized)."""
     if not wh.table_exists(rubric.name, table):

@@ -1,8 +1,6 @@
 """Every gate of a rubric as a Dagster asset check, in one step per checkpoint (one step per gate costs ~0.4 s
 each in Dagster). A gate kind may show its check on another asset (judge reliability: beside judge_scores)."""
 
-
-
 import dagster as dg
 import pandas as pd
 
@@ -23,26 +21,40 @@ def _check_specs(rubric: RubricConfig, assets: set[str]) -> tuple[list[dg.AssetC
         parts = kind.parts(typed(g), rubric) if kind.parts and shown_on else []
         for name in [g.name, *parts]:
             targets[name] = target
-            specs.append(dg.AssetCheckSpec(
-                name, asset=target, partitions_def=CHECKPOINTS,
-                additional_deps=[gates_key] if target != gates_key else None,
-                description=g.description or f"{g.kind} {g.threshold:g}",
-                metadata={"kind": g.kind, "threshold": g.threshold, "min_samples": g.min_samples},
-            ))
+            specs.append(
+                dg.AssetCheckSpec(
+                    name,
+                    asset=target,
+                    partitions_def=CHECKPOINTS,
+                    additional_deps=[gates_key] if target != gates_key else None,
+                    description=g.description or f"{g.kind} {g.threshold:g}",
+                    metadata={"kind": g.kind, "threshold": g.threshold, "min_samples": g.min_samples},
+                )
+            )
     return specs, targets
 
 
 def _result(name: str, target: dg.AssetKey, row: dict | None) -> dg.AssetCheckResult:
     if row is None:
-        return dg.AssetCheckResult(check_name=name, asset_key=target, passed=False,
-                                   severity=dg.AssetCheckSeverity.ERROR,
-                                   metadata={"reason": "fails closed: gate not evaluated for this checkpoint"})
+        return dg.AssetCheckResult(
+            check_name=name,
+            asset_key=target,
+            passed=False,
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata={"reason": "fails closed: gate not evaluated for this checkpoint"},
+        )
     value = None if pd.isna(row["value"]) else float(row["value"])
     return dg.AssetCheckResult(
-        check_name=name, asset_key=target, passed=bool(row["passed"]), severity=dg.AssetCheckSeverity.ERROR,
-        metadata={"value": dg.MetadataValue.float(value) if value is not None else dg.MetadataValue.text("n/a"),
-                  "threshold": dg.MetadataValue.float(float(row["threshold"])), "n": dg.MetadataValue.int(int(row["n"])),
-                  "reason": dg.MetadataValue.text(str(row["reason"]))},
+        check_name=name,
+        asset_key=target,
+        passed=bool(row["passed"]),
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "value": dg.MetadataValue.float(value) if value is not None else dg.MetadataValue.text("n/a"),
+            "threshold": dg.MetadataValue.float(float(row["threshold"])),
+            "n": dg.MetadataValue.int(int(row["n"])),
+            "reason": dg.MetadataValue.text(str(row["reason"])),
+        },
         description=str(row["reason"]),
     )
 

@@ -14,7 +14,6 @@ from eval_pipeline.defs.resources import default_resources
 from eval_pipeline.defs.sensors import build_checkpoint_sensor
 
 
-
 def build_definitions(
     rubric_dir: str | Path | None = None,
     warehouse_path: str | None = None,
@@ -22,8 +21,10 @@ def build_definitions(
 ) -> dg.Definitions:
     rubrics = load_rubrics(rubric_dir)
     groups = {rubric.name: rubric_definitions(rubric) for rubric in rubrics}
-    keys_by_rubric = {name: [k for a in d.assets or [] if isinstance(a, dg.AssetsDefinition) for k in a.keys]
-                      for name, d in groups.items()}
+    keys_by_rubric = {
+        name: [k for a in d.assets or [] if isinstance(a, dg.AssetsDefinition) for k in a.keys]
+        for name, d in groups.items()
+    }
     shared = dg.Definitions(
         sensors=[build_checkpoint_sensor(rubrics, keys_by_rubric, checkpoint_root)],
         resources=default_resources(warehouse_path, checkpoint_root),

@@ -2,4 +2,5 @@
 
 import dagster as dg
 
-CHECKPOINTS = dg.DynamicPartitionsDefinition(name="checkpoints")
+CHECKPOINTS_PARTITION = "checkpoints"
+CHECKPOINTS = dg.DynamicPartitionsDefinition(name=CHECKPOINTS_PARTITION)

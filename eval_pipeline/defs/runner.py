@@ -12,8 +12,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.ingest.checkpoints import read_checkpoint
-from eval_pipeline.defs.partitions import CHECKPOINTS
 
 
 @dataclass
@@ -26,10 +26,10 @@ class RunOutcome:
 
 
 def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]) -> list[str]:
-    existing = set(instance.get_dynamic_partitions(CHECKPOINTS.name))
+    existing = set(instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
     new = [c for c in checkpoint_ids if c not in existing]
     if new:
-        instance.add_dynamic_partitions(CHECKPOINTS.name, new)
+        instance.add_dynamic_partitions(CHECKPOINTS_PARTITION, new)
     return new
 
 
@@ -40,9 +40,9 @@ def materialize_checkpoints(
     rubrics: set[str] | None = None,
     raise_on_error: bool = False,
 ) -> list[RunOutcome]:
-    root = Path(defs.resources["checkpoints"].root)
+    root = Path((defs.resources or {})["checkpoints"].root)
     register_checkpoints(instance, checkpoint_ids)
-    assets = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
+    assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]
     groups = {k.path[0] for a in assets for k in a.keys}
     outcomes = []
     for ckpt_id in checkpoint_ids:

@@ -7,14 +7,13 @@ folder. Folders seen before, half-written folders and refused folders (unsafe
 id, bad manifest) request nothing; refusals are logged with their reason.
 """
 
-
 from pathlib import Path
 
 import dagster as dg
 
-from eval_pipeline.ingest.checkpoints import scan_checkpoints
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.defs.partitions import CHECKPOINTS
+from eval_pipeline.defs.partitions import CHECKPOINTS, CHECKPOINTS_PARTITION
+from eval_pipeline.ingest.checkpoints import scan_checkpoints
 
 
 def build_checkpoint_sensor(
@@ -28,7 +27,8 @@ def build_checkpoint_sensor(
 
     @dg.sensor(
         name="checkpoint_sensor",
-        description="Registers each complete checkpoint folder as a partition and evaluates it on every rubric it has a file for.",
+        description="Registers each complete checkpoint folder as a partition and evaluates it on every rubric it "
+        "has a file for.",
         asset_selection=selection,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
@@ -37,7 +37,7 @@ def build_checkpoint_sensor(
         scan = scan_checkpoints(Path(root) if root else None)
         for reason in scan.refused:
             context.log.warning(f"checkpoint refused: {reason}")
-        existing = set(context.instance.get_dynamic_partitions(CHECKPOINTS.name))
+        existing = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
         new = [c for c in scan.complete if c.checkpoint_id not in existing]
         run_requests = []
         registered = []
@@ -45,7 +45,9 @@ def build_checkpoint_sensor(
             rubric_names = sorted(set(ckpt.rubric_files) & known_rubrics)
             unknown = sorted(set(ckpt.rubric_files) - known_rubrics)
             if unknown:
-                context.log.warning(f"checkpoint {ckpt.checkpoint_id}: no rubric config for {unknown}; those files are ignored")
+                context.log.warning(
+                    f"checkpoint {ckpt.checkpoint_id}: no rubric config for {unknown}; those files are ignored"
+                )
             if not rubric_names:
                 context.log.warning(f"checkpoint {ckpt.checkpoint_id}: no file for any known rubric; not registered")
                 continue
@@ -55,11 +57,18 @@ def build_checkpoint_sensor(
                     run_key=f"checkpoint:{ckpt.checkpoint_id}",
                     partition_key=ckpt.checkpoint_id,
                     asset_selection=[k for name in rubric_names for k in assets_for_rubric[name]],
-                    tags={"eval/checkpoint": ckpt.checkpoint_id, "eval/model": ckpt.model, "eval/rubrics": ",".join(rubric_names)},
+                    tags={
+                        "eval/checkpoint": ckpt.checkpoint_id,
+                        "eval/model": ckpt.model,
+                        "eval/rubrics": ",".join(rubric_names),
+                    },
                 )
             )
         if not run_requests:
-            detail = f"{len(scan.complete)} complete, {len(scan.incomplete)} still being written, {len(scan.refused)} refused"
+            detail = (
+                f"{len(scan.complete)} complete, {len(scan.incomplete)} still being written, "
+                f"{len(scan.refused)} refused"
+            )
             return dg.SkipReason(f"no new checkpoint ({detail})")
         return dg.SensorResult(
             run_requests=run_requests,

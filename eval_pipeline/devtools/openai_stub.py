@@ -16,25 +16,36 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import subprocess
-import sys
-from contextlib import contextmanager
 import hashlib
 import json
 import random
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Any
 
 from eval_pipeline.devtools.net import free_port, wait_until_serving
 
 TEMPLATE_RE = re.compile(r'"([A-Za-z0-9_]+)": <integer (\d+)-(\d+)>')
-FAULTS = ("500", "429", "timeout", "garbage", "truncated", "out_of_range", "refusal", "http_garbage", "no_choices",
-          "401_echo")
+FAULTS = (
+    "500",
+    "429",
+    "timeout",
+    "garbage",
+    "truncated",
+    "out_of_range",
+    "refusal",
+    "http_garbage",
+    "no_choices",
+    "401_echo",
+)
 
 
 @dataclass
@@ -83,7 +94,9 @@ def _list_request(body: dict) -> str | None:
 def _list_answer(body: dict) -> list[str]:
     user = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
     words = [w.lower() for w in WORD_RE.findall(user.split("BEGIN_SAMPLE_DATA", 1)[-1])]
-    return list(dict.fromkeys(w for w in words if w.endswith(("ous", "ful", "ive", "ish", "ent", "ble", "ed", "ic", "ly"))))[:8]
+    return list(
+        dict.fromkeys(w for w in words if w.endswith(("ous", "ful", "ive", "ish", "ent", "ble", "ed", "ic", "ly")))
+    )[:8]
 
 
 def _keys(body: dict) -> tuple[str, dict[str, tuple[int, int]]]:
@@ -142,20 +155,34 @@ def release(state: StubState) -> None:
 def reply(state: StubState, body: dict, fault: str | None, authorization: str) -> Reply:
     """The answer to one chat-completions request (transport-independent)."""
     if fault == "401_echo":  # like providers that echo the offending key back in the error message
-        return Reply(401, {"error": {"message": f"Incorrect API key provided: {authorization}", "type": "invalid_request_error"}})
+        return Reply(
+            401, {"error": {"message": f"Incorrect API key provided: {authorization}", "type": "invalid_request_error"}}
+        )
     delay = state.latency_s
     if fault == "500":
         return Reply(500, {"error": {"message": "internal error", "type": "server_error"}}, delay_s=delay)
     if fault == "429":
-        return Reply(429, {"error": {"message": "rate limited", "type": "rate_limit"}},
-                     headers={"Retry-After": f"{state.retry_after_s:g}"}, delay_s=delay)
+        return Reply(
+            429,
+            {"error": {"message": "rate limited", "type": "rate_limit"}},
+            headers={"Retry-After": f"{state.retry_after_s:g}"},
+            delay_s=delay,
+        )
     if fault == "timeout":
         delay += state.timeout_sleep_s
     if fault == "http_garbage":
         return Reply(200, raw=b"<html>502 Bad Gateway</html>", delay_s=delay)
     if body.get("response_format") and not state.schema_support:
-        return Reply(400, {"error": {"message": "response_format json_schema is not supported by this server",
-                                     "type": "invalid_request_error"}}, delay_s=delay)
+        return Reply(
+            400,
+            {
+                "error": {
+                    "message": "response_format json_schema is not supported by this server",
+                    "type": "invalid_request_error",
+                }
+            },
+            delay_s=delay,
+        )
     list_key = _list_request(body)
     if list_key:
         answer = json.dumps({list_key: _list_answer(body)})
@@ -182,11 +209,14 @@ def reply(state: StubState, body: dict, fault: str | None, authorization: str) -
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model", "stub"),
-        "choices": [] if fault == "no_choices" else [
-            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}
-        ],
-        "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(answer) // 4,
-                  "total_tokens": prompt_chars // 4 + len(answer) // 4},
+        "choices": []
+        if fault == "no_choices"
+        else [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}],
+        "usage": {
+            "prompt_tokens": prompt_chars // 4,
+            "completion_tokens": len(answer) // 4,
+            "total_tokens": prompt_chars // 4 + len(answer) // 4,
+        },
     }
     return Reply(200, payload, delay_s=delay)
 
@@ -301,9 +331,9 @@ class StubServer:
     @property
     def base_url(self) -> str:
         host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host!s}:{port}/v1"
 
-    def start(self) -> "StubServer":
+    def start(self) -> StubServer:
         self.thread.start()
         return self
 
@@ -311,7 +341,7 @@ class StubServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def __enter__(self) -> "StubServer":
+    def __enter__(self) -> StubServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
@@ -329,8 +359,11 @@ def stub_process(*args: str) -> Iterator[RunningStub]:
     """The stub in a process of its own on a free port (CLI ``args``, e.g. "--asgi", "--latency-ms", "200");
     yields its /v1 base URL and pid once it answers, and stops it on exit."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "eval_pipeline.devtools.openai_stub", "--port", str(port), *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eval_pipeline.devtools.openai_stub", "--port", str(port), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         base = f"http://127.0.0.1:{port}/v1"
         wait_until_serving(f"{base}/models", proc, timeout_s=10)
@@ -345,19 +378,33 @@ def main() -> None:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8011)
     ap.add_argument("--latency-ms", type=float, default=0.0)
-    ap.add_argument("--no-schema", action="store_true", help="reject response_format like servers without structured output")
+    ap.add_argument(
+        "--no-schema", action="store_true", help="reject response_format like servers without structured output"
+    )
     ap.add_argument("--fault-rate", type=float, default=0.0)
     ap.add_argument("--fault-kind", choices=FAULTS, default="500")
     ap.add_argument("--asgi", action="store_true", help="serve with uvicorn (uvloop + httptools) instead of threads")
     args = ap.parse_args()
-    state = StubState(latency_s=args.latency_ms / 1000, schema_support=not args.no_schema,
-                      fault_rate=args.fault_rate, fault_kind=args.fault_kind, keep_bodies=False)
+    state = StubState(
+        latency_s=args.latency_ms / 1000,
+        schema_support=not args.no_schema,
+        fault_rate=args.fault_rate,
+        fault_kind=args.fault_kind,
+        keep_bodies=False,
+    )
     if args.asgi:
         import uvicorn
 
         print(f"listening on http://{args.host}:{args.port}/v1", flush=True)
-        uvicorn.run(make_asgi_app(state), host=args.host, port=args.port, log_level="warning", access_log=False,
-                    backlog=2048, lifespan="off")
+        uvicorn.run(
+            make_asgi_app(state),
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+            access_log=False,
+            backlog=2048,
+            lifespan="off",
+        )
         return
     server = StubServer(args.host, args.port, state)
     print(f"listening on {server.base_url}", flush=True)
@@ -366,7 +413,9 @@ def main() -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        print(f"requests={state.requests} completions={state.completions} max_in_flight={state.max_in_flight}", flush=True)
+        print(
+            f"requests={state.requests} completions={state.completions} max_in_flight={state.max_in_flight}", flush=True
+        )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ ignored. Ids are validated before they reach a path or SQL.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path

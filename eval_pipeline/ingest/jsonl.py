@@ -8,9 +8,9 @@ dropped. Blank lines are counted but are not rows.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 
@@ -26,7 +26,9 @@ class RawRead:
     bytes_read: int
 
 
-def iter_jsonl(path: Path, checkpoint_id: str, chunk_lines: int = 100_000, source_file: str | None = None) -> Iterator[RawRead]:
+def iter_jsonl(
+    path: Path, checkpoint_id: str, chunk_lines: int = 100_000, source_file: str | None = None
+) -> Iterator[RawRead]:
     """The file in chunks of at most `chunk_lines` non-blank lines, so memory stays bounded for huge files."""
     source_file = source_file or path.name
     numbers: list[int] = []
@@ -63,8 +65,11 @@ def read_jsonl(path: Path, checkpoint_id: str, source_file: str | None = None) -
     parts = list(iter_jsonl(path, checkpoint_id, chunk_lines=1 << 62, source_file=source_file))
     if not parts:
         return RawRead(_frame(checkpoint_id, source_file or path.name, [], [], []), 0, 0)
-    return RawRead(pd.concat([p.frame for p in parts], ignore_index=True), sum(p.blank_lines for p in parts),
-                   sum(p.bytes_read for p in parts))
+    return RawRead(
+        pd.concat([p.frame for p in parts], ignore_index=True),
+        sum(p.blank_lines for p in parts),
+        sum(p.bytes_read for p in parts),
+    )
 
 
 def _frame(checkpoint_id: str, source_file: str, numbers: list[int], texts: list[str], errors: list) -> pd.DataFrame:

@@ -17,19 +17,17 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
-from eval_pipeline.core.contracts import RATING_COLUMNS
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import RATING_COLUMNS
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_evaluator
 from eval_pipeline.ingest.validation import QUARANTINE_COLUMNS, empty_quarantine
-
 
 
 @dataclass
@@ -57,7 +55,9 @@ def _dialect(sample: str) -> csv.Dialect | type[csv.Dialect]:
         return csv.excel
 
 
-def load_ratings(rubric: RubricConfig, checkpoint_id: str, sample_ids: set[str], root: Path | None = None) -> RatingsLoad:
+def load_ratings(
+    rubric: RubricConfig, checkpoint_id: str, sample_ids: set[str], root: Path | None = None
+) -> RatingsLoad:
     folder = (root or settings.ratings_dir()) / rubric.name
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     scales = rubric.rating_scales
@@ -68,8 +68,18 @@ def load_ratings(rubric: RubricConfig, checkpoint_id: str, sample_ids: set[str],
     seen: set[tuple[str, str]] = set()
 
     def quarantine(file: str, line: int, raw: str, reason: str) -> None:
-        bad.append(dict(rubric=rubric.name, checkpoint_id=checkpoint_id, source_file=file, line_number=line,
-                        stage="ratings", reason=reason, raw_line=raw, quarantined_at=now))
+        bad.append(
+            dict(
+                rubric=rubric.name,
+                checkpoint_id=checkpoint_id,
+                source_file=file,
+                line_number=line,
+                stage="ratings",
+                reason=reason,
+                raw_line=raw,
+                quarantined_at=now,
+            )
+        )
 
     if not folder.is_dir():
         return out
@@ -90,7 +100,10 @@ def load_ratings(rubric: RubricConfig, checkpoint_id: str, sample_ids: set[str],
             missing.append("a column for at least one of " + ", ".join(scales))
         has_ckpt = "checkpoint" in cols
         if missing:
-            reason = f"file header lacks required column(s) {missing}; found {cols} (delimiter detected: {_dialect(text).delimiter!r})"
+            reason = (
+                f"file header lacks required column(s) {missing}; found {cols} "
+                f"(delimiter detected: {_dialect(text).delimiter!r})"
+            )
             out.problems.append(f"{path.name}: {reason}")
             # the header line always; its rows too when the file is named after this checkpoint
             quarantine(path.name, 1, lines[0] if lines else "", reason)
@@ -145,8 +158,17 @@ def load_ratings(rubric: RubricConfig, checkpoint_id: str, sample_ids: set[str],
                 continue
             seen.add((sid, evaluator))
             for dim, x in scores.items():
-                rows.append(dict(checkpoint_id=checkpoint_id, sample_id=sid, evaluator=evaluator, dimension=dim,
-                                 score=x, source_file=path.name, line_number=line_no))
+                rows.append(
+                    dict(
+                        checkpoint_id=checkpoint_id,
+                        sample_id=sid,
+                        evaluator=evaluator,
+                        dimension=dim,
+                        score=x,
+                        source_file=path.name,
+                        line_number=line_no,
+                    )
+                )
     out.ratings = pd.DataFrame(rows, columns=RATING_COLUMNS).astype({"score": "float64", "line_number": "int64"})
     out.quarantine = pd.DataFrame(bad, columns=QUARANTINE_COLUMNS) if bad else empty_quarantine()
     return out

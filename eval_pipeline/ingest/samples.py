@@ -26,7 +26,7 @@ def to_records(rubric: RubricConfig, df: pd.DataFrame) -> list[dict[str, Any]]:
     names = [f.name for f in rubric.inputs.fields]
     out = []
     for row in df[names].to_dict("records"):
-        rec = {}
+        rec: dict[str, Any] = {}
         for k, v in row.items():
             if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
                 rec[k] = None

@@ -9,27 +9,36 @@ lazy: every problem of a row is reported, not only the first.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import pandera.pandas as pa
 from pandera.errors import SchemaErrors
 
-from eval_pipeline.core.contracts import QUARANTINE_COLUMNS
 from eval_pipeline.core.config import InputField, RubricConfig
-
+from eval_pipeline.core.contracts import QUARANTINE_COLUMNS
 
 
 def empty_quarantine() -> pd.DataFrame:
     """A quarantine frame with no rows but the table's real types (so a new table gets them)."""
-    return pd.DataFrame({"rubric": pd.Series(dtype="object"), "checkpoint_id": pd.Series(dtype="object"),
-                         "source_file": pd.Series(dtype="object"), "line_number": pd.Series(dtype="int64"),
-                         "stage": pd.Series(dtype="object"), "reason": pd.Series(dtype="object"),
-                         "raw_line": pd.Series(dtype="object"), "quarantined_at": pd.Series(dtype="datetime64[ns]")})
+    return pd.DataFrame(
+        {
+            "rubric": pd.Series(dtype="object"),
+            "checkpoint_id": pd.Series(dtype="object"),
+            "source_file": pd.Series(dtype="object"),
+            "line_number": pd.Series(dtype="int64"),
+            "stage": pd.Series(dtype="object"),
+            "reason": pd.Series(dtype="object"),
+            "raw_line": pd.Series(dtype="object"),
+            "quarantined_at": pd.Series(dtype="datetime64[ns]"),
+        }
+    )
 
 
 class _Missing:
@@ -86,32 +95,77 @@ def _length(v: Any) -> int:
 def _field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
     checks: list[pa.Check] = []
     if f.required:
-        checks.append(pa.Check(lambda v: not _absent(v), element_wise=True, ignore_na=False, error="required field is missing or null"))
-    checks.append(pa.Check(_when_present(lambda v, t=f.type: _is_type(t, v)), element_wise=True, ignore_na=False, error=f"must be {_TYPE_WORDS[f.type]}"))
+        checks.append(
+            pa.Check(
+                lambda v: not _absent(v), element_wise=True, ignore_na=False, error="required field is missing or null"
+            )
+        )
+    checks.append(
+        pa.Check(
+            _when_present(functools.partial(_is_type, f.type)),
+            element_wise=True,
+            ignore_na=False,
+            error=f"must be {_TYPE_WORDS[f.type]}",
+        )
+    )
     typed = lambda fn, t=f.type: _when_present(lambda v: (not _is_type(t, v)) or fn(v))  # noqa: E731
     min_len = f.min_length
     if f.name == rubric.inputs.response_field and not min_len:
         min_len = 1
     if f.allowed is not None:
         allowed = list(f.allowed)
-        checks.append(pa.Check(typed(lambda v: v in allowed), element_wise=True, ignore_na=False, error=f"must be one of {allowed}"))
+        checks.append(
+            pa.Check(
+                typed(lambda v: v in allowed), element_wise=True, ignore_na=False, error=f"must be one of {allowed}"
+            )
+        )
     if min_len and f.type in ("string", "string_list", "object_list"):
         msg = "must not be empty" if min_len == 1 else f"must have at least {min_len} characters/items"
-        checks.append(pa.Check(typed(lambda v, n=min_len: _length(v) >= n), element_wise=True, ignore_na=False, error=msg))
+        checks.append(
+            pa.Check(typed(lambda v, n=min_len: _length(v) >= n), element_wise=True, ignore_na=False, error=msg)
+        )
     if f.max_length and f.type in ("string", "string_list", "object_list"):
-        checks.append(pa.Check(typed(lambda v, n=f.max_length: len(v) <= n), element_wise=True, ignore_na=False, error=f"must have at most {f.max_length} characters/items"))
+        checks.append(
+            pa.Check(
+                typed(lambda v, n=f.max_length: len(v) <= n),
+                element_wise=True,
+                ignore_na=False,
+                error=f"must have at most {f.max_length} characters/items",
+            )
+        )
     if f.minimum is not None and f.type in ("integer", "number"):
-        checks.append(pa.Check(typed(lambda v, m=f.minimum: v >= m), element_wise=True, ignore_na=False, error=f"must be >= {f.minimum:g}"))
+        checks.append(
+            pa.Check(
+                typed(lambda v, m=f.minimum: v >= m),
+                element_wise=True,
+                ignore_na=False,
+                error=f"must be >= {f.minimum:g}",
+            )
+        )
     if f.maximum is not None and f.type in ("integer", "number"):
-        checks.append(pa.Check(typed(lambda v, m=f.maximum: v <= m), element_wise=True, ignore_na=False, error=f"must be <= {f.maximum:g}"))
+        checks.append(
+            pa.Check(
+                typed(lambda v, m=f.maximum: v <= m),
+                element_wise=True,
+                ignore_na=False,
+                error=f"must be <= {f.maximum:g}",
+            )
+        )
     if f.keys and f.type in ("object", "object_list"):
         keys = list(f.keys)
 
         def has_keys(v: Any) -> bool:
             items = [v] if isinstance(v, dict) else v
-            return all(all(isinstance(it.get(k), str) and it.get(k).strip() for k in keys) for it in items)
+            return all(all(isinstance(it.get(k), str) and it[k].strip() for k in keys) for it in items)
 
-        checks.append(pa.Check(typed(has_keys), element_wise=True, ignore_na=False, error=f"every object needs non-empty string keys {keys}"))
+        checks.append(
+            pa.Check(
+                typed(has_keys),
+                element_wise=True,
+                ignore_na=False,
+                error=f"every object needs non-empty string keys {keys}",
+            )
+        )
     return checks
 
 
@@ -172,8 +226,9 @@ def _column_for(f: InputField, values: list[Any]) -> pd.Series:
     return pd.Series(clean, dtype="object")
 
 
-def validate_raw(rubric: RubricConfig, raw: pd.DataFrame, stage: str = "validate",
-                 seen_ids: set[str] | None = None) -> ValidationResult:
+def validate_raw(
+    rubric: RubricConfig, raw: pd.DataFrame, stage: str = "validate", seen_ids: set[str] | None = None
+) -> ValidationResult:
     """Split raw lines into valid samples and quarantined rows (with reasons).
 
     Pass the same `seen_ids` set for every chunk of one file: valid ids are added to it."""

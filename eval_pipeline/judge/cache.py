@@ -1,7 +1,8 @@
 """The judge cache (`main.judge_cache`): one row per answered prompt.
 
 The key is the SHA-256 of the judge model, its sampling parameters, the rubric's
-judge version (the hash of everything in the rubric the judge sees) and the full prompt, so a re-run, a backfill or a new checkpoint that
+judge version (the hash of everything in the rubric the judge sees) and the full prompt, so a re-run, a backfill
+or a new checkpoint that
 repeats a sample makes no repeated call, and a rubric edit changes every key.
 Only parseable answers are cached: transport failures and unparseable answers
 are asked again on the next run. Reads happen before the calls and writes after
@@ -48,8 +49,10 @@ def cache_key(params: dict[str, Any], rubric_version: str, messages: list[dict[s
     if all(isinstance(m, dict) and m.keys() == {"role", "content"} and isinstance(m["content"], str) for m in messages):
         # the same bytes as _dumps of the whole blob, without re-encoding the long system message every call
         msgs = ",".join(f'{{"content":{_encode_text(m["content"])},"role":{_dumps(m["role"])}}}' for m in messages)
-        blob = (f'{{"messages":[{msgs}],"params":{_dumps(params)},"rubric_version":{_dumps(rubric_version)},'
-                f'"schema":{_dumps(schema)}}}')
+        blob = (
+            f'{{"messages":[{msgs}],"params":{_dumps(params)},"rubric_version":{_dumps(rubric_version)},'
+            f'"schema":{_dumps(schema)}}}'
+        )
     else:
         blob = _dumps({"params": params, "rubric_version": rubric_version, "messages": messages, "schema": schema})
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
@@ -97,7 +100,7 @@ class BackgroundWriter:
         self.batches = 0
         self._thread = threading.Thread(target=self._run, name="judge-cache-writer", daemon=True)
 
-    def __enter__(self) -> "BackgroundWriter":
+    def __enter__(self) -> BackgroundWriter:
         return self  # the thread starts with the first answer (after any judge worker has been forked)
 
     def add(self, row: dict[str, Any]) -> None:
@@ -117,13 +120,18 @@ class BackgroundWriter:
         """The next batch to write, or None when closing with nothing left."""
         with self._cond:
             while True:
-                if self._pending and (self._closing or len(self._pending) >= self._max_rows
-                                      or time.monotonic() - (self._first_at or 0) >= self._max_delay_s):
+                if self._pending and (
+                    self._closing
+                    or len(self._pending) >= self._max_rows
+                    or time.monotonic() - (self._first_at or 0) >= self._max_delay_s
+                ):
                     batch, self._pending, self._first_at = self._pending, [], None
                     return batch
                 if self._closing:
                     return None
-                timeout = None if not self._pending else max(0.0, self._max_delay_s - (time.monotonic() - self._first_at))
+                timeout = None
+                if self._pending and self._first_at is not None:
+                    timeout = max(0.0, self._max_delay_s - (time.monotonic() - self._first_at))
                 self._cond.wait(timeout)
 
     def _run(self) -> None:

@@ -18,8 +18,9 @@ import signal
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 from eval_pipeline.judge.client import (
     CallResult,
@@ -91,8 +92,12 @@ def _settle(spec: CallSpec, out: CallOutcome, res: CallResult) -> bool:
     return True
 
 
-async def _call_all(settings: JudgeSettings, specs: list[CallSpec], on_answer: OnAnswer | None,
-                    outcomes: dict[str, CallOutcome] | None = None) -> tuple[dict[str, CallOutcome], ClientStats]:
+async def _call_all(
+    settings: JudgeSettings,
+    specs: list[CallSpec],
+    on_answer: OnAnswer | None,
+    outcomes: dict[str, CallOutcome] | None = None,
+) -> tuple[dict[str, CallOutcome], ClientStats]:
     """Call the endpoint for each spec in this event loop; an answer that cannot be used is asked once more."""
     client = OpenAIJudgeClient(settings)
     results: dict[str, CallOutcome] = {}
@@ -156,8 +161,9 @@ def _fork_worker(settings: JudgeSettings, shard: list[CallSpec]) -> tuple[int, A
     return pid, os.fdopen(r, encoding="utf-8")
 
 
-def _in_workers(settings: JudgeSettings, specs: list[CallSpec], n: int,
-                on_answer: OnAnswer | None) -> tuple[dict[str, CallOutcome], ClientStats]:
+def _in_workers(
+    settings: JudgeSettings, specs: list[CallSpec], n: int, on_answer: OnAnswer | None
+) -> tuple[dict[str, CallOutcome], ClientStats]:
     # the concurrency limit is split exactly (it may be a provider's rate limit), the prompts in proportion
     shares = [settings.concurrency // n + (1 if i < settings.concurrency % n else 0) for i in range(n)]
     pattern = [i for i, share in enumerate(shares) for _ in range(share)]
@@ -211,17 +217,23 @@ def _in_workers(settings: JudgeSettings, specs: list[CallSpec], n: int,
             pipe.close()
     bad = [(i, c) for i, c in enumerate(codes) if c != 0 or i not in finished]
     if bad:
-        raise RuntimeError("judge worker(s) died before finishing: "
-                           + ", ".join(f"worker {i} exit code {c}" for i, c in bad) + " (their traceback is on stderr)")
+        raise RuntimeError(
+            "judge worker(s) died before finishing: "
+            + ", ".join(f"worker {i} exit code {c}" for i, c in bad)
+            + " (their traceback is on stderr)"
+        )
     if again:  # the one re-ask for unparseable answers, in this process
-        retried, st = asyncio.run(_call_all(settings, again, on_answer, outcomes={s.key: results[s.key] for s in again}))
+        retried, st = asyncio.run(
+            _call_all(settings, again, on_answer, outcomes={s.key: results[s.key] for s in again})
+        )
         results.update(retried)
         stats.add(st)
     return results, stats
 
 
-def call_specs(settings: JudgeSettings, specs: list[CallSpec],
-               on_answer: OnAnswer | None = None) -> tuple[dict[str, CallOutcome], ClientStats]:
+def call_specs(
+    settings: JudgeSettings, specs: list[CallSpec], on_answer: OnAnswer | None = None
+) -> tuple[dict[str, CallOutcome], ClientStats]:
     """Outcome per spec key, and the client statistics. ``on_answer`` sees every usable answer as it arrives."""
     n = worker_processes(settings, len(specs)) if hasattr(os, "fork") and sys.platform.startswith("linux") else 1
     if n <= 1:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
-import os
 import random
 import re
 import time
@@ -74,7 +73,7 @@ class ClientStats:
     max_in_flight: int = 0
     processes: int = 1
 
-    def add(self, other: "ClientStats") -> None:
+    def add(self, other: ClientStats) -> None:
         """Fold in another client's counts (a worker's, or the re-ask pass); peaks add up to an upper bound."""
         self.calls += other.calls
         self.http_attempts += other.http_attempts
@@ -150,7 +149,9 @@ class OpenAIJudgeClient:
         last_error = "no attempt made"
         attempt = 0
         while attempt <= s.max_retries:
-            kwargs: dict[str, Any] = dict(model=s.model, messages=messages, temperature=s.temperature, max_tokens=s.max_tokens)
+            kwargs: dict[str, Any] = dict(
+                model=s.model, messages=messages, temperature=s.temperature, max_tokens=s.max_tokens
+            )
             if s.seed is not None:
                 kwargs["seed"] = s.seed
             use_schema = self._use_schema and schema is not None
@@ -173,7 +174,7 @@ class OpenAIJudgeClient:
                     self.stats.latency_ms.append(result.latency_ms)
                     if not isinstance(data, dict):  # a 200 that is not JSON (a proxy's page): retried
                         raise _NotJSON(str(data)[:120])
-                    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+                    usage: dict = data.get("usage") or {} if isinstance(data.get("usage"), dict) else {}
                     result.prompt_tokens = _int(usage.get("prompt_tokens"))
                     result.completion_tokens = _int(usage.get("completion_tokens"))
                     self.stats.prompt_tokens += result.prompt_tokens
@@ -219,7 +220,11 @@ class OpenAIJudgeClient:
                 except openai.APIResponseValidationError as exc:
                     last_error = f"malformed response: {redact(str(exc), self._api_key)[:200]}"
                     delay = self._backoff(attempt)
-                except (json.JSONDecodeError, UnicodeDecodeError, _NotJSON) as exc:  # a 200 whose body is not JSON (a proxy's HTML page)
+                except (
+                    json.JSONDecodeError,
+                    UnicodeDecodeError,
+                    _NotJSON,
+                ) as exc:  # a 200 whose body is not JSON (a proxy's HTML page)
                     last_error = f"response body is not JSON: {str(exc)[:120]}"
                     delay = self._backoff(attempt)
                 finally:

@@ -13,21 +13,27 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.core.contracts import EXTRACTION_COLUMNS
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
+from eval_pipeline.core.contracts import EXTRACTION_COLUMNS
+from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.judge import cache
 from eval_pipeline.judge.calls import CallSpec
 from eval_pipeline.judge.parsing import JudgeParseError, _first_object
 from eval_pipeline.judge.prompts import INJECTION_NOTICE, data_block
 from eval_pipeline.judge.runner import JudgeRunStats, cached_calls, settings_from_env
-from eval_pipeline.core.warehouse import Warehouse
-
 
 
 def _list_schema(name: str, key: str) -> dict[str, Any]:
-    return {"name": name, "strict": True, "schema": {
-        "type": "object", "additionalProperties": False, "required": [key],
-        "properties": {key: {"type": "array", "items": {"type": "string"}}}}}
+    return {
+        "name": name,
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": [key],
+            "properties": {key: {"type": "array", "items": {"type": "string"}}},
+        },
+    }
 
 
 def parse_list(text: str | None, key: str, max_items: int) -> list[str]:
@@ -42,20 +48,43 @@ def parse_list(text: str | None, key: str, max_items: int) -> list[str]:
 
 
 def _messages(instructions: str, key: str, payload: dict[str, Any]) -> list[dict[str, str]]:
-    system = "\n".join([instructions.strip(), "", INJECTION_NOTICE,
-                        f'Answer with one JSON object and nothing else: {{"{key}": ["<string>", ...]}}'])
+    system = "\n".join(
+        [
+            instructions.strip(),
+            "",
+            INJECTION_NOTICE,
+            f'Answer with one JSON object and nothing else: {{"{key}": ["<string>", ...]}}',
+        ]
+    )
     return [{"role": "system", "content": system}, {"role": "user", "content": data_block(payload)}]
 
 
-def extract(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], wh: Warehouse, mode: str,
-            overrides: dict[str, Any] | None = None) -> tuple[pd.DataFrame, JudgeRunStats]:
+def extract(
+    rubric: RubricConfig,
+    ckpt: str,
+    records: list[dict[str, Any]],
+    wh: Warehouse,
+    mode: str,
+    overrides: dict[str, Any] | None = None,
+) -> tuple[pd.DataFrame, JudgeRunStats]:
     ex = rubric.extraction
     assert ex is not None
     stats = JudgeRunStats()
     if mode != "openai":
-        rows = [dict(checkpoint_id=ckpt, sample_id=r["sample_id"], name=ex.name, extractor="offline", model=None,
-                     observations=None, items=None, status="offline", reason="no LLM configured; the metric's own extractor is used")
-                for r in records]
+        rows = [
+            dict(
+                checkpoint_id=ckpt,
+                sample_id=r["sample_id"],
+                name=ex.name,
+                extractor="offline",
+                model=None,
+                observations=None,
+                items=None,
+                status="offline",
+                reason="no LLM configured; the metric's own extractor is used",
+            )
+            for r in records
+        ]
         return pd.DataFrame(rows, columns=EXTRACTION_COLUMNS), stats
     spec = (rubric.panel.judges or [JudgeSpec(name="default")])[0]
     settings = settings_from_env(spec, **(overrides or {}))
@@ -64,8 +93,14 @@ def extract(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], wh: 
     for r in records:
         msgs = _messages(ex.extract_prompt, "observations", {ex.text_field: r.get(ex.text_field)})
         schema = _list_schema(f"{rubric.name}_{ex.name}_observations", "observations")
-        first.append(CallSpec(cache.cache_key(settings.cache_params(), rubric.judge_version, msgs, schema), msgs, schema,
-                              partial(parse_list, key="observations", max_items=100)))
+        first.append(
+            CallSpec(
+                cache.cache_key(settings.cache_params(), rubric.judge_version, msgs, schema),
+                msgs,
+                schema,
+                partial(parse_list, key="observations", max_items=100),
+            )
+        )
     obs = cached_calls(rubric, settings, first, wh, stats)
     second: dict[str, CallSpec] = {}
     for r, spec1 in zip(records, first):
@@ -74,8 +109,12 @@ def extract(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], wh: 
             continue
         msgs = _messages(ex.infer_prompt, "attributes", {"observations": o.parsed})
         schema = _list_schema(f"{rubric.name}_{ex.name}_attributes", "attributes")
-        second[r["sample_id"]] = CallSpec(cache.cache_key(settings.cache_params(), rubric.judge_version, msgs, schema), msgs, schema,
-                                          partial(parse_list, key="attributes", max_items=ex.max_items))
+        second[r["sample_id"]] = CallSpec(
+            cache.cache_key(settings.cache_params(), rubric.judge_version, msgs, schema),
+            msgs,
+            schema,
+            partial(parse_list, key="attributes", max_items=ex.max_items),
+        )
     inferred = cached_calls(rubric, settings, list(second.values()), wh, stats)
     rows = []
     for r, spec1 in zip(records, first):
@@ -84,7 +123,17 @@ def extract(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], wh: 
         o2 = inferred.get(spec2.key) if spec2 else None
         ok = o2 is not None and o2.parsed is not None
         reason = None if ok else (o1.error if o1.parsed is None else (o2.error if o2 else "no inference"))
-        rows.append(dict(checkpoint_id=ckpt, sample_id=r["sample_id"], name=ex.name, extractor="llm", model=settings.model,
-                         observations=json.dumps(o1.parsed) if o1.parsed is not None else None,
-                         items=json.dumps(o2.parsed) if ok else None, status="ok" if ok else "missing", reason=reason))
+        rows.append(
+            dict(
+                checkpoint_id=ckpt,
+                sample_id=r["sample_id"],
+                name=ex.name,
+                extractor="llm",
+                model=settings.model,
+                observations=json.dumps(o1.parsed) if o1.parsed is not None else None,
+                items=json.dumps(o2.parsed) if ok and o2 is not None else None,
+                status="ok" if ok else "missing",
+                reason=reason,
+            )
+        )
     return pd.DataFrame(rows, columns=EXTRACTION_COLUMNS), stats

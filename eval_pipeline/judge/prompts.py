@@ -75,7 +75,10 @@ def _rubric_text(rubric: RubricConfig) -> str:
         for ex in rubric.examples:
             scores = ", ".join(f"{k} = {v}" for k, v in ex.scores.items())
             ctx = "; ".join(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in ex.fields.items())
-            lines.append(f"- Example {ex.id} ({scores}){' - ' + ex.note if ex.note else ''}\n  {ctx}\n  Response: {json.dumps(ex.response, ensure_ascii=False)}")
+            lines.append(
+                f"- Example {ex.id} ({scores}){' - ' + ex.note if ex.note else ''}\n  {ctx}\n  Response: "
+                f"{json.dumps(ex.response, ensure_ascii=False)}"
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -94,6 +97,7 @@ def _questionnaire_text(rubric: RubricConfig) -> str:
 def answer_template(rubric: RubricConfig, questionnaire: bool) -> str:
     if questionnaire:
         q = rubric.questionnaire
+        assert q is not None
         keys = [i.id for m in q.metrics for i in m.items]
         lo, hi = q.scale.min, q.scale.max
         inner = ", ".join(f'"{k}": <integer {lo}-{hi}>' for k in keys)
@@ -108,7 +112,12 @@ def response_schema(rubric: RubricConfig, questionnaire: bool) -> dict[str, Any]
     """The JSON schema for `response_format` (strict structured outputs)."""
     if questionnaire:
         q = rubric.questionnaire
-        props = {i.id: {"type": "integer", "minimum": q.scale.min, "maximum": q.scale.max} for m in q.metrics for i in m.items}
+        assert q is not None
+        props = {
+            i.id: {"type": "integer", "minimum": q.scale.min, "maximum": q.scale.max}
+            for m in q.metrics
+            for i in m.items
+        }
         container = "answers"
     else:
         props = {
@@ -124,7 +133,12 @@ def response_schema(rubric: RubricConfig, questionnaire: bool) -> dict[str, Any]
             "additionalProperties": False,
             "required": [container, "rationale"],
             "properties": {
-                container: {"type": "object", "additionalProperties": False, "required": list(props), "properties": props},
+                container: {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": list(props),
+                    "properties": props,
+                },
                 "rationale": {"type": "string"},
             },
         },

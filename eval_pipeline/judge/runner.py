@@ -16,17 +16,16 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.core.contracts import PANEL, SCORE_COLUMNS
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
+from eval_pipeline.core.contracts import PANEL, SCORE_COLUMNS
+from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.judge import cache
 from eval_pipeline.judge.calls import CallOutcome, CallSpec, call_specs
 from eval_pipeline.judge.client import JudgeSettings
 from eval_pipeline.judge.heuristic import HeuristicJudge
 from eval_pipeline.judge.parsing import JudgeParseError, parse_answer
 from eval_pipeline.judge.prompts import build_messages, response_schema
-from eval_pipeline.core.warehouse import Warehouse
-
 
 
 @dataclass
@@ -53,7 +52,7 @@ class JudgeRunStats:
 def settings_from_env(spec: JudgeSpec | None = None, **overrides: Any) -> JudgeSettings:
     spec = spec or JudgeSpec(name="default")
     env = settings.judge_env()
-    values = dict(
+    values: dict[str, Any] = dict(
         name=spec.name,
         model=spec.model or env.model,
         base_url=spec.base_url,
@@ -69,13 +68,43 @@ def settings_from_env(spec: JudgeSpec | None = None, **overrides: Any) -> JudgeS
     return JudgeSettings(**values)
 
 
-def _row(ckpt: str, sid: str, judge: str, kind: str, model: str, dim: str, dim_kind: str, score: float | None,
-         reason: str | None, rationale: str = "", cached: bool = False, version: str = "", pt: int = 0, ct: int = 0,
-         lat: float | None = None, attempts: int = 0) -> dict[str, Any]:
-    return dict(checkpoint_id=ckpt, sample_id=sid, judge=judge, judge_kind=kind, model=model, dimension=dim, kind=dim_kind,
-                score=None if score is None else float(score), status="ok" if score is not None else "missing",
-                reason=reason, rationale=rationale, cached=cached, rubric_version=version, prompt_tokens=pt,
-                completion_tokens=ct, latency_ms=lat, attempts=attempts)
+def _row(
+    ckpt: str,
+    sid: str,
+    judge: str,
+    kind: str,
+    model: str,
+    dim: str,
+    dim_kind: str,
+    score: float | None,
+    reason: str | None,
+    rationale: str = "",
+    cached: bool = False,
+    version: str = "",
+    pt: int = 0,
+    ct: int = 0,
+    lat: float | None = None,
+    attempts: int = 0,
+) -> dict[str, Any]:
+    return dict(
+        checkpoint_id=ckpt,
+        sample_id=sid,
+        judge=judge,
+        judge_kind=kind,
+        model=model,
+        dimension=dim,
+        kind=dim_kind,
+        score=None if score is None else float(score),
+        status="ok" if score is not None else "missing",
+        reason=reason,
+        rationale=rationale,
+        cached=cached,
+        rubric_version=version,
+        prompt_tokens=pt,
+        completion_tokens=ct,
+        latency_ms=lat,
+        attempts=attempts,
+    )
 
 
 def _questionnaire_rows(rubric: RubricConfig, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -100,13 +129,39 @@ def _questionnaire_rows(rubric: RubricConfig, rows: list[dict[str, Any]]) -> lis
         else:
             score, reason = float(sum(vals)), None
             totals.append(score)
-        out.append({**base, "dimension": m.key, "kind": "questionnaire_metric", "score": score,
-                    "status": "ok" if score is not None else "missing", "reason": reason, "rationale": "",
-                    "prompt_tokens": 0, "completion_tokens": 0, "latency_ms": None, "attempts": 0, "cached": False})
+        out.append(
+            {
+                **base,
+                "dimension": m.key,
+                "kind": "questionnaire_metric",
+                "score": score,
+                "status": "ok" if score is not None else "missing",
+                "reason": reason,
+                "rationale": "",
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "latency_ms": None,
+                "attempts": 0,
+                "cached": False,
+            }
+        )
     ok = len(totals) == len(q.metrics)
-    out.append({**base, "dimension": f"{q.key}_total", "kind": "questionnaire_total", "score": float(sum(totals)) if ok else None,
-                "status": "ok" if ok else "missing", "reason": None if ok else "a metric is missing", "rationale": "",
-                "prompt_tokens": 0, "completion_tokens": 0, "latency_ms": None, "attempts": 0, "cached": False})
+    out.append(
+        {
+            **base,
+            "dimension": f"{q.key}_total",
+            "kind": "questionnaire_total",
+            "score": float(sum(totals)) if ok else None,
+            "status": "ok" if ok else "missing",
+            "reason": None if ok else "a metric is missing",
+            "rationale": "",
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "latency_ms": None,
+            "attempts": 0,
+            "cached": False,
+        }
+    )
     return out
 
 
@@ -119,15 +174,30 @@ def _heuristic_rows(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any
         sample_rows = []
         for key, (score, why) in scores.items():
             kind = "questionnaire_item" if key in item_ids else "dimension"
-            sample_rows.append(_row(ckpt, rec["sample_id"], judge.name, judge.kind, judge.model, key, kind, score,
-                                    None if score is not None else why, why if score is not None else "", False, rubric.version))
+            sample_rows.append(
+                _row(
+                    ckpt,
+                    rec["sample_id"],
+                    judge.name,
+                    judge.kind,
+                    judge.model,
+                    key,
+                    kind,
+                    score,
+                    None if score is not None else why,
+                    why if score is not None else "",
+                    False,
+                    rubric.version,
+                )
+            )
         rows += sample_rows
         rows += _questionnaire_rows(rubric, [r for r in sample_rows if r["kind"] == "questionnaire_item"])
     return rows
 
 
-def cached_calls(rubric: RubricConfig, settings: JudgeSettings, specs: list[CallSpec], wh: Warehouse,
-                 stats: JudgeRunStats) -> dict[str, CallOutcome]:
+def cached_calls(
+    rubric: RubricConfig, settings: JudgeSettings, specs: list[CallSpec], wh: Warehouse, stats: JudgeRunStats
+) -> dict[str, CallOutcome]:
     """Answer specs from the cache where possible, call the endpoint for the rest (identical prompts share
     one call), and cache every usable answer. No connection is held while calls are in flight."""
     stats.prompts += len(specs)
@@ -140,8 +210,12 @@ def cached_calls(rubric: RubricConfig, settings: JudgeSettings, specs: list[Call
         c = hits.get(spec.key)
         if c is not None:
             try:
-                out[spec.key] = CallOutcome(parsed=spec.parse(c["answer_text"]), cached=True,
-                                            prompt_tokens=int(c["prompt_tokens"] or 0), completion_tokens=int(c["completion_tokens"] or 0))
+                out[spec.key] = CallOutcome(
+                    parsed=spec.parse(c["answer_text"]),
+                    cached=True,
+                    prompt_tokens=int(c["prompt_tokens"] or 0),
+                    completion_tokens=int(c["completion_tokens"] or 0),
+                )
                 continue
             except JudgeParseError:
                 pass  # a cached answer that no longer parses is asked again
@@ -152,9 +226,19 @@ def cached_calls(rubric: RubricConfig, settings: JudgeSettings, specs: list[Call
 
             def on_answer(key: str, o: CallOutcome) -> None:
                 # cached as answers arrive, so a run killed mid-way keeps what it already paid for
-                writer.add(dict(cache_key=key, judge=settings.name, model=settings.model, rubric=rubric.name,
-                                rubric_version=rubric.version, answer_text=o.answer_text, prompt_tokens=o.prompt_tokens,
-                                completion_tokens=o.completion_tokens, latency_ms=o.latency_ms))
+                writer.add(
+                    dict(
+                        cache_key=key,
+                        judge=settings.name,
+                        model=settings.model,
+                        rubric=rubric.name,
+                        rubric_version=rubric.version,
+                        answer_text=o.answer_text,
+                        prompt_tokens=o.prompt_tokens,
+                        completion_tokens=o.completion_tokens,
+                        latency_ms=o.latency_ms,
+                    )
+                )
 
             fresh, cs = call_specs(settings, list(todo.values()), on_answer)
         stats.calls += cs.calls
@@ -167,7 +251,9 @@ def cached_calls(rubric: RubricConfig, settings: JudgeSettings, specs: list[Call
     return out
 
 
-def _score_specs(rubric: RubricConfig, settings: JudgeSettings, records: list[dict[str, Any]]) -> list[tuple[dict, bool, dict, CallSpec]]:
+def _score_specs(
+    rubric: RubricConfig, settings: JudgeSettings, records: list[dict[str, Any]]
+) -> list[tuple[dict, bool, dict, CallSpec]]:
     kinds = ([False] if rubric.judged_dimensions else []) + ([True] if rubric.questionnaire else [])
     specs = []
     for rec in records:
@@ -176,18 +262,31 @@ def _score_specs(rubric: RubricConfig, settings: JudgeSettings, records: list[di
             schema = response_schema(rubric, qn)
             if qn:
                 q = rubric.questionnaire
+                assert q is not None
                 scales = {i.id: (q.scale.min, q.scale.max) for m in q.metrics for i in m.items}
             else:
                 scales = {d.key: (rubric.scale_of(d).min, rubric.scale_of(d).max) for d in rubric.judged_dimensions}
             container = "answers" if qn else "scores"
             key = cache.cache_key(settings.cache_params(), rubric.judge_version, messages, schema)
-            specs.append((rec, qn, scales, CallSpec(key, messages, schema,
-                                                    partial(parse_answer, container=container, scales=scales))))
+            specs.append(
+                (
+                    rec,
+                    qn,
+                    scales,
+                    CallSpec(key, messages, schema, partial(parse_answer, container=container, scales=scales)),
+                )
+            )
     return specs
 
 
-def _llm_rows(rubric: RubricConfig, ckpt: str, settings: JudgeSettings, records: list[dict[str, Any]], wh: Warehouse,
-              stats: JudgeRunStats) -> list[dict[str, Any]]:
+def _llm_rows(
+    rubric: RubricConfig,
+    ckpt: str,
+    settings: JudgeSettings,
+    records: list[dict[str, Any]],
+    wh: Warehouse,
+    stats: JudgeRunStats,
+) -> list[dict[str, Any]]:
     specs = _score_specs(rubric, settings, records)
     outcomes = cached_calls(rubric, settings, [s for *_, s in specs], wh, stats)
     rows: list[dict[str, Any]] = []
@@ -199,11 +298,30 @@ def _llm_rows(rubric: RubricConfig, ckpt: str, settings: JudgeSettings, records:
         kind = "questionnaire_item" if qn else "dimension"
         task_rows = []
         for i, dim in enumerate(scales):
-            m = (o.prompt_tokens, o.completion_tokens, o.latency_ms, o.attempts) if (i == 0 and first_use) else (0, 0, None, 0)
+            m = (
+                (o.prompt_tokens, o.completion_tokens, o.latency_ms, o.attempts)
+                if (i == 0 and first_use)
+                else (0, 0, None, 0)
+            )
             score = None if o.parsed is None else o.parsed.scores[dim]
             rationale = "" if o.parsed is None else o.parsed.rationale[:500]
-            task_rows.append(_row(ckpt, rec["sample_id"], settings.name, "llm", settings.model, dim, kind, score,
-                                  o.error if score is None else None, rationale, o.cached, rubric.version, *m))
+            task_rows.append(
+                _row(
+                    ckpt,
+                    rec["sample_id"],
+                    settings.name,
+                    "llm",
+                    settings.model,
+                    dim,
+                    kind,
+                    score,
+                    o.error if score is None else None,
+                    rationale,
+                    o.cached,
+                    rubric.version,
+                    *m,
+                )
+            )
         rows += task_rows
         if qn:
             rows += _questionnaire_rows(rubric, task_rows)
@@ -227,15 +345,35 @@ def _panel_rows(rubric: RubricConfig, rows: list[dict[str, Any]], aggregate: str
             score = None
             reason = "; ".join(sorted({f"{r['judge']}: {r['reason']}" for r in rs}))[:500]
         base = rs[0]
-        out.append(_row(base["checkpoint_id"], sid, PANEL, "+".join(kinds), ",".join(judges), dim, base["kind"], score, reason,
-                        f"{aggregate} of {len(ok)} judge(s)", all(r["cached"] for r in rs), rubric.version))
+        out.append(
+            _row(
+                base["checkpoint_id"],
+                sid,
+                PANEL,
+                "+".join(kinds),
+                ",".join(judges),
+                dim,
+                base["kind"],
+                score,
+                reason,
+                f"{aggregate} of {len(ok)} judge(s)",
+                all(r["cached"] for r in rs),
+                rubric.version,
+            )
+        )
         if score is not None and reason is not None:
             out[-1]["reason"] = reason  # partial panel: scored, with a note
     return out
 
 
-def judge_samples(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], wh: Warehouse,
-                  mode: str | None = None, overrides: dict[str, Any] | None = None) -> tuple[pd.DataFrame, JudgeRunStats]:
+def judge_samples(
+    rubric: RubricConfig,
+    ckpt: str,
+    records: list[dict[str, Any]],
+    wh: Warehouse,
+    mode: str | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> tuple[pd.DataFrame, JudgeRunStats]:
     """Score records with the heuristic judge or the rubric's LLM panel; returns the long table and stats."""
     mode = (mode or settings.judge_env().mode).lower()
     stats = JudgeRunStats()
@@ -257,8 +395,16 @@ def judge_samples(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]]
     rows += _panel_rows(rubric, rows, rubric.panel.aggregate)
     stats.wall_s = time.perf_counter() - t0
     df = pd.DataFrame(rows, columns=SCORE_COLUMNS)
-    df = df.astype({"score": "float64", "prompt_tokens": "int64", "completion_tokens": "int64", "latency_ms": "float64",
-                    "attempts": "int64", "cached": "bool"})
+    df = df.astype(
+        {
+            "score": "float64",
+            "prompt_tokens": "int64",
+            "completion_tokens": "int64",
+            "latency_ms": "float64",
+            "attempts": "int64",
+            "cached": "bool",
+        }
+    )
     missing = df[(df.judge == PANEL) & (df.status == "missing")]
     stats.missing = len(missing)
     for reason in missing.reason:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pandas as pd
 
@@ -43,7 +44,10 @@ def compute_metrics(specs: list, records: list[dict[str, Any]]) -> pd.DataFrame:
         cols = fn(records, dict(spec.params))
         for name, values in cols.items():
             if len(values) != len(records):
-                raise ValueError(f"metric {spec.function!r} returned {len(values)} values for column {name!r}, expected {len(records)}")
+                raise ValueError(
+                    f"metric {spec.function!r} returned {len(values)} values for column {name!r}, expected "
+                    f"{len(records)}"
+                )
             out[name] = values
     return out
 

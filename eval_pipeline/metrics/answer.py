@@ -15,8 +15,8 @@ import math
 from collections import Counter
 from typing import Any
 
-from eval_pipeline.metrics import metric
 from eval_pipeline.core.text import content_words, numbers, stem
+from eval_pipeline.metrics import metric
 
 
 @metric("route_score")
@@ -32,11 +32,14 @@ def route_score(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[s
         preferred = (r.get(p_f) or "").strip().lower()
         acceptable = {x.strip().lower() for x in (r.get(acc_f) or [])}
         if actual == preferred:
-            scores.append(v_pref), status.append("PERFECT")
+            scores.append(v_pref)
+            status.append("PERFECT")
         elif actual in acceptable:
-            scores.append(v_acc), status.append("ACCEPTABLE")
+            scores.append(v_acc)
+            status.append("ACCEPTABLE")
         else:
-            scores.append(v_wrong), status.append("WRONG")
+            scores.append(v_wrong)
+            status.append("WRONG")
     return {"route_score": scores, "route_status": status}
 
 
@@ -64,15 +67,28 @@ def answer_criteria(records: list[dict[str, Any]], params: dict[str, Any]) -> di
     r_f = params.get("response_field", "response")
     q_f = params.get("query_field", "query")
     tol = float(params.get("tolerance", 0.05))
-    cols: dict[str, list[Any]] = {k: [] for k in (
-        "must_contain_all", "must_contain_missing", "acceptable_hits", "acceptable_total", "numerical_range_ok",
-        "numbers_within_tolerance", "numbers_checked", "length_chars", "length_band", "reference_similarity",
-        "similarity_threshold", "similarity_ok")}
+    cols: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "must_contain_all",
+            "must_contain_missing",
+            "acceptable_hits",
+            "acceptable_total",
+            "numerical_range_ok",
+            "numbers_within_tolerance",
+            "numbers_checked",
+            "length_chars",
+            "length_band",
+            "reference_similarity",
+            "similarity_threshold",
+            "similarity_ok",
+        )
+    }
     for r in records:
         text = r.get(r_f) or ""
         low = text.lower()
-        crit = r.get(c_f) if isinstance(r.get(c_f), dict) else {}
-        gt = r.get(gt_f) if isinstance(r.get(gt_f), dict) else {}
+        crit: dict = r.get(c_f) or {} if isinstance(r.get(c_f), dict) else {}
+        gt: dict = r.get(gt_f) or {} if isinstance(r.get(gt_f), dict) else {}
         must = [str(m) for m in crit.get("must_contain") or []]
         missing = [m for m in must if m.lower() not in low]
         cols["must_contain_all"].append(not missing if must else None)
@@ -83,7 +99,8 @@ def answer_criteria(records: list[dict[str, Any]], params: dict[str, Any]) -> di
         found = numbers(text)
         rng = crit.get("numerical_range")
         cols["numerical_range_ok"].append(
-            any(rng[0] <= x <= rng[1] for x in found) if isinstance(rng, list) and len(rng) == 2 else None)
+            any(rng[0] <= x <= rng[1] for x in found) if isinstance(rng, list) and len(rng) == 2 else None
+        )
         refs = [float(v) for v in gt.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
         checks = [within_tolerance(found, ref, tol) for ref in refs]
         cols["numbers_within_tolerance"].append(sum(checks) / len(checks) if checks else None)

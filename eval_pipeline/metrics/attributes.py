@@ -22,9 +22,9 @@ from typing import Any
 
 from rapidfuzz import fuzz, process
 
+from eval_pipeline.core.text import STOPWORDS
 from eval_pipeline.metrics import metric
 from eval_pipeline.provision import require_wordnet
-from eval_pipeline.core.text import STOPWORDS
 
 TOKEN_RE = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)*")
 _WN = None
@@ -123,7 +123,9 @@ def match_attribute(attribute: str, scene: list[str], scene_set: set[str], thres
     return {"attribute": attribute, "rule": "none", "matched": None}
 
 
-def almp_score(attributes: list[str], scene: list[str], threshold: float = 85) -> tuple[float | None, list[dict[str, Any]]]:
+def almp_score(
+    attributes: list[str], scene: list[str], threshold: float = 85
+) -> tuple[float | None, list[dict[str, Any]]]:
     scene_l = [s.lower() for s in scene]
     scene_set = set(scene_l)
     matches = [match_attribute(a, scene_l, scene_set, threshold) for a in attributes]
@@ -155,7 +157,9 @@ def almp(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, lis
 # --- per-row reference implementation (for tests and benchmarks: no caches, no batching) ---------
 
 
-def almp_reference(attributes: list[str], text: str, threshold: float = 85) -> tuple[float | None, list[dict[str, Any]]]:
+def almp_reference(
+    attributes: list[str], text: str, threshold: float = 85
+) -> tuple[float | None, list[dict[str, Any]]]:
     """The same definition, computed row by row in plain Python without any memoisation."""
     wn = wordnet()
 
@@ -181,7 +185,7 @@ def almp_reference(attributes: list[str], text: str, threshold: float = 85) -> t
                 if lemma not in scene:
                     scene.append(lemma)
                 break
-    matches = []
+    matches: list[dict[str, Any]] = []
     for attribute in attributes:
         a = attribute.strip().lower()
         if a in scene:
@@ -200,7 +204,7 @@ def almp_reference(attributes: list[str], text: str, threshold: float = 85) -> t
         if hit is None:
             words = [w for w in re.split(r"[\s\-]+", a) if w and w not in STOPWORDS]
             if len(words) > 1:
-                parts = []
+                parts: list[str] = []
                 for w in words:
                     ws = syns(w)
                     h = next((r for r in scene if ws and ws & syns(r)), None)

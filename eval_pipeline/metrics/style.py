@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 SPEAKER_PREFIX = re.compile(r"^\s*(?:\{\{\s*char\s*\}\}|\{\{\s*user\s*\}\}|[A-Z][\w .'\-]{0,40}?)\s*:\s+")
 
@@ -82,7 +82,7 @@ def _nvcs_block(references: list[str], responses: list[str], n: int) -> np.ndarr
     loc, vocab = pd.factorize(np.concatenate([rc, sc]))  # hash-based column ids
     v = np.int64(len(vocab))
     rk, rcnt = np.unique(rd * v + loc[: len(rc)], return_counts=True)
-    sk, scnt = np.unique(sd * v + loc[len(rc):], return_counts=True)
+    sk, scnt = np.unique(sd * v + loc[len(rc) :], return_counts=True)
     r_norm = np.sqrt(np.bincount(rk // v, weights=rcnt.astype(np.float64) ** 2, minlength=len(uniq)))
     s_doc = sk // v
     s_norm = np.sqrt(np.bincount(s_doc, weights=scnt.astype(np.float64) ** 2, minlength=m))
@@ -100,7 +100,9 @@ def nvcs_batch(references: list[str], responses: list[str], n: int = 3) -> np.nd
     """NVCS for each (reference, response) pair, vectorised in cache-sized blocks."""
     if n > 3:
         return np.array([char_ngram_cosine(a, b, n) for a, b in zip(references, responses)], dtype=np.float64)
-    parts = [_nvcs_block(references[i : i + CHUNK], responses[i : i + CHUNK], n) for i in range(0, len(responses), CHUNK)]
+    parts = [
+        _nvcs_block(references[i : i + CHUNK], responses[i : i + CHUNK], n) for i in range(0, len(responses), CHUNK)
+    ]
     return np.concatenate(parts) if parts else np.zeros(0)
 
 

@@ -9,7 +9,6 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from eval_pipeline.metrics import metric
 from eval_pipeline.core.text import (
     any_phrase,
     content_stems,
@@ -20,6 +19,7 @@ from eval_pipeline.core.text import (
     stems,
     words,
 )
+from eval_pipeline.metrics import metric
 
 # Cue words for game-state values that are rarely named literally (a health of 15 is "bleeding").
 CONTEXT_CUES: dict[str, Any] = {
@@ -29,11 +29,17 @@ CONTEXT_CUES: dict[str, Any] = {
         "high": ["fit as a fiddle", "healthy", "never better", "in fine shape", "unhurt"],
     },
     "behavior_state": {
-        "combat": ["fight", "fighting", "battle", "blade", "sword", "attack"], "alert": ["eyes peeled", "something's off", "careful", "on guard"],
-        "trading": ["customers", "trade", "price", "buy", "sell", "wares"], "patrolling": ["rounds", "patrol", "patrolling"],
-        "working": ["work", "sparks", "busy", "forge"], "resting": ["breather", "rest", "resting"], "injured": ["hurt", "injured", "wound"],
-        "searching": ["looking for", "search", "searching"], "idle": ["spare a word", "not much doing", "quiet"],
-        "sleeping": ["sleep", "woke", "asleep"], "fleeing": ["run", "flee", "fleeing"],
+        "combat": ["fight", "fighting", "battle", "blade", "sword", "attack"],
+        "alert": ["eyes peeled", "something's off", "careful", "on guard"],
+        "trading": ["customers", "trade", "price", "buy", "sell", "wares"],
+        "patrolling": ["rounds", "patrol", "patrolling"],
+        "working": ["work", "sparks", "busy", "forge"],
+        "resting": ["breather", "rest", "resting"],
+        "injured": ["hurt", "injured", "wound"],
+        "searching": ["looking for", "search", "searching"],
+        "idle": ["spare a word", "not much doing", "quiet"],
+        "sleeping": ["sleep", "woke", "asleep"],
+        "fleeing": ["run", "flee", "fleeing"],
     },
 }
 
@@ -42,8 +48,9 @@ def _health_band(v: float) -> str:
     return "low" if v < 30 else "mid" if v < 70 else "high"
 
 
-def element_reflected(record: dict[str, Any], element: str, text: str, cues: dict[str, Any],
-                      tw: set[str] | None = None) -> bool:
+def element_reflected(
+    record: dict[str, Any], element: str, text: str, cues: dict[str, Any], tw: set[str] | None = None
+) -> bool:
     """Whether the text reflects one game-state element; ``tw`` (the text's content words) can be passed
     in when several elements of one text are checked."""
     value = record.get(element)
@@ -158,9 +165,15 @@ def triple_coverage(records: list[dict[str, Any]], params: dict[str, Any]) -> di
         rows = []
         for t in triples:
             s, o = _term_score(t.get("subject", ""), low), _term_score(t.get("object", ""), low)
-            rows.append({"triple": f"{t.get('subject')} -> {t.get('predicate')} -> {t.get('object')}",
-                         "subject": round(s, 1), "object": round(o, 1), "covered": s > threshold and o > threshold})
-        n_cov = sum(x["covered"] for x in rows)
+            rows.append(
+                {
+                    "triple": f"{t.get('subject')} -> {t.get('predicate')} -> {t.get('object')}",
+                    "subject": round(s, 1),
+                    "object": round(o, 1),
+                    "covered": s > threshold and o > threshold,
+                }
+            )
+        n_cov = sum(bool(x["covered"]) for x in rows)
         total.append(len(triples))
         covered.append(n_cov)
         share.append(n_cov / len(triples) if triples else None)
@@ -174,5 +187,8 @@ def grounding_overlap(records: list[dict[str, Any]], params: dict[str, Any]) -> 
     src_field = params.get("source_field", "source_chunk")
     text_field = params.get("text_field", "answer")
     # text.overlap, with the source's stems computed once per distinct source chunk
-    return {"grounding_overlap": [stem_share(stems(r.get(text_field) or ""), content_stems(r.get(src_field) or ""))
-                                  for r in records]}
+    return {
+        "grounding_overlap": [
+            stem_share(stems(r.get(text_field) or ""), content_stems(r.get(src_field) or "")) for r in records
+        ]
+    }

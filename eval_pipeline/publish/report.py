@@ -38,9 +38,12 @@ def trend_svg(df: pd.DataFrame, title: str, width: int = 460, height: int = 230)
     pw, ph = width - pad_l - pad_r, height - pad_t - pad_b
     x = lambda i: pad_l + (pw * (i / max(1, len(ckpts) - 1)) if len(ckpts) > 1 else pw / 2)  # noqa: E731
     y = lambda v: pad_t + ph * (1 - (v - lo) / (hi - lo))  # noqa: E731
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{_esc(title)}">',
-             f'<text x="{pad_l}" y="15" font-size="12" font-weight="bold">{_esc(title)}</text>',
-             f'<line x1="{pad_l}" y1="{pad_t + ph}" x2="{pad_l + pw}" y2="{pad_t + ph}" stroke="#999"/>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        f'aria-label="{_esc(title)}">',
+        f'<text x="{pad_l}" y="15" font-size="12" font-weight="bold">{_esc(title)}</text>',
+        f'<line x1="{pad_l}" y1="{pad_t + ph}" x2="{pad_l + pw}" y2="{pad_t + ph}" stroke="#999"/>',
+    ]
     for frac in (0, 0.5, 1):
         v = lo + (hi - lo) * frac
         parts.append(f'<text x="{pad_l - 4}" y="{y(v) + 4:.1f}" font-size="9" text-anchor="end">{v:.2f}</text>')
@@ -52,20 +55,33 @@ def trend_svg(df: pd.DataFrame, title: str, width: int = 460, height: int = 230)
         g = g.set_index("checkpoint").reindex(ckpts)
         pts = [(x(i), y(m)) for i, m in enumerate(g["mean"]) if m == m]
         if len(pts) > 1:
-            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{" ".join(f"{a:.1f},{b:.1f}" for a, b in pts)}"/>')
-        for i, (m, l, h) in enumerate(zip(g["mean"], g["ci_low"], g["ci_high"])):
+            parts.append(
+                f'<polyline fill="none" stroke="{color}" stroke-width="2" '
+                f'points="{" ".join(f"{a:.1f},{b:.1f}" for a, b in pts)}"/>'
+            )
+        for i, (m, lo, h) in enumerate(zip(g["mean"], g["ci_low"], g["ci_high"])):
             if m != m:
                 continue
-            if l == l and h == h:
-                parts.append(f'<line x1="{x(i):.1f}" y1="{y(l):.1f}" x2="{x(i):.1f}" y2="{y(h):.1f}" stroke="{color}" stroke-width="1"/>')
-            parts.append(f'<circle cx="{x(i):.1f}" cy="{y(m):.1f}" r="3" fill="{color}"><title>{_esc(score)} {m:.3f} [{l:.3f}, {h:.3f}]</title></circle>')
-        parts.append(f'<rect x="{pad_l + pw + 10}" y="{pad_t + 14 * k - 8}" width="10" height="10" fill="{color}"/>'
-                     f'<text x="{pad_l + pw + 24}" y="{pad_t + 14 * k + 1}" font-size="10">{_esc(score)}</text>')
+            if lo == lo and h == h:
+                parts.append(
+                    f'<line x1="{x(i):.1f}" y1="{y(lo):.1f}" x2="{x(i):.1f}" y2="{y(h):.1f}" stroke="{color}" '
+                    f'stroke-width="1"/>'
+                )
+            parts.append(
+                f'<circle cx="{x(i):.1f}" cy="{y(m):.1f}" r="3" fill="{color}"><title>{_esc(score)} {m:.3f} '
+                f"[{lo:.3f}, {h:.3f}]</title></circle>"
+            )
+        parts.append(
+            f'<rect x="{pad_l + pw + 10}" y="{pad_t + 14 * k - 8}" width="10" height="10" fill="{color}"/>'
+            f'<text x="{pad_l + pw + 24}" y="{pad_t + 14 * k + 1}" font-size="10">{_esc(score)}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
 
-def histogram_svg(values: dict[str, np.ndarray], title: str, width: int = 460, height: int = 200, bins: int = 12) -> str:
+def histogram_svg(
+    values: dict[str, np.ndarray], title: str, width: int = 460, height: int = 200, bins: int = 12
+) -> str:
     """Overlaid step histograms of one score per checkpoint."""
     allv = np.concatenate([v for v in values.values() if len(v)]) if values else np.array([])
     if len(allv) == 0:
@@ -78,11 +94,14 @@ def histogram_svg(values: dict[str, np.ndarray], title: str, width: int = 460, h
     pw, ph = width - pad_l - pad_r, height - pad_t - pad_b
     hists = {k: np.histogram(v, bins=edges)[0] / max(1, len(v)) for k, v in values.items()}
     top = max(float(h.max()) for h in hists.values()) or 1.0
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{_esc(title)}">',
-             f'<text x="{pad_l}" y="15" font-size="12" font-weight="bold">{_esc(title)}</text>',
-             f'<line x1="{pad_l}" y1="{pad_t + ph}" x2="{pad_l + pw}" y2="{pad_t + ph}" stroke="#999"/>',
-             f'<text x="{pad_l}" y="{height - 8}" font-size="9">{lo:.2f}</text>',
-             f'<text x="{pad_l + pw}" y="{height - 8}" font-size="9" text-anchor="end">{hi:.2f}</text>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        f'aria-label="{_esc(title)}">',
+        f'<text x="{pad_l}" y="15" font-size="12" font-weight="bold">{_esc(title)}</text>',
+        f'<line x1="{pad_l}" y1="{pad_t + ph}" x2="{pad_l + pw}" y2="{pad_t + ph}" stroke="#999"/>',
+        f'<text x="{pad_l}" y="{height - 8}" font-size="9">{lo:.2f}</text>',
+        f'<text x="{pad_l + pw}" y="{height - 8}" font-size="9" text-anchor="end">{hi:.2f}</text>',
+    ]
     for k, (name, h) in enumerate(hists.items()):
         color = PALETTE[k % len(PALETTE)]
         pts = []
@@ -92,8 +111,10 @@ def histogram_svg(values: dict[str, np.ndarray], title: str, width: int = 460, h
             yy = pad_t + ph * (1 - v / top)
             pts += [f"{x0:.1f},{yy:.1f}", f"{x1:.1f},{yy:.1f}"]
         parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{" ".join(pts)}"/>')
-        parts.append(f'<rect x="{pad_l + pw + 10}" y="{pad_t + 14 * k - 8}" width="10" height="10" fill="{color}"/>'
-                     f'<text x="{pad_l + pw + 24}" y="{pad_t + 14 * k + 1}" font-size="10">{_esc(name)}</text>')
+        parts.append(
+            f'<rect x="{pad_l + pw + 10}" y="{pad_t + 14 * k - 8}" width="10" height="10" fill="{color}"/>'
+            f'<text x="{pad_l + pw + 24}" y="{pad_t + 14 * k + 1}" font-size="10">{_esc(name)}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -120,58 +141,95 @@ def _table(df: pd.DataFrame, status_col: str | None = None) -> str:
 def rubric_section(wh: Warehouse, rubric: str) -> str:
     order = wh.query_df("SELECT checkpoint_id, created_at FROM main.checkpoints ORDER BY created_at, checkpoint_id")
     rank = {c: i for i, c in enumerate(order.checkpoint_id)}
-    summ = wh.query_df(f'SELECT * FROM "{rubric}".summary WHERE breakdown = \'all\'')
+    summ = wh.query_df(f"SELECT * FROM \"{rubric}\".summary WHERE breakdown = 'all'")
     summ = summ.assign(_o=summ.checkpoint_id.map(rank)).sort_values("_o")
     headline = summ[summ.headline.astype(str).str.lower() == "true"].score.iloc[0] if len(summ) else None
     out = [f"<section id='{_esc(rubric)}'><h2>{_esc(rubric)}</h2>"]
     if headline:
         scores = wh.query_df(f'SELECT checkpoint_id, "{headline}" AS v FROM "{rubric}".scores')
-        vals = {c: pd.to_numeric(g.v, errors="coerce").dropna().to_numpy(float)
-                for c, g in sorted(scores.groupby("checkpoint_id"), key=lambda kv: rank.get(kv[0], 0))}
+        vals = {
+            c: pd.to_numeric(g.v, errors="coerce").dropna().to_numpy(float)
+            for c, g in sorted(scores.groupby("checkpoint_id"), key=lambda kv: rank.get(kv[0], 0))
+        }
         out.append("<div class='charts'>" + histogram_svg(vals, f"{headline}: distribution per checkpoint"))
         hl = summ[summ.score == headline].rename(columns={"checkpoint_id": "checkpoint"})
-        out.append(trend_svg(hl[["checkpoint", "score", "mean", "ci_low", "ci_high"]], f"{headline}: trend (95 % CI)") + "</div>")
-    dims = summ[~summ.score.str.contains("=") & (summ.score != headline)].rename(columns={"checkpoint_id": "checkpoint"})
+        out.append(
+            trend_svg(hl[["checkpoint", "score", "mean", "ci_low", "ci_high"]], f"{headline}: trend (95 % CI)")
+            + "</div>"
+        )
+    dims = summ[~summ.score.str.contains("=") & (summ.score != headline)].rename(
+        columns={"checkpoint_id": "checkpoint"}
+    )
     if len(dims):
         groups = list(dict.fromkeys(dims.score))
-        chunks = [groups[i:i + 5] for i in range(0, len(groups), 5)]
-        out.append("<div class='charts'>" + "".join(
-            trend_svg(dims[dims.score.isin(ch)][["checkpoint", "score", "mean", "ci_low", "ci_high"]], "scores by checkpoint (95 % CI)")
-            for ch in chunks) + "</div>")
+        chunks = [groups[i : i + 5] for i in range(0, len(groups), 5)]
+        out.append(
+            "<div class='charts'>"
+            + "".join(
+                trend_svg(
+                    dims[dims.score.isin(ch)][["checkpoint", "score", "mean", "ci_low", "ci_high"]],
+                    "scores by checkpoint (95 % CI)",
+                )
+                for ch in chunks
+            )
+            + "</div>"
+        )
     if wh.table_exists(rubric, "gates"):
-        g = wh.query_df(f'SELECT checkpoint_id AS checkpoint, gate, passed, value, threshold, reason FROM "{rubric}".gates')
+        g = wh.query_df(
+            f'SELECT checkpoint_id AS checkpoint, gate, passed, value, threshold, reason FROM "{rubric}".gates'
+        )
         g = g.assign(_o=g.checkpoint.map(rank)).sort_values(["_o", "gate"]).drop(columns="_o")
         out.append("<h3>Gates</h3>" + _table(g, "passed"))
     if wh.table_exists(rubric, "comparison"):
-        c = wh.query_df(f'SELECT checkpoint_id AS checkpoint, parent_id AS parent, score, n_pairs, delta, ci_low, ci_high, '
-                        f'share_better, share_worse, regression FROM "{rubric}".comparison WHERE guarded OR regression')
+        c = wh.query_df(
+            f"SELECT checkpoint_id AS checkpoint, parent_id AS parent, score, n_pairs, delta, ci_low, ci_high, "
+            f'share_better, share_worse, regression FROM "{rubric}".comparison WHERE guarded OR regression'
+        )
         out.append("<h3>Guarded scores against the parent</h3>" + _table(c))
     if wh.table_exists(rubric, "agreement"):
         a = wh.query_df(f"""SELECT checkpoint_id AS checkpoint, dimension, raters, n_items, value AS kappa_quadratic,
                             ci_low, ci_high, prevalence, ceiling_share, label FROM "{rubric}".agreement
-                            WHERE statistic = 'cohen_kappa_quadratic' AND checkpoint_id = 'ALL' ORDER BY raters, dimension""")
-        out.append("<h3>Agreement, all checkpoints (quadratic kappa; prevalence and ceiling share beside it)</h3>" + _table(a))
+                            WHERE statistic = 'cohen_kappa_quadratic' AND checkpoint_id = 'ALL'
+                            ORDER BY raters, dimension""")
+        out.append(
+            "<h3>Agreement, all checkpoints (quadratic kappa; prevalence and ceiling share beside it)</h3>" + _table(a)
+        )
     out.append("</section>")
     return "".join(out)
 
 
-CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}table{border-collapse:collapse;font-size:12px;margin:8px 0}
-td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}th{background:#f5f5f5}.pass{background:#e3f4e1}
+CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}
+table{border-collapse:collapse;font-size:12px;margin:8px 0}
+td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}th{background:#f5f5f5}
+.pass{background:#e3f4e1}
 .fail{background:#fbe3e3}.charts{display:flex;flex-wrap:wrap;gap:12px}.muted{color:#888}section{margin-bottom:36px}"""
 
 
 def build_report(wh: Warehouse) -> str:
-    rubrics = sorted(r[0] for r in wh.query_rows(
-        "SELECT DISTINCT table_schema FROM information_schema.tables WHERE table_name = 'summary' AND table_schema <> 'main'"))
-    board = wh.query_df("SELECT rubric, checkpoint_id AS checkpoint, model, headline_name AS headline, headline AS score, "
-                        "ci_low, ci_high, gates_passed, gates_total, judge FROM main.leaderboard ORDER BY rubric, created_at") \
-        if rubrics else pd.DataFrame()
+    rubrics = sorted(
+        r[0]
+        for r in wh.query_rows(
+            "SELECT DISTINCT table_schema FROM information_schema.tables WHERE table_name = 'summary' AND "
+            "table_schema <> 'main'"
+        )
+    )
+    board = (
+        wh.query_df(
+            "SELECT rubric, checkpoint_id AS checkpoint, model, headline_name AS headline, headline AS score, "
+            "ci_low, ci_high, gates_passed, gates_total, judge FROM main.leaderboard ORDER BY rubric, created_at"
+        )
+        if rubrics
+        else pd.DataFrame()
+    )
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     nav = " · ".join(f"<a href='#{_esc(r)}'>{_esc(r)}</a>" for r in rubrics)
     body = "".join(rubric_section(wh, r) for r in rubrics)
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>eval_pipeline report</title><style>{CSS}</style></head>"
-            f"<body><h1>eval_pipeline report</h1><p class='muted'>generated {stamp} from {_esc(Path(wh.path).name)}</p>"
-            f"<p>{nav}</p><h2>Leaderboard</h2>{_table(board)}{body}</body></html>")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>eval_pipeline "
+        f"report</title><style>{CSS}</style></head>"
+        f"<body><h1>eval_pipeline report</h1><p class='muted'>generated {stamp} from {_esc(Path(wh.path).name)}</p>"
+        f"<p>{nav}</p><h2>Leaderboard</h2>{_table(board)}{body}</body></html>"
+    )
 
 
 def write_report(wh: Warehouse, out_dir: str | Path) -> Path:

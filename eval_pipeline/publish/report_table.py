@@ -13,7 +13,8 @@ def _counts(wh: Warehouse, schema: str) -> pd.DataFrame:
         f"""
         SELECT s.checkpoint_id AS checkpoint, r.lines AS lines, s.valid, coalesce(q.quarantined, 0) AS quarantined
         FROM (SELECT checkpoint_id, count(*) AS valid FROM "{schema}".samples GROUP BY 1) s
-        LEFT JOIN (SELECT checkpoint_id, count(*) AS lines FROM "{schema}".raw_outputs GROUP BY 1) r USING (checkpoint_id)
+        LEFT JOIN (SELECT checkpoint_id, count(*) AS lines FROM "{schema}".raw_outputs GROUP BY 1) r
+          USING (checkpoint_id)
         LEFT JOIN (SELECT checkpoint_id, count(*) AS quarantined FROM main.quarantine WHERE rubric = ? GROUP BY 1) q
             USING (checkpoint_id)
         ORDER BY 1
@@ -55,8 +56,12 @@ def leaderboard_table(wh: Warehouse) -> str:
 
 
 def results_table(wh: Warehouse) -> str:
-    schemas = [r[0] for r in wh.query_rows(
-        "SELECT DISTINCT table_schema FROM information_schema.tables WHERE table_name = 'samples' ORDER BY 1")]
+    schemas = [
+        r[0]
+        for r in wh.query_rows(
+            "SELECT DISTINCT table_schema FROM information_schema.tables WHERE table_name = 'samples' ORDER BY 1"
+        )
+    ]
     out = []
     for schema in schemas:
         df = _counts(wh, schema)

@@ -13,7 +13,9 @@ from eval_pipeline.core.warehouse import Warehouse
 
 
 def _schemas_with(wh: Warehouse, table: str) -> set[str]:
-    return {r[0] for r in wh.query_rows("SELECT table_schema FROM information_schema.tables WHERE table_name = ?", [table])}
+    return {
+        r[0] for r in wh.query_rows("SELECT table_schema FROM information_schema.tables WHERE table_name = ?", [table])
+    }
 
 
 def refresh_views(wh: Warehouse) -> list[str]:
@@ -27,12 +29,25 @@ def refresh_views(wh: Warehouse) -> list[str]:
     parts = []
     for r in sorted(summaries):
         check_identifier(r, "rubric name")
-        g = (f'LEFT JOIN (SELECT checkpoint_id, sum(CASE WHEN passed THEN 1 ELSE 0 END)::BIGINT AS gates_passed, count(*)::BIGINT AS gates_total '
-             f'FROM "{r}".gates GROUP BY 1) g USING (checkpoint_id)') if r in gates else \
-            "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::BIGINT AS gates_passed, NULL::BIGINT AS gates_total) g USING (checkpoint_id)"
-        j = (f"LEFT JOIN (SELECT checkpoint_id, any_value(judge_kind) AS judge, any_value(model) AS judge_models "
-             f"FROM \"{r}\".judge_scores WHERE judge = '{PANEL}' GROUP BY 1) j USING (checkpoint_id)") if r in judged else \
-            "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::VARCHAR AS judge, NULL::VARCHAR AS judge_models) j USING (checkpoint_id)"
+        g = (
+            (
+                f"LEFT JOIN (SELECT checkpoint_id, sum(CASE WHEN passed THEN 1 ELSE 0 END)::BIGINT AS gates_passed, "
+                f"count(*)::BIGINT AS gates_total "
+                f'FROM "{r}".gates GROUP BY 1) g USING (checkpoint_id)'
+            )
+            if r in gates
+            else "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::BIGINT AS gates_passed, NULL::BIGINT AS "
+            "gates_total) g USING (checkpoint_id)"
+        )
+        j = (
+            (
+                f"LEFT JOIN (SELECT checkpoint_id, any_value(judge_kind) AS judge, any_value(model) AS judge_models "
+                f"FROM \"{r}\".judge_scores WHERE judge = '{PANEL}' GROUP BY 1) j USING (checkpoint_id)"
+            )
+            if r in judged
+            else "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::VARCHAR AS judge, NULL::VARCHAR AS "
+            "judge_models) j USING (checkpoint_id)"
+        )
         parts.append(
             f"SELECT '{r}' AS rubric, s.checkpoint_id, c.model, c.created_at, c.parent, s.score AS headline_name, "
             f"s.mean AS headline, s.ci_low, s.ci_high, s.n, g.gates_passed, g.gates_total, j.judge, j.judge_models "
@@ -44,7 +59,8 @@ def refresh_views(wh: Warehouse) -> list[str]:
         con.execute(f"CREATE OR REPLACE VIEW main.leaderboard AS {union}")
         con.execute(
             "CREATE OR REPLACE VIEW main.latest AS SELECT * FROM main.leaderboard WHERE checkpoint_id = "
-            "(SELECT checkpoint_id FROM main.checkpoints WHERE checkpoint_id IN (SELECT checkpoint_id FROM main.leaderboard) "
+            "(SELECT checkpoint_id FROM main.checkpoints WHERE checkpoint_id IN (SELECT checkpoint_id FROM "
+            "main.leaderboard) "
             "ORDER BY created_at DESC, checkpoint_id DESC LIMIT 1)"
         )
     return sorted(summaries)

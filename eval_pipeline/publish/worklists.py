@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import itertools
 import math
-import os
 import random
 from pathlib import Path
 
@@ -24,8 +23,8 @@ import pandas as pd
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.ids import check_checkpoint_id
 from eval_pipeline.core.derived import apply_derived
+from eval_pipeline.core.ids import check_checkpoint_id
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -78,7 +77,9 @@ def rereview(rubric: RubricConfig, ratings: pd.DataFrame) -> pd.DataFrame:
     cols = ["sample_id", "evaluator_a", "evaluator_b", "score", "score_a", "score_b", "difference"]
     if spec is None or ratings.empty:
         return pd.DataFrame(columns=cols)
-    wide = ratings.pivot_table(index=["sample_id", "evaluator"], columns="dimension", values="score", aggfunc="first").reset_index()
+    wide = ratings.pivot_table(
+        index=["sample_id", "evaluator"], columns="dimension", values="score", aggfunc="first"
+    ).reset_index()
     wide.columns.name = None
     for d in rubric.judged_dimensions:
         if d.key not in wide.columns:
@@ -90,8 +91,17 @@ def rereview(rubric: RubricConfig, ratings: pd.DataFrame) -> pd.DataFrame:
         pair = per[[e1, e2]].dropna()
         diff = (pair[e1] - pair[e2]).abs().round(9)
         for sid in pair.index[diff > spec.max_diff]:
-            rows.append(dict(sample_id=sid, evaluator_a=e1, evaluator_b=e2, score=spec.score, score_a=pair.at[sid, e1],
-                             score_b=pair.at[sid, e2], difference=diff[sid]))
+            rows.append(
+                dict(
+                    sample_id=sid,
+                    evaluator_a=e1,
+                    evaluator_b=e2,
+                    score=spec.score,
+                    score_a=pair.at[sid, e1],
+                    score_b=pair.at[sid, e2],
+                    difference=diff[sid],
+                )
+            )
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -105,8 +115,9 @@ def scoring_sheet(rubric: RubricConfig, samples: pd.DataFrame) -> pd.DataFrame:
     return sheet
 
 
-def write_worklists(rubric: RubricConfig, checkpoint_id: str, samples: pd.DataFrame, ratings: pd.DataFrame,
-                    root: Path | None = None) -> dict[str, int]:
+def write_worklists(
+    rubric: RubricConfig, checkpoint_id: str, samples: pd.DataFrame, ratings: pd.DataFrame, root: Path | None = None
+) -> dict[str, int]:
     folder = (root or settings.worklist_dir()) / rubric.name / check_checkpoint_id(checkpoint_id)
     seed = rubric.worklists.seed
     lists = {

@@ -12,16 +12,29 @@ import zlib
 import numpy as np
 import pandas as pd
 
-from eval_pipeline.core.contracts import COMPARISON_COLUMNS
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.scoring.gates.base import GateResult, GateSpec
+from eval_pipeline.core.contracts import COMPARISON_COLUMNS
 from eval_pipeline.core.resampling import percentile_ci, resampled_mean
+from eval_pipeline.scoring.gates.base import GateResult, GateSpec
 from eval_pipeline.scoring.summary import numeric_scores
 
 N_BOOT = 2000
-DTYPES = {"checkpoint_id": "object", "parent_id": "object", "score": "object", "n_pairs": "int64", "parent_mean": "float64",
-          "mean": "float64", "delta": "float64", "ci_low": "float64", "ci_high": "float64", "share_better": "float64",
-          "share_worse": "float64", "lower_is_better": "bool", "guarded": "bool", "regression": "bool"}
+DTYPES = {
+    "checkpoint_id": "object",
+    "parent_id": "object",
+    "score": "object",
+    "n_pairs": "int64",
+    "parent_mean": "float64",
+    "mean": "float64",
+    "delta": "float64",
+    "ci_low": "float64",
+    "ci_high": "float64",
+    "share_better": "float64",
+    "share_worse": "float64",
+    "lower_is_better": "bool",
+    "guarded": "bool",
+    "regression": "bool",
+}
 
 
 def empty_comparison() -> pd.DataFrame:
@@ -44,7 +57,9 @@ def find_parent(checkpoints: pd.DataFrame, checkpoint_id: str) -> str | None:
     return None if earlier.empty else str(earlier.checkpoint_id.iloc[-1])
 
 
-def compare(rubric: RubricConfig, checkpoint_id: str, parent_id: str, child: pd.DataFrame, parent: pd.DataFrame) -> pd.DataFrame:
+def compare(
+    rubric: RubricConfig, checkpoint_id: str, parent_id: str, child: pd.DataFrame, parent: pd.DataFrame
+) -> pd.DataFrame:
     rows = []
     merged = child.merge(parent, on="sample_id", suffixes=("", "__parent"))
     for col in numeric_scores(rubric):
@@ -60,28 +75,66 @@ def compare(rubric: RubricConfig, checkpoint_id: str, parent_id: str, child: pd.
         better = (d < 0) if low else (d > 0)
         guarded = col in rubric.guarded_dimensions
         regression = bool(guarded and len(d) >= 2 and ((lo > 0) if low else (hi < 0)))
-        rows.append(dict(checkpoint_id=checkpoint_id, parent_id=parent_id, score=col, n_pairs=int(len(d)),
-                         parent_mean=float(b[ok].mean()) if len(d) else None, mean=float(a[ok].mean()) if len(d) else None,
-                         delta=float(d.mean()) if len(d) else None, ci_low=lo, ci_high=hi,
-                         share_better=float(better.mean()) if len(d) else None, share_worse=float(worse.mean()) if len(d) else None,
-                         lower_is_better=low, guarded=guarded, regression=regression))
+        rows.append(
+            dict(
+                checkpoint_id=checkpoint_id,
+                parent_id=parent_id,
+                score=col,
+                n_pairs=int(len(d)),
+                parent_mean=float(b[ok].mean()) if len(d) else None,
+                mean=float(a[ok].mean()) if len(d) else None,
+                delta=float(d.mean()) if len(d) else None,
+                ci_low=lo,
+                ci_high=hi,
+                share_better=float(better.mean()) if len(d) else None,
+                share_worse=float(worse.mean()) if len(d) else None,
+                lower_is_better=low,
+                guarded=guarded,
+                regression=regression,
+            )
+        )
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS).astype(DTYPES)
 
 
-def evaluate_regression(g: GateSpec, comparison: pd.DataFrame | None, parent_id: str | None, note: str | None) -> GateResult:
+def evaluate_regression(
+    g: GateSpec, comparison: pd.DataFrame | None, parent_id: str | None, note: str | None
+) -> GateResult:
     if parent_id is None:
         return GateResult(g.name, g.kind, None, g.threshold, True, 0, "no parent checkpoint: nothing to regress from")
     if comparison is None or comparison.empty:
-        return GateResult(g.name, g.kind, None, g.threshold, False, 0,
-                          f"fails closed: no comparison with parent {parent_id} ({note or 'parent not evaluated'})")
+        return GateResult(
+            g.name,
+            g.kind,
+            None,
+            g.threshold,
+            False,
+            0,
+            f"fails closed: no comparison with parent {parent_id} ({note or 'parent not evaluated'})",
+        )
     guarded = comparison[comparison.guarded.astype(str).str.lower().isin(["true", "1"])]
     n = int(guarded.n_pairs.min()) if len(guarded) else 0
     if n < g.min_samples:
-        return GateResult(g.name, g.kind, None, g.threshold, False, n,
-                          f"fails closed: {n} samples shared with {parent_id}, fewer than {g.min_samples}")
+        return GateResult(
+            g.name,
+            g.kind,
+            None,
+            g.threshold,
+            False,
+            n,
+            f"fails closed: {n} samples shared with {parent_id}, fewer than {g.min_samples}",
+        )
     reg = guarded[guarded.regression.astype(str).str.lower().isin(["true", "1"])]
     parts = [f"{r.score} {r.delta:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]" for r in guarded.itertuples()]
     if len(reg):
-        return GateResult(g.name, g.kind, float(len(reg)), g.threshold, False, n,
-                          f"regression vs {parent_id} on {', '.join(reg.score)}; " + "; ".join(parts))
-    return GateResult(g.name, g.kind, 0.0, g.threshold, True, n, f"no guarded score regressed vs {parent_id}; " + "; ".join(parts))
+        return GateResult(
+            g.name,
+            g.kind,
+            float(len(reg)),
+            g.threshold,
+            False,
+            n,
+            f"regression vs {parent_id} on {', '.join(reg.score)}; " + "; ".join(parts),
+        )
+    return GateResult(
+        g.name, g.kind, 0.0, g.threshold, True, n, f"no guarded score regressed vs {parent_id}; " + "; ".join(parts)
+    )

@@ -13,9 +13,10 @@ import json
 import numpy as np
 import pandas as pd
 
-from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.core.derived import apply_derived
+
 
 def judged_columns(rubric: RubricConfig) -> list[str]:
     return [d.key for d in rubric.judged_dimensions] + list(rubric.questionnaire_scores)

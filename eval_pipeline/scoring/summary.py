@@ -8,8 +8,8 @@ import zlib
 import numpy as np
 import pandas as pd
 
-from eval_pipeline.core.contracts import SUMMARY_COLUMNS
 from eval_pipeline.core.config import BandScore, RubricConfig, RulesScore
+from eval_pipeline.core.contracts import SUMMARY_COLUMNS
 from eval_pipeline.core.resampling import percentile_ci, resampled_mean
 from eval_pipeline.scoring.scores import judged_columns
 
@@ -58,41 +58,72 @@ def summarise(rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame) ->
     num = [c for c in numeric_scores(rubric) if c in scores.columns]
     cat = [c for c in categorical_scores(rubric) if c in scores.columns]
     for label, cols in groupings:
-        groups = [("all", scores)] if not cols else [
-            ("|".join(str(v) for v in (key if isinstance(key, tuple) else (key,))), g)
-            for key, g in scores.groupby(cols, dropna=False, sort=True)
-        ]
+        groups = (
+            [("all", scores)]
+            if not cols
+            else [
+                ("|".join(str(v) for v in (key if isinstance(key, tuple) else (key,))), g)
+                for key, g in scores.groupby(cols, dropna=False, sort=True)
+            ]
+        )
         for gval, g in groups:
             for col in num:
                 vals = pd.to_numeric(g[col], errors="coerce").to_numpy(dtype=float)
                 ok = vals[~np.isnan(vals)]
                 lo, hi = bootstrap_ci(ok, _seed(rubric.name, checkpoint_id, label, gval, col))
                 thr = thresholds.get(col)
-                rows.append(dict(
-                    checkpoint_id=checkpoint_id, breakdown=label, group_value=gval, score=col,
-                    headline=col == rubric.headline, n=int(len(ok)),
-                    missing=int(len(vals) - len(ok)), mean=float(ok.mean()) if len(ok) else None,
-                    std=float(ok.std(ddof=1)) if len(ok) > 1 else None, ci_low=lo if len(ok) else None,
-                    ci_high=hi if len(ok) else None, pass_threshold=thr,
-                    pass_rate=float((ok >= thr).mean()) if thr is not None and len(ok) else None,
-                ))
+                rows.append(
+                    dict(
+                        checkpoint_id=checkpoint_id,
+                        breakdown=label,
+                        group_value=gval,
+                        score=col,
+                        headline=col == rubric.headline,
+                        n=int(len(ok)),
+                        missing=int(len(vals) - len(ok)),
+                        mean=float(ok.mean()) if len(ok) else None,
+                        std=float(ok.std(ddof=1)) if len(ok) > 1 else None,
+                        ci_low=lo if len(ok) else None,
+                        ci_high=hi if len(ok) else None,
+                        pass_threshold=thr,
+                        pass_rate=float((ok >= thr).mean()) if thr is not None and len(ok) else None,
+                    )
+                )
             for col in cat:
                 vals = g[col]
                 known = vals.dropna()
                 for level in sorted(known.unique()):
                     share = (known == level).to_numpy(dtype=float)
                     lo, hi = bootstrap_ci(share, _seed(rubric.name, checkpoint_id, label, gval, col, str(level)))
-                    rows.append(dict(
-                        checkpoint_id=checkpoint_id, breakdown=label, group_value=gval, score=f"{col}={level}", headline=False,
-                        n=int(len(known)), missing=int(vals.isna().sum()), mean=float(share.mean()), std=None,
-                        ci_low=lo, ci_high=hi, pass_threshold=None, pass_rate=None,
-                    ))
-    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS).astype({"mean": "float64", "std": "float64", "ci_low": "float64",
-                                                               "ci_high": "float64", "pass_threshold": "float64",
-                                                               "pass_rate": "float64"})
+                    rows.append(
+                        dict(
+                            checkpoint_id=checkpoint_id,
+                            breakdown=label,
+                            group_value=gval,
+                            score=f"{col}={level}",
+                            headline=False,
+                            n=int(len(known)),
+                            missing=int(vals.isna().sum()),
+                            mean=float(share.mean()),
+                            std=None,
+                            ci_low=lo,
+                            ci_high=hi,
+                            pass_threshold=None,
+                            pass_rate=None,
+                        )
+                    )
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS).astype(
+        {
+            "mean": "float64",
+            "std": "float64",
+            "ci_low": "float64",
+            "ci_high": "float64",
+            "pass_threshold": "float64",
+            "pass_rate": "float64",
+        }
+    )
 
 
 def headline(rubric: RubricConfig, summary: pd.DataFrame) -> float | None:
     row = summary[(summary.breakdown == "all") & (summary.score == rubric.headline)]
     return None if row.empty or pd.isna(row["mean"].iloc[0]) else float(row["mean"].iloc[0])
-

@@ -1,6 +1,6 @@
 """Helper for the reliability tests: materialize one checkpoint in a separate process.
 
-    python run_checkpoint.py WAREHOUSE CHECKPOINT_ROOT CHECKPOINT_ID [RUBRIC ...]
+python run_checkpoint.py WAREHOUSE CHECKPOINT_ROOT CHECKPOINT_ID [RUBRIC ...]
 """
 
 import sys

@@ -5,22 +5,46 @@ import json
 import pytest
 import yaml
 
-from eval_pipeline.ingest.ratings import load_ratings
-from eval_pipeline.ingest.checkpoints import CheckpointError, read_checkpoint
 from eval_pipeline.core.config import RubricConfigError, load_rubric
+from eval_pipeline.ingest.checkpoints import CheckpointError, read_checkpoint
 from eval_pipeline.ingest.jsonl import read_jsonl
+from eval_pipeline.ingest.ratings import load_ratings
 from eval_pipeline.ingest.validation import validate_raw
 
 from ..conftest import RUBRIC_DIR
 
-GOOD_EMP = {"sample_id": "good", "topic": "work", "user_statement": "I am tired.", "response": "That sounds exhausting."}
-GOOD_NPC = {"sample_id": "good", "npc_name": "Brann", "npc_type": "blacksmith", "scenario": "x",
-            "persona": "A gruff dwarven smith.", "player_input": "Hi", "response": "Hmph. Aye.",
-            "game_state": {"behavior_state": "idle", "health": 80, "mood": "calm", "nearby_entities": ["cat"],
-                           "time_of_day": "noon", "location": "forge"}}
-GOOD_KG = {"sample_id": "good", "source_chunk": "The agency funds the schools of the district.",
-           "kg_triples": [{"subject": "agency", "predicate": "funds", "object": "schools"}],
-           "question_type": "factual", "shot_type": "zero_shot", "question": "Who funds schools?", "answer": "The agency."}
+GOOD_EMP = {
+    "sample_id": "good",
+    "topic": "work",
+    "user_statement": "I am tired.",
+    "response": "That sounds exhausting.",
+}
+GOOD_NPC = {
+    "sample_id": "good",
+    "npc_name": "Brann",
+    "npc_type": "blacksmith",
+    "scenario": "x",
+    "persona": "A gruff dwarven smith.",
+    "player_input": "Hi",
+    "response": "Hmph. Aye.",
+    "game_state": {
+        "behavior_state": "idle",
+        "health": 80,
+        "mood": "calm",
+        "nearby_entities": ["cat"],
+        "time_of_day": "noon",
+        "location": "forge",
+    },
+}
+GOOD_KG = {
+    "sample_id": "good",
+    "source_chunk": "The agency funds the schools of the district.",
+    "kg_triples": [{"subject": "agency", "predicate": "funds", "object": "schools"}],
+    "question_type": "factual",
+    "shot_type": "zero_shot",
+    "question": "Who funds schools?",
+    "answer": "The agency.",
+}
 
 
 def emp(**over):
@@ -43,8 +67,18 @@ CASES = [
     ("JSON null", "empathetic_dialogue", "null", "expected a JSON object, got NoneType"),
     ("NaN", "empathetic_dialogue", emp()[:-1] + ', "extra": NaN}', "NaN is not valid JSON"),
     ("Infinity", "npc_dialogue", npc_state()[:-2] + ', "health2": Infinity}}', "Infinity is not valid JSON"),
-    ("-Infinity", "npc_dialogue", npc_state().replace('"health": 80', '"health": -Infinity'), "-Infinity is not valid JSON"),
-    ("missing required field", "empathetic_dialogue", json.dumps({k: v for k, v in GOOD_EMP.items() if k != "user_statement"} | {"sample_id": "bad"}), "'user_statement' required field is missing"),
+    (
+        "-Infinity",
+        "npc_dialogue",
+        npc_state().replace('"health": 80', '"health": -Infinity'),
+        "-Infinity is not valid JSON",
+    ),
+    (
+        "missing required field",
+        "empathetic_dialogue",
+        json.dumps({k: v for k, v in GOOD_EMP.items() if k != "user_statement"} | {"sample_id": "bad"}),
+        "'user_statement' required field is missing",
+    ),
     ("null required field", "empathetic_dialogue", emp(response=None), "'response' required field is missing or null"),
     ("empty response", "empathetic_dialogue", emp(response=""), "'response' must not be empty"),
     ("whitespace response", "empathetic_dialogue", emp(response=" \n\t "), "'response' must not be empty"),
@@ -62,10 +96,30 @@ CASES = [
     ("number off its range", "npc_dialogue", npc_state(health=250), "'health' must be <= 100"),
     ("negative number", "npc_dialogue", npc_state(health=-5), "'health' must be >= 0"),
     ("value outside allowed set", "npc_dialogue", npc_state(time_of_day="teatime"), "'time_of_day' must be one of"),
-    ("string where list", "npc_dialogue", npc_state(nearby_entities="a wolf"), "'nearby_entities' must be a list of strings"),
-    ("list of mixed types", "npc_dialogue", npc_state(nearby_entities=["wolf", 3]), "'nearby_entities' must be a list of strings"),
-    ("nested object missing", "npc_dialogue", json.dumps({k: v for k, v in GOOD_NPC.items() if k != "game_state"} | {"sample_id": "bad"}), "'behavior_state' required field is missing"),
-    ("nested object is a string", "npc_dialogue", json.dumps({**GOOD_NPC, "sample_id": "bad", "game_state": "idle"}), "'location' required field is missing"),
+    (
+        "string where list",
+        "npc_dialogue",
+        npc_state(nearby_entities="a wolf"),
+        "'nearby_entities' must be a list of strings",
+    ),
+    (
+        "list of mixed types",
+        "npc_dialogue",
+        npc_state(nearby_entities=["wolf", 3]),
+        "'nearby_entities' must be a list of strings",
+    ),
+    (
+        "nested object missing",
+        "npc_dialogue",
+        json.dumps({k: v for k, v in GOOD_NPC.items() if k != "game_state"} | {"sample_id": "bad"}),
+        "'behavior_state' required field is missing",
+    ),
+    (
+        "nested object is a string",
+        "npc_dialogue",
+        json.dumps({**GOOD_NPC, "sample_id": "bad", "game_state": "idle"}),
+        "'location' required field is missing",
+    ),
     ("triple missing a key", "kg_qa", kg(kg_triples=[{"subject": "a", "object": "b"}]), "non-empty string keys"),
     ("empty triples list", "kg_qa", kg(kg_triples=[]), "'kg_triples' must not be empty"),
     ("triples not objects", "kg_qa", kg(kg_triples=["a -> b -> c"]), "must be a list of JSON objects"),
@@ -75,11 +129,15 @@ CASES = [
 
 
 @pytest.mark.parametrize("kind, rubric_name, line, reason", CASES, ids=[c[0] for c in CASES])
-def test_bad_line_is_quarantined_with_reason_and_nothing_valid_is_lost(tmp_path, rubrics, kind, rubric_name, line, reason):
+def test_bad_line_is_quarantined_with_reason_and_nothing_valid_is_lost(
+    tmp_path, rubrics, kind, rubric_name, line, reason
+):
     rubric = rubrics[rubric_name]
     good = {"empathetic_dialogue": GOOD_EMP, "npc_dialogue": GOOD_NPC, "kg_qa": GOOD_KG}[rubric_name]
     p = tmp_path / f"{rubric_name}.jsonl"
-    p.write_text(json.dumps(good) + "\n" + line + "\n" + json.dumps({**good, "sample_id": "good2"}) + "\n", encoding="utf-8")
+    p.write_text(
+        json.dumps(good) + "\n" + line + "\n" + json.dumps({**good, "sample_id": "good2"}) + "\n", encoding="utf-8"
+    )
     res = validate_raw(rubric, read_jsonl(p, "c").frame)
     assert sorted(res.samples.sample_id) == ["good", "good2"], res.quarantine.reason.tolist()
     assert len(res.quarantine) == 1 and res.quarantine.line_number.item() == 2
@@ -89,7 +147,7 @@ def test_bad_line_is_quarantined_with_reason_and_nothing_valid_is_lost(tmp_path,
 
 def test_non_utf8_and_bom(tmp_path, rubrics):
     p = tmp_path / "x.jsonl"
-    p.write_bytes(b"\xef\xbb\xbf" + json.dumps(GOOD_EMP).encode() + b"\n" + emp().encode()[:-2] + b"\xff\xfe\"}\n")
+    p.write_bytes(b"\xef\xbb\xbf" + json.dumps(GOOD_EMP).encode() + b"\n" + emp().encode()[:-2] + b'\xff\xfe"}\n')
     res = validate_raw(rubrics["empathetic_dialogue"], read_jsonl(p, "c").frame)
     assert list(res.samples.sample_id) == ["good"]  # the BOM does not break the first line
     assert "not valid UTF-8" in res.quarantine.reason.item()
@@ -103,14 +161,17 @@ def test_empty_file_and_blank_lines(tmp_path, rubrics):
     assert validate_raw(rubrics["empathetic_dialogue"], read.frame).lines_read == 0
 
 
-@pytest.mark.parametrize("manifest, error", [
-    (None, "no checkpoint.json"),
-    ("{not json", "not valid JSON"),
-    ('["a list"]', "expected a JSON object"),
-    ('{"created_at": "2026-10-01T00:00:00Z"}', "'model' must be a non-empty string"),
-    ('{"model": "m", "created_at": "yesterday"}', "is not ISO-8601"),
-    ('{"model": "m", "created_at": "2026-10-01T00:00:00Z", "parent": "../../etc"}', "unsafe checkpoint id"),
-])
+@pytest.mark.parametrize(
+    "manifest, error",
+    [
+        (None, "no checkpoint.json"),
+        ("{not json", "not valid JSON"),
+        ('["a list"]', "expected a JSON object"),
+        ('{"created_at": "2026-10-01T00:00:00Z"}', "'model' must be a non-empty string"),
+        ('{"model": "m", "created_at": "yesterday"}', "is not ISO-8601"),
+        ('{"model": "m", "created_at": "2026-10-01T00:00:00Z", "parent": "../../etc"}', "unsafe checkpoint id"),
+    ],
+)
 def test_invalid_or_missing_checkpoint_json(tmp_path, manifest, error):
     folder = tmp_path / "ckpt-1"
     folder.mkdir()

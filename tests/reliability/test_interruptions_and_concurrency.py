@@ -11,15 +11,20 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eval_pipeline.devtools.openai_stub import StubServer
 from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.devtools.openai_stub import StubServer
 
 HELPER = str(Path(__file__).with_name("run_checkpoint.py"))
 
 
 def _spawn(env, warehouse, root, ckpt, *rubrics):
-    return subprocess.Popen([sys.executable, HELPER, warehouse, str(root), ckpt, *rubrics], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, HELPER, warehouse, str(root), ckpt, *rubrics],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _counts(wh: Warehouse, rubric: str) -> dict:
@@ -34,8 +39,14 @@ def _counts(wh: Warehouse, rubric: str) -> dict:
 def test_sigkill_mid_judging_then_rerun(checkpoint_root, warehouse_path):
     with StubServer() as stub:
         stub.state.latency_s = 0.15
-        env = dict(os.environ, EVAL_JUDGE="openai", OPENAI_BASE_URL=stub.base_url, OPENAI_API_KEY="sk-kill-test",
-                   EVAL_JUDGE_CONCURRENCY="2", EVAL_CHECKPOINT_DIR=str(checkpoint_root))
+        env = dict(
+            os.environ,
+            EVAL_JUDGE="openai",
+            OPENAI_BASE_URL=stub.base_url,
+            OPENAI_API_KEY="sk-kill-test",
+            EVAL_JUDGE_CONCURRENCY="2",
+            EVAL_CHECKPOINT_DIR=str(checkpoint_root),
+        )
         proc = _spawn(env, warehouse_path, checkpoint_root, "ckpt-0100", "empathetic_dialogue")
         deadline = time.time() + 120
         while stub.state.completions < 44 and time.time() < deadline and proc.poll() is None:
@@ -60,8 +71,10 @@ def test_sigkill_mid_judging_then_rerun(checkpoint_root, warehouse_path):
         counts = _counts(wh, "empathetic_dialogue")
         assert counts["samples"] == [("ckpt-0100", 60)]
         assert counts["judge_scores"] == [("ckpt-0100", 60 * 5 * 2)]  # judge 'default' + panel, once each
-        dupes = wh.query_rows("SELECT sample_id, dimension, judge, count(*) FROM empathetic_dialogue.judge_scores "
-                              "GROUP BY ALL HAVING count(*) > 1")
+        dupes = wh.query_rows(
+            "SELECT sample_id, dimension, judge, count(*) FROM empathetic_dialogue.judge_scores "
+            "GROUP BY ALL HAVING count(*) > 1"
+        )
         assert dupes == []
 
 

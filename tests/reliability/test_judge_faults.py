@@ -6,19 +6,26 @@ import json
 import pandas as pd
 import pytest
 
-from eval_pipeline.devtools.openai_stub import StubServer, _keys, _scores
-from eval_pipeline.scoring.gates import evaluate_gates
 from eval_pipeline.core.contracts import PANEL
-from eval_pipeline.judge.runner import judge_samples
-from eval_pipeline.scoring.scores import compute_scores
 from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.devtools.openai_stub import StubServer, _keys, _scores
+from eval_pipeline.judge.runner import judge_samples
+from eval_pipeline.scoring.gates import evaluate_gates
+from eval_pipeline.scoring.scores import compute_scores
 
 FAST = {"backoff_base_s": 0.005, "backoff_max_s": 0.02, "timeout_s": 0.5, "max_retries": 2}
 
 
 def records(n):
-    return [{"sample_id": f"s{i}", "topic": "t", "user_statement": f"I feel low about thing {i}.",
-             "response": f"That sounds hard, thing {i} matters."} for i in range(n)]
+    return [
+        {
+            "sample_id": f"s{i}",
+            "topic": "t",
+            "user_statement": f"I feel low about thing {i}.",
+            "response": f"That sounds hard, thing {i} matters.",
+        }
+        for i in range(n)
+    ]
 
 
 @pytest.fixture
@@ -51,6 +58,7 @@ def test_a_storm_of_mixed_faults_completes_and_invents_nothing(rubrics, stub, wa
             container, scales = _keys(body)
             answered[json.dumps(body["messages"], sort_keys=True)] = _scores(body, scales)
     from eval_pipeline.judge.prompts import build_messages
+
     ok = panel[panel.status == "ok"]
     assert len(ok) > 0
     by_id = {r["sample_id"]: r for r in records(n)}
@@ -61,10 +69,24 @@ def test_a_storm_of_mixed_faults_completes_and_invents_nothing(rubrics, stub, wa
 
 def test_a_storm_of_429s_is_bounded(rubrics, stub, warehouse_path):
     stub.state.fault_rate, stub.state.fault_kind, stub.state.retry_after_s = 1.0, "429", 0.01
-    df, stats = judge_samples(rubrics["kg_qa"], "c", [{
-        "sample_id": "k", "source_chunk": "The agency funds schools.", "kg_triples": [{"subject": "agency", "predicate": "funds", "object": "schools"}],
-        "question_type": "factual", "shot_type": "zero_shot", "question": "Who?", "answer": "The agency."}],
-        Warehouse(warehouse_path), mode="openai", overrides=FAST)
+    df, stats = judge_samples(
+        rubrics["kg_qa"],
+        "c",
+        [
+            {
+                "sample_id": "k",
+                "source_chunk": "The agency funds schools.",
+                "kg_triples": [{"subject": "agency", "predicate": "funds", "object": "schools"}],
+                "question_type": "factual",
+                "shot_type": "zero_shot",
+                "question": "Who?",
+                "answer": "The agency.",
+            }
+        ],
+        Warehouse(warehouse_path),
+        mode="openai",
+        overrides=FAST,
+    )
     assert stub.state.requests == FAST["max_retries"] + 1
     assert (df[df.judge == PANEL].reason.str.contains("rate limited \\(429\\)")).all()
 
@@ -76,6 +98,7 @@ def test_gates_count_missing_as_missing(rubrics, stub, warehouse_path):
     df, _ = judge_samples(rubric, "c", recs, Warehouse(warehouse_path), mode="openai", overrides=FAST)
     samples = pd.DataFrame(recs)
     from eval_pipeline.metrics import compute_metrics
+
     scores = compute_scores(rubric, "c", samples, df, compute_metrics(rubric.metrics, recs))
     n_safety = int(scores.safety.notna().sum())
     assert n_safety < 40

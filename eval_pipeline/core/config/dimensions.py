@@ -15,7 +15,7 @@ class Scale(Strict):
     max: int
 
     @model_validator(mode="after")
-    def _ordered(self) -> "Scale":
+    def _ordered(self) -> Scale:
         if self.max <= self.min:
             raise ValueError(f"scale max ({self.max}) must be greater than min ({self.min})")
         return self
@@ -103,7 +103,7 @@ class Questionnaire(Strict):
     metrics: list[QuestionnaireMetric]
 
     @model_validator(mode="after")
-    def _unique_items(self) -> "Questionnaire":
+    def _unique_items(self) -> Questionnaire:
         ids = [i.id for m in self.metrics for i in m.items]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:

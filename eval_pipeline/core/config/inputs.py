@@ -21,7 +21,9 @@ class InputField(Strict):
     required: bool = True
     description: str = ""
     allowed: list[Any] | None = Field(None, description="Allowed values (for string/integer fields).")
-    min_length: int | None = Field(None, ge=0, description="Minimum length (characters or items); for strings the stripped text counts.")
+    min_length: int | None = Field(
+        None, ge=0, description="Minimum length (characters or items); for strings the stripped text counts."
+    )
     max_length: int | None = Field(None, ge=1)
     minimum: float | None = None
     maximum: float | None = None
@@ -45,7 +47,7 @@ class InputsSpec(Strict):
     fields: list[InputField]
 
     @model_validator(mode="after")
-    def _check_fields(self) -> "InputsSpec":
+    def _check_fields(self) -> InputsSpec:
         names = [f.name for f in self.fields]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

@@ -52,7 +52,9 @@ class PassFail(Strict):
 
 
 class HumanRatingsSpec(Strict):
-    column_aliases: dict[str, str] = Field(default_factory=dict, description="CSV column -> our name (e.g. semantic_score -> semantic).")
+    column_aliases: dict[str, str] = Field(
+        default_factory=dict, description="CSV column -> our name (e.g. semantic_score -> semantic)."
+    )
     pass_fail: PassFail | None = None
 
 

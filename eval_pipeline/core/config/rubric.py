@@ -44,8 +44,12 @@ class RubricConfig(Strict):
     derived: list[DerivedScore] = Field(default_factory=list)
     headline: str = Field(description="The score that ranks checkpoints on the leaderboard.")
     breakdowns: list[list[str]] = Field(default_factory=list, description="Input fields to break summaries down by.")
-    guarded_dimensions: list[str] = Field(default_factory=list, description="Scores whose regression fails the regression gate.")
-    lower_is_better: list[str] = Field(default_factory=list, description="Scores where a decrease is an improvement (e.g. ERTD).")
+    guarded_dimensions: list[str] = Field(
+        default_factory=list, description="Scores whose regression fails the regression gate."
+    )
+    lower_is_better: list[str] = Field(
+        default_factory=list, description="Scores where a decrease is an improvement (e.g. ERTD)."
+    )
     gates: list[Gate] = Field(default_factory=list)
     panel: JudgePanel = Field(default_factory=JudgePanel)
     human_ratings: HumanRatingsSpec = Field(default_factory=HumanRatingsSpec)
@@ -60,7 +64,7 @@ class RubricConfig(Strict):
             raise ValueError(str(exc)) from exc
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> "RubricConfig":
+    def _cross_checks(self) -> RubricConfig:
         keys = [d.key for d in self.dimensions]
         dupes = sorted({k for k in keys if keys.count(k) > 1})
         if dupes:
@@ -74,7 +78,8 @@ class RubricConfig(Strict):
             expected = set(scale.labels)
             if set(d.levels) != expected:
                 raise ValueError(
-                    f"dimension {d.key!r}: levels must give an anchor for every score {sorted(expected)}, got {sorted(d.levels)}"
+                    f"dimension {d.key!r}: levels must give an anchor for every score {sorted(expected)}, got "
+                    f"{sorted(d.levels)}"
                 )
         by_key = {d.key: d for d in self.dimensions}
         for ex in self.examples:
@@ -138,7 +143,7 @@ class RubricConfig(Strict):
         return [] if q is None else [m.key for m in q.metrics] + [f"{q.key}_total"]
 
     @property
-    def rating_scales(self) -> dict[str, "Scale"]:
+    def rating_scales(self) -> dict[str, Scale]:
         """What humans rate: each judged dimension on its scale, each questionnaire metric on the item scale."""
         out = {d.key: self.scale_of(d) for d in self.judged_dimensions}
         if self.questionnaire:
@@ -155,9 +160,21 @@ class RubricConfig(Strict):
 
         Part of every judge cache key: editing an anchor or an example re-asks the judge; editing a gate
         threshold or a derived score does not (the scores are recomputed from cached answers)."""
-        keep = ("name", "title", "description", "scale", "inputs", "dimensions", "examples", "questionnaire",
-                "judge_instructions", "extraction")
-        blob = json.dumps(self.model_dump(mode="json", include=set(keep)), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        keep = (
+            "name",
+            "title",
+            "description",
+            "scale",
+            "inputs",
+            "dimensions",
+            "examples",
+            "questionnaire",
+            "judge_instructions",
+            "extraction",
+        )
+        blob = json.dumps(
+            self.model_dump(mode="json", include=set(keep)), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
     @cached_property
@@ -212,6 +229,7 @@ def load_rubric(path: str | Path) -> RubricConfig:
 def registry_problems(cfg: RubricConfig) -> list[tuple[str, str]]:
     """Names the config takes from the registries (gate kinds and their fields, metric functions), checked
     against them. The registries are looked up here, at load time, not imported by the config models."""
+    from eval_pipeline.judge.heuristic import load_features
     from eval_pipeline.metrics import known_metrics
     from eval_pipeline.scoring.gates import spec_problems
 
@@ -221,7 +239,20 @@ def registry_problems(cfg: RubricConfig) -> list[tuple[str, str]]:
     metrics = set(known_metrics())
     for m in cfg.metrics:
         if m.function not in metrics:
-            problems.append((f"metrics.{m.function}", f"unknown metric function {m.function!r} (known: {', '.join(sorted(metrics))})"))
+            problems.append(
+                (
+                    f"metrics.{m.function}",
+                    f"unknown metric function {m.function!r} (known: {', '.join(sorted(metrics))})",
+                )
+            )
+    features = load_features()
+    holders = [(f"dimensions.{d.key}", d.heuristic) for d in cfg.dimensions]
+    if cfg.questionnaire:
+        holders += [(f"questionnaire.metrics.{m.key}", m.heuristic) for m in cfg.questionnaire.metrics]
+    for where, terms in holders:
+        for term in terms:
+            if term.feature not in features:
+                problems.append((f"{where}.heuristic.{term.feature}", f"unknown heuristic feature {term.feature!r}"))
     return problems
 
 

@@ -39,11 +39,13 @@ class RulesScore(DerivedKind):
 
     def _status(self, row: dict[str, Any]) -> str | None:
         for rule in self.rules:
-            vals = [row.get(c.score) for c in rule.all]
+            vals: list[Any] = [row.get(c.score) for c in rule.all]
             if any(_missing(v) for v in vals):
                 return None
-            if all(OPS[c.op](v if isinstance(c.value, str) else round(float(v), 9), c.value)
-                   for c, v in zip(rule.all, vals)):
+            if all(
+                OPS[c.op](v if isinstance(c.value, str) else round(float(v), 9), c.value)
+                for c, v in zip(rule.all, vals)
+            ):
                 return rule.status
         return None
 

@@ -1,6 +1,5 @@
 """Agreement: human-human and judge-human statistics per dimension, for this checkpoint and for all."""
 
-
 import dagster as dg
 import pandas as pd
 
@@ -36,17 +35,22 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         df = compute_agreement(rubric, ckpt_id, ratings, judge)
         wh.replace_partition(rubric.name, "agreement", df, {"checkpoint_id": ckpt_id})
         all_ratings = wh.query_df(f'SELECT * FROM "{rubric.name}".human_ratings')
-        all_judge = wh.query_df(f'SELECT * FROM "{rubric.name}".judge_scores WHERE judge = ?', [PANEL]) \
-            if has_judge else None
+        all_judge = (
+            wh.query_df(f'SELECT * FROM "{rubric.name}".judge_scores WHERE judge = ?', [PANEL]) if has_judge else None
+        )
         overall = compute_agreement(rubric, ALL_CHECKPOINTS, all_ratings, all_judge)
         wh.replace_partition(rubric.name, "agreement", overall, {"checkpoint_id": ALL_CHECKPOINTS})
         quadratic = df[df.statistic == "cohen_kappa_quadratic"]
-        return dg.MaterializeResult(metadata={
-            "rows": dg.MetadataValue.int(len(df)),
-            "judge_human_kappa_quadratic": dg.MetadataValue.json(
-                _kappas(quadratic[quadratic.raters == JUDGE_VS_HUMAN_MEAN])),
-            "human_human_kappa_quadratic": dg.MetadataValue.json(
-                _kappas(quadratic[quadratic.raters != JUDGE_VS_HUMAN_MEAN])),
-        })
+        return dg.MaterializeResult(
+            metadata={
+                "rows": dg.MetadataValue.int(len(df)),
+                "judge_human_kappa_quadratic": dg.MetadataValue.json(
+                    _kappas(quadratic[quadratic.raters == JUDGE_VS_HUMAN_MEAN])
+                ),
+                "human_human_kappa_quadratic": dg.MetadataValue.json(
+                    _kappas(quadratic[quadratic.raters != JUDGE_VS_HUMAN_MEAN])
+                ),
+            }
+        )
 
     return agreement

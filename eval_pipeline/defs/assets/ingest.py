@@ -1,6 +1,5 @@
 """Ingest: raw model outputs of a checkpoint, validated samples (and the quarantine), human ratings."""
 
-
 import hashlib
 from pathlib import Path
 
@@ -34,13 +33,16 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         f"<checkpoint>/{rubric.name}.jsonl with its line number, copied into {rubric.name}.raw_outputs.",
         metadata={"source_document": rubric.source},
     )
-    def raw_outputs(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
-                    checkpoints: CheckpointSource) -> dg.MaterializeResult:
+    def raw_outputs(
+        context: dg.AssetExecutionContext, warehouse: WarehouseResource, checkpoints: CheckpointSource
+    ) -> dg.MaterializeResult:
         ckpt = checkpoints.load(context.partition_key)
         path = ckpt.file_for(rubric.name)
         if path is None:
-            raise dg.Failure(description=f"checkpoint {ckpt.checkpoint_id!r} has no {rubric.name}.jsonl in {ckpt.path}",
-                             allow_retries=False)
+            raise dg.Failure(
+                description=f"checkpoint {ckpt.checkpoint_id!r} has no {rubric.name}.jsonl in {ckpt.path}",
+                allow_retries=False,
+            )
         wh = warehouse.get()
         lines = blank = size = 0
         with wh.partition_writer() as w:  # streamed in chunks, the partition replaced in one transaction
@@ -49,8 +51,13 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
                 lines += len(chunk.frame)
                 blank += chunk.blank_lines
                 size += chunk.bytes_read
-        row = {"checkpoint_id": ckpt.checkpoint_id, "model": ckpt.model, "created_at": ckpt.created_at,
-               "parent": ckpt.parent, "path": str(ckpt.path)}
+        row = {
+            "checkpoint_id": ckpt.checkpoint_id,
+            "model": ckpt.model,
+            "created_at": ckpt.created_at,
+            "parent": ckpt.parent,
+            "path": str(ckpt.path),
+        }
         wh.upsert_rows(*CHECKPOINTS, pd.DataFrame([row]).astype({"parent": "object"}), key=["checkpoint_id"])
         digest = _file_sha256(path)
         return dg.MaterializeResult(
@@ -89,8 +96,11 @@ def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         # nothing valid keeps its lines
         with wh.partition_writer() as w:
             w.write(*QUARANTINE, empty_quarantine(), where)
-            for raw in wh.stream_df(f'SELECT * FROM "{rubric.name}".raw_outputs WHERE checkpoint_id = ? '
-                                    "ORDER BY line_number", [ckpt_id], settings.ingest_chunk_lines()):
+            for raw in wh.stream_df(
+                f'SELECT * FROM "{rubric.name}".raw_outputs WHERE checkpoint_id = ? ORDER BY line_number',
+                [ckpt_id],
+                settings.ingest_chunk_lines(),
+            ):
                 result = validate_raw(rubric, raw, seen_ids=seen)
                 w.write(*QUARANTINE, result.quarantine, where)
                 w.write(rubric.name, "samples", result.samples, {"checkpoint_id": ckpt_id})
@@ -132,25 +142,33 @@ def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "unknown sample ids, scores off the scale, unsafe evaluator names and repeated (sample, evaluator) pairs go "
         "to main.quarantine (stage 'ratings') with the reason.",
     )
-    def human_ratings(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
-                      ratings: RatingsSource) -> dg.MaterializeResult:
+    def human_ratings(
+        context: dg.AssetExecutionContext, warehouse: WarehouseResource, ratings: RatingsSource
+    ) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        ids = {r[0] for r in wh.query_rows(
-            f'SELECT "{rubric.inputs.id_field}" FROM "{rubric.name}".samples WHERE checkpoint_id = ?', [ckpt_id])}
+        ids = {
+            r[0]
+            for r in wh.query_rows(
+                f'SELECT "{rubric.inputs.id_field}" FROM "{rubric.name}".samples WHERE checkpoint_id = ?', [ckpt_id]
+            )
+        }
         load = load_ratings(rubric, ckpt_id, ids, root=Path(ratings.root))
-        wh.replace_partition(*QUARANTINE, load.quarantine,
-                             {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "ratings"})
+        wh.replace_partition(
+            *QUARANTINE, load.quarantine, {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "ratings"}
+        )
         wh.replace_partition(rubric.name, "human_ratings", load.ratings, {"checkpoint_id": ckpt_id})
         r = load.ratings
-        return dg.MaterializeResult(metadata={
-            "rows_read": dg.MetadataValue.int(load.rows_read),
-            "rated_samples": dg.MetadataValue.int(int(r.sample_id.nunique())),
-            "ratings": dg.MetadataValue.int(len(r)),
-            "evaluators": dg.MetadataValue.json(sorted(r.evaluator.unique().tolist())),
-            "quarantined_rows": dg.MetadataValue.int(len(load.quarantine)),
-            "files": dg.MetadataValue.json(load.files),
-            "problems": dg.MetadataValue.json(load.problems),
-        })
+        return dg.MaterializeResult(
+            metadata={
+                "rows_read": dg.MetadataValue.int(load.rows_read),
+                "rated_samples": dg.MetadataValue.int(int(r.sample_id.nunique())),
+                "ratings": dg.MetadataValue.int(len(r)),
+                "evaluators": dg.MetadataValue.json(sorted(r.evaluator.unique().tolist())),
+                "quarantined_rows": dg.MetadataValue.int(len(load.quarantine)),
+                "files": dg.MetadataValue.json(load.files),
+                "problems": dg.MetadataValue.json(load.problems),
+            }
+        )
 
     return human_ratings

@@ -2,7 +2,6 @@
 
 These assets call the judge, so they stay out of the warehouse pool (see defs/asset.py)."""
 
-
 import dagster as dg
 
 from eval_pipeline.agreement.reliability import calibration_rows
@@ -51,8 +50,9 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "its reason, never a score. EVAL_JUDGE=heuristic (default) is a rule-based judge, labelled 'heuristic'.",
         calls_judge=True,
     )
-    def judge_scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
-                     judge: JudgeResource) -> dg.MaterializeResult:
+    def judge_scores(
+        context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
+    ) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
@@ -62,7 +62,8 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         means = panel[panel.status == "ok"].groupby("dimension")["score"].mean().round(3).to_dict()
         lat = df.loc[df.latency_ms.notna(), "latency_ms"]
         return dg.MaterializeResult(
-            metadata=_judge_metadata(stats, len(records), means, float(lat.median()) if len(lat) else 0.0))
+            metadata=_judge_metadata(stats, len(records), means, float(lat.median()) if len(lat) else 0.0)
+        )
 
     return judge_scores
 
@@ -80,20 +81,23 @@ def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "inference prompt). Offline, rows say so and the metric uses its own extractor.",
         calls_judge=True,
     )
-    def extractions(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
-                    judge: JudgeResource) -> dg.MaterializeResult:
+    def extractions(
+        context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
+    ) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
         df, stats = extract(rubric, ckpt_id, records, wh, judge.mode, judge.overrides())
         wh.replace_partition(rubric.name, "extractions", df, {"checkpoint_id": ckpt_id})
-        return dg.MaterializeResult(metadata={
-            "extractor": dg.MetadataValue.text("llm" if stats.judge_kind == "llm" else "offline"),
-            "ok": dg.MetadataValue.int(int((df.status == "ok").sum())),
-            "missing": dg.MetadataValue.int(int((df.status == "missing").sum())),
-            "calls": dg.MetadataValue.int(stats.calls),
-            "cache_hits": dg.MetadataValue.int(stats.cache_hits),
-        })
+        return dg.MaterializeResult(
+            metadata={
+                "extractor": dg.MetadataValue.text("llm" if stats.judge_kind == "llm" else "offline"),
+                "ok": dg.MetadataValue.int(int((df.status == "ok").sum())),
+                "missing": dg.MetadataValue.int(int((df.status == "missing").sum())),
+                "calls": dg.MetadataValue.int(stats.calls),
+                "cache_hits": dg.MetadataValue.int(stats.cache_hits),
+            }
+        )
 
     return extractions
 
@@ -104,28 +108,34 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "judge_calibration",
         kinds={"duckdb"},
         description="The judge re-scores the rubric document's own worked examples ("
-        + ", ".join(e.id for e in rubric.examples) + "); the judge-reliability gate expects each within ±1 of its "
+        + ", ".join(e.id for e in rubric.examples)
+        + "); the judge-reliability gate expects each within ±1 of its "
         "stated score.",
         calls_judge=True,
     )
-    def judge_calibration(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
-                          judge: JudgeResource) -> dg.MaterializeResult:
+    def judge_calibration(
+        context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
+    ) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         id_field, response_field = rubric.inputs.id_field, rubric.inputs.response_field
-        records = [{**ex.fields, response_field: ex.response, id_field: ex.id, "sample_id": ex.id}
-                   for ex in rubric.examples]
+        records = [
+            {**ex.fields, response_field: ex.response, id_field: ex.id, "sample_id": ex.id} for ex in rubric.examples
+        ]
         long, stats = judge_samples(rubric, ckpt_id, records, wh, mode=judge.mode, overrides=judge.overrides())
-        tol = next((float(g.params.get("example_tolerance", 1)) for g in rubric.gates
-                    if g.kind == "judge_reliability"), 1.0)
+        tol = next(
+            (float(g.params.get("example_tolerance", 1)) for g in rubric.gates if g.kind == "judge_reliability"), 1.0
+        )
         df = calibration_rows(rubric, ckpt_id, long, tol)
         wh.replace_partition(rubric.name, "judge_calibration", df, {"checkpoint_id": ckpt_id})
-        return dg.MaterializeResult(metadata={
-            "examples": dg.MetadataValue.int(len(rubric.examples)),
-            "scores_within_tolerance": dg.MetadataValue.int(int(df.within_tolerance.sum())),
-            "scores_checked": dg.MetadataValue.int(len(df)),
-            "judge": dg.MetadataValue.text(stats.judge_kind),
-            "calls": dg.MetadataValue.int(stats.calls),
-        })
+        return dg.MaterializeResult(
+            metadata={
+                "examples": dg.MetadataValue.int(len(rubric.examples)),
+                "scores_within_tolerance": dg.MetadataValue.int(int(df.within_tolerance.sum())),
+                "scores_checked": dg.MetadataValue.int(len(df)),
+                "judge": dg.MetadataValue.text(stats.judge_kind),
+                "calls": dg.MetadataValue.int(stats.calls),
+            }
+        )
 
     return judge_calibration

@@ -1,6 +1,5 @@
 """Deterministic metrics: per-sample metric functions the rubric declares (with LLM extractions merged in)."""
 
-
 import json
 import time
 from typing import Any
@@ -16,15 +15,17 @@ from eval_pipeline.metrics import compute_metrics
 from eval_pipeline.metrics.style import TEXTSTAT_VERSION
 
 
-def _with_extractions(wh: Warehouse, rubric: RubricConfig, ckpt_id: str,
-                      records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _with_extractions(
+    wh: Warehouse, rubric: RubricConfig, ckpt_id: str, records: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """Merge LLM extractions (where they succeeded) into the records under the extraction's name."""
     ex = rubric.extraction
     if ex is None or not wh.table_exists(rubric.name, "extractions"):
         return records
     rows = wh.query_rows(
-        f'SELECT sample_id, items FROM "{rubric.name}".extractions WHERE checkpoint_id = ? AND status = \'ok\'',
-        [ckpt_id])
+        f"SELECT sample_id, items FROM \"{rubric.name}\".extractions WHERE checkpoint_id = ? AND status = 'ok'",
+        [ckpt_id],
+    )
     found = {sid: json.loads(items) for sid, items in rows}
     return [{**r, ex.name: found.get(r["sample_id"])} for r in records]
 
@@ -50,11 +51,13 @@ def metrics_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         wh.replace_partition(rubric.name, "metrics", df, {"checkpoint_id": ckpt_id})
         numeric = df.select_dtypes("number")
         means = {c: round(float(numeric[c].mean()), 4) for c in numeric.columns if numeric[c].notna().any()}
-        return dg.MaterializeResult(metadata={
-            "samples": dg.MetadataValue.int(len(df)),
-            "means": dg.MetadataValue.json(means),
-            "compute_s": dg.MetadataValue.float(round(secs, 3)),
-            "textstat_version": dg.MetadataValue.text(TEXTSTAT_VERSION),
-        })
+        return dg.MaterializeResult(
+            metadata={
+                "samples": dg.MetadataValue.int(len(df)),
+                "means": dg.MetadataValue.json(means),
+                "compute_s": dg.MetadataValue.float(round(secs, 3)),
+                "textstat_version": dg.MetadataValue.text(TEXTSTAT_VERSION),
+            }
+        )
 
     return metrics

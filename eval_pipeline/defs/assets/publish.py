@@ -1,6 +1,5 @@
 """Publishing for people: evaluator worklists (the report is redrawn by the gates asset, views by summary)."""
 
-
 from pathlib import Path
 
 import dagster as dg
@@ -22,17 +21,20 @@ def worklists_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "the seeded 5 % spot check, the re-review list and a blank scoring sheet. Formula-like cells are neutralised.",
         table=False,
     )
-    def worklists(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
-                  publish: PublishTargets) -> dg.MaterializeResult:
+    def worklists(
+        context: dg.AssetExecutionContext, warehouse: WarehouseResource, publish: PublishTargets
+    ) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         samples = load_samples(wh, rubric, ckpt_id)
         ratings = required_rows(wh, rubric, "human_ratings", ckpt_id)
         root = Path(publish.worklist_dir)
         counts = write_worklists(rubric, ckpt_id, samples, ratings, root=root)
-        return dg.MaterializeResult(metadata={
-            "folder": dg.MetadataValue.path(str(root / rubric.name / ckpt_id)),
-            **{name.replace(".csv", ""): dg.MetadataValue.int(n) for name, n in counts.items()},
-        })
+        return dg.MaterializeResult(
+            metadata={
+                "folder": dg.MetadataValue.path(str(root / rubric.name / ckpt_id)),
+                **{name.replace(".csv", ""): dg.MetadataValue.int(n) for name, n in counts.items()},
+            }
+        )
 
     return worklists

@@ -1,6 +1,5 @@
 """Scoring: per-sample scores, per-checkpoint summaries, the comparison against the parent, and the gates."""
 
-
 import base64
 
 import dagster as dg
@@ -49,15 +48,20 @@ def scores_asset(rubric: RubricConfig, has_judge: bool, has_metrics: bool) -> dg
             mets = mets.drop(columns=["checkpoint_id", "rubric_version"])
         df = compute_scores(rubric, ckpt_id, samples, judge, mets)
         wh.replace_partition(rubric.name, "scores", df, {"checkpoint_id": ckpt_id})
-        head = pd.to_numeric(df[rubric.headline], errors="coerce") if rubric.headline in df.columns \
+        head = (
+            pd.to_numeric(df[rubric.headline], errors="coerce")
+            if rubric.headline in df.columns
             else pd.Series(dtype=float)
-        return dg.MaterializeResult(metadata={
-            "samples": dg.MetadataValue.int(len(df)),
-            "headline": dg.MetadataValue.text(rubric.headline),
-            "headline_mean": dg.MetadataValue.float(float(head.mean()) if head.notna().any() else float("nan")),
-            "samples_with_missing_scores": dg.MetadataValue.int(int((df["missing_dimensions"] > 0).sum())),
-            "adjusted_samples": dg.MetadataValue.int(int(df["adjusted"].sum())),
-        })
+        )
+        return dg.MaterializeResult(
+            metadata={
+                "samples": dg.MetadataValue.int(len(df)),
+                "headline": dg.MetadataValue.text(rubric.headline),
+                "headline_mean": dg.MetadataValue.float(float(head.mean()) if head.notna().any() else float("nan")),
+                "samples_with_missing_scores": dg.MetadataValue.int(int((df["missing_dimensions"] > 0).sum())),
+                "adjusted_samples": dg.MetadataValue.int(int(df["adjusted"].sum())),
+            }
+        )
 
     return scores
 
@@ -67,7 +71,9 @@ def _trend_markdown(wh: Warehouse, rubric: RubricConfig) -> str:
     df = wh.query_df(
         f"""SELECT s.checkpoint_id AS checkpoint, s.score, s.mean, s.ci_low, s.ci_high FROM "{rubric.name}".summary s
             JOIN main.checkpoints c USING (checkpoint_id)
-            WHERE s.breakdown = 'all' AND s.score = ? ORDER BY c.created_at, s.checkpoint_id""", [rubric.headline])
+            WHERE s.breakdown = 'all' AND s.score = ? ORDER BY c.created_at, s.checkpoint_id""",
+        [rubric.headline],
+    )
     svg = trend_svg(df, f"{rubric.headline} by checkpoint (95 % CI)")
     if not svg:
         return "(no data yet)"
@@ -91,15 +97,20 @@ def summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         wh.replace_partition(rubric.name, "summary", df, {"checkpoint_id": ckpt_id})
         refresh_views(wh)
         overall = df[df.breakdown == "all"]
-        table = {r.score: f"{r.mean:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] n={r.n}" for r in overall.itertuples()
-                 if r.mean == r.mean and r.ci_low == r.ci_low}
+        table = {
+            r.score: f"{r.mean:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] n={r.n}"
+            for r in overall.itertuples()
+            if r.mean == r.mean and r.ci_low == r.ci_low
+        }
         hl = headline(rubric, df)
-        return dg.MaterializeResult(metadata={
-            "trend_chart": dg.MetadataValue.md(_trend_markdown(wh, rubric)),
-            "headline": dg.MetadataValue.text(rubric.headline),
-            "headline_mean": dg.MetadataValue.float(hl if hl is not None else float("nan")),
-            "overall": dg.MetadataValue.json(table),
-        })
+        return dg.MaterializeResult(
+            metadata={
+                "trend_chart": dg.MetadataValue.md(_trend_markdown(wh, rubric)),
+                "headline": dg.MetadataValue.text(rubric.headline),
+                "headline_mean": dg.MetadataValue.float(hl if hl is not None else float("nan")),
+                "overall": dg.MetadataValue.json(table),
+            }
+        )
 
     return summary
 
@@ -128,13 +139,20 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             note = f"compared with {parent}"
         wh.replace_partition(rubric.name, "comparison", df, {"checkpoint_id": ckpt_id})
         reg = df[df.regression] if len(df) else df
-        return dg.MaterializeResult(metadata={
-            "parent": dg.MetadataValue.text(parent or "none"),
-            "note": dg.MetadataValue.text(note),
-            "regressions": dg.MetadataValue.json(list(reg.score) if len(reg) else []),
-            "deltas": dg.MetadataValue.json({r.score: f"{r.delta:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
-                                             for r in df.itertuples() if r.delta == r.delta and r.ci_low == r.ci_low}),
-        })
+        return dg.MaterializeResult(
+            metadata={
+                "parent": dg.MetadataValue.text(parent or "none"),
+                "note": dg.MetadataValue.text(note),
+                "regressions": dg.MetadataValue.json(list(reg.score) if len(reg) else []),
+                "deltas": dg.MetadataValue.json(
+                    {
+                        r.score: f"{r.delta:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
+                        for r in df.itertuples()
+                        if r.delta == r.delta and r.ci_low == r.ci_low
+                    }
+                ),
+            }
+        )
 
     return comparison
 
@@ -153,23 +171,29 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.AssetsD
         description="Threshold gates from the rubric YAML (" + ", ".join(g.name for g in rubric.gates) + "); "
         "each is also an asset check. Too little data fails closed. The report is redrawn after them.",
     )
-    def gates(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
-              publish: PublishTargets) -> dg.MaterializeResult:
+    def gates(
+        context: dg.AssetExecutionContext, warehouse: WarehouseResource, publish: PublishTargets
+    ) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         with wh.session() as reader:
             scores = required_rows(reader, rubric, "scores", ckpt_id)
-            inputs = GateInputs(load=lambda t: partition_rows(reader, rubric, t, ckpt_id),
-                                parent=_parent_of(reader, ckpt_id), lineage_known=True)
+            inputs = GateInputs(
+                load=lambda t: partition_rows(reader, rubric, t, ckpt_id),
+                parent=_parent_of(reader, ckpt_id),
+                lineage_known=True,
+            )
             df = evaluate_gates(rubric, ckpt_id, scores, inputs)
         wh.replace_partition(rubric.name, "gates", df, {"checkpoint_id": ckpt_id})
         refresh_views(wh)
         report = write_report(wh, publish.report_dir)  # the report follows every evaluated checkpoint
-        return dg.MaterializeResult(metadata={
-            "passed": dg.MetadataValue.int(int(df.passed.sum())),
-            "total": dg.MetadataValue.int(len(df)),
-            "failed_gates": dg.MetadataValue.json({r.gate: r.reason for r in df.itertuples() if not r.passed}),
-            "report": dg.MetadataValue.path(str(report)),
-        })
+        return dg.MaterializeResult(
+            metadata={
+                "passed": dg.MetadataValue.int(int(df.passed.sum())),
+                "total": dg.MetadataValue.int(len(df)),
+                "failed_gates": dg.MetadataValue.json({r.gate: r.reason for r in df.itertuples() if not r.passed}),
+                "report": dg.MetadataValue.path(str(report)),
+            }
+        )
 
     return gates

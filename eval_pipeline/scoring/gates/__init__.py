@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pandas as pd
 from pydantic import ValidationError
@@ -51,8 +52,14 @@ def load_kinds() -> dict[str, GateKind]:
     return GATES
 
 
-def gate(name: str, *, spec: type[GateSpec] = GateSpec, needs: Sequence[str] = (), check_target: str | None = None,
-         parts: Callable[[Any, Any], list[str]] | None = None) -> Callable[[GateFn], GateFn]:
+def gate(
+    name: str,
+    *,
+    spec: type[GateSpec] = GateSpec,
+    needs: Sequence[str] = (),
+    check_target: str | None = None,
+    parts: Callable[[Any, Any], list[str]] | None = None,
+) -> Callable[[GateFn], GateFn]:
     """Register a gate kind under ``name``."""
 
     def register(fn: GateFn) -> GateFn:
@@ -93,14 +100,40 @@ def evaluate_gate(g: Any, rubric: Any, scores: pd.DataFrame, inputs: GateInputs 
     return out if isinstance(out, list) else [out]
 
 
-def evaluate_gates(rubric: Any, checkpoint_id: str, scores: pd.DataFrame, inputs: GateInputs | None = None) -> pd.DataFrame:
+def evaluate_gates(
+    rubric: Any, checkpoint_id: str, scores: pd.DataFrame, inputs: GateInputs | None = None
+) -> pd.DataFrame:
     results = [r for g in rubric.gates for r in evaluate_gate(g, rubric, scores, inputs)]
     return pd.DataFrame(
-        [dict(checkpoint_id=checkpoint_id, gate=r.gate, kind=r.kind, value=r.value, threshold=r.threshold,
-              passed=bool(r.passed), n=int(r.n), reason=r.reason, rubric_version=rubric.version) for r in results],
+        [
+            dict(
+                checkpoint_id=checkpoint_id,
+                gate=r.gate,
+                kind=r.kind,
+                value=r.value,
+                threshold=r.threshold,
+                passed=bool(r.passed),
+                n=int(r.n),
+                reason=r.reason,
+                rubric_version=rubric.version,
+            )
+            for r in results
+        ],
         columns=GATE_COLUMNS,
     ).astype({"value": "float64", "threshold": "float64", "passed": "bool", "n": "int64"})
 
 
-__all__ = ["GATES", "GateInputs", "GateKind", "GateResult", "GateSpec", "evaluate_gate", "evaluate_gates", "gate",
-           "gate_kind", "load_kinds", "spec_problems", "typed"]
+__all__ = [
+    "GATES",
+    "GateInputs",
+    "GateKind",
+    "GateResult",
+    "GateSpec",
+    "evaluate_gate",
+    "evaluate_gates",
+    "gate",
+    "gate_kind",
+    "load_kinds",
+    "spec_problems",
+    "typed",
+]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -67,5 +68,12 @@ def values_of(scores: pd.DataFrame, col: str) -> np.ndarray:
 
 
 def too_few(g: GateSpec, n: int, what: str) -> GateResult:
-    return GateResult(g.name, g.kind, None, g.threshold, False, n,
-                      f"fails closed: {n} {what}, fewer than the {g.min_samples} required")
+    return GateResult(
+        g.name,
+        g.kind,
+        None,
+        g.threshold,
+        False,
+        n,
+        f"fails closed: {n} {what}, fewer than the {g.min_samples} required",
+    )

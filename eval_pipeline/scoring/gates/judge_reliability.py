@@ -16,8 +16,19 @@ def _parts(g, rubric) -> list[str]:
 def judge_reliability(g, rubric, scores, inputs) -> list[GateResult]:
     agreement = inputs.table("agreement")
     if agreement is None:
-        return [GateResult(g.name, g.kind, None, g.threshold, False, 0,
-                           "fails closed: no judge-human agreement available for this checkpoint")]
+        return [
+            GateResult(
+                g.name,
+                g.kind,
+                None,
+                g.threshold,
+                False,
+                0,
+                "fails closed: no judge-human agreement available for this checkpoint",
+            )
+        ]
     calibration = inputs.table("judge_calibration")
-    return [evaluate_judge_reliability(g, rubric, agreement, calibration),
-            *dimension_results(g, rubric, agreement, calibration)]
+    return [
+        evaluate_judge_reliability(g, rubric, agreement, calibration),
+        *dimension_results(g, rubric, agreement, calibration),
+    ]

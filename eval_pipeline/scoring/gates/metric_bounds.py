@@ -17,8 +17,15 @@ def _bound(g: MetricBoundSpec, scores, at_least: bool) -> GateResult:
     note = ""
     if not at_least and g.threshold == 0:
         note = f"; {int((vals > 0).sum())} of {len(vals)} samples violate it"
-    return GateResult(g.name, g.kind, mean, g.threshold, ok, len(vals),
-                      f"mean {g.score} {mean:.3f} (need {'>=' if at_least else '<='} {g.threshold:g}){note}")
+    return GateResult(
+        g.name,
+        g.kind,
+        mean,
+        g.threshold,
+        ok,
+        len(vals),
+        f"mean {g.score} {mean:.3f} (need {'>=' if at_least else '<='} {g.threshold:g}){note}",
+    )
 
 
 @gate("metric_min", spec=MetricBoundSpec)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -10,7 +10,9 @@ from eval_pipeline.scoring.gates import gate
 from eval_pipeline.scoring.gates.base import GateResult, GateSpec, too_few, values_of
 
 
-def per_dimension(g: GateSpec, dims: list[str], scores, stat: Callable[[np.ndarray, str], float], label: str) -> GateResult:
+def per_dimension(
+    g: GateSpec, dims: list[str], scores, stat: Callable[[np.ndarray, str], float], label: str
+) -> GateResult:
     parts, fails, values, ns = [], [], [], []
     for k in dims:
         vals = values_of(scores, k)
@@ -38,5 +40,6 @@ def dimension_mean(g, rubric, scores, inputs) -> GateResult:
 def dimension_pass_rate(g, rubric, scores, inputs) -> GateResult:
     pass_thr = {d.key: d.pass_threshold for d in rubric.dimensions}
     dims = g.dimensions or [d.key for d in rubric.judged_dimensions if pass_thr.get(d.key) is not None]
-    return per_dimension(g, dims, scores, lambda v, k: float((v >= pass_thr[k]).mean()),
-                         "share reaching each dimension's pass threshold")
+    return per_dimension(
+        g, dims, scores, lambda v, k: float((v >= pass_thr[k]).mean()), "share reaching each dimension's pass threshold"
+    )

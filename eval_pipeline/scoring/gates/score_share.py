@@ -18,6 +18,13 @@ def score_share(g: ScoreShareSpec, rubric, scores, inputs) -> GateResult:
     if len(known) < g.min_samples:
         return too_few(g, len(known), f"samples with a {g.score}")
     share = float(known.isin(g.values).mean())
-    return GateResult(g.name, g.kind, share, g.threshold, share >= g.threshold, len(known),
-                      f"{share:.1%} of {len(known)} samples have {g.score} in {g.values} "
-                      f"({int(col.isna().sum())} missing, not counted)")
+    return GateResult(
+        g.name,
+        g.kind,
+        share,
+        g.threshold,
+        share >= g.threshold,
+        len(known),
+        f"{share:.1%} of {len(known)} samples have {g.score} in {g.values} "
+        f"({int(col.isna().sum())} missing, not counted)",
+    )

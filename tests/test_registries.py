@@ -1,0 +1,85 @@
+"""What grows is registered: a gate kind is one registration, checked when the rubric loads, evaluated, shown
+as an asset check; every warehouse step, gates included, takes turns through the warehouse pool."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from eval_pipeline.core.config import RubricConfigError, load_rubric
+from eval_pipeline.defs.asset import WAREHOUSE_POOL
+from eval_pipeline.defs.definitions import build_definitions
+from eval_pipeline.defs.factory import rubric_definitions
+from eval_pipeline.scoring.gates import GATES, GateResult, GateSpec, evaluate_gates, gate, load_kinds
+
+from .conftest import RUBRIC_DIR
+
+
+@pytest.fixture
+def max_missing_kind():
+    """A new gate kind, registered in one place, with a required field of its own."""
+    load_kinds()
+
+    class MaxMissingSpec(GateSpec):
+        score: str
+
+    @gate("max_missing_share", spec=MaxMissingSpec)
+    def max_missing_share(g: MaxMissingSpec, rubric, scores: pd.DataFrame, inputs) -> GateResult:
+        share = float(scores[g.score].isna().mean()) if len(scores) else 1.0
+        return GateResult(g.name, g.kind, share, g.threshold, share <= g.threshold, len(scores),
+                          f"{share:.0%} of {g.score} missing (at most {g.threshold:.0%})")
+
+    yield
+    del GATES["max_missing_share"]
+
+
+def _rubric_with_gate(tmp_path: Path, extra_gate: dict) -> Path:
+    data = yaml.safe_load((RUBRIC_DIR / "empathetic_dialogue.yaml").read_text())
+    data["gates"].append(extra_gate)
+    path = tmp_path / "empathetic_dialogue.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_a_new_gate_kind_is_one_registration(tmp_path, max_missing_kind):
+    path = _rubric_with_gate(tmp_path, {"name": "few_missing", "kind": "max_missing_share", "score": "safety",
+                                        "threshold": 0.25})
+    rubric = load_rubric(path)
+    scores = pd.DataFrame({"safety": [5.0, None, 4.0, 3.0]})
+    row = evaluate_gates(rubric, "c", scores).set_index("gate").loc["few_missing"]
+    assert row.passed and row.value == pytest.approx(0.25) and "25% of safety missing" in row.reason
+    checks = {k.name for c in rubric_definitions(rubric).asset_checks or [] for k in c.check_keys}
+    assert "few_missing" in checks
+
+
+def test_a_gate_missing_a_field_its_kind_needs_fails_at_load(tmp_path, max_missing_kind):
+    path = _rubric_with_gate(tmp_path, {"name": "few_missing", "kind": "max_missing_share", "threshold": 0.25})
+    with pytest.raises(RubricConfigError) as exc:
+        load_rubric(path)
+    assert "field 'gates.few_missing'" in str(exc.value) and "score" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "bad_gate, problem",
+    [
+        ({"name": "mean_len", "kind": "metric_min", "threshold": 1}, "score"),
+        ({"name": "ok_share", "kind": "score_share", "score": "safety", "threshold": 0.5}, "values"),
+        ({"name": "typo", "kind": "metric_mni", "score": "safety", "threshold": 1}, "unknown gate kind 'metric_mni'"),
+    ],
+)
+def test_built_in_gate_kinds_check_their_fields_at_load(tmp_path, bad_gate, problem):
+    with pytest.raises(RubricConfigError) as exc:
+        load_rubric(_rubric_with_gate(tmp_path, bad_gate))
+    assert f"field 'gates.{bad_gate['name']}" in str(exc.value) and problem in str(exc.value)
+
+
+def test_every_warehouse_step_is_in_the_pool_and_judge_steps_are_not(tmp_path):
+    defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(tmp_path))
+    graph = defs.resolve_asset_graph()
+    judge_steps = {"judge_scores", "extractions", "judge_calibration"}
+    for key in graph.get_all_asset_keys():
+        pools = set(graph.get(key).pools or [])
+        assert pools == (set() if key.path[-1] in judge_steps else {WAREHOUSE_POOL}), key
+    gates = [k for k in graph.get_all_asset_keys() if k.path[-1] == "gates"]
+    assert len(gates) == 5  # the gates asset used to bypass the pool (its own @dg.asset)
