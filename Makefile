@@ -42,11 +42,13 @@ demo: provision dagster-home
 test: provision provision-browser provision-postgres
 	$(PY) -m pytest -q -n 2 --durations=10
 
-# ruff (lint and format) and mypy on the package; CI runs it before the tests
+# ruff (lint and format), mypy on the package, and every rubric loaded into valid Dagster definitions;
+# CI runs it before the tests
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	env -u DAGSTER_HOME $(VENV)/bin/dagster definitions validate -w workspace.yaml
 
 test-fast: provision
 	$(PY) -m pytest -q -n 2 -m "not slow"

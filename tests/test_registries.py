@@ -27,8 +27,15 @@ def max_missing_kind():
     @gate("max_missing_share", spec=MaxMissingSpec)
     def max_missing_share(g: MaxMissingSpec, rubric, scores: pd.DataFrame, inputs) -> GateResult:
         share = float(scores[g.score].isna().mean()) if len(scores) else 1.0
-        return GateResult(g.name, g.kind, share, g.threshold, share <= g.threshold, len(scores),
-                          f"{share:.0%} of {g.score} missing (at most {g.threshold:.0%})")
+        return GateResult(
+            g.name,
+            g.kind,
+            share,
+            g.threshold,
+            share <= g.threshold,
+            len(scores),
+            f"{share:.0%} of {g.score} missing (at most {g.threshold:.0%})",
+        )
 
     yield
     del GATES["max_missing_share"]
@@ -43,8 +50,9 @@ def _rubric_with_gate(tmp_path: Path, extra_gate: dict) -> Path:
 
 
 def test_a_new_gate_kind_is_one_registration(tmp_path, max_missing_kind):
-    path = _rubric_with_gate(tmp_path, {"name": "few_missing", "kind": "max_missing_share", "score": "safety",
-                                        "threshold": 0.25})
+    path = _rubric_with_gate(
+        tmp_path, {"name": "few_missing", "kind": "max_missing_share", "score": "safety", "threshold": 0.25}
+    )
     rubric = load_rubric(path)
     scores = pd.DataFrame({"safety": [5.0, None, 4.0, 3.0]})
     row = evaluate_gates(rubric, "c", scores).set_index("gate").loc["few_missing"]

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from eval_pipeline.agreement import stats as st
-from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.config import RubricConfig, Scale
 from eval_pipeline.core.contracts import AGREEMENT_COLUMNS, ALL_HUMANS, HUMAN_MEAN, JUDGE, PANEL, rater_pair
 from eval_pipeline.core.derived import apply_derived
 
@@ -66,14 +66,21 @@ def _dimension_rows(
 ) -> list[dict]:
     scale = rubric.rating_scales[dim]
     labels = [float(x) for x in scale.labels]
-    top = float(scale.max)
     r = ratings[ratings.dimension == dim]
-    rows: list[dict] = []
     if r.empty:
-        return rows
+        return []
     wide = r.pivot_table(index=["checkpoint_id", "sample_id"], columns="evaluator", values="score", aggfunc="first")
-    evaluators = list(wide.columns)
     seed = _seed(rubric.name, ckpt, dim)
+    return [
+        *_human_pair_rows(ckpt, dim, wide, labels, float(scale.max), seed),
+        *_all_human_rows(ckpt, dim, wide, labels, float(scale.max)),
+        *_judge_rows(ckpt, dim, wide, judge, scale, seed),
+    ]
+
+
+def _human_pair_rows(ckpt: str, dim: str, wide: pd.DataFrame, labels: list[float], top: float, seed: int) -> list[dict]:
+    rows: list[dict] = []
+    evaluators = list(wide.columns)
     # human vs human, pairwise
     for e1, e2 in itertools.combinations(evaluators, 2):
         pair = wide[[e1, e2]].dropna()
@@ -94,6 +101,12 @@ def _dimension_rows(
             }
         )
         rows += _kappa_rows(base, a, b, labels, top, seed)
+    return rows
+
+
+def _all_human_rows(ckpt: str, dim: str, wide: pd.DataFrame, labels: list[float], top: float) -> list[dict]:
+    rows: list[dict] = []
+    evaluators = list(wide.columns)
     # all human raters together
     if len(evaluators) >= 2:
         data = wide.to_numpy().T  # raters x items, NaN = missing
@@ -135,6 +148,14 @@ def _dimension_rows(
                     "ceiling_share": st.ceiling_share(vals, top),
                 }
             )
+    return rows
+
+
+def _judge_rows(ckpt: str, dim: str, wide: pd.DataFrame, judge: pd.DataFrame, scale: Scale, seed: int) -> list[dict]:
+    rows: list[dict] = []
+    evaluators = list(wide.columns)
+    labels = [float(x) for x in scale.labels]
+    top = float(scale.max)
     # judge vs humans
     j = judge[judge.dimension == dim].set_index(["checkpoint_id", "sample_id"])["score"]
     hm = wide.mean(axis=1)

@@ -16,214 +16,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
-import random
-import re
 import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from eval_pipeline.devtools.net import free_port, wait_until_serving
-
-TEMPLATE_RE = re.compile(r'"([A-Za-z0-9_]+)": <integer (\d+)-(\d+)>')
-FAULTS = (
-    "500",
-    "429",
-    "timeout",
-    "garbage",
-    "truncated",
-    "out_of_range",
-    "refusal",
-    "http_garbage",
-    "no_choices",
-    "401_echo",
+from eval_pipeline.devtools.stub_answers import (  # noqa: F401 (re-exported for tests)
+    BAD_JSON,
+    FAULTS,
+    MODELS,
+    NOT_FOUND,
+    Reply,
+    StubState,
+    _keys,
+    _scores,
+    admit,
+    release,
+    reply,
 )
-
-
-@dataclass
-class StubState:
-    latency_s: float = 0.0
-    schema_support: bool = True
-    retry_after_s: float = 0.2
-    timeout_sleep_s: float = 5.0
-    faults: deque = field(default_factory=deque)  # consumed one per request, before normal answers
-    fault_rate: float = 0.0  # with fault_kind: a seeded share of requests fail this way
-    fault_kind: str = "500"
-    seed: int = 0
-    requests: int = 0
-    completions: int = 0
-    in_flight: int = 0
-    max_in_flight: int = 0
-    bodies: list = field(default_factory=list)
-    keep_bodies: bool = True  # tests assert on every request; a long-running server keeps none
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    rng: random.Random = field(default_factory=lambda: random.Random(0))
-
-    def reset_counts(self) -> None:
-        with self.lock:
-            self.requests = self.completions = self.max_in_flight = 0
-            self.bodies.clear()
-
-
-LIST_RE = re.compile(r'\{"([a-z_]+)": \["<string>"')
-WORD_RE = re.compile(r"[A-Za-z][A-Za-z\-]{3,}")
-
-
-def _list_request(body: dict) -> str | None:
-    """The key of a list answer (extraction prompts), if the request asks for one."""
-    rf = body.get("response_format") or {}
-    schema = (rf.get("json_schema") or {}).get("schema")
-    if schema:
-        for k, v in schema.get("properties", {}).items():
-            if v.get("type") == "array":
-                return k
-        return None
-    system = next((m["content"] for m in body.get("messages", []) if m.get("role") == "system"), "")
-    m = LIST_RE.search(system)
-    return m.group(1) if m else None
-
-
-def _list_answer(body: dict) -> list[str]:
-    user = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
-    words = [w.lower() for w in WORD_RE.findall(user.split("BEGIN_SAMPLE_DATA", 1)[-1])]
-    return list(
-        dict.fromkeys(w for w in words if w.endswith(("ous", "ful", "ive", "ish", "ent", "ble", "ed", "ic", "ly")))
-    )[:8]
-
-
-def _keys(body: dict) -> tuple[str, dict[str, tuple[int, int]]]:
-    rf = body.get("response_format") or {}
-    schema = (rf.get("json_schema") or {}).get("schema")
-    if schema:
-        container = next(k for k in schema["required"] if k != "rationale")
-        props = schema["properties"][container]["properties"]
-        return container, {k: (v["minimum"], v["maximum"]) for k, v in props.items()}
-    system = next((m["content"] for m in body.get("messages", []) if m.get("role") == "system"), "")
-    container = "answers" if '{"answers":' in system else "scores"
-    return container, {k: (int(lo), int(hi)) for k, lo, hi in TEMPLATE_RE.findall(system)}
-
-
-def _scores(body: dict, scales: dict[str, tuple[int, int]]) -> dict[str, int]:
-    digest = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).digest()
-    out = {}
-    for i, (k, (lo, hi)) in enumerate(sorted(scales.items())):
-        span = hi - lo
-        # deterministic and skewed towards the upper middle, like real judges
-        out[k] = lo + min(span, round((0.45 + 0.5 * digest[i % len(digest)] / 255) * span))
-    return out
-
-
-@dataclass
-class Reply:
-    code: int
-    payload: Any = None
-    headers: dict[str, str] = field(default_factory=dict)
-    raw: bytes | None = None
-    delay_s: float = 0.0  # how long the server takes before answering
-
-    def body(self) -> bytes:
-        return self.raw if self.raw is not None else json.dumps(self.payload).encode()
-
-
-def admit(state: StubState, body: dict) -> str | None:
-    """Count a request in and pick its fault, if any."""
-    with state.lock:
-        state.requests += 1
-        state.in_flight += 1
-        state.max_in_flight = max(state.max_in_flight, state.in_flight)
-        if state.keep_bodies:
-            state.bodies.append(body)
-        fault = state.faults.popleft() if state.faults else None
-        if fault is None and state.fault_rate and state.rng.random() < state.fault_rate:
-            fault = state.fault_kind
-    return fault
-
-
-def release(state: StubState) -> None:
-    with state.lock:
-        state.in_flight -= 1
-
-
-def reply(state: StubState, body: dict, fault: str | None, authorization: str) -> Reply:
-    """The answer to one chat-completions request (transport-independent)."""
-    if fault == "401_echo":  # like providers that echo the offending key back in the error message
-        return Reply(
-            401, {"error": {"message": f"Incorrect API key provided: {authorization}", "type": "invalid_request_error"}}
-        )
-    delay = state.latency_s
-    if fault == "500":
-        return Reply(500, {"error": {"message": "internal error", "type": "server_error"}}, delay_s=delay)
-    if fault == "429":
-        return Reply(
-            429,
-            {"error": {"message": "rate limited", "type": "rate_limit"}},
-            headers={"Retry-After": f"{state.retry_after_s:g}"},
-            delay_s=delay,
-        )
-    if fault == "timeout":
-        delay += state.timeout_sleep_s
-    if fault == "http_garbage":
-        return Reply(200, raw=b"<html>502 Bad Gateway</html>", delay_s=delay)
-    if body.get("response_format") and not state.schema_support:
-        return Reply(
-            400,
-            {
-                "error": {
-                    "message": "response_format json_schema is not supported by this server",
-                    "type": "invalid_request_error",
-                }
-            },
-            delay_s=delay,
-        )
-    list_key = _list_request(body)
-    if list_key:
-        answer = json.dumps({list_key: _list_answer(body)})
-    else:
-        container, scales = _keys(body)
-        scores = _scores(body, scales)
-        if fault == "out_of_range" and scores:
-            k = sorted(scores)[0]
-            scores[k] = scales[k][1] + 4
-        answer = json.dumps({container: scores, "rationale": "Deterministic stub judgement."})
-    if fault == "garbage":
-        answer = "I think this response is pretty good overall!"
-    elif fault == "truncated":
-        answer = answer[: len(answer) // 2]
-    elif fault == "refusal":
-        answer = "I'm sorry, but I can't evaluate this."
-    elif not body.get("response_format"):
-        answer = f"Here is my evaluation.\n```json\n{answer}\n```"
-    with state.lock:
-        state.completions += 1
-    prompt_chars = sum(len(m.get("content") or "") for m in body.get("messages", []))
-    payload = {
-        "id": f"chatcmpl-stub-{state.requests}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": body.get("model", "stub"),
-        "choices": []
-        if fault == "no_choices"
-        else [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}],
-        "usage": {
-            "prompt_tokens": prompt_chars // 4,
-            "completion_tokens": len(answer) // 4,
-            "total_tokens": prompt_chars // 4 + len(answer) // 4,
-        },
-    }
-    return Reply(200, payload, delay_s=delay)
-
-
-MODELS = Reply(200, {"object": "list", "data": [{"id": "stub-judge", "object": "model"}]})
-NOT_FOUND = Reply(404, {"error": {"message": "not found"}})
-BAD_JSON = Reply(400, {"error": {"message": "invalid JSON body"}})
 
 
 def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:

@@ -161,6 +161,7 @@ def _fork_worker(settings: JudgeSettings, shard: list[CallSpec]) -> tuple[int, A
     return pid, os.fdopen(r, encoding="utf-8")
 
 
+# long by design: fork, feed, collect and reap the worker processes; the clean-up in its finally must see every step
 def _in_workers(
     settings: JudgeSettings, specs: list[CallSpec], n: int, on_answer: OnAnswer | None
 ) -> tuple[dict[str, CallOutcome], ClientStats]:

@@ -142,6 +142,8 @@ class OpenAIJudgeClient:
         cap = min(self.settings.backoff_max_s, self.settings.backoff_base_s * (2**attempt))
         return random.uniform(cap / 2, cap)
 
+    # long by design: the retry loop: every HTTP outcome (answer, re-ask, retry, give up) classified in one place, so no
+    # path escapes the bound
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any] | None) -> CallResult:
         s = self.settings
         result = CallResult()

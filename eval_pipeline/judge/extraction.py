@@ -59,6 +59,8 @@ def _messages(instructions: str, key: str, payload: dict[str, Any]) -> list[dict
     return [{"role": "system", "content": system}, {"role": "user", "content": data_block(payload)}]
 
 
+# long by design: two dependent prompt rounds (extract, then infer) and the rows they make; split, each half would need
+# the other's state
 def extract(
     rubric: RubricConfig,
     ckpt: str,

@@ -157,6 +157,8 @@ def almp(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, lis
 # --- per-row reference implementation (for tests and benchmarks: no caches, no batching) ---------
 
 
+# long by design: UWU's ALMP matching rules in their published order (exact, fuzzy, synonym, multi-word); the reference
+# the batch version is tested against
 def almp_reference(
     attributes: list[str], text: str, threshold: float = 85
 ) -> tuple[float | None, list[dict[str, Any]]]:

@@ -51,6 +51,8 @@ def _seed(*parts: str) -> int:
     return zlib.crc32("|".join(parts).encode())
 
 
+# long by design: one row shape for every (breakdown, group, score), built in one loop so the bootstrap seeds follow one
+# order
 def summarise(rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame) -> pd.DataFrame:
     rows = []
     thresholds = _pass_thresholds(rubric)

@@ -63,6 +63,8 @@ class RubricConfig(Strict):
         except UnsafeIdentifierError as exc:
             raise ValueError(str(exc)) from exc
 
+    # long by design: one pass over every cross-reference of the config, in the order a reader checks them; splitting it
+    # scatters the list
     @model_validator(mode="after")
     def _cross_checks(self) -> RubricConfig:
         keys = [d.key for d in self.dimensions]
