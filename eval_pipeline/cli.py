@@ -7,8 +7,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
+from typing import Any
+
+EXIT_CODES = """exit codes:
+  0    every checkpoint evaluated, every gate passed, the data complete
+  1    a run failed (the failed step and its error are printed)
+  2    a usage or configuration error (bad arguments, an invalid rubric YAML)
+  3    gates failed (--no-fail-on-gates: exit 0 instead)
+  4    incomplete data (judge scores missing, lines quarantined or rating rows rejected above the rubric's
+       completeness thresholds, or a rating file rejected whole)
+  130  interrupted (Ctrl-C): what finished is listed, nothing further starts
+"""
 
 
 class CliError(Exception):
@@ -22,6 +32,9 @@ def _instance():
 
     home = settings.dagster_home()
     home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():  # what `make dagster-home` installs: telemetry off, the warehouse pool
+        config.write_text((settings.REPO_ROOT / "deploy" / "dagster.yaml").read_text())
     return dg.DagsterInstance.get()
 
 
@@ -35,33 +48,88 @@ def _select(scan, ids: list[str] | None):
     return [known[i] for i in ids]
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from eval_pipeline.defs.definitions import build_definitions
+def _evaluate(args: argparse.Namespace, ckpts: list, defs: Any, rubrics: dict[str, Any]) -> int:
+    """Run each checkpoint in turn: a progress line while it runs, a summary after it, an exit code at the end."""
+    from eval_pipeline.console import Progress, assess, clean, exit_code, report_lines
+    from eval_pipeline.core import progress, settings
+    from eval_pipeline.core.warehouse import Warehouse
     from eval_pipeline.defs.runner import materialize_checkpoints
+
+    instance = _instance()
+    wh = Warehouse(settings.warehouse_path())
+    outcomes, reports = [], []
+    selected = set(args.rubric) if args.rubric else None
+    for i, c in enumerate(ckpts, start=1):
+        head = f"[{i}/{len(ckpts)}] {clean(c.checkpoint_id)} ({clean(c.model)})"
+        bar = Progress(prefix=f"{head} ")
+        with progress.listening(bar):
+            out = materialize_checkpoints(
+                defs, instance, [c.checkpoint_id], selected, log_level="DEBUG" if args.verbose else "WARNING"
+            )
+        bar.clear()
+        for o in out:
+            outcomes.append(o)
+            status = "interrupted" if o.interrupted else "ok" if o.success else "FAILED"
+            print(f"{head}: {status} in {o.seconds:.1f}s (run {o.run_id[:8] or '-'})", flush=True)
+            for failure in o.failures:
+                print(f"    step FAILED {clean(failure)[:300]}", flush=True)
+            for name in o.rubrics:
+                if Path(wh.path).exists():
+                    r = assess(wh, rubrics[name], o.checkpoint_id)
+                    reports.append(r)
+                    print("\n".join(report_lines(r)), flush=True)
+        if any(o.interrupted for o in out):
+            done = [o.checkpoint_id for o in outcomes if not o.interrupted]
+            print(
+                f"eval-pipeline: interrupted; finished before: {', '.join(done) or 'none'}; "
+                f"not started: {', '.join(x.checkpoint_id for x in ckpts[i:]) or 'none'}",
+                file=sys.stderr,
+            )
+            break
+    code = exit_code(outcomes, reports, fail_on_gates=not args.no_fail_on_gates)
+    print(_verdict(code, outcomes, reports), file=sys.stderr if code else sys.stdout, flush=True)
+    return code
+
+
+def _verdict(code: int, outcomes: list, reports: list) -> str:
+    from eval_pipeline.console import EXIT_GATES, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED
+
+    failed_gates = sum(len(r.gates_failed) for r in reports)
+    summary = {
+        EXIT_OK: f"eval-pipeline: ok: {len(outcomes)} checkpoint(s) evaluated, every gate passed, data complete",
+        EXIT_RUN_FAILED: f"eval-pipeline: FAILED: {sum(not o.success for o in outcomes)} of {len(outcomes)} run(s) "
+        "failed (exit 1)",
+        EXIT_INCOMPLETE: f"eval-pipeline: INCOMPLETE: {sum(bool(r.incomplete) for r in reports)} checkpoint x rubric "
+        "result(s) rest on incomplete data (exit 4)",
+        EXIT_GATES: f"eval-pipeline: GATES FAILED: {failed_gates} gate(s) failed "
+        "(exit 3; --no-fail-on-gates to ignore)",
+        EXIT_INTERRUPTED: "eval-pipeline: interrupted (exit 130)",
+    }
+    text = summary.get(code, f"eval-pipeline: exit {code}")
+    if code == EXIT_OK and failed_gates:
+        text = f"eval-pipeline: ok: {len(outcomes)} checkpoint(s) evaluated; {failed_gates} gate(s) failed (ignored)"
+    return text
+
+
+def _rubrics_and_defs(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    from eval_pipeline.core.config import load_rubrics
+    from eval_pipeline.defs.definitions import build_definitions
+
+    rubrics = {r.name: r for r in load_rubrics()}
+    bad = sorted(set(args.rubric or []) - set(rubrics))
+    if bad:
+        raise CliError(f"unknown rubric(s) {', '.join(bad)}; known: {', '.join(sorted(rubrics))}")
+    return build_definitions(), rubrics
+
+
+def cmd_run(args: argparse.Namespace) -> int:
     from eval_pipeline.ingest.checkpoints import scan_checkpoints
 
-    defs = build_definitions()
-    known_rubrics = {k.path[0] for k in defs.resolve_asset_graph().get_all_asset_keys()}
-    bad = sorted(set(args.rubric or []) - known_rubrics)
-    if bad:
-        raise CliError(f"unknown rubric(s) {', '.join(bad)}; known: {', '.join(sorted(known_rubrics))}")
+    defs, rubrics = _rubrics_and_defs(args)
     ckpts = _select(scan_checkpoints(), args.checkpoint)
     if not ckpts:
         raise CliError("no complete checkpoint folders found")
-    instance = _instance()
-    failed = 0
-    for i, c in enumerate(ckpts, start=1):
-        print(f"[{i}/{len(ckpts)}] {c.checkpoint_id} ({c.model}) ...", flush=True)
-        t0 = time.perf_counter()
-        out = materialize_checkpoints(defs, instance, [c.checkpoint_id], set(args.rubric) if args.rubric else None)
-        for o in out:
-            failed += not o.success
-            print(
-                f"      {'ok' if o.success else 'FAILED'} in {time.perf_counter() - t0:.1f}s: "
-                f"{', '.join(o.rubrics)} (run {o.run_id[:8]})",
-                flush=True,
-            )
-    return 1 if failed else 0
+    return _evaluate(args, ckpts, defs, rubrics)
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
@@ -98,6 +166,12 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     return 0
 
 
+def clean_table(text: str) -> str:
+    from eval_pipeline.console import clean
+
+    return "\n".join(clean(line) for line in text.splitlines())
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -105,30 +179,77 @@ def cmd_sql(args: argparse.Namespace) -> int:
     from eval_pipeline.core.warehouse import Warehouse
 
     wh = Warehouse(args.warehouse or settings.warehouse_path())
+    if not Path(wh.path).exists():
+        raise CliError(f"warehouse {wh.path} does not exist yet: run 'eval-pipeline run' (or make demo) first")
     with wh.connect(read_only=True) as con:
         try:
             df = con.execute(args.query).df()
         except Exception as exc:  # duckdb errors: one line
             raise CliError(str(exc).splitlines()[0]) from exc
-    with pd.option_context(
-        "display.max_rows", args.max_rows, "display.width", 200, "display.max_columns", 50, "display.max_colwidth", 80
-    ):
-        print(df.to_string(index=False) if not df.empty else "(no rows)")
+    if args.max_rows < 0:
+        raise CliError("--max-rows must be 0 or more")
+    shown = df.head(args.max_rows)
+    with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_colwidth", 80):
+        print(clean_table(shown.to_string(index=False)) if not df.empty else "(no rows)")
+    if len(df) > len(shown):
+        print(f"({len(df) - len(shown)} more row(s) not shown; --max-rows {args.max_rows})")
     return 0
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
     from eval_pipeline.ingest.checkpoints import scan_checkpoints
 
+    defs, rubrics = _rubrics_and_defs(args)
     ckpts = _select(scan_checkpoints(), None)
     ids = [c.checkpoint_id for c in ckpts]
-    lo = ids.index(args.start) if args.start in ids else 0
-    hi = ids.index(args.end) + 1 if args.end in ids else len(ids)
     for name in (args.start, args.end):
         if name and name not in ids:
-            raise CliError(f"unknown checkpoint {name!r}")
-    args.checkpoint = ids[lo:hi]
-    return cmd_run(args)
+            raise CliError(f"unknown checkpoint {name!r} (see 'eval-pipeline checkpoints')")
+    lo = ids.index(args.start) if args.start else 0
+    hi = ids.index(args.end) + 1 if args.end else len(ids)
+    if hi <= lo:
+        raise CliError(f"--from {args.start} comes after --to {args.end} in creation order ({' -> '.join(ids)})")
+    return _evaluate(args, ckpts[lo:hi], defs, rubrics)
+
+
+def cmd_ratings_template(args: argparse.Namespace) -> int:
+    """A ratings CSV ready to fill: the columns the loader reads, one row per sample id of the checkpoint."""
+    import csv
+    import json
+
+    from eval_pipeline.core.config import load_rubrics
+    from eval_pipeline.ingest.checkpoints import scan_checkpoints
+
+    rubrics = {r.name: r for r in load_rubrics()}
+    rubric = rubrics.get(args.rubric)
+    if rubric is None:
+        raise CliError(f"unknown rubric {args.rubric!r}; known: {', '.join(sorted(rubrics))}")
+    ckpt = {c.checkpoint_id: c for c in scan_checkpoints().complete}.get(args.checkpoint)
+    if ckpt is None:
+        raise CliError(f"no complete checkpoint folder for {args.checkpoint!r} (see 'eval-pipeline checkpoints')")
+    path = ckpt.file_for(rubric.name)
+    if path is None:
+        raise CliError(f"checkpoint {args.checkpoint} has no {rubric.name}.jsonl")
+    ids: list[str] = []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            try:
+                sid = json.loads(line).get(rubric.inputs.id_field)
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(sid, str) and sid.strip() and sid not in ids:
+                ids.append(sid)
+    out = Path(args.out or f"ratings-{rubric.name}-{ckpt.checkpoint_id}.csv")
+    header = ["sample_id", "evaluator", "checkpoint", *rubric.rating_scales, "notes"]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        for sid in ids:
+            w.writerow([sid, args.evaluator, ckpt.checkpoint_id, *([""] * len(rubric.rating_scales)), ""])
+    scales = ", ".join(f"{k} {s.min}-{s.max}" for k, s in rubric.rating_scales.items())
+    print(f"wrote {out}: {len(ids)} samples; fill one score per column ({scales}); empty = not rated")
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -145,26 +266,55 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="eval-pipeline", description=__doc__.splitlines()[0])
-    ap.add_argument("--debug", action="store_true", help="show tracebacks")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    evaluating = argparse.ArgumentParser(add_help=False)
+    evaluating.add_argument("--rubric", action="append", help="rubric name (repeatable; default: every rubric)")
+    evaluating.add_argument("--verbose", action="store_true", help="Dagster's full log on the console")
+    evaluating.add_argument("--no-fail-on-gates", action="store_true", help="exit 0 (not 3) when only gates fail")
+    ap = argparse.ArgumentParser(
+        prog="eval-pipeline",
+        description=__doc__.splitlines()[0],
+        parents=[common],
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = ap.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="register and evaluate checkpoints in-process")
+    run = sub.add_parser(
+        "run",
+        help="register and evaluate checkpoints in-process",
+        parents=[common, evaluating],
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     run.add_argument("--checkpoint", action="append", help="checkpoint id (repeatable; default: all)")
-    run.add_argument("--rubric", action="append", help="rubric name (repeatable; default: every rubric with a file)")
     run.set_defaults(fn=cmd_run)
-    ck = sub.add_parser("checkpoints", help="list checkpoint folders with their status")
+    ck = sub.add_parser("checkpoints", help="list checkpoint folders with their status", parents=[common])
     ck.set_defaults(fn=cmd_checkpoints)
-    sql = sub.add_parser("sql", help="run a read-only SQL query on the warehouse")
+    sql = sub.add_parser("sql", help="run a read-only SQL query on the warehouse", parents=[common])
     sql.add_argument("query")
     sql.add_argument("--warehouse", help="DuckDB file (default EVAL_WAREHOUSE or data/warehouse.duckdb)")
     sql.add_argument("--max-rows", type=int, default=200)
     sql.set_defaults(fn=cmd_sql)
-    bf = sub.add_parser("backfill", help="evaluate all checkpoints (or a range, by creation order)")
+    bf = sub.add_parser(
+        "backfill",
+        help="evaluate all checkpoints (or a range, by creation order)",
+        parents=[common, evaluating],
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     bf.add_argument("--from", dest="start")
     bf.add_argument("--to", dest="end")
-    bf.add_argument("--rubric", action="append")
     bf.set_defaults(fn=cmd_backfill)
-    rp = sub.add_parser("report", help="write a static HTML report (one file, offline)")
+    tp = sub.add_parser(
+        "ratings-template", help="write a ratings CSV for a checkpoint, one row per sample", parents=[common]
+    )
+    tp.add_argument("--rubric", required=True)
+    tp.add_argument("--checkpoint", required=True)
+    tp.add_argument("--evaluator", default="", help="fill the evaluator column")
+    tp.add_argument("--out", help="file to write (default: <ratings dir>/<rubric>/<checkpoint>.template.csv)")
+    tp.set_defaults(fn=cmd_ratings_template)
+    rp = sub.add_parser("report", help="write a static HTML report (one file, offline)", parents=[common])
     rp.add_argument("--out", default="reports")
     rp.add_argument("--warehouse")
     rp.set_defaults(fn=cmd_report)
@@ -172,18 +322,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from eval_pipeline.console import EXIT_INTERRUPTED, EXIT_RUN_FAILED, EXIT_USAGE, clean
+    from eval_pipeline.core.config import RubricConfigError
+
     args = build_parser().parse_args(argv)
+    debug = getattr(args, "debug", False)
     try:
         return args.fn(args)
     except KeyboardInterrupt:
-        print("eval-pipeline: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # one clear line unless --debug
-        if args.debug:
+        print("eval-pipeline: interrupted (exit 130)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (CliError, RubricConfigError) as exc:  # ours: every line of it (a rubric error lists each problem)
+        if debug:
+            raise
+        print(f"eval-pipeline: error: {clean_table(str(exc).strip())}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # anything else: one clear line unless --debug
+        if debug:
             raise
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"eval-pipeline: error: {msg}", file=sys.stderr)
-        return 2
+        print(f"eval-pipeline: error: {clean(msg)} (--debug for the traceback)", file=sys.stderr)
+        return EXIT_RUN_FAILED
 
 
 if __name__ == "__main__":

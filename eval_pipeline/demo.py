@@ -16,10 +16,12 @@ from typing import Any
 
 import dagster as dg
 
-from eval_pipeline.core import settings
+from eval_pipeline.console import Progress, RubricReport, assess, clean, exit_code, report_lines
+from eval_pipeline.core import progress, settings
+from eval_pipeline.core.config import load_rubrics
 from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.defs.definitions import build_definitions
-from eval_pipeline.defs.runner import materialize_checkpoints
+from eval_pipeline.defs.runner import RunOutcome, materialize_checkpoints
 from eval_pipeline.ingest.checkpoints import scan_checkpoints
 from eval_pipeline.publish.report import write_report
 from eval_pipeline.publish.report_table import results_table
@@ -35,6 +37,7 @@ def get_instance() -> dg.DagsterInstance:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", action="append", help="checkpoint id (default: every complete checkpoint)")
+    ap.add_argument("--log-level", default="WARNING", help="Dagster's console log level (the instance keeps all)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     defs = build_definitions()
@@ -44,9 +47,22 @@ def main(argv: list[str] | None = None) -> int:
     if not ids:
         print("no complete checkpoint folders found under data/checkpoints", file=sys.stderr)
         return 1
-    outcomes = materialize_checkpoints(defs, instance, ids)
-    for o in outcomes:
+    rubrics = {r.name: r for r in load_rubrics()}
+    wh = Warehouse(settings.warehouse_path())
+    reports: list[RubricReport] = []
+
+    def summary(o: RunOutcome) -> None:  # after each checkpoint, as it finishes
+        bar.clear()
         print(f"{o.checkpoint_id}: {'ok' if o.success else 'FAILED'} in {o.seconds:.1f}s ({', '.join(o.rubrics)})")
+        for failure in o.failures:
+            print(f"    step FAILED {clean(failure)[:300]}")
+        for name in o.rubrics:
+            reports.append(assess(wh, rubrics[name], o.checkpoint_id))
+            print("\n".join(report_lines(reports[-1])), flush=True)
+
+    bar = Progress()
+    with progress.listening(bar):
+        outcomes = materialize_checkpoints(defs, instance, ids, log_level=args.log_level, on_outcome=summary)
     calls = hits = prompts = 0
     wall = 0.0
     for o in outcomes:
@@ -75,7 +91,12 @@ def main(argv: list[str] | None = None) -> int:
         f"\ndemo wall time {time.perf_counter() - t0:.1f}s, peak RSS {peak_mb:.0f} MB, warehouse "
         f"{settings.warehouse_path()}"
     )
-    return 0 if all(o.success for o in outcomes) else 1
+    # the sample data regresses on purpose (ckpt-0300) and the offline judge does not earn trust: failed gates
+    # are shown above, not an error of the demo; a failed run or incomplete data is
+    code = exit_code(outcomes, reports, fail_on_gates=False)
+    if code:
+        print(f"demo: exit {code} (see the FAILED / INCOMPLETE lines above)", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -72,17 +72,25 @@ def _broken(tmp_path: Path, mutate) -> Path:
 @pytest.mark.parametrize(
     "mutate, field, problem",
     [
-        (lambda d: d.pop("dimensions") and d.update(dimensions=[]), "<top level>", "dimensions or a questionnaire"),
+        (lambda d: d.pop("dimensions") and d.update(dimensions=[]), "dimensions", "dimensions or a questionnaire"),
         (lambda d: d["scale"].update(max=1), "scale", "must be greater than min"),
-        (lambda d: d["dimensions"][1]["levels"].pop(3), "<top level>", "levels must give an anchor for every score"),
-        (lambda d: d["gates"][1].update(dimensions=["charm"]), "<top level>", "unknown dimensions ['charm']"),
-        (lambda d: d["gates"][0].update(kind="vibes"), "gates.no_regression", "unknown gate kind 'vibes'"),
-        (lambda d: d["inputs"]["fields"][0].update(type="uuid"), "inputs.fields.0.type", "Input should be"),
-        (lambda d: d.update(headline="nonexistent"), "<top level>", "headline 'nonexistent'"),
+        (
+            lambda d: d["dimensions"][1]["levels"].pop(3),
+            "dimensions.context_awareness.levels",
+            "levels must give an anchor for every score",
+        ),
+        (
+            lambda d: d["gates"][1].update(dimensions=["charm"]),
+            "gates.min_samples.dimensions",
+            "unknown dimensions ['charm']",
+        ),
+        (lambda d: d["gates"][0].update(kind="vibes"), "gates.no_regression.kind", "unknown gate kind 'vibes'"),
+        (lambda d: d["inputs"]["fields"][0].update(type="uuid"), "inputs.fields.sample_id.type", "Input should be"),
+        (lambda d: d.update(headline="nonexistent"), "headline", "'nonexistent' is neither"),
         (lambda d: d.update(colour="blue"), "colour", "Extra inputs are not permitted"),
         (
             lambda d: d["dimensions"][0].update(key="Persona Consistency"),
-            "dimensions.0.key",
+            "dimensions.Persona Consistency.key",
             "not a valid dimension key",
         ),
     ],
@@ -118,3 +126,52 @@ def test_invalid_yaml_and_non_mapping(tmp_path):
     p.write_text("- a\n- b\n")
     with pytest.raises(RubricConfigError, match="expected a mapping"):
         load_rubric(p)
+
+
+def test_every_problem_of_a_file_at_once_with_paths_by_key(tmp_path):
+    """Typos in a metric name, a metric parameter, a heuristic feature, and gates missing what their kind needs:
+    all reported when the rubric loads, each under the path of its field."""
+    data = yaml.safe_load((RUBRIC_DIR / "kg_qa.yaml").read_text())
+    data["metrics"][0]["params"]["statment_field"] = "question"
+    data["metrics"].append({"function": "tripel_coverage", "params": {}})
+    data["dimensions"][0]["heuristic"].append({"feature": "field_overlapp", "weight": 1})
+    data["gates"] += [
+        {"name": "mean_len", "kind": "metric_min", "threshold": 1},
+        {"name": "share", "kind": "score_share", "score": data["headline"], "threshold": 0.5},
+    ]
+    path = tmp_path / "kg_qa.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(RubricConfigError) as exc:
+        load_rubric(path)
+    msg = str(exc.value)
+    first_metric, first_dim = data["metrics"][0]["function"], data["dimensions"][0]["key"]
+    assert "(5 problem(s))" in msg
+    assert f"field 'metrics.{first_metric}.params': unknown parameter 'statment_field'" in msg
+    assert "field 'metrics.tripel_coverage': unknown metric function 'tripel_coverage'" in msg
+    assert f"field 'dimensions.{first_dim}.heuristic.field_overlapp': unknown heuristic feature" in msg
+    assert "field 'gates.mean_len.score'" in msg and "field 'gates.share.values'" in msg
+
+
+def test_a_parameter_of_the_wrong_type_is_refused(tmp_path):
+    data = yaml.safe_load((RUBRIC_DIR / "answer_quality.yaml").read_text())
+    route = next(m for m in data["metrics"] if m["function"] == "route_score")
+    route["params"]["preferred"] = "full marks"
+    path = tmp_path / "answer_quality.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(RubricConfigError, match="parameter 'preferred' should be float, got str"):
+        load_rubric(path)
+
+
+def test_one_broken_file_does_not_hide_the_others(tmp_path):
+    for name in ("kg_qa", "npc_dialogue", "roleplay_style"):
+        (tmp_path / f"{name}.yaml").write_text((RUBRIC_DIR / f"{name}.yaml").read_text())
+    kg = yaml.safe_load((tmp_path / "kg_qa.yaml").read_text())
+    kg["headline"] = "nope"
+    (tmp_path / "kg_qa.yaml").write_text(yaml.safe_dump(kg))
+    (tmp_path / "npc_dialogue.yaml").write_text("name: [unclosed")
+    with pytest.raises(RubricConfigError) as exc:
+        load_rubrics(tmp_path)
+    msg = str(exc.value)
+    assert msg.startswith(f"2 of 3 rubric configs in {tmp_path} are invalid")
+    assert "kg_qa.yaml: invalid rubric config" in msg and "field 'headline'" in msg
+    assert "npc_dialogue.yaml: not valid YAML" in msg and "roleplay_style.yaml" not in msg

@@ -186,11 +186,18 @@ def test_unusable_answers_are_retried_once_then_missing(rubrics, openai_env, war
     assert (panel.status == "missing").all() and panel.score.isna().all()
     assert panel.reason.str.contains(expected).all() and panel.reason.str.contains("after one retry").all()
     assert openai_env.state.requests == 2
-    # nothing unusable is cached: the next run asks again and now gets a usable answer
+    # the judge's final answer is cached as it was, unusable: a re-run makes no call and gives the same missing
+    # scores with the same reason (DELETE FROM main.judge_cache WHERE NOT usable asks again)
     df2, stats2 = judge_samples(
         rubrics["empathetic_dialogue"], "c1", emp_records(1), Warehouse(warehouse_path), mode="openai", overrides=FAST
     )
-    assert (_panel(df2).status == "ok").all() and stats2.calls == 1
+    assert stats2.calls == 0 and openai_env.state.requests == 2
+    assert (_panel(df2).status == "missing").all() and (_panel(df2).reason == panel.reason).all()
+    Warehouse(warehouse_path).execute("DELETE FROM main.judge_cache WHERE NOT usable")
+    df3, stats3 = judge_samples(
+        rubrics["empathetic_dialogue"], "c1", emp_records(1), Warehouse(warehouse_path), mode="openai", overrides=FAST
+    )
+    assert (_panel(df3).status == "ok").all() and stats3.calls == 1
 
 
 def test_one_bad_answer_then_a_good_one_scores(rubrics, openai_env, warehouse_path):

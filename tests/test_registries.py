@@ -65,7 +65,7 @@ def test_a_gate_missing_a_field_its_kind_needs_fails_at_load(tmp_path, max_missi
     path = _rubric_with_gate(tmp_path, {"name": "few_missing", "kind": "max_missing_share", "threshold": 0.25})
     with pytest.raises(RubricConfigError) as exc:
         load_rubric(path)
-    assert "field 'gates.few_missing'" in str(exc.value) and "score" in str(exc.value)
+    assert "field 'gates.few_missing.score': Field required (gate kind 'max_missing_share')" in str(exc.value)
 
 
 @pytest.mark.parametrize(

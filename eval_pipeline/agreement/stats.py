@@ -15,7 +15,6 @@ from functools import lru_cache
 from typing import Any, TypeAlias
 
 import numpy as np
-import scipy.stats
 
 from eval_pipeline.core.resampling import Statistic, percentile_ci
 
@@ -115,13 +114,20 @@ def icc(matrix: np.ndarray) -> tuple[float, float]:
     return float(a), float(c)
 
 
+def _scipy_stats() -> Any:
+    # imported on first use: scipy.stats costs about a second, paid by every Dagster step process otherwise
+    import scipy.stats
+
+    return scipy.stats
+
+
 def spearman(a: Values, b: Values) -> float:
     """Spearman's rho (scipy.stats.spearmanr: Pearson correlation of average ranks); NaN below 3 items or
     when a side is constant."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     if len(a) < 3 or np.std(a) == 0 or np.std(b) == 0:
         return float("nan")
-    return float(scipy.stats.spearmanr(a, b).statistic)
+    return float(_scipy_stats().spearmanr(a, b).statistic)
 
 
 def kendall(a: Values, b: Values) -> float:
@@ -129,7 +135,7 @@ def kendall(a: Values, b: Values) -> float:
     a, b = np.asarray(a, float), np.asarray(b, float)
     if len(a) < 3 or np.std(a) == 0 or np.std(b) == 0:
         return float("nan")
-    return float(scipy.stats.kendalltau(a, b).statistic)
+    return float(_scipy_stats().kendalltau(a, b).statistic)
 
 
 def _constant_rows(x: np.ndarray) -> np.ndarray:
@@ -139,7 +145,7 @@ def _constant_rows(x: np.ndarray) -> np.ndarray:
 def spearman_resamples(a: Values, b: Values, idx: np.ndarray) -> np.ndarray:
     """spearman(a[i], b[i]) for every row i of the index matrix, vectorised (NaN where undefined)."""
     x, y = np.asarray(a, float)[idx], np.asarray(b, float)[idx]
-    rx, ry = scipy.stats.rankdata(x, axis=1), scipy.stats.rankdata(y, axis=1)
+    rx, ry = _scipy_stats().rankdata(x, axis=1), _scipy_stats().rankdata(y, axis=1)
     rx, ry = rx - rx.mean(axis=1, keepdims=True), ry - ry.mean(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         r = (rx * ry).sum(axis=1) / np.sqrt((rx * rx).sum(axis=1) * (ry * ry).sum(axis=1))

@@ -44,7 +44,33 @@ def partition_condition(where: dict[str, Any]) -> str:
 
 
 def ensure_table(con: duckdb.DuckDBPyConnection, schema: str, table: str, df: pd.DataFrame) -> None:
-    ensure_columns(con, schema, table, [(c, duck_type(df[c])) for c in df.columns])
+    """Outside a transaction: the table with every column of ``df``; a column an older version created as
+    VARCHAR from an all-empty frame gets the frame's real type when its values allow it."""
+    cols = [(c, duck_type(df[c])) for c in df.columns]
+    ensure_columns(con, schema, table, cols)
+    if df.empty:
+        return  # an empty frame's object columns say nothing about the type
+    target = qualified(schema, table)
+    existing = dict(
+        con.execute(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? AND table_name = ?",
+            [schema, table],
+        ).fetchall()
+    )
+    for c, t in cols:
+        if existing.get(c) == "VARCHAR" and t in _HEALABLE:
+            (bad,) = con.execute(
+                f'SELECT count(*) FROM {target} WHERE "{c}" IS NOT NULL AND TRY_CAST("{c}" AS {t}) IS NULL'
+            ).fetchone() or (1,)
+            if bad:
+                continue  # values that are not of the type: left as they are, never nulled
+            try:
+                con.execute(f'ALTER TABLE {target} ALTER COLUMN "{c}" SET DATA TYPE {t} USING CAST("{c}" AS {t})')
+            except duckdb.Error:
+                pass  # e.g. a view depends on it: the insert casts instead
+
+
+_HEALABLE = ("DOUBLE", "BIGINT", "BOOLEAN")
 
 
 def ensure_columns(con: duckdb.DuckDBPyConnection, schema: str, table: str, cols: list[tuple[str, str]]) -> None:

@@ -6,8 +6,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
-
-from nltk.stem.snowball import SnowballStemmer
+from typing import Any
 
 WORD_RE = re.compile(r"[A-Za-z][A-Za-z'\-]*|\d+(?:[.,]\d+)*")
 SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -182,13 +181,18 @@ def content_words(text: str, min_len: int = 3) -> list[str]:
     return [w for w in words(text) if w not in STOPWORDS and len(w) >= min_len and not w[0].isdigit()]
 
 
-_SNOWBALL = SnowballStemmer("english")
-
-
 @lru_cache(maxsize=262_144)
 def stem(word: str) -> str:
     """NLTK's Snowball (Porter 2) English stem, so 'funds'/'funding'/'funded' meet (no data download needed)."""
-    return _SNOWBALL.stem(word.lower())
+    return _snowball().stem(word.lower())
+
+
+@lru_cache(maxsize=1)
+def _snowball() -> Any:
+    # imported on first use: `import nltk` costs about a second, paid by every Dagster step process otherwise
+    from nltk.stem.snowball import SnowballStemmer
+
+    return SnowballStemmer("english")
 
 
 def stems(text: str) -> set[str]:

@@ -16,6 +16,7 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
+from eval_pipeline.core import progress
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.defs.partitions import CHECKPOINTS
@@ -52,6 +53,7 @@ def rubric_asset(
         body = _with_table_metadata(fn, rubric.name, name) if table else fn
         if not calls_judge:
             body = _holding_the_warehouse(body)
+        body = _announced(body, rubric.name, name)
         return dg.asset(
             key=asset_key(rubric, name),
             group_name=rubric.name,
@@ -65,6 +67,21 @@ def rubric_asset(
         )(body)
 
     return decorate
+
+
+def _announced(fn: Callable, rubric: str, name: str) -> Callable:
+    """Progress events for a listening console: this step starting and ending."""
+
+    @functools.wraps(fn)
+    def step(*args: Any, **kwargs: Any) -> Any:
+        ckpt = getattr(args[0], "partition_key", None) if args else None
+        progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="start")
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="end")
+
+    return step
 
 
 def _warehouse_of(args: tuple, kwargs: dict) -> WarehouseResource:

@@ -5,6 +5,7 @@ import dagster as dg
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.defs.asset import WAREHOUSE_POOL, _holding_the_warehouse, asset_key, partition_rows
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
@@ -73,3 +74,50 @@ def gate_checks(rubric: RubricConfig, assets: set[str]) -> dg.AssetChecksDefinit
                 yield _result(name, target, by_gate.get(name))
 
     return checks
+
+
+def missing_judge_scores(judge: pd.DataFrame) -> tuple[int, int, dict[str, int]]:
+    """(missing, total, reasons) over the panel's dimension and questionnaire-metric scores."""
+    panel = judge[(judge.judge == PANEL) & judge.kind.isin(["dimension", "questionnaire_metric"])]
+    missing = panel[panel.status == "missing"]
+    reasons = missing.reason.fillna("no reason").map(lambda r: str(r).split(";")[0][:120]).value_counts()
+    return len(missing), len(panel), {str(k): int(v) for k, v in reasons.head(5).items()}
+
+
+def judge_completeness_check(rubric: RubricConfig) -> dg.AssetChecksDefinition:
+    limit = rubric.completeness.max_missing_judge_scores
+
+    @dg.asset_check(
+        asset=asset_key(rubric, "judge_scores"),
+        name="judge_completeness",
+        partitions_def=CHECKPOINTS,
+        pool=WAREHOUSE_POOL,
+        description=f"At most {limit:.0%} of the panel's scores missing (completeness.max_missing_judge_scores): "
+        "a dead endpoint or a judge that answers garbage turns this red, with the reasons.",
+    )
+    @_holding_the_warehouse
+    def judge_completeness(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource):
+        rows = partition_rows(warehouse.get(), rubric, "judge_scores", context.partition_key)
+        missing, total, reasons = missing_judge_scores(rows) if rows is not None else (0, 0, {})
+        share = missing / total if total else 1.0
+        passed = total > 0 and share <= limit
+        reason = (
+            "no judge scores for this checkpoint (fails closed)"
+            if not total
+            else f"{missing} of {total} judge scores missing ({share:.1%}, at most {limit:.0%})"
+            + (f"; most often: {next(iter(reasons))}" if reasons else "")
+        )
+        return dg.AssetCheckResult(
+            passed=passed,
+            severity=dg.AssetCheckSeverity.ERROR,
+            description=reason,
+            metadata={
+                "share_missing": dg.MetadataValue.float(round(share, 4)),
+                "missing": dg.MetadataValue.int(missing),
+                "scores": dg.MetadataValue.int(total),
+                "max_share_missing": dg.MetadataValue.float(limit),
+                "missing_reasons": dg.MetadataValue.json(reasons),
+            },
+        )
+
+    return judge_completeness

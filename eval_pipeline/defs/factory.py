@@ -19,7 +19,7 @@ from eval_pipeline.defs.assets.judge import extractions_asset, judge_calibration
 from eval_pipeline.defs.assets.metrics import metrics_asset
 from eval_pipeline.defs.assets.publish import worklists_asset
 from eval_pipeline.defs.assets.scoring import comparison_asset, gate_tables, gates_asset, scores_asset, summary_asset
-from eval_pipeline.defs.checks import gate_checks
+from eval_pipeline.defs.checks import gate_checks, judge_completeness_check
 
 # the report drawn after the gates reads these, so the gates come after them whatever the gate kinds read
 REPORTED_BEFORE_GATES = ("agreement", "comparison", "judge_calibration")
@@ -40,7 +40,7 @@ def rubric_definitions(rubric: RubricConfig) -> dg.Definitions:
     if has_judge and rubric.examples:
         assets.append(judge_calibration_asset(rubric))
     assets.append(worklists_asset(rubric))
-    checks: list[dg.AssetChecksDefinition] = []
+    checks: list[dg.AssetChecksDefinition] = [judge_completeness_check(rubric)] if has_judge else []
     if rubric.gates:
         names = {key.path[-1] for a in assets for key in a.keys}
         upstream = sorted(set(gate_tables(rubric)) | set(REPORTED_BEFORE_GATES))

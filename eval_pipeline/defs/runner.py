@@ -1,14 +1,20 @@
 """Materialize checkpoints in-process: register the partitions, then one run per checkpoint.
 
-Used by ``make demo``, the CLI and the tests. A run covers exactly the rubric
-groups the checkpoint has a file for.
+Used by ``make demo``, the CLI and the tests. A run covers exactly the rubric groups the checkpoint has a
+file for. Dagster's own console log is kept at ``log_level`` (WARNING for the CLI; the full log stays in
+the instance); each failed step's error is collected as one line. Ctrl-C stops the whole sequence: a
+checkpoint interrupted mid-run is reported as such and no further checkpoint starts.
 """
 
 from __future__ import annotations
 
+import signal
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -23,6 +29,8 @@ class RunOutcome:
     success: bool
     seconds: float
     run_id: str
+    failures: list[str] = field(default_factory=list)  # "<step>: <first line of its error>"
+    interrupted: bool = False
 
 
 def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]) -> list[str]:
@@ -33,32 +41,97 @@ def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]
     return new
 
 
+def step_failures(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """Each failed step of a run as one line: its key and the first line of the error that ended it."""
+    out = []
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE):
+        event = record.dagster_event
+        data = getattr(event, "step_failure_data", None) if event else None
+        err = getattr(data, "error", None)
+        while err is not None and getattr(err, "cause", None) is not None and "Error occurred while" in err.message:
+            err = err.cause  # past Dagster's wrapper, to the user's error
+        message = (err.message if err is not None else record.user_message or "failed").strip().splitlines()
+        out.append(f"{event.step_key if event else '?'}: {message[0] if message else 'failed'}")
+    return out
+
+
+class Interrupted:
+    """Set when Ctrl-C arrived during a run (whatever the run then did with it)."""
+
+    def __init__(self) -> None:
+        self.flag = False
+
+
+@contextmanager
+def interruptible() -> Iterator[Interrupted]:
+    """Ctrl-C records itself, then interrupts as usual; a caller checks ``.flag`` after each run, because a
+    step may turn the interrupt into an ordinary failure (DuckDB does: "Query interrupted")."""
+    state = Interrupted()
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        state.flag = True
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # not the main thread: leave Ctrl-C as it is
+        yield state
+        return
+    try:
+        yield state
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def materialize_checkpoints(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
     checkpoint_ids: list[str],
     rubrics: set[str] | None = None,
     raise_on_error: bool = False,
+    log_level: str = "DEBUG",
+    on_outcome: Callable[[RunOutcome], None] | None = None,
 ) -> list[RunOutcome]:
     root = Path((defs.resources or {})["checkpoints"].root)
     register_checkpoints(instance, checkpoint_ids)
     assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]
     groups = {k.path[0] for a in assets for k in a.keys}
-    outcomes = []
-    for ckpt_id in checkpoint_ids:
-        ckpt = read_checkpoint(root / ckpt_id)
-        names = sorted(set(ckpt.rubric_files) & groups & (rubrics or groups))
-        if not names:
-            continue
-        t0 = time.perf_counter()
-        result = dg.materialize(
-            [*assets, *(defs.asset_checks or [])],
-            instance=instance,
-            partition_key=ckpt_id,
-            resources=defs.resources,
-            selection=dg.AssetSelection.groups(*names),
-            tags={"eval/checkpoint": ckpt_id, "eval/model": ckpt.model, "eval/rubrics": ",".join(names)},
-            raise_on_error=raise_on_error,
-        )
-        outcomes.append(RunOutcome(ckpt_id, names, result.success, time.perf_counter() - t0, result.run_id))
+    outcomes: list[RunOutcome] = []
+    with interruptible() as interrupt:
+        for ckpt_id in checkpoint_ids:
+            ckpt = read_checkpoint(root / ckpt_id)
+            names = sorted(set(ckpt.rubric_files) & groups & (rubrics or groups))
+            if not names:
+                continue
+            t0 = time.perf_counter()
+            try:
+                result = dg.materialize(
+                    [*assets, *(defs.asset_checks or [])],
+                    instance=instance,
+                    partition_key=ckpt_id,
+                    resources=defs.resources,
+                    selection=dg.AssetSelection.groups(*names),
+                    tags={"eval/checkpoint": ckpt_id, "eval/model": ckpt.model, "eval/rubrics": ",".join(names)},
+                    raise_on_error=raise_on_error,
+                    run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+                )
+            except KeyboardInterrupt:
+                interrupt.flag = True
+                outcome = RunOutcome(ckpt_id, names, False, time.perf_counter() - t0, "", ["interrupted"], True)
+            else:
+                outcome = RunOutcome(
+                    ckpt_id,
+                    names,
+                    result.success,
+                    time.perf_counter() - t0,
+                    result.run_id,
+                    [] if result.success else step_failures(instance, result.run_id),
+                    interrupt.flag,
+                )
+            outcomes.append(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
+            if interrupt.flag:
+                break  # Ctrl-C stops the whole sequence, not just this checkpoint
     return outcomes

@@ -61,12 +61,21 @@ def cache_key(params: dict[str, Any], rubric_version: str, messages: list[dict[s
 def lookup(wh: Warehouse, keys: list[str]) -> dict[str, dict[str, Any]]:
     if not keys or not wh.table_exists(*TABLE):
         return {}
+    cols = {
+        r[0]
+        for r in wh.query_rows(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?", list(TABLE)
+        )
+    }
+    # usable: False for a final answer the judge gave that could not be used (a re-run reproduces the missing
+    # score instead of asking again); caches written before the column existed hold usable answers only
+    extra = ", coalesce(usable, TRUE) AS usable, reason" if "usable" in cols else ", TRUE AS usable, NULL AS reason"
     df = wh.query_df(
-        "SELECT cache_key, answer_text, prompt_tokens, completion_tokens, latency_ms FROM main.judge_cache "
+        f"SELECT cache_key, answer_text, prompt_tokens, completion_tokens, latency_ms{extra} FROM main.judge_cache "
         "WHERE list_contains(?, cache_key)",
         [list(set(keys))],
     )
-    return {r.cache_key: r._asdict() for r in df.itertuples(index=False)}
+    return {r.cache_key: {**r._asdict(), "usable": bool(r.usable)} for r in df.itertuples(index=False)}
 
 
 def store(wh: Warehouse, rows: list[dict[str, Any]]) -> int:

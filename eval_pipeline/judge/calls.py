@@ -86,6 +86,7 @@ def _settle(spec: CallSpec, out: CallOutcome, res: CallResult) -> bool:
         out.parsed = spec.parse(res.text)
     except JudgeParseError as exc:
         out.error = f"unparseable answer: {exc} (after one retry)"
+        out.answer_text = res.text  # kept: if the re-ask is unparseable too, this is the judge's answer
         return False
     out.error = None
     out.answer_text = res.text
@@ -110,7 +111,7 @@ async def _call_all(
             if _settle(spec, out, await client.complete(spec.messages, spec.schema)):
                 break
         results[spec.key] = out
-        if out.parsed is not None and on_answer is not None:
+        if on_answer is not None:  # every final outcome: a score, a final unparseable answer, or an error
             on_answer(spec.key, out)
 
     try:
@@ -204,7 +205,7 @@ def _in_workers(
             results[spec.key] = out
             if not _settle(spec, out, CallResult(**msg)):
                 again.append(spec)
-            elif out.parsed is not None and on_answer is not None:
+            elif on_answer is not None:
                 on_answer(spec.key, out)
     finally:
         codes = []
@@ -235,7 +236,7 @@ def _in_workers(
 def call_specs(
     settings: JudgeSettings, specs: list[CallSpec], on_answer: OnAnswer | None = None
 ) -> tuple[dict[str, CallOutcome], ClientStats]:
-    """Outcome per spec key, and the client statistics. ``on_answer`` sees every usable answer as it arrives."""
+    """Outcome per spec key, and the client statistics. ``on_answer`` sees every final outcome as it arrives."""
     n = worker_processes(settings, len(specs)) if hasattr(os, "fork") and sys.platform.startswith("linux") else 1
     if n <= 1:
         return asyncio.run(_call_all(settings, specs, on_answer))

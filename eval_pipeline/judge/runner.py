@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.core import settings
+from eval_pipeline.core import progress, settings
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.contracts import PANEL, SCORE_COLUMNS
 from eval_pipeline.core.warehouse import Warehouse
@@ -111,6 +111,9 @@ def cached_calls(
         if spec.key in out or spec.key in todo:
             continue
         c = hits.get(spec.key)
+        if c is not None and c.get("usable") is False:  # the judge's final answer was unusable: the same missing
+            out[spec.key] = CallOutcome(error=str(c.get("reason") or "unusable cached answer"), cached=True)
+            continue
         if c is not None:
             try:
                 out[spec.key] = CallOutcome(
@@ -124,11 +127,16 @@ def cached_calls(
                 pass  # a cached answer that no longer parses is asked again
         todo[spec.key] = spec
     stats.cache_hits += sum(1 for s in specs if s.key in out)
+    tick = _progress(rubric, settings, len(out) + len(todo), len(out), sum(o.parsed is None for o in out.values()))
     if todo:
         with cache.BackgroundWriter(wh) as writer:
 
             def on_answer(key: str, o: CallOutcome) -> None:
-                # cached as answers arrive, so a run killed mid-way keeps what it already paid for
+                tick(o)
+                if o.answer_text is None:
+                    return  # no answer (the endpoint failed): nothing to keep, a re-run asks again
+                # the answer that was used, usable or not, cached as it arrives: a re-run makes no call and
+                # gets the same score or the same missing; a run killed mid-way keeps what it paid for
                 writer.add(
                     dict(
                         cache_key=key,
@@ -140,6 +148,8 @@ def cached_calls(
                         prompt_tokens=o.prompt_tokens,
                         completion_tokens=o.completion_tokens,
                         latency_ms=o.latency_ms,
+                        usable=o.parsed is not None,
+                        reason=o.error if o.parsed is None else None,
                     )
                 )
 
@@ -152,6 +162,39 @@ def cached_calls(
         stats.processes = max(stats.processes, cs.processes)
         out.update(fresh)
     return out
+
+
+def _progress(rubric: RubricConfig, settings: JudgeSettings, total: int, hits: int, missing: int):
+    """Judge progress events for a listening console: done / total, cache hits, missing so far."""
+    t0 = time.perf_counter()
+    state = {"done": hits, "missing": missing, "calls": 0}
+    progress.emit(
+        "judge",
+        rubric=rubric.name,
+        judge=settings.name,
+        done=hits,
+        total=total,
+        hits=hits,
+        missing=missing,
+        calls=0,
+        seconds=0.0,
+    )
+
+    def tick(o: CallOutcome) -> None:
+        state["done"] += 1
+        state["calls"] += 1
+        state["missing"] += o.parsed is None
+        progress.emit(
+            "judge",
+            rubric=rubric.name,
+            judge=settings.name,
+            total=total,
+            hits=hits,
+            seconds=time.perf_counter() - t0,
+            **state,
+        )
+
+    return tick
 
 
 def _score_specs(

@@ -108,3 +108,25 @@ def test_gates_count_missing_as_missing(rubrics, stub, warehouse_path):
         assert not row.passed and f"fails closed: {n_safety} scored samples" in row.reason
     else:
         assert row.n == n_safety
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_rerun_after_garbage_every_seventh_answer_makes_no_call_and_changes_no_score(
+    rubrics, stub, warehouse_path, processes
+):
+    """Class: the cache keeps the answer that was used, whichever attempt produced it, usable or not; a re-run
+    that changes nothing makes no call and gives the same scores and the same missing scores."""
+    rubric = rubrics["empathetic_dialogue"]
+    stub.state.faults.extend(([None] * 6 + ["garbage"]) * 200)  # every 7th request answers garbage
+    wh = Warehouse(warehouse_path)
+    n = 520  # some re-asks land on a 7th request too (unusable twice: a missing score); 2 workers need 512+ calls
+    first, s1 = judge_samples(rubric, "c", records(n), wh, mode="openai", overrides=dict(FAST, processes=processes))
+    p1 = first[first.judge == PANEL].set_index(["sample_id", "dimension"]).sort_index()
+    assert s1.calls > n and s1.processes == processes  # the garbage answers were asked again
+    assert s1.missing > 0  # some were garbage twice: missing, with their reason
+    requests = stub.state.requests
+    second, s2 = judge_samples(rubric, "c", records(n), wh, mode="openai", overrides=dict(FAST, processes=processes))
+    p2 = second[second.judge == PANEL].set_index(["sample_id", "dimension"]).sort_index()
+    assert stub.state.requests == requests and s2.calls == 0 and s2.cache_hits == n
+    pd.testing.assert_series_equal(p1.score, p2.score)
+    assert (p1.status == p2.status).all() and (p1.reason.fillna("") == p2.reason.fillna("")).all()

@@ -23,6 +23,7 @@ from eval_pipeline.core.config.gates import Gate
 from eval_pipeline.core.config.inputs import FieldType, InputField, InputsSpec
 from eval_pipeline.core.config.protocol import (
     Adjustment,
+    Completeness,
     Extraction,
     HumanRatingsSpec,
     JudgePanel,
@@ -50,6 +51,7 @@ from eval_pipeline.core.derived.weighted_mean import WeightedMeanScore
 
 __all__ = [
     "Adjustment",
+    "Completeness",
     "Band",
     "BandScore",
     "ChecklistItem",

@@ -84,3 +84,19 @@ class JudgeSpec(Strict):
 class JudgePanel(Strict):
     judges: list[JudgeSpec] = Field(default_factory=list)
     aggregate: Literal["mean", "median"] = "mean"
+
+
+class Completeness(Strict):
+    """How much may be missing before a checkpoint's results are called incomplete: the `judge_completeness`
+    asset check fails and `eval-pipeline run` exits 4. Shares, from 0 to 1."""
+
+    max_missing_judge_scores: float = Field(
+        0.05, ge=0, le=1, description="Share of the panel's dimension scores missing (no usable judge answer)."
+    )
+    max_quarantined_lines: float = Field(0.10, ge=0, le=1, description="Share of the lines read that were quarantined.")
+    max_rejected_rating_rows: float = Field(
+        0.10, ge=0, le=1, description="Share of this checkpoint's rating rows that were quarantined."
+    )
+    rating_files_rejected: bool = Field(
+        False, description="Whether a rating file rejected whole (its header lacks a required column) is tolerated."
+    )

@@ -6,9 +6,10 @@ import hashlib
 import json
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.config.dimensions import Dimension, Example, Questionnaire, Scale
@@ -16,6 +17,7 @@ from eval_pipeline.core.config.gates import Gate
 from eval_pipeline.core.config.inputs import InputsSpec
 from eval_pipeline.core.config.protocol import (
     Adjustment,
+    Completeness,
     Extraction,
     HumanRatingsSpec,
     JudgePanel,
@@ -54,6 +56,7 @@ class RubricConfig(Strict):
     panel: JudgePanel = Field(default_factory=JudgePanel)
     human_ratings: HumanRatingsSpec = Field(default_factory=HumanRatingsSpec)
     worklists: WorklistSpec = Field(default_factory=WorklistSpec)
+    completeness: Completeness = Field(default_factory=Completeness)
 
     @field_validator("name")
     @classmethod
@@ -63,74 +66,13 @@ class RubricConfig(Strict):
         except UnsafeIdentifierError as exc:
             raise ValueError(str(exc)) from exc
 
-    # long by design: one pass over every cross-reference of the config, in the order a reader checks them; splitting it
-    # scatters the list
     @model_validator(mode="after")
-    def _cross_checks(self) -> RubricConfig:
-        keys = [d.key for d in self.dimensions]
-        dupes = sorted({k for k in keys if keys.count(k) > 1})
-        if dupes:
-            raise ValueError(f"duplicate dimension keys: {dupes}")
-        input_names = {f.name for f in self.inputs.fields}
-        clash = sorted(set(keys) & input_names)
-        if clash:
-            raise ValueError(f"dimension keys clash with input field names: {clash}")
-        for d in self.dimensions:
-            scale = d.scale or self.scale
-            expected = set(scale.labels)
-            if set(d.levels) != expected:
-                raise ValueError(
-                    f"dimension {d.key!r}: levels must give an anchor for every score {sorted(expected)}, got "
-                    f"{sorted(d.levels)}"
-                )
-        by_key = {d.key: d for d in self.dimensions}
-        for ex in self.examples:
-            for key, score in ex.scores.items():
-                if key not in by_key:
-                    raise ValueError(f"example {ex.id!r} scores unknown dimension {key!r}")
-                sc = self.scale_of(by_key[key])
-                if not sc.min <= score <= sc.max:
-                    raise ValueError(f"example {ex.id!r}: score {score} for {key!r} is off the scale {sc.min}-{sc.max}")
-        if not self.dimensions and self.questionnaire is None:
-            raise ValueError("a rubric needs dimensions or a questionnaire")
-        derived_names = [s.name for s in self.derived]
-        known = set(keys) | set(derived_names) | set(self.questionnaire_scores)
-        for s in self.derived:
-            refs = s.refs()
-            missing = [r for r in refs if r not in known]
-            if missing:
-                raise ValueError(f"derived score {s.name!r} refers to unknown scores {missing}")
-        if self.headline not in known:
-            raise ValueError(f"headline {self.headline!r} is neither a dimension nor a derived score")
-        for g in self.gates:
-            bad = [d for d in (g.dimensions or []) if d not in keys]
-            if bad:
-                raise ValueError(f"gate {g.name!r} names unknown dimensions {bad}")
-            if g.score is not None and g.score not in known:
-                raise ValueError(f"gate {g.name!r} names unknown score {g.score!r}")
-        for group in self.breakdowns:
-            bad = [c for c in group if c not in input_names]
-            if bad:
-                raise ValueError(f"breakdown {group} names unknown input fields {bad}")
-        for adj in self.adjustments:
-            if adj.dimension not in keys:
-                raise ValueError(f"adjustment names unknown dimension {adj.dimension!r}")
-        bad = [d for d in self.lower_is_better if d not in known]
-        if bad:
-            raise ValueError(f"lower_is_better names unknown scores {bad}")
-        bad = [d for d in self.guarded_dimensions if d not in known]
-        if bad:
-            raise ValueError(f"guarded_dimensions names unknown scores {bad}")
-        for f in self.worklists.strata + self.worklists.sheet_fields:
-            if f not in input_names:
-                raise ValueError(f"worklists names unknown input field {f!r}")
-        if self.human_ratings.pass_fail and self.human_ratings.pass_fail.score not in known:
-            raise ValueError(f"human_ratings.pass_fail names unknown score {self.human_ratings.pass_fail.score!r}")
-        if self.worklists.rereview and self.worklists.rereview.score not in known:
-            raise ValueError(f"worklists.rereview names unknown score {self.worklists.rereview.score!r}")
-        gate_names = [g.name for g in self.gates]
-        if len(set(gate_names)) != len(gate_names):
-            raise ValueError("gate names must be unique")
+    def _cross_checks(self, info: ValidationInfo) -> RubricConfig:
+        if info.context and info.context.get("collect_problems"):
+            return self  # load_rubric reports them, with every other problem of the file
+        problems = cross_problems(self)
+        if problems:
+            raise ValueError("; ".join(f"{where}: {what}" for where, what in problems))
         return self
 
     # --- convenience -------------------------------------------------------------------------
@@ -185,6 +127,75 @@ class RubricConfig(Strict):
         return rubric_hash(self)
 
 
+# long by design: every cross-reference of the config, in the order a reader checks them, each problem with the path
+# of the field (by key, not list index); splitting it scatters the list
+def cross_problems(cfg: RubricConfig) -> list[tuple[str, str]]:
+    """Every reference between parts of the config that does not resolve, as (field path, problem)."""
+    out: list[tuple[str, str]] = []
+    keys = [d.key for d in cfg.dimensions]
+    out += [(f"dimensions.{k}", "duplicate dimension key") for k in sorted({k for k in keys if keys.count(k) > 1})]
+    input_names = {f.name for f in cfg.inputs.fields}
+    out += [(f"dimensions.{k}", "clashes with an input field name") for k in sorted(set(keys) & input_names)]
+    for d in cfg.dimensions:
+        expected = set(cfg.scale_of(d).labels)
+        if set(d.levels) != expected:
+            out.append(
+                (
+                    f"dimensions.{d.key}.levels",
+                    f"levels must give an anchor for every score {sorted(expected)}, got {sorted(d.levels)}",
+                )
+            )
+    by_key = {d.key: d for d in cfg.dimensions}
+    for ex in cfg.examples:
+        for key, score in ex.scores.items():
+            if key not in by_key:
+                out.append((f"examples.{ex.id}.scores.{key}", f"example scores unknown dimension {key!r}"))
+                continue
+            sc = cfg.scale_of(by_key[key])
+            if not sc.min <= score <= sc.max:
+                out.append((f"examples.{ex.id}.scores.{key}", f"score {score} is off the scale {sc.min}-{sc.max}"))
+    if not cfg.dimensions and cfg.questionnaire is None:
+        out.append(("dimensions", "a rubric needs dimensions or a questionnaire"))
+    known = set(keys) | {s.name for s in cfg.derived} | set(cfg.questionnaire_scores)
+    for s in cfg.derived:
+        missing = [r for r in s.refs() if r not in known]
+        if missing:
+            out.append((f"derived.{s.name}", f"refers to unknown scores {missing}"))
+    if cfg.headline not in known:
+        out.append(("headline", f"{cfg.headline!r} is neither a dimension nor a derived score"))
+    names = [g.name for g in cfg.gates]
+    out += [(f"gates.{n}", "gate names must be unique") for n in sorted({n for n in names if names.count(n) > 1})]
+    for g in cfg.gates:
+        bad = [d for d in (g.dimensions or []) if d not in keys]
+        if bad:
+            out.append((f"gates.{g.name}.dimensions", f"unknown dimensions {bad}"))
+        if g.score is not None and g.score not in known:
+            out.append((f"gates.{g.name}.score", f"unknown score {g.score!r}"))
+    for group in cfg.breakdowns:
+        bad = [c for c in group if c not in input_names]
+        if bad:
+            out.append((f"breakdowns.{'|'.join(group)}", f"unknown input fields {bad}"))
+    out += [
+        (f"adjustments.{a.dimension}", f"unknown dimension {a.dimension!r}")
+        for a in cfg.adjustments
+        if a.dimension not in keys
+    ]
+    for field_name in ("lower_is_better", "guarded_dimensions"):
+        bad = [d for d in getattr(cfg, field_name) if d not in known]
+        if bad:
+            out.append((field_name, f"unknown scores {bad}"))
+    for where, fields in (
+        ("worklists.strata", cfg.worklists.strata),
+        ("worklists.sheet_fields", cfg.worklists.sheet_fields),
+    ):
+        out += [(f"{where}.{f}", f"unknown input field {f!r}") for f in fields if f not in input_names]
+    if cfg.human_ratings.pass_fail and cfg.human_ratings.pass_fail.score not in known:
+        out.append(("human_ratings.pass_fail.score", f"unknown score {cfg.human_ratings.pass_fail.score!r}"))
+    if cfg.worklists.rereview and cfg.worklists.rereview.score not in known:
+        out.append(("worklists.rereview.score", f"unknown score {cfg.worklists.rereview.score!r}"))
+    return out
+
+
 class RubricConfigError(ValueError):
     """A rubric YAML that cannot be used; the message names file, field and problem."""
 
@@ -194,53 +205,77 @@ def rubric_hash(cfg: RubricConfig) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
-def _format_validation_error(path: Path, exc: ValidationError) -> str:
-    lines = [f"{path}: invalid rubric config ({exc.error_count()} problem(s))"]
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "<top level>"
-        lines.append(f"  - field '{loc}': {err['msg']}")
+_ITEM_KEYS = ("key", "name", "id", "function", "feature")
+
+
+def _field_path(raw: Any, loc: tuple) -> str:
+    """A pydantic location with list indices replaced by the item's own key (dimensions.0.key ->
+    dimensions.persona_consistency.key), so the path names what the reader sees in the file."""
+    parts, node = [], raw
+    for step in loc:
+        if isinstance(step, int) and isinstance(node, list) and 0 <= step < len(node):
+            item = node[step]
+            label = next(
+                (str(item[k]) for k in _ITEM_KEYS if isinstance(item, dict) and isinstance(item.get(k), str)), None
+            )
+            parts.append(label or str(step))
+            node = item
+            continue
+        parts.append(str(step))
+        node = node.get(step) if isinstance(node, dict) else None
+    return ".".join(parts) or "<top level>"
+
+
+def _problem_message(path: Path, problems: list[tuple[str, str]]) -> str:
+    lines = [f"{path}: invalid rubric config ({len(problems)} problem(s))"]
+    lines += [f"  - field '{where}': {what}" for where, what in problems]
     return "\n".join(lines)
 
 
 def load_rubric(path: str | Path) -> RubricConfig:
+    """One rubric YAML, with every problem it has reported at once (types, references, registry names)."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise RubricConfigError(f"{path}: rubric config not found") from exc
     except yaml.YAMLError as exc:
-        raise RubricConfigError(f"{path}: not valid YAML: {exc}") from exc
+        raise RubricConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
     except UnicodeDecodeError as exc:
         raise RubricConfigError(f"{path}: not UTF-8 text: {exc}") from exc
     if not isinstance(raw, dict):
         raise RubricConfigError(f"{path}: field '<top level>': expected a mapping, got {type(raw).__name__}")
     try:
-        cfg = RubricConfig.model_validate(raw)
+        cfg = RubricConfig.model_validate(raw, context={"collect_problems": True})
     except ValidationError as exc:
-        raise RubricConfigError(_format_validation_error(path, exc)) from exc
+        problems = [(_field_path(raw, tuple(e["loc"])), e["msg"]) for e in exc.errors()]
+        raise RubricConfigError(_problem_message(path, problems)) from exc
+    problems = cross_problems(cfg) + registry_problems(cfg)
     if cfg.name != path.stem:
-        raise RubricConfigError(f"{path}: field 'name': {cfg.name!r} must match the file name {path.stem!r}")
-    problems = registry_problems(cfg)
+        problems.insert(0, ("name", f"{cfg.name!r} must match the file name {path.stem!r}"))
     if problems:
-        lines = [f"{path}: invalid rubric config ({len(problems)} problem(s))"]
-        lines += [f"  - field '{loc}': {msg}" for loc, msg in problems]
-        raise RubricConfigError("\n".join(lines))
+        raise RubricConfigError(_problem_message(path, problems))
     return cfg
 
 
 def registry_problems(cfg: RubricConfig) -> list[tuple[str, str]]:
     """Names the config takes from the registries (gate kinds and their fields, metric functions), checked
     against them. The registries are looked up here, at load time, not imported by the config models."""
+    from eval_pipeline.core import params
     from eval_pipeline.judge.heuristic import load_features
-    from eval_pipeline.metrics import known_metrics
+    from eval_pipeline.metrics import METRICS, known_metrics
     from eval_pipeline.scoring.gates import spec_problems
 
     problems: list[tuple[str, str]] = []
     for g in cfg.gates:
-        problems += [(f"gates.{g.name}", msg) for msg in spec_problems(g)]
+        problems += [(f"gates.{g.name}.{field}", msg) for field, msg in spec_problems(g)]
     metrics = set(known_metrics())
     for m in cfg.metrics:
-        if m.function not in metrics:
+        if m.function in metrics:
+            problems += [
+                (f"metrics.{m.function}.params", msg) for msg in params.problems(METRICS[m.function], m.params)
+            ]
+        else:
             problems.append(
                 (
                     f"metrics.{m.function}",
@@ -255,6 +290,11 @@ def registry_problems(cfg: RubricConfig) -> list[tuple[str, str]]:
         for term in terms:
             if term.feature not in features:
                 problems.append((f"{where}.heuristic.{term.feature}", f"unknown heuristic feature {term.feature!r}"))
+            else:
+                problems += [
+                    (f"{where}.heuristic.{term.feature}.params", msg)
+                    for msg in params.problems(features[term.feature], term.params)
+                ]
     return problems
 
 
@@ -263,4 +303,13 @@ def load_rubrics(directory: str | Path | None = None) -> list[RubricConfig]:
     files = sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml"))
     if not files:
         raise RubricConfigError(f"{directory}: no rubric configs (*.yaml) found")
-    return [load_rubric(f) for f in files]
+    rubrics, errors = [], []
+    for f in files:  # every file is read, so one broken file does not hide another's problems
+        try:
+            rubrics.append(load_rubric(f))
+        except RubricConfigError as exc:
+            errors.append(str(exc))
+    if errors:
+        head = f"{len(errors)} of {len(files)} rubric configs in {directory} are invalid"
+        raise RubricConfigError(head + "\n" + "\n".join(errors))
+    return rubrics

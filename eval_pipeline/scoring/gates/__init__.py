@@ -80,17 +80,17 @@ def gate_kind(name: str) -> GateKind:
 
 def typed(g: Any) -> GateSpec:
     """The rubric's gate as its kind's typed spec (raises ValidationError naming a missing field)."""
-    return gate_kind(g.kind).spec.model_validate(g.model_dump())
+    return gate_kind(g.kind).spec.model_validate(g.model_dump(exclude_none=True))
 
 
-def spec_problems(g: Any) -> list[str]:
-    """What is wrong with a gate for its kind: unknown kind, or fields the kind needs, as messages."""
+def spec_problems(g: Any) -> list[tuple[str, str]]:
+    """What is wrong with a gate for its kind, as (field, problem): an unknown kind, fields the kind needs."""
     if g.kind not in load_kinds():
-        return [f"unknown gate kind {g.kind!r} (known: {', '.join(sorted(GATES))})"]
+        return [("kind", f"unknown gate kind {g.kind!r} (known: {', '.join(sorted(GATES))})")]
     try:
         typed(g)
     except ValidationError as exc:
-        return [f"{'.'.join(map(str, e['loc'])) or g.kind}: {e['msg']} (gate kind {g.kind!r})" for e in exc.errors()]
+        return [(".".join(map(str, e["loc"])) or "kind", f"{e['msg']} (gate kind {g.kind!r})") for e in exc.errors()]
     return []
 
 
