@@ -215,7 +215,6 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 def cmd_ratings_template(args: argparse.Namespace) -> int:
     """A ratings CSV ready to fill: the columns the loader reads, one row per sample id of the checkpoint."""
     import csv
-    import json
 
     from eval_pipeline.core.config import load_rubrics
     from eval_pipeline.ingest.checkpoints import scan_checkpoints
@@ -230,15 +229,13 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
     path = ckpt.file_for(rubric.name)
     if path is None:
         raise CliError(f"checkpoint {args.checkpoint} has no {rubric.name}.jsonl")
-    ids: list[str] = []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            try:
-                sid = json.loads(line).get(rubric.inputs.id_field)
-            except (ValueError, AttributeError):
-                continue
-            if isinstance(sid, str) and sid.strip() and sid not in ids:
-                ids.append(sid)
+    from eval_pipeline.ingest.jsonl import iter_jsonl
+    from eval_pipeline.ingest.validation import validate_raw
+
+    ids: list[str] = []  # the valid samples only, validated as the pipeline does (ratings of others are refused)
+    seen: set[str] = set()
+    for chunk in iter_jsonl(path, ckpt.checkpoint_id):
+        ids += validate_raw(rubric, chunk.frame, seen_ids=seen).samples[rubric.inputs.id_field].tolist()
     out = Path(args.out or f"ratings-{rubric.name}-{ckpt.checkpoint_id}.csv")
     header = ["sample_id", "evaluator", "checkpoint", *rubric.rating_scales, "notes"]
     out.parent.mkdir(parents=True, exist_ok=True)

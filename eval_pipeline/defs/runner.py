@@ -41,6 +41,9 @@ def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]
     return new
 
 
+INTERRUPTED = "DagsterExecutionInterruptedError"  # what Dagster's own Ctrl-C handler raises inside a step
+
+
 def step_failures(instance: dg.DagsterInstance, run_id: str) -> list[str]:
     """Each failed step of a run as one line: its key and the first line of the error that ended it."""
     out = []
@@ -50,6 +53,9 @@ def step_failures(instance: dg.DagsterInstance, run_id: str) -> list[str]:
         err = getattr(data, "error", None)
         while err is not None and getattr(err, "cause", None) is not None and "Error occurred while" in err.message:
             err = err.cause  # past Dagster's wrapper, to the user's error
+        if err is not None and err.cls_name == INTERRUPTED:
+            out.append(f"{event.step_key if event else '?'}: interrupted (Ctrl-C)")
+            continue
         message = (err.message if err is not None else record.user_message or "failed").strip().splitlines()
         out.append(f"{event.step_key if event else '?'}: {message[0] if message else 'failed'}")
     return out
@@ -120,15 +126,10 @@ def materialize_checkpoints(
                 interrupt.flag = True
                 outcome = RunOutcome(ckpt_id, names, False, time.perf_counter() - t0, "", ["interrupted"], True)
             else:
-                outcome = RunOutcome(
-                    ckpt_id,
-                    names,
-                    result.success,
-                    time.perf_counter() - t0,
-                    result.run_id,
-                    [] if result.success else step_failures(instance, result.run_id),
-                    interrupt.flag,
-                )
+                failures = [] if result.success else step_failures(instance, result.run_id)
+                interrupt.flag |= any(f.endswith("interrupted (Ctrl-C)") for f in failures)
+                seconds = time.perf_counter() - t0
+                outcome = RunOutcome(ckpt_id, names, result.success, seconds, result.run_id, failures, interrupt.flag)
             outcomes.append(outcome)
             if on_outcome is not None:
                 on_outcome(outcome)

@@ -83,9 +83,10 @@ def histogram_svg(
     values: dict[str, np.ndarray], title: str, width: int = 460, height: int = 200, bins: int = 12
 ) -> str:
     """Overlaid step histograms of one score per checkpoint."""
-    allv = np.concatenate([v for v in values.values() if len(v)]) if values else np.array([])
-    if len(allv) == 0:
+    present = [v for v in values.values() if len(v)]
+    if not present:  # every score missing (a judge outage): no chart, not an error
         return ""
+    allv = np.concatenate(present)
     lo, hi = float(allv.min()), float(allv.max())
     if hi - lo < 1e-9:
         lo, hi = lo - 0.5, hi + 0.5

@@ -1,0 +1,196 @@
+"""What a person or a CI job sees of `eval-pipeline run`: a quiet console, one summary per checkpoint, the
+documented exit code for each way a run can go wrong (0 ok, 1 failed run, 2 usage, 3 gates, 4 incomplete,
+130 interrupted), and the CLI's own defects fixed."""
+
+import csv
+import re
+import os
+import shutil
+import signal
+
+import pytest
+
+from eval_pipeline.cli import main as cli
+from eval_pipeline.core import progress
+from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.devtools.net import free_port
+
+from .conftest import SAMPLE_CHECKPOINTS, write_checkpoint
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    """A private instance and warehouse, kg_qa of two sample checkpoints."""
+    root = tmp_path / "ckpts"
+    for ckpt in ("ckpt-0100", "ckpt-0200"):
+        (root / ckpt).mkdir(parents=True)
+        for name in ("kg_qa.jsonl", "checkpoint.json"):
+            shutil.copy(SAMPLE_CHECKPOINTS / ckpt / name, root / ckpt / name)
+    monkeypatch.setenv("EVAL_CHECKPOINT_DIR", str(root))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("EVAL_WAREHOUSE", str(tmp_path / "w.duckdb"))
+    monkeypatch.setenv("EVAL_JUDGE", "heuristic")
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_gates_failing_exit_3_quietly_and_the_flag_turns_it_to_0(env, capfd):
+    assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa"]) == 3
+    out, err = capfd.readouterr()
+    assert "DEBUG" not in out + err and "STEP_START" not in out + err  # Dagster's log stays in the instance
+    assert "[1/1] ckpt-0100 (lumen-7b-chat): ok in" in out
+    assert "66 lines: 60 valid, 6 quarantined" in out and "judge 300/300 scored" in out
+    assert "gate FAILED triple_coverage: value 0.207, threshold 0.25" in out
+    assert err.strip().splitlines()[-1].startswith("eval-pipeline: GATES FAILED:")
+    assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0
+
+
+@pytest.mark.slow
+def test_an_unreachable_judge_is_incomplete_exit_4_and_a_red_completeness_check(env, monkeypatch, capfd):
+    monkeypatch.setenv("EVAL_JUDGE", "openai")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")  # nothing listens there
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-unreachable-000")
+    monkeypatch.setenv("EVAL_JUDGE_MAX_RETRIES", "0")
+    monkeypatch.setenv("EVAL_JUDGE_TIMEOUT", "2")
+    assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 4
+    out, err = capfd.readouterr()
+    assert "judge 0/300 scored" in out
+    assert "INCOMPLETE 300 of 300 judge scores missing (100%, at most 5%)" in out
+    assert "eval-pipeline: INCOMPLETE" in err and "sk-unreachable" not in out + err
+    import dagster as dg
+
+    with dg.DagsterInstance.get() as instance:
+        key = dg.AssetCheckKey(dg.AssetKey(["kg_qa", "judge_scores"]), "judge_completeness")
+        latest = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)[0]
+        evaluation = latest.event.dagster_event.event_specific_data
+        assert evaluation.passed is False and evaluation.metadata["share_missing"].value == 1.0
+
+
+@pytest.mark.slow
+def test_a_quarter_of_the_lines_quarantined_is_incomplete(env, capfd):
+    valid = [
+        line for line in (SAMPLE_CHECKPOINTS / "ckpt-0100" / "kg_qa.jsonl").read_text().splitlines() if '"kg-0' in line
+    ][:30]
+    rows = valid + ["{bad json"] * 10
+    write_checkpoint(env / "ckpts", "ckpt-bad", {"kg_qa": rows})
+    code = cli(["run", "--checkpoint", "ckpt-bad", "--rubric", "kg_qa", "--no-fail-on-gates"])
+    out, err = capfd.readouterr()
+    assert code == 4, out + err
+    assert re.search(r"INCOMPLETE 1\d of 40 lines quarantined \(\d\d%, at most 10%\)", out), out
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_whole_command_and_says_what_finished(env, capfd):
+    def interrupt_on_judging(event):
+        if event["kind"] == "step" and event["asset"] == "judge_scores" and event["phase"] == "start":
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with progress.listening(interrupt_on_judging):
+        code = cli(["run", "--rubric", "kg_qa"])
+    out, err = capfd.readouterr()
+    assert code == 130, out + err
+    assert "[1/2] ckpt-0100 (lumen-7b-chat): interrupted" in out and "[2/2]" not in out
+    assert "not started: ckpt-0200" in err
+
+
+def test_sql_max_rows_is_honoured(env, capfd):
+    wh = Warehouse(env / "w.duckdb")
+    wh.execute("CREATE TABLE t AS SELECT range AS x FROM range(10)")
+    assert cli(["sql", "SELECT * FROM t ORDER BY x", "--max-rows", "3"]) == 0
+    out = capfd.readouterr().out.splitlines()
+    assert [line.strip() for line in out[:4]] == ["x", "0", "1", "2"] and "7 more row(s) not shown" in out[-1]
+
+
+def test_a_reversed_backfill_range_is_refused(env, capfd):
+    assert cli(["backfill", "--from", "ckpt-0200", "--to", "ckpt-0100"]) == 2
+    assert "--from ckpt-0200 comes after --to ckpt-0100" in capfd.readouterr().err
+    assert cli(["backfill", "--from", "ckpt-9999"]) == 2
+    assert "unknown checkpoint 'ckpt-9999'" in capfd.readouterr().err
+
+
+def test_debug_works_after_the_subcommand_and_a_rubric_error_shows_every_problem(env, tmp_path, monkeypatch, capfd):
+    rdir = tmp_path / "rubrics"
+    rdir.mkdir()
+    text = (SAMPLE_CHECKPOINTS.parent.parent / "rubric_configs" / "kg_qa.yaml").read_text()
+    (rdir / "kg_qa.yaml").write_text(
+        text.replace("headline: ", "headline: nope_").replace("kind: metric_min", "kind: metric_mni")
+    )
+    monkeypatch.setenv("EVAL_RUBRIC_DIR", str(rdir))
+    assert cli(["run", "--checkpoint", "ckpt-0100"]) == 2
+    err = capfd.readouterr().err
+    assert "kg_qa.yaml: invalid rubric config" in err and "field 'headline'" in err and "metric_mni" in err
+    with pytest.raises(Exception, match="invalid rubric config"):
+        cli(["run", "--checkpoint", "ckpt-0100", "--debug"])
+
+
+def test_the_ratings_template_loads_once_filled(env, rubrics, capfd):
+    out = env / "ratings.csv"
+    assert (
+        cli(
+            [
+                "ratings-template",
+                "--rubric",
+                "kg_qa",
+                "--checkpoint",
+                "ckpt-0100",
+                "--evaluator",
+                "ann",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert "wrote" in capfd.readouterr().out
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 60 and rows[0]["evaluator"] == "ann" and rows[0]["checkpoint"] == "ckpt-0100"
+    assert set(rubrics["kg_qa"].rating_scales) <= set(rows[0])
+    from eval_pipeline.ingest.ratings import load_ratings
+
+    folder = env / "ratings" / "kg_qa"
+    folder.mkdir(parents=True)
+    for r in rows:
+        r.update({k: "4" for k in rubrics["kg_qa"].rating_scales})
+    with (folder / "filled.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    load = load_ratings(rubrics["kg_qa"], "ckpt-0100", {r["sample_id"] for r in rows}, root=env / "ratings")
+    assert len(load.quarantine) == 0 and len(load.ratings) == 60 * len(rubrics["kg_qa"].rating_scales)
+
+
+@pytest.mark.slow
+def test_ratings_added_after_a_first_run_are_used_by_the_next(env, monkeypatch, capfd):
+    """Class: a table's types come from the rubric and the data, whatever arrives first; a table an older version
+    created all-VARCHAR from an empty frame is healed when real values arrive."""
+    monkeypatch.setenv("EVAL_RATINGS_DIR", str(env / "no_ratings_yet"))
+    assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0
+    wh = Warehouse(env / "w.duckdb")
+    types = dict(
+        wh.query_rows(
+            "SELECT column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = 'kg_qa' AND table_name = 'human_ratings'"
+        )
+    )
+    assert types["score"] == "DOUBLE" and types["line_number"] == "BIGINT"
+    # what an older version left: every column VARCHAR
+    wh.execute("DROP TABLE kg_qa.human_ratings")
+    wh.execute(
+        "CREATE TABLE kg_qa.human_ratings (checkpoint_id VARCHAR, sample_id VARCHAR, evaluator VARCHAR, "
+        "dimension VARCHAR, score VARCHAR, source_file VARCHAR, line_number VARCHAR)"
+    )
+    monkeypatch.setenv("EVAL_RATINGS_DIR", str(SAMPLE_CHECKPOINTS.parent / "human_ratings"))
+    capfd.readouterr()
+    assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0, capfd.readouterr()
+    assert wh.query_rows("SELECT count(DISTINCT evaluator) FROM kg_qa.human_ratings")[0][0] == 2
+    assert (
+        wh.query_rows(
+            "SELECT data_type FROM information_schema.columns WHERE table_schema = 'kg_qa' "
+            "AND table_name = 'human_ratings' AND column_name = 'score'"
+        )[0][0]
+        == "DOUBLE"
+    )
+    n = wh.query_rows(
+        "SELECT count(*) FROM kg_qa.agreement WHERE checkpoint_id = 'ckpt-0100' AND raters = 'judge~human_mean'"
+    )[0][0]
+    assert n > 0
