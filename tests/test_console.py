@@ -3,8 +3,8 @@ documented exit code for each way a run can go wrong (0 ok, 1 failed run, 2 usag
 130 interrupted), and the CLI's own defects fixed."""
 
 import csv
-import re
 import os
+import re
 import shutil
 import signal
 
