@@ -181,7 +181,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     wh = Warehouse(args.warehouse or settings.warehouse_path())
     if not Path(wh.path).exists():
         raise CliError(f"warehouse {wh.path} does not exist yet: run 'eval-pipeline run' (or make demo) first")
-    with wh.connect(read_only=True) as con:
+    with wh.sandboxed_reader() as con:
         try:
             df = con.execute(args.query).df()
         except Exception as exc:  # duckdb errors: one line

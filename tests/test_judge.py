@@ -6,7 +6,7 @@ import time
 import pytest
 import yaml
 
-from eval_pipeline.core.config import load_rubric
+from eval_pipeline.core.config import JudgeSpec, load_rubric
 from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.devtools.openai_stub import StubServer, stub_process
@@ -485,3 +485,29 @@ def test_heuristic_judge_lands_near_the_documents_examples(rubrics):
             got = judge.score({**ex.fields, "response": ex.response})
             for key, want in ex.scores.items():
                 assert abs(got[key][0] - want) <= 1, (name, ex.id, key, got[key], want)
+
+
+def test_the_endpoint_is_part_of_the_judge_identity(rubrics, openai_env, warehouse_path, monkeypatch):
+    """Class (#19.13): answers cached from one endpoint are never reported as another's with the same model name;
+    a panel's `identity:` says when two endpoints serve the same judge, and then they share the cache."""
+    rubric = rubrics["empathetic_dialogue"]
+    wh = Warehouse(warehouse_path)
+    _, first = judge_samples(rubric, "c1", emp_records(3), wh, mode="openai", overrides=FAST)
+    assert first.calls == 3
+    with StubServer() as other:
+        monkeypatch.setenv("OPENAI_BASE_URL", other.base_url)  # same model name, another server
+        _, second = judge_samples(rubric, "c1", emp_records(3), wh, mode="openai", overrides=FAST)
+        assert second.calls == 3 and second.cache_hits == 0 and other.state.requests == 3
+    shared = rubric.model_copy(
+        update={
+            "panel": rubric.panel.model_copy(
+                update={"judges": [JudgeSpec(name="default", identity="stub-judge-replicas")]}
+            )
+        }
+    )
+    with StubServer() as a, StubServer() as b:
+        monkeypatch.setenv("OPENAI_BASE_URL", a.base_url)
+        _, on_a = judge_samples(shared, "c1", emp_records(3), wh, mode="openai", overrides=FAST)
+        monkeypatch.setenv("OPENAI_BASE_URL", b.base_url)
+        _, on_b = judge_samples(shared, "c1", emp_records(3), wh, mode="openai", overrides=FAST)
+        assert on_a.calls == 3 and on_b.calls == 0 and b.state.requests == 0

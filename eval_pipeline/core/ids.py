@@ -34,11 +34,19 @@ def check_identifier(value: str, what: str = "identifier") -> str:
     return value
 
 
+# Names the warehouse gives a meaning of its own (agreement rows over every checkpoint are "ALL").
+RESERVED_CHECKPOINT_IDS = frozenset({"all"})
+
+
 def check_checkpoint_id(value: str) -> str:
     if not isinstance(value, str) or not CHECKPOINT_RE.fullmatch(value) or ".." in value:
         raise UnsafeIdentifierError(
             f"unsafe checkpoint id {_describe(value)}: use 1-128 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit, without '..', quotes, slashes or whitespace"
+        )
+    if value.lower() in RESERVED_CHECKPOINT_IDS:
+        raise UnsafeIdentifierError(
+            f"reserved checkpoint id {_describe(value)}: the warehouse uses it for all checkpoints"
         )
     return value
 

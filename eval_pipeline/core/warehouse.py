@@ -70,6 +70,26 @@ class Warehouse:
             con.close()
 
     @contextmanager
+    def sandboxed_reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection for queries typed by a person: read-only, no file access outside the warehouse
+        (no COPY TO, read_csv, ATTACH), no extension installs or loads, and settings locked so a query cannot
+        undo any of it."""
+        if not Path(self.path).exists():
+            raise FileNotFoundError(f"warehouse {self.path} does not exist yet: run the pipeline first (make demo)")
+        config: dict[str, str | bool | int | float | list[str]] = {
+            **_duckdb_config(),
+            "enable_external_access": False,
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "lock_configuration": True,
+        }
+        con = duckdb.connect(self.path, read_only=True, config=config)
+        try:
+            yield con
+        finally:
+            con.close()
+
+    @contextmanager
     def hold(self) -> Iterator[Warehouse]:
         """Keep the database open in this process for the block: every connection opened inside it is
         then ~0.4 ms instead of ~20 ms (DuckDB re-opens, replays and checkpoints the file when its last

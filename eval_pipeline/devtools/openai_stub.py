@@ -60,7 +60,13 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 self.send_header(k, v)
             self.end_headers()
             try:
-                self.wfile.write(data)
+                if r.drip_s > 0:  # a byte at a time: every read is quick, the whole answer is not
+                    for i in range(len(data)):
+                        self.wfile.write(data[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(r.drip_s)
+                else:
+                    self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
                 pass
 

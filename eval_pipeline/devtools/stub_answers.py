@@ -25,6 +25,8 @@ FAULTS = (
     "http_garbage",
     "no_choices",
     "401_echo",
+    "429_echo",
+    "drip",
 )
 
 
@@ -33,6 +35,8 @@ class StubState:
     latency_s: float = 0.0
     schema_support: bool = True
     retry_after_s: float = 0.2
+    retry_after_header: str | None = None  # sent as is in Retry-After when set ("soon", "30s", a date)
+    drip_interval_s: float = 0.5  # "drip": the answer's bytes one at a time, this far apart
     timeout_sleep_s: float = 5.0
     faults: deque = field(default_factory=deque)  # consumed one per request, before normal answers
     fault_rate: float = 0.0  # with fault_kind: a seeded share of requests fail this way
@@ -108,6 +112,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     raw: bytes | None = None
     delay_s: float = 0.0  # how long the server takes before answering
+    drip_s: float = 0.0  # > 0: the body is sent one byte at a time, this far apart
 
     def body(self) -> bytes:
         return self.raw if self.raw is not None else json.dumps(self.payload).encode()
@@ -142,6 +147,14 @@ def reply(state: StubState, body: dict, fault: str | None, authorization: str) -
     delay = state.latency_s
     if fault == "500":
         return Reply(500, {"error": {"message": "internal error", "type": "server_error"}}, delay_s=delay)
+    if fault == "429_echo":  # a rate limit whose body echoes the key, with whatever Retry-After the test set
+        header = state.retry_after_header if state.retry_after_header is not None else f"{state.retry_after_s:g}"
+        return Reply(
+            429,
+            {"error": {"message": f"rate limited for key {authorization}", "type": "rate_limit"}},
+            headers={"Retry-After": header},
+            delay_s=delay,
+        )
     if fault == "429":
         return Reply(
             429,
@@ -151,6 +164,7 @@ def reply(state: StubState, body: dict, fault: str | None, authorization: str) -
         )
     if fault == "timeout":
         delay += state.timeout_sleep_s
+    drip = state.drip_interval_s if fault == "drip" else 0.0
     if fault == "http_garbage":
         return Reply(200, raw=b"<html>502 Bad Gateway</html>", delay_s=delay)
     if body.get("response_format") and not state.schema_support:
@@ -199,7 +213,7 @@ def reply(state: StubState, body: dict, fault: str | None, authorization: str) -
             "total_tokens": prompt_chars // 4 + len(answer) // 4,
         },
     }
-    return Reply(200, payload, delay_s=delay)
+    return Reply(200, payload, delay_s=delay, drip_s=drip)
 
 
 MODELS = Reply(200, {"object": "list", "data": [{"id": "stub-judge", "object": "model"}]})

@@ -9,8 +9,10 @@ ignored. Ids are validated before they reach a path or SQL.
 from __future__ import annotations
 
 import json
+import re
+import stat
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from eval_pipeline.core import settings
@@ -36,39 +38,86 @@ class Checkpoint:
         return self.rubric_files.get(rubric)
 
 
+MAX_MANIFEST_BYTES = 1 << 20
+ISO_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?(?:Z|z|[+-]\d{2}:?\d{2})?")
+
+
+def normalise_created_at(value: object, where: str) -> str:
+    """An ISO-8601 date or date-time, with its zone (none: UTC), as UTC text to the second
+    (``2026-09-01T04:00:00Z``), so text order is time order everywhere it is compared."""
+    if not isinstance(value, str) or not ISO_TIMESTAMP.fullmatch(value.strip()):
+        raise CheckpointError(f"{where}: 'created_at' {value!r} is not an ISO-8601 date-time (2026-10-01T08:00:00Z)")
+    text = value.strip().replace("z", "Z").replace("Z", "+00:00")
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise CheckpointError(f"{where}: 'created_at' {value!r} is not a valid date-time: {exc}") from exc
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _regular_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def _read_manifest(folder: Path) -> dict:
+    manifest = folder / MANIFEST
+    if not manifest.exists() and not manifest.is_symlink():
+        raise CheckpointError(f"{folder}: no {MANIFEST} (folder still being written?)")
+    if not _regular_file(manifest):  # a directory, a FIFO (would block), a device, a dangling link
+        raise CheckpointError(f"{manifest}: not a regular file")
+    if manifest.stat().st_size > MAX_MANIFEST_BYTES:
+        raise CheckpointError(f"{manifest}: larger than {MAX_MANIFEST_BYTES} bytes")
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8-sig"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{manifest}: not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise CheckpointError(f"{manifest}: not valid JSON: nested too deeply") from exc
+    except ValueError as exc:  # e.g. an integer with more digits than Python converts
+        raise CheckpointError(f"{manifest}: not valid JSON: {exc}") from exc
+    except OSError as exc:
+        raise CheckpointError(f"{manifest}: cannot be read: {exc}") from exc
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{manifest}: expected a JSON object")
+    return data
+
+
+def _rubric_files(folder: Path) -> dict[str, Path]:
+    """The folder's ``<rubric>.jsonl`` files: regular files inside the folder (a symlink out of it is ignored)."""
+    inside = folder.resolve()
+    files = {}
+    for p in sorted(folder.glob("*.jsonl")):
+        if _regular_file(p) and p.resolve().parent == inside:
+            files[p.stem] = p
+    return files
+
+
 def read_checkpoint(folder: Path) -> Checkpoint:
-    """Read one complete checkpoint folder; raise CheckpointError with a clear reason."""
+    """Read one complete checkpoint folder; raise CheckpointError with a clear reason naming the file."""
     try:
         ckpt_id = check_checkpoint_id(folder.name)
     except UnsafeIdentifierError as exc:
         raise CheckpointError(f"{folder}: {exc}") from exc
+    data = _read_manifest(folder)
     manifest = folder / MANIFEST
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8-sig"))
-    except FileNotFoundError as exc:
-        raise CheckpointError(f"{folder}: no {MANIFEST} (folder still being written?)") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{manifest}: not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{manifest}: expected a JSON object")
     model = data.get("model")
     if not isinstance(model, str) or not model.strip():
         raise CheckpointError(f"{manifest}: 'model' must be a non-empty string")
-    created = data.get("created_at")
-    if not isinstance(created, str):
-        raise CheckpointError(f"{manifest}: 'created_at' must be an ISO-8601 string")
-    try:
-        datetime.fromisoformat(created.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise CheckpointError(f"{manifest}: 'created_at' {created!r} is not ISO-8601") from exc
+    created = normalise_created_at(data.get("created_at"), str(manifest))
     parent = data.get("parent")
     if parent is not None:
         try:
             check_checkpoint_id(parent)
         except UnsafeIdentifierError as exc:
             raise CheckpointError(f"{manifest}: parent: {exc}") from exc
-    files = {p.stem: p for p in sorted(folder.glob("*.jsonl")) if p.is_file()}
-    return Checkpoint(ckpt_id, folder, model.strip(), created, parent, files)
+        if parent == ckpt_id:
+            raise CheckpointError(f"{manifest}: parent: a checkpoint cannot be its own parent")
+    return Checkpoint(ckpt_id, folder, model.strip(), created, parent, _rubric_files(folder))
 
 
 @dataclass
@@ -85,14 +134,41 @@ def scan_checkpoints(root: Path | None = None) -> Scan:
     if not root.is_dir():
         return scan
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        if not (folder / MANIFEST).exists():
+        manifest = folder / MANIFEST
+        if not manifest.exists() and not manifest.is_symlink():
             scan.incomplete.append(folder.name)
             continue
         try:
             scan.complete.append(read_checkpoint(folder))
         except CheckpointError as exc:
             scan.refused.append(str(exc))
+        except Exception as exc:  # noqa: BLE001 - one bad folder is reported, the rest goes on
+            scan.refused.append(f"{folder}: cannot be read: {type(exc).__name__}: {exc}")
+    _refuse_parent_cycles(scan)
     return scan
+
+
+def _refuse_parent_cycles(scan: Scan) -> None:
+    """Checkpoints whose parents lead back to themselves are refused (a comparison would loop or compare a
+    checkpoint with itself)."""
+    parents = {c.checkpoint_id: c.parent for c in scan.complete}
+    cyclic: set[str] = set()
+    for start in parents:
+        seen: list[str] = []
+        node: str | None = start
+        while node is not None and node in parents and node not in seen:
+            seen.append(node)
+            node = parents[node]
+        if node is not None and node in seen:
+            cyclic |= set(seen[seen.index(node) :])
+    if cyclic:
+        order = " -> ".join(sorted(cyclic))
+        scan.refused += [
+            f"{c.path / MANIFEST}: parent: part of a parent cycle ({order})"
+            for c in scan.complete
+            if c.checkpoint_id in cyclic
+        ]
+        scan.complete = [c for c in scan.complete if c.checkpoint_id not in cyclic]
 
 
 def checkpoint_folder(checkpoint_id: str, root: Path | None = None) -> Path:

@@ -186,6 +186,12 @@ def build_schema(rubric: RubricConfig, seen_ids: set[str] | None = None) -> pa.D
         if f.name == rubric.inputs.id_field:
             checks.append(
                 pa.Check(
+                    lambda s: s.map(lambda v: not isinstance(v, str) or bool(v.strip())),
+                    error="sample id must not be empty or only whitespace",
+                )
+            )
+            checks.append(
+                pa.Check(
                     lambda s: ~(s.map(_id_key).duplicated(keep="first") | s.map(_id_key).isin(seen)),
                     error="sample id repeated within the checkpoint (first occurrence kept)",
                 )
@@ -205,6 +211,50 @@ def _extract(obj: dict, path: list[str]) -> Any:
 
 def _reject_constant(token: str) -> float:
     raise ValueError(f"{token} is not valid JSON")
+
+
+INT64_MAX = 2**63 - 1
+
+
+def _parse_int(token: str) -> int:
+    """JSON integers that fit the warehouse (BIGINT); a longer one is this line's problem, not its chunk's."""
+    if len(token.lstrip("-")) > 19 or abs(int(token)) > INT64_MAX:
+        raise ValueError(f"number too large: an integer of {len(token.lstrip('-'))} digits")
+    return int(token)
+
+
+def _parse_float(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):
+        raise ValueError(f"number too large: {token[:20]}{'...' if len(token) > 20 else ''} is not a finite double")
+    return value
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        keys = [k for k, _ in pairs]
+        dupes = sorted({k for k in keys if keys.count(k) > 1})
+        raise ValueError(f"duplicate key(s) {', '.join(repr(k) for k in dupes)} in one object")
+    return obj
+
+
+def parse_line(text: str) -> Any:
+    """One raw line as JSON, strictly: no NaN/Infinity, no number the warehouse cannot hold, no key twice in one
+    object, no text that is not valid Unicode (a lone surrogate written as an escape)."""
+    obj = json.loads(
+        text,
+        parse_constant=_reject_constant,
+        parse_int=_parse_int,
+        parse_float=_parse_float,
+        object_pairs_hook=_no_duplicate_keys,
+    )
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end].encode("unicode_escape").decode()
+        raise ValueError(f"text is not valid Unicode: lone surrogate {bad}") from None
+    return obj
 
 
 @dataclass
@@ -228,6 +278,43 @@ def _column_for(f: InputField, values: list[Any]) -> pd.Series:
     return pd.Series(clean, dtype="object")
 
 
+def _schema_reasons(
+    rubric: RubricConfig,
+    frame: pd.DataFrame,
+    positions: list[int],
+    seen_ids: set[str] | None,
+    reasons: dict[int, list[str]],
+) -> None:
+    """The pandera schema's findings, row by row. A check that failed for the frame as a whole (no row index:
+    a value no check could compare) is run again line by line, so it lands on the line that caused it and
+    never on its neighbours."""
+    try:
+        build_schema(rubric, seen_ids).validate(frame, lazy=True)
+        return
+    except SchemaErrors as exc:
+        fc = exc.failure_cases
+    whole = False
+    for _, row in fc.iterrows():
+        idx = row.get("index")
+        if idx is None or (isinstance(idx, float) and math.isnan(idx)):
+            whole = True
+            continue
+        reasons.setdefault(positions[int(idx)], []).append(f"field '{row['column']}' {row['check']}")
+    if not whole:
+        return
+    single = build_schema(rubric, set(seen_ids or ()))  # repeats were judged above, on the whole frame
+    for i, p in enumerate(positions):
+        try:
+            single.validate(frame.iloc[[i]].reset_index(drop=True), lazy=True)
+        except SchemaErrors as exc:
+            for _, row in exc.failure_cases.iterrows():
+                msg = f"field '{row['column']}' {row['check']}"
+                if msg not in reasons.get(p, []) and "repeated" not in str(row["check"]):
+                    reasons.setdefault(p, []).append(msg)
+        except Exception as exc:  # noqa: BLE001 - a value pandera itself cannot handle: this line's problem
+            reasons.setdefault(p, []).append(f"cannot be validated: {type(exc).__name__}: {exc}")
+
+
 # long by design: the quarantine contract in one place: decode, parse, validate, repeated ids, accounting (#17 moves
 # this into the engine)
 def validate_raw(
@@ -244,7 +331,7 @@ def validate_raw(
             reasons[pos] = [decode_error]
             continue
         try:
-            obj = json.loads(text, parse_constant=_reject_constant)
+            obj = parse_line(text)
         except (json.JSONDecodeError, ValueError, RecursionError) as exc:
             reasons[pos] = [f"malformed JSON: {exc}"]
             continue
@@ -259,19 +346,7 @@ def validate_raw(
         {f.name: pd.Series([_extract(parsed[p], f.json_path) for p in positions], dtype="object") for f in fields},
     )  # RangeIndex: pandera misaligns element-wise failures on a non-contiguous index
     if positions:
-        try:
-            build_schema(rubric, seen_ids).validate(frame, lazy=True)
-        except SchemaErrors as exc:
-            fc = exc.failure_cases
-            for _, row in fc.iterrows():
-                idx = row.get("index")
-                if idx is None or (isinstance(idx, float) and math.isnan(idx)):
-                    # schema-level problem: applies to every row
-                    for p in positions:
-                        reasons.setdefault(p, []).append(f"{row['column']}: {row['check']}")
-                    continue
-                check = str(row["check"])
-                reasons.setdefault(positions[int(idx)], []).append(f"field '{row['column']}' {check}")
+        _schema_reasons(rubric, frame, positions, seen_ids, reasons)
 
     valid_pos = [p for p in positions if p not in reasons]
     samples = pd.DataFrame(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import math
 import random
 import re
 import time
@@ -47,10 +48,23 @@ class JudgeSettings:
     processes: int = 0  # worker processes for the calls; 0 = automatic (eval_pipeline.judge.calls.worker_processes)
     backoff_base_s: float = 0.5
     backoff_max_s: float = 20.0
+    identity: str | None = None  # the panel's `identity:` for this judge; None: its endpoint
+
+    def endpoint(self) -> str:
+        """The endpoint that answers: the judge's base_url, else OPENAI_BASE_URL, else the client's default."""
+        url = self.base_url or env_settings.openai_base_url() or "https://api.openai.com/v1"
+        return url.strip().rstrip("/").lower()
 
     def cache_params(self) -> dict[str, Any]:
-        """What the cache key includes besides the prompt: model and sampling parameters."""
-        return {"model": self.model, "temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens}
+        """What the cache key includes besides the prompt: who answers (the endpoint, or the identity the
+        configuration gives it when several endpoints serve the same judge), model and sampling parameters."""
+        return {
+            "endpoint": self.identity or self.endpoint(),
+            "model": self.model,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "max_tokens": self.max_tokens,
+        }
 
 
 @dataclass
@@ -88,17 +102,25 @@ def _retry_after_seconds(exc: openai.APIStatusError) -> float | None:
     ms = headers.get("retry-after-ms")
     if ms:
         try:
-            return float(ms) / 1000
+            value = float(ms) / 1000
+            if math.isfinite(value):
+                return max(0.0, value)
         except ValueError:
             pass
     ra = headers.get("retry-after")
     if not ra:
         return None
     try:
-        return max(0.0, float(ra))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(ra) if ra else None
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+        seconds = float(ra)
+    except ValueError:  # an HTTP date, or something else a proxy made up ("soon", "30s"): then our own backoff
+        try:
+            parsed = email.utils.parsedate_to_datetime(ra)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        if parsed.tzinfo is None:
+            return None
+        seconds = parsed.timestamp() - time.time()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 class _NotJSON(ValueError):
@@ -171,7 +193,11 @@ class OpenAIJudgeClient:
                     # `chat.completions.create`, but the messages are not re-walked through its TypedDict
                     # transform and the answer is read as plain JSON instead of building pydantic models:
                     # 3.1 -> ~2 ms of CPU per call (bench/bench_judge_throughput.py)
-                    data = await self._client.post("/chat/completions", body=kwargs, cast_to=object)
+                    # the timeout bounds the whole call: the client's own bounds each read, so a server sending a
+                    # byte now and then would hold a call forever
+                    data = await asyncio.wait_for(
+                        self._client.post("/chat/completions", body=kwargs, cast_to=object), timeout=s.timeout_s
+                    )
                     result.latency_ms = (time.perf_counter() - t0) * 1000
                     self.stats.latency_ms.append(result.latency_ms)
                     if not isinstance(data, dict):  # a 200 that is not JSON (a proxy's page): retried
@@ -207,7 +233,7 @@ class OpenAIJudgeClient:
                     last_error = "rate limited (429)"
                     ra = _retry_after_seconds(exc)
                     delay = min(60.0, ra) if ra is not None else self._backoff(attempt)
-                except openai.APITimeoutError:
+                except (openai.APITimeoutError, asyncio.TimeoutError):
                     last_error = f"timeout after {s.timeout_s:g}s"
                     delay = self._backoff(attempt)
                 except openai.APIConnectionError as exc:

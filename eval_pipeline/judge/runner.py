@@ -56,6 +56,7 @@ def settings_from_env(spec: JudgeSpec | None = None, **overrides: Any) -> JudgeS
         name=spec.name,
         model=spec.model or env.model,
         base_url=spec.base_url,
+        identity=spec.identity,
         temperature=spec.temperature,
         seed=spec.seed,
         max_tokens=spec.max_tokens,

@@ -59,17 +59,17 @@ def trend_svg(df: pd.DataFrame, title: str, width: int = 460, height: int = 230)
                 f'<polyline fill="none" stroke="{color}" stroke-width="2" '
                 f'points="{" ".join(f"{a:.1f},{b:.1f}" for a, b in pts)}"/>'
             )
-        for i, (m, lo, h) in enumerate(zip(g["mean"], g["ci_low"], g["ci_high"])):
+        for i, (m, ci_lo, ci_hi) in enumerate(zip(g["mean"], g["ci_low"], g["ci_high"])):
             if m != m:
                 continue
-            if lo == lo and h == h:
+            if ci_lo == ci_lo and ci_hi == ci_hi:
                 parts.append(
-                    f'<line x1="{x(i):.1f}" y1="{y(lo):.1f}" x2="{x(i):.1f}" y2="{y(h):.1f}" stroke="{color}" '
+                    f'<line x1="{x(i):.1f}" y1="{y(ci_lo):.1f}" x2="{x(i):.1f}" y2="{y(ci_hi):.1f}" stroke="{color}" '
                     f'stroke-width="1"/>'
                 )
             parts.append(
                 f'<circle cx="{x(i):.1f}" cy="{y(m):.1f}" r="3" fill="{color}"><title>{_esc(score)} {m:.3f} '
-                f"[{lo:.3f}, {h:.3f}]</title></circle>"
+                f"[{ci_lo:.3f}, {ci_hi:.3f}]</title></circle>"
             )
         parts.append(
             f'<rect x="{pad_l + pw + 10}" y="{pad_t + 14 * k - 8}" width="10" height="10" fill="{color}"/>'

@@ -52,7 +52,7 @@ def find_parent(checkpoints: pd.DataFrame, checkpoint_id: str) -> str | None:
         return None
     parent = row.parent.iloc[0]
     if isinstance(parent, str) and parent:
-        return parent
+        return None if parent == checkpoint_id else parent  # never compared with itself
     earlier = checkpoints[checkpoints.created_at < row.created_at.iloc[0]].sort_values(["created_at", "checkpoint_id"])
     return None if earlier.empty else str(earlier.checkpoint_id.iloc[-1])
 

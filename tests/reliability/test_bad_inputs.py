@@ -168,7 +168,7 @@ def test_empty_file_and_blank_lines(tmp_path, rubrics):
         ("{not json", "not valid JSON"),
         ('["a list"]', "expected a JSON object"),
         ('{"created_at": "2026-10-01T00:00:00Z"}', "'model' must be a non-empty string"),
-        ('{"model": "m", "created_at": "yesterday"}', "is not ISO-8601"),
+        ('{"model": "m", "created_at": "yesterday"}', "is not an ISO-8601 date-time"),
         ('{"model": "m", "created_at": "2026-10-01T00:00:00Z", "parent": "../../etc"}', "unsafe checkpoint id"),
     ],
 )

@@ -130,3 +130,42 @@ def test_a_rerun_after_garbage_every_seventh_answer_makes_no_call_and_changes_no
     assert stub.state.requests == requests and s2.calls == 0 and s2.cache_hits == n
     pd.testing.assert_series_equal(p1.score, p2.score)
     assert (p1.status == p2.status).all() and (p1.reason.fillna("") == p2.reason.fillna("")).all()
+
+
+@pytest.mark.parametrize("header", ["soon", "30s", "nan", "-5", "inf", "Wed, 21 Oct 2015 07:28:00 GMT", "0"])
+def test_any_retry_after_is_survived_and_a_key_echoed_in_the_body_is_never_kept(
+    rubrics, stub, warehouse_path, caplog, header
+):
+    """Class (#19.11): whatever a 429 says in Retry-After, the call goes on with a bounded wait (a value that is
+    not a number or a date falls back to our own backoff); a key the server echoes back reaches no row or log."""
+    stub.state.retry_after_header = header
+    stub.state.faults.extend(["429_echo", "429_echo"])
+    df, stats = judge_samples(
+        rubrics["empathetic_dialogue"], "c", records(3), Warehouse(warehouse_path), mode="openai", overrides=FAST
+    )
+    panel = df[df.judge == PANEL]
+    assert (panel.status == "ok").all() and stats.http_attempts == 5
+    text = df.astype(str).to_string() + caplog.text
+    assert "faults-KEY000111" not in text
+
+
+@pytest.mark.timeout(60)
+def test_the_timeout_bounds_the_whole_call_not_each_read(rubrics, stub, warehouse_path):
+    """Class (#19.10): a server that sends a byte now and then cannot hold a call past EVAL_JUDGE_TIMEOUT."""
+    import time
+
+    stub.state.drip_interval_s = 0.2  # the answer would take about a minute to arrive
+    stub.state.faults.extend(["drip"] * 3)
+    t0 = time.perf_counter()
+    df, _ = judge_samples(
+        rubrics["empathetic_dialogue"],
+        "c",
+        records(1),
+        Warehouse(warehouse_path),
+        mode="openai",
+        overrides=dict(FAST, timeout_s=0.5, max_retries=2),
+    )
+    elapsed = time.perf_counter() - t0
+    panel = df[df.judge == PANEL]
+    assert (panel.status == "missing").all() and panel.reason.str.contains("timeout after 0.5s").all()
+    assert elapsed < 3 * 0.5 + 2  # three bounded attempts and their backoff, not a minute

@@ -102,3 +102,32 @@ def test_the_api_key_appears_in_no_log_metadata_table_or_file(
             assert b"TOPSECRET" not in f.read_bytes()
     captured = capfd.readouterr()
     assert "TOPSECRET" not in captured.out + captured.err
+
+
+@pytest.mark.parametrize(
+    "query, refused",
+    [
+        ("COPY (SELECT 'gone' AS x) TO '{wh}' (FORMAT csv)", "Permission Error"),  # would replace the warehouse
+        ("COPY (SELECT 1 AS x) TO '{tmp}/out.csv' (FORMAT csv)", "Permission Error"),
+        ("SELECT * FROM read_csv('/etc/hostname')", "Permission Error"),
+        ("SELECT * FROM read_text('/etc/hostname')", "Permission Error"),
+        ("ATTACH '{tmp}/other.duckdb' AS o", "Permission Error"),
+        ("INSTALL httpfs", "Permission Error"),
+        ("SET enable_external_access = true", "Cannot change configuration option"),
+        ("CREATE TABLE t2 AS SELECT 1", "read-only"),
+    ],
+)
+def test_eval_pipeline_sql_is_read_only_everywhere(tmp_path, monkeypatch, capsys, query, refused):
+    """Class: a query typed into `eval-pipeline sql` writes nothing anywhere, reads no file but the warehouse,
+    installs nothing, and cannot unlock its own settings."""
+    from eval_pipeline.cli import main as cli
+
+    wh_path = tmp_path / "w.duckdb"
+    Warehouse(wh_path).execute("CREATE TABLE t AS SELECT 42 AS x")
+    before = wh_path.read_bytes()
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    code = cli(["sql", "--warehouse", str(wh_path), query.format(wh=wh_path, tmp=tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and refused.lower() in err.lower(), err
+    assert wh_path.read_bytes() == before and not (tmp_path / "out.csv").exists()
+    assert cli(["sql", "--warehouse", str(wh_path), "SELECT x FROM t"]) == 0 and "42" in capsys.readouterr().out

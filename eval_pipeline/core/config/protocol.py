@@ -76,6 +76,11 @@ class JudgeSpec(Strict):
     name: str
     model: str | None = Field(None, description="Model name; None means EVAL_JUDGE_MODEL.")
     base_url: str | None = None
+    identity: str | None = Field(
+        None,
+        description="Part of the judge cache key instead of the endpoint, for several endpoints that serve the same "
+        "judge (replicas of one model server): their answers are then shared. Default: the endpoint.",
+    )
     temperature: float = 0.0
     seed: int | None = 7
     max_tokens: int = 800
