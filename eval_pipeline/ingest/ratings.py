@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,19 +41,40 @@ class RatingsLoad:
     problems: list[str] = field(default_factory=list)
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: Path) -> tuple[str, set[int]]:
+    """The file's text (a byte-order mark dropped) and the numbers of the lines that are not valid UTF-8 (shown
+    with their bad bytes escaped; the rows on them are quarantined, never read as ratings)."""
     raw = path.read_bytes()
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return raw.decode("utf-8", errors="backslashreplace")
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    bad = set()
+    for i, line in enumerate(raw.split(b"\n"), start=1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            bad.add(i)
+    return raw.decode("utf-8", errors="backslashreplace"), bad
 
 
-def _dialect(sample: str) -> csv.Dialect | type[csv.Dialect]:
-    try:
-        return csv.Sniffer().sniff(sample.split("\n", 1)[0] + "\n", delimiters=",;\t|")
-    except csv.Error:
-        return csv.excel
+class _Dialect(csv.excel):
+    """CSV as spreadsheets write it ("" inside a quoted cell is one quote); only the delimiter is detected."""
+
+
+def _dialect(sample: str) -> type[csv.Dialect]:
+    first = sample.split("\n", 1)[0]
+    counts = {d: first.count(d) for d in (",", ";", "\t", "|")}
+    delimiter = max(counts, key=lambda d: counts[d]) if any(counts.values()) else ","
+    return type("Detected", (_Dialect,), {"delimiter": delimiter})
+
+
+def _checkpoint_of(cell: str, checkpoint_id: str) -> str:
+    """'this' when the cell names this checkpoint, 'case' when it does but for letter case, else 'other'."""
+    if cell == checkpoint_id:
+        return "this"
+    return "case" if cell.casefold() == checkpoint_id.casefold() else "other"
+
+
+_ASCII_NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?")
 
 
 def _score_problems(rec: dict[str, str], rated: list[str], scales: dict) -> tuple[list[str], dict[str, float]]:
@@ -62,11 +84,10 @@ def _score_problems(rec: dict[str, str], rated: list[str], scales: dict) -> tupl
         v = rec.get(dim, "")
         if v == "":
             continue
-        try:
-            x = float(v)
-        except ValueError:
-            problems.append(f"{dim} {v!r} is not a number")
+        if not _ASCII_NUMBER.fullmatch(v):  # float() also reads Arabic-Indic and full-width digits
+            problems.append(f"{dim} {v!r} is not a number written with the digits 0-9")
             continue
+        x = float(v)
         sc = scales[dim]
         if not math.isfinite(x) or not x.is_integer() or not sc.min <= x <= sc.max:
             problems.append(f"{dim} {v!r} is off the scale {sc.min}-{sc.max}")
@@ -103,13 +124,16 @@ class _RatingsReader:
         )
 
     def read_file(self, path: Path) -> None:
-        text = _read_text(path)
-        lines = text.splitlines()
-        reader = csv.reader(io.StringIO(text), _dialect(text))
+        text, bad_lines = _read_text(path)
+        lines = text.split("\n")
+        reader = csv.reader(io.StringIO(text, newline=""), _dialect(text))
         try:
             header = next(reader)
         except StopIteration:
             self.out.problems.append(f"{path.name}: empty file")
+            return
+        except csv.Error as exc:
+            self._reject_file(path, lines, [], text, [f"an unreadable header ({exc})"])
             return
         self.out.files.append(path.name)
         cols = [self.aliases.get(h.strip().lower(), h.strip().lower()) for h in header]
@@ -120,10 +144,25 @@ class _RatingsReader:
         if missing:
             self._reject_file(path, lines, cols, text, missing)
             return
-        for line_no, values in enumerate(reader, start=2):
+        start = reader.line_num + 1
+        while True:
+            try:
+                values = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:  # e.g. a quote never closed: the rest of the file is one broken record
+                self.out.rows_read += 1
+                self.quarantine(path.name, start, "\n".join(lines[start - 1 :]).rstrip("\n"), f"unreadable CSV: {exc}")
+                break
+            end = reader.line_num  # a quoted cell may span lines: the record is lines start..end
+            raw = "\n".join(lines[start - 1 : end]).rstrip("\r")
             if any(v.strip() for v in values):
-                raw = lines[line_no - 1] if line_no - 1 < len(lines) else ",".join(values)
-                self.read_row(path, line_no, raw, values, cols, rated)
+                if bad_lines & set(range(start, end + 1)):
+                    self.out.rows_read += 1
+                    self.quarantine(path.name, start, raw, "not valid UTF-8 (bad bytes shown escaped)")
+                else:
+                    self.read_row(path, start, raw, values, cols, rated)
+            start = end + 1
 
     def _reject_file(self, path: Path, lines: list[str], cols: list[str], text: str, missing: list[str]) -> None:
         reason = (
@@ -131,23 +170,44 @@ class _RatingsReader:
             f"(delimiter detected: {_dialect(text).delimiter!r})"
         )
         self.out.problems.append(f"{path.name}: {reason}")
-        # the header line always; its rows too when the file is named after this checkpoint
+        # the header line, and every row: which checkpoint a row rates cannot be read, so none is dropped unseen
         self.quarantine(path.name, 1, lines[0] if lines else "", reason)
-        if path.stem == self.checkpoint_id:
-            for i, raw in enumerate(lines[1:], start=2):
-                if raw.strip():
-                    self.out.rows_read += 1
-                    self.quarantine(path.name, i, raw, reason)
+        for i, raw in enumerate(lines[1:], start=2):
+            if raw.strip():
+                self.out.rows_read += 1
+                self.quarantine(path.name, i, raw, reason)
 
     def read_row(
         self, path: Path, line_no: int, raw: str, values: list[str], cols: list[str], rated: list[str]
     ) -> None:
         rec = dict(zip(cols, (v.strip() for v in values)))
         ckpt = rec.get("checkpoint") or ""
-        if ("checkpoint" in cols and ckpt and ckpt != self.checkpoint_id) or (
-            not ckpt and path.stem != self.checkpoint_id
-        ):
-            self.out.rows_other_checkpoints += 1
+        if ckpt:
+            which = _checkpoint_of(ckpt, self.checkpoint_id)
+            if which == "other":
+                self.out.rows_other_checkpoints += 1  # read again, and kept, when that checkpoint is evaluated
+                return
+            if which == "case":
+                self.out.rows_read += 1
+                self.quarantine(
+                    path.name,
+                    line_no,
+                    raw,
+                    f"checkpoint {ckpt!r} differs from {self.checkpoint_id!r} only in letter case",
+                )
+                return
+        elif path.stem != self.checkpoint_id:
+            if _checkpoint_of(path.stem, self.checkpoint_id) == "case" or "checkpoint" not in cols:
+                self.out.rows_read += 1
+                self.quarantine(
+                    path.name,
+                    line_no,
+                    raw,
+                    "no checkpoint for this row: give a checkpoint column "
+                    f"or name the file <checkpoint>.csv (it is {path.name!r})",
+                )
+            else:
+                self.out.rows_other_checkpoints += 1
             return
         self.out.rows_read += 1
         if len(values) != len(cols):

@@ -16,6 +16,7 @@ import csv
 import itertools
 import math
 import random
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,9 @@ FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
 def neutralise(value: object) -> object:
-    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+    """A cell a spreadsheet would run as a formula, made text. Compatibility forms count too: a spreadsheet
+    may read a full-width ＝ or ＋ as = and +, so the check is on the NFKC form of the first characters."""
+    if isinstance(value, str) and unicodedata.normalize("NFKC", value[:2]).startswith(FORMULA_PREFIXES):
         return "'" + value
     return value
 

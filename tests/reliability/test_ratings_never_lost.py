@@ -1,0 +1,82 @@
+"""Ratings never silently lost (#19.7-9): every rating row read ends in the ratings table or the quarantine,
+with the line it starts on; CSV is read as spreadsheets write it; a score is a number in the digits 0-9; cells
+the project writes for spreadsheets are never run as formulas, in whatever width their sign is written."""
+
+import pytest
+
+from eval_pipeline.ingest.ratings import load_ratings
+from eval_pipeline.publish.worklists import neutralise
+
+IDS = {"kg-001", "kg-002", "kg-003", "kg-004"}
+HEAD = "sample_id,evaluator,checkpoint,notes,relevance,accuracy,completeness,fluency,kg_alignment"
+
+
+def _load(tmp_path, rubrics, name, text, encoding="utf-8", raw=None):
+    folder = tmp_path / "kg_qa"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_bytes(raw if raw is not None else text.encode(encoding))
+    return load_ratings(rubrics["kg_qa"], "ckpt-0100", IDS, root=tmp_path)
+
+
+def _accounted(load, rows):
+    """Every row read is in the ratings or the quarantine (ratings: one row per dimension rated)."""
+    kept = load.ratings.drop_duplicates(["source_file", "line_number"])
+    lines = set(kept.line_number) | set(load.quarantine[load.quarantine.line_number > 1].line_number)
+    assert len(kept) + len(load.quarantine[load.quarantine.line_number > 1]) == rows
+    return lines
+
+
+def test_escaped_quotes_and_multi_line_cells_keep_rows_and_line_numbers(tmp_path, rubrics):
+    text = (
+        "\n".join(
+            [
+                HEAD,
+                'kg-001,ann,ckpt-0100,"she said ""fine""",4,4,4,4,4',
+                'kg-002,ann,ckpt-0100,"two\nlines, with a comma",5,5,5,5,5',
+                "kg-003,ann,ckpt-0100,plain,3,3,3,3,3",
+                'kg-004,ann,ckpt-0100,"a ""quote"" and\na newline",9,3,3,3,3',
+            ]
+        )
+        + "\n"
+    )
+    load = _load(tmp_path, rubrics, "r.csv", text)
+    assert sorted(load.ratings.sample_id.unique()) == ["kg-001", "kg-002", "kg-003"]
+    assert _accounted(load, 4) == {2, 3, 5, 6}  # the rows start on lines 2, 3, 5, 6
+    q = load.quarantine.iloc[0]
+    assert q.line_number == 6 and "relevance '9' is off the scale" in q.reason and q.raw_line.count("\n") == 1
+
+
+def test_rows_that_cannot_be_placed_are_quarantined_not_dropped(tmp_path, rubrics):
+    no_ckpt = "sample_id,evaluator,relevance\nkg-001,ann,4\nkg-002,ann,4\n"
+    load = _load(tmp_path, rubrics, "team-batch.csv", no_ckpt)
+    assert len(load.ratings) == 0 and len(load.quarantine) == 2
+    assert load.quarantine.reason.str.contains("no checkpoint for this row").all()
+    case = f"{HEAD}\nkg-001,ann,CKPT-0100,,4,4,4,4,4\nkg-002,ann,ckpt-0200,,4,4,4,4,4\n"
+    load = _load(tmp_path / "b", rubrics, "b.csv", case)
+    assert len(load.quarantine) == 1 and "only in letter case" in load.quarantine.reason.iloc[0]
+    assert load.rows_other_checkpoints == 1  # ckpt-0200's row: kept for that checkpoint's run
+
+
+def test_a_bom_and_one_latin1_byte_cost_only_that_row(tmp_path, rubrics):
+    text = f"{HEAD}\nkg-001,ann,ckpt-0100,caf\xe9,4,4,4,4,4\nkg-002,ann,ckpt-0100,ok,5,5,5,5,5\n"
+    raw = b"\xef\xbb\xbf" + text.encode("latin-1")
+    load = _load(tmp_path, rubrics, "r.csv", None, raw=raw)
+    assert list(load.ratings.sample_id.unique()) == ["kg-002"]
+    assert len(load.quarantine) == 1 and "not valid UTF-8" in load.quarantine.reason.iloc[0]
+
+
+def test_a_broken_header_quarantines_every_row_whatever_the_file_name(tmp_path, rubrics):
+    load = _load(tmp_path, rubrics, "misc.csv", "sample,who,relevance\nkg-001,ann,4\nkg-002,ann,5\n")
+    assert len(load.ratings) == 0 and sorted(load.quarantine.line_number) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("score", ["٤", "４", "4️", "4.0e0", "0x4", "4_0"])
+def test_scores_are_digits_0_to_9_only(tmp_path, rubrics, score):
+    load = _load(tmp_path, rubrics, "r.csv", f"{HEAD}\nkg-001,ann,ckpt-0100,,{score},4,4,4,4\n")
+    assert len(load.ratings) == 0 and "written with the digits 0-9" in load.quarantine.reason.iloc[0]
+
+
+@pytest.mark.parametrize("cell", ["=1+1", "＝1+1", "＋SUM(A1)", "－2", "＠cmd", "+1", "\t=x"])
+def test_formula_prefixes_in_any_width_are_neutralised(cell):
+    assert neutralise(cell) == "'" + cell
