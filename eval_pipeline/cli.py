@@ -133,6 +133,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
+    from eval_pipeline.console import clean
     from eval_pipeline.core import settings
     from eval_pipeline.core.warehouse import Warehouse
     from eval_pipeline.defs.partitions import CHECKPOINTS
@@ -156,13 +157,15 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     for c in sorted(scan.complete, key=lambda c: (c.created_at, c.checkpoint_id)):
         status = gates.get(c.checkpoint_id) or ("registered" if c.checkpoint_id in registered else "new")
         print(
-            f"{c.checkpoint_id:<16} {c.model:<18} {c.created_at:<22} {c.parent or '-':<12} {status:<12} "
-            f"{', '.join(sorted(c.rubric_files))}"
+            clean(
+                f"{c.checkpoint_id:<16} {c.model:<18} {c.created_at:<22} {c.parent or '-':<12} {status:<12} "
+                f"{', '.join(sorted(c.rubric_files))}"
+            )
         )
     for name in scan.incomplete:
-        print(f"{name:<16} (still being written: no checkpoint.json)")
+        print(clean(f"{name:<16} (still being written: no checkpoint.json)"))
     for reason in scan.refused:
-        print(f"refused: {reason}")
+        print(clean(f"refused: {reason}"))
     return 0
 
 

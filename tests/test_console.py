@@ -194,3 +194,14 @@ def test_ratings_added_after_a_first_run_are_used_by_the_next(env, monkeypatch, 
         "SELECT count(*) FROM kg_qa.agreement WHERE checkpoint_id = 'ckpt-0100' AND raters = 'judge~human_mean'"
     )[0][0]
     assert n > 0
+
+
+@pytest.mark.slow
+def test_a_report_that_cannot_be_written_never_fails_the_evaluation(env, monkeypatch, capfd):
+    """Class (#19.12): drawing or writing the report is never a reason for an evaluation to fail."""
+    blocker = env / "not_a_dir"
+    blocker.write_text("a file where the report folder should be")
+    monkeypatch.setenv("EVAL_REPORT_DIR", str(blocker / "reports"))
+    assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0
+    out, err = capfd.readouterr()
+    assert "report not written" in out + err

@@ -34,15 +34,20 @@ def build_definitions(
 
 
 def executor_from_env() -> dg.ExecutorDefinition:
-    """In-process by default: on 2 cores it beats multiprocess, whose steps each pay ~2 s of process
-    start-up (bench/bench_demo.py). EVAL_EXECUTOR=multiprocess (EVAL_MAX_CONCURRENT steps at once) for
-    machines with cores to spare; warehouse steps then take turns through the `duckdb_warehouse` pool."""
+    """In-process by default: on 2 cores it beats multiprocess (bench/bench_demo.py). EVAL_EXECUTOR=multiprocess
+    (EVAL_MAX_CONCURRENT steps at once) for machines with cores to spare; warehouse steps then take turns through
+    the `duckdb_warehouse` pool."""
     kind = settings.executor_kind()
     if kind == "in_process":
         return dg.in_process_executor
     if kind == "multiprocess":
+        # steps start from a forkserver that has imported the code location once: ~0.1 s a step instead of the
+        # ~4 s a spawned process spends importing Dagster, pandas and the rubric groups again
+        config: dict = {"start_method": {"forkserver": {"preload_modules": ["eval_pipeline.defs.definitions"]}}}
         limit = settings.max_concurrent_steps()
-        return dg.multiprocess_executor.configured({"max_concurrent": limit}) if limit > 0 else dg.multiprocess_executor
+        if limit > 0:
+            config["max_concurrent"] = limit
+        return dg.multiprocess_executor.configured(config)
     raise ValueError(f"EVAL_EXECUTOR must be 'in_process' or 'multiprocess', got {kind!r}")
 
 

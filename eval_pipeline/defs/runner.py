@@ -8,7 +8,9 @@ checkpoint interrupted mid-run is reported as such and no further checkpoint sta
 
 from __future__ import annotations
 
+import os
 import signal
+import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from dagster._core.storage.dagster_run import DagsterRunStatus
 
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.ingest.checkpoints import read_checkpoint
@@ -41,6 +44,7 @@ def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]
     return new
 
 
+HOST_TAG, PID_TAG = "eval/host", "eval/pid"  # who runs an in-process run: a dead one is found and reaped
 INTERRUPTED = "DagsterExecutionInterruptedError"  # what Dagster's own Ctrl-C handler raises inside a step
 
 
@@ -59,6 +63,34 @@ def step_failures(instance: dg.DagsterInstance, run_id: str) -> list[str]:
         message = (err.message if err is not None else record.user_message or "failed").strip().splitlines()
         out.append(f"{event.step_key if event else '?'}: {message[0] if message else 'failed'}")
     return out
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Runs this machine started in-process (tagged eval/host, eval/pid) whose process is gone, killed with
+    SIGKILL or by the OOM killer: each is marked failed and its concurrency-pool slots are freed, so the next run
+    does not wait forever for a slot a dead process holds. Runs of other machines and live ones are left alone
+    (the daemon's run monitoring watches the runs it launched)."""
+    host = socket.gethostname()
+    reaped = []
+    active = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.CANCELING]
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=active)):
+        pid = run.tags.get(PID_TAG, "")
+        if run.tags.get(HOST_TAG) != host or not pid.isdigit() or _pid_alive(int(pid)) or int(pid) == os.getpid():
+            continue
+        instance.report_run_failed(run, f"the process that ran it (pid {pid}) is gone: killed mid-run")
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        reaped.append(run.run_id)
+    return reaped
 
 
 class Interrupted:
@@ -100,6 +132,7 @@ def materialize_checkpoints(
     on_outcome: Callable[[RunOutcome], None] | None = None,
 ) -> list[RunOutcome]:
     root = Path((defs.resources or {})["checkpoints"].root)
+    reap_dead_runs(instance)
     register_checkpoints(instance, checkpoint_ids)
     assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]
     groups = {k.path[0] for a in assets for k in a.keys}
@@ -118,7 +151,13 @@ def materialize_checkpoints(
                     partition_key=ckpt_id,
                     resources=defs.resources,
                     selection=dg.AssetSelection.groups(*names),
-                    tags={"eval/checkpoint": ckpt_id, "eval/model": ckpt.model, "eval/rubrics": ",".join(names)},
+                    tags={
+                        "eval/checkpoint": ckpt_id,
+                        "eval/model": ckpt.model,
+                        "eval/rubrics": ",".join(names),
+                        HOST_TAG: socket.gethostname(),
+                        PID_TAG: str(os.getpid()),
+                    },
                     raise_on_error=raise_on_error,
                     run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
                 )

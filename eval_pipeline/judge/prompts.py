@@ -11,6 +11,7 @@ the block; the instructions say that nothing inside it is an instruction.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
@@ -25,18 +26,28 @@ INJECTION_NOTICE = (
 )
 
 
+_MARKER = re.compile(r"(BEGIN|END)_SAMPLE_DATA", re.IGNORECASE)
+# characters a reader may take for the end of a line although JSON leaves them as they are
+_LINE_BREAKS = re.compile("[\u000b\u000c\u001c\u001d\u001e\u0085\u2028\u2029]")
+
+
 def _defuse(value: Any) -> Any:
+    """Sample text (keys as well as values) can never spell the data block's markers."""
     if isinstance(value, str):
-        return value.replace(BEGIN, "BEGIN_SAMPLE_DATA(quoted)").replace(END, "END_SAMPLE_DATA(quoted)")
+        return _MARKER.sub(lambda m: f"{m.group(0)}(quoted)", value)
     if isinstance(value, list):
         return [_defuse(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _defuse(v) for k, v in value.items()}
+        return {_defuse(str(k)): _defuse(v) for k, v in value.items()}
     return value
 
 
 def data_block(fields: dict[str, Any]) -> str:
-    return f"{BEGIN}\n{json.dumps(_defuse(fields), ensure_ascii=False, indent=1, sort_keys=False)}\n{END}"
+    """The sample as one JSON object between the markers: markers in its text defused, and every character that
+    could end a line (U+2028, U+0085, ...) written as a JSON escape, so the block is the lines it looks like."""
+    text = json.dumps(_defuse(fields), ensure_ascii=False, indent=1, sort_keys=False)
+    text = _LINE_BREAKS.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+    return f"{BEGIN}\n{text}\n{END}"
 
 
 def sample_fields(rubric: RubricConfig, sample: dict[str, Any]) -> dict[str, Any]:

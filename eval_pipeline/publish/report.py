@@ -216,7 +216,8 @@ def build_report(wh: Warehouse) -> str:
     )
     board = (
         wh.query_df(
-            "SELECT rubric, checkpoint_id AS checkpoint, model, headline_name AS headline, headline AS score, "
+            "SELECT rubric || CASE WHEN rubric_configured THEN '' ELSE ' (rubric file removed)' END AS rubric, "
+            "checkpoint_id AS checkpoint, model, headline_name AS headline, headline AS score, "
             "ci_low, ci_high, gates_passed, gates_total, judge FROM main.leaderboard ORDER BY rubric, created_at"
         )
         if rubrics

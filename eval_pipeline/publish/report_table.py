@@ -45,7 +45,8 @@ def _judge_means(wh: Warehouse, schema: str) -> pd.DataFrame:
 def leaderboard_table(wh: Warehouse) -> str:
     try:
         df = wh.query_df(
-            "SELECT rubric, checkpoint_id AS checkpoint, headline_name AS headline, round(headline, 3) AS score, "
+            "SELECT rubric || CASE WHEN rubric_configured THEN '' ELSE ' (rubric file removed)' END AS rubric, "
+            "checkpoint_id AS checkpoint, headline_name AS headline, round(headline, 3) AS score, "
             "'[' || round(ci_low, 3) || ', ' || round(ci_high, 3) || ']' AS ci95, "
             "gates_passed || '/' || gates_total AS gates, judge FROM main.leaderboard ORDER BY rubric, created_at"
         )

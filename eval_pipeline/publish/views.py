@@ -7,6 +7,7 @@ and its CI, gates passed / total, and the judge used.
 
 from __future__ import annotations
 
+from eval_pipeline.core import settings
 from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.core.ids import check_identifier
 from eval_pipeline.core.warehouse import Warehouse
@@ -18,7 +19,16 @@ def _schemas_with(wh: Warehouse, table: str) -> set[str]:
     }
 
 
-def refresh_views(wh: Warehouse) -> list[str]:
+def configured_rubrics() -> set[str]:
+    """The rubrics with a config file now (names from the file names: cheap, and true even for a broken file)."""
+    folder = settings.rubric_dir()
+    return {p.stem for p in [*folder.glob("*.yaml"), *folder.glob("*.yml")]} if folder.is_dir() else set()
+
+
+def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str]:
+    """Rebuild the views. A rubric whose results are in the warehouse but whose config file is gone stays in
+    the leaderboard, marked ``rubric_configured = false``, so nobody reads it as current."""
+    configured = configured_rubrics() if configured is None else configured
     with wh.session() as reader:
         summaries = _schemas_with(reader, "summary") - {"main"}
         gates = _schemas_with(reader, "gates")
@@ -49,7 +59,8 @@ def refresh_views(wh: Warehouse) -> list[str]:
             "judge_models) j USING (checkpoint_id)"
         )
         parts.append(
-            f"SELECT '{r}' AS rubric, s.checkpoint_id, c.model, c.created_at, c.parent, s.score AS headline_name, "
+            f"SELECT '{r}' AS rubric, {str(r in configured).upper()} AS rubric_configured, s.checkpoint_id, "
+            "c.model, c.created_at, c.parent, s.score AS headline_name, "
             f"s.mean AS headline, s.ci_low, s.ci_high, s.n, g.gates_passed, g.gates_total, j.judge, j.judge_models "
             f'FROM "{r}".summary s LEFT JOIN main.checkpoints c USING (checkpoint_id) {g} {j} '
             f"WHERE s.breakdown = 'all' AND s.headline"

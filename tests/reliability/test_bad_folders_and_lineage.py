@@ -134,3 +134,55 @@ def test_one_bad_line_never_costs_its_neighbours(tmp_path, monkeypatch, capsys):
     assert "integer of 401 digits" in reasons[0] and "1e400 is not a finite double" in reasons[1]
     assert "lone surrogate \\ud83d" in reasons[2] and "duplicate key(s) 'sample_id'" in reasons[3]
     assert "must not be empty or only whitespace" in reasons[4]
+
+
+def test_a_rubric_whose_file_is_gone_is_marked_in_the_leaderboard(tmp_path):
+    """Class (#19.17): results stay queryable, but never pass for current once their rubric file is deleted."""
+    from eval_pipeline.core.warehouse import Warehouse
+    from eval_pipeline.publish.views import refresh_views
+
+    wh = Warehouse(tmp_path / "w.duckdb")
+    wh.execute(
+        "CREATE TABLE main.checkpoints AS SELECT 'c1' AS checkpoint_id, 'm' AS model, "
+        "'2026-10-01T00:00:00Z' AS created_at, NULL::VARCHAR AS parent, '' AS path"
+    )
+    for rubric in ("kept", "gone"):
+        wh.execute(f'CREATE SCHEMA "{rubric}"')
+        wh.execute(
+            f"CREATE TABLE \"{rubric}\".summary AS SELECT 'c1' AS checkpoint_id, 'all' AS breakdown, "
+            "'h' AS score, TRUE AS headline, 1.0 AS mean, 0.5 AS ci_low, 1.5 AS ci_high, 10 AS n"
+        )
+    refresh_views(wh, configured={"kept"})
+    assert wh.query_rows("SELECT rubric, rubric_configured FROM main.leaderboard ORDER BY 1") == [
+        ("gone", False),
+        ("kept", True),
+    ]
+
+
+def test_rubric_files_naming_the_same_rubric_are_refused_not_skipped(tmp_path):
+    from eval_pipeline.core.config import RubricConfigError, load_rubrics
+
+    from ..conftest import RUBRIC_DIR
+
+    text = (RUBRIC_DIR / "kg_qa.yaml").read_text()
+    (tmp_path / "kg_qa.yaml").write_text(text)
+    (tmp_path / "kg_qa.yml").write_text(text)
+    with pytest.raises(RubricConfigError, match="kg_qa.yaml and kg_qa.yml name the same rubric"):
+        load_rubrics(tmp_path)
+
+
+def test_terminal_escapes_in_names_are_shown_escaped(tmp_path, monkeypatch, capsys):
+    """Class (#19.19): text from checkpoint folders reaches the terminal escaped, never as control codes."""
+    root = tmp_path / "ckpts"
+    write_checkpoint(
+        root,
+        "ckpt-1",
+        {"empathetic_dialogue": [ROW]},
+        {"model": "evil\x1b[2J\x1b]0;pwned\x07", "created_at": "2026-10-01T00:00:00Z"},
+    )
+    monkeypatch.setenv("EVAL_CHECKPOINT_DIR", str(root))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("EVAL_WAREHOUSE", str(tmp_path / "w.duckdb"))
+    assert cli(["checkpoints"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "evil\\x1b[2J" in out

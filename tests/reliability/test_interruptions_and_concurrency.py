@@ -110,3 +110,52 @@ def test_two_processes_write_different_checkpoints_while_a_reader_is_open(checkp
         assert c["samples"] == [("ckpt-0100", 60), ("ckpt-0200", 60)]
         assert c["scores"] == [("ckpt-0100", 60), ("ckpt-0200", 60)]
         assert wh.query_rows(f"SELECT count(*) FROM main.quarantine WHERE rubric = '{rubric}'")[0][0] == 12
+
+
+@pytest.mark.timeout(180)
+def test_a_killed_run_never_blocks_the_next_one_on_its_pool_slot(tmp_path, monkeypatch, capfd):
+    """Class (#19.1): a run whose process died (SIGKILL, OOM) while it held a `duckdb_warehouse` slot on a
+    persistent instance is found, marked failed and its slot freed; the next run proceeds instead of waiting
+    forever."""
+    import shutil
+    import socket
+    import subprocess
+    import uuid
+
+    import dagster as dg
+    from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
+
+    from eval_pipeline.cli import main as cli
+
+    from ..conftest import ROOT, SAMPLE_CHECKPOINTS
+
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")  # the pool's limit is 1
+    root = tmp_path / "ckpts"
+    (root / "ckpt-0100").mkdir(parents=True)
+    for name in ("kg_qa.jsonl", "checkpoint.json"):
+        shutil.copy(SAMPLE_CHECKPOINTS / "ckpt-0100" / name, root / "ckpt-0100" / name)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("EVAL_CHECKPOINT_DIR", str(root))
+    monkeypatch.setenv("EVAL_WAREHOUSE", str(tmp_path / "w.duckdb"))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    run_id = str(uuid.uuid4())
+    with dg.DagsterInstance.get() as instance:
+        instance.add_run(
+            DagsterRun(
+                job_name="__ephemeral_asset_job__",
+                run_id=run_id,
+                status=DagsterRunStatus.STARTED,
+                tags={"eval/host": socket.gethostname(), "eval/pid": str(dead.pid)},
+            )
+        )
+        storage = instance.event_log_storage
+        storage.initialize_concurrency_limit_to_default("duckdb_warehouse")
+        claim = storage.claim_concurrency_slot("duckdb_warehouse", run_id, "kg_qa__samples")
+        assert claim.is_claimed  # the dead run holds the only slot, as a SIGKILL mid-step leaves it
+    assert cli(["run", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0, capfd.readouterr()
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_run_by_id(run_id).status == DagsterRunStatus.FAILURE
+        assert run_id not in instance.event_log_storage.get_concurrency_run_ids()

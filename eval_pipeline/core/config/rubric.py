@@ -309,6 +309,15 @@ def load_rubrics(directory: str | Path | None = None) -> list[RubricConfig]:
             rubrics.append(load_rubric(f))
         except RubricConfigError as exc:
             errors.append(str(exc))
+    by_name: dict[str, list[str]] = {}
+    for f in files:
+        by_name.setdefault(f.stem.casefold(), []).append(f.name)
+    errors += [
+        f"{directory}: {' and '.join(names)} name the same rubric (file names differ only by case or "
+        "extension): keep one"
+        for names in by_name.values()
+        if len(names) > 1
+    ]
     if errors:
         head = f"{len(errors)} of {len(files)} rubric configs in {directory} are invalid"
         raise RubricConfigError(head + "\n" + "\n".join(errors))

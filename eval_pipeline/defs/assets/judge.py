@@ -2,16 +2,39 @@
 
 These assets call the judge, so they stay out of the warehouse pool (see defs/asset.py)."""
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 import dagster as dg
 
 from eval_pipeline.agreement.reliability import calibration_rows
+from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
+from eval_pipeline.judge.client import redact
 from eval_pipeline.judge.extraction import extract
 from eval_pipeline.judge.runner import JudgeRunStats, judge_samples
+
+
+def _redacting(fn: Callable) -> Callable:
+    """Whatever escapes a judge step leaves it with every key-like string redacted, and without the original
+    exception chained (its message, e.g. an error body echoing the key, would reach the event log)."""
+
+    @functools.wraps(fn)
+    def step(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except dg.Failure:
+            raise
+        except Exception as exc:  # noqa: BLE001 - re-raised, redacted
+            message = redact(f"{type(exc).__name__}: {exc}", settings.openai_api_key() or None)
+            raise dg.Failure(description=message[:2000]) from None
+
+    return step
 
 
 def _judge_metadata(stats: JudgeRunStats, samples: int, means: dict, latency_p50: float) -> dict:
@@ -50,6 +73,7 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "its reason, never a score. EVAL_JUDGE=heuristic (default) is a rule-based judge, labelled 'heuristic'.",
         calls_judge=True,
     )
+    @_redacting
     def judge_scores(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
     ) -> dg.MaterializeResult:
@@ -81,6 +105,7 @@ def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "inference prompt). Offline, rows say so and the metric uses its own extractor.",
         calls_judge=True,
     )
+    @_redacting
     def extractions(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
     ) -> dg.MaterializeResult:
@@ -113,6 +138,7 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "stated score.",
         calls_judge=True,
     )
+    @_redacting
     def judge_calibration(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
     ) -> dg.MaterializeResult:
