@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from eval_pipeline.core.processes import pid_alive
 from eval_pipeline.core.tables import check_partition, ensure_columns, ensure_table, partition_condition, qualified
 
 if TYPE_CHECKING:
@@ -15,16 +16,6 @@ if TYPE_CHECKING:
 
 STAGING_SCHEMA = "staging"
 _STAGE_COUNTER = itertools.count(1)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class PartitionWriter:
@@ -42,7 +33,7 @@ class PartitionWriter:
             "SELECT table_name FROM information_schema.tables WHERE table_schema = ?", [STAGING_SCHEMA]
         ):
             pid = name[1:].split("_", 1)[0]
-            if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
                 self._wh.execute(f"DROP TABLE IF EXISTS {qualified(STAGING_SCHEMA, name)}")
 
     def write(self, schema: str, table: str, df: pd.DataFrame, where: dict[str, Any]) -> int:
@@ -68,26 +59,22 @@ class PartitionWriter:
         """One transaction: each partition deleted and inserted from its staging table."""
         if not self._stages:
             return
-        with self._wh.writing() as con:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                for key, stage in self._stages.items():
-                    schema, table, _ = key
-                    target, staged = qualified(schema, table), qualified(STAGING_SCHEMA, stage)
-                    cols = con.execute(
-                        "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? "
-                        "AND table_name = ? ORDER BY ordinal_position",
-                        [STAGING_SCHEMA, stage],
-                    ).fetchall()
-                    ensure_columns(con, schema, table, cols)
-                    where = self._where[key]
-                    con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
-                    collist = ", ".join(f'"{c}"' for c, _ in cols)
-                    con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM {staged}")
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+        from eval_pipeline.core.warehouse import transaction
+
+        with self._wh.writing() as con, transaction(con):
+            for key, stage in self._stages.items():
+                schema, table, _ = key
+                target, staged = qualified(schema, table), qualified(STAGING_SCHEMA, stage)
+                cols = con.execute(
+                    "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? "
+                    "AND table_name = ? ORDER BY ordinal_position",
+                    [STAGING_SCHEMA, stage],
+                ).fetchall()
+                ensure_columns(con, schema, table, cols)
+                where = self._where[key]
+                con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
+                collist = ", ".join(f'"{c}"' for c, _ in cols)
+                con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM {staged}")
 
     def drop_staging(self) -> None:
         if not self._stages:

@@ -37,6 +37,26 @@ def _duckdb_config() -> dict[str, str | bool | int | float | list[str]]:
     return {"memory_limit": settings.duckdb_memory_limit(), "preserve_insertion_order": "false"}
 
 
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """One transaction: committed when the block ends, rolled back (and the error raised) when it fails."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def _insert_frame(con: duckdb.DuckDBPyConnection, target: str, df: pd.DataFrame) -> None:
+    """Insert a frame by column name (a table may hold more columns, or in another order)."""
+    con.register("_incoming", df)
+    collist = ", ".join(f'"{c}"' for c in df.columns)
+    con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM _incoming")
+    con.unregister("_incoming")
+
+
 class Warehouse:
     """Access to the DuckDB file. Cheap to construct; opens a connection per use."""
 
@@ -170,18 +190,10 @@ class Warehouse:
         target = qualified(schema, table)
         with self.writing() as con:
             ensure_table(con, schema, table, df)
-            con.execute("BEGIN TRANSACTION")
-            try:
+            with transaction(con):
                 con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
                 if not df.empty:
-                    con.register("_incoming", df)
-                    collist = ", ".join(f'"{c}"' for c in df.columns)
-                    con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM _incoming")
-                    con.unregister("_incoming")
-                con.execute("COMMIT")
-            except Exception:
-                con.execute("ROLLBACK")
-                raise
+                    _insert_frame(con, target, df)
         return len(df)
 
     @contextmanager
@@ -213,16 +225,10 @@ class Warehouse:
         target = qualified(schema, table)
         with self.writing() as con:
             ensure_table(con, schema, table, df)
-            con.execute("BEGIN TRANSACTION")
-            try:
+            with transaction(con):
                 con.register("_incoming", df)
                 match = " AND ".join(f't."{c}" = i."{c}"' for c in key)
                 con.execute(f"DELETE FROM {target} t WHERE EXISTS (SELECT 1 FROM _incoming i WHERE {match})")
-                collist = ", ".join(f'"{c}"' for c in df.columns)
-                con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM _incoming")
                 con.unregister("_incoming")
-                con.execute("COMMIT")
-            except Exception:
-                con.execute("ROLLBACK")
-                raise
+                _insert_frame(con, target, df)
         return len(df)

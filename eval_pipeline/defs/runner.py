@@ -21,6 +21,7 @@ from typing import Any
 import dagster as dg
 from dagster._core.storage.dagster_run import DagsterRunStatus
 
+from eval_pipeline.core.processes import pid_alive
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.ingest.checkpoints import read_checkpoint
 
@@ -65,16 +66,6 @@ def step_failures(instance: dg.DagsterInstance, run_id: str) -> list[str]:
     return out
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     """Runs this machine started in-process (tagged eval/host, eval/pid) whose process is gone, killed with
     SIGKILL or by the OOM killer: each is marked failed and its concurrency-pool slots are freed, so the next run
@@ -85,7 +76,7 @@ def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     active = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.CANCELING]
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=active)):
         pid = run.tags.get(PID_TAG, "")
-        if run.tags.get(HOST_TAG) != host or not pid.isdigit() or _pid_alive(int(pid)) or int(pid) == os.getpid():
+        if run.tags.get(HOST_TAG) != host or not pid.isdigit() or pid_alive(int(pid)) or int(pid) == os.getpid():
             continue
         instance.report_run_failed(run, f"the process that ran it (pid {pid}) is gone: killed mid-run")
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
