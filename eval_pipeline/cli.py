@@ -48,69 +48,6 @@ def _select(scan, ids: list[str] | None):
     return [known[i] for i in ids]
 
 
-def _evaluate(args: argparse.Namespace, ckpts: list, defs: Any, rubrics: dict[str, Any]) -> int:
-    """Run each checkpoint in turn: a progress line while it runs, a summary after it, an exit code at the end."""
-    from eval_pipeline.console import Progress, assess, clean, exit_code, report_lines
-    from eval_pipeline.core import progress, settings
-    from eval_pipeline.core.warehouse import Warehouse
-    from eval_pipeline.defs.runner import materialize_checkpoints
-
-    instance = _instance()
-    wh = Warehouse(settings.warehouse_path())
-    outcomes, reports = [], []
-    selected = set(args.rubric) if args.rubric else None
-    for i, c in enumerate(ckpts, start=1):
-        head = f"[{i}/{len(ckpts)}] {clean(c.checkpoint_id)} ({clean(c.model)})"
-        bar = Progress(prefix=f"{head} ")
-        with progress.listening(bar):
-            out = materialize_checkpoints(
-                defs, instance, [c.checkpoint_id], selected, log_level="DEBUG" if args.verbose else "WARNING"
-            )
-        bar.clear()
-        for o in out:
-            outcomes.append(o)
-            status = "interrupted" if o.interrupted else "ok" if o.success else "FAILED"
-            print(f"{head}: {status} in {o.seconds:.1f}s (run {o.run_id[:8] or '-'})", flush=True)
-            for failure in o.failures:
-                print(f"    step FAILED {clean(failure)[:300]}", flush=True)
-            for name in o.rubrics:
-                if Path(wh.path).exists():
-                    r = assess(wh, rubrics[name], o.checkpoint_id)
-                    reports.append(r)
-                    print("\n".join(report_lines(r)), flush=True)
-        if any(o.interrupted for o in out):
-            done = [o.checkpoint_id for o in outcomes if not o.interrupted]
-            print(
-                f"eval-pipeline: interrupted; finished before: {', '.join(done) or 'none'}; "
-                f"not started: {', '.join(x.checkpoint_id for x in ckpts[i:]) or 'none'}",
-                file=sys.stderr,
-            )
-            break
-    code = exit_code(outcomes, reports, fail_on_gates=not args.no_fail_on_gates)
-    print(_verdict(code, outcomes, reports), file=sys.stderr if code else sys.stdout, flush=True)
-    return code
-
-
-def _verdict(code: int, outcomes: list, reports: list) -> str:
-    from eval_pipeline.console import EXIT_GATES, EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED
-
-    failed_gates = sum(len(r.gates_failed) for r in reports)
-    summary = {
-        EXIT_OK: f"eval-pipeline: ok: {len(outcomes)} checkpoint(s) evaluated, every gate passed, data complete",
-        EXIT_RUN_FAILED: f"eval-pipeline: FAILED: {sum(not o.success for o in outcomes)} of {len(outcomes)} run(s) "
-        "failed (exit 1)",
-        EXIT_INCOMPLETE: f"eval-pipeline: INCOMPLETE: {sum(bool(r.incomplete) for r in reports)} checkpoint x rubric "
-        "result(s) rest on incomplete data (exit 4)",
-        EXIT_GATES: f"eval-pipeline: GATES FAILED: {failed_gates} gate(s) failed "
-        "(exit 3; --no-fail-on-gates to ignore)",
-        EXIT_INTERRUPTED: "eval-pipeline: interrupted (exit 130)",
-    }
-    text = summary.get(code, f"eval-pipeline: exit {code}")
-    if code == EXIT_OK and failed_gates:
-        text = f"eval-pipeline: ok: {len(outcomes)} checkpoint(s) evaluated; {failed_gates} gate(s) failed (ignored)"
-    return text
-
-
 def _rubrics_and_defs(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     from eval_pipeline.core.config import load_rubrics
     from eval_pipeline.defs.definitions import build_definitions
@@ -129,7 +66,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     ckpts = _select(scan_checkpoints(), args.checkpoint)
     if not ckpts:
         raise CliError("no complete checkpoint folders found")
-    return _evaluate(args, ckpts, defs, rubrics)
+    from eval_pipeline.console import evaluate
+
+    return evaluate(args, ckpts, defs, rubrics, _instance())
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
@@ -212,7 +151,9 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     hi = ids.index(args.end) + 1 if args.end else len(ids)
     if hi <= lo:
         raise CliError(f"--from {args.start} comes after --to {args.end} in creation order ({' -> '.join(ids)})")
-    return _evaluate(args, ckpts[lo:hi], defs, rubrics)
+    from eval_pipeline.console import evaluate
+
+    return evaluate(args, ckpts[lo:hi], defs, rubrics, _instance())
 
 
 def cmd_ratings_template(args: argparse.Namespace) -> int:

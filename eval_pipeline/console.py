@@ -13,6 +13,7 @@ When several apply, the first in the order 1, 4, 3 wins.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -195,3 +196,61 @@ class Progress:
         if self.tty:
             self.stream.write("\r\033[K")
             self.stream.flush()
+
+
+def evaluate(args: Any, ckpts: list, defs: Any, rubrics: dict[str, Any], instance: Any) -> int:
+    """Run each checkpoint in turn: a progress line while it runs, a summary after it, an exit code at the end."""
+    from eval_pipeline.core import progress, settings
+    from eval_pipeline.defs.runner import materialize_checkpoints
+
+    wh = Warehouse(settings.warehouse_path())
+    outcomes, reports = [], []
+    selected = set(args.rubric) if args.rubric else None
+    for i, c in enumerate(ckpts, start=1):
+        head = f"[{i}/{len(ckpts)}] {clean(c.checkpoint_id)} ({clean(c.model)})"
+        bar = Progress(prefix=f"{head} ")
+        with progress.listening(bar):
+            out = materialize_checkpoints(
+                defs, instance, [c.checkpoint_id], selected, log_level="DEBUG" if args.verbose else "WARNING"
+            )
+        bar.clear()
+        for o in out:
+            outcomes.append(o)
+            status = "interrupted" if o.interrupted else "ok" if o.success else "FAILED"
+            print(f"{head}: {status} in {o.seconds:.1f}s (run {o.run_id[:8] or '-'})", flush=True)
+            for failure in o.failures:
+                print(f"    step FAILED {clean(failure)[:300]}", flush=True)
+            for name in o.rubrics:
+                if os.path.exists(wh.path):
+                    r = assess(wh, rubrics[name], o.checkpoint_id)
+                    reports.append(r)
+                    print("\n".join(report_lines(r)), flush=True)
+        if any(o.interrupted for o in out):
+            done = [o.checkpoint_id for o in outcomes if not o.interrupted]
+            print(
+                f"eval-pipeline: interrupted; finished before: {', '.join(done) or 'none'}; "
+                f"not started: {', '.join(x.checkpoint_id for x in ckpts[i:]) or 'none'}",
+                file=sys.stderr,
+            )
+            break
+    code = exit_code(outcomes, reports, fail_on_gates=not args.no_fail_on_gates)
+    print(_verdict(code, outcomes, reports), file=sys.stderr if code else sys.stdout, flush=True)
+    return code
+
+
+def _verdict(code: int, outcomes: list, reports: list) -> str:
+    failed_gates = sum(len(r.gates_failed) for r in reports)
+    summary = {
+        EXIT_OK: f"eval-pipeline: ok: {len(outcomes)} checkpoint(s) evaluated, every gate passed, data complete",
+        EXIT_RUN_FAILED: f"eval-pipeline: FAILED: {sum(not o.success for o in outcomes)} of {len(outcomes)} run(s) "
+        "failed (exit 1)",
+        EXIT_INCOMPLETE: f"eval-pipeline: INCOMPLETE: {sum(bool(r.incomplete) for r in reports)} checkpoint x rubric "
+        "result(s) rest on incomplete data (exit 4)",
+        EXIT_GATES: f"eval-pipeline: GATES FAILED: {failed_gates} gate(s) failed "
+        "(exit 3; --no-fail-on-gates to ignore)",
+        EXIT_INTERRUPTED: "eval-pipeline: interrupted (exit 130)",
+    }
+    text = summary.get(code, f"eval-pipeline: exit {code}")
+    if code == EXIT_OK and failed_gates:
+        text = f"eval-pipeline: ok: {len(outcomes)} checkpoint(s) evaluated; {failed_gates} gate(s) failed (ignored)"
+    return text

@@ -9,20 +9,19 @@ lazy: every problem of a row is reported, not only the first.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 import pandas as pd
-import pandera.pandas as pa
 from pandera.errors import SchemaErrors
 
 from eval_pipeline.core.config import InputField, RubricConfig
 from eval_pipeline.core.contracts import QUARANTINE_COLUMNS
+from eval_pipeline.ingest.parsing import parse_line
+from eval_pipeline.ingest.schema import MISSING, _absent, _id_key, build_schema  # noqa: F401 (re-exported)
 
 
 def empty_quarantine() -> pd.DataFrame:
@@ -41,165 +40,6 @@ def empty_quarantine() -> pd.DataFrame:
     )
 
 
-class _Missing:
-    """Marks a field absent from the JSON object (as opposed to present and null)."""
-
-    def __repr__(self) -> str:
-        return "<missing>"
-
-
-MISSING = _Missing()
-
-
-def _absent(v: Any) -> bool:
-    return v is MISSING or v is None
-
-
-def _is_type(ftype: str, v: Any) -> bool:
-    if ftype == "string":
-        return isinstance(v, str)
-    if ftype == "integer":
-        return isinstance(v, int) and not isinstance(v, bool)
-    if ftype == "number":
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-    if ftype == "boolean":
-        return isinstance(v, bool)
-    if ftype == "string_list":
-        return isinstance(v, list) and all(isinstance(x, str) for x in v)
-    if ftype == "object":
-        return isinstance(v, dict)
-    if ftype == "object_list":
-        return isinstance(v, list) and all(isinstance(x, dict) for x in v)
-    raise ValueError(ftype)
-
-
-_TYPE_WORDS = {
-    "string": "a string",
-    "integer": "an integer",
-    "number": "a finite number",
-    "boolean": "true or false",
-    "string_list": "a list of strings",
-    "object": "a JSON object",
-    "object_list": "a list of JSON objects",
-}
-
-
-def _when_present(fn: Callable[[Any], bool]) -> Callable[[Any], bool]:
-    return lambda v: True if _absent(v) else bool(fn(v))
-
-
-def _length(v: Any) -> int:
-    return len(v.strip()) if isinstance(v, str) else len(v)
-
-
-# long by design: one check per field property (type, allowed, lengths, bounds, keys), each a pandera Check; the list is
-# the schema
-def _field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
-    checks: list[pa.Check] = []
-    if f.required:
-        checks.append(
-            pa.Check(
-                lambda v: not _absent(v), element_wise=True, ignore_na=False, error="required field is missing or null"
-            )
-        )
-    checks.append(
-        pa.Check(
-            _when_present(functools.partial(_is_type, f.type)),
-            element_wise=True,
-            ignore_na=False,
-            error=f"must be {_TYPE_WORDS[f.type]}",
-        )
-    )
-    typed = lambda fn, t=f.type: _when_present(lambda v: (not _is_type(t, v)) or fn(v))  # noqa: E731
-    min_len = f.min_length
-    if f.name == rubric.inputs.response_field and not min_len:
-        min_len = 1
-    if f.allowed is not None:
-        allowed = list(f.allowed)
-        checks.append(
-            pa.Check(
-                typed(lambda v: v in allowed), element_wise=True, ignore_na=False, error=f"must be one of {allowed}"
-            )
-        )
-    if min_len and f.type in ("string", "string_list", "object_list"):
-        msg = "must not be empty" if min_len == 1 else f"must have at least {min_len} characters/items"
-        checks.append(
-            pa.Check(typed(lambda v, n=min_len: _length(v) >= n), element_wise=True, ignore_na=False, error=msg)
-        )
-    if f.max_length and f.type in ("string", "string_list", "object_list"):
-        checks.append(
-            pa.Check(
-                typed(lambda v, n=f.max_length: len(v) <= n),
-                element_wise=True,
-                ignore_na=False,
-                error=f"must have at most {f.max_length} characters/items",
-            )
-        )
-    if f.minimum is not None and f.type in ("integer", "number"):
-        checks.append(
-            pa.Check(
-                typed(lambda v, m=f.minimum: v >= m),
-                element_wise=True,
-                ignore_na=False,
-                error=f"must be >= {f.minimum:g}",
-            )
-        )
-    if f.maximum is not None and f.type in ("integer", "number"):
-        checks.append(
-            pa.Check(
-                typed(lambda v, m=f.maximum: v <= m),
-                element_wise=True,
-                ignore_na=False,
-                error=f"must be <= {f.maximum:g}",
-            )
-        )
-    if f.keys and f.type in ("object", "object_list"):
-        keys = list(f.keys)
-
-        def has_keys(v: Any) -> bool:
-            items = [v] if isinstance(v, dict) else v
-            return all(all(isinstance(it.get(k), str) and it[k].strip() for k in keys) for it in items)
-
-        checks.append(
-            pa.Check(
-                typed(has_keys),
-                element_wise=True,
-                ignore_na=False,
-                error=f"every object needs non-empty string keys {keys}",
-            )
-        )
-    return checks
-
-
-def _id_key(v: Any) -> str:
-    return v if isinstance(v, str) else repr(v)
-
-
-def build_schema(rubric: RubricConfig, seen_ids: set[str] | None = None) -> pa.DataFrameSchema:
-    """The pandera schema of a rubric's samples, derived from its declared input fields.
-
-    `seen_ids` holds the ids kept from earlier chunks of the same file, so a repeat is caught across chunks."""
-    seen = seen_ids if seen_ids is not None else set()
-    columns: dict[str, pa.Column] = {}
-    for f in rubric.inputs.fields:
-        checks = _field_checks(f, rubric)
-        if f.name == rubric.inputs.id_field:
-            checks.append(
-                pa.Check(
-                    lambda s: s.map(lambda v: not isinstance(v, str) or bool(v.strip())),
-                    error="sample id must not be empty or only whitespace",
-                )
-            )
-            checks.append(
-                pa.Check(
-                    lambda s: ~(s.map(_id_key).duplicated(keep="first") | s.map(_id_key).isin(seen)),
-                    error="sample id repeated within the checkpoint (first occurrence kept)",
-                )
-            )
-        columns[f.name] = pa.Column(object, checks=checks, nullable=True, coerce=False)
-    return pa.DataFrameSchema(columns, strict=False, name=f"{rubric.name}.samples")
-
-
 def _extract(obj: dict, path: list[str]) -> Any:
     cur: Any = obj
     for part in path:
@@ -207,54 +47,6 @@ def _extract(obj: dict, path: list[str]) -> Any:
             return MISSING
         cur = cur[part]
     return cur
-
-
-def _reject_constant(token: str) -> float:
-    raise ValueError(f"{token} is not valid JSON")
-
-
-INT64_MAX = 2**63 - 1
-
-
-def _parse_int(token: str) -> int:
-    """JSON integers that fit the warehouse (BIGINT); a longer one is this line's problem, not its chunk's."""
-    if len(token.lstrip("-")) > 19 or abs(int(token)) > INT64_MAX:
-        raise ValueError(f"number too large: an integer of {len(token.lstrip('-'))} digits")
-    return int(token)
-
-
-def _parse_float(token: str) -> float:
-    value = float(token)
-    if not math.isfinite(value):
-        raise ValueError(f"number too large: {token[:20]}{'...' if len(token) > 20 else ''} is not a finite double")
-    return value
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        keys = [k for k, _ in pairs]
-        dupes = sorted({k for k in keys if keys.count(k) > 1})
-        raise ValueError(f"duplicate key(s) {', '.join(repr(k) for k in dupes)} in one object")
-    return obj
-
-
-def parse_line(text: str) -> Any:
-    """One raw line as JSON, strictly: no NaN/Infinity, no number the warehouse cannot hold, no key twice in one
-    object, no text that is not valid Unicode (a lone surrogate written as an escape)."""
-    obj = json.loads(
-        text,
-        parse_constant=_reject_constant,
-        parse_int=_parse_int,
-        parse_float=_parse_float,
-        object_pairs_hook=_no_duplicate_keys,
-    )
-    try:
-        json.dumps(obj, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        bad = exc.object[exc.start : exc.end].encode("unicode_escape").decode()
-        raise ValueError(f"text is not valid Unicode: lone surrogate {bad}") from None
-    return obj
 
 
 @dataclass

@@ -24,6 +24,7 @@ from eval_pipeline.core.config.protocol import (
     MetricSpec,
     WorklistSpec,
 )
+from eval_pipeline.core.config.registry_checks import registry_problems
 from eval_pipeline.core.derived import DerivedScore
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_identifier
 from eval_pipeline.core.strict import Strict
@@ -256,46 +257,6 @@ def load_rubric(path: str | Path) -> RubricConfig:
     if problems:
         raise RubricConfigError(_problem_message(path, problems))
     return cfg
-
-
-def registry_problems(cfg: RubricConfig) -> list[tuple[str, str]]:
-    """Names the config takes from the registries (gate kinds and their fields, metric functions), checked
-    against them. The registries are looked up here, at load time, not imported by the config models."""
-    from eval_pipeline.core import params
-    from eval_pipeline.judge.heuristic import load_features
-    from eval_pipeline.metrics import METRICS, known_metrics
-    from eval_pipeline.scoring.gates import spec_problems
-
-    problems: list[tuple[str, str]] = []
-    for g in cfg.gates:
-        problems += [(f"gates.{g.name}.{field}", msg) for field, msg in spec_problems(g)]
-    metrics = set(known_metrics())
-    for m in cfg.metrics:
-        if m.function in metrics:
-            problems += [
-                (f"metrics.{m.function}.params", msg) for msg in params.problems(METRICS[m.function], m.params)
-            ]
-        else:
-            problems.append(
-                (
-                    f"metrics.{m.function}",
-                    f"unknown metric function {m.function!r} (known: {', '.join(sorted(metrics))})",
-                )
-            )
-    features = load_features()
-    holders = [(f"dimensions.{d.key}", d.heuristic) for d in cfg.dimensions]
-    if cfg.questionnaire:
-        holders += [(f"questionnaire.metrics.{m.key}", m.heuristic) for m in cfg.questionnaire.metrics]
-    for where, terms in holders:
-        for term in terms:
-            if term.feature not in features:
-                problems.append((f"{where}.heuristic.{term.feature}", f"unknown heuristic feature {term.feature!r}"))
-            else:
-                problems += [
-                    (f"{where}.heuristic.{term.feature}.params", msg)
-                    for msg in params.problems(features[term.feature], term.params)
-                ]
-    return problems
 
 
 def load_rubrics(directory: str | Path | None = None) -> list[RubricConfig]:

@@ -1,0 +1,172 @@
+"""The pandera schema of a rubric's samples, derived from its declared input fields: the one definition of a
+valid sample."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pandera.pandas as pa
+
+from eval_pipeline.core.config import InputField, RubricConfig
+
+
+class _Missing:
+    """Marks a field absent from the JSON object (as opposed to present and null)."""
+
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING = _Missing()
+
+
+def _absent(v: Any) -> bool:
+    return v is MISSING or v is None
+
+
+def _is_type(ftype: str, v: Any) -> bool:
+    if ftype == "string":
+        return isinstance(v, str)
+    if ftype == "integer":
+        return isinstance(v, int) and not isinstance(v, bool)
+    if ftype == "number":
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if ftype == "boolean":
+        return isinstance(v, bool)
+    if ftype == "string_list":
+        return isinstance(v, list) and all(isinstance(x, str) for x in v)
+    if ftype == "object":
+        return isinstance(v, dict)
+    if ftype == "object_list":
+        return isinstance(v, list) and all(isinstance(x, dict) for x in v)
+    raise ValueError(ftype)
+
+
+_TYPE_WORDS = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a finite number",
+    "boolean": "true or false",
+    "string_list": "a list of strings",
+    "object": "a JSON object",
+    "object_list": "a list of JSON objects",
+}
+
+
+def _when_present(fn: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda v: True if _absent(v) else bool(fn(v))
+
+
+def _length(v: Any) -> int:
+    return len(v.strip()) if isinstance(v, str) else len(v)
+
+
+# long by design: one check per field property (type, allowed, lengths, bounds, keys), each a pandera Check; the list is
+# the schema
+def _field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
+    checks: list[pa.Check] = []
+    if f.required:
+        checks.append(
+            pa.Check(
+                lambda v: not _absent(v), element_wise=True, ignore_na=False, error="required field is missing or null"
+            )
+        )
+    checks.append(
+        pa.Check(
+            _when_present(functools.partial(_is_type, f.type)),
+            element_wise=True,
+            ignore_na=False,
+            error=f"must be {_TYPE_WORDS[f.type]}",
+        )
+    )
+    typed = lambda fn, t=f.type: _when_present(lambda v: (not _is_type(t, v)) or fn(v))  # noqa: E731
+    min_len = f.min_length
+    if f.name == rubric.inputs.response_field and not min_len:
+        min_len = 1
+    if f.allowed is not None:
+        allowed = list(f.allowed)
+        checks.append(
+            pa.Check(
+                typed(lambda v: v in allowed), element_wise=True, ignore_na=False, error=f"must be one of {allowed}"
+            )
+        )
+    if min_len and f.type in ("string", "string_list", "object_list"):
+        msg = "must not be empty" if min_len == 1 else f"must have at least {min_len} characters/items"
+        checks.append(
+            pa.Check(typed(lambda v, n=min_len: _length(v) >= n), element_wise=True, ignore_na=False, error=msg)
+        )
+    if f.max_length and f.type in ("string", "string_list", "object_list"):
+        checks.append(
+            pa.Check(
+                typed(lambda v, n=f.max_length: len(v) <= n),
+                element_wise=True,
+                ignore_na=False,
+                error=f"must have at most {f.max_length} characters/items",
+            )
+        )
+    if f.minimum is not None and f.type in ("integer", "number"):
+        checks.append(
+            pa.Check(
+                typed(lambda v, m=f.minimum: v >= m),
+                element_wise=True,
+                ignore_na=False,
+                error=f"must be >= {f.minimum:g}",
+            )
+        )
+    if f.maximum is not None and f.type in ("integer", "number"):
+        checks.append(
+            pa.Check(
+                typed(lambda v, m=f.maximum: v <= m),
+                element_wise=True,
+                ignore_na=False,
+                error=f"must be <= {f.maximum:g}",
+            )
+        )
+    if f.keys and f.type in ("object", "object_list"):
+        keys = list(f.keys)
+
+        def has_keys(v: Any) -> bool:
+            items = [v] if isinstance(v, dict) else v
+            return all(all(isinstance(it.get(k), str) and it[k].strip() for k in keys) for it in items)
+
+        checks.append(
+            pa.Check(
+                typed(has_keys),
+                element_wise=True,
+                ignore_na=False,
+                error=f"every object needs non-empty string keys {keys}",
+            )
+        )
+    return checks
+
+
+def _id_key(v: Any) -> str:
+    return v if isinstance(v, str) else repr(v)
+
+
+def build_schema(rubric: RubricConfig, seen_ids: set[str] | None = None) -> pa.DataFrameSchema:
+    """The pandera schema of a rubric's samples, derived from its declared input fields.
+
+    `seen_ids` holds the ids kept from earlier chunks of the same file, so a repeat is caught across chunks."""
+    seen = seen_ids if seen_ids is not None else set()
+    columns: dict[str, pa.Column] = {}
+    for f in rubric.inputs.fields:
+        checks = _field_checks(f, rubric)
+        if f.name == rubric.inputs.id_field:
+            checks.append(
+                pa.Check(
+                    lambda s: s.map(lambda v: not isinstance(v, str) or bool(v.strip())),
+                    error="sample id must not be empty or only whitespace",
+                )
+            )
+            checks.append(
+                pa.Check(
+                    lambda s: ~(s.map(_id_key).duplicated(keep="first") | s.map(_id_key).isin(seen)),
+                    error="sample id repeated within the checkpoint (first occurrence kept)",
+                )
+            )
+        columns[f.name] = pa.Column(object, checks=checks, nullable=True, coerce=False)
+    return pa.DataFrameSchema(columns, strict=False, name=f"{rubric.name}.samples")
