@@ -81,17 +81,15 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     scan = scan_checkpoints()
     registered = set(_instance().get_dynamic_partitions(CHECKPOINTS.name))
     gates: dict[str, str] = {}
-    path = settings.warehouse_path()
-    if Path(path).exists():
-        wh = Warehouse(path)
-        if wh.table_exists("main", "checkpoints"):
-            try:
-                for ckpt, passed, total in wh.query_rows(
-                    "SELECT checkpoint_id, sum(gates_passed), sum(gates_total) FROM main.leaderboard GROUP BY 1"
-                ):
-                    gates[ckpt] = f"{int(passed or 0)}/{int(total or 0)} gates"
-            except Exception:  # views not built yet
-                pass
+    wh = Warehouse(settings.warehouse_path())
+    if wh.exists() and wh.table_exists("main", "checkpoints"):
+        try:
+            for ckpt, passed, total in wh.query_rows(
+                "SELECT checkpoint_id, sum(gates_passed), sum(gates_total) FROM main.leaderboard GROUP BY 1"
+            ):
+                gates[ckpt] = f"{int(passed or 0)}/{int(total or 0)} gates"
+        except Exception:  # views not built yet
+            pass
     print(f"{'checkpoint':<16} {'model':<18} {'created':<22} {'parent':<12} {'status':<12} {'rubrics'}")
     for c in sorted(scan.complete, key=lambda c: (c.created_at, c.checkpoint_id)):
         status = gates.get(c.checkpoint_id) or ("registered" if c.checkpoint_id in registered else "new")
@@ -121,13 +119,12 @@ def cmd_sql(args: argparse.Namespace) -> int:
     from eval_pipeline.core.warehouse import Warehouse
 
     wh = Warehouse(args.warehouse or settings.warehouse_path())
-    if not Path(wh.path).exists():
-        raise CliError(f"warehouse {wh.path} does not exist yet: run 'eval-pipeline run' (or make demo) first")
-    with wh.sandboxed_reader() as con:
-        try:
-            df = con.execute(args.query).df()
-        except Exception as exc:  # duckdb errors: one line
-            raise CliError(str(exc).splitlines()[0]) from exc
+    if not wh.exists():
+        raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' (or make demo) first")
+    try:
+        df = wh.run_readonly(args.query)
+    except Exception as exc:  # duckdb errors and refused statements: one line
+        raise CliError(str(exc).splitlines()[0]) from exc
     if args.max_rows < 0:
         raise CliError("--max-rows must be 0 or more")
     shown = df.head(args.max_rows)
@@ -199,8 +196,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from eval_pipeline.publish.report import write_report
 
     wh = Warehouse(args.warehouse or settings.warehouse_path())
-    if not Path(wh.path).exists():
-        raise CliError(f"warehouse {wh.path} does not exist yet: run 'eval-pipeline run' first")
+    if not wh.exists():
+        raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' first")
     path = write_report(wh, args.out)
     print(f"report written to {path}")
     return 0

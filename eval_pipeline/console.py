@@ -13,7 +13,6 @@ When several apply, the first in the order 1, 4, 3 wins.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -221,7 +220,7 @@ def evaluate(args: Any, ckpts: list, defs: Any, rubrics: dict[str, Any], instanc
             for failure in o.failures:
                 print(f"    step FAILED {clean(failure)[:300]}", flush=True)
             for name in o.rubrics:
-                if os.path.exists(wh.path):
+                if wh.exists():
                     r = assess(wh, rubrics[name], o.checkpoint_id)
                     reports.append(r)
                     print("\n".join(report_lines(r)), flush=True)

@@ -20,8 +20,13 @@ def _env(name: str, default: str) -> str:
 
 
 def warehouse_path() -> str:
-    """EVAL_WAREHOUSE: the warehouse (a DuckDB file)."""
+    """EVAL_WAREHOUSE: the warehouse: a DuckDB file, or ducklake:sqlite:<catalog> / ducklake:postgres:<conninfo>."""
     return _env("EVAL_WAREHOUSE", "data/warehouse.duckdb")
+
+
+def warehouse_data_path() -> str | None:
+    """EVAL_WAREHOUSE_DATA: where a DuckLake warehouse's Parquet files go (default: beside a SQLite catalog)."""
+    return os.environ.get("EVAL_WAREHOUSE_DATA", "").strip() or None
 
 
 def duckdb_memory_limit() -> str:

@@ -44,15 +44,19 @@ class PartitionWriter:
         if stage is None:
             stage = self._stages[key] = f"s{os.getpid()}_{next(_STAGE_COUNTER)}"
             self._where[key] = dict(where)
-        with self._wh.writing() as con:
-            ensure_table(con, STAGING_SCHEMA, stage, df)  # an empty chunk still declares the columns
-            if not df.empty:
-                con.register("_incoming", df)
-                collist = ", ".join(f'"{c}"' for c in df.columns)
-                con.execute(
-                    f"INSERT INTO {qualified(STAGING_SCHEMA, stage)} ({collist}) SELECT {collist} FROM _incoming"
-                )
-                con.unregister("_incoming")
+
+        def append() -> None:
+            with self._wh.writing() as con:
+                ensure_table(con, STAGING_SCHEMA, stage, df)  # an empty chunk still declares the columns
+                if not df.empty:
+                    con.register("_incoming", df)
+                    collist = ", ".join(f'"{c}"' for c in df.columns)
+                    con.execute(
+                        f"INSERT INTO {qualified(STAGING_SCHEMA, stage)} ({collist}) SELECT {collist} FROM _incoming"
+                    )
+                    con.unregister("_incoming")
+
+        self._wh.retrying(append)
         return len(df)
 
     def commit(self) -> None:
@@ -61,25 +65,32 @@ class PartitionWriter:
             return
         from eval_pipeline.core.warehouse import transaction
 
-        with self._wh.writing() as con, transaction(con):
-            for key, stage in self._stages.items():
-                schema, table, _ = key
-                target, staged = qualified(schema, table), qualified(STAGING_SCHEMA, stage)
-                cols = con.execute(
-                    "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? "
-                    "AND table_name = ? ORDER BY ordinal_position",
-                    [STAGING_SCHEMA, stage],
-                ).fetchall()
-                ensure_columns(con, schema, table, cols)
-                where = self._where[key]
-                con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
-                collist = ", ".join(f'"{c}"' for c, _ in cols)
-                con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM {staged}")
+        def swap_in() -> None:
+            with self._wh.writing() as con, transaction(con):
+                for key, stage in self._stages.items():
+                    schema, table, _ = key
+                    target, staged = qualified(schema, table), qualified(STAGING_SCHEMA, stage)
+                    cols = con.execute(
+                        "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? "
+                        "AND table_name = ? ORDER BY ordinal_position",
+                        [STAGING_SCHEMA, stage],
+                    ).fetchall()
+                    ensure_columns(con, schema, table, cols)
+                    where = self._where[key]
+                    con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
+                    collist = ", ".join(f'"{c}"' for c, _ in cols)
+                    con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM {staged}")
+
+        self._wh.retrying(swap_in)
 
     def drop_staging(self) -> None:
         if not self._stages:
             return
-        with self._wh.writing() as con:
-            for stage in self._stages.values():
-                con.execute(f"DROP TABLE IF EXISTS {qualified(STAGING_SCHEMA, stage)}")
+
+        def drop() -> None:
+            with self._wh.writing() as con:
+                for stage in self._stages.values():
+                    con.execute(f"DROP TABLE IF EXISTS {qualified(STAGING_SCHEMA, stage)}")
+
+        self._wh.retrying(drop)
         self._stages.clear()

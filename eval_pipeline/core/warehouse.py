@@ -10,17 +10,18 @@ failed write leaves the previous partition in place.
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 import pandas as pd
 
-from eval_pipeline.core import settings
+from eval_pipeline.core import lake, settings
 from eval_pipeline.core.ids import check_identifier
 
 if TYPE_CHECKING:
@@ -30,6 +31,10 @@ from eval_pipeline.core.tables import check_partition, ensure_table, partition_c
 # In-process writers are serialised: DuckDB allows one read-write process per file
 # and we keep write transactions short; this lock avoids intra-process conflicts.
 _WRITE_LOCK = threading.RLock()
+
+
+_QUERY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA", "RELATION"}
+T = TypeVar("T")
 
 
 def _duckdb_config() -> dict[str, str | bool | int | float | list[str]]:
@@ -45,7 +50,10 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         yield
         con.execute("COMMIT")
     except BaseException:
-        con.execute("ROLLBACK")
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass  # a COMMIT that failed has ended the transaction already: the error that matters is the first
         raise
 
 
@@ -58,17 +66,34 @@ def _insert_frame(con: duckdb.DuckDBPyConnection, target: str, df: pd.DataFrame)
 
 
 class Warehouse:
-    """Access to the DuckDB file. Cheap to construct; opens a connection per use."""
+    """Access to the warehouse: a DuckDB file or a DuckLake (eval_pipeline.core.lake). Cheap to construct;
+    opens a connection per use. Asset code does not know which backend it writes to."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, lock_timeout_s: float = 120.0):
         self.path = str(path or settings.warehouse_path())
+        self.location = lake.parse(self.path, settings.warehouse_data_path())
         self.lock_timeout_s = lock_timeout_s
         self._session: duckdb.DuckDBPyConnection | None = None
+
+    def exists(self) -> bool:
+        return self.location.exists()
+
+    def describe(self) -> str:
+        return self.location.describe()
 
     # --- connections -----------------------------------------------------------------------
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        if self.location.kind == "ducklake":
+            if read_only and not self.exists():
+                raise FileNotFoundError(f"warehouse {self.describe()} does not exist yet: run the pipeline first")
+            con = lake.attached(self.location, _duckdb_config(), read_only)
+            try:
+                yield con
+            finally:
+                con.close()
+            return
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         if read_only and not Path(self.path).exists():
@@ -93,21 +118,47 @@ class Warehouse:
     def sandboxed_reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection for queries typed by a person: read-only, no file access outside the warehouse
         (no COPY TO, read_csv, ATTACH), no extension installs or loads, and settings locked so a query cannot
-        undo any of it."""
-        if not Path(self.path).exists():
-            raise FileNotFoundError(f"warehouse {self.path} does not exist yet: run the pipeline first (make demo)")
-        config: dict[str, str | bool | int | float | list[str]] = {
-            **_duckdb_config(),
-            "enable_external_access": False,
+        undo any of it. (``run_readonly`` also refuses every statement but a query.)"""
+        if not self.exists():
+            raise FileNotFoundError(
+                f"warehouse {self.describe()} does not exist yet: run the pipeline first (make demo)"
+            )
+        locked: dict[str, str | bool | int | float | list[str]] = {
             "autoinstall_known_extensions": False,
             "autoload_known_extensions": False,
-            "lock_configuration": True,
         }
-        con = duckdb.connect(self.path, read_only=True, config=config)
+        if self.location.kind == "ducklake":
+            con = duckdb.connect(":memory:", config={**_duckdb_config(), **locked})
+            catalog_kind = self.location.catalog.split(":", 1)[0]
+            con.execute(f"LOAD '{lake.extension_file(catalog_kind)}'")
+            con.execute(f"LOAD '{lake.extension_file('ducklake')}'")
+            con.execute(
+                f"ATTACH '{lake.PREFIX}{self.location.catalog}' AS {lake.ALIAS} "
+                f"({lake.attach_options(self.location, read_only=True)})"
+            )
+            con.execute(f"USE {lake.ALIAS}")
+            allowed = [str(Path(self.location.data_path).resolve()) + "/"]
+            if catalog_kind == "sqlite":
+                allowed.append(str(Path(self.location.catalog.removeprefix("sqlite:")).resolve().parent) + "/")
+            con.execute("SET allowed_directories = ?", [allowed])
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
+        else:
+            config = {**_duckdb_config(), **locked, "enable_external_access": False, "lock_configuration": True}
+            con = duckdb.connect(self.path, read_only=True, config=config)
         try:
             yield con
         finally:
             con.close()
+
+    def run_readonly(self, sql: str) -> pd.DataFrame:
+        """A person's query: queries only (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN...), on the sandboxed reader."""
+        statements = duckdb.extract_statements(sql)
+        bad = [s.type.name for s in statements if s.type.name not in _QUERY_STATEMENTS]
+        if bad:
+            raise PermissionError(f"only queries may run here, not {', '.join(bad)} (the warehouse is read-only)")
+        with self.sandboxed_reader() as con:
+            return con.execute(sql).df()
 
     @contextmanager
     def hold(self) -> Iterator[Warehouse]:
@@ -115,8 +166,8 @@ class Warehouse:
         then ~0.4 ms instead of ~20 ms (DuckDB re-opens, replays and checkpoints the file when its last
         connection closes). Holding the file keeps other processes out of it, so only steps that take
         turns through the warehouse pool hold it, never one that waits on the judge."""
-        if self.path == ":memory:":
-            yield self
+        if self.path == ":memory:" or self.location.kind == "ducklake":
+            yield self  # a lake's attachment stays open in the process anyway
             return
         with self.connect():
             yield self
@@ -170,9 +221,28 @@ class Warehouse:
         with _WRITE_LOCK, self.connect() as con:
             yield con
 
+    def retrying(self, write: Callable[[], T]) -> T:
+        """Run a whole write again when its commit lost a race with another process's (a DuckLake lets
+        several processes write; a DuckDB file has one writer, so this runs it once)."""
+        if self.location.kind != "ducklake":
+            return write()
+        delay = 0.02
+        for attempt in range(40):
+            try:
+                return write()
+            except duckdb.Error as exc:
+                if not lake.is_retryable(exc) or attempt == 39:
+                    raise
+                time.sleep(delay + random.uniform(0, delay))
+                delay = min(delay * 1.5, 1.0)
+        raise AssertionError("unreachable")
+
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> None:
-        with self.writing() as con:
-            con.execute(sql, params or [])
+        def run() -> None:
+            with self.writing() as con:
+                con.execute(sql, params or [])
+
+        self.retrying(run)
 
     def replace_partition(
         self,
@@ -188,12 +258,16 @@ class Warehouse:
         """
         check_partition(schema, table, df, where)
         target = qualified(schema, table)
-        with self.writing() as con:
-            ensure_table(con, schema, table, df)
-            with transaction(con):
-                con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
-                if not df.empty:
-                    _insert_frame(con, target, df)
+
+        def write() -> None:
+            with self.writing() as con:
+                ensure_table(con, schema, table, df)
+                with transaction(con):
+                    con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
+                    if not df.empty:
+                        _insert_frame(con, target, df)
+
+        self.retrying(write)
         return len(df)
 
     @contextmanager
@@ -223,12 +297,16 @@ class Warehouse:
         for col in key:
             check_identifier(col, "column name")
         target = qualified(schema, table)
-        with self.writing() as con:
-            ensure_table(con, schema, table, df)
-            with transaction(con):
-                con.register("_incoming", df)
-                match = " AND ".join(f't."{c}" = i."{c}"' for c in key)
-                con.execute(f"DELETE FROM {target} t WHERE EXISTS (SELECT 1 FROM _incoming i WHERE {match})")
-                con.unregister("_incoming")
-                _insert_frame(con, target, df)
+        match = " AND ".join(f't."{c}" = i."{c}"' for c in key)
+
+        def write() -> None:
+            with self.writing() as con:
+                ensure_table(con, schema, table, df)
+                with transaction(con):
+                    con.register("_incoming", df)
+                    con.execute(f"DELETE FROM {target} t WHERE EXISTS (SELECT 1 FROM _incoming i WHERE {match})")
+                    con.unregister("_incoming")
+                    _insert_frame(con, target, df)
+
+        self.retrying(write)
         return len(df)

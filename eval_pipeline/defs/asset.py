@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
@@ -23,6 +24,22 @@ from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
 
 WAREHOUSE_POOL = "duckdb_warehouse"
+_pool: list[str | None] = [WAREHOUSE_POOL]  # the pool of warehouse steps for the definitions being built
+
+
+def current_pool() -> str | None:
+    """`duckdb_warehouse` for a DuckDB file (one writing process at a time); none for a DuckLake, whose
+    writers may overlap."""
+    return _pool[-1]
+
+
+@contextmanager
+def warehouse_pool(pool: str | None) -> Iterator[None]:
+    _pool.append(pool)
+    try:
+        yield
+    finally:
+        _pool.pop()
 
 
 def asset_key(rubric: RubricConfig | str, name: str) -> dg.AssetKey:
@@ -40,11 +57,11 @@ def rubric_asset(
     calls_judge: bool = False,
     table: bool = True,
 ) -> Callable[[Callable], dg.AssetsDefinition]:
-    """Assets that work on the warehouse are in the `duckdb_warehouse` concurrency pool: DuckDB lets one
-    process at a time open the file, so across concurrent runs their steps take turns (the pool's limit is
-    1 in deploy/dagster.yaml; see docs/scaling.md). Assets that call the judge (``calls_judge``) stay out of
-    it: they hold no connection while the calls are in flight, and their few short reads and writes wait on
-    the file lock instead, so judging never blocks another run's steps."""
+    """Assets that work on a DuckDB-file warehouse are in the `duckdb_warehouse` concurrency pool: DuckDB lets
+    one process at a time open the file, so across concurrent runs their steps take turns (the pool's limit is
+    1 in deploy/dagster.yaml; see docs/scaling.md); on a DuckLake they run at once. Assets that call the judge
+    (``calls_judge``) stay out of it: they hold no connection while the calls are in flight, and their few
+    short reads and writes wait on the file lock instead, so judging never blocks another run's steps."""
     md: dict[str, Any] = {"rubric_version": rubric.version, **(metadata or {})}
     if table:
         md["dagster/table_name"] = f"{rubric.name}.{name}"
@@ -63,7 +80,7 @@ def rubric_asset(
             kinds=kinds,
             description=description,
             metadata=md,
-            pool=None if calls_judge else WAREHOUSE_POOL,
+            pool=None if calls_judge else current_pool(),
         )(body)
 
     return decorate

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from eval_pipeline.core import settings
+from eval_pipeline.core import lake, settings
 from eval_pipeline.core.config import load_rubrics
+from eval_pipeline.defs.asset import WAREHOUSE_POOL, warehouse_pool
 from eval_pipeline.defs.factory import rubric_definitions
 from eval_pipeline.defs.resources import default_resources
 from eval_pipeline.defs.sensors import build_checkpoint_sensor
@@ -20,7 +21,9 @@ def build_definitions(
     checkpoint_root: str | None = None,
 ) -> dg.Definitions:
     rubrics = load_rubrics(rubric_dir)
-    groups = {rubric.name: rubric_definitions(rubric) for rubric in rubrics}
+    location = lake.parse(warehouse_path or settings.warehouse_path(), settings.warehouse_data_path())
+    with warehouse_pool(WAREHOUSE_POOL if location.single_writer else None):
+        groups = {rubric.name: rubric_definitions(rubric) for rubric in rubrics}
     keys_by_rubric = {
         name: [k for a in d.assets or [] if isinstance(a, dg.AssetsDefinition) for k in a.keys]
         for name, d in groups.items()

@@ -229,7 +229,8 @@ def build_report(wh: Warehouse) -> str:
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>eval_pipeline "
         f"report</title><style>{CSS}</style></head>"
-        f"<body><h1>eval_pipeline report</h1><p class='muted'>generated {stamp} from {_esc(Path(wh.path).name)}</p>"
+        f"<body><h1>eval_pipeline report</h1><p class='muted'>generated {stamp} from "
+        f"{_esc(Path(wh.describe()).name)}</p>"
         f"<p>{nav}</p><h2>Leaderboard</h2>{_table(board)}{body}</body></html>"
     )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from eval_pipeline.core import settings
 from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.core.ids import check_identifier
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.core.warehouse import Warehouse, transaction
 
 
 def _schemas_with(wh: Warehouse, table: str) -> set[str]:
@@ -66,12 +66,16 @@ def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str
             f"WHERE s.breakdown = 'all' AND s.headline"
         )
     union = "\nUNION ALL\n".join(parts)
-    with wh.writing() as con:
-        con.execute(f"CREATE OR REPLACE VIEW main.leaderboard AS {union}")
-        con.execute(
-            "CREATE OR REPLACE VIEW main.latest AS SELECT * FROM main.leaderboard WHERE checkpoint_id = "
-            "(SELECT checkpoint_id FROM main.checkpoints WHERE checkpoint_id IN (SELECT checkpoint_id FROM "
-            "main.leaderboard) "
-            "ORDER BY created_at DESC, checkpoint_id DESC LIMIT 1)"
-        )
+    latest = (
+        "CREATE OR REPLACE VIEW main.latest AS SELECT * FROM main.leaderboard WHERE checkpoint_id = "
+        "(SELECT checkpoint_id FROM main.checkpoints WHERE checkpoint_id IN (SELECT checkpoint_id FROM "
+        "main.leaderboard) ORDER BY created_at DESC, checkpoint_id DESC LIMIT 1)"
+    )
+
+    def replace_views() -> None:
+        with wh.writing() as con, transaction(con):
+            con.execute(f"CREATE OR REPLACE VIEW main.leaderboard AS {union}")
+            con.execute(latest)
+
+    wh.retrying(replace_views)
     return sorted(summaries)

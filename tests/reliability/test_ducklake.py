@@ -1,0 +1,105 @@
+"""The warehouse on DuckLake (#13, first part): the same pipeline on a DuckLake with a SQLite catalog, writers in
+several processes at once with no pool, a reader that holds a connection for the whole run, and the read-only
+guarantees of `eval-pipeline sql`.
+
+Classes covered: several writers never lose or duplicate a partition (commits that lose a race are retried
+whole); a reader never blocks a writer; a person's query writes nothing anywhere."""
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from eval_pipeline.core.warehouse import Warehouse
+
+HELPER = str(Path(__file__).with_name("run_checkpoint.py"))
+HELD = re.compile(r"warehouse held from ([0-9.]+) to ([0-9.]+)")
+
+
+def _spawn(env, spec, root, ckpt, *rubrics):
+    return subprocess.Popen(
+        [sys.executable, HELPER, spec, str(root), ckpt, *rubrics],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+@pytest.fixture
+def lake(tmp_path, monkeypatch):
+    spec = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    monkeypatch.setenv("EVAL_WAREHOUSE", spec)
+    monkeypatch.delenv("EVAL_WAREHOUSE_DATA", raising=False)
+    return spec
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_two_writers_at_once_with_no_pool_and_a_reader_held_open(lake, checkpoint_root):
+    env = dict(os.environ, EVAL_JUDGE="heuristic", EVAL_CHECKPOINT_DIR=str(checkpoint_root), EVAL_WAREHOUSE=lake)
+    wh = Warehouse(lake)
+    wh.execute("CREATE TABLE IF NOT EXISTS main.ping AS SELECT 1 AS x")
+    stop, reads = threading.Event(), []
+
+    def reader():  # one connection, held open for the whole run, reading all along
+        with wh.connect(read_only=True) as con:
+            while not stop.is_set():
+                reads.append(con.execute("SELECT count(*) FROM information_schema.tables").fetchall()[0][0])
+                time.sleep(0.2)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    a = _spawn(env, lake, checkpoint_root, "ckpt-0100", "kg_qa", "npc_dialogue")
+    b = _spawn(env, lake, checkpoint_root, "ckpt-0200", "kg_qa", "npc_dialogue")
+    out_a, out_b = a.communicate(timeout=540)[0], b.communicate(timeout=540)[0]
+    stop.set()
+    t.join()
+    assert a.returncode == 0, out_a[-3000:]
+    assert b.returncode == 0, out_b[-3000:]
+    assert len(reads) > 5  # the reader read throughout
+    # warehouse steps of the two processes overlapped in time: no pool, no file lock
+    spans = {name: [tuple(map(float, m)) for m in HELD.findall(out)] for name, out in (("a", out_a), ("b", out_b))}
+    assert spans["a"] and spans["b"]
+    assert any(s1 < e2 and s2 < e1 for s1, e1 in spans["a"] for s2, e2 in spans["b"])
+    for rubric in ("kg_qa", "npc_dialogue"):
+        for table in ("samples", "scores", "judge_scores", "summary", "gates"):
+            rows = wh.query_rows(f"SELECT checkpoint_id, count(*) FROM {rubric}.{table} GROUP BY 1 ORDER BY 1")
+            assert [c for c, _ in rows] == ["ckpt-0100", "ckpt-0200"], (rubric, table)
+        assert wh.query_rows(f"SELECT count(*) FROM {rubric}.samples GROUP BY checkpoint_id") == [(60,), (60,)]
+        dupes = wh.query_rows(
+            f"SELECT count(*) FROM (SELECT checkpoint_id, sample_id, judge, dimension "
+            f"FROM {rubric}.judge_scores GROUP BY ALL HAVING count(*) > 1)"
+        )
+        assert dupes == [(0,)]
+        assert wh.query_rows(f"SELECT count(*) FROM main.quarantine WHERE rubric = '{rubric}'")[0][0] == 12
+
+
+@pytest.mark.slow
+def test_the_cli_runs_and_queries_a_lake_read_only(lake, checkpoint_root, tmp_path, monkeypatch, capfd):
+    from eval_pipeline.cli import main as cli
+
+    monkeypatch.setenv("EVAL_CHECKPOINT_DIR", str(checkpoint_root))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0
+    assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0  # re-run
+    wh = Warehouse(lake)
+    assert wh.query_rows("SELECT count(*) FROM kg_qa.scores")[0][0] == 60  # replaced, never duplicated
+    capfd.readouterr()
+    assert cli(["sql", "SELECT rubric, checkpoint_id, gates_total FROM main.leaderboard"]) == 0
+    assert "kg_qa" in capfd.readouterr().out
+    data = Path(wh.location.data_path)
+    for query in (
+        f"COPY (SELECT 1) TO '{data / 'x.csv'}'",
+        "DELETE FROM kg_qa.scores",
+        "SELECT * FROM read_csv('/etc/hostname')",
+        "ATTACH ':memory:' AS m",
+    ):
+        assert cli(["sql", query]) == 2, query
+    assert not (data / "x.csv").exists()
+    assert wh.query_rows("SELECT count(*) FROM kg_qa.scores")[0][0] == 60
