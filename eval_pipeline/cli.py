@@ -122,7 +122,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     if not wh.exists():
         raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' (or make demo) first")
     try:
-        df = wh.run_readonly(args.query)
+        df = wh.run_readonly(args.query, as_of=args.as_of)
     except Exception as exc:  # duckdb errors and refused statements: one line
         raise CliError(str(exc).splitlines()[0]) from exc
     if args.max_rows < 0:
@@ -190,6 +190,34 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_maintain(args: argparse.Namespace) -> int:
+    """DuckLake upkeep: merge the small Parquet files many partition writes leave, expire snapshots older than
+    the kept window (time travel reaches back that far), and delete the files no snapshot needs any more."""
+    from eval_pipeline.core import settings
+    from eval_pipeline.core.lake import ALIAS
+    from eval_pipeline.core.warehouse import Warehouse
+
+    wh = Warehouse(settings.warehouse_path())
+    if wh.location.kind != "ducklake":
+        raise CliError("maintain is for a DuckLake warehouse (EVAL_WAREHOUSE=ducklake:...); a DuckDB file needs none")
+    if not wh.exists():
+        raise CliError(f"warehouse {wh.describe()} does not exist yet")
+    if args.keep_days < 0:
+        raise CliError("--keep-days must be 0 or more")
+    steps = [
+        ("merged small files", f"CALL ducklake_merge_adjacent_files('{ALIAS}')"),
+        (
+            "expired snapshots",
+            f"CALL ducklake_expire_snapshots('{ALIAS}', older_than => now() - INTERVAL '{int(args.keep_days)} days')",
+        ),
+        ("deleted unneeded files", f"CALL ducklake_cleanup_old_files('{ALIAS}', cleanup_all => true)"),
+    ]
+    for what, sql in steps:
+        wh.execute(sql)
+        print(f"maintain: {what}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from eval_pipeline.core import settings
     from eval_pipeline.core.warehouse import Warehouse
@@ -233,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("query")
     sql.add_argument("--warehouse", help="DuckDB file (default EVAL_WAREHOUSE or data/warehouse.duckdb)")
     sql.add_argument("--max-rows", type=int, default=200)
+    sql.add_argument("--as-of", help="a DuckLake snapshot id or a timestamp: read the warehouse as it was then")
     sql.set_defaults(fn=cmd_sql)
     bf = sub.add_parser(
         "backfill",
@@ -252,6 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     tp.add_argument("--evaluator", default="", help="fill the evaluator column")
     tp.add_argument("--out", help="file to write (default: <ratings dir>/<rubric>/<checkpoint>.template.csv)")
     tp.set_defaults(fn=cmd_ratings_template)
+    mt = sub.add_parser("maintain", help="DuckLake upkeep: merge small files, expire old snapshots", parents=[common])
+    mt.add_argument("--keep-days", type=int, default=30, help="snapshots kept for time travel (default 30)")
+    mt.set_defaults(fn=cmd_maintain)
     rp = sub.add_parser("report", help="write a static HTML report (one file, offline)", parents=[common])
     rp.add_argument("--out", default="reports")
     rp.add_argument("--warehouse")

@@ -18,6 +18,7 @@ import importlib
 import os
 import threading
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
@@ -110,10 +111,22 @@ def attached(loc: Location, config: dict, read_only: bool = False) -> duckdb.Duc
     return con
 
 
-def attach_options(loc: Location, read_only: bool) -> str:
+def attach_options(loc: Location, read_only: bool, as_of: str | None = None) -> str:
     """A SQLite catalog in WAL mode (readers never wait on a writer) with a busy timeout (a writer waits for
-    another's commit instead of failing at once; a commit that still loses the race is retried whole)."""
+    another's commit instead of failing at once; a commit that still loses the race is retried whole). ``as_of``
+    (read-only): a snapshot id, or a timestamp with its zone, to see the lake as it was then."""
     options = [f"DATA_PATH '{_quote(loc.data_path)}'"]
+    if as_of is not None:
+        if as_of.strip().isdigit():
+            options.append(f"SNAPSHOT_VERSION {int(as_of)}")
+        else:
+            try:
+                stamp = datetime.fromisoformat(as_of.strip().replace("Z", "+00:00"))
+            except ValueError as exc:
+                raise ValueError(f"--as-of {as_of!r}: give a snapshot id or an ISO-8601 timestamp") from exc
+            if stamp.tzinfo is None:
+                stamp = stamp.replace(tzinfo=timezone.utc)
+            options.append(f"SNAPSHOT_TIME '{stamp.isoformat()}'")
     if loc.catalog.startswith("sqlite:"):
         options += ["META_JOURNAL_MODE 'WAL'", "META_BUSY_TIMEOUT 10000"]
     if read_only:

@@ -115,10 +115,11 @@ class Warehouse:
             con.close()
 
     @contextmanager
-    def sandboxed_reader(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def sandboxed_reader(self, as_of: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection for queries typed by a person: read-only, no file access outside the warehouse
         (no COPY TO, read_csv, ATTACH), no extension installs or loads, and settings locked so a query cannot
-        undo any of it. (``run_readonly`` also refuses every statement but a query.)"""
+        undo any of it. (``run_readonly`` also refuses every statement but a query.) ``as_of``: a DuckLake
+        snapshot id, or a timestamp, to read the warehouse as it was then (time travel)."""
         if not self.exists():
             raise FileNotFoundError(
                 f"warehouse {self.describe()} does not exist yet: run the pipeline first (make demo)"
@@ -134,7 +135,7 @@ class Warehouse:
             con.execute(f"LOAD '{lake.extension_file('ducklake')}'")
             con.execute(
                 f"ATTACH '{lake.PREFIX}{self.location.catalog}' AS {lake.ALIAS} "
-                f"({lake.attach_options(self.location, read_only=True)})"
+                f"({lake.attach_options(self.location, read_only=True, as_of=as_of)})"
             )
             con.execute(f"USE {lake.ALIAS}")
             allowed = [str(Path(self.location.data_path).resolve()) + "/"]
@@ -144,6 +145,8 @@ class Warehouse:
             con.execute("SET enable_external_access = false")
             con.execute("SET lock_configuration = true")
         else:
+            if as_of is not None:
+                raise ValueError("reading the warehouse as of a snapshot needs a DuckLake warehouse (EVAL_WAREHOUSE)")
             config = {**_duckdb_config(), **locked, "enable_external_access": False, "lock_configuration": True}
             con = duckdb.connect(self.path, read_only=True, config=config)
         try:
@@ -151,13 +154,13 @@ class Warehouse:
         finally:
             con.close()
 
-    def run_readonly(self, sql: str) -> pd.DataFrame:
+    def run_readonly(self, sql: str, as_of: str | None = None) -> pd.DataFrame:
         """A person's query: queries only (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN...), on the sandboxed reader."""
         statements = duckdb.extract_statements(sql)
         bad = [s.type.name for s in statements if s.type.name not in _QUERY_STATEMENTS]
         if bad:
             raise PermissionError(f"only queries may run here, not {', '.join(bad)} (the warehouse is read-only)")
-        with self.sandboxed_reader() as con:
+        with self.sandboxed_reader(as_of) as con:
             return con.execute(sql).df()
 
     @contextmanager

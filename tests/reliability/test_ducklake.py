@@ -103,3 +103,30 @@ def test_the_cli_runs_and_queries_a_lake_read_only(lake, checkpoint_root, tmp_pa
         assert cli(["sql", query]) == 2, query
     assert not (data / "x.csv").exists()
     assert wh.query_rows("SELECT count(*) FROM kg_qa.scores")[0][0] == 60
+
+
+@pytest.mark.slow
+def test_time_travel_reads_the_leaderboard_before_a_run_and_maintenance_keeps_the_data(
+    lake, checkpoint_root, tmp_path, monkeypatch, capfd
+):
+    from eval_pipeline.cli import main as cli
+
+    monkeypatch.setenv("EVAL_CHECKPOINT_DIR", str(checkpoint_root))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0
+    wh = Warehouse(lake)
+    (before,) = wh.query_rows("SELECT max(snapshot_id) FROM ducklake_snapshots('lake')")[0]
+    assert cli(["run", "--checkpoint", "ckpt-0200", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0
+    capfd.readouterr()
+    assert cli(["sql", "SELECT count(*) AS n FROM main.leaderboard"]) == 0
+    assert capfd.readouterr().out.split() == ["n", "2"]
+    assert cli(["sql", "--as-of", str(before), "SELECT count(*) AS n FROM main.leaderboard"]) == 0
+    assert capfd.readouterr().out.split() == ["n", "1"]  # the leaderboard before the ckpt-0200 run
+    assert cli(["maintain", "--keep-days", "0"]) == 0
+    assert wh.query_rows("SELECT checkpoint_id, count(*) FROM kg_qa.scores GROUP BY 1 ORDER BY 1") == [
+        ("ckpt-0100", 60),
+        ("ckpt-0200", 60),
+    ]
+    file_backend = tmp_path / "w.duckdb"
+    monkeypatch.setenv("EVAL_WAREHOUSE", str(file_backend))
+    assert cli(["maintain"]) == 2 and "is for a DuckLake warehouse" in capfd.readouterr().err
