@@ -17,6 +17,7 @@ import glob
 import importlib
 import os
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -104,11 +105,25 @@ def attached(loc: Location, config: dict, read_only: bool = False) -> duckdb.Duc
             if catalog_kind == "sqlite":
                 Path(loc.catalog.removeprefix("sqlite:")).parent.mkdir(parents=True, exist_ok=True)
                 Path(loc.data_path).mkdir(parents=True, exist_ok=True)
-            base.execute(f"ATTACH '{_quote(PREFIX + loc.catalog)}' AS {ALIAS} ({attach_options(loc, read_only)})")
+            _attach(base, loc, read_only)
             _base[key] = base
     con = base.cursor()
     con.execute(f"USE {ALIAS}")
     return con
+
+
+def _attach(con: duckdb.DuckDBPyConnection, loc: Location, read_only: bool) -> None:
+    """ATTACH the lake. The first process to attach a new catalog creates it; one that attaches at the same
+    moment may find it half made ("already exists", or the catalog busy): it waits a moment and attaches again."""
+    sql = f"ATTACH '{_quote(PREFIX + loc.catalog)}' AS {ALIAS} ({attach_options(loc, read_only)})"
+    for attempt in range(20):
+        try:
+            con.execute(sql)
+            return
+        except duckdb.Error as exc:
+            if attempt == 19 or not ("already exists" in str(exc) or is_retryable(exc)):
+                raise
+            time.sleep(0.1 + 0.1 * attempt)
 
 
 def attach_options(loc: Location, read_only: bool, as_of: str | None = None) -> str:

@@ -130,3 +130,50 @@ def test_time_travel_reads_the_leaderboard_before_a_run_and_maintenance_keeps_th
     file_backend = tmp_path / "w.duckdb"
     monkeypatch.setenv("EVAL_WAREHOUSE", str(file_backend))
     assert cli(["maintain"]) == 2 and "is for a DuckLake warehouse" in capfd.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_postgres_catalog_shared_by_two_machines_and_read_by_a_third(postgres_port, checkpoint_root, tmp_path):
+    """Past one machine: a DuckLake whose catalog is on PostgreSQL (Debian's server, started by the test) and whose
+    files are on a shared folder; two processes with separate Dagster instances (two machines, in effect) write
+    different checkpoints at once, and a third reads what both wrote."""
+    import psycopg2
+
+    con = psycopg2.connect(host="127.0.0.1", port=postgres_port, user="postgres", dbname="postgres")
+    con.autocommit = True
+    con.cursor().execute("CREATE DATABASE lake")
+    con.close()
+    spec = f"ducklake:postgres:dbname=lake host=127.0.0.1 port={postgres_port} user=postgres"
+    shared = tmp_path / "shared_files"
+    env = dict(
+        os.environ,
+        EVAL_JUDGE="heuristic",
+        EVAL_CHECKPOINT_DIR=str(checkpoint_root),
+        EVAL_WAREHOUSE=spec,
+        EVAL_WAREHOUSE_DATA=str(shared),
+    )
+    a = _spawn(env, spec, checkpoint_root, "ckpt-0100", "kg_qa")
+    b = _spawn(env, spec, checkpoint_root, "ckpt-0200", "kg_qa")
+    out_a, out_b = a.communicate(timeout=540)[0], b.communicate(timeout=540)[0]
+    assert a.returncode == 0, out_a[-3000:]
+    assert b.returncode == 0, out_b[-3000:]
+    reader = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from eval_pipeline.core.warehouse import Warehouse; "
+            "print(Warehouse().run_readonly('SELECT checkpoint_id, count(*) FROM kg_qa.scores GROUP BY 1 ORDER BY 1')"
+            ".values.tolist())",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert reader.returncode == 0, reader.stderr[-2000:]
+    assert reader.stdout.strip() == "[['ckpt-0100', 60], ['ckpt-0200', 60]]"
+    assert any(shared.rglob("*.parquet"))
+    from eval_pipeline.core import lake as lake_module
+
+    assert "dbname" not in lake_module.parse(spec, str(shared)).describe()  # a conninfo may hold a password
