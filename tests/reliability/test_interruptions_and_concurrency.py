@@ -36,7 +36,13 @@ def _counts(wh: Warehouse, rubric: str) -> dict:
 
 
 @pytest.mark.slow
-def test_sigkill_mid_judging_then_rerun(checkpoint_root, warehouse_path):
+@pytest.mark.parametrize("backend", ["file", "ducklake"])
+def test_sigkill_mid_judging_then_rerun(checkpoint_root, warehouse_path, tmp_path, monkeypatch, backend):
+    """A writer killed mid-run leaves the previous state readable and complete, and a re-run converges, on a
+    DuckDB file and on a DuckLake (#13.6d)."""
+    if backend == "ducklake":
+        warehouse_path = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+        monkeypatch.setenv("EVAL_WAREHOUSE", warehouse_path)
     with StubServer() as stub:
         stub.state.latency_s = 0.15
         env = dict(
