@@ -17,18 +17,9 @@ import pytest
 
 from eval_pipeline.core.warehouse import Warehouse
 
-HELPER = str(Path(__file__).with_name("run_checkpoint.py"))
+from .test_interruptions_and_concurrency import _spawn
+
 HELD = re.compile(r"warehouse held from ([0-9.]+) to ([0-9.]+)")
-
-
-def _spawn(env, spec, root, ckpt, *rubrics):
-    return subprocess.Popen(
-        [sys.executable, HELPER, spec, str(root), ckpt, *rubrics],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
 
 
 @pytest.fixture
