@@ -231,6 +231,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_view(args: argparse.Namespace) -> int:
+    from eval_pipeline.core import settings
+    from eval_pipeline.core.warehouse import Warehouse
+    from eval_pipeline.publish.viewer.app import serve
+
+    wh = Warehouse(args.warehouse or settings.warehouse_path())
+    print(f"eval-pipeline view: http://{args.host}:{args.port}/ on {wh.describe()} (Ctrl-C stops it)")
+    serve(wh, args.host, args.port)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
@@ -284,6 +295,15 @@ def build_parser() -> argparse.ArgumentParser:
     mt = sub.add_parser("maintain", help="DuckLake upkeep: merge small files, expire old snapshots", parents=[common])
     mt.add_argument("--keep-days", type=int, default=30, help="snapshots kept for time travel (default 30)")
     mt.set_defaults(fn=cmd_maintain)
+    vw = sub.add_parser(
+        "view",
+        help="a local results viewer: leaderboard, checkpoints, samples (reads the warehouse live)",
+        parents=[common],
+    )
+    vw.add_argument("--port", type=int, default=8765)
+    vw.add_argument("--host", default="127.0.0.1")
+    vw.add_argument("--warehouse")
+    vw.set_defaults(fn=cmd_view)
     rp = sub.add_parser("report", help="write a static HTML report (one file, offline)", parents=[common])
     rp.add_argument("--out", default="reports")
     rp.add_argument("--warehouse")

@@ -54,6 +54,11 @@ def worklist_dir() -> Path:
     return Path(_env("EVAL_WORKLIST_DIR", "data/worklists"))
 
 
+def view_url() -> str:
+    """EVAL_VIEW_URL: where `eval-pipeline view` serves (the Dagster UI links asset metadata to its pages)."""
+    return _env("EVAL_VIEW_URL", "http://127.0.0.1:8765").rstrip("/")
+
+
 def report_dir() -> Path:
     """EVAL_REPORT_DIR: where report.html is written."""
     return Path(_env("EVAL_REPORT_DIR", "reports"))

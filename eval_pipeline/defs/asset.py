@@ -156,6 +156,23 @@ def _with_table_metadata(fn: Callable, schema: str, table: str) -> Callable:
     return step
 
 
+def viewer_link(rubric: RubricConfig, checkpoint_id: str, page: str = "") -> dg.MetadataValue:
+    """A link to this checkpoint's page (or its ``samples`` page) in `eval-pipeline view`."""
+    from urllib.parse import quote
+
+    from eval_pipeline.core import settings
+
+    url = f"{settings.view_url()}/r/{quote(rubric.name)}/{quote(checkpoint_id)}" + (f"/{page}" if page else "")
+    return dg.MetadataValue.url(url)
+
+
+def rounded(value: float | None, digits: int = 4) -> dg.MetadataValue:
+    """A float for display and for the Plots tab: rounded; NaN when there is none."""
+    if value is None or value != value:
+        return dg.MetadataValue.float(float("nan"))
+    return dg.MetadataValue.float(round(float(value), digits))
+
+
 def partition_rows(
     wh: Warehouse, rubric: RubricConfig, table: str, checkpoint_id: str, required: bool = False
 ) -> pd.DataFrame | None:

@@ -50,10 +50,13 @@ def _result(name: str, target: dg.AssetKey, row: dict | None) -> dg.AssetCheckRe
         asset_key=target,
         passed=bool(row["passed"]),
         severity=dg.AssetCheckSeverity.ERROR,
-        metadata={
-            "value": dg.MetadataValue.float(value) if value is not None else dg.MetadataValue.text("n/a"),
-            "threshold": dg.MetadataValue.float(float(row["threshold"])),
-            "n": dg.MetadataValue.int(int(row["n"])),
+        metadata={  # numbers that change with the data (the Plots tab draws them); the threshold is text
+            "value": dg.MetadataValue.float(round(value, 4)) if value is not None else dg.MetadataValue.text("n/a"),
+            "margin": dg.MetadataValue.float(round(value - float(row["threshold"]), 4))
+            if value is not None
+            else dg.MetadataValue.text("n/a"),
+            "threshold": dg.MetadataValue.text(f"{float(row['threshold']):g}"),
+            "samples": dg.MetadataValue.text(str(int(row["n"]))),
             "reason": dg.MetadataValue.text(str(row["reason"])),
         },
         description=str(row["reason"]),

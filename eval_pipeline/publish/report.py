@@ -139,6 +139,18 @@ def _table(df: pd.DataFrame, status_col: str | None = None) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+def scale_groups(dims: pd.DataFrame) -> dict[float, list[str]]:
+    """Scores grouped so one chart has one scale: by the power of ten their values reach (nvcs about 0.4 on a
+    chart up to 1, ratings 1-5 up to 10, immersivity 0-100 up to 100, totals up to 1000)."""
+    groups: dict[float, list[str]] = {}
+    for name in dict.fromkeys(dims.score):
+        vals = dims[dims.score == name][["mean", "ci_low", "ci_high"]].to_numpy(dtype=float)
+        top = float(np.nanmax(np.abs(vals))) if np.isfinite(vals).any() else 1.0
+        magnitude = float(10 ** max(0, int(np.ceil(np.log10(top))) if top > 0 else 0))
+        groups.setdefault(magnitude, []).append(name)
+    return dict(sorted(groups.items()))
+
+
 def rubric_section(wh: Warehouse, rubric: str) -> str:
     order = wh.query_df("SELECT checkpoint_id, created_at FROM main.checkpoints ORDER BY created_at, checkpoint_id")
     rank = {c: i for i, c in enumerate(order.checkpoint_id)}
@@ -162,19 +174,17 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
         columns={"checkpoint_id": "checkpoint"}
     )
     if len(dims):
-        groups = list(dict.fromkeys(dims.score))
-        chunks = [groups[i : i + 5] for i in range(0, len(groups), 5)]
-        out.append(
-            "<div class='charts'>"
-            + "".join(
+        charts = []
+        for magnitude, names in scale_groups(dims).items():
+            chunks = [names[i : i + 5] for i in range(0, len(names), 5)]
+            charts += [
                 trend_svg(
                     dims[dims.score.isin(ch)][["checkpoint", "score", "mean", "ci_low", "ci_high"]],
-                    "scores by checkpoint (95 % CI)",
+                    f"scores up to {magnitude:g} by checkpoint (95 % CI)",
                 )
                 for ch in chunks
-            )
-            + "</div>"
-        )
+            ]
+        out.append("<div class='charts'>" + "".join(charts) + "</div>")
     if wh.table_exists(rubric, "gates"):
         g = wh.query_df(
             f'SELECT checkpoint_id AS checkpoint, gate, passed, value, threshold, reason FROM "{rubric}".gates'

@@ -41,8 +41,11 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         overall = compute_agreement(rubric, ALL_CHECKPOINTS, all_ratings, all_judge)
         wh.replace_partition(rubric.name, "agreement", overall, {"checkpoint_id": ALL_CHECKPOINTS})
         quadratic = df[df.statistic == "cohen_kappa_quadratic"]
+        judged = _kappas(quadratic[quadratic.raters == JUDGE_VS_HUMAN_MEAN])
         return dg.MaterializeResult(
             metadata={
+                # judge vs human mean per dimension as numbers (the Plots tab draws them across checkpoints)
+                **{f"judge_human_kappa_{dim}": dg.MetadataValue.float(v) for dim, v in judged.items()},
                 "rows": dg.MetadataValue.int(len(df)),
                 "judge_human_kappa_quadratic": dg.MetadataValue.json(
                     _kappas(quadratic[quadratic.raters == JUDGE_VS_HUMAN_MEAN])

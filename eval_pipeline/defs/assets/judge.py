@@ -52,7 +52,7 @@ def _judge_metadata(stats: JudgeRunStats, samples: int, means: dict, latency_p50
         "missing_reasons": dg.MetadataValue.json(stats.missing_reasons),
         "prompt_tokens": dg.MetadataValue.int(stats.prompt_tokens),
         "completion_tokens": dg.MetadataValue.int(stats.completion_tokens),
-        "latency_ms_p50": dg.MetadataValue.float(latency_p50),
+        "latency_ms_p50": dg.MetadataValue.float(round(latency_p50, 1)),
         "judge_wall_s": dg.MetadataValue.float(round(stats.wall_s, 3)),
         "max_in_flight": dg.MetadataValue.int(stats.max_in_flight),
         "worker_processes": dg.MetadataValue.int(stats.processes),

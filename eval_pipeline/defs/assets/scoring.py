@@ -8,7 +8,7 @@ import pandas as pd
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS
 from eval_pipeline.core.warehouse import Warehouse
-from eval_pipeline.defs.asset import asset_key, partition_rows, required_rows, rubric_asset
+from eval_pipeline.defs.asset import asset_key, partition_rows, required_rows, rounded, rubric_asset, viewer_link
 from eval_pipeline.defs.resources import PublishTargets, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples
 from eval_pipeline.publish.report import trend_svg, write_report
@@ -57,7 +57,8 @@ def scores_asset(rubric: RubricConfig, has_judge: bool, has_metrics: bool) -> dg
             metadata={
                 "samples": dg.MetadataValue.int(len(df)),
                 "headline": dg.MetadataValue.text(rubric.headline),
-                "headline_mean": dg.MetadataValue.float(float(head.mean()) if head.notna().any() else float("nan")),
+                "headline_mean": rounded(float(head.mean()) if head.notna().any() else None),
+                "viewer": viewer_link(rubric, ckpt_id, "samples"),
                 "samples_with_missing_scores": dg.MetadataValue.int(int((df["missing_dimensions"] > 0).sum())),
                 "adjusted_samples": dg.MetadataValue.int(int(df["adjusted"].sum())),
             }
@@ -81,6 +82,15 @@ def _trend_markdown(wh: Warehouse, rubric: RubricConfig) -> str:
     return f"![{rubric.headline} trend](data:image/svg+xml;base64,{data})"
 
 
+def _overall_markdown(overall: pd.DataFrame) -> str:
+    rows = ["| score | n | mean | 95 % CI |", "|---|---:|---:|---|"]
+    for r in overall.itertuples():
+        ci = f"[{r.ci_low:.3f}, {r.ci_high:.3f}]" if r.ci_low == r.ci_low else "–"
+        mean = f"{r.mean:.3f}" if r.mean == r.mean else "–"
+        rows.append(f"| {r.score} | {r.n} | {mean} | {ci} |")
+    return "\n".join(rows)
+
+
 def summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @rubric_asset(
         rubric,
@@ -97,20 +107,18 @@ def summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         wh.replace_partition(rubric.name, "summary", df, {"checkpoint_id": ckpt_id})
         refresh_views(wh)
         overall = df[df.breakdown == "all"]
-        table = {
-            r.score: f"{r.mean:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] n={r.n}"
-            for r in overall.itertuples()
-            if r.mean == r.mean and r.ci_low == r.ci_low
-        }
         hl = headline(rubric, df)
-        return dg.MaterializeResult(
-            metadata={
-                "trend_chart": dg.MetadataValue.md(_trend_markdown(wh, rubric)),
-                "headline": dg.MetadataValue.text(rubric.headline),
-                "headline_mean": dg.MetadataValue.float(hl if hl is not None else float("nan")),
-                "overall": dg.MetadataValue.json(table),
-            }
-        )
+        metadata: dict[str, dg.MetadataValue] = {
+            "headline_mean": rounded(hl),
+            "headline": dg.MetadataValue.text(rubric.headline),
+            "viewer": viewer_link(rubric, ckpt_id),
+        }
+        # each score's mean as its own number, so the Plots tab draws it across checkpoints
+        for r in overall.itertuples():
+            metadata[f"mean_{r.score}"] = rounded(r.mean)
+        metadata["overall"] = dg.MetadataValue.md(_overall_markdown(overall))
+        metadata["trend_chart"] = dg.MetadataValue.md(_trend_markdown(wh, rubric))
+        return dg.MaterializeResult(metadata=metadata)
 
     return summary
 
@@ -139,20 +147,16 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             note = f"compared with {parent}"
         wh.replace_partition(rubric.name, "comparison", df, {"checkpoint_id": ckpt_id})
         reg = df[df.regression] if len(df) else df
-        return dg.MaterializeResult(
-            metadata={
-                "parent": dg.MetadataValue.text(parent or "none"),
-                "note": dg.MetadataValue.text(note),
-                "regressions": dg.MetadataValue.json(list(reg.score) if len(reg) else []),
-                "deltas": dg.MetadataValue.json(
-                    {
-                        r.score: f"{r.delta:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
-                        for r in df.itertuples()
-                        if r.delta == r.delta and r.ci_low == r.ci_low
-                    }
-                ),
-            }
-        )
+        metadata: dict[str, dg.MetadataValue] = {
+            "parent": dg.MetadataValue.text(parent or "none"),
+            "note": dg.MetadataValue.text(note),
+            "regressions": dg.MetadataValue.int(len(reg)),
+            "regressed_scores": dg.MetadataValue.text(", ".join(reg.score) if len(reg) else "none"),
+            "viewer": viewer_link(rubric, ckpt_id),
+        }
+        for r in df.itertuples():  # each change as its own number (the Plots tab draws it across checkpoints)
+            metadata[f"delta_{r.score}"] = rounded(r.delta)
+        return dg.MaterializeResult(metadata=metadata)
 
     return comparison
 
@@ -190,6 +194,7 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.AssetsD
             "passed": dg.MetadataValue.int(int(df.passed.sum())),
             "total": dg.MetadataValue.int(len(df)),
             "failed_gates": dg.MetadataValue.json({r.gate: r.reason for r in df.itertuples() if not r.passed}),
+            "viewer": viewer_link(rubric, ckpt_id),
         }
         try:  # the report follows every evaluated checkpoint, but drawing it never fails an evaluation
             metadata["report"] = dg.MetadataValue.path(str(write_report(wh, publish.report_dir)))

@@ -1,0 +1,1 @@
+"""The local results viewer (`eval-pipeline view`)."""

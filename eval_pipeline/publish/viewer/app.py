@@ -1,0 +1,187 @@
+"""`eval-pipeline view`: a local results viewer, from the leaderboard down to one sample and its parent.
+
+Pages (every one a stable URL; the Dagster UI links to them from asset metadata):
+
+    /                                         the leaderboard: checkpoint x rubric
+    /r/<rubric>/<checkpoint>                  per-score means with CIs against the parent, distributions,
+                                              gates, agreement, quarantine
+    /r/<rubric>/<checkpoint>/samples?...      the samples, paged, filtered and sorted (see SampleQuery)
+    /r/<rubric>/<checkpoint>/s/<sample_id>    one sample: inputs, response, every judge, metrics, ratings,
+                                              raw line, and the parent's sample beside it with a word diff
+
+It reads the warehouse live through :mod:`.queries` (each page only what it shows); Starlette, Jinja2 and
+uvicorn come with dagster-webserver; the pages load nothing from the network.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from eval_pipeline.core import settings
+from eval_pipeline.core.config import RubricConfig, load_rubrics
+from eval_pipeline.core.ids import UnsafeIdentifierError
+from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.publish.viewer import queries
+from eval_pipeline.publish.viewer.render import input_groups, num, signed, word_diff
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+def _float(v: str | None) -> float | None:
+    if v is None or v.strip() == "":
+        return None
+    try:
+        return float(v)
+    except ValueError:
+        return None
+
+
+def sample_query(params: Any) -> queries.SampleQuery:
+    page = params.get("page", "1")
+    return queries.SampleQuery(
+        score=params.get("score") or None,
+        lo=_float(params.get("lo")),
+        hi=_float(params.get("hi")),
+        filter=params.get("filter") if params.get("filter") in queries.FILTERS else "all",
+        q=(params.get("q") or "")[:200],
+        sort=params.get("sort") or None,
+        order="desc" if params.get("order") == "desc" else "asc",
+        page=int(page) if page.isdigit() else 1,
+        disagree_at=_float(params.get("disagree_at")),
+    )
+
+
+def samples_url(rubric: str, ckpt: str, **params: Any) -> str:
+    query = urlencode({k: v for k, v in params.items() if v not in (None, "", "all")})
+    return f"/r/{quote(rubric)}/{quote(ckpt)}/samples" + (f"?{query}" if query else "")
+
+
+def sample_url(rubric: str, ckpt: str, sample_id: str) -> str:
+    return f"/r/{quote(rubric)}/{quote(ckpt)}/s/{quote(sample_id, safe='')}"
+
+
+def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> Starlette:
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
+    env.filters.update(num=num, signed=signed)
+    env.globals.update(samples_url=samples_url, sample_url=sample_url, quote=quote)
+
+    folder = Path(rubric_dir) if rubric_dir else settings.rubric_dir()
+    loaded: dict[str, Any] = {"stamp": None, "rubrics": {}}
+
+    def rubrics() -> dict[str, RubricConfig]:
+        """The rubric configs, loaded again only when a file in the folder changed (loading costs ~50 ms)."""
+        files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
+        stamp = tuple((p.name, p.stat().st_mtime_ns) for p in files)
+        if stamp != loaded["stamp"]:
+            try:
+                loaded["rubrics"] = {r.name: r for r in load_rubrics(folder)}
+            except Exception:  # noqa: BLE001 - a broken YAML must not take the viewer down; pages fall back to tables
+                loaded["rubrics"] = {}
+            loaded["stamp"] = stamp
+        return loaded["rubrics"]
+
+    def page(name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+        return HTMLResponse(env.get_template(name).render(warehouse=warehouse.describe(), **ctx), status_code=status)
+
+    def missing(what: str) -> HTMLResponse:
+        return page("message.html", status=404, title="Not found", message=what)
+
+    def leaderboard(request: Request) -> Response:
+        if not warehouse.exists():
+            return page("message.html", title="No results yet", message="The warehouse is empty: run `make demo`.")
+        rows = queries.leaderboard(warehouse)
+        by_rubric: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            by_rubric.setdefault(r["rubric"], []).append(r)
+        return page("leaderboard.html", title="Leaderboard", by_rubric=by_rubric)
+
+    def checkpoint(request: Request) -> Response:
+        rubric, ckpt = request.path_params["rubric"], request.path_params["checkpoint"]
+        try:
+            data = queries.checkpoint_page(warehouse, rubric, ckpt)
+        except UnsafeIdentifierError:
+            return missing(f"no rubric {rubric!r}")
+        if not data.scores and not data.gates and not data.quarantine_total:
+            return missing(f"no results for {rubric} / {ckpt}")
+        config = rubrics().get(rubric)
+        data.scores.sort(key=lambda r: (queries.rank(config, r["score"]), r["score"]))
+        return page("checkpoint.html", title=f"{rubric} · {ckpt}", d=data, config=config)
+
+    def samples(request: Request) -> Response:
+        rubric, ckpt = request.path_params["rubric"], request.path_params["checkpoint"]
+        sq = sample_query(request.query_params)
+        try:
+            data = queries.samples_page(warehouse, rubrics().get(rubric), rubric, ckpt, sq)
+        except UnsafeIdentifierError:
+            return missing(f"no rubric {rubric!r}")
+        if not data.score_names:
+            return missing(f"no scores for {rubric} / {ckpt}")
+
+        def link(**changes: Any) -> str:
+            base = dict(
+                score=sq.score,
+                lo=sq.lo,
+                hi=sq.hi,
+                filter=sq.filter,
+                q=sq.q,
+                sort=sq.sort,
+                order=sq.order if sq.sort else None,
+                page=None,
+            )
+            base.update(changes)
+            return samples_url(rubric, ckpt, **base)
+
+        return page("samples.html", title=f"{rubric} · {ckpt} · samples", d=data, sq=sq, link=link)
+
+    def sample(request: Request) -> Response:
+        rubric, ckpt, sid = (request.path_params[k] for k in ("rubric", "checkpoint", "sample_id"))
+        config = rubrics().get(rubric)
+        try:
+            data = queries.sample_page(warehouse, config, rubric, ckpt, sid)
+        except UnsafeIdentifierError:
+            return missing(f"no rubric {rubric!r}")
+        if data.sample is None and data.scores is None:
+            return missing(f"no sample {sid!r} in {rubric} / {ckpt}")
+        response_field = config.inputs.response_field if config else "response"
+        new = (data.sample or {}).get(response_field)
+        old = (data.parent_sample or {}).get(response_field)
+        names = queries.score_names_of(data.scores, config)
+        return page(
+            "sample.html",
+            title=f"{rubric} · {ckpt} · {sid}",
+            d=data,
+            config=config,
+            groups=input_groups(config, data.sample),
+            response=new,
+            parent_response=old,
+            diff=word_diff(old, new) if data.parent_sample is not None else None,
+            score_names=names,
+            dimensions=[d.key for d in config.dimensions] if config else names,
+            metric_columns=queries.metric_columns(data.metrics),
+        )
+
+    def health(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    routes = [
+        Route("/", leaderboard),
+        Route("/healthz", health),
+        Route("/r/{rubric}/{checkpoint}", checkpoint),
+        Route("/r/{rubric}/{checkpoint}/samples", samples),
+        Route("/r/{rubric}/{checkpoint}/s/{sample_id:path}", sample),
+    ]
+    return Starlette(routes=routes)
+
+
+def serve(warehouse: Warehouse, host: str = "127.0.0.1", port: int = 8765) -> None:
+    import uvicorn
+
+    uvicorn.run(create_app(warehouse), host=host, port=port, log_level="warning")

@@ -1,0 +1,139 @@
+"""The checkpoint x rubric page: per-score means against the parent, distributions, gates, agreement, quarantine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from eval_pipeline.core.contracts import ALL_CHECKPOINTS
+from eval_pipeline.core.ids import check_identifier
+from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.publish.viewer.queries.common import (
+    columns,
+    parent_of,
+    records,
+    tables,
+)
+
+
+@dataclass
+class CheckpointPage:
+    rubric: str
+    checkpoint: str
+    parent: str | None
+    checkpoint_info: dict[str, Any] | None
+    scores: list[dict[str, Any]]  # summary 'all' rows joined with the comparison
+    breakdowns: list[dict[str, Any]]
+    distributions: dict[str, list[dict[str, Any]]]
+    gates: list[dict[str, Any]]
+    agreement: list[dict[str, Any]]
+    quarantine: list[dict[str, Any]]
+    quarantine_total: int
+    headline: str | None
+
+
+def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int = 200) -> CheckpointPage:
+    check_identifier(rubric, "rubric name")
+    with wh.session() as s:
+        present = tables(s, rubric)
+        parent = parent_of(s, ckpt) if s.table_exists("main", "checkpoints") else None
+        info = records(s.query_df("SELECT * FROM main.checkpoints WHERE checkpoint_id = ?", [ckpt]))
+        summary = (
+            s.query_df(f'SELECT * FROM "{rubric}".summary WHERE checkpoint_id = ?', [ckpt])
+            if "summary" in present
+            else pd.DataFrame()
+        )
+        comparison = (
+            s.query_df(f'SELECT * FROM "{rubric}".comparison WHERE checkpoint_id = ?', [ckpt])
+            if "comparison" in present
+            else pd.DataFrame()
+        )
+        names = list(summary[summary.breakdown == "all"].score) if len(summary) else []
+        distributions = _distributions(s, rubric, ckpt, names) if "scores" in present else {}
+        gates = (
+            records(s.query_df(f'SELECT * FROM "{rubric}".gates WHERE checkpoint_id = ? ORDER BY gate', [ckpt]))
+            if "gates" in present
+            else []
+        )
+        agreement = (
+            records(
+                s.query_df(
+                    f'SELECT * FROM "{rubric}".agreement WHERE checkpoint_id IN (?, ?) '
+                    "ORDER BY checkpoint_id = ?, dimension, statistic, raters",
+                    [ckpt, ALL_CHECKPOINTS, ALL_CHECKPOINTS],
+                )
+            )
+            if "agreement" in present
+            else []
+        )
+        q_total, quarantine = 0, []
+        if s.table_exists("main", "quarantine"):
+            q_total = s.query_rows(
+                "SELECT count(*) FROM main.quarantine WHERE rubric = ? AND checkpoint_id = ?", [rubric, ckpt]
+            )[0][0]
+            quarantine = records(
+                s.query_df(
+                    "SELECT source_file, line_number, stage, reason, raw_line FROM main.quarantine "
+                    "WHERE rubric = ? AND checkpoint_id = ? ORDER BY stage, line_number LIMIT ?",
+                    [rubric, ckpt, quarantine_limit],
+                )
+            )
+    overall = summary[summary.breakdown == "all"] if len(summary) else summary
+    comp = {r["score"]: r for r in records(comparison)} if len(comparison) else {}
+    scores = []
+    for r in records(overall):
+        c = comp.get(r["score"], {})
+        scores.append({**r, "comparison": c or None})
+    breakdowns = records(summary[summary.breakdown != "all"]) if len(summary) else []
+    headline = next((r["score"] for r in scores if r.get("headline")), None)
+    return CheckpointPage(
+        rubric,
+        ckpt,
+        parent,
+        info[0] if info else None,
+        scores,
+        breakdowns,
+        distributions,
+        gates,
+        agreement,
+        quarantine,
+        int(q_total),
+        headline,
+    )
+
+
+def _distributions(wh: Warehouse, rubric: str, ckpt: str, names: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Per score: counts per value when it takes few values (a rating scale), else ten equal bins."""
+    cols = {c for c, _ in columns(wh, rubric, "scores")}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name in names:
+        if name not in cols:
+            continue
+        check_identifier(name, "score name")
+        q = f'SELECT "{name}"::DOUBLE AS v FROM "{rubric}".scores WHERE checkpoint_id = ? AND "{name}" IS NOT NULL'
+        distinct = wh.query_rows(f"SELECT count(DISTINCT v), min(v), max(v) FROM ({q})", [ckpt])[0]
+        n_distinct, lo, hi = distinct
+        if not n_distinct:
+            out[name] = []
+            continue
+        if n_distinct <= 12:
+            rows = wh.query_rows(f"SELECT v, count(*) FROM ({q}) GROUP BY v ORDER BY v", [ckpt])
+            out[name] = [{"label": _fmt(v), "count": int(n)} for v, n in rows]
+        else:
+            width = (hi - lo) / 10 or 1.0
+            rows = wh.query_rows(
+                f"SELECT least(floor((v - ?) / ?), 9)::INT AS b, count(*) FROM ({q}) GROUP BY b ORDER BY b",
+                [lo, width, ckpt],
+            )
+            counts = dict(rows)
+            out[name] = [
+                {"label": f"{_fmt(lo + i * width)}–{_fmt(lo + (i + 1) * width)}", "count": int(counts.get(i, 0))}
+                for i in range(10)
+            ]
+    return out
+
+
+def _fmt(v: float) -> str:
+    return f"{v:g}" if abs(v) >= 1000 or float(v).is_integer() else f"{v:.3g}"

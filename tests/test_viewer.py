@@ -1,0 +1,215 @@
+"""`eval-pipeline view`: every page against a warehouse the real pipeline wrote (two checkpoints, parent and
+child), each filter checked against the same answer computed independently in SQL; then the Dagster metadata
+that links to it and that the Plots tab can draw."""
+
+from __future__ import annotations
+
+import os
+import re
+from contextlib import contextmanager
+from html import escape as html_escape
+
+import dagster as dg
+import pytest
+from starlette.testclient import TestClient
+
+from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.defs.definitions import build_definitions
+from eval_pipeline.defs.runner import materialize_checkpoints
+from eval_pipeline.publish.viewer.app import create_app
+from eval_pipeline.publish.viewer.render import word_diff
+
+from .conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
+
+RUBRICS = {"npc_dialogue", "answer_quality"}
+GUARDED = "dialogue_naturalness"  # regresses from ckpt-0200 to ckpt-0300 in the sample data
+
+
+@contextmanager
+def _env(**values: str):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory) -> tuple[str, dg.DagsterInstance]:
+    tmp = tmp_path_factory.mktemp("viewer")
+    warehouse = str(tmp / "w.duckdb")
+    with (
+        _env(EVAL_WORKLIST_DIR=str(tmp / "wl"), EVAL_REPORT_DIR=str(tmp / "rep"), EVAL_VIEW_URL="http://viewer:9"),
+        dg.instance_for_test() as instance,
+    ):
+        defs = build_definitions(RUBRIC_DIR, warehouse, str(SAMPLE_CHECKPOINTS))
+        outcomes = materialize_checkpoints(defs, instance, ["ckpt-0200", "ckpt-0300"], RUBRICS)
+        assert all(o.success for o in outcomes), outcomes
+        yield warehouse, instance
+
+
+@pytest.fixture(scope="module")
+def client(evaluated) -> TestClient:
+    return TestClient(create_app(Warehouse(evaluated[0]), RUBRIC_DIR))
+
+
+def _links(html: str, pattern: str) -> list[str]:
+    return [h.replace("&amp;", "&") for h in re.findall(r'href="([^"]+)"', html) if re.search(pattern, h)]
+
+
+def _sample_ids(html: str) -> list[str]:
+    return re.findall(r'class="sample-link" href="[^"]+">([^<]+)</a>', html)
+
+
+def _regressed(wh: Warehouse, score: str) -> set[str]:
+    return {
+        r[0]
+        for r in wh.query_rows(
+            f"""SELECT c.sample_id FROM npc_dialogue.scores c JOIN npc_dialogue.scores p USING (sample_id)
+                WHERE c.checkpoint_id = 'ckpt-0300' AND p.checkpoint_id = 'ckpt-0200' AND c."{score}" < p."{score}" """
+        )
+    }
+
+
+def test_leaderboard_links_every_checkpoint_and_rubric(client):
+    html = client.get("/").text
+    for rubric in RUBRICS:
+        assert f'id="{rubric}"' in html
+        for ckpt in ("ckpt-0200", "ckpt-0300"):
+            assert f"/r/{rubric}/{ckpt}" in html
+    assert client.get(_links(html, r"^/r/npc_dialogue/ckpt-0300$")[0]).status_code == 200
+
+
+def test_checkpoint_page_shows_means_against_the_parent_gates_agreement_and_quarantine(client, evaluated):
+    wh = Warehouse(evaluated[0])
+    html = client.get("/r/npc_dialogue/ckpt-0300").text
+    (delta,) = wh.query_rows(
+        "SELECT delta FROM npc_dialogue.comparison WHERE checkpoint_id = 'ckpt-0300' AND score = ?", [GUARDED]
+    )[0]
+    row = re.search(rf"<tr>\s*<td>{GUARDED}.*?</tr>", html, re.S)
+    assert row and "regression" in row.group(0) and f"{delta:+.3f}".rstrip("0") in row.group(0)
+    for gate, reason in wh.query_rows("SELECT gate, reason FROM npc_dialogue.gates WHERE checkpoint_id = 'ckpt-0300'"):
+        assert gate in html and html_escape(reason, quote=True)[:40] in html
+    (n_q,) = wh.query_rows(
+        "SELECT count(*) FROM main.quarantine WHERE rubric = 'npc_dialogue' AND checkpoint_id = 'ckpt-0300'"
+    )[0]
+    assert n_q > 0 and f"Quarantine ({n_q} rows)" in html
+    assert "cohen_kappa_quadratic" in html
+    assert html.count('class="bars"') >= 5  # a distribution per score
+
+
+def test_regressions_listed_are_exactly_the_samples_that_got_worse(client, evaluated):
+    wh = Warehouse(evaluated[0])
+    expected = _regressed(wh, GUARDED)
+    assert expected
+    page = client.get("/r/npc_dialogue/ckpt-0300").text
+    link = _links(page, rf"filter=regressed.*score={GUARDED}|score={GUARDED}.*filter=regressed")[0]
+    html = client.get(link).text
+    ids = _sample_ids(html)
+    assert set(ids) == expected
+    deltas = [float(x) for x in re.findall(r'<td class="n bad">(-[\d.]+)</td>', html)]
+    assert len(deltas) == len(ids) and deltas == sorted(deltas)  # sorted by the change, worst first
+
+
+def test_score_range_text_search_disagreement_and_paging(client, evaluated):
+    wh = Warehouse(evaluated[0])
+    base = "/r/npc_dialogue/ckpt-0300/samples"
+    low = {
+        r[0]
+        for r in wh.query_rows(
+            "SELECT sample_id FROM npc_dialogue.scores WHERE checkpoint_id = 'ckpt-0300' AND persona_consistency <= 3"
+        )
+    }
+    assert set(_sample_ids(client.get(f"{base}?score=persona_consistency&hi=3").text)) == low
+    sid, response = wh.query_rows(
+        "SELECT sample_id, response FROM npc_dialogue.samples WHERE checkpoint_id = 'ckpt-0300' ORDER BY sample_id"
+    )[3]
+    word = max(re.findall(r"[A-Za-z]{6,}", response), key=len)
+    found = _sample_ids(client.get(f"{base}?q={word.upper()}").text)
+    assert sid in found
+    assert all(
+        word.lower() in r[0].lower()
+        for r in wh.query_rows(
+            "SELECT response || persona || player_input || coalesce(plot_context, '') || npc_name || scenario || "
+            "location || mood || npc_type || sample_id || nearby_entities || coalesce(persona_keywords, '') "
+            "FROM npc_dialogue.samples WHERE checkpoint_id = 'ckpt-0300' AND sample_id IN "
+            f"({', '.join(repr(s) for s in found)})"
+        )
+    )
+    disagree = {
+        r[0]
+        for r in wh.query_rows(
+            f"""SELECT s.sample_id FROM npc_dialogue.scores s JOIN (SELECT sample_id, avg(score) AS m
+                FROM npc_dialogue.human_ratings WHERE checkpoint_id = 'ckpt-0300' AND dimension = '{GUARDED}'
+                GROUP BY 1) h USING (sample_id) WHERE s.checkpoint_id = 'ckpt-0300' AND abs(s."{GUARDED}" - h.m) >= 1"""
+        )
+    }
+    assert set(_sample_ids(client.get(f"{base}?score={GUARDED}&filter=disagree").text)) == disagree
+    first = client.get(f"{base}?sort=persona_consistency&order=desc").text
+    assert "page 1 of 2" in first and len(_sample_ids(first)) == 50
+    second = client.get(_links(first, r"page=2")[0]).text
+    assert len(_sample_ids(second)) == 10 and not set(_sample_ids(second)) & set(_sample_ids(first))
+
+
+def test_sample_page_inputs_judges_ratings_raw_line_and_word_diff(client, evaluated):
+    wh = Warehouse(evaluated[0])
+    sid = sorted(_regressed(wh, GUARDED))[0]
+    html = client.get(f"/r/npc_dialogue/ckpt-0300/s/{sid}").text
+    assert "<h3>game_state</h3>" in html  # nested fields grouped as the rubric declares their paths
+    (keywords,) = wh.query_rows(
+        "SELECT persona_keywords FROM npc_dialogue.samples WHERE checkpoint_id = 'ckpt-0300' AND sample_id = ?", [sid]
+    )[0]
+    assert keywords and re.search(r"<li>\w+</li>", html)  # a list, not raw JSON
+    (rationale,) = wh.query_rows(
+        "SELECT rationale FROM npc_dialogue.judge_scores WHERE checkpoint_id = 'ckpt-0300' AND sample_id = ? "
+        "AND judge <> 'panel' AND dimension = ?",
+        [sid, GUARDED],
+    )[0]
+    assert str(rationale).replace("'", "&#39;")[:30] in html
+    assert "Evaluator1" in html and sid in html.split("Raw line")[1]
+    new, old = (
+        wh.query_rows("SELECT response FROM npc_dialogue.samples WHERE checkpoint_id = ? AND sample_id = ?", [c, sid])[
+            0
+        ][0]
+        for c in ("ckpt-0300", "ckpt-0200")
+    )
+    added = set(re.findall(r"\w+", new)) - set(re.findall(r"\w+", old))
+    diff = re.search(r'id="diff">(.*?)</div>', html, re.S).group(1)
+    inserted = " ".join(re.findall(r"<ins>(.*?)</ins>", diff))
+    assert added and all(w in inserted for w in added)
+
+
+def test_word_diff_marks_only_changed_words():
+    html = str(word_diff("the cat sat on the mat", "the dog sat on the mat <b>"))
+    assert "<del>cat</del>" in html and "<ins>dog</ins>" in html and "&lt;b&gt;" in html
+    assert "<del>" not in str(word_diff("same words", "same words"))
+
+
+def test_a_rubric_with_its_own_id_field_and_unknown_pages(client):
+    html = client.get("/r/answer_quality/ckpt-0300/samples").text
+    first = _sample_ids(html)[0]
+    page = client.get(f"/r/answer_quality/ckpt-0300/s/{first}")
+    assert page.status_code == 200 and "query" in page.text
+    assert client.get("/r/answer_quality/ckpt-0300/s/no-such-sample").status_code == 404
+    assert client.get("/r/Robert');DROP/ckpt-0300").status_code == 404
+    assert client.get("/r/no_rubric/ckpt-0300/samples").status_code == 404
+
+
+def test_dagster_metadata_links_to_the_viewer_and_plots_numbers(evaluated):
+    _, instance = evaluated
+    summary = instance.get_latest_materialization_event(dg.AssetKey(["npc_dialogue", "summary"]))
+    md = summary.asset_materialization.metadata
+    assert md["viewer"].value == "http://viewer:9/r/npc_dialogue/ckpt-0300"
+    assert isinstance(md[f"mean_{GUARDED}"], dg.FloatMetadataValue)
+    assert md["headline_mean"].value == round(md["headline_mean"].value, 4)
+    comparison = instance.get_latest_materialization_event(dg.AssetKey(["npc_dialogue", "comparison"]))
+    cmd = comparison.asset_materialization.metadata
+    assert cmd[f"delta_{GUARDED}"].value < 0 and cmd["regressions"].value >= 1
+    samples = instance.get_latest_materialization_event(dg.AssetKey(["npc_dialogue", "samples"]))
+    smd = samples.asset_materialization.metadata
+    assert smd["dagster/row_count"].value == 60 and "dagster/column_schema" in smd
