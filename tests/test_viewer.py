@@ -8,6 +8,7 @@ import os
 import re
 from contextlib import contextmanager
 from html import escape as html_escape
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -59,7 +60,8 @@ def client(evaluated) -> TestClient:
 
 
 def _links(html: str, pattern: str) -> list[str]:
-    return [h.replace("&amp;", "&") for h in re.findall(r'href="([^"]+)"', html) if re.search(pattern, h)]
+    hrefs = [h.replace("&amp;", "&") for h in re.findall(r'href="([^"]+)"', html)]
+    return [h for h in hrefs if re.search(pattern, h)]
 
 
 def _sample_ids(html: str) -> list[str]:
@@ -108,7 +110,7 @@ def test_regressions_listed_are_exactly_the_samples_that_got_worse(client, evalu
     expected = _regressed(wh, GUARDED)
     assert expected
     page = client.get("/r/npc_dialogue/ckpt-0300").text
-    link = _links(page, rf"filter=regressed.*score={GUARDED}|score={GUARDED}.*filter=regressed")[0]
+    link = _links(page, rf"score={GUARDED}&filter=regressed")[0]
     html = client.get(link).text
     ids = _sample_ids(html)
     assert set(ids) == expected
@@ -213,3 +215,73 @@ def test_dagster_metadata_links_to_the_viewer_and_plots_numbers(evaluated):
     samples = instance.get_latest_materialization_event(dg.AssetKey(["npc_dialogue", "samples"]))
     smd = samples.asset_materialization.metadata
     assert smd["dagster/row_count"].value == 60 and "dagster/column_schema" in smd
+
+
+@pytest.mark.slow
+def test_browser_walks_leaderboard_checkpoint_regressions_sample_and_parent_diff(evaluated, tmp_path):
+    """Headless Chromium against `eval-pipeline view` over real HTTP: the path a user takes to find why a guarded
+    score regressed. Screenshots go to test-artifacts/viewer/."""
+    import shutil
+    import subprocess
+    import sys
+
+    from eval_pipeline.devtools.net import free_port, wait_until_serving
+
+    from .conftest import ROOT
+    from .test_ui_browser import FLAGS
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is not installed: 'make test' provisions it (apt-get install chromium)")
+        pytest.skip("Chromium not installed (run 'make provision-browser')")
+    artifacts = ROOT / "test-artifacts" / "viewer"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    warehouse = evaluated[0]
+    port = free_port()
+    log = open(tmp_path / "view.log", "w")
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("eval-pipeline")), "view", "--port", str(port), "--warehouse", warehouse],
+        env=dict(os.environ, EVAL_RUBRIC_DIR=str(RUBRIC_DIR)),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    def visit(path: str, shot: str) -> str:
+        args = [chromium, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
+        dom = subprocess.run([*args, "--dump-dom", base + path], capture_output=True, text=True, timeout=120).stdout
+        subprocess.run(
+            [*args, "--window-size=1400,1600", f"--screenshot={artifacts / shot}", base + path],
+            capture_output=True,
+            timeout=120,
+        )
+        assert dom, f"no page at {path}"
+        return dom
+
+    try:
+        wait_until_serving(f"{base}/healthz", server, timeout_s=60)
+        board = visit("/", "1_leaderboard.png")
+        page = visit(_links(board, r"^/r/npc_dialogue/ckpt-0300$")[0], "2_checkpoint.png")
+        assert "regression" in page
+        listing = visit(_links(page, rf"score={GUARDED}&filter=regressed")[0], "3_regressions.png")
+        wh = Warehouse(warehouse)
+        regressed = _regressed(wh, GUARDED)
+        assert set(_sample_ids(listing)) == regressed
+        known = sorted(regressed)[0]
+        sample = visit(_links(listing, rf"/s/{re.escape(known)}$")[0], "4_sample.png")
+        new, old = (
+            wh.query_rows(
+                "SELECT response FROM npc_dialogue.samples WHERE checkpoint_id = ? AND sample_id = ?", [c, known]
+            )[0][0]
+            for c in ("ckpt-0300", "ckpt-0200")
+        )
+        dropped = set(re.findall(r"\w+", old)) - set(re.findall(r"\w+", new))
+        diff = re.search(r'id="diff">(.*?)</div>', sample, re.S).group(1)
+        assert dropped and all(w in " ".join(re.findall(r"<del>(.*?)</del>", diff)) for w in dropped)
+        parent = visit(_links(sample, rf"/r/npc_dialogue/ckpt-0200/s/{re.escape(known)}$")[0], "5_parent.png")
+        assert known in parent and "ckpt-0100" not in parent.split("Response")[0]
+        assert (artifacts / "4_sample.png").stat().st_size > 10_000
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
