@@ -8,7 +8,7 @@ export EVAL_WAREHOUSE ?= $(CURDIR)/data/warehouse.duckdb
 export EVAL_CHECKPOINT_DIR ?= $(CURDIR)/data/checkpoints
 export NLTK_DATA ?= $(CURDIR)/.nltk_data
 
-.PHONY: lint install provision provision-browser provision-postgres dagster-home demo test test-fast ui report sample-data bench clean
+.PHONY: lint install provision provision-browser provision-postgres dagster-home demo test test-fast ui view report sample-data bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,10 @@ test-fast: provision
 
 ui: provision dagster-home
 	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+# the results viewer on the same warehouse as the demo (http://127.0.0.1:8765)
+view: install
+	$(VENV)/bin/eval-pipeline view
 
 report: install
 	$(VENV)/bin/eval-pipeline report --out reports

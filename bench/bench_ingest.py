@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Ingest at scale: one checkpoint of N JSONL lines (1 % bad) through the real raw_outputs and samples
-assets into a DuckDB file. Prints lines per second and the process's peak RSS.
+assets into a DuckDB file (or a DuckLake on SQLite). Prints lines per second and the process's peak RSS.
 
-    python bench/bench_ingest.py [--lines 1000000]
+    python bench/bench_ingest.py [--lines 1000000] [--warehouse file|ducklake]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lines", type=int, default=1_000_000)
+    ap.add_argument("--warehouse", choices=["file", "ducklake"], default="file", help="DuckDB file or DuckLake/SQLite")
     args = ap.parse_args()
     base = []
     for line in (ROOT / "data/checkpoints/ckpt-0100/npc_dialogue.jsonl").read_text().splitlines():
@@ -55,7 +56,9 @@ def main() -> None:
         (folder / "checkpoint.json").write_text('{"model": "bench", "created_at": "2026-11-01T00:00:00Z"}')
         size_mb = (folder / "npc_dialogue.jsonl").stat().st_size / 1e6
         print(f"wrote {args.lines} lines ({size_mb:.0f} MB) in {time.perf_counter() - t0:.1f}s")
-        wh_path = str(Path(tmp) / "w.duckdb")
+        wh_path = (
+            str(Path(tmp) / "w.duckdb") if args.warehouse == "file" else f"ducklake:sqlite:{Path(tmp) / 'lake.sqlite'}"
+        )
         defs = build_definitions(None, wh_path, str(Path(tmp) / "ckpts"))
         instance = dg.DagsterInstance.ephemeral()
         register_checkpoints(instance, ["ckpt-big"])
