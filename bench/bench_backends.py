@@ -71,6 +71,8 @@ def one_backend(backend: str) -> dict:
         t = time.perf_counter()
         assert materialize_checkpoints(defs, instance, ["ckpt-0300"])[0].success
         out["rerun_s"] = time.perf_counter() - t
+        if backend == "file":  # a held reader keeps every writer out of a DuckDB file: each step waits 120 s, then fails
+            return out
         stop = str(tmp / "stop")
         proc = subprocess.Popen([sys.executable, __file__, "--reader", warehouse, stop])
         time.sleep(3.0)  # the reader is attached and querying
@@ -131,8 +133,9 @@ def main() -> None:
         if "ducklake" in results and base.get(key) and results["ducklake"].get(key):
             ratio = f"   {results['ducklake'][key] / base[key]:.2f}x"
         print(f"  {label:38s}{cells}{ratio}")
+    print("  file: a held reader keeps every write out of a DuckDB file (each step waits up to 120 s, then fails): not run")
     for b, r in results.items():
-        if "rerun_s" in r:
+        if "rerun_with_reader_s" in r:
             print(
                 f"  {b}: a held reader changes the re-run by {r['rerun_with_reader_s'] / r['rerun_s']:.2f}x "
                 f"(goal <= 1.10x){'' if r['rerun_with_reader_ok'] else ' and the run FAILED'}"

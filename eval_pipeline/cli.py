@@ -178,13 +178,13 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
     for chunk in iter_jsonl(path, ckpt.checkpoint_id):
         ids += validate_raw(rubric, chunk.frame, seen_ids=seen).samples[rubric.inputs.id_field].tolist()
     out = Path(args.out or f"ratings-{rubric.name}-{ckpt.checkpoint_id}.csv")
-    header = ["sample_id", "evaluator", "checkpoint", *rubric.rating_scales, "notes"]
+    header = ["sample_id", "evaluator", "rater_kind", "checkpoint", *rubric.rating_scales, "notes"]
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(header)
         for sid in ids:
-            w.writerow([sid, args.evaluator, ckpt.checkpoint_id, *([""] * len(rubric.rating_scales)), ""])
+            w.writerow([sid, args.evaluator, "human", ckpt.checkpoint_id, *([""] * len(rubric.rating_scales)), ""])
     scales = ", ".join(f"{k} {s.min}-{s.max}" for k, s in rubric.rating_scales.items())
     print(f"wrote {out}: {len(ids)} samples; fill one score per column ({scales}); empty = not rated")
     return 0

@@ -1,10 +1,13 @@
 """Agreement statistics against published worked examples."""
 
 import numpy as np
+import pandas as pd
 import pytest
+from scipy import stats as scipy_stats
 from sklearn.metrics import cohen_kappa_score
 
 import eval_pipeline.agreement.stats as st
+from eval_pipeline.agreement.compute import compute_agreement
 from eval_pipeline.agreement.stats import (
     ceiling_share,
     cohen_kappa,
@@ -142,3 +145,73 @@ def test_resamples_are_the_draws_of_one_resample_at_a_time():
         one_by_one = np.random.default_rng(seed)
         expected = np.stack([one_by_one.integers(0, n, n) for _ in range(300)])
         assert np.array_equal(np.random.default_rng(seed).integers(0, n, (300, n)), expected)
+
+
+# Fleiss (1971), Table 1: 30 patients, each diagnosed by 6 psychiatrists drawn from a pool of 43 (the raters differ
+# from patient to patient); categories 1-5. Published kappa 0.430 (irr::kappam.fleiss: 0.4302445).
+FLEISS_1971 = [
+    [4, 4, 4, 4, 4, 4], [2, 2, 2, 5, 5, 5], [2, 3, 3, 3, 3, 5], [5, 5, 5, 5, 5, 5], [2, 2, 2, 4, 4, 4],
+    [1, 1, 3, 3, 3, 3], [3, 3, 3, 3, 5, 5], [1, 1, 3, 3, 3, 4], [1, 1, 4, 4, 4, 4], [5, 5, 5, 5, 5, 5],
+    [1, 4, 4, 4, 4, 4], [1, 2, 4, 4, 4, 4], [2, 2, 2, 3, 3, 3], [1, 4, 4, 4, 4, 4], [2, 2, 4, 4, 4, 5],
+    [3, 3, 3, 3, 3, 5], [1, 1, 1, 4, 5, 5], [1, 1, 1, 1, 1, 2], [2, 2, 4, 4, 4, 4], [1, 3, 3, 5, 5, 5],
+    [5, 5, 5, 5, 5, 5], [2, 4, 4, 4, 4, 4], [2, 2, 4, 5, 5, 5], [1, 1, 4, 4, 4, 4], [1, 4, 4, 4, 4, 5],
+    [2, 2, 2, 2, 2, 4], [1, 1, 1, 1, 5, 5], [2, 2, 4, 4, 4, 4], [1, 3, 3, 3, 3, 3], [5, 5, 5, 5, 5, 5],
+]  # fmt: skip
+
+
+def _long(rows: list[list[int]], rater_of, dim: str = "persona_consistency", kind: str = "human") -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            dict(checkpoint_id="c", sample_id=f"p{i}", evaluator=rater_of(i, k), rater_kind=kind, dimension=dim,
+                 score=float(v), source_file="f.csv", line_number=i + 2)
+            for i, row in enumerate(rows)
+            for k, v in enumerate(row)
+        ]
+    )  # fmt: skip
+
+
+def test_fleiss_kappa_for_pooled_raters_on_fleiss_1971s_own_data(rubrics):
+    """Different raters per item, the same number per item: Fleiss's own design, not omitted any more."""
+    pooled = _long(FLEISS_1971, lambda i, k: f"psy{(i * 6 + k) % 43}")
+    rows = compute_agreement(rubrics["npc_dialogue"], "c", pooled, None)
+    fleiss = rows[(rows.statistic == "fleiss_kappa") & (rows.dimension == "persona_consistency")].iloc[0]
+    assert fleiss.value == pytest.approx(0.4302445, abs=1e-6)
+    assert fleiss.n_items == 30 and fleiss.n_raters == 6 and "pool of 43" in fleiss.label
+    # a count that differs: the items with the most common count are used, and the row says how many were left out
+    uneven = pooled[~((pooled.sample_id == "p0") & (pooled.evaluator == "psy0"))]
+    row = compute_agreement(rubrics["npc_dialogue"], "c", uneven, None)
+    row = row[(row.statistic == "fleiss_kappa") & (row.dimension == "persona_consistency")].iloc[0]
+    assert row.n_items == 29 and "1 items with another count left out" in row.label
+    sub = np.array(FLEISS_1971[1:])
+    assert row.value == pytest.approx(fleiss_kappa(np.stack([(sub == c).sum(axis=1) for c in range(1, 6)], axis=1)))
+
+
+def test_model_raters_are_their_own_set_and_never_in_the_human_mean(rubrics):
+    rubric = rubrics["npc_dialogue"]
+    humans = _long([r[:3] for r in FLEISS_1971], lambda i, k: f"h{k}")
+    models = _long([[5, 5] for _ in FLEISS_1971], lambda i, k: f"llm{k}", kind="model")
+    judge = pd.DataFrame(
+        [dict(checkpoint_id="c", sample_id=f"p{i}", judge="panel", kind="dimension", dimension="persona_consistency",
+              score=float(np.mean(r[:3]))) for i, r in enumerate(FLEISS_1971)]
+    )  # fmt: skip
+    both = compute_agreement(rubric, "c", pd.concat([humans, models]), judge)
+    only = compute_agreement(rubric, "c", humans, judge)
+    jh = "judge~human_mean"
+    pick = lambda df, raters, stat: df[(df.raters == raters) & (df.statistic == stat)].value.iloc[0]
+    # the judge against the human mean is what it is without the models' constant 5s
+    assert pick(both, jh, "mean_absolute_error") == pytest.approx(pick(only, jh, "mean_absolute_error"))
+    assert pick(both, jh, "mean_absolute_error") == pytest.approx(0.0)
+    assert pick(both, "judge~model_mean", "mean_absolute_error") > 0.5
+    assert "all_models" not in set(only.raters) and "llm0~llm1" in set(both.raters)
+    assert not any("llm" in r and "h" in r.split("~")[0] for r in both.raters)  # no human-model pairs mixed in
+    # Spearman and Kendall for every human pair
+    for pair in ("h0~h1", "h0~h2", "h1~h2"):
+        assert {"spearman", "kendall"} <= set(both[both.raters == pair].statistic)
+    a, b = np.array(FLEISS_1971)[:, 0], np.array(FLEISS_1971)[:, 1]
+    assert pick(both, "h0~h1", "spearman") == pytest.approx(scipy_stats.spearmanr(a, b).statistic)
+    # the rubric can count models as humans when a team says so
+    merged = rubric.model_copy(
+        update={"human_ratings": rubric.human_ratings.model_copy(update={"models_in_human_mean": True})}
+    )
+    mixed = compute_agreement(merged, "c", pd.concat([humans, models]), judge)
+    assert pick(mixed, jh, "mean_absolute_error") > 0.1

@@ -230,3 +230,30 @@ def test_worklists_are_written_and_formulas_neutralised(tmp_path, rubrics):
         "ok",
         5,
     ]
+
+
+def test_a_raters_kind_comes_from_its_column_or_the_rubric(tmp_path, rubrics):
+    rubric = rubrics["empathetic_dialogue"]
+    rubric = rubric.model_copy(
+        update={"human_ratings": rubric.human_ratings.model_copy(update={"model_raters": ["gpt_judge"]})}
+    )
+    root = _write(
+        tmp_path,
+        rubric.name,
+        "ck1.csv",
+        "\n".join(
+            [
+                "sample_id,evaluator,rater_kind,emotion,validation,helpfulness,safety,overall",
+                "s1,Ann,,4,4,3,5,4",
+                "s1,claude_paper,MODEL,4,4,3,5,4",
+                "s1,gpt_judge,,4,4,3,5,4",
+                "s2,Bob,human,3,3,3,3,3",
+                "s3,Eve,robot,3,3,3,3,3",
+            ]
+        ),
+    )
+    load = load_ratings(rubric, "ck1", IDS, root)
+    kinds = load.ratings.drop_duplicates("evaluator").set_index("evaluator").rater_kind.to_dict()
+    assert kinds == {"Ann": "human", "claude_paper": "model", "gpt_judge": "model", "Bob": "human"}
+    assert list(load.quarantine.reason) == ["rater_kind 'robot': use human or model"]
+    assert load.rows_read == 5

@@ -18,7 +18,16 @@ import pandas as pd
 
 from eval_pipeline.agreement import stats as st
 from eval_pipeline.core.config import RubricConfig, Scale
-from eval_pipeline.core.contracts import AGREEMENT_COLUMNS, ALL_HUMANS, HUMAN_MEAN, JUDGE, PANEL, rater_pair
+from eval_pipeline.core.contracts import (
+    AGREEMENT_COLUMNS,
+    ALL_HUMANS,
+    ALL_MODELS,
+    HUMAN_MEAN,
+    JUDGE,
+    MODEL_MEAN,
+    PANEL,
+    rater_pair,
+)
 from eval_pipeline.core.derived import apply_derived
 
 
@@ -61,27 +70,53 @@ def _kappa_rows(base: dict, a: np.ndarray, b: np.ndarray, labels: list[float], t
     return rows
 
 
+def rater_sets(rubric: RubricConfig, ratings: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The ratings split by who gave them: ``human`` (people; model raters too when the rubric says
+    ``models_in_human_mean``) and ``model`` (imported model raters). Only the human set feeds ``human_mean``."""
+    kind = ratings["rater_kind"] if "rater_kind" in ratings.columns else pd.Series("human", index=ratings.index)
+    kind = kind.fillna("human")
+    humans = ratings if rubric.human_ratings.models_in_human_mean else ratings[kind == "human"]
+    return {"human": humans, "model": ratings[kind == "model"]}
+
+
 def _dimension_rows(
     rubric: RubricConfig, ckpt: str, dim: str, ratings: pd.DataFrame, judge: pd.DataFrame
 ) -> list[dict]:
     scale = rubric.rating_scales[dim]
     labels = [float(x) for x in scale.labels]
-    r = ratings[ratings.dimension == dim]
-    if r.empty:
-        return []
-    wide = r.pivot_table(index=["checkpoint_id", "sample_id"], columns="evaluator", values="score", aggfunc="first")
-    seed = _seed(rubric.name, ckpt, dim)
-    return [
-        *_human_pair_rows(ckpt, dim, wide, labels, float(scale.max), seed),
-        *_all_human_rows(ckpt, dim, wide, labels, float(scale.max)),
-        *_judge_rows(ckpt, dim, wide, judge, scale, seed),
-    ]
+    rows: list[dict] = []
+    for kind, subset in rater_sets(rubric, ratings[ratings.dimension == dim]).items():
+        if subset.empty:
+            continue
+        wide = subset.pivot_table(
+            index=["checkpoint_id", "sample_id"], columns="evaluator", values="score", aggfunc="first"
+        )
+        seed = _seed(rubric.name, ckpt, dim) + (0 if kind == "human" else 101)
+        group, mean = (ALL_HUMANS, HUMAN_MEAN) if kind == "human" else (ALL_MODELS, MODEL_MEAN)
+        rows += [
+            *_human_pair_rows(ckpt, dim, wide, labels, float(scale.max), seed),
+            *_all_human_rows(ckpt, dim, wide, subset, labels, float(scale.max), group),
+            *_judge_rows(ckpt, dim, wide, judge, scale, seed, mean),
+        ]
+    return rows
+
+
+def _rank_rows(base: dict, a: np.ndarray, b: np.ndarray, seed: int) -> list[dict]:
+    """Spearman and Kendall with their seeded bootstrap CIs (the same for any two raters)."""
+    rows = []
+    for name, fn, resampled in (
+        ("spearman", st.spearman, st.spearman_resamples),
+        ("kendall", st.kendall, st.kendall_resamples),
+    ):
+        lo, hi = st.bootstrap(resampled, [a, b], seed + len(name))
+        rows.append({**base, "statistic": name, "value": fn(a, b), "ci_low": lo, "ci_high": hi})
+    return rows
 
 
 def _human_pair_rows(ckpt: str, dim: str, wide: pd.DataFrame, labels: list[float], top: float, seed: int) -> list[dict]:
     rows: list[dict] = []
     evaluators = list(wide.columns)
-    # human vs human, pairwise
+    # rater vs rater, pairwise
     for e1, e2 in itertools.combinations(evaluators, 2):
         pair = wide[[e1, e2]].dropna()
         a, b = pair[e1].to_numpy(), pair[e2].to_numpy()
@@ -101,19 +136,39 @@ def _human_pair_rows(ckpt: str, dim: str, wide: pd.DataFrame, labels: list[float
             }
         )
         rows += _kappa_rows(base, a, b, labels, top, seed)
+        rows += _rank_rows({**base, "prevalence": None, "ceiling_share": None, "label": None}, a, b, seed + 3)
     return rows
 
 
-def _all_human_rows(ckpt: str, dim: str, wide: pd.DataFrame, labels: list[float], top: float) -> list[dict]:
+def pooled_counts(long: pd.DataFrame, labels: list[float]) -> tuple[np.ndarray, int, int]:
+    """Fleiss's design: a pool of raters, the same number of ratings per item, whoever gave them. Items x
+    categories counts over the items rated by the most common number of raters (at least 2; the larger on a
+    tie), that number, and how many items were rated by 2 or more (the rest are left out, and the row says so)."""
+    per_item = long.groupby(["checkpoint_id", "sample_id"])["score"]
+    m = per_item.count()
+    m = m[m >= 2]
+    if m.empty:
+        return np.zeros((0, len(labels))), 0, 0
+    freq = m.value_counts()
+    modal = int(max(freq[freq == freq.max()].index))
+    keep = m[m == modal].index
+    sub = long.set_index(["checkpoint_id", "sample_id"]).loc[keep].reset_index()
+    counts = pd.crosstab([sub.checkpoint_id, sub.sample_id], sub.score).reindex(columns=labels, fill_value=0).to_numpy()
+    return counts, modal, len(m)
+
+
+def _all_human_rows(
+    ckpt: str, dim: str, wide: pd.DataFrame, long: pd.DataFrame, labels: list[float], top: float, group: str
+) -> list[dict]:
     rows: list[dict] = []
     evaluators = list(wide.columns)
-    # all human raters together
+    # all raters of the set together
     if len(evaluators) >= 2:
         data = wide.to_numpy().T  # raters x items, NaN = missing
         base = dict(
             checkpoint_id=ckpt,
             dimension=dim,
-            raters=ALL_HUMANS,
+            raters=group,
             n_items=int((~np.isnan(data)).sum(axis=0).__ge__(2).sum()),
             n_raters=len(evaluators),
             ci_low=None,
@@ -135,23 +190,28 @@ def _all_human_rows(ckpt: str, dim: str, wide: pd.DataFrame, labels: list[float]
             a_icc, c_icc = st.icc(complete.to_numpy())
             rows.append({**base, "n_items": len(complete), "statistic": "icc_absolute_agreement", "value": a_icc})
             rows.append({**base, "n_items": len(complete), "statistic": "icc_consistency", "value": c_icc})
-        if len(evaluators) > 2 and len(complete):
-            counts = np.stack([(complete.to_numpy() == lab).sum(axis=1) for lab in labels], axis=1)
-            vals = complete.to_numpy().ravel()
+        counts, per_item, rated = pooled_counts(long, labels)
+        if len(evaluators) > 2 and len(counts):
+            vals = np.repeat(np.array(labels), counts.sum(axis=0))
             rows.append(
                 {
                     **base,
-                    "n_items": len(complete),
+                    "n_items": len(counts),
+                    "n_raters": per_item,
                     "statistic": "fleiss_kappa",
                     "value": st.fleiss_kappa(counts),
                     "prevalence": st.prevalence(vals),
                     "ceiling_share": st.ceiling_share(vals, top),
+                    "label": f"{per_item} ratings per item from a pool of {len(evaluators)}"
+                    + (f"; {rated - len(counts)} items with another count left out" if rated > len(counts) else ""),
                 }
             )
     return rows
 
 
-def _judge_rows(ckpt: str, dim: str, wide: pd.DataFrame, judge: pd.DataFrame, scale: Scale, seed: int) -> list[dict]:
+def _judge_rows(
+    ckpt: str, dim: str, wide: pd.DataFrame, judge: pd.DataFrame, scale: Scale, seed: int, mean_name: str = HUMAN_MEAN
+) -> list[dict]:
     rows: list[dict] = []
     evaluators = list(wide.columns)
     labels = [float(x) for x in scale.labels]
@@ -159,13 +219,13 @@ def _judge_rows(ckpt: str, dim: str, wide: pd.DataFrame, judge: pd.DataFrame, sc
     # judge vs humans
     j = judge[judge.dimension == dim].set_index(["checkpoint_id", "sample_id"])["score"]
     hm = wide.mean(axis=1)
-    joined = pd.concat([j.rename(JUDGE), hm.rename(HUMAN_MEAN)], axis=1, join="inner").dropna()
+    joined = pd.concat([j.rename(JUDGE), hm.rename(mean_name)], axis=1, join="inner").dropna()
     if len(joined):
-        a, b = joined[JUDGE].to_numpy(float), joined[HUMAN_MEAN].to_numpy(float)
+        a, b = joined[JUDGE].to_numpy(float), joined[mean_name].to_numpy(float)
         base = dict(
             checkpoint_id=ckpt,
             dimension=dim,
-            raters=rater_pair(JUDGE, HUMAN_MEAN),
+            raters=rater_pair(JUDGE, mean_name),
             n_items=len(joined),
             n_raters=len(evaluators) + 1,
             prevalence=None,
@@ -245,7 +305,7 @@ def compute_agreement(
     rows: list[dict] = []
     for dim in rubric.rating_scales:
         rows += _dimension_rows(rubric, ckpt, dim, ratings, judge)
-    rows += _pass_fail_rows(rubric, ckpt, ratings)
+    rows += _pass_fail_rows(rubric, ckpt, rater_sets(rubric, ratings)["human"])
     df = pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
     return df.astype(
         {

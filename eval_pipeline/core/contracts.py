@@ -19,6 +19,9 @@ HUMAN_MEAN = "human_mean"  # the mean of the human raters, as one rater
 JUDGE = "judge"  # the judge panel, as one rater
 JUDGE_VS_HUMAN_MEAN = f"{JUDGE}~{HUMAN_MEAN}"  # agreement.raters of judge against the human mean
 ALL_HUMANS = "all_humans"  # agreement.raters of every human rater together
+MODEL_MEAN = "model_mean"  # the mean of the imported model raters, as one rater
+ALL_MODELS = "all_models"  # agreement.raters of every model rater together
+JUDGE_VS_MODEL_MEAN = f"{JUDGE}~{MODEL_MEAN}"
 
 
 def rater_pair(a: str, b: str) -> str:
@@ -38,7 +41,17 @@ QUARANTINE_COLUMNS = [
     "raw_line",
     "quarantined_at",
 ]
-RATING_COLUMNS = ["checkpoint_id", "sample_id", "evaluator", "dimension", "score", "source_file", "line_number"]
+RATING_COLUMNS = [
+    "checkpoint_id",
+    "sample_id",
+    "evaluator",
+    "rater_kind",
+    "dimension",
+    "score",
+    "source_file",
+    "line_number",
+]
+RATER_KINDS = ("human", "model")  # ratings.rater_kind: a person, or a model whose published scores were imported
 SCORE_COLUMNS = [
     "checkpoint_id",
     "sample_id",

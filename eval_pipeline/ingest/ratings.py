@@ -8,8 +8,10 @@ document's recording template loads as it is). The delimiter is detected
 checkpoint. Unknown sample ids, scores off the scale, unsafe evaluator names and
 a repeated (sample, evaluator) pair go to the quarantine with the reason; a file
 without the required columns quarantines all its rows and says which are missing.
-Ratings from other sources (another team's judge) load the same way, the source
-named as evaluator. An empty cell is a missing rating, not an error.
+Ratings from other sources (another team's judge, a paper's published LLM scores) load the
+same way, the source named as evaluator, with `rater_kind` = `model` (a column, or the
+rubric's `human_ratings.model_raters`); only humans count as humans in `human_mean` and the
+reliability gate. An empty cell is a missing rating, not an error.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import pandas as pd
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import RATING_COLUMNS
+from eval_pipeline.core.contracts import RATER_KINDS, RATING_COLUMNS
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_evaluator
 from eval_pipeline.ingest.validation import QUARANTINE_COLUMNS, empty_quarantine
 
@@ -226,6 +228,12 @@ class _RatingsReader:
         if problems:
             self.quarantine(path.name, line_no, raw, "; ".join(problems))
             return
+        kind = (rec.get("rater_kind") or "").lower() or (
+            "model" if evaluator in self.rubric.human_ratings.model_raters else "human"
+        )
+        if kind not in RATER_KINDS:
+            self.quarantine(path.name, line_no, raw, f"rater_kind {rec.get('rater_kind')!r}: use human or model")
+            return
         if (sid, evaluator) in self.seen:
             self.quarantine(path.name, line_no, raw, f"repeated rating of {sid!r} by {evaluator!r} (first kept)")
             return
@@ -235,6 +243,7 @@ class _RatingsReader:
                 checkpoint_id=self.checkpoint_id,
                 sample_id=sid,
                 evaluator=evaluator,
+                rater_kind=kind,
                 dimension=dim,
                 score=x,
                 source_file=path.name,

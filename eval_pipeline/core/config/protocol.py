@@ -56,6 +56,14 @@ class HumanRatingsSpec(Strict):
         default_factory=dict, description="CSV column -> our name (e.g. semantic_score -> semantic)."
     )
     pass_fail: PassFail | None = None
+    model_raters: list[str] = Field(
+        default_factory=list,
+        description="Evaluators that are models (imported published scores), for CSVs without a rater_kind column.",
+    )
+    models_in_human_mean: bool = Field(
+        False,
+        description="Count model raters in human_mean and the judge-reliability gate (default: humans only).",
+    )
 
 
 class ReReview(Strict):

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from eval_pipeline.agreement.compute import rater_sets
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.defs.asset import asset_key, required_rows, rubric_asset
 from eval_pipeline.defs.resources import PublishTargets, WarehouseResource
@@ -27,7 +28,7 @@ def worklists_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         samples = load_samples(wh, rubric, ckpt_id)
-        ratings = required_rows(wh, rubric, "human_ratings", ckpt_id)
+        ratings = rater_sets(rubric, required_rows(wh, rubric, "human_ratings", ckpt_id))["human"]  # people's work
         root = Path(publish.worklist_dir)
         counts = write_worklists(rubric, ckpt_id, samples, ratings, root=root)
         return dg.MaterializeResult(

@@ -72,7 +72,7 @@ def sample_page(wh: Warehouse, rubric: RubricConfig | None, rubric_name: str, ck
         ratings = (
             records(
                 s.query_df(
-                    f'SELECT evaluator, dimension, score, source_file, line_number FROM "{rubric_name}".human_ratings '
+                    f'SELECT * FROM "{rubric_name}".human_ratings '
                     "WHERE checkpoint_id = ? AND sample_id = ? ORDER BY dimension, evaluator",
                     [ckpt, sample_id],
                 )

@@ -136,9 +136,14 @@ def _samples_sql(
     else:
         extra += ", NULL::DOUBLE AS parent_score, NULL::DOUBLE AS delta"
     if rated:
+        humans = ""  # only people make the human mean (imported model raters are shown, never averaged in)
+        if any(c == "rater_kind" for c, _ in columns(wh, name, "human_ratings")) and not (
+            rubric and rubric.human_ratings.models_in_human_mean
+        ):
+            humans = " AND coalesce(rater_kind, 'human') = 'human'"
         joins += (
             f' LEFT JOIN (SELECT sample_id, dimension, avg(score) AS hm FROM "{name}".human_ratings '
-            "WHERE checkpoint_id = ? GROUP BY ALL) h ON h.sample_id = s.sample_id"
+            f"WHERE checkpoint_id = ?{humans} GROUP BY ALL) h ON h.sample_id = s.sample_id"
         )
         params.append(ckpt)
         if score in rated:

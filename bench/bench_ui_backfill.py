@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""A backfill of 4 checkpoints launched as the Dagster UI launches it (the webserver's GraphQL
+`launchPartitionBackfill`, runs made and queued by a real `dagster-daemon`) against the same 4 checkpoints
+through `eval-pipeline backfill` (sequential, in one process), each on a fresh warehouse and instance with
+`deploy/dagster.yaml`. Goal (#13): the UI backfill takes at most 1.2x the CLI.
+
+    python bench/bench_ui_backfill.py [--warehouse ducklake|file] [--timeout 900]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+CKPTS = ["ckpt-0100", "ckpt-0200", "ckpt-0300", "ckpt-0400"]
+
+MUTATION = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+
+
+def checkpoints(tmp: Path) -> Path:
+    root = tmp / "checkpoints"
+    for c in CKPTS[:3]:
+        shutil.copytree(ROOT / "data" / "checkpoints" / c, root / c)
+    shutil.copytree(ROOT / "data" / "checkpoints" / "ckpt-0300", root / "ckpt-0400")
+    (root / "ckpt-0400" / "checkpoint.json").write_text(
+        json.dumps({"model": "lumen-7b-chat", "created_at": "2026-10-15T08:00:00Z", "parent": "ckpt-0300"})
+    )
+    return root
+
+
+def environment(tmp: Path, backend: str, root: Path) -> dict[str, str]:
+    home = tmp / "home"
+    home.mkdir()
+    shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    warehouse = str(tmp / "w.duckdb") if backend == "file" else f"ducklake:sqlite:{tmp / 'lake' / 'catalog.sqlite'}"
+    return dict(
+        os.environ,
+        DAGSTER_HOME=str(home),
+        EVAL_WAREHOUSE=warehouse,
+        EVAL_CHECKPOINT_DIR=str(root),
+        EVAL_JUDGE="heuristic",
+        EVAL_REPORT_DIR=str(tmp / "reports"),
+        EVAL_WORKLIST_DIR=str(tmp / "wl"),
+        DAGSTER_TELEMETRY_DISABLED="1",
+    )
+
+
+def cli(backend: str) -> float:
+    tmp = Path(tempfile.mkdtemp(prefix="bench_cli_"))
+    env = environment(tmp, backend, checkpoints(tmp))
+    t = time.perf_counter()
+    res = subprocess.run(
+        [str(Path(sys.executable).with_name("eval-pipeline")), "backfill", "--no-fail-on-gates"],
+        env=env, capture_output=True, text=True, timeout=1800,
+    )
+    wall = time.perf_counter() - t
+    assert res.returncode in (0, 4), res.stdout[-2000:] + res.stderr[-2000:]
+    return wall
+
+
+def graphql(port: int, query: str, variables: dict) -> dict:
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query, "variables": variables}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+def ui(backend: str, timeout_s: float) -> tuple[float, int, int]:
+    import dagster as dg
+
+    from eval_pipeline.devtools.net import free_port, wait_until_serving
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench_ui_"))
+    env = environment(tmp, backend, checkpoints(tmp))
+    bin_ = Path(sys.executable).parent
+    ws = str(ROOT / "workspace.yaml")
+    subprocess.run([str(bin_ / "dagster"), "sensor", "stop", "checkpoint_sensor", "-w", ws], env=env, cwd=ROOT,
+                   capture_output=True, timeout=300)  # the backfill alone launches runs
+    os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
+    instance = dg.DagsterInstance.get()
+    instance.add_dynamic_partitions("checkpoints", CKPTS)
+    port = free_port()
+    logs = [open(tmp / "webserver.log", "w"), open(tmp / "daemon.log", "w")]
+    web = subprocess.Popen([str(bin_ / "dagster-webserver"), "-w", ws, "-p", str(port)], env=env, cwd=ROOT,
+                           stdout=logs[0], stderr=subprocess.STDOUT)
+    daemon = subprocess.Popen([str(bin_ / "dagster-daemon"), "run", "-w", ws], env=env, cwd=ROOT,
+                              stdout=logs[1], stderr=subprocess.STDOUT)
+    try:
+        wait_until_serving(f"http://127.0.0.1:{port}/server_info", web, timeout_s=120)
+        from eval_pipeline.core.config import load_rubrics
+        from eval_pipeline.defs.definitions import build_definitions
+
+        keys = [k for k in build_definitions().resolve_asset_graph().get_all_asset_keys()]
+        assert load_rubrics()
+        params = {"partitionNames": CKPTS, "assetSelection": [{"path": list(k.path)} for k in keys], "fromFailure": False}
+        t = time.perf_counter()
+        out = graphql(port, MUTATION, {"p": params})["data"]["launchPartitionBackfill"]
+        assert out["__typename"] == "LaunchBackfillSuccess", out
+        backfill_id = out["backfillId"]
+        while time.perf_counter() - t < timeout_s:
+            bf = instance.get_backfill(backfill_id)
+            runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
+            if bf and bf.status.value != "REQUESTED" and all(r.is_finished for r in runs):
+                break
+            time.sleep(1.0)
+        wall = time.perf_counter() - t
+        runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
+        ok = sum(r.status.value == "SUCCESS" for r in runs)
+        return wall, len(runs), ok
+    finally:
+        for p in (daemon, web):
+            p.terminate()
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--warehouse", choices=["ducklake", "file"], default="ducklake")
+    ap.add_argument("--timeout", type=float, default=900)
+    args = ap.parse_args()
+    c = cli(args.warehouse)
+    u, n, ok = ui(args.warehouse, args.timeout)
+    print(
+        f"backfill of {len(CKPTS)} checkpoints x 5 rubrics on {args.warehouse}: CLI (sequential, one process) {c:.1f}s; "
+        f"UI (GraphQL launchPartitionBackfill, daemon) {u:.1f}s in {n} runs ({ok} succeeded); ratio {u / c:.2f}x "
+        f"(goal <= 1.2x)"
+    )
+
+
+if __name__ == "__main__":
+    main()
