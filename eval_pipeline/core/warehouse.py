@@ -26,7 +26,7 @@ from eval_pipeline.core.ids import check_identifier
 
 if TYPE_CHECKING:
     from eval_pipeline.core.staging import PartitionWriter
-from eval_pipeline.core.tables import check_partition, ensure_table, partition_condition, qualified
+from eval_pipeline.core.tables import Known, check_partition, ensure_table, partition_condition, qualified
 
 # In-process writers are serialised: DuckDB allows one read-write process per file
 # and we keep write transactions short; this lock avoids intra-process conflicts.
@@ -34,6 +34,10 @@ _WRITE_LOCK = threading.RLock()
 
 
 _QUERY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA", "RELATION"}
+# Per DuckLake warehouse, the tables (and their columns) this process has seen: a lake's catalog lookups cost
+# ~40 ms each and a step makes dozens. Tables are only ever added to, never dropped, outside the staging
+# schema (never cached); a write that finds a cached table gone clears the cache and runs again.
+_KNOWN: dict[str, Known] = {}
 T = TypeVar("T")
 
 
@@ -89,10 +93,12 @@ class Warehouse:
             if read_only and not self.exists():
                 raise FileNotFoundError(f"warehouse {self.describe()} does not exist yet: run the pipeline first")
             con = lake.attached(self.location, _duckdb_config(), read_only)
+            healthy = False
             try:
                 yield con
+                healthy = True
             finally:
-                con.close()
+                lake.release(self.location, read_only, con, healthy)
             return
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -210,7 +216,14 @@ class Warehouse:
     def schema_exists(self, schema: str) -> bool:
         return bool(self.query_rows("SELECT 1 FROM information_schema.schemata WHERE schema_name = ?", [schema]))
 
+    def known_tables(self) -> Known | None:
+        """The tables this process has seen on a DuckLake (see _KNOWN); None on a DuckDB file (asked each time)."""
+        return _KNOWN.setdefault(self.path, {}) if self.location.kind == "ducklake" else None
+
     def table_exists(self, schema: str, table: str) -> bool:
+        known = self.known_tables()
+        if known is not None and (schema, table) in known:
+            return True
         rows = self.query_rows(
             "SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", [schema, table]
         )
@@ -230,9 +243,16 @@ class Warehouse:
         if self.location.kind != "ducklake":
             return write()
         delay = 0.02
+        refreshed = False
         for attempt in range(40):
             try:
                 return write()
+            except duckdb.CatalogException:
+                if refreshed:
+                    raise
+                _KNOWN.pop(self.path, None)  # a table this process saw is gone: ask the catalog again
+                refreshed = True
+                continue
             except duckdb.Error as exc:
                 if not lake.is_retryable(exc) or attempt == 39:
                     raise
@@ -264,7 +284,7 @@ class Warehouse:
 
         def write() -> None:
             with self.writing() as con:
-                ensure_table(con, schema, table, df)
+                ensure_table(con, schema, table, df, self.known_tables())
                 with transaction(con):
                     con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
                     if not df.empty:
@@ -304,7 +324,7 @@ class Warehouse:
 
         def write() -> None:
             with self.writing() as con:
-                ensure_table(con, schema, table, df)
+                ensure_table(con, schema, table, df, self.known_tables())
                 with transaction(con):
                     con.register("_incoming", df)
                     con.execute(f"DELETE FROM {target} t WHERE EXISTS (SELECT 1 FROM _incoming i WHERE {match})")
