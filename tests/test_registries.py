@@ -85,7 +85,7 @@ def test_built_in_gate_kinds_check_their_fields_at_load(tmp_path, bad_gate, prob
 def test_every_warehouse_step_is_in_the_pool_and_judge_steps_are_not(tmp_path):
     defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(tmp_path))
     graph = defs.resolve_asset_graph()
-    judge_steps = {"judge_scores", "extractions", "judge_calibration"}
+    judge_steps = {"judge_scores", "extractions", "judge_calibration", "judge_repeatability"}
     for key in graph.get_all_asset_keys():
         pools = set(graph.get(key).pools or [])
         assert pools == (set() if key.path[-1] in judge_steps else {WAREHOUSE_POOL}), key

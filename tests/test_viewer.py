@@ -103,6 +103,13 @@ def test_checkpoint_page_shows_means_against_the_parent_gates_agreement_and_quar
     assert n_q > 0 and f"Quarantine ({n_q} rows)" in html
     assert "cohen_kappa_quadratic" in html
     assert html.count('class="bars"') >= 5  # a distribution per score
+    lb = wh.query_df("SELECT * FROM npc_dialogue.length_bias WHERE checkpoint_id = 'ckpt-0300'")
+    assert set(lb.score) == {"persona_consistency", "context_awareness", GUARDED, "plot_relevance",
+                             "response_appropriateness", "average_score"}  # fmt: skip
+    assert (lb.n_rated[lb.score != "average_score"] == 40).all() and lb.reference_log_words.notna().all()
+    assert html.count('class="length-row"') == len(lb)
+    rep = wh.query_df("SELECT * FROM npc_dialogue.judge_repeatability WHERE checkpoint_id = 'ckpt-0300'")
+    assert len(rep) == 5 and (rep.n_samples == 20).all() and html.count('class="repeat-row"') == 5
 
 
 def test_regressions_listed_are_exactly_the_samples_that_got_worse(client, evaluated):

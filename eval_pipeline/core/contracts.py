@@ -137,5 +137,37 @@ COMPARISON_COLUMNS = [
     "lower_is_better",
     "guarded",
     "regression",
+    "judge_noise_95",
+    "beyond_judge_noise",
 ]
 GATE_COLUMNS = ["checkpoint_id", "gate", "kind", "value", "threshold", "passed", "n", "reason", "rubric_version"]
+LENGTH_BIAS_COLUMNS = [
+    "checkpoint_id",
+    "score",
+    "n",
+    "judge_length_rho",
+    "judge_ci_low",
+    "judge_ci_high",
+    "n_rated",
+    "rated_judge_length_rho",
+    "human_length_rho",
+    "rho_gap",
+    "gap_ci_low",
+    "gap_ci_high",
+    "flagged",
+    "mean",
+    "slope_per_log_word",
+    "mean_log_words",
+    "reference_log_words",
+    "length_controlled_mean",
+]
+REPEATABILITY_COLUMNS = [
+    "checkpoint_id",
+    "dimension",
+    "n_samples",
+    "times",
+    "alpha_interval",
+    "mean_within_sd",
+    "share_changed",
+    "missing",
+]

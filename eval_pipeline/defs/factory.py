@@ -13,16 +13,21 @@ import dagster as dg
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.defs.asset import asset_key
-from eval_pipeline.defs.assets.agreement import agreement_asset
+from eval_pipeline.defs.assets.agreement import agreement_asset, length_bias_asset
 from eval_pipeline.defs.assets.ingest import human_ratings_asset, raw_outputs_asset, samples_asset
-from eval_pipeline.defs.assets.judge import extractions_asset, judge_calibration_asset, judge_scores_asset
+from eval_pipeline.defs.assets.judge import (
+    extractions_asset,
+    judge_calibration_asset,
+    judge_repeatability_asset,
+    judge_scores_asset,
+)
 from eval_pipeline.defs.assets.metrics import metrics_asset
 from eval_pipeline.defs.assets.publish import worklists_asset
 from eval_pipeline.defs.assets.scoring import comparison_asset, gate_tables, gates_asset, scores_asset, summary_asset
 from eval_pipeline.defs.checks import gate_checks, judge_completeness_check
 
 # the report drawn after the gates reads these, so the gates come after them whatever the gate kinds read
-REPORTED_BEFORE_GATES = ("agreement", "comparison", "judge_calibration")
+REPORTED_BEFORE_GATES = ("agreement", "comparison", "judge_calibration", "length_bias", "judge_repeatability")
 
 
 def rubric_definitions(rubric: RubricConfig) -> dg.Definitions:
@@ -37,6 +42,10 @@ def rubric_definitions(rubric: RubricConfig) -> dg.Definitions:
         assets.append(metrics_asset(rubric))
     assets += [scores_asset(rubric, has_judge, bool(rubric.metrics)), summary_asset(rubric)]
     assets += [human_ratings_asset(rubric), agreement_asset(rubric, has_judge), comparison_asset(rubric)]
+    if has_judge:
+        assets.append(length_bias_asset(rubric))
+    if has_judge and rubric.repeat and rubric.judged_dimensions:
+        assets.append(judge_repeatability_asset(rubric))
     if has_judge and rubric.examples:
         assets.append(judge_calibration_asset(rubric))
     assets.append(worklists_asset(rubric))

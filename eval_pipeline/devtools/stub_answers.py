@@ -42,6 +42,7 @@ class StubState:
     fault_rate: float = 0.0  # with fault_kind: a seeded share of requests fail this way
     fault_kind: str = "500"
     seed: int = 0
+    score_noise: float = 0.0  # each score moves one step (inwards at the scale's ends) with this probability
     requests: int = 0
     completions: int = 0
     in_flight: int = 0
@@ -102,6 +103,19 @@ def _scores(body: dict, scales: dict[str, tuple[int, int]]) -> dict[str, int]:
         span = hi - lo
         # deterministic and skewed towards the upper middle, like real judges
         out[k] = lo + min(span, round((0.45 + 0.5 * digest[i % len(digest)] / 255) * span))
+    return out
+
+
+def _noisy(state: StubState, scores: dict[str, int], scales: dict[str, tuple[int, int]]) -> dict[str, int]:
+    """A judge that is not repeatable: each score one step off its deterministic value with probability
+    ``score_noise`` (up or down at random, inwards at the ends of the scale), drawn per request."""
+    out = dict(scores)
+    with state.lock:
+        for k in sorted(out):
+            if state.rng.random() < state.score_noise:
+                lo, hi = scales[k]
+                step = -1 if out[k] >= hi else 1 if out[k] <= lo else state.rng.choice((-1, 1))
+                out[k] += step
     return out
 
 
@@ -184,6 +198,8 @@ def reply(state: StubState, body: dict, fault: str | None, authorization: str) -
     else:
         container, scales = _keys(body)
         scores = _scores(body, scales)
+        if state.score_noise:
+            scores = _noisy(state, scores, scales)
         if fault == "out_of_range" and scores:
             k = sorted(scores)[0]
             scores[k] = scales[k][1] + 4

@@ -199,7 +199,7 @@ def _progress(rubric: RubricConfig, settings: JudgeSettings, total: int, hits: i
 
 
 def _score_specs(
-    rubric: RubricConfig, settings: JudgeSettings, records: list[dict[str, Any]]
+    rubric: RubricConfig, settings: JudgeSettings, records: list[dict[str, Any]], repeat: int = 0
 ) -> list[tuple[dict, bool, dict, CallSpec]]:
     kinds = ([False] if rubric.judged_dimensions else []) + ([True] if rubric.questionnaire else [])
     specs = []
@@ -214,7 +214,10 @@ def _score_specs(
             else:
                 scales = {d.key: (rubric.scale_of(d).min, rubric.scale_of(d).max) for d in rubric.judged_dimensions}
             container = "answers" if qn else "scores"
-            key = cache.cache_key(settings.cache_params(), rubric.judge_version, messages, schema)
+            params = settings.cache_params()
+            if repeat:  # a repeat scoring of the same prompt: its own cache key, so it is asked again
+                params = {**params, "repeat": repeat}
+            key = cache.cache_key(params, rubric.judge_version, messages, schema)
             specs.append(
                 (
                     rec,
@@ -233,8 +236,9 @@ def _llm_rows(
     records: list[dict[str, Any]],
     wh: Warehouse,
     stats: JudgeRunStats,
+    repeat: int = 0,
 ) -> list[dict[str, Any]]:
-    specs = _score_specs(rubric, settings, records)
+    specs = _score_specs(rubric, settings, records, repeat)
     outcomes = cached_calls(rubric, settings, [s for *_, s in specs], wh, stats)
     rows: list[dict[str, Any]] = []
     counted: set[str] = set()
@@ -282,8 +286,10 @@ def judge_samples(
     wh: Warehouse,
     mode: str | None = None,
     overrides: dict[str, Any] | None = None,
+    repeat: int = 0,
 ) -> tuple[pd.DataFrame, JudgeRunStats]:
-    """Score records with the heuristic judge or the rubric's LLM panel; returns the long table and stats."""
+    """Score records with the heuristic judge or the rubric's LLM panel; returns the long table and stats.
+    ``repeat`` > 0: the same prompts scored again under their own cache keys (the judge's repeatability)."""
     mode = (mode or settings.judge_env().mode).lower()
     stats = JudgeRunStats()
     t0 = time.perf_counter()
@@ -298,7 +304,7 @@ def judge_samples(
         stats.judge_kind = "llm"
         rows = []
         for spec in specs:
-            rows += _llm_rows(rubric, ckpt, settings_from_env(spec, **(overrides or {})), records, wh, stats)
+            rows += _llm_rows(rubric, ckpt, settings_from_env(spec, **(overrides or {})), records, wh, stats, repeat)
     else:
         raise ValueError(f"EVAL_JUDGE must be 'heuristic' or 'openai', got {mode!r}")
     rows += _panel_rows(rubric, rows, rubric.panel.aggregate)

@@ -197,6 +197,24 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
             f'share_better, share_worse, regression FROM "{rubric}".comparison WHERE guarded OR regression'
         )
         out.append("<h3>Guarded scores against the parent</h3>" + _table(c))
+    if wh.table_exists(rubric, "judge_repeatability"):
+        rp = wh.query_df(
+            "SELECT checkpoint_id AS checkpoint, dimension, n_samples, times, alpha_interval, mean_within_sd, "
+            f'share_changed, missing FROM "{rubric}".judge_repeatability'
+        )
+        rp = rp.assign(_o=rp.checkpoint.map(rank)).sort_values(["_o", "dimension"]).drop(columns="_o")
+        out.append("<h3>Judge repeatability (a subset scored again)</h3>" + _table(rp))
+    if wh.table_exists(rubric, "length_bias"):
+        lb = wh.query_df(
+            "SELECT checkpoint_id AS checkpoint, score, n, judge_length_rho, n_rated, rated_judge_length_rho, "
+            "human_length_rho, rho_gap, gap_ci_low, gap_ci_high, flagged, mean, length_controlled_mean "
+            f'FROM "{rubric}".length_bias'
+        )
+        lb = lb.assign(_o=lb.checkpoint.map(rank)).sort_values(["_o", "score"]).drop(columns="_o")
+        out.append(
+            "<h3>Length bias (judge rho with length against the humans'; mean with the length effect taken out at "
+            "the parent's mean length)</h3>" + _table(lb)
+        )
     if wh.table_exists(rubric, "agreement"):
         a = wh.query_df(f"""SELECT checkpoint_id AS checkpoint, dimension, raters, n_items, value AS kappa_quadratic,
                             ci_low, ci_high, prevalence, ceiling_share, label FROM "{rubric}".agreement

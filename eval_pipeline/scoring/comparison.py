@@ -34,6 +34,8 @@ DTYPES = {
     "lower_is_better": "bool",
     "guarded": "bool",
     "regression": "bool",
+    "judge_noise_95": "float64",
+    "beyond_judge_noise": "boolean",
 }
 
 
@@ -58,8 +60,18 @@ def find_parent(checkpoints: pd.DataFrame, checkpoint_id: str) -> str | None:
 
 
 def compare(
-    rubric: RubricConfig, checkpoint_id: str, parent_id: str, child: pd.DataFrame, parent: pd.DataFrame
+    rubric: RubricConfig,
+    checkpoint_id: str,
+    parent_id: str,
+    child: pd.DataFrame,
+    parent: pd.DataFrame,
+    judge_noise_sd: dict[str, float] | None = None,
 ) -> pd.DataFrame:
+    """Per score: the paired change against the parent with its bootstrap CI. ``judge_noise_sd`` (the judge's
+    within-sample SD per dimension, from judge_repeatability): beside each change, the 95 % band that repeat noise
+    alone gives a mean change over the shared samples, and whether the change is beyond it."""
+    from eval_pipeline.judge.repeat import noise_band
+
     rows = []
     merged = child.merge(parent, on="sample_id", suffixes=("", "__parent"))
     for col in numeric_scores(rubric):
@@ -75,6 +87,8 @@ def compare(
         better = (d < 0) if low else (d > 0)
         guarded = col in rubric.guarded_dimensions
         regression = bool(guarded and len(d) >= 2 and ((lo > 0) if low else (hi < 0)))
+        sd = (judge_noise_sd or {}).get(col)
+        band = noise_band(sd, len(d), len(d)) if sd is not None else float("nan")
         rows.append(
             dict(
                 checkpoint_id=checkpoint_id,
@@ -91,6 +105,8 @@ def compare(
                 lower_is_better=low,
                 guarded=guarded,
                 regression=regression,
+                judge_noise_95=band,
+                beyond_judge_noise=None if band != band or not len(d) else bool(abs(float(d.mean())) > band),
             )
         )
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS).astype(DTYPES)

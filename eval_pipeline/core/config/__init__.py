@@ -30,6 +30,7 @@ from eval_pipeline.core.config.protocol import (
     JudgeSpec,
     MetricSpec,
     PassFail,
+    RepeatSpec,
     ReReview,
     WorklistSpec,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "InputField",
     "InputsSpec",
     "JudgePanel",
+    "RepeatSpec",
     "JudgeSpec",
     "LinearScore",
     "MeanScore",

@@ -66,6 +66,14 @@ class HumanRatingsSpec(Strict):
     )
 
 
+class RepeatSpec(Strict):
+    """The judge scores a seeded, stratified subset again (each repeat its own cache key): its own noise."""
+
+    samples: int = Field(30, ge=2, description="How many samples are scored again.")
+    times: int = Field(3, ge=2, description="Scorings per sample, the main run's included.")
+    seed: int = 20260117
+
+
 class ReReview(Strict):
     score: str
     max_diff: float

@@ -22,6 +22,7 @@ from eval_pipeline.core.config.protocol import (
     HumanRatingsSpec,
     JudgePanel,
     MetricSpec,
+    RepeatSpec,
     WorklistSpec,
 )
 from eval_pipeline.core.config.registry_checks import registry_problems
@@ -58,6 +59,7 @@ class RubricConfig(Strict):
     human_ratings: HumanRatingsSpec = Field(default_factory=HumanRatingsSpec)
     worklists: WorklistSpec = Field(default_factory=WorklistSpec)
     completeness: Completeness = Field(default_factory=Completeness)
+    repeat: RepeatSpec | None = Field(None, description="Score a subset again to measure the judge's own noise.")
 
     @field_validator("name")
     @classmethod

@@ -3,10 +3,12 @@
 import dagster as dg
 import pandas as pd
 
-from eval_pipeline.agreement.compute import compute_agreement
+from eval_pipeline.agreement.compute import compute_agreement, rater_sets
+from eval_pipeline.agreement.length_bias import length_bias, log_words
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import ALL_CHECKPOINTS, JUDGE_VS_HUMAN_MEAN, PANEL
-from eval_pipeline.defs.asset import asset_key, partition_rows, required_rows, rubric_asset
+from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.defs.asset import asset_key, partition_rows, required_rows, rounded, rubric_asset, viewer_link
 from eval_pipeline.defs.resources import WarehouseResource
 
 
@@ -57,3 +59,59 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         )
 
     return agreement
+
+
+def _log_words(wh: Warehouse, rubric: RubricConfig, ckpt_id: str) -> pd.Series:
+    sid, resp = rubric.inputs.id_field, rubric.inputs.response_field
+    df = wh.query_df(
+        f'SELECT "{sid}" AS sample_id, "{resp}" AS response FROM "{rubric.name}".samples WHERE checkpoint_id = ?',
+        [ckpt_id],
+    )
+    return pd.Series(log_words(df.response).to_numpy(), index=df.sample_id)
+
+
+def length_bias_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    from eval_pipeline.scoring.comparison import find_parent
+
+    deps = [asset_key(rubric, t) for t in ("samples", "scores", "human_ratings")]
+
+    @rubric_asset(
+        rubric,
+        "length_bias",
+        deps=deps,
+        kinds={"duckdb"},
+        description="Does the judge lean on length more than people do? Per judged dimension and the headline: "
+        "Spearman of the judge's score with the response's length, the same for the human mean on the rated "
+        "samples and the gap with a paired bootstrap CI (flagged when wholly above zero), and a length-controlled "
+        "mean (the score's log-length slope taken out at the parent's mean length, as AlpacaEval's "
+        "length-controlled win rate does).",
+    )
+    def length_bias_(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        scores = required_rows(wh, rubric, "scores", ckpt_id)
+        lengths = _log_words(wh, rubric, ckpt_id)
+        parent = find_parent(wh.query_df("SELECT * FROM main.checkpoints"), ckpt_id)
+        reference = None
+        if parent is not None:
+            ref = _log_words(wh, rubric, parent)
+            reference = float(ref.mean()) if len(ref) else None
+        ratings = partition_rows(wh, rubric, "human_ratings", ckpt_id)
+        humans = rater_sets(rubric, ratings)["human"] if ratings is not None else pd.DataFrame()
+        means = {d: g.groupby("sample_id").score.mean() for d, g in humans.groupby("dimension")} if len(humans) else {}
+        names = [d.key for d in rubric.judged_dimensions]
+        names += [rubric.headline] if rubric.headline not in names else []
+        df = length_bias(ckpt_id, scores, lengths, means, names, reference)
+        wh.replace_partition(rubric.name, "length_bias", df, {"checkpoint_id": ckpt_id})
+        metadata: dict[str, dg.MetadataValue] = {
+            "flagged": dg.MetadataValue.text(", ".join(df[df.flagged].score) or "none"),
+            "viewer": viewer_link(rubric, ckpt_id),
+        }
+        for r in df.itertuples():
+            metadata[f"length_rho_{r.score}"] = rounded(r.judge_length_rho)
+        head = df[df.score == rubric.headline]
+        if len(head):
+            metadata["headline_length_controlled"] = rounded(head.length_controlled_mean.iloc[0])
+        return dg.MaterializeResult(metadata=metadata)
+
+    return length_bias_

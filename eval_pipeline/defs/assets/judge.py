@@ -12,11 +12,12 @@ from eval_pipeline.agreement.reliability import calibration_rows
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
-from eval_pipeline.defs.asset import asset_key, rubric_asset
+from eval_pipeline.defs.asset import asset_key, rounded, rubric_asset
 from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
 from eval_pipeline.judge.client import redact
 from eval_pipeline.judge.extraction import extract
+from eval_pipeline.judge.repeat import pick_subset, repeatability
 from eval_pipeline.judge.runner import JudgeRunStats, judge_samples
 
 
@@ -165,3 +166,47 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         )
 
     return judge_calibration
+
+
+def judge_repeatability_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    spec = rubric.repeat
+    assert spec is not None
+    dims = [d.key for d in rubric.judged_dimensions]
+
+    @rubric_asset(
+        rubric,
+        "judge_repeatability",
+        deps=[asset_key(rubric, "samples"), asset_key(rubric, "judge_scores")],
+        kinds={"duckdb", "openai"},
+        description=f"The judge's own noise: {spec.samples} samples (seeded, stratified) scored {spec.times} times "
+        "in all (the main run's answer and repeats, each under its own cache key); per dimension Krippendorff's "
+        "alpha across the scorings, the mean within-sample SD and the share of samples whose score changed.",
+        calls_judge=True,
+    )
+    @_redacting
+    def judge_repeatability(
+        context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
+    ) -> dg.MaterializeResult:
+        ckpt_id = context.partition_key
+        wh = warehouse.get()
+        subset = pick_subset(rubric, ckpt_id, to_records(rubric, load_samples(wh, rubric, ckpt_id)), spec)
+        runs, calls = [], 0
+        for r in range(spec.times):
+            long, stats = judge_samples(
+                rubric, ckpt_id, subset, wh, mode=judge.mode, overrides=judge.overrides(), repeat=r
+            )
+            runs.append(long)
+            calls += stats.calls
+        df = repeatability(ckpt_id, runs, dims)
+        wh.replace_partition(rubric.name, "judge_repeatability", df, {"checkpoint_id": ckpt_id})
+        metadata: dict[str, Any] = {
+            "samples": dg.MetadataValue.int(len(subset)),
+            "times": dg.MetadataValue.int(spec.times),
+            "calls": dg.MetadataValue.int(calls),
+        }
+        for row in df.itertuples():
+            metadata[f"alpha_{row.dimension}"] = rounded(row.alpha_interval)
+            metadata[f"share_changed_{row.dimension}"] = rounded(row.share_changed)
+        return dg.MaterializeResult(metadata=metadata)
+
+    return judge_repeatability

@@ -124,10 +124,13 @@ def summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
 
 
 def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
+    repeats = bool(rubric.repeat and rubric.judged_dimensions)
+    deps = [asset_key(rubric, "scores")] + ([asset_key(rubric, "judge_repeatability")] if repeats else [])
+
     @rubric_asset(
         rubric,
         "comparison",
-        deps=[asset_key(rubric, "scores")],
+        deps=deps,
         kinds={"duckdb"},
         description="This checkpoint against its parent (or the previous one): per-score change with a seeded paired "
         "bootstrap 95 % CI over the samples both share, shares better and worse; guarded scores whose interval lies "
@@ -143,7 +146,9 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             df = empty_comparison()
             note = "no parent checkpoint" if parent is None else f"parent {parent} has no scores yet: evaluate it first"
         else:
-            df = compare(rubric, ckpt_id, parent, child, prev)
+            noise = partition_rows(wh, rubric, "judge_repeatability", ckpt_id) if repeats else None
+            sd = dict(zip(noise.dimension, noise.mean_within_sd)) if noise is not None and len(noise) else None
+            df = compare(rubric, ckpt_id, parent, child, prev, sd)
             note = f"compared with {parent}"
         wh.replace_partition(rubric.name, "comparison", df, {"checkpoint_id": ckpt_id})
         reg = df[df.regression] if len(df) else df

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -32,6 +32,8 @@ class CheckpointPage:
     quarantine: list[dict[str, Any]]
     quarantine_total: int
     headline: str | None
+    length_bias: list[dict[str, Any]] = field(default_factory=list)
+    repeatability: list[dict[str, Any]] = field(default_factory=list)
 
 
 def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int = 200) -> CheckpointPage:
@@ -68,6 +70,16 @@ def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int
             if "agreement" in present
             else []
         )
+        length = (
+            records(s.query_df(f'SELECT * FROM "{rubric}".length_bias WHERE checkpoint_id = ?', [ckpt]))
+            if "length_bias" in present
+            else []
+        )
+        repeat = (
+            records(s.query_df(f'SELECT * FROM "{rubric}".judge_repeatability WHERE checkpoint_id = ?', [ckpt]))
+            if "judge_repeatability" in present
+            else []
+        )
         q_total, quarantine = 0, []
         if s.table_exists("main", "quarantine"):
             q_total = s.query_rows(
@@ -101,6 +113,8 @@ def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int
         quarantine,
         int(q_total),
         headline,
+        length,
+        repeat,
     )
 
 

@@ -1,0 +1,92 @@
+"""The judge's own noise: a seeded, stratified subset of a checkpoint scored again.
+
+LLM judges are not repeatable at non-zero temperature. The rubric's ``repeat: {samples, times}`` picks
+``samples`` samples (stratified by the worklist strata, seeded by the rubric and the checkpoint) and has the
+panel score each ``times`` times in all: the main run's answer (from the cache) and ``times - 1`` repeats,
+each under its own cache key. Per dimension: Krippendorff's alpha (interval) with the repeats as raters,
+the mean within-sample standard deviation, and the share of samples whose score changed. The comparison
+against the parent uses the within-sample SD to say whether a change exceeds what repeat noise alone makes.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from eval_pipeline.agreement import stats as st
+from eval_pipeline.core.config import RepeatSpec, RubricConfig
+from eval_pipeline.core.contracts import PANEL, REPEATABILITY_COLUMNS
+
+
+def pick_subset(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], spec: RepeatSpec) -> list[dict]:
+    """``spec.samples`` records, spread over the strata in proportion (at least one from each while there is
+    room), the same ones on every run for the same rubric, checkpoint and seed."""
+    if len(records) <= spec.samples:
+        return list(records)
+    rng = np.random.default_rng(spec.seed + zlib.crc32(f"{rubric.name}|{ckpt}".encode()))
+    strata = [f for f in rubric.worklists.strata if records and f in records[0]]
+    groups: dict[tuple, list[dict]] = {}
+    for rec in sorted(records, key=lambda r: str(r["sample_id"])):
+        groups.setdefault(tuple(str(rec.get(f)) for f in strata), []).append(rec)
+    keys = sorted(groups)
+    quota = {k: max(1, round(spec.samples * len(groups[k]) / len(records))) for k in keys}
+    while sum(quota.values()) > spec.samples:  # rounding up the small strata overshot: trim the largest
+        biggest = max(keys, key=lambda k: quota[k])
+        quota[biggest] -= 1
+    picked: list[dict] = []
+    for k in keys:
+        order = rng.permutation(len(groups[k]))[: quota[k]]
+        picked += [groups[k][i] for i in sorted(order)]
+    rest = [r for r in records if r not in picked]
+    if len(picked) < spec.samples and rest:
+        extra = rng.permutation(len(rest))[: spec.samples - len(picked)]
+        picked += [rest[i] for i in sorted(extra)]
+    return picked
+
+
+def repeatability(ckpt: str, repeats: list[pd.DataFrame], dimensions: list[str]) -> pd.DataFrame:
+    """``repeats``: one judge_scores frame per scoring of the subset; the panel's rows are compared."""
+    rows = []
+    for dim in dimensions:
+        wide = pd.concat(
+            [
+                r[(r.judge == PANEL) & (r.dimension == dim)].set_index("sample_id")["score"].rename(i)
+                for i, r in enumerate(repeats)
+            ],
+            axis=1,
+        )
+        missing = int(wide.isna().sum().sum())
+        data = wide.dropna().to_numpy(float)  # samples x repeats
+        n = len(data)
+        sd = float(np.mean(np.std(data, axis=1, ddof=1))) if n else float("nan")
+        changed = float(np.mean(np.ptp(data, axis=1) > 0)) if n else float("nan")
+        alpha = float("nan")
+        if n >= 2:
+            # alpha is undefined when no score varies at all: a judge that never changes is perfectly repeatable
+            alpha = 1.0 if np.all(data == data[0, 0]) or changed == 0 else st.krippendorff_alpha(data.T, "interval")
+        rows.append(
+            dict(
+                checkpoint_id=ckpt,
+                dimension=dim,
+                n_samples=n,
+                times=len(repeats),
+                alpha_interval=alpha,
+                mean_within_sd=sd,
+                share_changed=changed,
+                missing=missing,
+            )
+        )
+    return pd.DataFrame(rows, columns=REPEATABILITY_COLUMNS).astype(
+        {"alpha_interval": "float64", "mean_within_sd": "float64", "share_changed": "float64"}
+    )
+
+
+def noise_band(within_sd: float, n_child: int, n_parent: int) -> float:
+    """The 95 % band of a change between two checkpoint means that judge noise alone makes: each sample's
+    score varies with SD ``within_sd`` from one scoring to the next, independently across samples."""
+    if not np.isfinite(within_sd) or n_child < 1 or n_parent < 1:
+        return float("nan")
+    return float(1.96 * within_sd * np.sqrt(1 / n_child + 1 / n_parent))

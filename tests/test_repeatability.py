@@ -1,0 +1,77 @@
+"""The judge's own noise, measured by scoring a subset again: against the local OpenAI-protocol server with a
+known noise (each score one step off with probability p), over real HTTP."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from eval_pipeline.core.config import RepeatSpec
+from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.devtools.openai_stub import StubServer
+from eval_pipeline.judge.repeat import noise_band, pick_subset, repeatability
+from eval_pipeline.judge.runner import judge_samples
+from eval_pipeline.scoring.comparison import compare
+
+from .test_judge import emp_records
+
+
+def _repeat(rubric, records, wh, times):
+    return [judge_samples(rubric, "c", records, wh, mode="openai", repeat=r)[0] for r in range(times)]
+
+
+@pytest.mark.parametrize("p", [0.0, 0.3])
+def test_repeat_noise_is_estimated_within_tolerance(tmp_path, monkeypatch, rubrics, p):
+    rubric = rubrics["empathetic_dialogue"]
+    records = emp_records(80)
+    with StubServer() as server:
+        server.state.score_noise = p
+        server.state.rng.seed(5)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        wh = Warehouse(str(tmp_path / "w.duckdb"))
+        runs = _repeat(rubric, records, wh, 3)
+        assert server.state.completions == 3 * 80  # each repeat its own cache key: asked again
+        again = _repeat(rubric, records, wh, 3)  # ... and a re-run asks nothing
+        assert server.state.completions == 3 * 80
+    dims = [d.key for d in rubric.judged_dimensions]
+    df = repeatability("c", runs, dims).set_index("dimension")
+    pd.testing.assert_frame_equal(df, repeatability("c", again, dims).set_index("dimension"))
+    assert (df.n_samples == 80).all() and (df.times == 3).all()
+    if p == 0:
+        assert (df.share_changed == 0).all() and (df.alpha_interval == 1).all() and (df.mean_within_sd == 0).all()
+        return
+    # each scoring is one step off with probability p: all three agree when none moved or all three moved the
+    # same way (1/2 of the time each inside the scale, always at its ends): between these two bounds
+    changed_lo, changed_hi = 1 - (1 - p) ** 3 - p**3, 1 - (1 - p) ** 3 - p**3 / 4
+    assert changed_lo - 0.12 < df.share_changed.mean() < changed_hi + 0.12
+    # the SD of three draws of {0 w.p. 1-p, +-1 w.p. p}: its mean by simulation of the same process
+    sim = np.random.default_rng(0).choice([0, 1, -1], p=[1 - p, p / 2, p / 2], size=(200_000, 3)).std(axis=1, ddof=1)
+    assert df.mean_within_sd.mean() == pytest.approx(sim.mean(), abs=0.08)
+    assert (df.alpha_interval < 0.95).all()
+
+
+def test_the_subset_is_seeded_stratified_and_stable(rubrics):
+    rubric = rubrics["npc_dialogue"]
+    records = [
+        {"sample_id": f"n{i}", "npc_type": "guard" if i % 4 else "merchant", "behavior_state": "idle"}
+        for i in range(100)
+    ]
+    spec = RepeatSpec(samples=20, times=3)
+    a = pick_subset(rubric, "ck", records, spec)
+    assert [r["sample_id"] for r in a] == [r["sample_id"] for r in pick_subset(rubric, "ck", records, spec)]
+    assert len(a) == 20 and len({r["sample_id"] for r in a}) == 20
+    assert sum(r["npc_type"] == "merchant" for r in a) == 5  # a quarter of the samples, a quarter of the subset
+    assert [r["sample_id"] for r in pick_subset(rubric, "other", records, spec)] != [r["sample_id"] for r in a]
+
+
+def test_the_comparison_says_whether_a_change_is_beyond_judge_noise(rubrics):
+    rubric = rubrics["kg_qa"]
+    n = 60
+    parent = pd.DataFrame({"sample_id": [f"s{i}" for i in range(n)], "accuracy": 3.0, "fluency": 3.0})
+    child = parent.assign(accuracy=3.5, fluency=3.05)
+    df = compare(rubric, "c", "p", child, parent, {"accuracy": 0.5, "fluency": 0.5}).set_index("score")
+    band = noise_band(0.5, n, n)
+    assert band == pytest.approx(1.96 * 0.5 * np.sqrt(2 / n))
+    assert df.loc["accuracy", "judge_noise_95"] == pytest.approx(band) and df.loc["accuracy", "beyond_judge_noise"]
+    assert not df.loc["fluency", "beyond_judge_noise"]
+    assert pd.isna(compare(rubric, "c", "p", child, parent).set_index("score").loc["accuracy", "beyond_judge_noise"])
