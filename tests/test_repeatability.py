@@ -75,3 +75,24 @@ def test_the_comparison_says_whether_a_change_is_beyond_judge_noise(rubrics):
     assert df.loc["accuracy", "judge_noise_95"] == pytest.approx(band) and df.loc["accuracy", "beyond_judge_noise"]
     assert not df.loc["fluency", "beyond_judge_noise"]
     assert pd.isna(compare(rubric, "c", "p", child, parent).set_index("score").loc["accuracy", "beyond_judge_noise"])
+
+
+def test_the_repeatability_gate_passes_fails_and_fails_closed(rubrics):
+    from eval_pipeline.core.config import Gate
+    from eval_pipeline.scoring.gates import GateInputs, evaluate_gate
+
+    rubric = rubrics["kg_qa"]
+    g = Gate(name="rep", kind="judge_repeatability", threshold=0.8, min_samples=15)
+    dims = [d.key for d in rubric.judged_dimensions]
+    table = pd.DataFrame(
+        dict(checkpoint_id="c", dimension=dims, n_samples=20, times=3, alpha_interval=[0.9, 0.95, 0.7, 0.99, 0.85],
+             mean_within_sd=0.2, share_changed=0.3, missing=0)
+    )  # fmt: skip
+    (r,) = evaluate_gate(g, rubric, pd.DataFrame(), GateInputs(load=lambda t: table))
+    assert not r.passed and r.value == pytest.approx(0.7) and f"fails on {dims[2]}" in r.reason
+    (r,) = evaluate_gate(g, rubric, pd.DataFrame(), GateInputs(load=lambda t: table.assign(alpha_interval=0.9)))
+    assert r.passed and r.n == 20
+    (r,) = evaluate_gate(g, rubric, pd.DataFrame(), GateInputs(load=lambda t: None))
+    assert not r.passed and r.reason.startswith("fails closed")
+    (r,) = evaluate_gate(g, rubric, pd.DataFrame(), GateInputs(load=lambda t: table.assign(n_samples=5)))
+    assert not r.passed and r.reason.startswith("fails closed")

@@ -44,7 +44,7 @@ def rubric_definitions(rubric: RubricConfig) -> dg.Definitions:
     assets += [human_ratings_asset(rubric), agreement_asset(rubric, has_judge), comparison_asset(rubric)]
     if has_judge:
         assets.append(length_bias_asset(rubric))
-    if has_judge and rubric.repeat and rubric.judged_dimensions:
+    if has_judge and rubric.repeat:
         assets.append(judge_repeatability_asset(rubric))
     if has_judge and rubric.examples:
         assets.append(judge_calibration_asset(rubric))

@@ -21,6 +21,12 @@ from eval_pipeline.core.config import RepeatSpec, RubricConfig
 from eval_pipeline.core.contracts import PANEL, REPEATABILITY_COLUMNS
 
 
+def repeated_scores(rubric: RubricConfig) -> list[str]:
+    """What the repeats compare: every judged dimension and every questionnaire metric (the panel's rows)."""
+    q = rubric.questionnaire
+    return [d.key for d in rubric.judged_dimensions] + ([m.key for m in q.metrics] if q else [])
+
+
 def pick_subset(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], spec: RepeatSpec) -> list[dict]:
     """``spec.samples`` records, spread over the strata in proportion (at least one from each while there is
     room), the same ones on every run for the same rubric, checkpoint and seed."""

@@ -17,7 +17,7 @@ from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
 from eval_pipeline.judge.client import redact
 from eval_pipeline.judge.extraction import extract
-from eval_pipeline.judge.repeat import pick_subset, repeatability
+from eval_pipeline.judge.repeat import pick_subset, repeatability, repeated_scores
 from eval_pipeline.judge.runner import JudgeRunStats, judge_samples
 
 
@@ -171,7 +171,7 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
 def judge_repeatability_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     spec = rubric.repeat
     assert spec is not None
-    dims = [d.key for d in rubric.judged_dimensions]
+    dims = repeated_scores(rubric)
 
     @rubric_asset(
         rubric,

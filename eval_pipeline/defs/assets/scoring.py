@@ -124,7 +124,7 @@ def summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
 
 
 def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
-    repeats = bool(rubric.repeat and rubric.judged_dimensions)
+    repeats = bool(rubric.repeat and (rubric.judged_dimensions or rubric.questionnaire))
     deps = [asset_key(rubric, "scores")] + ([asset_key(rubric, "judge_repeatability")] if repeats else [])
 
     @rubric_asset(

@@ -1,0 +1,30 @@
+"""``judge_repeatability``: the judge agrees with itself. Krippendorff's alpha (interval) across the repeat
+scorings of the rubric's ``repeat:`` subset is at least ``threshold`` on every judged dimension (or the listed
+``dimensions``), each on at least ``min_samples`` samples scored every time; without repeats it fails closed."""
+
+from eval_pipeline.judge.repeat import repeated_scores
+from eval_pipeline.scoring.gates import gate
+from eval_pipeline.scoring.gates.base import GateResult
+
+
+@gate("judge_repeatability", needs=("judge_repeatability",), check_target="judge_scores")
+def judge_repeatability(g, rubric, scores, inputs) -> GateResult:
+    table = inputs.table("judge_repeatability")
+    wanted = g.dimensions or repeated_scores(rubric)
+    rows = table[table.dimension.isin(wanted)] if table is not None else None
+    if rows is None or rows.empty:
+        why = "the rubric asks for no repeats (repeat:)" if rubric.repeat is None else "no repeat scores"
+        return GateResult(g.name, g.kind, None, g.threshold, False, 0, f"fails closed: {why}")
+    n = int(rows.n_samples.min())
+    if n < g.min_samples or rows.alpha_interval.isna().any():
+        return GateResult(
+            g.name, g.kind, None, g.threshold, False, n,
+            f"fails closed: {n} samples scored every time (need {g.min_samples}) or an alpha is undefined",
+        )  # fmt: skip
+    worst = rows.sort_values("alpha_interval").iloc[0]
+    parts = "; ".join(
+        f"{r.dimension} alpha {r.alpha_interval:.2f}, {r.share_changed:.0%} changed" for r in rows.itertuples()
+    )
+    passed = bool(worst.alpha_interval >= g.threshold)
+    verdict = "passes" if passed else f"fails on {worst.dimension}"
+    return GateResult(g.name, g.kind, float(worst.alpha_interval), g.threshold, passed, n, f"{verdict}; {parts}")
