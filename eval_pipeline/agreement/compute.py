@@ -24,6 +24,7 @@ from eval_pipeline.core.contracts import (
     ALL_MODELS,
     HUMAN_MEAN,
     JUDGE,
+    JUDGE_CHOSEN,
     MODEL_MEAN,
     PANEL,
     rater_pair,
@@ -35,10 +36,12 @@ def _seed(*parts: Any) -> int:
     return zlib.crc32("|".join(map(str, parts)).encode())
 
 
-def judge_on_human_scale(rubric: RubricConfig, judge_long: pd.DataFrame) -> pd.DataFrame:
+def judge_on_human_scale(rubric: RubricConfig, judge_long: pd.DataFrame, column: str = "score") -> pd.DataFrame:
     """Panel scores per (checkpoint, sample, dimension) on the scale humans rate: questionnaire metric sums
-    become mean item scores (sum / items)."""
+    become mean item scores (sum / items). ``column``: ``score`` (what feeds the scores) or ``chosen_score``
+    (what the judge wrote, when the scores are expected values from its token probabilities)."""
     panel = judge_long[(judge_long.judge == PANEL) & judge_long.kind.isin(["dimension", "questionnaire_metric"])].copy()
+    panel["score"] = panel[column]
     if rubric.questionnaire:
         n_items = {m.key: len(m.items) for m in rubric.questionnaire.metrics}
         qm = panel.kind == "questionnaire_metric"
@@ -80,7 +83,12 @@ def rater_sets(rubric: RubricConfig, ratings: pd.DataFrame) -> dict[str, pd.Data
 
 
 def _dimension_rows(
-    rubric: RubricConfig, ckpt: str, dim: str, ratings: pd.DataFrame, judge: pd.DataFrame
+    rubric: RubricConfig,
+    ckpt: str,
+    dim: str,
+    ratings: pd.DataFrame,
+    judge: pd.DataFrame,
+    chosen: pd.DataFrame | None = None,
 ) -> list[dict]:
     scale = rubric.rating_scales[dim]
     labels = [float(x) for x in scale.labels]
@@ -98,6 +106,8 @@ def _dimension_rows(
             *_all_human_rows(ckpt, dim, wide, subset, labels, float(scale.max), group),
             *_judge_rows(ckpt, dim, wide, judge, scale, seed, mean),
         ]
+        if chosen is not None:  # the written scores beside the expected ones: the gain of reading probabilities
+            rows += _judge_rows(ckpt, dim, wide, chosen, scale, seed + 5, mean, JUDGE_CHOSEN)
     return rows
 
 
@@ -210,7 +220,14 @@ def _all_human_rows(
 
 
 def _judge_rows(
-    ckpt: str, dim: str, wide: pd.DataFrame, judge: pd.DataFrame, scale: Scale, seed: int, mean_name: str = HUMAN_MEAN
+    ckpt: str,
+    dim: str,
+    wide: pd.DataFrame,
+    judge: pd.DataFrame,
+    scale: Scale,
+    seed: int,
+    mean_name: str = HUMAN_MEAN,
+    judge_name: str = JUDGE,
 ) -> list[dict]:
     rows: list[dict] = []
     evaluators = list(wide.columns)
@@ -225,7 +242,7 @@ def _judge_rows(
         base = dict(
             checkpoint_id=ckpt,
             dimension=dim,
-            raters=rater_pair(JUDGE, mean_name),
+            raters=rater_pair(judge_name, mean_name),
             n_items=len(joined),
             n_raters=len(evaluators) + 1,
             prevalence=None,
@@ -302,9 +319,14 @@ def compute_agreement(
         if judge_long is not None and not judge_long.empty
         else pd.DataFrame(columns=["checkpoint_id", "sample_id", "dimension", "score"])
     )
+    chosen = None
+    panel = judge_long[judge_long.judge == PANEL] if judge_long is not None else pd.DataFrame()
+    if "expected_score" in panel.columns and panel.expected_score.notna().any():
+        assert judge_long is not None
+        chosen = judge_on_human_scale(rubric, judge_long, "chosen_score")
     rows: list[dict] = []
     for dim in rubric.rating_scales:
-        rows += _dimension_rows(rubric, ckpt, dim, ratings, judge)
+        rows += _dimension_rows(rubric, ckpt, dim, ratings, judge, chosen)
     rows += _pass_fail_rows(rubric, ckpt, rater_sets(rubric, ratings)["human"])
     df = pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
     return df.astype(

@@ -17,6 +17,7 @@ PANEL = "panel"  # judge_scores.judge of the panel's aggregate; downstream stage
 ALL_CHECKPOINTS = "ALL"  # agreement.checkpoint_id of the rows over every checkpoint
 HUMAN_MEAN = "human_mean"  # the mean of the human raters, as one rater
 JUDGE = "judge"  # the judge panel, as one rater
+JUDGE_CHOSEN = "judge_chosen"  # the panel's written scores, when its scores are expected values from probabilities
 JUDGE_VS_HUMAN_MEAN = f"{JUDGE}~{HUMAN_MEAN}"  # agreement.raters of judge against the human mean
 ALL_HUMANS = "all_humans"  # agreement.raters of every human rater together
 MODEL_MEAN = "model_mean"  # the mean of the imported model raters, as one rater
@@ -70,6 +71,9 @@ SCORE_COLUMNS = [
     "completion_tokens",
     "latency_ms",
     "attempts",
+    "chosen_score",  # the score the judge wrote
+    "expected_score",  # the expected score over the scale from the score token's probabilities, when returned
+    "score_distribution",  # that distribution, as JSON {value: probability}
 ]
 EXTRACTION_COLUMNS = [
     "checkpoint_id",

@@ -119,6 +119,43 @@ def _noisy(state: StubState, scores: dict[str, int], scales: dict[str, tuple[int
     return out
 
 
+SCORE_AT = re.compile(r'"([A-Za-z0-9_]+)":\s*(\d+)')
+NEIGHBOURS = ((0, 0.6), (-1, 0.25), (1, 0.15))  # the written score, one below, one above (where on the scale)
+OTHER = 0.05  # a token that is no number at all (renormalised away by the reader)
+
+
+def stub_distribution(value: int, lo: int, hi: int) -> dict[str, float]:
+    """What the stub's score token's top alternatives are: a known distribution around the written score."""
+    out = {str(value + d): w for d, w in NEIGHBOURS if lo <= value + d <= hi}
+    out['"'] = OTHER
+    return out
+
+
+def token_logprobs(answer: str, scales: dict[str, tuple[int, int]], top: int) -> dict:
+    """The answer as tokens (every number a token of its own) with ``top`` alternatives each, as OpenAI's
+    ``logprobs.content``; a score token's alternatives follow :func:`stub_distribution`."""
+    import math
+
+    scored = {m.start(2): m.group(1) for m in SCORE_AT.finditer(answer) if m.group(1) in scales}
+    content, pos = [], 0
+    for tok in re.findall(r"\d+|[^\d]+", answer):
+        key = scored.get(pos)
+        if key is not None:
+            dist = stub_distribution(int(tok), *scales[key])
+        else:
+            dist = {tok: 0.999}
+        alts = sorted(dist.items(), key=lambda kv: -kv[1])[: max(1, top)]
+        content.append(
+            {
+                "token": tok,
+                "logprob": math.log(dist.get(tok, 1e-9)),
+                "top_logprobs": [{"token": t, "logprob": math.log(p)} for t, p in alts],
+            }
+        )
+        pos += len(tok)
+    return {"content": content}
+
+
 @dataclass
 class Reply:
     code: int
@@ -212,6 +249,9 @@ def reply(state: StubState, body: dict, fault: str | None, authorization: str) -
         answer = "I'm sorry, but I can't evaluate this."
     elif not body.get("response_format"):
         answer = f"Here is my evaluation.\n```json\n{answer}\n```"
+    logprobs = None
+    if body.get("logprobs") and not list_key:
+        logprobs = token_logprobs(answer, scales, int(body.get("top_logprobs") or 1))
     with state.lock:
         state.completions += 1
     prompt_chars = sum(len(m.get("content") or "") for m in body.get("messages", []))
@@ -222,7 +262,14 @@ def reply(state: StubState, body: dict, fault: str | None, authorization: str) -
         "model": body.get("model", "stub"),
         "choices": []
         if fault == "no_choices"
-        else [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}],
+        else [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": answer},
+                **({"logprobs": logprobs} if logprobs else {}),
+            }
+        ],
         "usage": {
             "prompt_tokens": prompt_chars // 4,
             "completion_tokens": len(answer) // 4,

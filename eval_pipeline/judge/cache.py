@@ -70,6 +70,7 @@ def lookup(wh: Warehouse, keys: list[str]) -> dict[str, dict[str, Any]]:
     # usable: False for a final answer the judge gave that could not be used (a re-run reproduces the missing
     # score instead of asking again); caches written before the column existed hold usable answers only
     extra = ", coalesce(usable, TRUE) AS usable, reason" if "usable" in cols else ", TRUE AS usable, NULL AS reason"
+    extra += ", logprobs" if "logprobs" in cols else ", NULL AS logprobs"
     df = wh.query_df(
         f"SELECT cache_key, answer_text, prompt_tokens, completion_tokens, latency_ms{extra} FROM main.judge_cache "
         "WHERE list_contains(?, cache_key)",

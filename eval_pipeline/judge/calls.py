@@ -54,6 +54,7 @@ class CallOutcome:
     latency_ms: float | None = None
     attempts: int = 0
     answer_text: str | None = None
+    logprobs: list | None = None  # the used answer's token log probabilities, when the judge returned them
 
     def add(self, res: CallResult) -> None:
         self.attempts += res.attempts
@@ -90,6 +91,7 @@ def _settle(spec: CallSpec, out: CallOutcome, res: CallResult) -> bool:
         return False
     out.error = None
     out.answer_text = res.text
+    out.logprobs = res.logprobs
     return True
 
 

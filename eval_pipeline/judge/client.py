@@ -49,6 +49,7 @@ class JudgeSettings:
     backoff_base_s: float = 0.5
     backoff_max_s: float = 20.0
     identity: str | None = None  # the panel's `identity:` for this judge; None: its endpoint
+    top_logprobs: int = 0  # > 0: ask for the tokens' log probabilities (logprobs, top_logprobs)
 
     def endpoint(self) -> str:
         """The endpoint that answers: the judge's base_url, else OPENAI_BASE_URL, else the client's default."""
@@ -58,13 +59,16 @@ class JudgeSettings:
     def cache_params(self) -> dict[str, Any]:
         """What the cache key includes besides the prompt: who answers (the endpoint, or the identity the
         configuration gives it when several endpoints serve the same judge), model and sampling parameters."""
-        return {
+        params = {
             "endpoint": self.identity or self.endpoint(),
             "model": self.model,
             "temperature": self.temperature,
             "seed": self.seed,
             "max_tokens": self.max_tokens,
         }
+        if self.top_logprobs:  # only when asked, so the keys of every answer cached before stay the same
+            params["top_logprobs"] = self.top_logprobs
+        return params
 
 
 @dataclass
@@ -75,6 +79,7 @@ class CallResult:
     completion_tokens: int = 0
     latency_ms: float = 0.0
     attempts: int = 0
+    logprobs: list | None = None  # [[token, [[alternative, logprob], ...]], ...] when asked and returned
 
 
 @dataclass
@@ -125,6 +130,26 @@ def _retry_after_seconds(exc: openai.APIStatusError) -> float | None:
 
 class _NotJSON(ValueError):
     """A 200 answer whose body is not a JSON object."""
+
+
+def _token_logprobs(block: Any) -> list | None:
+    """The answer's tokens with their top alternatives, compact: [[token, [[alt, logprob], ...]], ...]."""
+    content = block.get("content") if isinstance(block, dict) else None
+    if not isinstance(content, list):
+        return None
+    out = []
+    for t in content:
+        if not isinstance(t, dict) or not isinstance(t.get("token"), str):
+            return None
+        alts = [
+            [a["token"], float(a["logprob"])]
+            for a in (t.get("top_logprobs") or [])
+            if isinstance(a, dict) and isinstance(a.get("token"), str) and isinstance(a.get("logprob"), int | float)
+        ]
+        if not alts and isinstance(t.get("logprob"), int | float):
+            alts = [[t["token"], float(t["logprob"])]]
+        out.append([t["token"], alts])
+    return out
 
 
 def _int(value: Any) -> int:
@@ -178,6 +203,9 @@ class OpenAIJudgeClient:
             )
             if s.seed is not None:
                 kwargs["seed"] = s.seed
+            if s.top_logprobs:
+                kwargs["logprobs"] = True
+                kwargs["top_logprobs"] = s.top_logprobs
             use_schema = self._use_schema and schema is not None
             if use_schema:
                 kwargs["response_format"] = {"type": "json_schema", "json_schema": schema}
@@ -217,6 +245,7 @@ class OpenAIJudgeClient:
                         return result
                     content = msg.get("content")
                     result.text = content if isinstance(content, str) else None
+                    result.logprobs = _token_logprobs(choices[0].get("logprobs"))
                     if result.text is None and msg.get("refusal"):
                         result.error = f"refusal: {redact(str(msg['refusal']), self._api_key)[:200]}"
                     return result

@@ -36,6 +36,9 @@ def _row(
         dimension=dim,
         kind=dim_kind,
         score=None if score is None else float(score),
+        chosen_score=None if score is None else float(score),
+        expected_score=None,
+        score_distribution=None,
         status="ok" if score is not None else "missing",
         reason=reason,
         rationale=rationale,
@@ -141,4 +144,10 @@ def _panel_rows(rubric: RubricConfig, rows: list[dict[str, Any]], aggregate: str
         )
         if score is not None and reason is not None:
             out[-1]["reason"] = reason  # partial panel: scored, with a note
+        chosen = [r["chosen_score"] for r in rs if r.get("chosen_score") is not None]
+        exp = [r["expected_score"] for r in rs if r.get("expected_score") is not None]
+        agg = statistics.fmean if aggregate == "mean" else statistics.median
+        out[-1]["chosen_score"] = (chosen[0] if len(chosen) == 1 else agg(chosen)) if chosen else None
+        # the panel's expected score only when every judge that scored gave one (else it would mix two readings)
+        out[-1]["expected_score"] = (exp[0] if len(exp) == 1 else agg(exp)) if exp and len(exp) == len(ok) else None
     return out

@@ -8,6 +8,7 @@ aggregate is written as judge = 'panel'; downstream assets read those rows.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -23,6 +24,7 @@ from eval_pipeline.judge import cache
 from eval_pipeline.judge.calls import CallOutcome, CallSpec, call_specs
 from eval_pipeline.judge.client import JudgeSettings
 from eval_pipeline.judge.heuristic import HeuristicJudge
+from eval_pipeline.judge.logprobs import expected, score_distributions
 from eval_pipeline.judge.parsing import JudgeParseError, parse_answer
 from eval_pipeline.judge.prompts import build_messages, response_schema
 from eval_pipeline.judge.rows import _panel_rows, _questionnaire_rows, _row
@@ -60,6 +62,7 @@ def settings_from_env(spec: JudgeSpec | None = None, **overrides: Any) -> JudgeS
         temperature=spec.temperature,
         seed=spec.seed,
         max_tokens=spec.max_tokens,
+        top_logprobs=spec.top_logprobs,
         timeout_s=env.timeout_s,
         max_retries=env.max_retries,
         concurrency=env.concurrency,
@@ -119,6 +122,8 @@ def cached_calls(
             try:
                 out[spec.key] = CallOutcome(
                     parsed=spec.parse(c["answer_text"]),
+                    answer_text=c["answer_text"],
+                    logprobs=json.loads(c["logprobs"]) if isinstance(c.get("logprobs"), str) else None,
                     cached=True,
                     prompt_tokens=int(c["prompt_tokens"] or 0),
                     completion_tokens=int(c["completion_tokens"] or 0),
@@ -151,6 +156,7 @@ def cached_calls(
                         latency_ms=o.latency_ms,
                         usable=o.parsed is not None,
                         reason=o.error if o.parsed is None else None,
+                        logprobs=json.dumps(o.logprobs) if o.logprobs else None,
                     )
                 )
 
@@ -248,13 +254,17 @@ def _llm_rows(
         counted.add(spec.key)
         kind = "questionnaire_item" if qn else "dimension"
         task_rows = []
+        dists = score_distributions(o.answer_text, o.logprobs, scales) if o.parsed is not None else {}
         for i, dim in enumerate(scales):
             m = (
                 (o.prompt_tokens, o.completion_tokens, o.latency_ms, o.attempts)
                 if (i == 0 and first_use)
                 else (0, 0, None, 0)
             )
-            score = None if o.parsed is None else o.parsed.scores[dim]
+            chosen = None if o.parsed is None else o.parsed.scores[dim]
+            dist = dists.get(dim)
+            exp = expected(dist) if dist else None
+            score = exp if exp is not None and rubric.panel.score_source == "expected" else chosen
             rationale = "" if o.parsed is None else o.parsed.rationale[:500]
             task_rows.append(
                 _row(
@@ -272,6 +282,11 @@ def _llm_rows(
                     rubric.version,
                     *m,
                 )
+            )
+            task_rows[-1].update(
+                chosen_score=chosen,
+                expected_score=exp,
+                score_distribution=json.dumps({str(k): round(p, 6) for k, p in dist.items()}) if dist else None,
             )
         rows += task_rows
         if qn:
@@ -318,6 +333,8 @@ def judge_samples(
             "latency_ms": "float64",
             "attempts": "int64",
             "cached": "bool",
+            "chosen_score": "float64",
+            "expected_score": "float64",
         }
     )
     missing = df[(df.judge == PANEL) & (df.status == "missing")]

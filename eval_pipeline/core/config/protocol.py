@@ -100,11 +100,23 @@ class JudgeSpec(Strict):
     temperature: float = 0.0
     seed: int | None = 7
     max_tokens: int = 800
+    top_logprobs: int = Field(
+        0,
+        ge=0,
+        le=20,
+        description="Ask for the score tokens' log probabilities (logprobs: true, top_logprobs: N; OpenAI and vLLM "
+        "return them): the distribution over the scale and the expected score are recorded. 0: not asked.",
+    )
 
 
 class JudgePanel(Strict):
     judges: list[JudgeSpec] = Field(default_factory=list)
     aggregate: Literal["mean", "median"] = "mean"
+    score_source: Literal["expected", "chosen"] = Field(
+        "expected",
+        description="What feeds the scores when a judge returned token probabilities: the expected score over the "
+        "scale (G-Eval) or the score it wrote. Without probabilities the written score is used.",
+    )
 
 
 class Completeness(Strict):

@@ -60,7 +60,7 @@ def sample_page(wh: Warehouse, rubric: RubricConfig | None, rubric_name: str, ck
         judge_rows = (
             records(
                 s.query_df(
-                    f"SELECT judge, judge_kind, model, dimension, kind, score, status, reason, rationale, cached "
+                    f"SELECT * "
                     f'FROM "{rubric_name}".judge_scores WHERE checkpoint_id = ? AND sample_id = ? '
                     "ORDER BY judge = ? DESC, judge, dimension",
                     [ckpt, sample_id, PANEL],

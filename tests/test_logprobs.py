@@ -1,0 +1,79 @@
+"""Probability-weighted scores (G-Eval): the distribution over the scale read from the score token's top
+log probabilities, on hand-computed cases and against the local OpenAI-protocol server over real HTTP."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from eval_pipeline.agreement.compute import compute_agreement
+from eval_pipeline.core.config import JudgeSpec
+from eval_pipeline.core.contracts import PANEL
+from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.devtools.openai_stub import StubServer
+from eval_pipeline.devtools.stub_answers import stub_distribution
+from eval_pipeline.judge.logprobs import expected, score_distributions
+from eval_pipeline.judge.runner import judge_samples
+
+from .test_judge import emp_records
+
+
+def _lp(p: float) -> float:
+    return math.log(p)
+
+
+def test_expected_score_on_hand_computed_distributions():
+    text = '{"scores": {"a": 4, "b": 2}, "rationale": "ok"}'
+    tokens = ['{"scores": {"a": ', "4", ', "b": ', "2", '}, "rationale": "ok"}']
+    alts = {
+        "4": [["4", _lp(0.5)], ["5", _lp(0.3)], ["3", _lp(0.1)], ["x", _lp(0.1)]],
+        "2": [["2", _lp(0.9)], ["9", _lp(0.1)]],  # 9 is off the 1-5 scale: not part of the distribution
+    }
+    logprobs = [[t, alts.get(t, [[t, 0.0]])] for t in tokens]
+    d = score_distributions(text, logprobs, {"a": (1, 5), "b": (1, 5)})
+    assert d["a"] == pytest.approx({3: 0.1 / 0.9, 4: 0.5 / 0.9, 5: 0.3 / 0.9})
+    assert expected(d["a"]) == pytest.approx((3 * 0.1 + 4 * 0.5 + 5 * 0.3) / 0.9)
+    assert d["b"] == {2: 1.0}
+    # a score spread over two tokens, or tokens that do not spell the answer: no distribution, the written score
+    split = [[t, [[t, 0.0]]] for t in ['{"scores": {"a": 1', "0", "}}"]]
+    assert score_distributions('{"scores": {"a": 10}}', split, {"a": (0, 100)}) == {}
+    assert score_distributions(text, logprobs[:-1], {"a": (1, 5)}) == {}
+
+
+@pytest.mark.parametrize("source", ["expected", "chosen"])
+def test_the_judge_records_distribution_and_expected_score_over_http(tmp_path, monkeypatch, rubrics, source):
+    rubric = rubrics["empathetic_dialogue"]
+    panel = rubric.panel.model_copy(
+        update={"judges": [JudgeSpec(name="probs", top_logprobs=5)], "score_source": source}
+    )
+    rubric = rubric.model_copy(update={"panel": panel})
+    records = emp_records(12)
+    with StubServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        wh = Warehouse(str(tmp_path / "w.duckdb"))
+        df, stats = judge_samples(rubric, "c", records, wh, mode="openai")
+        assert all(b.get("logprobs") is True and b.get("top_logprobs") == 5 for b in server.state.bodies)
+        again, stats2 = judge_samples(rubric, "c", records, wh, mode="openai")
+        assert stats2.calls == 0  # the probabilities come back from the cache with the answer
+    pd.testing.assert_frame_equal(
+        df.drop(columns=["cached", "latency_ms", "prompt_tokens", "completion_tokens", "attempts"]),
+        again.drop(columns=["cached", "latency_ms", "prompt_tokens", "completion_tokens", "attempts"]),
+    )
+    rows = df[(df.judge == "probs") & (df.kind == "dimension")]
+    assert len(rows) == 12 * 5 and rows.expected_score.notna().all()
+    for r in rows.itertuples():
+        dist = {int(k): p for k, p in stub_distribution(int(r.chosen_score), 1, 5).items() if k.isdigit()}
+        want = sum(v * p for v, p in dist.items()) / sum(dist.values())
+        assert r.expected_score == pytest.approx(want, abs=1e-5)
+        assert r.score == pytest.approx(r.expected_score if source == "expected" else r.chosen_score)
+    panel_rows = df[df.judge == PANEL]
+    assert panel_rows.expected_score.notna().all() and panel_rows.chosen_score.notna().all()
+    # agreement for both readings, so the gain (or loss) of reading probabilities is visible
+    ratings = pd.DataFrame(
+        [dict(checkpoint_id="c", sample_id=f"s{i}", evaluator=e, rater_kind="human", dimension="emotion",
+              score=float(3 + (i + j) % 3), source_file="f", line_number=i) for i in range(12)
+         for j, e in enumerate(["a", "b"])]
+    )  # fmt: skip
+    agreement = compute_agreement(rubric, "c", ratings, df)
+    assert {"judge~human_mean", "judge_chosen~human_mean"} <= set(agreement.raters)
