@@ -51,8 +51,11 @@ def one_backend(backend: str) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix=f"bench_backend_{backend}_"))
     warehouse = spec(backend, tmp)
     os.environ.update(
-        EVAL_WAREHOUSE=warehouse, EVAL_WORKLIST_DIR=str(tmp / "wl"), EVAL_REPORT_DIR=str(tmp / "rep"),
-        EVAL_CHECKPOINT_DIR=str(ROOT / "data" / "checkpoints"), EVAL_JUDGE="heuristic",
+        EVAL_WAREHOUSE=warehouse,
+        EVAL_WORKLIST_DIR=str(tmp / "wl"),
+        EVAL_REPORT_DIR=str(tmp / "rep"),
+        EVAL_CHECKPOINT_DIR=str(ROOT / "data" / "checkpoints"),
+        EVAL_JUDGE="heuristic",
     )
     out: dict = {}
     with dg.instance_for_test() as instance:
@@ -71,7 +74,9 @@ def one_backend(backend: str) -> dict:
         t = time.perf_counter()
         assert materialize_checkpoints(defs, instance, ["ckpt-0300"])[0].success
         out["rerun_s"] = time.perf_counter() - t
-        if backend == "file":  # a held reader keeps every writer out of a DuckDB file: each step waits 120 s, then fails
+        if (
+            backend == "file"
+        ):  # a held reader keeps every writer out of a DuckDB file: each step waits 120 s, then fails
             return out
         stop = str(tmp / "stop")
         proc = subprocess.Popen([sys.executable, __file__, "--reader", warehouse, stop])
@@ -88,7 +93,9 @@ def one_backend(backend: str) -> dict:
 def ingest(backend: str, lines: int) -> dict:
     res = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "bench_ingest.py"), "--lines", str(lines), "--warehouse", backend],
-        capture_output=True, text=True, timeout=3600,
+        capture_output=True,
+        text=True,
+        timeout=3600,
     )
     m = re.search(r"in ([\d.]+)s \(([\d,]+) lines/s\), peak RSS (\d+) MB", res.stdout)
     if not m:
@@ -133,7 +140,9 @@ def main() -> None:
         if "ducklake" in results and base.get(key) and results["ducklake"].get(key):
             ratio = f"   {results['ducklake'][key] / base[key]:.2f}x"
         print(f"  {label:38s}{cells}{ratio}")
-    print("  file: a held reader keeps every write out of a DuckDB file (each step waits up to 120 s, then fails): not run")
+    print(
+        "  file: a held reader keeps every write out of a DuckDB file (each step waits up to 120 s, then fails): not run"
+    )
     for b, r in results.items():
         if "rerun_with_reader_s" in r:
             print(

@@ -62,7 +62,10 @@ def cli(backend: str) -> float:
     t = time.perf_counter()
     res = subprocess.run(
         [str(Path(sys.executable).with_name("eval-pipeline")), "backfill", "--no-fail-on-gates"],
-        env=env, capture_output=True, text=True, timeout=1800,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     wall = time.perf_counter() - t
     assert res.returncode in (0, 4), res.stdout[-2000:] + res.stderr[-2000:]
@@ -88,17 +91,28 @@ def ui(backend: str, timeout_s: float) -> tuple[float, int, int]:
     env = environment(tmp, backend, checkpoints(tmp))
     bin_ = Path(sys.executable).parent
     ws = str(ROOT / "workspace.yaml")
-    subprocess.run([str(bin_ / "dagster"), "sensor", "stop", "checkpoint_sensor", "-w", ws], env=env, cwd=ROOT,
-                   capture_output=True, timeout=300)  # the backfill alone launches runs
+    subprocess.run(
+        [str(bin_ / "dagster"), "sensor", "stop", "checkpoint_sensor", "-w", ws],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        timeout=300,
+    )  # the backfill alone launches runs
     os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
     instance = dg.DagsterInstance.get()
     instance.add_dynamic_partitions("checkpoints", CKPTS)
     port = free_port()
     logs = [open(tmp / "webserver.log", "w"), open(tmp / "daemon.log", "w")]
-    web = subprocess.Popen([str(bin_ / "dagster-webserver"), "-w", ws, "-p", str(port)], env=env, cwd=ROOT,
-                           stdout=logs[0], stderr=subprocess.STDOUT)
-    daemon = subprocess.Popen([str(bin_ / "dagster-daemon"), "run", "-w", ws], env=env, cwd=ROOT,
-                              stdout=logs[1], stderr=subprocess.STDOUT)
+    web = subprocess.Popen(
+        [str(bin_ / "dagster-webserver"), "-w", ws, "-p", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=logs[0],
+        stderr=subprocess.STDOUT,
+    )
+    daemon = subprocess.Popen(
+        [str(bin_ / "dagster-daemon"), "run", "-w", ws], env=env, cwd=ROOT, stdout=logs[1], stderr=subprocess.STDOUT
+    )
     try:
         wait_until_serving(f"http://127.0.0.1:{port}/server_info", web, timeout_s=120)
         from eval_pipeline.core.config import load_rubrics
@@ -106,7 +120,11 @@ def ui(backend: str, timeout_s: float) -> tuple[float, int, int]:
 
         keys = [k for k in build_definitions().resolve_asset_graph().get_all_asset_keys()]
         assert load_rubrics()
-        params = {"partitionNames": CKPTS, "assetSelection": [{"path": list(k.path)} for k in keys], "fromFailure": False}
+        params = {
+            "partitionNames": CKPTS,
+            "assetSelection": [{"path": list(k.path)} for k in keys],
+            "fromFailure": False,
+        }
         t = time.perf_counter()
         out = graphql(port, MUTATION, {"p": params})["data"]["launchPartitionBackfill"]
         assert out["__typename"] == "LaunchBackfillSuccess", out

@@ -25,9 +25,18 @@ sys.path.insert(0, str(ROOT))
 
 PAGES = [
     ("samples, all, by id", "/r/npc_dialogue/ckpt-0300/samples"),
-    ("samples, regressed, by change", "/r/npc_dialogue/ckpt-0300/samples?score=dialogue_naturalness&filter=regressed&sort=delta"),
-    ("samples, score range, sorted", "/r/npc_dialogue/ckpt-0300/samples?score=persona_consistency&lo=2&hi=4&sort=plot_relevance&order=desc&page=7"),
-    ("samples, judge-human gap", "/r/npc_dialogue/ckpt-0300/samples?score=dialogue_naturalness&filter=disagree&sort=disagreement&order=desc"),
+    (
+        "samples, regressed, by change",
+        "/r/npc_dialogue/ckpt-0300/samples?score=dialogue_naturalness&filter=regressed&sort=delta",
+    ),
+    (
+        "samples, score range, sorted",
+        "/r/npc_dialogue/ckpt-0300/samples?score=persona_consistency&lo=2&hi=4&sort=plot_relevance&order=desc&page=7",
+    ),
+    (
+        "samples, judge-human gap",
+        "/r/npc_dialogue/ckpt-0300/samples?score=dialogue_naturalness&filter=disagree&sort=disagreement&order=desc",
+    ),
     ("samples, text search", "/r/npc_dialogue/ckpt-0300/samples?q=blacksmith"),
     ("sample page with parent diff", "/r/npc_dialogue/ckpt-0300/s/npc-007"),
     ("checkpoint page", "/r/npc_dialogue/ckpt-0300"),
@@ -37,14 +46,15 @@ PAGES = [
 def build(tmp: Path, spec: str, n: int) -> str:
     import dagster as dg
 
-    from eval_pipeline.core.warehouse import Warehouse
     from eval_pipeline.defs.definitions import build_definitions
     from eval_pipeline.defs.runner import materialize_checkpoints
 
     os.environ.update(EVAL_WORKLIST_DIR=str(tmp / "wl"), EVAL_REPORT_DIR=str(tmp / "rep"))
     with dg.instance_for_test() as instance:
         defs = build_definitions(ROOT / "rubric_configs", spec, str(ROOT / "data" / "checkpoints"))
-        assert all(o.success for o in materialize_checkpoints(defs, instance, ["ckpt-0200", "ckpt-0300"], {"npc_dialogue"}))
+        assert all(
+            o.success for o in materialize_checkpoints(defs, instance, ["ckpt-0200", "ckpt-0300"], {"npc_dialogue"})
+        )
     return spec
 
 
@@ -57,15 +67,22 @@ def multiply(spec: str, n: int) -> None:
     copies = -(-n // per) - 1
     with wh.writing() as con, transaction(con):
         for table in ("samples", "scores", "judge_scores", "metrics", "human_ratings", "raw_outputs"):
-            cols = [r[0] for r in con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_schema = 'npc_dialogue' "
-                "AND table_name = ? ORDER BY ordinal_position", [table]).fetchall()]
+            cols = [
+                r[0]
+                for r in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_schema = 'npc_dialogue' "
+                    "AND table_name = ? ORDER BY ordinal_position",
+                    [table],
+                ).fetchall()
+            ]
+
             def expr(c: str) -> str:
                 if c == "sample_id":
                     return "sample_id || '-' || k"
                 if c == "line_number":
                     return "line_number + k * 1000"
                 return f'"{c}"'
+
             if table == "human_ratings":  # ratings on 1,000 samples, as a team would have
                 src = "(SELECT * FROM npc_dialogue.human_ratings) , range(1, ?) r(k)"
                 params = [max(1, 1000 // per)]
@@ -74,7 +91,9 @@ def multiply(spec: str, n: int) -> None:
                 params = [copies + 1]
             con.execute(
                 f"INSERT INTO npc_dialogue.{table} ({', '.join(repr(c).replace(chr(39), chr(34)) for c in cols)}) "
-                f"SELECT {', '.join(expr(c) for c in cols)} FROM {src}", params)
+                f"SELECT {', '.join(expr(c) for c in cols)} FROM {src}",
+                params,
+            )
 
 
 def timed(client, path: str, repeat: int) -> float:
@@ -100,14 +119,18 @@ def main() -> None:
     from eval_pipeline.publish.viewer.app import create_app
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_viewer_"))
+
     def spec(name: str) -> str:
         return f"ducklake:sqlite:{tmp / name}.sqlite" if args.warehouse == "ducklake" else str(tmp / f"{name}.duckdb")
+
     small = build(tmp, spec("small"), 0)
     big = build(tmp, spec("big"), args.samples)
     t = time.perf_counter()
     multiply(big, args.samples)
     n = Warehouse(big).query_rows("SELECT count(*) FROM npc_dialogue.scores WHERE checkpoint_id = 'ckpt-0300'")[0][0]
-    print(f"viewer on {args.warehouse}: big checkpoint {n:,} samples (parent the same), built in {time.perf_counter() - t:.1f}s")
+    print(
+        f"viewer on {args.warehouse}: big checkpoint {n:,} samples (parent the same), built in {time.perf_counter() - t:.1f}s"
+    )
     base = TestClient(create_app(Warehouse(small), ROOT / "rubric_configs"))
     large = TestClient(create_app(Warehouse(big), ROOT / "rubric_configs"))
     print(f"  {'page':34s} {'60 samples':>11s} {f'{n:,} samples':>15s} {'ratio':>7s}  goal < 200 ms")
