@@ -141,7 +141,8 @@ def main() -> None:
             ratio = f"   {results['ducklake'][key] / base[key]:.2f}x"
         print(f"  {label:38s}{cells}{ratio}")
     print(
-        "  file: a held reader keeps every write out of a DuckDB file (each step waits up to 120 s, then fails): not run"
+        "  file: a held reader keeps every write out of a DuckDB file "
+        "(each step waits up to 120 s, then fails): not run"
     )
     for b, r in results.items():
         if "rerun_with_reader_s" in r:

@@ -102,7 +102,7 @@ def ui(backend: str, timeout_s: float) -> tuple[float, int, int]:
     instance = dg.DagsterInstance.get()
     instance.add_dynamic_partitions("checkpoints", CKPTS)
     port = free_port()
-    logs = [open(tmp / "webserver.log", "w"), open(tmp / "daemon.log", "w")]
+    logs = [open(tmp / "webserver.log", "w"), open(tmp / "daemon.log", "w")]  # noqa: SIM115 - the servers' logs
     web = subprocess.Popen(
         [str(bin_ / "dagster-webserver"), "-w", ws, "-p", str(port)],
         env=env,
@@ -156,7 +156,8 @@ def main() -> None:
     c = cli(args.warehouse)
     u, n, ok = ui(args.warehouse, args.timeout)
     print(
-        f"backfill of {len(CKPTS)} checkpoints x 5 rubrics on {args.warehouse}: CLI (sequential, one process) {c:.1f}s; "
+        f"backfill of {len(CKPTS)} checkpoints x 5 rubrics on {args.warehouse}: "
+        f"CLI (sequential, one process) {c:.1f}s; "
         f"UI (GraphQL launchPartitionBackfill, daemon) {u:.1f}s in {n} runs ({ok} succeeded); ratio {u / c:.2f}x "
         f"(goal <= 1.2x)"
     )

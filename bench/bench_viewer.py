@@ -129,7 +129,8 @@ def main() -> None:
     multiply(big, args.samples)
     n = Warehouse(big).query_rows("SELECT count(*) FROM npc_dialogue.scores WHERE checkpoint_id = 'ckpt-0300'")[0][0]
     print(
-        f"viewer on {args.warehouse}: big checkpoint {n:,} samples (parent the same), built in {time.perf_counter() - t:.1f}s"
+        f"viewer on {args.warehouse}: big checkpoint {n:,} samples (parent the same), "
+        f"built in {time.perf_counter() - t:.1f}s"
     )
     base = TestClient(create_app(Warehouse(small), ROOT / "rubric_configs"))
     large = TestClient(create_app(Warehouse(big), ROOT / "rubric_configs"))
