@@ -186,9 +186,9 @@ def test_openai_judge_end_to_end_then_zero_calls(checkpoint_root, warehouse_path
         wh = Warehouse(warehouse_path)
         # one call per distinct prompt (identical samples share one), every answer cached;
         # roleplay also makes two extraction calls per sample for ALMP's scene attributes;
-        # the worked examples are re-scored
+        # the worked examples are re-scored; 20 samples per rubric are scored twice more (judge_repeatability)
         n_cached = wh.query_rows("SELECT count(*) FROM main.judge_cache")[0][0]
-        assert 200 < stub.state.requests == n_cached <= 120 + 2 * 60 + 12  # + the worked examples
+        assert 200 < stub.state.requests == n_cached <= 120 + 2 * 60 + 12 + 2 * 2 * 20
         assert wh.query_rows("SELECT DISTINCT almp_extractor FROM roleplay_style.metrics") == [("llm",)]
         assert wh.query_rows("SELECT status, count(*) FROM roleplay_style.extractions GROUP BY 1") == [("ok", 60)]
         rows = wh.query_rows(
