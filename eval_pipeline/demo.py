@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     print(results_table(Warehouse(settings.warehouse_path())))
     report = write_report(Warehouse(settings.warehouse_path()), settings.report_dir())
     print(f"\nreport: {report}")
+    print("browse sample by sample: make view (or .venv/bin/eval-pipeline view), then http://127.0.0.1:8765/")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"\ndemo wall time {time.perf_counter() - t0:.1f}s, peak RSS {peak_mb:.0f} MB, warehouse "
