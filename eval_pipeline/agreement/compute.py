@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from eval_pipeline.agreement import stats as st
+from eval_pipeline.agreement.pass_fail import pass_fail_rows
 from eval_pipeline.core.config import RubricConfig, Scale
 from eval_pipeline.core.contracts import (
     AGREEMENT_COLUMNS,
@@ -29,7 +30,6 @@ from eval_pipeline.core.contracts import (
     PANEL,
     rater_pair,
 )
-from eval_pipeline.core.derived import apply_derived
 
 
 def _seed(*parts: Any) -> int:
@@ -265,52 +265,6 @@ def _judge_rows(
     return rows
 
 
-def _pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> list[dict]:
-    pf = rubric.human_ratings.pass_fail
-    if pf is None or ratings.empty:
-        return []
-    wide = ratings.pivot_table(
-        index=["checkpoint_id", "sample_id", "evaluator"], columns="dimension", values="score", aggfunc="first"
-    ).reset_index()
-    wide.columns.name = None
-    for d in rubric.judged_dimensions:
-        if d.key not in wide.columns:
-            wide[d.key] = np.nan
-    wide = apply_derived(rubric, wide)
-    per = wide.pivot_table(index=["checkpoint_id", "sample_id"], columns="evaluator", values=pf.score, aggfunc="first")
-    rows = []
-    for e1, e2 in itertools.combinations(list(per.columns), 2):
-        pair = per[[e1, e2]].dropna()
-        if pair.empty:
-            continue
-        a = (pair[e1].round(9) >= pf.threshold).astype(float).to_numpy()
-        b = (pair[e2].round(9) >= pf.threshold).astype(float).to_numpy()
-        v = st.cohen_kappa(a, b, [0.0, 1.0])
-        lo, hi = st.bootstrap(
-            lambda x, y, idx: st.cohen_kappa_resamples(x, y, [0.0, 1.0], None, idx),
-            [a, b],
-            _seed(rubric.name, ckpt, "pf"),
-        )
-        both = np.concatenate([a, b])
-        rows.append(
-            dict(
-                checkpoint_id=ckpt,
-                dimension=pf.score,
-                statistic=f"pass_fail_kappa (>= {pf.threshold:g})",
-                raters=rater_pair(e1, e2),
-                n_items=len(pair),
-                n_raters=2,
-                value=v,
-                ci_low=lo,
-                ci_high=hi,
-                prevalence=st.prevalence(both),
-                ceiling_share=float(both.mean()),
-                label=st.kappa_band(v),
-            )
-        )
-    return rows
-
-
 def compute_agreement(
     rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame, judge_long: pd.DataFrame | None
 ) -> pd.DataFrame:
@@ -327,7 +281,7 @@ def compute_agreement(
     rows: list[dict] = []
     for dim in rubric.rating_scales:
         rows += _dimension_rows(rubric, ckpt, dim, ratings, judge, chosen)
-    rows += _pass_fail_rows(rubric, ckpt, rater_sets(rubric, ratings)["human"])
+    rows += pass_fail_rows(rubric, ckpt, rater_sets(rubric, ratings)["human"])
     df = pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
     return df.astype(
         {

@@ -10,45 +10,24 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.core import progress, settings
+from eval_pipeline.core import settings
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.contracts import PANEL, SCORE_COLUMNS
 from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.judge import cache
-from eval_pipeline.judge.calls import CallOutcome, CallSpec, call_specs
+from eval_pipeline.judge.cached import JudgeRunStats, cached_calls
+from eval_pipeline.judge.calls import CallSpec
 from eval_pipeline.judge.client import JudgeSettings
 from eval_pipeline.judge.heuristic import HeuristicJudge
 from eval_pipeline.judge.logprobs import expected, score_distributions
-from eval_pipeline.judge.parsing import JudgeParseError, parse_answer
+from eval_pipeline.judge.parsing import parse_answer
 from eval_pipeline.judge.prompts import build_messages, response_schema
 from eval_pipeline.judge.rows import _panel_rows, _questionnaire_rows, _row
-
-
-@dataclass
-class JudgeRunStats:
-    judges: list[str] = field(default_factory=list)
-    judge_kind: str = "heuristic"
-    prompts: int = 0
-    calls: int = 0
-    http_attempts: int = 0
-    cache_hits: int = 0
-    missing: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    wall_s: float = 0.0
-    max_in_flight: int = 0
-    processes: int = 1
-    missing_reasons: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def cache_hit_rate(self) -> float:
-        return self.cache_hits / self.prompts if self.prompts else 0.0
 
 
 def settings_from_env(spec: JudgeSpec | None = None, **overrides: Any) -> JudgeSettings:
@@ -100,108 +79,6 @@ def _heuristic_rows(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any
         rows += sample_rows
         rows += _questionnaire_rows(rubric, [r for r in sample_rows if r["kind"] == "questionnaire_item"])
     return rows
-
-
-def cached_calls(
-    rubric: RubricConfig, settings: JudgeSettings, specs: list[CallSpec], wh: Warehouse, stats: JudgeRunStats
-) -> dict[str, CallOutcome]:
-    """Answer specs from the cache where possible, call the endpoint for the rest (identical prompts share
-    one call), and cache every usable answer. No connection is held while calls are in flight."""
-    stats.prompts += len(specs)
-    hits = cache.lookup(wh, [s.key for s in specs])
-    out: dict[str, CallOutcome] = {}
-    todo: dict[str, CallSpec] = {}
-    for spec in specs:
-        if spec.key in out or spec.key in todo:
-            continue
-        c = hits.get(spec.key)
-        if c is not None and c.get("usable") is False:  # the judge's final answer was unusable: the same missing
-            out[spec.key] = CallOutcome(error=str(c.get("reason") or "unusable cached answer"), cached=True)
-            continue
-        if c is not None:
-            try:
-                out[spec.key] = CallOutcome(
-                    parsed=spec.parse(c["answer_text"]),
-                    answer_text=c["answer_text"],
-                    logprobs=json.loads(c["logprobs"]) if isinstance(c.get("logprobs"), str) else None,
-                    cached=True,
-                    prompt_tokens=int(c["prompt_tokens"] or 0),
-                    completion_tokens=int(c["completion_tokens"] or 0),
-                )
-                continue
-            except JudgeParseError:
-                pass  # a cached answer that no longer parses is asked again
-        todo[spec.key] = spec
-    stats.cache_hits += sum(1 for s in specs if s.key in out)
-    tick = _progress(rubric, settings, len(out) + len(todo), len(out), sum(o.parsed is None for o in out.values()))
-    if todo:
-        with cache.BackgroundWriter(wh) as writer:
-
-            def on_answer(key: str, o: CallOutcome) -> None:
-                tick(o)
-                if o.answer_text is None:
-                    return  # no answer (the endpoint failed): nothing to keep, a re-run asks again
-                # the answer that was used, usable or not, cached as it arrives: a re-run makes no call and
-                # gets the same score or the same missing; a run killed mid-way keeps what it paid for
-                writer.add(
-                    dict(
-                        cache_key=key,
-                        judge=settings.name,
-                        model=settings.model,
-                        rubric=rubric.name,
-                        rubric_version=rubric.version,
-                        answer_text=o.answer_text,
-                        prompt_tokens=o.prompt_tokens,
-                        completion_tokens=o.completion_tokens,
-                        latency_ms=o.latency_ms,
-                        usable=o.parsed is not None,
-                        reason=o.error if o.parsed is None else None,
-                        logprobs=json.dumps(o.logprobs) if o.logprobs else None,
-                    )
-                )
-
-            fresh, cs = call_specs(settings, list(todo.values()), on_answer)
-        stats.calls += cs.calls
-        stats.http_attempts += cs.http_attempts
-        stats.prompt_tokens += cs.prompt_tokens
-        stats.completion_tokens += cs.completion_tokens
-        stats.max_in_flight = max(stats.max_in_flight, cs.max_in_flight)
-        stats.processes = max(stats.processes, cs.processes)
-        out.update(fresh)
-    return out
-
-
-def _progress(rubric: RubricConfig, settings: JudgeSettings, total: int, hits: int, missing: int):
-    """Judge progress events for a listening console: done / total, cache hits, missing so far."""
-    t0 = time.perf_counter()
-    state = {"done": hits, "missing": missing, "calls": 0}
-    progress.emit(
-        "judge",
-        rubric=rubric.name,
-        judge=settings.name,
-        done=hits,
-        total=total,
-        hits=hits,
-        missing=missing,
-        calls=0,
-        seconds=0.0,
-    )
-
-    def tick(o: CallOutcome) -> None:
-        state["done"] += 1
-        state["calls"] += 1
-        state["missing"] += o.parsed is None
-        progress.emit(
-            "judge",
-            rubric=rubric.name,
-            judge=settings.name,
-            total=total,
-            hits=hits,
-            seconds=time.perf_counter() - t0,
-            **state,
-        )
-
-    return tick
 
 
 def _score_specs(

@@ -1,0 +1,65 @@
+"""The answer-quality protocol's pass/fail agreement: two raters' scores turned into pass or fail at the rubric's
+threshold (after its derived scores), then Cohen's kappa on the two labels, per rater pair."""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+
+import numpy as np
+import pandas as pd
+
+from eval_pipeline.agreement import stats as st
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import rater_pair
+from eval_pipeline.core.derived import apply_derived
+
+
+def _seed(*parts: object) -> int:
+    return zlib.crc32("|".join(map(str, parts)).encode())
+
+
+def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> list[dict]:
+    pf = rubric.human_ratings.pass_fail
+    if pf is None or ratings.empty:
+        return []
+    wide = ratings.pivot_table(
+        index=["checkpoint_id", "sample_id", "evaluator"], columns="dimension", values="score", aggfunc="first"
+    ).reset_index()
+    wide.columns.name = None
+    for d in rubric.judged_dimensions:
+        if d.key not in wide.columns:
+            wide[d.key] = np.nan
+    wide = apply_derived(rubric, wide)
+    per = wide.pivot_table(index=["checkpoint_id", "sample_id"], columns="evaluator", values=pf.score, aggfunc="first")
+    rows = []
+    for e1, e2 in itertools.combinations(list(per.columns), 2):
+        pair = per[[e1, e2]].dropna()
+        if pair.empty:
+            continue
+        a = (pair[e1].round(9) >= pf.threshold).astype(float).to_numpy()
+        b = (pair[e2].round(9) >= pf.threshold).astype(float).to_numpy()
+        v = st.cohen_kappa(a, b, [0.0, 1.0])
+        lo, hi = st.bootstrap(
+            lambda x, y, idx: st.cohen_kappa_resamples(x, y, [0.0, 1.0], None, idx),
+            [a, b],
+            _seed(rubric.name, ckpt, "pf"),
+        )
+        both = np.concatenate([a, b])
+        rows.append(
+            dict(
+                checkpoint_id=ckpt,
+                dimension=pf.score,
+                statistic=f"pass_fail_kappa (>= {pf.threshold:g})",
+                raters=rater_pair(e1, e2),
+                n_items=len(pair),
+                n_raters=2,
+                value=v,
+                ci_low=lo,
+                ci_high=hi,
+                prevalence=st.prevalence(both),
+                ceiling_share=float(both.mean()),
+                label=st.kappa_band(v),
+            )
+        )
+    return rows
