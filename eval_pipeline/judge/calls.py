@@ -190,6 +190,7 @@ def _in_workers(
     again: list[CallSpec] = []
     stats = ClientStats(processes=n)
     finished: set[int] = set()
+    drained = False  # every pipe read to its end: each worker has exited or is exiting by itself
     try:
         open_pipes = n
         while open_pipes:
@@ -209,12 +210,14 @@ def _in_workers(
                 again.append(spec)
             elif on_answer is not None:
                 on_answer(spec.key, out)
+        drained = True
     finally:
         codes = []
         for pid, pipe in workers:
-            if len(finished) < n:
+            if not drained:
                 try:
                     os.kill(pid, signal.SIGKILL)  # the parent is leaving early: no worker outlives it
+                    # (after the pipes are drained a worker that died is left to exit with its own code)
                 except ProcessLookupError:
                     pass
             codes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
