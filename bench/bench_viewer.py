@@ -43,7 +43,7 @@ PAGES = [
 ]
 
 
-def build(tmp: Path, spec: str, n: int) -> str:
+def build(tmp: Path, spec: str) -> str:
     import dagster as dg
 
     from eval_pipeline.defs.definitions import build_definitions
@@ -123,8 +123,8 @@ def main() -> None:
     def spec(name: str) -> str:
         return f"ducklake:sqlite:{tmp / name}.sqlite" if args.warehouse == "ducklake" else str(tmp / f"{name}.duckdb")
 
-    small = build(tmp, spec("small"), 0)
-    big = build(tmp, spec("big"), args.samples)
+    small = build(tmp, spec("small"))
+    big = build(tmp, spec("big"))
     t = time.perf_counter()
     multiply(big, args.samples)
     n = Warehouse(big).query_rows("SELECT count(*) FROM npc_dialogue.scores WHERE checkpoint_id = 'ckpt-0300'")[0][0]

@@ -10,8 +10,6 @@ is explained rather than hidden.
 from __future__ import annotations
 
 import itertools
-import zlib
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -30,10 +28,7 @@ from eval_pipeline.core.contracts import (
     PANEL,
     rater_pair,
 )
-
-
-def _seed(*parts: Any) -> int:
-    return zlib.crc32("|".join(map(str, parts)).encode())
+from eval_pipeline.core.resampling import seed_of
 
 
 def judge_on_human_scale(rubric: RubricConfig, judge_long: pd.DataFrame, column: str = "score") -> pd.DataFrame:
@@ -99,7 +94,7 @@ def _dimension_rows(
         wide = subset.pivot_table(
             index=["checkpoint_id", "sample_id"], columns="evaluator", values="score", aggfunc="first"
         )
-        seed = _seed(rubric.name, ckpt, dim) + (0 if kind == "human" else 101)
+        seed = seed_of(rubric.name, ckpt, dim) + (0 if kind == "human" else 101)
         group, mean = (ALL_HUMANS, HUMAN_MEAN) if kind == "human" else (ALL_MODELS, MODEL_MEAN)
         rows += [
             *_human_pair_rows(ckpt, dim, wide, labels, float(scale.max), seed),
@@ -268,16 +263,13 @@ def _judge_rows(
 def compute_agreement(
     rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame, judge_long: pd.DataFrame | None
 ) -> pd.DataFrame:
-    judge = (
-        judge_on_human_scale(rubric, judge_long)
-        if judge_long is not None and not judge_long.empty
-        else pd.DataFrame(columns=["checkpoint_id", "sample_id", "dimension", "score"])
-    )
-    chosen = None
-    panel = judge_long[judge_long.judge == PANEL] if judge_long is not None else pd.DataFrame()
-    if "expected_score" in panel.columns and panel.expected_score.notna().any():
-        assert judge_long is not None
-        chosen = judge_on_human_scale(rubric, judge_long, "chosen_score")
+    judge = pd.DataFrame(columns=["checkpoint_id", "sample_id", "dimension", "score"])
+    chosen = None  # the written scores, when the scores are expected values read from token probabilities
+    if judge_long is not None and not judge_long.empty:
+        judge = judge_on_human_scale(rubric, judge_long)
+        expected = judge_long.loc[judge_long.judge == PANEL].get("expected_score")
+        if expected is not None and expected.notna().any():
+            chosen = judge_on_human_scale(rubric, judge_long, "chosen_score")
     rows: list[dict] = []
     for dim in rubric.rating_scales:
         rows += _dimension_rows(rubric, ckpt, dim, ratings, judge, chosen)

@@ -15,22 +15,17 @@ LLM judges favour longer answers. Per judged dimension (and the headline), on on
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 import pandas as pd
 
 from eval_pipeline.agreement import stats as st
 from eval_pipeline.core.contracts import LENGTH_BIAS_COLUMNS
+from eval_pipeline.core.resampling import seed_of
 
 
 def log_words(texts: pd.Series) -> pd.Series:
     """log(1 + words): length effects are multiplicative (a 50-word answer is not 'short' next to a 5-word one)."""
     return np.log1p(texts.fillna("").astype(str).str.split().str.len().astype(float))
-
-
-def _seed(*parts: object) -> int:
-    return zlib.crc32("|".join(map(str, parts)).encode())
 
 
 def length_bias(
@@ -53,7 +48,7 @@ def length_bias(
         s = pd.to_numeric(by_id[name], errors="coerce")
         ok = s.notna() & length.notna()
         y, x = s[ok].to_numpy(float), length[ok].to_numpy(float)
-        seed = _seed(checkpoint_id, name)
+        seed = seed_of(checkpoint_id, name)
         row: dict = dict(checkpoint_id=checkpoint_id, score=name, n=int(ok.sum()))
         row["judge_length_rho"] = st.spearman(y, x)
         row["judge_ci_low"], row["judge_ci_high"] = st.bootstrap(st.spearman_resamples, [y, x], seed)

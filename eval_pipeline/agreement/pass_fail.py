@@ -4,7 +4,6 @@ threshold (after its derived scores), then Cohen's kappa on the two labels, per 
 from __future__ import annotations
 
 import itertools
-import zlib
 
 import numpy as np
 import pandas as pd
@@ -13,10 +12,7 @@ from eval_pipeline.agreement import stats as st
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import rater_pair
 from eval_pipeline.core.derived import apply_derived
-
-
-def _seed(*parts: object) -> int:
-    return zlib.crc32("|".join(map(str, parts)).encode())
+from eval_pipeline.core.resampling import seed_of
 
 
 def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> list[dict]:
@@ -43,7 +39,7 @@ def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> li
         lo, hi = st.bootstrap(
             lambda x, y, idx: st.cohen_kappa_resamples(x, y, [0.0, 1.0], None, idx),
             [a, b],
-            _seed(rubric.name, ckpt, "pf"),
+            seed_of(rubric.name, ckpt, "pf"),
         )
         both = np.concatenate([a, b])
         rows.append(

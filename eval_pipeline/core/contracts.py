@@ -22,7 +22,6 @@ JUDGE_VS_HUMAN_MEAN = f"{JUDGE}~{HUMAN_MEAN}"  # agreement.raters of judge again
 ALL_HUMANS = "all_humans"  # agreement.raters of every human rater together
 MODEL_MEAN = "model_mean"  # the mean of the imported model raters, as one rater
 ALL_MODELS = "all_models"  # agreement.raters of every model rater together
-JUDGE_VS_MODEL_MEAN = f"{JUDGE}~{MODEL_MEAN}"
 
 
 def rater_pair(a: str, b: str) -> str:

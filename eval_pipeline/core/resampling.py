@@ -8,11 +8,17 @@ make, so the same seed gives the same interval whichever way a statistic is comp
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 
 import numpy as np
 
 Statistic = Callable[..., np.ndarray]  # (*arrays, idx) -> one value per row of idx
+
+
+def seed_of(*parts: object) -> int:
+    """A bootstrap's seed from what it is about (rubric, checkpoint, score...): the same interval on every run."""
+    return zlib.crc32("|".join(map(str, parts)).encode())
 
 
 def percentile_ci(

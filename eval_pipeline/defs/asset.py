@@ -13,11 +13,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import quote
 
 import dagster as dg
 import pandas as pd
 
-from eval_pipeline.core import progress
+from eval_pipeline.core import progress, settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.defs.partitions import CHECKPOINTS
@@ -158,10 +159,6 @@ def _with_table_metadata(fn: Callable, schema: str, table: str) -> Callable:
 
 def viewer_link(rubric: RubricConfig, checkpoint_id: str, page: str = "") -> dg.MetadataValue:
     """A link to this checkpoint's page (or its ``samples`` page) in `eval-pipeline view`."""
-    from urllib.parse import quote
-
-    from eval_pipeline.core import settings
-
     url = f"{settings.view_url()}/r/{quote(rubric.name)}/{quote(checkpoint_id)}" + (f"/{page}" if page else "")
     return dg.MetadataValue.url(url)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 import threading
@@ -134,8 +135,6 @@ def stub_distribution(value: int, lo: int, hi: int) -> dict[str, float]:
 def token_logprobs(answer: str, scales: dict[str, tuple[int, int]], top: int) -> dict:
     """The answer as tokens (every number a token of its own) with ``top`` alternatives each, as OpenAI's
     ``logprobs.content``; a score token's alternatives follow :func:`stub_distribution`."""
-    import math
-
     scored = {m.start(2): m.group(1) for m in SCORE_AT.finditer(answer) if m.group(1) in scales}
     content, pos = [], 0
     for tok in re.findall(r"\d+|[^\d]+", answer):

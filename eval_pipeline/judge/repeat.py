@@ -10,7 +10,6 @@ against the parent uses the within-sample SD to say whether a change exceeds wha
 
 from __future__ import annotations
 
-import zlib
 from typing import Any
 
 import numpy as np
@@ -19,6 +18,7 @@ import pandas as pd
 from eval_pipeline.agreement import stats as st
 from eval_pipeline.core.config import RepeatSpec, RubricConfig
 from eval_pipeline.core.contracts import PANEL, REPEATABILITY_COLUMNS
+from eval_pipeline.core.resampling import seed_of
 
 
 def repeated_scores(rubric: RubricConfig) -> list[str]:
@@ -32,7 +32,7 @@ def pick_subset(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], 
     room), the same ones on every run for the same rubric, checkpoint and seed."""
     if len(records) <= spec.samples:
         return list(records)
-    rng = np.random.default_rng(spec.seed + zlib.crc32(f"{rubric.name}|{ckpt}".encode()))
+    rng = np.random.default_rng(spec.seed + seed_of(rubric.name, ckpt))
     strata = [f for f in rubric.worklists.strata if records and f in records[0]]
     groups: dict[tuple, list[dict]] = {}
     for rec in sorted(records, key=lambda r: str(r["sample_id"])):

@@ -7,14 +7,13 @@ regression is a guarded score whose 95 % interval of the change lies wholly on t
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import COMPARISON_COLUMNS
-from eval_pipeline.core.resampling import percentile_ci, resampled_mean
+from eval_pipeline.core.contracts import CHECKPOINTS, COMPARISON_COLUMNS
+from eval_pipeline.core.resampling import percentile_ci, resampled_mean, seed_of
+from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.scoring.gates.base import GateResult, GateSpec
 from eval_pipeline.scoring.summary import numeric_scores
 
@@ -59,6 +58,14 @@ def find_parent(checkpoints: pd.DataFrame, checkpoint_id: str) -> str | None:
     return None if earlier.empty else str(earlier.checkpoint_id.iloc[-1])
 
 
+def parent_of(wh: Warehouse, checkpoint_id: str) -> str | None:
+    """The checkpoint's parent as every stage reads it (comparison, gates, length bias, the viewer): the one its
+    manifest names, else the one created just before it."""
+    if not wh.table_exists(*CHECKPOINTS):
+        return None
+    return find_parent(wh.query_df(f"SELECT * FROM {CHECKPOINTS[0]}.{CHECKPOINTS[1]}"), checkpoint_id)
+
+
 def compare(
     rubric: RubricConfig,
     checkpoint_id: str,
@@ -82,7 +89,7 @@ def compare(
         ok = a.notna() & b.notna()
         d = (a[ok] - b[ok]).to_numpy(dtype=float)
         low = col in rubric.lower_is_better
-        lo, hi = paired_bootstrap(d, zlib.crc32(f"{rubric.name}|{checkpoint_id}|{parent_id}|{col}".encode()))
+        lo, hi = paired_bootstrap(d, seed_of(rubric.name, checkpoint_id, parent_id, col))
         worse = (d > 0) if low else (d < 0)
         better = (d < 0) if low else (d > 0)
         guarded = col in rubric.guarded_dimensions

@@ -3,14 +3,12 @@ per score, overall and by the breakdowns the rubric declares; shares for status 
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 import pandas as pd
 
 from eval_pipeline.core.config import BandScore, RubricConfig, RulesScore
 from eval_pipeline.core.contracts import SUMMARY_COLUMNS
-from eval_pipeline.core.resampling import percentile_ci, resampled_mean
+from eval_pipeline.core.resampling import percentile_ci, resampled_mean, seed_of
 from eval_pipeline.scoring.scores import judged_columns
 
 N_BOOT = 2000
@@ -47,10 +45,6 @@ def _pass_thresholds(rubric: RubricConfig) -> dict[str, float]:
     return out
 
 
-def _seed(*parts: str) -> int:
-    return zlib.crc32("|".join(parts).encode())
-
-
 # long by design: one row shape for every (breakdown, group, score), built in one loop so the bootstrap seeds follow one
 # order
 def summarise(rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame) -> pd.DataFrame:
@@ -72,7 +66,7 @@ def summarise(rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame) ->
             for col in num:
                 vals = pd.to_numeric(g[col], errors="coerce").to_numpy(dtype=float)
                 ok = vals[~np.isnan(vals)]
-                lo, hi = bootstrap_ci(ok, _seed(rubric.name, checkpoint_id, label, gval, col))
+                lo, hi = bootstrap_ci(ok, seed_of(rubric.name, checkpoint_id, label, gval, col))
                 thr = thresholds.get(col)
                 rows.append(
                     dict(
@@ -96,7 +90,7 @@ def summarise(rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame) ->
                 known = vals.dropna()
                 for level in sorted(known.unique()):
                     share = (known == level).to_numpy(dtype=float)
-                    lo, hi = bootstrap_ci(share, _seed(rubric.name, checkpoint_id, label, gval, col, str(level)))
+                    lo, hi = bootstrap_ci(share, seed_of(rubric.name, checkpoint_id, label, gval, col, str(level)))
                     rows.append(
                         dict(
                             checkpoint_id=checkpoint_id,

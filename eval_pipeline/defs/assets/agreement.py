@@ -10,6 +10,7 @@ from eval_pipeline.core.contracts import ALL_CHECKPOINTS, JUDGE_VS_HUMAN_MEAN, P
 from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.defs.asset import asset_key, partition_rows, required_rows, rounded, rubric_asset, viewer_link
 from eval_pipeline.defs.resources import WarehouseResource
+from eval_pipeline.scoring.comparison import parent_of
 
 
 def _kappas(df: pd.DataFrame) -> dict[str, float]:
@@ -49,9 +50,7 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
                 # judge vs human mean per dimension as numbers (the Plots tab draws them across checkpoints)
                 **{f"judge_human_kappa_{dim}": dg.MetadataValue.float(v) for dim, v in judged.items()},
                 "rows": dg.MetadataValue.int(len(df)),
-                "judge_human_kappa_quadratic": dg.MetadataValue.json(
-                    _kappas(quadratic[quadratic.raters == JUDGE_VS_HUMAN_MEAN])
-                ),
+                "judge_human_kappa_quadratic": dg.MetadataValue.json(judged),
                 "human_human_kappa_quadratic": dg.MetadataValue.json(
                     _kappas(quadratic[quadratic.raters != JUDGE_VS_HUMAN_MEAN])
                 ),
@@ -71,8 +70,6 @@ def _log_words(wh: Warehouse, rubric: RubricConfig, ckpt_id: str) -> pd.Series:
 
 
 def length_bias_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
-    from eval_pipeline.scoring.comparison import find_parent
-
     deps = [asset_key(rubric, t) for t in ("samples", "scores", "human_ratings")]
 
     @rubric_asset(
@@ -91,7 +88,7 @@ def length_bias_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         wh = warehouse.get()
         scores = required_rows(wh, rubric, "scores", ckpt_id)
         lengths = _log_words(wh, rubric, ckpt_id)
-        parent = find_parent(wh.query_df("SELECT * FROM main.checkpoints"), ckpt_id)
+        parent = parent_of(wh, ckpt_id)
         reference = None
         if parent is not None:
             ref = _log_words(wh, rubric, parent)

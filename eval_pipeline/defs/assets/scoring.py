@@ -6,21 +6,16 @@ import dagster as dg
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import CHECKPOINTS
 from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.defs.asset import asset_key, partition_rows, required_rows, rounded, rubric_asset, viewer_link
 from eval_pipeline.defs.resources import PublishTargets, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples
 from eval_pipeline.publish.report import trend_svg, write_report
 from eval_pipeline.publish.views import refresh_views
-from eval_pipeline.scoring.comparison import compare, empty_comparison, find_parent
+from eval_pipeline.scoring.comparison import compare, empty_comparison, parent_of
 from eval_pipeline.scoring.gates import GateInputs, evaluate_gates, gate_kind
 from eval_pipeline.scoring.scores import compute_scores
 from eval_pipeline.scoring.summary import headline, summarise
-
-
-def _parent_of(wh: Warehouse, ckpt_id: str) -> str | None:
-    return find_parent(wh.query_df(f"SELECT * FROM {CHECKPOINTS[0]}.{CHECKPOINTS[1]}"), ckpt_id)
 
 
 def scores_asset(rubric: RubricConfig, has_judge: bool, has_metrics: bool) -> dg.AssetsDefinition:
@@ -139,7 +134,7 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     def comparison(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        parent = _parent_of(wh, ckpt_id)
+        parent = parent_of(wh, ckpt_id)
         child = required_rows(wh, rubric, "scores", ckpt_id)
         prev = partition_rows(wh, rubric, "scores", parent) if parent else None
         if parent is None or prev is None or prev.empty:
@@ -189,7 +184,7 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.AssetsD
             scores = required_rows(reader, rubric, "scores", ckpt_id)
             inputs = GateInputs(
                 load=lambda t: partition_rows(reader, rubric, t, ckpt_id),
-                parent=_parent_of(reader, ckpt_id),
+                parent=parent_of(reader, ckpt_id),
                 lineage_known=True,
             )
             df = evaluate_gates(rubric, ckpt_id, scores, inputs)

@@ -12,10 +12,10 @@ from eval_pipeline.core.ids import check_identifier
 from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.publish.viewer.queries.common import (
     columns,
-    parent_of,
     records,
     tables,
 )
+from eval_pipeline.scoring.comparison import parent_of
 
 
 @dataclass
@@ -40,7 +40,7 @@ def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int
     check_identifier(rubric, "rubric name")
     with wh.session() as s:
         present = tables(s, rubric)
-        parent = parent_of(s, ckpt) if s.table_exists("main", "checkpoints") else None
+        parent = parent_of(s, ckpt)  # the parent the comparison used
         info = records(s.query_df("SELECT * FROM main.checkpoints WHERE checkpoint_id = ?", [ckpt]))
         summary = (
             s.query_df(f'SELECT * FROM "{rubric}".summary WHERE checkpoint_id = ?', [ckpt])

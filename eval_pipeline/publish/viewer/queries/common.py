@@ -60,14 +60,12 @@ def leaderboard(wh: Warehouse) -> list[dict[str, Any]]:
     return records(df)
 
 
-def parent_of(wh: Warehouse, ckpt: str) -> str | None:
-    rows = wh.query_rows("SELECT parent FROM main.checkpoints WHERE checkpoint_id = ?", [ckpt])
-    return rows[0][0] if rows and rows[0][0] else None
-
-
-def score_names(wh: Warehouse, rubric: str, ckpt: str, config: RubricConfig | None = None) -> list[str]:
-    """The scores the rubric summarised for this checkpoint, in the rubric's order (dimensions, then derived)."""
-    if "summary" not in tables(wh, rubric):
+def score_names(
+    wh: Warehouse, rubric: str, ckpt: str, config: RubricConfig | None = None, present: set[str] | None = None
+) -> list[str]:
+    """The scores the rubric summarised for this checkpoint, in the rubric's order (dimensions, then derived).
+    ``present``: the rubric's tables, when the caller has them already."""
+    if "summary" not in (present if present is not None else tables(wh, rubric)):
         return []
     rows = wh.query_rows(
         f"SELECT DISTINCT score FROM \"{rubric}\".summary WHERE checkpoint_id = ? AND breakdown = 'all'", [ckpt]
@@ -75,10 +73,15 @@ def score_names(wh: Warehouse, rubric: str, ckpt: str, config: RubricConfig | No
     return sorted((r[0] for r in rows), key=lambda n: (rank(config, n), n))
 
 
+def score_order(config: RubricConfig) -> list[str]:
+    """Every score a rubric can produce, in its order: dimensions, questionnaire scores, derived scores."""
+    return [d.key for d in config.dimensions] + config.questionnaire_scores + [d.name for d in config.derived]
+
+
 def rank(config: RubricConfig | None, name: str) -> int:
     if config is None:
         return 0
-    order = [d.key for d in config.dimensions] + config.questionnaire_scores + [d.name for d in config.derived]
+    order = score_order(config)
     return order.index(name) if name in order else len(order)
 
 
@@ -103,8 +106,7 @@ def score_names_of(scores: dict[str, Any] | None, config: RubricConfig | None) -
         return []
     if config is None:
         return [k for k, v in scores.items() if isinstance(v, int | float) and not isinstance(v, bool)]
-    order = [d.key for d in config.dimensions] + config.questionnaire_scores + [d.name for d in config.derived]
-    return [n for n in order if n in scores]
+    return [n for n in score_order(config) if n in scores]
 
 
 def metric_columns(metrics: dict[str, Any] | None) -> list[str]:

@@ -11,10 +11,10 @@ from eval_pipeline.core.ids import check_identifier
 from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.publish.viewer.queries.common import (
     id_column,
-    parent_of,
     records,
     tables,
 )
+from eval_pipeline.scoring.comparison import parent_of
 
 
 @dataclass
@@ -38,7 +38,7 @@ def sample_page(wh: Warehouse, rubric: RubricConfig | None, rubric_name: str, ck
     check_identifier(rubric_name, "rubric name")
     with wh.session() as s:
         present = tables(s, rubric_name)
-        parent = parent_of(s, ckpt) if s.table_exists("main", "checkpoints") else None
+        parent = parent_of(s, ckpt)  # the parent the comparison used
 
         def one(table: str, c: str) -> dict[str, Any] | None:
             if table not in present:

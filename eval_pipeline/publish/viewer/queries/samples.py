@@ -12,11 +12,11 @@ from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.publish.viewer.queries.common import (
     columns,
     id_column,
-    parent_of,
     records,
     score_names,
     tables,
 )
+from eval_pipeline.scoring.comparison import parent_of
 
 PAGE_SIZE = 50
 FILTERS = ("all", "regressed", "improved", "disagree", "missing")
@@ -59,12 +59,12 @@ def samples_page(
         present = tables(s, rubric_name)
         if "scores" not in present:
             return SamplesPage(rubric_name, ckpt, None, sq, [], [], [], 0, 0)
-        names = score_names(s, rubric_name, ckpt, rubric)
+        names = score_names(s, rubric_name, ckpt, rubric, present)
         cols = {c for c, _ in columns(s, rubric_name, "scores")}
         names = [n for n in names if n in cols]
         for n in names:
             check_identifier(n, "score name")
-        parent = parent_of(s, ckpt) if s.table_exists("main", "checkpoints") else None
+        parent = parent_of(s, ckpt)  # the parent the comparison used
         score = sq.score if sq.score in names else _default_score(rubric, names)
         sq.score = score
         rated = []
@@ -77,7 +77,7 @@ def samples_page(
                 )
                 if r[0] in names
             ]
-        sql, params = _samples_sql(rubric, rubric_name, ckpt, parent, names, rated, sq, present, s)
+        sql, params = _samples_sql(rubric, rubric_name, ckpt, parent, names, rated, sq, present, s, cols)
         total = int(s.query_rows(f"SELECT count(*) FROM ({sql})", params)[0][0])
         order = _order_by(sq, names)
         page = max(1, sq.page)
@@ -123,6 +123,7 @@ def _samples_sql(
     sq: SampleQuery,
     present: set[str],
     wh: Warehouse,
+    score_cols: set[str],
 ) -> tuple[str, list[Any]]:
     score = sq.score
     sel = ", ".join(f's."{n}"' for n in names)
@@ -176,8 +177,8 @@ def _samples_sql(
         preview = ", NULL AS preview"
     missing = (
         ", s.missing_dimensions, s.missing_reasons"
-        if _has(wh, name, "missing_dimensions")
-        else (", 0 AS missing_dimensions, NULL AS missing_reasons")
+        if "missing_dimensions" in score_cols
+        else ", 0 AS missing_dimensions, NULL AS missing_reasons"
     )
     where = ["s.checkpoint_id = ?"]
     params.append(ckpt)
@@ -208,10 +209,6 @@ def _samples_sql(
     if sq.filter == "disagree":
         params.append(sq.disagree_at if sq.disagree_at is not None else _disagree_default(rubric, score))
     return sql, params
-
-
-def _has(wh: Warehouse, schema: str, column: str) -> bool:
-    return any(c == column for c, _ in columns(wh, schema, "scores"))
 
 
 def _disagree_default(rubric: RubricConfig | None, score: str | None) -> float:
