@@ -11,7 +11,7 @@ import pandas as pd
 from eval_pipeline.agreement import stats as st
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import rater_pair
-from eval_pipeline.core.derived import apply_derived
+from eval_pipeline.core.derived import per_rater
 from eval_pipeline.core.resampling import seed_of
 
 
@@ -19,15 +19,7 @@ def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> li
     pf = rubric.human_ratings.pass_fail
     if pf is None or ratings.empty:
         return []
-    wide = ratings.pivot_table(
-        index=["checkpoint_id", "sample_id", "evaluator"], columns="dimension", values="score", aggfunc="first"
-    ).reset_index()
-    wide.columns.name = None
-    for d in rubric.judged_dimensions:
-        if d.key not in wide.columns:
-            wide[d.key] = np.nan
-    wide = apply_derived(rubric, wide)
-    per = wide.pivot_table(index=["checkpoint_id", "sample_id"], columns="evaluator", values=pf.score, aggfunc="first")
+    per = per_rater(rubric, ratings, pf.score, ["checkpoint_id", "sample_id"])
     rows = []
     for e1, e2 in itertools.combinations(list(per.columns), 2):
         pair = per[[e1, e2]].dropna()

@@ -19,12 +19,11 @@ import random
 import unicodedata
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.derived import apply_derived
+from eval_pipeline.core.derived import per_rater
 from eval_pipeline.core.ids import check_checkpoint_id
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -80,15 +79,7 @@ def rereview(rubric: RubricConfig, ratings: pd.DataFrame) -> pd.DataFrame:
     cols = ["sample_id", "evaluator_a", "evaluator_b", "score", "score_a", "score_b", "difference"]
     if spec is None or ratings.empty:
         return pd.DataFrame(columns=cols)
-    wide = ratings.pivot_table(
-        index=["sample_id", "evaluator"], columns="dimension", values="score", aggfunc="first"
-    ).reset_index()
-    wide.columns.name = None
-    for d in rubric.judged_dimensions:
-        if d.key not in wide.columns:
-            wide[d.key] = np.nan
-    wide = apply_derived(rubric, wide)
-    per = wide.pivot_table(index="sample_id", columns="evaluator", values=spec.score, aggfunc="first")
+    per = per_rater(rubric, ratings, spec.score, ["sample_id"])
     rows = []
     for e1, e2 in itertools.combinations(list(per.columns), 2):
         pair = per[[e1, e2]].dropna()

@@ -47,3 +47,17 @@ def apply_derived(rubric: Any, df: pd.DataFrame) -> pd.DataFrame:
     for s in rubric.derived:
         df[s.name] = s.apply(df, judged)
     return df
+
+
+def per_rater(rubric: Any, ratings: pd.DataFrame, score: str, items: list[str]) -> pd.DataFrame:
+    """One score (a rated dimension or a score derived from them) of each rater: items x evaluators, from
+    long ratings (one row per item, evaluator and dimension). Dimensions nobody rated count as missing."""
+    wide = ratings.pivot_table(
+        index=[*items, "evaluator"], columns="dimension", values="score", aggfunc="first"
+    ).reset_index()
+    wide.columns.name = None
+    for d in rubric.judged_dimensions:
+        if d.key not in wide.columns:
+            wide[d.key] = float("nan")
+    wide = apply_derived(rubric, wide)
+    return wide.pivot_table(index=items, columns="evaluator", values=score, aggfunc="first")
