@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from eval_pipeline.core.processes import pid_alive
-from eval_pipeline.core.tables import check_partition, ensure_columns, ensure_table, partition_condition, qualified
+from eval_pipeline.core.tables import Frame, check_partition, column_types, ensure_columns, ensure_table, partition_condition, qualified
 
 if TYPE_CHECKING:
     from eval_pipeline.core.warehouse import Warehouse
@@ -36,7 +36,7 @@ class PartitionWriter:
             if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
                 self._wh.execute(f"DROP TABLE IF EXISTS {qualified(STAGING_SCHEMA, name)}")
 
-    def write(self, schema: str, table: str, df: pd.DataFrame, where: dict[str, Any]) -> int:
+    def write(self, schema: str, table: str, df: Frame, where: dict[str, Any]) -> int:
         """Stage one chunk of the partition ``where`` of ``schema.table`` (committed on its own)."""
         check_partition(schema, table, df, where)
         key = (schema, table, tuple(sorted(where.items())))
@@ -48,9 +48,9 @@ class PartitionWriter:
         def append() -> None:
             with self._wh.writing() as con:
                 ensure_table(con, STAGING_SCHEMA, stage, df)  # an empty chunk still declares the columns
-                if not df.empty:
+                if len(df) > 0:
                     con.register("_incoming", df)
-                    collist = ", ".join(f'"{c}"' for c in df.columns)
+                    collist = ", ".join(f'"{c}"' for c, _ in column_types(df))
                     con.execute(
                         f"INSERT INTO {qualified(STAGING_SCHEMA, stage)} ({collist}) SELECT {collist} FROM _incoming"
                     )

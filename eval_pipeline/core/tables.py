@@ -6,6 +6,8 @@ from typing import Any
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from eval_pipeline.core.ids import check_identifier
 
@@ -30,12 +32,40 @@ def duck_type(series: pd.Series) -> str:
     return "VARCHAR"
 
 
-def check_partition(schema: str, table: str, df: pd.DataFrame, where: dict[str, Any]) -> None:
+def _arrow_type(t: pa.DataType) -> str:
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
+    if pa.types.is_integer(t):
+        return "BIGINT"
+    if pa.types.is_floating(t):
+        return "DOUBLE"
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMP"
+    return "VARCHAR"
+
+
+Frame = pd.DataFrame | pa.Table  # what a write takes: pandas, or Arrow straight from the engine (no Python objects)
+
+
+def column_types(df: Frame) -> list[tuple[str, str]]:
+    if isinstance(df, pa.Table):
+        return [(f.name, _arrow_type(f.type)) for f in df.schema]
+    return [(c, duck_type(df[c])) for c in df.columns]
+
+
+def check_partition(schema: str, table: str, df: Frame, where: dict[str, Any]) -> None:
     """Safe names, and every row of ``df`` inside the partition ``where`` (column = value)."""
     qualified(schema, table)
     for col, value in where.items():
         check_identifier(col, "column name")
-        if col in df.columns and not df.empty and not (df[col] == value).all():
+        names = df.column_names if isinstance(df, pa.Table) else list(df.columns)
+        if col not in names or len(df) == 0:
+            continue
+        if isinstance(df, pa.Table):
+            ok = pc.all(pc.equal(df[col], pa.scalar(value)), skip_nulls=False).as_py() is True
+        else:
+            ok = bool((df[col] == value).all())
+        if not ok:
             raise ValueError(f"rows written to {schema}.{table} must all have {col} = {value!r}")
 
 
@@ -55,16 +85,14 @@ def columns_of(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> dict[
     )
 
 
-def ensure_table(
-    con: duckdb.DuckDBPyConnection, schema: str, table: str, df: pd.DataFrame, known: Known | None = None
-) -> None:
+def ensure_table(con: duckdb.DuckDBPyConnection, schema: str, table: str, df: Frame, known: Known | None = None) -> None:
     """Outside a transaction: the table with every column of ``df``; a column an older version created as
     VARCHAR from an all-empty frame gets the frame's real type when its values allow it. ``known``: the
     columns this process has already seen (a DuckLake's catalog answers in ~40 ms, a DuckDB file's in ~1 ms):
     when the table has every column with no type to heal, nothing is asked."""
-    cols = [(c, duck_type(df[c])) for c in df.columns]
+    cols = column_types(df)
     have = known.get((schema, table)) if known is not None else None
-    healable = not df.empty and any(have and have.get(c) == "VARCHAR" and t in _HEALABLE for c, t in cols)
+    healable = len(df) > 0 and any(have and have.get(c) == "VARCHAR" and t in _HEALABLE for c, t in cols)
     if have is not None and all(c in have for c, _ in cols) and not healable:
         return
     _ensure_table(con, schema, table, df, cols)
@@ -73,10 +101,10 @@ def ensure_table(
 
 
 def _ensure_table(
-    con: duckdb.DuckDBPyConnection, schema: str, table: str, df: pd.DataFrame, cols: list[tuple[str, str]]
+    con: duckdb.DuckDBPyConnection, schema: str, table: str, df: Frame, cols: list[tuple[str, str]]
 ) -> None:
     ensure_columns(con, schema, table, cols)
-    if df.empty:
+    if len(df) == 0:
         return  # an empty frame's object columns say nothing about the type
     target = qualified(schema, table)
     existing = columns_of(con, schema, table)

@@ -1,9 +1,13 @@
-"""Reading raw model outputs (JSONL) line by line, keeping every line.
+"""Reading raw model outputs (JSONL) in blocks, keeping every line.
 
-Each non-blank line becomes one row with its number and text; a line that is
-not valid UTF-8 is kept (with the bad bytes escaped) and flagged, so validation
-can quarantine it with its reason. A byte-order mark on the first line is
-dropped. Blank lines are counted but are not rows.
+Each non-blank line becomes one row with its number and text; a line that is not valid UTF-8 is kept (with the
+bad bytes escaped) and flagged, so validation can quarantine it with its reason. A byte-order mark on the first
+line is dropped; a line ends at ``\\n`` and loses its trailing ``\\r``s. Blank lines (ASCII whitespace only) are
+counted but are not rows.
+
+The file is read in blocks of about 16 MB: NumPy finds the line ends and Arrow makes one string array of each
+block without a Python object per line (the bytes are used as they are when the block is valid UTF-8, which
+Arrow checks in C++). Only a block holding bytes that are not UTF-8 is split line by line in Python.
 """
 
 from __future__ import annotations
@@ -12,74 +16,138 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from eval_pipeline.core.contracts import RAW_COLUMNS
 
 BOM = b"\xef\xbb\xbf"
+ASCII_WHITESPACE = " \t\n\r\x0b\x0c"  # what bytes.strip() removes: a blank line has nothing else
+BLOCK_BYTES = 16 << 20
 
 
 @dataclass
 class RawRead:
-    frame: pd.DataFrame
+    table: pa.Table
     blank_lines: int
     bytes_read: int
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        df = self.table.to_pandas()
+        df["line_number"] = df["line_number"].astype("int64")
+        return df[RAW_COLUMNS]
+
+
+def _lines_of_block(block: bytes) -> tuple[pa.Array, pa.Array, int]:
+    """A block of whole lines (each ending in \\n) as (texts, decode errors, line count)."""
+    ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
+    n = len(ends)
+    offsets = np.empty(n + 1, dtype=np.int64)
+    offsets[0] = 0
+    offsets[1:] = ends + 1
+    texts = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(block))
+    try:
+        texts.validate(full=True)  # UTF-8, in C++
+        errors = pa.nulls(n, pa.string())
+    except pa.ArrowInvalid:
+        return _lines_in_python(block, n)
+    return pc.utf8_rtrim(texts, characters="\r\n").cast(pa.string()), errors, n
+
+
+def _lines_in_python(block: bytes, n: int) -> tuple[pa.Array, pa.Array, int]:
+    texts: list[str] = []
+    errors: list[str | None] = []
+    for raw in block.split(b"\n")[:n]:
+        line = raw.rstrip(b"\r\n")
+        try:
+            texts.append(line.decode("utf-8"))
+            errors.append(None)
+        except UnicodeDecodeError as exc:
+            texts.append(line.decode("utf-8", errors="backslashreplace"))
+            errors.append(f"not valid UTF-8 (byte {exc.start}: {exc.reason})")
+    return pa.array(texts, pa.string()), pa.array(errors, pa.string()), n
+
+
+def _table(checkpoint_id: str, source_file: str, first: int, texts: pa.Array, errors: pa.Array, n: int) -> RawRead:
+    numbers = pa.array(np.arange(first, first + n, dtype=np.int64))
+    blank = pc.equal(pc.utf8_length(pc.utf8_trim(texts, characters=ASCII_WHITESPACE)), 0)
+    keep = pc.invert(blank)
+    table = pa.table(
+        {
+            "checkpoint_id": pa.array([checkpoint_id], pa.string()).take(pa.array(np.zeros(n, dtype=np.int64))),
+            "source_file": pa.array([source_file], pa.string()).take(pa.array(np.zeros(n, dtype=np.int64))),
+            "line_number": numbers,
+            "raw_line": texts,
+            "decode_error": errors,
+        }
+    ).filter(keep)
+    return RawRead(table, n - table.num_rows, 0)
 
 
 def iter_jsonl(
     path: Path, checkpoint_id: str, chunk_lines: int = 100_000, source_file: str | None = None
 ) -> Iterator[RawRead]:
-    """The file in chunks of at most `chunk_lines` non-blank lines, so memory stays bounded for huge files."""
+    """The file in Arrow tables of whole blocks (at most about 16 MB of text each), so memory stays bounded.
+    ``chunk_lines`` is kept for callers; a block is cut by bytes, not lines."""
+    del chunk_lines
     source_file = source_file or path.name
-    numbers: list[int] = []
-    texts: list[str] = []
-    errors: list[str | None] = []
-    blank = 0
-    size = 0
+    first = 1
+    tail = b""
+    pending = 0  # bytes read since the last table was yielded
     with open(path, "rb") as fh:
-        for number, raw in enumerate(fh, start=1):
-            size += len(raw)
-            if number == 1 and raw.startswith(BOM):
-                raw = raw[len(BOM) :]
-            line = raw.rstrip(b"\r\n")
-            if not line.strip():
-                blank += 1
-                continue
-            try:
-                text, err = line.decode("utf-8"), None
-            except UnicodeDecodeError as exc:
-                text = line.decode("utf-8", errors="backslashreplace")
-                err = f"not valid UTF-8 (byte {exc.start}: {exc.reason})"
-            numbers.append(number)
-            texts.append(text)
-            errors.append(err)
-            if len(numbers) >= chunk_lines:
-                yield RawRead(_frame(checkpoint_id, source_file, numbers, texts, errors), blank, size)
-                numbers, texts, errors, blank, size = [], [], [], 0, 0
-    if numbers or blank or size:
-        yield RawRead(_frame(checkpoint_id, source_file, numbers, texts, errors), blank, size)
+        at_start = True
+        while True:
+            data = fh.read(BLOCK_BYTES)
+            if at_start and data.startswith(BOM):
+                data = data[len(BOM) :]
+                size_offset = len(BOM)
+            else:
+                size_offset = 0
+            at_start = False
+            if not data:
+                break
+            pending += len(data) + size_offset
+            block = tail + data
+            cut = block.rfind(b"\n") + 1
+            tail = block[cut:]
+            if cut == 0:
+                continue  # one line longer than a block: read on
+            texts, errors, n = _lines_of_block(block[:cut])
+            read = _table(checkpoint_id, source_file, first, texts, errors, n)
+            read.bytes_read, pending = pending, 0
+            first += n
+            yield read
+    if tail:
+        texts, errors, n = _lines_of_block(tail + b"\n")
+        read = _table(checkpoint_id, source_file, first, texts, errors, n)
+        read.bytes_read = pending
+        yield read
+    elif pending:
+        yield RawRead(_empty(), 0, pending)
 
 
-def read_jsonl(path: Path, checkpoint_id: str, source_file: str | None = None) -> RawRead:
-    """The whole file as one frame (small files and tests)."""
-    parts = list(iter_jsonl(path, checkpoint_id, chunk_lines=1 << 62, source_file=source_file))
-    if not parts:
-        return RawRead(_frame(checkpoint_id, source_file or path.name, [], [], []), 0, 0)
-    return RawRead(
-        pd.concat([p.frame for p in parts], ignore_index=True),
-        sum(p.blank_lines for p in parts),
-        sum(p.bytes_read for p in parts),
+def _empty() -> pa.Table:
+    return pa.table(
+        {
+            "checkpoint_id": pa.array([], pa.string()),
+            "source_file": pa.array([], pa.string()),
+            "line_number": pa.array([], pa.int64()),
+            "raw_line": pa.array([], pa.string()),
+            "decode_error": pa.array([], pa.string()),
+        }
     )
 
 
-def _frame(checkpoint_id: str, source_file: str, numbers: list[int], texts: list[str], errors: list) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "checkpoint_id": checkpoint_id,
-            "source_file": source_file,
-            "line_number": pd.Series(numbers, dtype="int64"),
-            "raw_line": pd.Series(texts, dtype="object"),
-            "decode_error": pd.Series(errors, dtype="object"),
-        },
-        columns=RAW_COLUMNS,
+def read_jsonl(path: Path, checkpoint_id: str, source_file: str | None = None) -> RawRead:
+    """The whole file as one table (small files and tests)."""
+    parts = list(iter_jsonl(path, checkpoint_id, source_file=source_file))
+    if not parts:
+        return RawRead(_empty(), 0, 0)
+    return RawRead(
+        pa.concat_tables([p.table for p in parts]),
+        sum(p.blank_lines for p in parts),
+        sum(p.bytes_read for p in parts),
     )

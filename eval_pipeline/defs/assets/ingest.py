@@ -13,7 +13,8 @@ from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, WarehouseResource
 from eval_pipeline.ingest.jsonl import iter_jsonl
 from eval_pipeline.ingest.ratings import load_ratings
-from eval_pipeline.ingest.validation import empty_quarantine, validate_raw
+from eval_pipeline.ingest.engine import EngineValidation, empty_samples
+from eval_pipeline.ingest.validation import empty_quarantine
 
 
 def _file_sha256(path: Path) -> str:
@@ -47,8 +48,8 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         lines = blank = size = 0
         with wh.partition_writer() as w:  # streamed in chunks, the partition replaced in one transaction
             for chunk in iter_jsonl(path, ckpt.checkpoint_id, settings.ingest_chunk_lines()):
-                w.write(rubric.name, "raw_outputs", chunk.frame, {"checkpoint_id": ckpt.checkpoint_id})
-                lines += len(chunk.frame)
+                w.write(rubric.name, "raw_outputs", chunk.table, {"checkpoint_id": ckpt.checkpoint_id})
+                lines += chunk.table.num_rows
                 blank += chunk.blank_lines
                 size += chunk.bytes_read
         row = {
@@ -87,31 +88,21 @@ def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     def samples(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        seen: set[str] = set()
-        n_read = n_valid = n_bad = 0
-        reasons: dict[str, int] = {}
         where = {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "validate"}
-        # chunk by chunk from one ordered, streaming read of the raw lines; both partitions are swapped in
-        # at the end, together; the quarantine is written before anything can fail, so a checkpoint with
-        # nothing valid keeps its lines
-        with wh.partition_writer() as w:
-            w.write(*QUARANTINE, empty_quarantine(), where)
-            for raw in wh.stream_df(
-                f'SELECT * FROM "{rubric.name}".raw_outputs WHERE checkpoint_id = ? ORDER BY line_number',
-                [ckpt_id],
-                settings.ingest_chunk_lines(),
-            ):
-                result = validate_raw(rubric, raw, seen_ids=seen)
-                w.write(*QUARANTINE, result.quarantine, where)
-                w.write(rubric.name, "samples", result.samples, {"checkpoint_id": ckpt_id})
-                n_read += result.lines_read
-                n_valid += len(result.samples)
-                n_bad += len(result.quarantine)
-                for k, v in result.reasons.items():
-                    reasons[k] = reasons.get(k, 0) + v
-            if n_read == 0:  # an empty file: an empty partition, with the table's columns
-                empty = wh.query_df(f'SELECT * FROM "{rubric.name}".raw_outputs LIMIT 0')
-                w.write(rubric.name, "samples", validate_raw(rubric, empty).samples, {"checkpoint_id": ckpt_id})
+        src = f'(SELECT source_file, line_number, raw_line, decode_error FROM "{rubric.name}".raw_outputs WHERE checkpoint_id = ?)'
+        # validated in the engine, chunk by chunk of line numbers; both partitions are swapped in at the end,
+        # together, so a checkpoint with nothing valid still keeps its quarantined lines
+        with wh.partition_writer() as w, wh.connect() as con:
+            engine = EngineValidation(con, rubric, src, [ckpt_id], ckpt_id, chunk_lines=settings.ingest_chunk_lines())
+            wrote = False
+            for chunk in engine.run():
+                w.write(rubric.name, "samples", chunk, {"checkpoint_id": ckpt_id})
+                wrote = True
+            if not wrote:  # nothing valid: an empty partition, with the table's columns
+                w.write(rubric.name, "samples", empty_samples(rubric), {"checkpoint_id": ckpt_id})
+            quarantine = engine.quarantine()
+            w.write(*QUARANTINE, quarantine if len(quarantine) else empty_quarantine(), where)
+        n_read, n_valid, n_bad, reasons = engine.lines_read, engine.valid, len(quarantine), engine.reason_counts()
         if n_valid + n_bad != n_read:  # pragma: no cover - invariant
             raise dg.Failure(f"row accounting broken: {n_valid} valid + {n_bad} quarantined != {n_read} read")
         metadata = {
