@@ -6,10 +6,16 @@ import itertools
 import os
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from eval_pipeline.core.processes import pid_alive
-from eval_pipeline.core.tables import Frame, check_partition, column_types, ensure_columns, ensure_table, partition_condition, qualified
+from eval_pipeline.core.tables import (
+    Frame,
+    check_partition,
+    column_types,
+    ensure_columns,
+    ensure_table,
+    partition_condition,
+    qualified,
+)
 
 if TYPE_CHECKING:
     from eval_pipeline.core.warehouse import Warehouse

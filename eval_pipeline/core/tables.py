@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
 import duckdb
 import pandas as pd
@@ -44,7 +44,7 @@ def _arrow_type(t: pa.DataType) -> str:
     return "VARCHAR"
 
 
-Frame = pd.DataFrame | pa.Table  # what a write takes: pandas, or Arrow straight from the engine (no Python objects)
+Frame: TypeAlias = pd.DataFrame | pa.Table  # what a write takes: pandas, or Arrow straight from the engine (no Python objects)
 
 
 def column_types(df: Frame) -> list[tuple[str, str]]:
@@ -85,7 +85,9 @@ def columns_of(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> dict[
     )
 
 
-def ensure_table(con: duckdb.DuckDBPyConnection, schema: str, table: str, df: Frame, known: Known | None = None) -> None:
+def ensure_table(
+    con: duckdb.DuckDBPyConnection, schema: str, table: str, df: Frame, known: Known | None = None
+) -> None:
     """Outside a transaction: the table with every column of ``df``; a column an older version created as
     VARCHAR from an all-empty frame gets the frame's real type when its values allow it. ``known``: the
     columns this process has already seen (a DuckLake's catalog answers in ~40 ms, a DuckDB file's in ~1 ms):

@@ -180,7 +180,10 @@ class EngineValidation:
         numbers += list(self.bad)
         canonical += [None] * len(self.bad)  # type: ignore[list-item]
         return pa_arrow.table(
-            {"line_number": pa_arrow.array(numbers, pa_arrow.int64()), "j": pa_arrow.array(canonical, pa_arrow.string())}
+            {
+                "line_number": pa_arrow.array(numbers, pa_arrow.int64()),
+                "j": pa_arrow.array(canonical, pa_arrow.string()),
+            }
         )
 
     def run(self) -> Iterator[pa_arrow.Table]:

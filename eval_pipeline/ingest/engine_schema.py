@@ -105,7 +105,9 @@ def field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
         checks.append(_check(typed(_length(f, stripped=True) >= min_len), msg))
     if f.max_length and f.type in ("string", *LIST_TYPES):
         checks.append(
-            _check(typed(_length(f, stripped=False) <= f.max_length), f"must have at most {f.max_length} characters/items")
+            _check(
+                typed(_length(f, stripped=False) <= f.max_length), f"must have at most {f.max_length} characters/items"
+            )
         )
     if f.minimum is not None and f.type in ("integer", "number"):
         checks.append(_check(typed(pl.col(f.name) >= f.minimum), f"must be >= {f.minimum:g}"))
@@ -126,9 +128,11 @@ def build_engine_schema(rubric: RubricConfig, seen_ids: pl.Series) -> pa.DataFra
     for f in rubric.inputs.fields:
         checks = field_checks(f, rubric)
         if f.name == rubric.inputs.id_field:
-            is_str = _t(f) == "VARCHAR"
+            is_str = (_t(f) == "VARCHAR").fill_null(False)
             checks.append(
-                _check(~is_str | (stripped_length(pl.col(f.name)) > 0), "sample id must not be empty or only whitespace")
+                _check(
+                    ~is_str | (stripped_length(pl.col(f.name)) > 0), "sample id must not be empty or only whitespace"
+                )
             )
             key = pl.col("__id_key")
             checks.append(_check(key.is_first_distinct() & ~key.is_in(seen_ids.implode()), ID_REPEATED))

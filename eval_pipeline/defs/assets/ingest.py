@@ -11,9 +11,9 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, QUARANTINE
 from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, WarehouseResource
+from eval_pipeline.ingest.engine import EngineValidation, empty_samples
 from eval_pipeline.ingest.jsonl import iter_jsonl
 from eval_pipeline.ingest.ratings import load_ratings
-from eval_pipeline.ingest.engine import EngineValidation, empty_samples
 from eval_pipeline.ingest.validation import empty_quarantine
 
 
@@ -89,7 +89,10 @@ def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         where = {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "validate"}
-        src = f'(SELECT source_file, line_number, raw_line, decode_error FROM "{rubric.name}".raw_outputs WHERE checkpoint_id = ?)'
+        src = (
+            f'(SELECT source_file, line_number, raw_line, decode_error FROM "{rubric.name}".raw_outputs '
+            "WHERE checkpoint_id = ?)"
+        )
         # validated in the engine, chunk by chunk of line numbers; both partitions are swapped in at the end,
         # together, so a checkpoint with nothing valid still keeps its quarantined lines
         with wh.partition_writer() as w, wh.connect() as con:
