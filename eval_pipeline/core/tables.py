@@ -44,7 +44,8 @@ def _arrow_type(t: pa.DataType) -> str:
     return "VARCHAR"
 
 
-Frame: TypeAlias = pd.DataFrame | pa.Table  # what a write takes: pandas, or Arrow straight from the engine (no Python objects)
+# what a write takes: pandas, or Arrow straight from the engine (no Python object per row)
+Frame: TypeAlias = pd.DataFrame | pa.Table
 
 
 def column_types(df: Frame) -> list[tuple[str, str]]:
