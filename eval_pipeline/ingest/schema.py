@@ -1,5 +1,5 @@
-"""The pandera schema of a rubric's samples, derived from its declared input fields: the one definition of a
-valid sample."""
+"""The pandas pandera schema of the row-wise reference validator (``rowwise``); the pipeline validates with
+``engine_schema``, and a differential test keeps the two in agreement."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import pandera.pandas as pa
 
 from eval_pipeline.core.config import InputField, RubricConfig
+from eval_pipeline.ingest.engine_schema import TYPE_WORDS
 
 
 class _Missing:
@@ -45,15 +46,7 @@ def _is_type(ftype: str, v: Any) -> bool:
     raise ValueError(ftype)
 
 
-_TYPE_WORDS = {
-    "string": "a string",
-    "integer": "an integer",
-    "number": "a finite number",
-    "boolean": "true or false",
-    "string_list": "a list of strings",
-    "object": "a JSON object",
-    "object_list": "a list of JSON objects",
-}
+_TYPE_WORDS = TYPE_WORDS  # one wording for both validators
 
 
 def _when_present(fn: Callable[[Any], bool]) -> Callable[[Any], bool]:

@@ -10,7 +10,6 @@ implementation as the reference the benchmark and the differential test compare 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -23,15 +22,7 @@ from eval_pipeline.core.contracts import QUARANTINE_COLUMNS  # noqa: F401 (re-ex
 from eval_pipeline.ingest.engine import EngineValidation
 from eval_pipeline.ingest.engine_schema import build_engine_schema
 from eval_pipeline.ingest.jsonl import iter_jsonl
-from eval_pipeline.ingest.rowwise import empty_quarantine  # noqa: F401 (re-exported)
-
-
-@dataclass
-class ValidationResult:
-    samples: pd.DataFrame
-    quarantine: pd.DataFrame
-    lines_read: int
-    reasons: dict[str, int]
+from eval_pipeline.ingest.rowwise import ValidationResult, empty_quarantine  # noqa: F401 (re-exported)
 
 
 def build_schema(rubric: RubricConfig) -> pa.DataFrameSchema:
