@@ -107,25 +107,12 @@ def cached_calls(
 
 
 def _progress(rubric: RubricConfig, settings: JudgeSettings, total: int, hits: int, missing: int):
-    """Judge progress events for a listening console: done / total, cache hits, missing so far."""
+    """Judge progress events for a listening console: done / total, cache hits, missing so far; one now, then
+    one per answer (the returned ``tick``)."""
     t0 = time.perf_counter()
     state = {"done": hits, "missing": missing, "calls": 0}
-    progress.emit(
-        "judge",
-        rubric=rubric.name,
-        judge=settings.name,
-        done=hits,
-        total=total,
-        hits=hits,
-        missing=missing,
-        calls=0,
-        seconds=0.0,
-    )
 
-    def tick(o: CallOutcome) -> None:
-        state["done"] += 1
-        state["calls"] += 1
-        state["missing"] += o.parsed is None
+    def emit() -> None:
         progress.emit(
             "judge",
             rubric=rubric.name,
@@ -136,4 +123,11 @@ def _progress(rubric: RubricConfig, settings: JudgeSettings, total: int, hits: i
             **state,
         )
 
+    def tick(o: CallOutcome) -> None:
+        state["done"] += 1
+        state["calls"] += 1
+        state["missing"] += o.parsed is None
+        emit()
+
+    emit()
     return tick
