@@ -170,13 +170,10 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
     path = ckpt.file_for(rubric.name)
     if path is None:
         raise CliError(f"checkpoint {args.checkpoint} has no {rubric.name}.jsonl")
-    from eval_pipeline.ingest.jsonl import iter_jsonl
-    from eval_pipeline.ingest.validation import validate_raw
+    from eval_pipeline.ingest.validation import validate_file
 
-    ids: list[str] = []  # the valid samples only, validated as the pipeline does (ratings of others are refused)
-    seen: set[str] = set()
-    for chunk in iter_jsonl(path, ckpt.checkpoint_id):
-        ids += validate_raw(rubric, chunk.frame, seen_ids=seen).samples[rubric.inputs.id_field].tolist()
+    # the valid samples only, validated as the pipeline does (ratings of others are refused)
+    ids: list[str] = validate_file(rubric, path, ckpt.checkpoint_id).samples[rubric.inputs.id_field].tolist()
     out = Path(args.out or f"ratings-{rubric.name}-{ckpt.checkpoint_id}.csv")
     header = ["sample_id", "evaluator", "rater_kind", "checkpoint", *rubric.rating_scales, "notes"]
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -65,7 +65,7 @@ def report_dir() -> Path:
 
 
 def ingest_chunk_lines() -> int:
-    """EVAL_INGEST_CHUNK_LINES: lines read, validated and staged per chunk (bounds memory)."""
+    """EVAL_INGEST_CHUNK_LINES: lines validated and staged per chunk (bounds memory; raw files are read in blocks)."""
     return int(_env("EVAL_INGEST_CHUNK_LINES", "25000"))
 
 

@@ -25,7 +25,7 @@ import pyarrow as pa_arrow
 
 from eval_pipeline.core.config import InputField, RubricConfig
 from eval_pipeline.core.contracts import QUARANTINE_COLUMNS
-from eval_pipeline.ingest.engine_schema import JSON_TYPES, LIST_TYPES, build_engine_schema
+from eval_pipeline.ingest.engine_schema import LIST_TYPES, build_engine_schema
 from eval_pipeline.ingest.parsing import parse_line
 
 # leniencies of DuckDB's reader (case-insensitive nan/inf values, 16+ digit numbers, 3-digit exponents, trailing
@@ -148,15 +148,9 @@ class EngineValidation:
     checkpoint_id: str
     chunk_lines: int = 100_000
     stage: str = "validate"
-    prior_ids: set[str] | None = None
     lines_read: int = 0
     valid: int = 0
     bad: dict[int, list[str]] = field(default_factory=dict)
-    _seen: pl.Series = field(default_factory=lambda: pl.Series("__id_key", [], dtype=pl.String))
-
-    def seen_keys(self) -> list[str]:
-        """The id keys of every JSON object read so far (a repeat of one is quarantined)."""
-        return self._seen.to_list()
 
     def _route(self) -> pa_arrow.Table:
         """Python's verdict on the lines DuckDB cannot judge: a reason, or canonical JSON to extract."""
@@ -201,7 +195,8 @@ class EngineValidation:
             "USING (line_number) WHERE (r.line_number IS NULL OR r.j IS NOT NULL) AND s.line_number BETWEEN ? AND ?)"
         )
         sql = extract_sql(rubric, lines)
-        seen = pl.Series("__id_key", sorted(self.prior_ids or ()), dtype=pl.String)
+        schema = build_engine_schema(rubric)
+        seen = pl.Series("__id_key", [], dtype=pl.String)  # the id keys of every object on earlier lines
         names = [f.name for f in rubric.inputs.fields]
         try:
             for start in range(int(lo), int(hi) + 1, self.chunk_lines):
@@ -210,18 +205,22 @@ class EngineValidation:
                     continue
                 frame = pl.from_arrow(arrow)
                 assert isinstance(frame, pl.DataFrame)
-                failing = self._check(frame, seen)
+                key = pl.col("__id_key")
+                frame = frame.with_columns(
+                    (~key.is_first_distinct() | key.is_in(seen.implode())).alias("__id_repeated")
+                )
                 seen = pl.concat([seen, frame["__id_key"]])
+                failing = self._check(schema, frame)
                 ok = frame.filter(~pl.col("line_number").is_in(failing))
                 self.valid += ok.height
-                self._seen = seen
                 yield self._samples(ok, names)
         finally:
             con.unregister("_routed")
 
-    def _check(self, frame: pl.DataFrame, seen: pl.Series) -> list[int]:
+    def _check(self, schema: pa.DataFrameSchema, frame: pl.DataFrame) -> list[int]:
+        """The line numbers that fail; every reason is added to ``bad``."""
         try:
-            build_engine_schema(self.rubric, seen).validate(frame, lazy=True)
+            schema.validate(frame, lazy=True)
             return []
         except pa.errors.SchemaErrors as exc:
             cases = exc.failure_cases
@@ -276,4 +275,4 @@ class EngineValidation:
         return counts
 
 
-__all__ = ["EngineValidation", "JSON_TYPES", "empty_samples", "extract_sql", "route_sql"]
+__all__ = ["EngineValidation", "empty_samples", "extract_sql", "route_sql"]

@@ -32,7 +32,6 @@ TYPE_WORDS = {
     "object_list": "a list of JSON objects",
 }
 LIST_TYPES = ("string_list", "object_list")
-JSON_TYPES = ("string_list", "object", "object_list")
 ID_REPEATED = "sample id repeated within the checkpoint (first occurrence kept)"
 
 
@@ -121,9 +120,9 @@ def field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
     return checks
 
 
-def build_engine_schema(rubric: RubricConfig, seen_ids: pl.Series) -> pa.DataFrameSchema:
-    """The schema of one chunk. ``seen_ids``: the id keys of every JSON object on earlier lines of the file, so
-    a repeat is caught across the whole file (the first occurrence is kept)."""
+def build_engine_schema(rubric: RubricConfig) -> pa.DataFrameSchema:
+    """The schema of the extracted columns. A repeated id is judged on ``__id_repeated``, which the engine sets
+    from every JSON object on earlier lines of the file (the first occurrence is kept)."""
     columns: dict[str, pa.Column] = {}
     for f in rubric.inputs.fields:
         checks = field_checks(f, rubric)
@@ -134,7 +133,6 @@ def build_engine_schema(rubric: RubricConfig, seen_ids: pl.Series) -> pa.DataFra
                     ~is_str | (stripped_length(pl.col(f.name)) > 0), "sample id must not be empty or only whitespace"
                 )
             )
-            key = pl.col("__id_key")
-            checks.append(_check(key.is_first_distinct() & ~key.is_in(seen_ids.implode()), ID_REPEATED))
+            checks.append(_check(~pl.col("__id_repeated"), ID_REPEATED))
         columns[f.name] = pa.Column(None, checks=checks, nullable=True, coerce=False)
     return pa.DataFrameSchema(columns, strict=False, name=f"{rubric.name}.samples")

@@ -71,60 +71,44 @@ def _lines_in_python(block: bytes, n: int) -> tuple[pa.Array, pa.Array, int]:
     return pa.array(texts, pa.string()), pa.array(errors, pa.string()), n
 
 
-def _table(checkpoint_id: str, source_file: str, first: int, texts: pa.Array, errors: pa.Array, n: int) -> RawRead:
-    numbers = pa.array(np.arange(first, first + n, dtype=np.int64))
+def _table(checkpoint_id: str, source_file: str, first: int, block: bytes, bytes_read: int) -> RawRead:
+    """A block of whole lines (each ending in \\n), numbered from ``first``, without its blank lines."""
+    texts, errors, n = _lines_of_block(block)
     blank = pc.equal(pc.utf8_length(pc.utf8_trim(texts, characters=ASCII_WHITESPACE)), 0)
-    keep = pc.invert(blank)
     table = pa.table(
         {
-            "checkpoint_id": pa.array([checkpoint_id], pa.string()).take(pa.array(np.zeros(n, dtype=np.int64))),
-            "source_file": pa.array([source_file], pa.string()).take(pa.array(np.zeros(n, dtype=np.int64))),
-            "line_number": numbers,
+            "checkpoint_id": pa.repeat(pa.scalar(checkpoint_id, pa.string()), n),
+            "source_file": pa.repeat(pa.scalar(source_file, pa.string()), n),
+            "line_number": pa.array(np.arange(first, first + n, dtype=np.int64)),
             "raw_line": texts,
             "decode_error": errors,
         }
-    ).filter(keep)
-    return RawRead(table, n - table.num_rows, 0)
+    ).filter(pc.invert(blank))
+    return RawRead(table, n - table.num_rows, bytes_read)
 
 
-def iter_jsonl(
-    path: Path, checkpoint_id: str, chunk_lines: int = 100_000, source_file: str | None = None
-) -> Iterator[RawRead]:
-    """The file in Arrow tables of whole blocks (at most about 16 MB of text each), so memory stays bounded.
-    ``chunk_lines`` is kept for callers; a block is cut by bytes, not lines."""
-    del chunk_lines
+def iter_jsonl(path: Path, checkpoint_id: str, source_file: str | None = None) -> Iterator[RawRead]:
+    """The file in Arrow tables of whole blocks (at most about 16 MB of text each), so memory stays bounded."""
     source_file = source_file or path.name
     first = 1
     tail = b""
     pending = 0  # bytes read since the last table was yielded
     with open(path, "rb") as fh:
-        at_start = True
-        while True:
-            data = fh.read(BLOCK_BYTES)
-            if at_start and data.startswith(BOM):
+        while data := fh.read(BLOCK_BYTES):
+            pending += len(data)
+            if first == 1 and not tail and data.startswith(BOM):
                 data = data[len(BOM) :]
-                size_offset = len(BOM)
-            else:
-                size_offset = 0
-            at_start = False
-            if not data:
-                break
-            pending += len(data) + size_offset
             block = tail + data
             cut = block.rfind(b"\n") + 1
             tail = block[cut:]
             if cut == 0:
                 continue  # one line longer than a block: read on
-            texts, errors, n = _lines_of_block(block[:cut])
-            read = _table(checkpoint_id, source_file, first, texts, errors, n)
-            read.bytes_read, pending = pending, 0
-            first += n
+            read = _table(checkpoint_id, source_file, first, block[:cut], pending)
+            pending = 0
+            first += read.table.num_rows + read.blank_lines
             yield read
     if tail:
-        texts, errors, n = _lines_of_block(tail + b"\n")
-        read = _table(checkpoint_id, source_file, first, texts, errors, n)
-        read.bytes_read = pending
-        yield read
+        yield _table(checkpoint_id, source_file, first, tail + b"\n", pending)
     elif pending:
         yield RawRead(_empty(), 0, pending)
 

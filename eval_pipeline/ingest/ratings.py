@@ -28,9 +28,9 @@ import pandas as pd
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import RATER_KINDS, RATING_COLUMNS
+from eval_pipeline.core.contracts import QUARANTINE_COLUMNS, RATER_KINDS, RATING_COLUMNS
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_evaluator
-from eval_pipeline.ingest.validation import QUARANTINE_COLUMNS, empty_quarantine
+from eval_pipeline.ingest.validation import empty_quarantine
 
 
 @dataclass

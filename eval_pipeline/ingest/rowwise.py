@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -21,23 +20,8 @@ from pandera.errors import SchemaErrors
 from eval_pipeline.core.config import InputField, RubricConfig
 from eval_pipeline.core.contracts import QUARANTINE_COLUMNS
 from eval_pipeline.ingest.parsing import parse_line
-from eval_pipeline.ingest.schema import MISSING, _absent, _id_key, build_schema  # noqa: F401 (re-exported)
-
-
-def empty_quarantine() -> pd.DataFrame:
-    """A quarantine frame with no rows but the table's real types (so a new table gets them)."""
-    return pd.DataFrame(
-        {
-            "rubric": pd.Series(dtype="object"),
-            "checkpoint_id": pd.Series(dtype="object"),
-            "source_file": pd.Series(dtype="object"),
-            "line_number": pd.Series(dtype="int64"),
-            "stage": pd.Series(dtype="object"),
-            "reason": pd.Series(dtype="object"),
-            "raw_line": pd.Series(dtype="object"),
-            "quarantined_at": pd.Series(dtype="datetime64[ns]"),
-        }
-    )
+from eval_pipeline.ingest.schema import MISSING, _absent, _id_key, build_schema
+from eval_pipeline.ingest.validation import ValidationResult
 
 
 def _extract(obj: dict, path: list[str]) -> Any:
@@ -47,14 +31,6 @@ def _extract(obj: dict, path: list[str]) -> Any:
             return MISSING
         cur = cur[part]
     return cur
-
-
-@dataclass
-class ValidationResult:
-    samples: pd.DataFrame
-    quarantine: pd.DataFrame
-    lines_read: int
-    reasons: dict[str, int]
 
 
 def _column_for(f: InputField, values: list[Any]) -> pd.Series:

@@ -46,9 +46,6 @@ def _is_type(ftype: str, v: Any) -> bool:
     raise ValueError(ftype)
 
 
-_TYPE_WORDS = TYPE_WORDS  # one wording for both validators
-
-
 def _when_present(fn: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda v: True if _absent(v) else bool(fn(v))
 
@@ -72,7 +69,7 @@ def _field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
             _when_present(functools.partial(_is_type, f.type)),
             element_wise=True,
             ignore_na=False,
-            error=f"must be {_TYPE_WORDS[f.type]}",
+            error=f"must be {TYPE_WORDS[f.type]}",
         )
     )
     typed = lambda fn, t=f.type: _when_present(lambda v: (not _is_type(t, v)) or fn(v))  # noqa: E731

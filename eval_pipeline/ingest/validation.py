@@ -3,37 +3,59 @@
 Every raw line ends either in the samples or in the quarantine with every reason: not UTF-8, malformed JSON,
 not an object, wrong types, missing fields, values outside the allowed set or length, a sample id repeated
 in the file (the first occurrence is kept), an empty response. The pipeline validates a checkpoint inside
-the warehouse (``EngineValidation`` on ``<rubric>.raw_outputs``); ``validate_raw`` runs the same code on a
-frame of raw lines in an in-memory DuckDB (tests, the CLI). ``rowwise`` keeps the earlier row-by-row pandas
-implementation as the reference the benchmark and the differential test compare against.
+the warehouse (``EngineValidation`` on ``<rubric>.raw_outputs``); ``validate_raw`` and ``validate_file`` run
+the same code on raw lines in an in-memory DuckDB (tests, the CLI). ``rowwise`` keeps the earlier row-by-row
+pandas implementation as the reference the benchmark and the differential test compare against.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 import pandera.polars as pa
-import polars as pl
+import pyarrow as pa_arrow
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import QUARANTINE_COLUMNS  # noqa: F401 (re-exported)
 from eval_pipeline.ingest.engine import EngineValidation
 from eval_pipeline.ingest.engine_schema import build_engine_schema
 from eval_pipeline.ingest.jsonl import iter_jsonl
-from eval_pipeline.ingest.rowwise import ValidationResult, empty_quarantine  # noqa: F401 (re-exported)
+
+
+@dataclass
+class ValidationResult:
+    samples: pd.DataFrame
+    quarantine: pd.DataFrame
+    lines_read: int
+    reasons: dict[str, int]
+
+
+def empty_quarantine() -> pd.DataFrame:
+    """A quarantine frame with no rows but the table's real types (so a new table gets them)."""
+    return pd.DataFrame(
+        {
+            "rubric": pd.Series(dtype="object"),
+            "checkpoint_id": pd.Series(dtype="object"),
+            "source_file": pd.Series(dtype="object"),
+            "line_number": pd.Series(dtype="int64"),
+            "stage": pd.Series(dtype="object"),
+            "reason": pd.Series(dtype="object"),
+            "raw_line": pd.Series(dtype="object"),
+            "quarantined_at": pd.Series(dtype="datetime64[ns]"),
+        }
+    )
 
 
 def build_schema(rubric: RubricConfig) -> pa.DataFrameSchema:
     """The pandera (Polars) schema of a rubric's samples: the one definition of a valid sample."""
-    return build_engine_schema(rubric, pl.Series("__id_key", [], dtype=pl.String))
+    return build_engine_schema(rubric)
 
 
-def _samples_frame(rubric: RubricConfig, engine: EngineValidation, chunks: list) -> pd.DataFrame:
+def _samples_frame(rubric: RubricConfig, chunks: list[pa_arrow.Table]) -> pd.DataFrame:
     if chunks:
-        import pyarrow as pa_arrow
-
         df = pa_arrow.concat_tables(chunks).to_pandas()
     else:
         df = pd.DataFrame({"checkpoint_id": pd.Series(dtype="object"), "line_number": pd.Series(dtype="int64")})
@@ -48,45 +70,46 @@ def _samples_frame(rubric: RubricConfig, engine: EngineValidation, chunks: list)
     return df
 
 
-def validate_raw(
-    rubric: RubricConfig, raw: pd.DataFrame, stage: str = "validate", seen_ids: set[str] | None = None
+RAW_TABLE = (
+    "CREATE TABLE raw (checkpoint_id VARCHAR, source_file VARCHAR, line_number BIGINT, raw_line VARCHAR, "
+    "decode_error VARCHAR)"
+)
+
+
+def _in_memory(
+    rubric: RubricConfig, load: Callable[[duckdb.DuckDBPyConnection], None], checkpoint_id: str, stage: str
 ) -> ValidationResult:
-    """Split a frame of raw lines (``read_jsonl``) into valid samples and quarantined rows (with reasons)."""
-    ckpt = str(raw["checkpoint_id"].iloc[0]) if len(raw) else ""
+    """Raw lines put into the table ``raw`` of an in-memory DuckDB by ``load``, validated as the pipeline does."""
     con = duckdb.connect()
     try:
-        frame = raw[["source_file", "line_number", "raw_line", "decode_error"]].astype(
-            {"source_file": "object", "raw_line": "object", "decode_error": "object"}
-        )
-        con.register("_raw_frame", frame)
-        con.execute("CREATE TABLE raw AS SELECT * FROM _raw_frame")
-        engine = EngineValidation(con, rubric, "raw", [], ckpt, stage=stage, prior_ids=seen_ids)
-        chunks = list(engine.run())
-        samples = _samples_frame(rubric, engine, chunks)
+        con.execute(RAW_TABLE)
+        load(con)
+        engine = EngineValidation(con, rubric, "raw", [], checkpoint_id, stage=stage)
+        samples = _samples_frame(rubric, list(engine.run()))
         quarantine = engine.quarantine()
     finally:
         con.close()
-    if seen_ids is not None:
-        seen_ids.update(engine.seen_keys())
     return ValidationResult(samples, quarantine, engine.lines_read, engine.reason_counts())
+
+
+def _insert(con: duckdb.DuckDBPyConnection, rows: pd.DataFrame | pa_arrow.Table) -> None:
+    con.register("_rows", rows)
+    con.execute("INSERT INTO raw SELECT checkpoint_id, source_file, line_number, raw_line, decode_error FROM _rows")
+    con.unregister("_rows")
+
+
+def validate_raw(rubric: RubricConfig, raw: pd.DataFrame, stage: str = "validate") -> ValidationResult:
+    """Split a frame of raw lines (``read_jsonl``) into valid samples and quarantined rows (with reasons)."""
+    ckpt = str(raw["checkpoint_id"].iloc[0]) if len(raw) else ""
+    frame = raw.astype({"source_file": "object", "raw_line": "object", "decode_error": "object"})
+    return _in_memory(rubric, lambda con: _insert(con, frame), ckpt, stage)
 
 
 def validate_file(rubric: RubricConfig, path: Path, checkpoint_id: str) -> ValidationResult:
-    """A whole JSONL file, as the pipeline validates it (in an in-memory DuckDB)."""
-    con = duckdb.connect()
-    try:
-        con.execute(
-            "CREATE TABLE raw (checkpoint_id VARCHAR, source_file VARCHAR, line_number BIGINT, raw_line VARCHAR, "
-            "decode_error VARCHAR)"
-        )
+    """A whole JSONL file, read and validated as the pipeline does it (in an in-memory DuckDB)."""
+
+    def load(con: duckdb.DuckDBPyConnection) -> None:
         for chunk in iter_jsonl(path, checkpoint_id):
-            con.register("_chunk", chunk.table)
-            con.execute("INSERT INTO raw SELECT * FROM _chunk")
-            con.unregister("_chunk")
-        engine = EngineValidation(con, rubric, "raw", [], checkpoint_id)
-        chunks = list(engine.run())
-        samples = _samples_frame(rubric, engine, chunks)
-        quarantine = engine.quarantine()
-    finally:
-        con.close()
-    return ValidationResult(samples, quarantine, engine.lines_read, engine.reason_counts())
+            _insert(con, chunk.table)
+
+    return _in_memory(rubric, load, checkpoint_id, "validate")

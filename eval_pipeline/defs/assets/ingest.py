@@ -14,7 +14,6 @@ from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, Wareho
 from eval_pipeline.ingest.engine import EngineValidation, empty_samples
 from eval_pipeline.ingest.jsonl import iter_jsonl
 from eval_pipeline.ingest.ratings import load_ratings
-from eval_pipeline.ingest.validation import empty_quarantine
 
 
 def _file_sha256(path: Path) -> str:
@@ -47,7 +46,7 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         wh = warehouse.get()
         lines = blank = size = 0
         with wh.partition_writer() as w:  # streamed in chunks, the partition replaced in one transaction
-            for chunk in iter_jsonl(path, ckpt.checkpoint_id, settings.ingest_chunk_lines()):
+            for chunk in iter_jsonl(path, ckpt.checkpoint_id):
                 w.write(rubric.name, "raw_outputs", chunk.table, {"checkpoint_id": ckpt.checkpoint_id})
                 lines += chunk.table.num_rows
                 blank += chunk.blank_lines
@@ -97,14 +96,11 @@ def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         # together, so a checkpoint with nothing valid still keeps its quarantined lines
         with wh.partition_writer() as w, wh.connect() as con:
             engine = EngineValidation(con, rubric, src, [ckpt_id], ckpt_id, chunk_lines=settings.ingest_chunk_lines())
-            wrote = False
+            w.write(rubric.name, "samples", empty_samples(rubric), {"checkpoint_id": ckpt_id})  # declares the columns
             for chunk in engine.run():
                 w.write(rubric.name, "samples", chunk, {"checkpoint_id": ckpt_id})
-                wrote = True
-            if not wrote:  # nothing valid: an empty partition, with the table's columns
-                w.write(rubric.name, "samples", empty_samples(rubric), {"checkpoint_id": ckpt_id})
             quarantine = engine.quarantine()
-            w.write(*QUARANTINE, quarantine if len(quarantine) else empty_quarantine(), where)
+            w.write(*QUARANTINE, quarantine, where)
         n_read, n_valid, n_bad, reasons = engine.lines_read, engine.valid, len(quarantine), engine.reason_counts()
         if n_valid + n_bad != n_read:  # pragma: no cover - invariant
             raise dg.Failure(f"row accounting broken: {n_valid} valid + {n_bad} quarantined != {n_read} read")
