@@ -96,3 +96,40 @@ def test_the_repeatability_gate_passes_fails_and_fails_closed(rubrics):
     assert not r.passed and r.reason.startswith("fails closed")
     (r,) = evaluate_gate(g, rubric, pd.DataFrame(), GateInputs(load=lambda t: table.assign(n_samples=5)))
     assert not r.passed and r.reason.startswith("fails closed")
+
+
+def test_the_offline_judge_states_a_distribution_and_is_noisy_only_when_asked_again(tmp_path, rubrics):
+    """The heuristic judge's declared uncertainty: a discretized normal around its point, SD 0.15 of the width; the
+    written score is its mode; asked again it drifts (SD 0.08 of the width) and writes a draw, seeded."""
+    from eval_pipeline.judge import heuristic as h
+
+    dist = h.distribution(1.0, 1, 5)  # x = 5, SD 0.6: weights 1, e^-(1/0.6)^2/2, e^-(2/0.6)^2/2, ...
+    w = {v: np.exp(-0.5 * ((v - 5) / 0.6) ** 2) for v in range(1, 6)}
+    assert dist == pytest.approx({v: w[v] / sum(w.values()) for v in w}, abs=1e-12)
+    assert sum(v * p for v, p in dist.items()) == pytest.approx(4.7948, abs=1e-4)
+    assert sum(v * p for v, p in h.distribution(0.5, 1, 5).items()) == pytest.approx(3.0, abs=1e-12)
+    assert all(max(h.distribution(f, 1, 7).items(), key=lambda t: t[1])[0] == h.to_scale(f, 1, 7)
+               for f in np.linspace(0.01, 0.99, 37))  # fmt: skip
+
+    rubric = rubrics["empathetic_dialogue"]
+    records = emp_records(80)
+    wh = Warehouse(str(tmp_path / "w.duckdb"))
+    runs = [judge_samples(rubric, "c", records, wh, mode="heuristic", repeat=r)[0] for r in range(3)]
+    again = [judge_samples(rubric, "c", records, wh, mode="heuristic", repeat=r)[0] for r in range(3)]
+    for a, b in zip(runs, again, strict=True):
+        pd.testing.assert_frame_equal(a, b)  # seeded: the same draws on every run
+    panel = runs[0][runs[0].judge == "panel"]
+    assert panel.score.equals(panel.expected_score) and panel.score_distribution.notna().all()
+    assert (panel.chosen_score == panel.chosen_score.round()).all()
+    dims = [d.key for d in rubric.judged_dimensions]
+    df = repeatability("c", runs, dims).set_index("dimension")
+    assert (df.score_source == "expected").all()
+    # the expected score moves only with the drift: the SD of (x, x + e1, x + e2), e ~ N(0, 0.08 * 4), is at most
+    # that of the unclipped process (the scale's ends pull it in)
+    sigma = h.DRIFT * 4
+    e = np.random.default_rng(1).normal(0, sigma, size=(200_000, 2))
+    bound = np.c_[np.zeros(len(e)), e].std(axis=1, ddof=1).mean()
+    assert (df.mean_within_sd > 0.4 * bound).all() and (df.mean_within_sd < 1.1 * bound).all()
+    # the written score is a draw: noisier than the expected one, and it changes on most samples
+    assert (df.mean_within_sd_chosen > 2 * df.mean_within_sd).all() and (df.share_changed_chosen > 0.3).all()
+    assert (df.alpha_chosen < df.alpha_interval).all()

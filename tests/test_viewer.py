@@ -18,7 +18,7 @@ from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.defs.definitions import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.publish.viewer.app import create_app
-from eval_pipeline.publish.viewer.render import word_diff
+from eval_pipeline.publish.viewer.render import num, word_diff
 
 from .conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
 
@@ -110,6 +110,12 @@ def test_checkpoint_page_shows_means_against_the_parent_gates_agreement_and_quar
     assert html.count('class="length-row"') == len(lb)
     rep = wh.query_df("SELECT * FROM npc_dialogue.judge_repeatability WHERE checkpoint_id = 'ckpt-0300'")
     assert len(rep) == 5 and (rep.n_samples == 20).all() and html.count('class="repeat-row"') == 5
+    # the offline judge states a distribution: scores are expected values, its written scores are the noisier
+    assert (rep.score_source == "expected").all() and (rep.mean_within_sd_chosen > rep.mean_within_sd).all()
+    for col in ("alpha_interval", "alpha_chosen", "mean_within_sd_chosen"):
+        assert all(f">{num(v)}<" in html for v in rep[col]), col
+    raters = {r[0] for r in wh.query_rows("SELECT DISTINCT raters FROM npc_dialogue.agreement")}
+    assert {"judge~human_mean", "judge_chosen~human_mean"} <= raters  # expected against written, both measured
 
 
 def test_regressions_listed_are_exactly_the_samples_that_got_worse(client, evaluated):

@@ -169,8 +169,12 @@ REPEATABILITY_COLUMNS = [
     "dimension",
     "n_samples",
     "times",
+    "score_source",  # what the next three measure: the score that feeds the results ('expected' or 'chosen')
     "alpha_interval",
     "mean_within_sd",
     "share_changed",
+    "alpha_chosen",  # the same three on the score the judge wrote
+    "mean_within_sd_chosen",
+    "share_changed_chosen",
     "missing",
 ]

@@ -53,40 +53,57 @@ def pick_subset(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], 
     return picked
 
 
+def _spread(repeats: list[pd.DataFrame], dim: str, column: str) -> tuple[int, int, float, float, float]:
+    """Samples compared, scores missing, alpha (interval) across the scorings, mean within-sample SD, share of
+    samples whose ``column`` changed."""
+    wide = pd.concat(
+        [
+            r[(r.judge == PANEL) & (r.dimension == dim)].set_index("sample_id")[column].rename(i)
+            for i, r in enumerate(repeats)
+        ],
+        axis=1,
+    )
+    missing = int(wide.isna().sum().sum())
+    data = wide.dropna().to_numpy(float)  # samples x repeats
+    n = len(data)
+    sd = float(np.mean(np.std(data, axis=1, ddof=1))) if n else float("nan")
+    changed = float(np.mean(np.ptp(data, axis=1) > 0)) if n else float("nan")
+    alpha = float("nan")
+    if n >= 2:
+        # alpha is undefined when no score varies at all: a judge that never changes is perfectly repeatable
+        alpha = 1.0 if np.all(data == data[0, 0]) or changed == 0 else st.krippendorff_alpha(data.T, "interval")
+    return n, missing, alpha, sd, changed
+
+
 def repeatability(ckpt: str, repeats: list[pd.DataFrame], dimensions: list[str]) -> pd.DataFrame:
-    """``repeats``: one judge_scores frame per scoring of the subset; the panel's rows are compared."""
+    """``repeats``: one judge_scores frame per scoring of the subset; the panel's rows are compared, on the score
+    that feeds the results and on the score the judge wrote (they differ when scores are expected values read
+    from token probabilities)."""
     rows = []
     for dim in dimensions:
-        wide = pd.concat(
-            [
-                r[(r.judge == PANEL) & (r.dimension == dim)].set_index("sample_id")["score"].rename(i)
-                for i, r in enumerate(repeats)
-            ],
-            axis=1,
-        )
-        missing = int(wide.isna().sum().sum())
-        data = wide.dropna().to_numpy(float)  # samples x repeats
-        n = len(data)
-        sd = float(np.mean(np.std(data, axis=1, ddof=1))) if n else float("nan")
-        changed = float(np.mean(np.ptp(data, axis=1) > 0)) if n else float("nan")
-        alpha = float("nan")
-        if n >= 2:
-            # alpha is undefined when no score varies at all: a judge that never changes is perfectly repeatable
-            alpha = 1.0 if np.all(data == data[0, 0]) or changed == 0 else st.krippendorff_alpha(data.T, "interval")
+        n, missing, alpha, sd, changed = _spread(repeats, dim, "score")
+        _, _, alpha_w, sd_w, changed_w = _spread(repeats, dim, "chosen_score")
+        panel = [r[(r.judge == PANEL) & (r.dimension == dim)] for r in repeats]
+        from_probabilities = any(p.expected_score.notna().any() and p.score.equals(p.expected_score) for p in panel)
         rows.append(
             dict(
                 checkpoint_id=ckpt,
                 dimension=dim,
                 n_samples=n,
                 times=len(repeats),
+                score_source="expected" if from_probabilities else "chosen",
                 alpha_interval=alpha,
                 mean_within_sd=sd,
                 share_changed=changed,
+                alpha_chosen=alpha_w,
+                mean_within_sd_chosen=sd_w,
+                share_changed_chosen=changed_w,
                 missing=missing,
             )
         )
+    floats = ["alpha_interval", "mean_within_sd", "share_changed", "alpha_chosen", "mean_within_sd_chosen"]
     return pd.DataFrame(rows, columns=REPEATABILITY_COLUMNS).astype(
-        {"alpha_interval": "float64", "mean_within_sd": "float64", "share_changed": "float64"}
+        {c: "float64" for c in [*floats, "share_changed_chosen"]}
     )
 
 

@@ -57,47 +57,26 @@ def _questionnaire_rows(rubric: RubricConfig, rows: list[dict[str, Any]]) -> lis
     if q is None or not rows:
         return []
     by_item = {r["dimension"]: r for r in rows}
-    base = rows[0]
-    out = []
-    totals: list[float] = []
-    for m in q.metrics:
-        vals, reasons = [], []
-        for item in m.items:
-            r = by_item.get(item.id)
-            if r is None or r["score"] is None:
-                reasons.append(item.id)
-                continue
-            vals.append(q.scale.max + q.scale.min - r["score"] if item.reverse else r["score"])
-        if reasons:
-            score, reason = None, f"items missing: {', '.join(reasons)}"
-        else:
-            score, reason = float(sum(vals)), None
-            totals.append(score)
-        out.append(
-            {
-                **base,
-                "dimension": m.key,
-                "kind": "questionnaire_metric",
-                "score": score,
-                "status": "ok" if score is not None else "missing",
-                "reason": reason,
-                "rationale": "",
-                "prompt_tokens": 0,
-                "completion_tokens": 0,
-                "latency_ms": None,
-                "attempts": 0,
-                "cached": False,
-            }
-        )
-    ok = len(totals) == len(q.metrics)
-    out.append(
-        {
+    base = {**rows[0], "score_distribution": None}
+    lo_hi = q.scale.max + q.scale.min
+
+    def summed(column: str, items: list) -> float | None:
+        """The sum of the items' ``column`` (reverse items mirrored), None when an item lacks it."""
+        vals = [by_item[i.id].get(column) if i.id in by_item else None for i in items]
+        if any(v is None for v in vals):
+            return None
+        return float(sum(lo_hi - v if i.reverse else v for i, v in zip(items, vals, strict=True)))
+
+    def row(dim: str, kind: str, score: float | None, reason: str | None, chosen, expected) -> dict[str, Any]:
+        return {
             **base,
-            "dimension": f"{q.key}_total",
-            "kind": "questionnaire_total",
-            "score": float(sum(totals)) if ok else None,
-            "status": "ok" if ok else "missing",
-            "reason": None if ok else "a metric is missing",
+            "dimension": dim,
+            "kind": kind,
+            "score": score,
+            "chosen_score": chosen,
+            "expected_score": expected,
+            "status": "ok" if score is not None else "missing",
+            "reason": reason,
             "rationale": "",
             "prompt_tokens": 0,
             "completion_tokens": 0,
@@ -105,6 +84,31 @@ def _questionnaire_rows(rubric: RubricConfig, rows: list[dict[str, Any]]) -> lis
             "attempts": 0,
             "cached": False,
         }
+
+    out = []
+    sums: dict[str, list[float | None]] = {"score": [], "chosen_score": [], "expected_score": []}
+    for m in q.metrics:
+        missing = [i.id for i in m.items if i.id not in by_item or by_item[i.id]["score"] is None]
+        score = None if missing else summed("score", m.items)
+        chosen, exp = (None, None) if missing else (summed("chosen_score", m.items), summed("expected_score", m.items))
+        for k, v in (("score", score), ("chosen_score", chosen), ("expected_score", exp)):
+            sums[k].append(v)
+        reason = f"items missing: {', '.join(missing)}" if missing else None
+        out.append(row(m.key, "questionnaire_metric", score, reason, chosen, exp))
+
+    def total(k: str) -> float | None:
+        return None if any(v is None for v in sums[k]) else float(sum(sums[k]))  # type: ignore[arg-type]
+
+    ok = total("score") is not None
+    out.append(
+        row(
+            f"{q.key}_total",
+            "questionnaire_total",
+            total("score"),
+            None if ok else "a metric is missing",
+            total("chosen_score"),
+            total("expected_score"),
+        )
     )
     return out
 
@@ -150,4 +154,6 @@ def _panel_rows(rubric: RubricConfig, rows: list[dict[str, Any]], aggregate: str
         out[-1]["chosen_score"] = (chosen[0] if len(chosen) == 1 else agg(chosen)) if chosen else None
         # the panel's expected score only when every judge that scored gave one (else it would mix two readings)
         out[-1]["expected_score"] = (exp[0] if len(exp) == 1 else agg(exp)) if exp and len(exp) == len(ok) else None
+        if len(rs) == 1:  # one judge: its distribution is the panel's
+            out[-1]["score_distribution"] = rs[0].get("score_distribution")
     return out

@@ -51,34 +51,46 @@ def settings_from_env(spec: JudgeSpec | None = None, **overrides: Any) -> JudgeS
     return JudgeSettings(**values)
 
 
-def _heuristic_rows(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _heuristic_rows(
+    rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], repeat: int = 0
+) -> list[dict[str, Any]]:
     judge = HeuristicJudge(rubric)
     item_ids = {i.id for m in rubric.questionnaire.metrics for i in m.items} if rubric.questionnaire else set()
+    by_expected = rubric.panel.score_source == "expected"
     rows = []
     for rec in records:
-        scores = judge.score(rec)
         sample_rows = []
-        for key, (score, why) in scores.items():
+        for key, (chosen, why, dist) in judge.score(rec, repeat).items():
             kind = "questionnaire_item" if key in item_ids else "dimension"
-            sample_rows.append(
-                _row(
-                    ckpt,
-                    rec["sample_id"],
-                    judge.name,
-                    judge.kind,
-                    judge.model,
-                    key,
-                    kind,
-                    score,
-                    None if score is not None else why,
-                    why if score is not None else "",
-                    False,
-                    rubric.version,
-                )
+            exp = expected(dist) if dist else None
+            score = exp if exp is not None and by_expected else chosen
+            row = _row(
+                ckpt,
+                rec["sample_id"],
+                judge.name,
+                judge.kind,
+                judge.model,
+                key,
+                kind,
+                score,
+                None if score is not None else why,
+                why if score is not None else "",
+                False,
+                rubric.version,
             )
+            row.update(
+                chosen_score=None if chosen is None else float(chosen),
+                expected_score=exp,
+                score_distribution=_dist_json(dist) if exp is not None else None,
+            )
+            sample_rows.append(row)
         rows += sample_rows
         rows += _questionnaire_rows(rubric, [r for r in sample_rows if r["kind"] == "questionnaire_item"])
     return rows
+
+
+def _dist_json(dist: dict[int, float]) -> str:
+    return json.dumps({str(k): round(p, 6) for k, p in dist.items()})
 
 
 def _score_specs(
@@ -163,7 +175,7 @@ def _llm_rows(
             task_rows[-1].update(
                 chosen_score=chosen,
                 expected_score=exp,
-                score_distribution=json.dumps({str(k): round(p, 6) for k, p in dist.items()}) if dist else None,
+                score_distribution=_dist_json(dist) if dist else None,
             )
         rows += task_rows
         if qn:
@@ -188,7 +200,7 @@ def judge_samples(
     if mode == "heuristic":
         stats.judges = ["heuristic"]
         stats.judge_kind = "heuristic"
-        rows = _heuristic_rows(rubric, ckpt, records)
+        rows = _heuristic_rows(rubric, ckpt, records, repeat)
         stats.prompts = len(records)
     elif mode == "openai":
         specs = rubric.panel.judges or [JudgeSpec(name="default")]

@@ -199,11 +199,15 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
         out.append("<h3>Guarded scores against the parent</h3>" + _table(c))
     if wh.table_exists(rubric, "judge_repeatability"):
         rp = wh.query_df(
-            "SELECT checkpoint_id AS checkpoint, dimension, n_samples, times, alpha_interval, mean_within_sd, "
-            f'share_changed, missing FROM "{rubric}".judge_repeatability'
+            "SELECT checkpoint_id AS checkpoint, dimension, n_samples, times, score_source, alpha_interval, "
+            "mean_within_sd, share_changed, alpha_chosen, mean_within_sd_chosen, share_changed_chosen, missing "
+            f'FROM "{rubric}".judge_repeatability'
         )
         rp = rp.assign(_o=rp.checkpoint.map(rank)).sort_values(["_o", "dimension"]).drop(columns="_o")
-        out.append("<h3>Judge repeatability (a subset scored again)</h3>" + _table(rp))
+        out.append(
+            "<h3>Judge repeatability (a subset scored again; on the score that feeds the results, then on the "
+            "score the judge wrote)</h3>" + _table(rp)
+        )
     if wh.table_exists(rubric, "length_bias"):
         lb = wh.query_df(
             "SELECT checkpoint_id AS checkpoint, score, n, judge_length_rho, n_rated, rated_judge_length_rho, "

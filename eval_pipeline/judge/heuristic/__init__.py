@@ -8,6 +8,20 @@ questionnaire metric); each feature returns a value in [0, 1] (or None when it
 does not apply), the weighted mean of the applicable terms maps linearly onto
 the dimension's scale. Text inside the sample cannot change the rules: there is
 no instruction channel, only features.
+
+Its uncertainty is declared, not learned: the features place a sample at a
+continuous point x on the scale, and the judge states a distribution over the
+scale's whole numbers, a normal around x with SD ``SPREAD`` of the scale's
+width, discretized. Its written score is the most likely value (x rounded);
+the distribution and its expected value are recorded as an LLM judge's token
+probabilities would be, so probability-weighted scores and their agreement work
+offline. Asked again (a repeat scoring, ``repeat`` > 0) it behaves as a judge
+sampled at a non-zero temperature: its reasoning varies, so the point moves
+(x + e, e normal with SD ``DRIFT`` of the width), and it writes a draw from the
+distribution around the moved point; both seeded by the sample, the score and
+the repeat. The judge_repeatability table then shows what a judge with this much
+noise looks like, for the written and for the expected score. These figures
+describe the heuristic's declared noise, not an LLM's.
 """
 
 from __future__ import annotations
@@ -15,6 +29,8 @@ from __future__ import annotations
 import importlib
 import math
 import pkgutil
+import statistics
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -61,6 +77,37 @@ def to_scale(f: float, lo: int, hi: int) -> int:
     return int(max(lo, min(hi, math.floor(lo + f * (hi - lo) + 0.5))))
 
 
+SPREAD = 0.15  # the declared SD of the heuristic's placement, as a share of the scale's width
+DRIFT = 0.08  # the SD of the point's move when asked again, as a share of the scale's width
+
+
+def distribution(f: float, lo: int, hi: int) -> dict[int, float]:
+    """The heuristic's distribution over lo..hi: a normal around lo + f (hi - lo), SD SPREAD (hi - lo), on the
+    whole numbers, renormalised. Its mode is ``to_scale(f)``."""
+    x, sd = lo + f * (hi - lo), max(SPREAD * (hi - lo), 1e-9)
+    weights = {v: math.exp(-0.5 * ((v - x) / sd) ** 2) for v in range(lo, hi + 1)}
+    total = sum(weights.values())
+    return {v: w / total for v, w in weights.items()}
+
+
+def _uniform(*seed_parts: object) -> float:
+    """A number in [0, 1), the same for the same seed parts on every run."""
+    return zlib.crc32("|".join(map(str, seed_parts)).encode()) / 2**32
+
+
+def draw(dist: dict[int, float], u: float) -> int:
+    """The score at quantile ``u`` of ``dist``."""
+    acc = 0.0
+    for v, p in dist.items():
+        acc += p
+        if u < acc:
+            return v
+    return max(dist)
+
+
+Scored = tuple["int | None", str, "dict[int, float] | None"]
+
+
 class HeuristicJudge:
     """Rule-based scores from observable features. Not an LLM; labelled 'heuristic'."""
 
@@ -75,31 +122,43 @@ class HeuristicJudge:
             missing += [m.key for m in rubric.questionnaire.metrics if not m.heuristic]
         self.unsupported = set(missing)
 
-    def score(self, sample: dict) -> dict[str, tuple[int | None, str]]:
-        """Dimension (or questionnaire item) -> (score or None, rationale)."""
-        out: dict[str, tuple[int | None, str]] = {}
+    def score(self, sample: dict, repeat: int = 0) -> dict[str, Scored]:
+        """Dimension (or questionnaire item) -> (score or None, rationale, distribution over the scale or None).
+        ``repeat`` 0: the most likely score; > 0: a seeded draw from the distribution (asked again)."""
+        out: dict[str, Scored] = {}
+
+        def scored(key: str, f: float, lo: int, hi: int, why: str) -> Scored:
+            if repeat == 0:
+                return to_scale(f, lo, hi), why, distribution(f, lo, hi)
+            seed = (self.rubric.name, sample.get("sample_id"), key, repeat)
+            moved = f + DRIFT * statistics.NormalDist().inv_cdf(min(max(_uniform(*seed, "drift"), 1e-9), 1 - 1e-9))
+            dist = distribution(moved, lo, hi)
+            return draw(dist, _uniform(*seed, "draw")), why, dist
+
         for d in self.rubric.judged_dimensions:
             if d.key in self.unsupported:
-                out[d.key] = (None, "no heuristic declared for this dimension")
+                out[d.key] = (None, "no heuristic declared for this dimension", None)
                 continue
             sc = self.rubric.scale_of(d)
             f, values = estimate(d.heuristic, sample)
             out[d.key] = (
-                (None, "no applicable feature") if f is None else (to_scale(f, sc.min, sc.max), f"features {values}")
+                (None, "no applicable feature", None)
+                if f is None
+                else scored(d.key, f, sc.min, sc.max, f"features {values}")
             )
         q = self.rubric.questionnaire
         if q:
             for m in q.metrics:
                 if m.key in self.unsupported:
                     for item in m.items:
-                        out[item.id] = (None, "no heuristic declared for this metric")
+                        out[item.id] = (None, "no heuristic declared for this metric", None)
                     continue
                 f, values = estimate(m.heuristic, sample)
                 for item in m.items:
                     if f is None:
-                        out[item.id] = (None, "no applicable feature")
+                        out[item.id] = (None, "no applicable feature", None)
                         continue
                     # a reverse-worded item is answered as its mirror, so reverse scoring restores f
                     g = 1.0 - f if item.reverse else f
-                    out[item.id] = (to_scale(g, q.scale.min, q.scale.max), f"{m.key} features {values}")
+                    out[item.id] = scored(item.id, g, q.scale.min, q.scale.max, f"{m.key} features {values}")
         return out
