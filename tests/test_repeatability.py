@@ -99,17 +99,20 @@ def test_the_repeatability_gate_passes_fails_and_fails_closed(rubrics):
 
 
 def test_the_offline_judge_states_a_distribution_and_is_noisy_only_when_asked_again(tmp_path, rubrics):
-    """The heuristic judge's declared uncertainty: a discretized normal around its point, SD 0.15 of the width; the
-    written score is its mode; asked again it drifts (SD 0.08 of the width) and writes a draw, seeded."""
+    """The heuristic judge's declared uncertainty: a discretized normal around its point, SD 0.15 of the width,
+    tilted to mean the point; the written score is the point rounded; asked again it drifts (SD 0.08 of the
+    width) and writes a draw, seeded."""
     from eval_pipeline.judge import heuristic as h
 
-    dist = h.distribution(1.0, 1, 5)  # x = 5, SD 0.6: weights 1, e^-(1/0.6)^2/2, e^-(2/0.6)^2/2, ...
-    w = {v: np.exp(-0.5 * ((v - 5) / 0.6) ** 2) for v in range(1, 6)}
+    dist = h.distribution(0.5, 1, 5)  # x = 3, SD 0.6, symmetric (no tilt): weights e^-((v-3)/0.6)^2/2
+    w = {v: np.exp(-0.5 * ((v - 3) / 0.6) ** 2) for v in range(1, 6)}
     assert dist == pytest.approx({v: w[v] / sum(w.values()) for v in w}, abs=1e-12)
-    assert sum(v * p for v, p in dist.items()) == pytest.approx(4.7948, abs=1e-4)
-    assert sum(v * p for v, p in h.distribution(0.5, 1, 5).items()) == pytest.approx(3.0, abs=1e-12)
-    assert all(max(h.distribution(f, 1, 7).items(), key=lambda t: t[1])[0] == h.to_scale(f, 1, 7)
-               for f in np.linspace(0.01, 0.99, 37))  # fmt: skip
+    assert dist[3] == pytest.approx(1 / (1 + 2 * np.exp(-1 / 0.72) + 2 * np.exp(-4 / 0.72)), abs=1e-12)
+    for f in np.linspace(0, 1, 41):  # tilted so that the expected score is the point itself, ends included
+        d = h.distribution(f, 1, 7)
+        assert sum(d.values()) == pytest.approx(1) and sum(v * p for v, p in d.items()) == pytest.approx(1 + 6 * f)
+    assert h.distribution(1.0, 1, 5) == {1: 0, 2: 0, 3: 0, 4: 0, 5: 1}
+    assert max(h.distribution(0.6, 1, 5).items(), key=lambda t: t[1])[0] == h.to_scale(0.6, 1, 5) == 3
 
     rubric = rubrics["empathetic_dialogue"]
     records = emp_records(80)

@@ -12,7 +12,8 @@ no instruction channel, only features.
 Its uncertainty is declared, not learned: the features place a sample at a
 continuous point x on the scale, and the judge states a distribution over the
 scale's whole numbers, a normal around x with SD ``SPREAD`` of the scale's
-width, discretized. Its written score is the most likely value (x rounded);
+width, discretized and tilted so that its mean is x. Its written score is x
+rounded (the most likely value except just short of the scale's ends);
 the distribution and its expected value are recorded as an LLM judge's token
 probabilities would be, so probability-weighted scores and their agreement work
 offline. Asked again (a repeat scoring, ``repeat`` > 0) it behaves as a judge
@@ -82,12 +83,28 @@ DRIFT = 0.08  # the SD of the point's move when asked again, as a share of the s
 
 
 def distribution(f: float, lo: int, hi: int) -> dict[int, float]:
-    """The heuristic's distribution over lo..hi: a normal around lo + f (hi - lo), SD SPREAD (hi - lo), on the
-    whole numbers, renormalised. Its mode is ``to_scale(f)``."""
-    x, sd = lo + f * (hi - lo), max(SPREAD * (hi - lo), 1e-9)
-    weights = {v: math.exp(-0.5 * ((v - x) / sd) ** 2) for v in range(lo, hi + 1)}
-    total = sum(weights.values())
-    return {v: w / total for v, w in weights.items()}
+    """The heuristic's distribution over lo..hi: a normal around x = lo + f (hi - lo) with SD SPREAD (hi - lo) on
+    the whole numbers, tilted (p ~ exp(t v) times the normal) so that its mean is x itself: the scale's ends do
+    not pull the expected score inwards, and at an end the judge is certain. The mean is found by bisection on t
+    (it grows with t)."""
+    x = min(max(lo + f * (hi - lo), lo), hi)
+    sd = max(SPREAD * (hi - lo), 1e-9)
+    values = range(lo, hi + 1)
+    if x <= lo or x >= hi:
+        return {v: float(v == x) for v in values}
+
+    def tilted(t: float) -> dict[int, float]:
+        logw = {v: t * (v - x) - 0.5 * ((v - x) / sd) ** 2 for v in values}
+        top = max(logw.values())
+        w = {v: math.exp(lw - top) for v, lw in logw.items()}
+        total = sum(w.values())
+        return {v: wv / total for v, wv in w.items()}
+
+    a, b = -60.0, 60.0
+    for _ in range(80):
+        t = (a + b) / 2
+        a, b = (t, b) if sum(v * p for v, p in tilted(t).items()) < x else (a, t)
+    return tilted((a + b) / 2)
 
 
 def _uniform(*seed_parts: object) -> float:
