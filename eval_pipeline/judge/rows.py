@@ -62,10 +62,13 @@ def _questionnaire_rows(rubric: RubricConfig, rows: list[dict[str, Any]]) -> lis
 
     def summed(column: str, items: list) -> float | None:
         """The sum of the items' ``column`` (reverse items mirrored), None when an item lacks it."""
-        vals = [by_item[i.id].get(column) if i.id in by_item else None for i in items]
-        if any(v is None for v in vals):
-            return None
-        return float(sum(lo_hi - v if i.reverse else v for i, v in zip(items, vals, strict=True)))
+        vals: list[float] = []
+        for i in items:
+            v = by_item[i.id].get(column) if i.id in by_item else None
+            if v is None:
+                return None
+            vals.append(lo_hi - v if i.reverse else v)
+        return float(sum(vals))
 
     def row(dim: str, kind: str, score: float | None, reason: str | None, chosen, expected) -> dict[str, Any]:
         return {

@@ -81,7 +81,7 @@ def _heuristic_rows(
             row.update(
                 chosen_score=None if chosen is None else float(chosen),
                 expected_score=exp,
-                score_distribution=_dist_json(dist) if exp is not None else None,
+                score_distribution=_dist_json(dist) if dist else None,
             )
             sample_rows.append(row)
         rows += sample_rows
