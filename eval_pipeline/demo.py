@@ -23,7 +23,6 @@ from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.defs.definitions import build_definitions
 from eval_pipeline.defs.runner import RunOutcome, materialize_checkpoints
 from eval_pipeline.ingest.checkpoints import scan_checkpoints
-from eval_pipeline.publish.report import write_report
 from eval_pipeline.publish.report_table import results_table
 
 
@@ -84,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
     print(results_table(Warehouse(settings.warehouse_path())))
-    report = write_report(Warehouse(settings.warehouse_path()), settings.report_dir())
-    print(f"\nreport: {report}")
+    drawn = [o for o in outcomes if o.report is not None]
+    print(f"\nreport: {drawn[-1].report}" if drawn else "\nreport: not written (see the line above)")
     print("browse sample by sample: make view (or .venv/bin/eval-pipeline view), then http://127.0.0.1:8765/")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(

@@ -83,3 +83,30 @@ def test_folder_with_only_unknown_rubric_files_is_not_registered(tmp_path, insta
     defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(root))
     result = _evaluate(defs, instance)
     assert isinstance(result, dg.SkipReason)
+
+
+def test_the_report_is_redrawn_once_after_each_run_the_daemon_sees_end(tmp_path, instance, monkeypatch):
+    """Runs launched from the UI, a backfill or the checkpoint sensor: a run-status sensor redraws the report
+    (it covers every rubric and checkpoint, so it is drawn once a run, never in a step)."""
+    from eval_pipeline.defs.runner import materialize_checkpoints
+
+    root = tmp_path / "ckpts"
+    rows = [{**ROW, "sample_id": f"s{i}"} for i in range(3)]
+    write_checkpoint(root, "ckpt-a", {"empathetic_dialogue": rows})
+    monkeypatch.setenv("EVAL_REPORT_DIR", str(tmp_path / "in_process"))
+    defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(root))
+    (outcome,) = materialize_checkpoints(defs, instance, ["ckpt-a"], log_level="ERROR")
+    assert outcome.report == tmp_path / "in_process" / "report.html" and outcome.report.exists()  # in-process
+
+    monkeypatch.setenv("EVAL_REPORT_DIR", str(tmp_path / "daemon"))
+    defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(root))
+    run = instance.get_run_by_id(outcome.run_id)
+    (event,) = [e.dagster_event for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_SUCCESS)]
+    sensor = defs.resolve_sensor_def("report_after_success")
+    ctx = dg.build_run_status_sensor_context(
+        sensor_name="report_after_success", dagster_instance=instance, dagster_run=run, dagster_event=event
+    )
+    sensor(ctx)
+    html = (tmp_path / "daemon" / "report.html").read_text()
+    assert "empathetic_dialogue" in html and "ckpt-a" in html
+    assert {s.name for s in defs.sensors} >= {"report_after_success", "report_after_failure"}

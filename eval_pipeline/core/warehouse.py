@@ -38,6 +38,9 @@ _QUERY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA", "RELATION"}
 # ~40 ms each and a step makes dozens. Tables are only ever added to, never dropped, outside the staging
 # schema (never cached); a write that finds a cached table gone clears the cache and runs again.
 _KNOWN: dict[str, Known] = {}
+# DuckDB files held open between the steps of an in-process run (Warehouse.lingering), by path
+_LINGERING: set[str] = set()
+_HELD: dict[str, duckdb.DuckDBPyConnection] = {}
 T = TypeVar("T")
 
 
@@ -100,6 +103,14 @@ class Warehouse:
             finally:
                 lake.release(self.location, read_only, con, healthy)
             return
+        con = self._open_file(read_only)
+        try:
+            yield con
+        finally:
+            con.close()
+
+    def _open_file(self, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+        """A connection to the DuckDB file, waiting (up to lock_timeout_s) while another process has it."""
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         if read_only and not Path(self.path).exists():
@@ -108,17 +119,12 @@ class Warehouse:
         delay = 0.05
         while True:
             try:
-                con = duckdb.connect(self.path, read_only=read_only, config=_duckdb_config())
-                break
+                return duckdb.connect(self.path, read_only=read_only, config=_duckdb_config())
             except duckdb.IOException as exc:  # file locked by another process
                 if "lock" not in str(exc).lower() or time.monotonic() > deadline:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
-        try:
-            yield con
-        finally:
-            con.close()
 
     @contextmanager
     def sandboxed_reader(self, as_of: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -174,12 +180,38 @@ class Warehouse:
         """Keep the database open in this process for the block: every connection opened inside it is
         then ~0.4 ms instead of ~20 ms (DuckDB re-opens, replays and checkpoints the file when its last
         connection closes). Holding the file keeps other processes out of it, so only steps that take
-        turns through the warehouse pool hold it, never one that waits on the judge."""
-        if self.path == ":memory:" or self.location.kind == "ducklake":
-            yield self  # a lake's attachment stays open in the process anyway
+        turns through the warehouse pool hold it, never one that waits on the judge. Inside ``lingering``
+        the database stays open after the block, for the next step of the same run."""
+        if self.path == ":memory:" or self.location.kind == "ducklake" or self.path in _HELD:
+            yield self  # a lake's attachment stays open in the process anyway; a lingering hold is open
+            return
+        if self.path in _LINGERING:
+            _HELD[self.path] = self._open_file()
+            yield self
             return
         with self.connect():
             yield self
+
+    @contextmanager
+    def lingering(self) -> Iterator[None]:
+        """For one in-process run: a hold stays open from one warehouse step to the next (opening and
+        checkpointing the file cost ~50 ms a step), until a step that calls the judge starts (``release``)
+        or the run ends. Other processes wait for the file meanwhile, as they do during a step."""
+        if self.path == ":memory:" or self.location.kind == "ducklake":
+            yield
+            return
+        _LINGERING.add(self.path)
+        try:
+            yield
+        finally:
+            _LINGERING.discard(self.path)
+            self.release()
+
+    def release(self) -> None:
+        """Close a lingering hold (before a step that waits on the judge, and when the run ends)."""
+        con = _HELD.pop(self.path, None)
+        if con is not None:
+            con.close()
 
     def query_df(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
         if self._session is not None:

@@ -69,8 +69,7 @@ def rubric_asset(
 
     def decorate(fn: Callable) -> dg.AssetsDefinition:
         body = _with_table_metadata(fn, rubric.name, name) if table else fn
-        if not calls_judge:
-            body = _holding_the_warehouse(body)
+        body = _releasing_the_warehouse(body) if calls_judge else _holding_the_warehouse(body)
         body = _announced(body, rubric.name, name)
         return dg.asset(
             key=asset_key(rubric, name),
@@ -120,6 +119,21 @@ def _holding_the_warehouse(fn: Callable) -> Callable:
         finally:
             if args and hasattr(args[0], "log"):  # the step's context: when this step had the file
                 args[0].log.debug(f"warehouse held from {start:.3f} to {time.time():.3f}")
+
+    return step
+
+
+def _releasing_the_warehouse(fn: Callable) -> Callable:
+    """A step that waits on the judge first closes a hold lingering from the run's previous step
+    (Warehouse.lingering), so other processes can open the file while the calls are in flight. The offline
+    judge makes no calls: its steps keep the hold."""
+
+    @functools.wraps(fn)
+    def step(*args: Any, **kwargs: Any) -> Any:
+        judge = kwargs.get("judge")
+        if judge is None or str(judge.mode).lower() != "heuristic":
+            _warehouse_of(args, kwargs).get().release()
+        return fn(*args, **kwargs)
 
     return step
 

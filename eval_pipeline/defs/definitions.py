@@ -12,7 +12,7 @@ from eval_pipeline.core.config import load_rubrics
 from eval_pipeline.defs.asset import WAREHOUSE_POOL, warehouse_pool
 from eval_pipeline.defs.factory import rubric_definitions
 from eval_pipeline.defs.resources import default_resources
-from eval_pipeline.defs.sensors import build_checkpoint_sensor
+from eval_pipeline.defs.sensors import build_checkpoint_sensor, build_report_sensors
 
 
 def build_definitions(
@@ -28,9 +28,10 @@ def build_definitions(
         name: [k for a in d.assets or [] if isinstance(a, dg.AssetsDefinition) for k in a.keys]
         for name, d in groups.items()
     }
+    resources = default_resources(warehouse_path, checkpoint_root)
     shared = dg.Definitions(
-        sensors=[build_checkpoint_sensor(rubrics, keys_by_rubric, checkpoint_root)],
-        resources=default_resources(warehouse_path, checkpoint_root),
+        sensors=[build_checkpoint_sensor(rubrics, keys_by_rubric, checkpoint_root), *build_report_sensors(resources)],
+        resources=resources,
         executor=executor_from_env(),
     )
     return dg.Definitions.merge(*groups.values(), shared)

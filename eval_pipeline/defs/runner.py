@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ from dagster._core.storage.dagster_run import DagsterRunStatus
 from eval_pipeline.core.processes import pid_alive
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.ingest.checkpoints import read_checkpoint
+from eval_pipeline.publish.report import redraw_report
 
 
 @dataclass
@@ -35,6 +37,8 @@ class RunOutcome:
     run_id: str
     failures: list[str] = field(default_factory=list)  # "<step>: <first line of its error>"
     interrupted: bool = False
+    report: Path | None = None  # the report, redrawn once the run ended
+    report_error: str | None = None  # why it could not be (the run's outcome does not depend on it)
 
 
 def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]) -> list[str]:
@@ -136,22 +140,23 @@ def materialize_checkpoints(
                 continue
             t0 = time.perf_counter()
             try:
-                result = dg.materialize(
-                    [*assets, *(defs.asset_checks or [])],
-                    instance=instance,
-                    partition_key=ckpt_id,
-                    resources=defs.resources,
-                    selection=dg.AssetSelection.groups(*names),
-                    tags={
-                        "eval/checkpoint": ckpt_id,
-                        "eval/model": ckpt.model,
-                        "eval/rubrics": ",".join(names),
-                        HOST_TAG: socket.gethostname(),
-                        PID_TAG: str(os.getpid()),
-                    },
-                    raise_on_error=raise_on_error,
-                    run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
-                )
+                with (defs.resources or {})["warehouse"].get().lingering():
+                    result = dg.materialize(
+                        [*assets, *(defs.asset_checks or [])],
+                        instance=instance,
+                        partition_key=ckpt_id,
+                        resources=defs.resources,
+                        selection=dg.AssetSelection.groups(*names),
+                        tags={
+                            "eval/checkpoint": ckpt_id,
+                            "eval/model": ckpt.model,
+                            "eval/rubrics": ",".join(names),
+                            HOST_TAG: socket.gethostname(),
+                            PID_TAG: str(os.getpid()),
+                        },
+                        raise_on_error=raise_on_error,
+                        run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+                    )
             except KeyboardInterrupt:
                 interrupt.flag = True
                 outcome = RunOutcome(ckpt_id, names, False, time.perf_counter() - t0, "", ["interrupted"], True)
@@ -160,6 +165,11 @@ def materialize_checkpoints(
                 interrupt.flag |= any(f.endswith("interrupted (Ctrl-C)") for f in failures)
                 seconds = time.perf_counter() - t0
                 outcome = RunOutcome(ckpt_id, names, result.success, seconds, result.run_id, failures, interrupt.flag)
+            if outcome.run_id:  # the report covers every rubric and checkpoint: drawn once a run has ended
+                res = defs.resources or {}
+                outcome.report, outcome.report_error = redraw_report(res["warehouse"].get(), res["publish"].report_dir)
+                if outcome.report_error:
+                    print(f"report not written: {outcome.report_error}", file=sys.stderr, flush=True)
             outcomes.append(outcome)
             if on_outcome is not None:
                 on_outcome(outcome)

@@ -8,12 +8,14 @@ id, bad manifest) request nothing; refusals are logged with their reason.
 """
 
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.defs.partitions import CHECKPOINTS, CHECKPOINTS_PARTITION
 from eval_pipeline.ingest.checkpoints import scan_checkpoints
+from eval_pipeline.publish.report import redraw_report
 
 
 def build_checkpoint_sensor(
@@ -76,3 +78,33 @@ def build_checkpoint_sensor(
         )
 
     return checkpoint_sensor
+
+
+def build_report_sensors(resources: dict[str, Any]) -> list[dg.SensorDefinition]:
+    """The report redrawn once after each run the daemon saw end (launched from the UI, a backfill or the
+    checkpoint sensor), whether it succeeded or failed: it covers every rubric and checkpoint, so it is drawn
+    once a run, never in a step. In-process runs (CLI, demo) redraw it themselves."""
+
+    def redraw(context: dg.RunStatusSensorContext) -> dg.SkipReason | None:
+        path, error = redraw_report(resources["warehouse"].get(), resources["publish"].report_dir)
+        if error:
+            context.log.warning(f"report not written: {error}")
+            return dg.SkipReason(f"report not written: {error}")
+        context.log.info(f"report redrawn: {path}")
+        return None
+
+    sensors: list[dg.SensorDefinition] = []
+    for status in (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE):
+
+        @dg.run_status_sensor(
+            name=f"report_after_{status.value.lower()}",
+            run_status=status,
+            description="Redraws the static HTML report (EVAL_REPORT_DIR) after a run ends.",
+            default_status=dg.DefaultSensorStatus.RUNNING,
+            minimum_interval_seconds=15,
+        )
+        def report_sensor(context: dg.RunStatusSensorContext) -> dg.SkipReason | None:
+            return redraw(context)
+
+        sensors.append(report_sensor)
+    return sensors

@@ -277,3 +277,12 @@ def write_report(wh: Warehouse, out_dir: str | Path) -> Path:
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)  # atomic: a reader never sees half a report
     return path
+
+
+def redraw_report(wh: Warehouse, out_dir: str | Path) -> tuple[Path | None, str | None]:
+    """Write the report once a run has ended, never failing the run: (its path, None), or (None, the reason in
+    one line). Drawn once per run, not per step: the report covers every rubric and checkpoint."""
+    try:
+        return write_report(wh, out_dir), None
+    except Exception as exc:  # noqa: BLE001 - a report that cannot be drawn is said, never fatal
+        return None, f"{type(exc).__name__}: {exc}"[:500]

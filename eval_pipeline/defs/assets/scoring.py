@@ -8,9 +8,9 @@ import pandas as pd
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.defs.asset import asset_key, partition_rows, required_rows, rounded, rubric_asset, viewer_link
-from eval_pipeline.defs.resources import PublishTargets, WarehouseResource
+from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.ingest.samples import load_samples
-from eval_pipeline.publish.report import trend_svg, write_report
+from eval_pipeline.publish.report import trend_svg
 from eval_pipeline.publish.views import refresh_views
 from eval_pipeline.scoring.comparison import compare, empty_comparison, parent_of
 from eval_pipeline.scoring.gates import GateInputs, evaluate_gates, gate_kind
@@ -173,11 +173,9 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.AssetsD
         deps=[asset_key(rubric, "scores"), *upstream],
         kinds={"duckdb"},
         description="Threshold gates from the rubric YAML (" + ", ".join(g.name for g in rubric.gates) + "); "
-        "each is also an asset check. Too little data fails closed. The report is redrawn after them.",
+        "each is also an asset check. Too little data fails closed. The report is redrawn once the run ends.",
     )
-    def gates(
-        context: dg.AssetExecutionContext, warehouse: WarehouseResource, publish: PublishTargets
-    ) -> dg.MaterializeResult:
+    def gates(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         with wh.session() as reader:
@@ -196,11 +194,6 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.AssetsD
             "failed_gates": dg.MetadataValue.json({r.gate: r.reason for r in df.itertuples() if not r.passed}),
             "viewer": viewer_link(rubric, ckpt_id),
         }
-        try:  # the report follows every evaluated checkpoint, but drawing it never fails an evaluation
-            metadata["report"] = dg.MetadataValue.path(str(write_report(wh, publish.report_dir)))
-        except Exception as exc:  # noqa: BLE001 - said in one line, and in the metadata
-            context.log.warning(f"report not written: {type(exc).__name__}: {exc}")
-            metadata["report_error"] = dg.MetadataValue.text(f"{type(exc).__name__}: {exc}"[:500])
         return dg.MaterializeResult(metadata=metadata)
 
     return gates

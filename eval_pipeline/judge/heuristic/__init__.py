@@ -27,6 +27,7 @@ describe the heuristic's declared noise, not an LLM's.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import pkgutil
@@ -82,11 +83,12 @@ SPREAD = 0.15  # the declared SD of the heuristic's placement, as a share of the
 DRIFT = 0.08  # the SD of the point's move when asked again, as a share of the scale's width
 
 
+@functools.lru_cache(maxsize=65536)
 def distribution(f: float, lo: int, hi: int) -> dict[int, float]:
     """The heuristic's distribution over lo..hi: a normal around x = lo + f (hi - lo) with SD SPREAD (hi - lo) on
     the whole numbers, tilted (p ~ exp(t v) times the normal) so that its mean is x itself: the scale's ends do
-    not pull the expected score inwards, and at an end the judge is certain. The mean is found by bisection on t
-    (it grows with t)."""
+    not pull the expected score inwards, and at an end the judge is certain. t by Newton's method: the mean
+    grows with t, its slope is the variance."""
     x = min(max(lo + f * (hi - lo), lo), hi)
     sd = max(SPREAD * (hi - lo), 1e-9)
     values = range(lo, hi + 1)
@@ -100,11 +102,17 @@ def distribution(f: float, lo: int, hi: int) -> dict[int, float]:
         total = sum(w.values())
         return {v: wv / total for v, wv in w.items()}
 
-    a, b = -60.0, 60.0
-    for _ in range(80):
-        t = (a + b) / 2
-        a, b = (t, b) if sum(v * p for v, p in tilted(t).items()) < x else (a, t)
-    return tilted((a + b) / 2)
+    t, lo_t, hi_t = 0.0, -200.0, 200.0
+    for _ in range(100):
+        p = tilted(t)
+        mean = sum(v * q for v, q in p.items())
+        if abs(mean - x) < 1e-12:
+            break
+        lo_t, hi_t = (t, hi_t) if mean < x else (lo_t, t)
+        var = sum((v - mean) ** 2 * q for v, q in p.items())
+        step = t - (mean - x) / var if var > 1e-12 else (lo_t + hi_t) / 2
+        t = step if lo_t < step < hi_t else (lo_t + hi_t) / 2  # Newton, kept inside the bracket
+    return p
 
 
 def _uniform(*seed_parts: object) -> float:
