@@ -129,7 +129,10 @@ def _other_process_can_open(path: str) -> bool:
     import subprocess
     import sys
 
-    code = f"import duckdb\ntry:\n    duckdb.connect({path!r}, read_only=True).close()\nexcept duckdb.IOException:\n    raise SystemExit(3)"
+    code = (
+        f"import duckdb\ntry:\n    duckdb.connect({path!r}, read_only=True).close()\n"
+        "except duckdb.IOException:\n    raise SystemExit(3)"
+    )
     return subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
 
 
