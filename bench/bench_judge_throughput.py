@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Judge throughput against a local OpenAI-protocol server (run in its own process) with fixed latency.
 
-N uncached calls at each concurrency, wall time against the bound calls x latency / concurrency,
-then the same prompts again (expected: 0 calls). Prints the ratio; not a timed test.
+N uncached calls at each concurrency, wall time against the bound calls x latency / concurrency, twice:
+cold (the judge's worker processes start in it: a fresh interpreter each, ~1 s) and warm (the same workers,
+reused, with new prompts); then the same prompts again (expected: 0 calls). Prints the ratios; not a timed
+test.
 
     python bench/bench_judge_throughput.py [--calls 2000] [--latency-ms 200] [--concurrency 16 64]
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 from eval_pipeline.core.config import load_rubric
 from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.devtools.openai_stub import stub_process
+from eval_pipeline.judge import calls
 from eval_pipeline.judge.runner import judge_samples
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,12 +30,6 @@ def proc_cpu_s(pid: int) -> float:
     """User + system CPU seconds of another process (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def children_cpu_s() -> float:
-    """CPU seconds of this process's finished children (the judge's worker processes)."""
-    t = os.times()
-    return t.children_user + t.children_system
 
 
 def main() -> None:
@@ -45,37 +42,37 @@ def main() -> None:
         os.environ["OPENAI_BASE_URL"] = server.base_url
         rubric = load_rubric(ROOT / "rubric_configs" / "empathetic_dialogue.yaml")
         for c in args.concurrency:
+            calls.shutdown_workers()  # each concurrency starts cold: the workers' start-up is in the first pass
             with tempfile.TemporaryDirectory() as tmp:
                 wh = Warehouse(str(Path(tmp) / "w.duckdb"))
-                recs = [
-                    {
-                        "sample_id": f"s{i}",
-                        "topic": "t",
-                        "user_statement": f"I feel low about {i} ({c}).",
-                        "response": f"That sounds hard, {i}.",
-                    }
-                    for i in range(args.calls)
-                ]
-                t0, cpu0, srv0, kids0 = (
-                    time.perf_counter(),
-                    time.process_time(),
-                    proc_cpu_s(server.pid),
-                    children_cpu_s(),
-                )
-                _, st = judge_samples(rubric, "b", recs, wh, mode="openai", overrides={"concurrency": c})
-                wall = time.perf_counter() - t0
-                cpu, srv, kids = time.process_time() - cpu0, proc_cpu_s(server.pid) - srv0, children_cpu_s() - kids0
-                bound = st.calls * args.latency_ms / 1000 / c
-                t1 = time.perf_counter()
-                _, st2 = judge_samples(rubric, "b", recs, wh, mode="openai", overrides={"concurrency": c})
-                again = time.perf_counter() - t1
-                print(
-                    f"concurrency {c:3d}: {st.calls} calls in {wall:6.2f}s, bound {bound:5.2f}s, ratio "
-                    f"{wall / bound:4.2f}x, "
-                    f"max in flight {st.max_in_flight}; CPU per call: client {cpu / st.calls * 1000:.1f} ms "
-                    f"+ workers {kids / st.calls * 1000:.1f} ms, "
-                    f"server {srv / st.calls * 1000:.1f} ms; second run {st2.calls} calls, {again:5.2f}s"
-                )
+                for phase in ("cold", "warm"):
+                    recs = [
+                        {
+                            "sample_id": f"s{i}",
+                            "topic": "t",
+                            "user_statement": f"I feel low about {i} ({c}, {phase}).",
+                            "response": f"That sounds hard, {i}.",
+                        }
+                        for i in range(args.calls)
+                    ]
+                    pids = [w.pid for w in calls._POOL]
+                    t0, cpu0, srv0 = time.perf_counter(), time.process_time(), proc_cpu_s(server.pid)
+                    kids0 = sum(proc_cpu_s(p) for p in pids)
+                    _, st = judge_samples(rubric, "b", recs, wh, mode="openai", overrides={"concurrency": c})
+                    wall = time.perf_counter() - t0
+                    kids = sum(proc_cpu_s(w.pid) for w in calls._POOL) - kids0
+                    cpu, srv = time.process_time() - cpu0, proc_cpu_s(server.pid) - srv0
+                    bound = st.calls * args.latency_ms / 1000 / c
+                    t1 = time.perf_counter()
+                    _, st2 = judge_samples(rubric, "b", recs, wh, mode="openai", overrides={"concurrency": c})
+                    again = time.perf_counter() - t1
+                    print(
+                        f"concurrency {c:3d} ({phase}, {st.processes} process(es)): {st.calls} calls in {wall:6.2f}s, "
+                        f"bound {bound:5.2f}s, ratio {wall / bound:4.2f}x, max in flight {st.max_in_flight}; "
+                        f"CPU per call: client {cpu / st.calls * 1000:.1f} ms + workers {kids / st.calls * 1000:.1f} "
+                        f"ms, server {srv / st.calls * 1000:.1f} ms; second run {st2.calls} calls, {again:5.2f}s",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """The judge against a real local HTTP server speaking the OpenAI chat-completions protocol."""
 
 import json
+import os
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -364,22 +366,57 @@ def test_calls_spread_over_worker_processes_score_exactly_as_in_one(rubrics, ope
     assert int(multi.prompt_tokens.sum()) > int(single.prompt_tokens.sum())  # the 3 re-asks are paid for and counted
 
 
-def test_a_judge_worker_that_dies_fails_the_step_clearly(rubrics, openai_env, tmp_path, monkeypatch):
+def test_a_judge_worker_that_dies_fails_the_step_clearly(rubrics, openai_env, tmp_path):
+    """A worker killed mid-batch (SIGKILL, as the OOM killer does): the step fails with the worker named, the
+    other workers are ended too, and the next batch starts fresh workers and scores everything."""
+    import signal
+    import threading
+
     from eval_pipeline.judge import calls
 
-    async def crash(settings, specs, out):  # what a worker would do on a bug: die before answering
-        raise MemoryError("worker out of memory")
+    openai_env.state.latency_s = 0.02  # calls in flight while the worker is killed
+    victim: list[int] = []
 
-    monkeypatch.setattr(calls, "_worker_calls", crash)  # inherited by the forked workers
-    with pytest.raises(RuntimeError, match=r"judge worker\(s\) died before finishing: worker 0 exit code 1"):
-        judge_samples(
-            rubrics["empathetic_dialogue"],
-            "c1",
-            emp_records(600),
-            Warehouse(tmp_path / "w.duckdb"),
-            mode="openai",
-            overrides=dict(FAST, concurrency=8, processes=2),
-        )
+    def kill_first_worker() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and openai_env.state.requests < 100:
+            time.sleep(0.01)
+        victim.append(calls._POOL[0].pid)
+        os.kill(victim[0], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_first_worker, daemon=True)
+    killer.start()
+    wh = Warehouse(tmp_path / "w.duckdb")
+    args = (rubrics["empathetic_dialogue"], "c1", emp_records(600), wh)
+    with pytest.raises(RuntimeError, match=r"judge worker\(s\) died before finishing: worker 0 exit code -9"):
+        judge_samples(*args, mode="openai", overrides=dict(FAST, concurrency=8, processes=2))
+    killer.join()
+    assert victim and all(w.pid != victim[0] for w in calls._POOL) and not calls._POOL  # both ended
+    openai_env.state.latency_s = 0.0
+    df, st = judge_samples(*args, mode="openai", overrides=dict(FAST, concurrency=8, processes=2))
+    assert (_panel(df).status == "ok").all() and len(_panel(df)) == 600 * 5  # the re-run scores everything...
+    assert 100 <= st.cache_hits < 600 and st.calls == 600 - st.cache_hits  # ...reusing what was answered before
+
+
+def test_judge_workers_are_started_once_and_reused_never_forked(rubrics, openai_env, tmp_path, monkeypatch):
+    """Workers are fresh interpreters (subprocess), never forks of this threaded process, and a second batch
+    reuses them."""
+    from eval_pipeline.judge import calls
+
+    def no_fork() -> int:
+        raise AssertionError("os.fork called")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    calls.shutdown_workers()
+    rubric, wh = rubrics["empathetic_dialogue"], Warehouse(tmp_path / "w.duckdb")
+    judge_samples(rubric, "c1", emp_records(600), wh, mode="openai", overrides=dict(FAST, concurrency=8, processes=2))
+    pids = [w.pid for w in calls._POOL]
+    assert len(pids) == 2 and os.getpid() not in pids
+    for pid in pids:  # a fresh interpreter running the worker module, not a copy of this process
+        assert b"eval_pipeline.judge.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    fresh = [{**r, "user_statement": f"{r['user_statement']} Again."} for r in emp_records(600)]  # new prompts
+    _, st = judge_samples(rubric, "c2", fresh, wh, mode="openai", overrides=dict(FAST, concurrency=8, processes=2))
+    assert st.calls == 600 and [w.pid for w in calls._POOL] == pids  # the same two workers
 
 
 def test_a_failing_cache_write_is_reported_not_swallowed(tmp_path):

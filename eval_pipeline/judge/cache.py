@@ -111,7 +111,7 @@ class BackgroundWriter:
         self._thread = threading.Thread(target=self._run, name="judge-cache-writer", daemon=True)
 
     def __enter__(self) -> BackgroundWriter:
-        return self  # the thread starts with the first answer (after any judge worker has been forked)
+        return self  # the thread starts with the first answer
 
     def add(self, row: dict[str, Any]) -> None:
         with self._cond:

@@ -2,22 +2,24 @@
 
 One event loop drives about 300 calls a second before the `openai` client's own CPU (2-3 ms a call)
 becomes the limit, so at high concurrency against a fast endpoint the calls are spread over
-``settings.processes`` worker processes (forked on Linux, one client and a share of the concurrency
-each; elsewhere the calls stay in this process). Answers stream back over a pipe as they arrive and
-are parsed and cached here, in the parent; an answer that cannot be parsed is asked once more.
+``settings.processes`` worker processes (eval_pipeline.judge.worker: each a fresh interpreter started
+once with ``subprocess`` and reused, never a fork of this threaded process; one client and a share of the
+concurrency each). Answers stream back over a pipe as they arrive and are parsed and cached here, in the
+parent; an answer that cannot be parsed is asked once more.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import hashlib
 import json
 import math
 import os
 import queue
-import signal
+import subprocess
 import sys
 import threading
-import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -30,7 +32,7 @@ from eval_pipeline.judge.client import (
 )
 from eval_pipeline.judge.parsing import JudgeParseError
 
-MIN_CALLS_PER_PROCESS = 256  # a worker (fork, its own client, new connections) pays off over many waves of calls
+MIN_CALLS_PER_PROCESS = 256  # a worker (its own client, new connections) pays off over many waves of calls
 CALLS_PER_PROCESS_CONCURRENCY = 24  # calls in flight per process: answers arrive in bursts, keep each loop light
 
 
@@ -123,48 +125,95 @@ async def _call_all(
     return results, client.stats
 
 
-async def _worker_calls(settings: JudgeSettings, specs: list[CallSpec], out: Any) -> None:
-    """In a worker: call the endpoint for each spec and write one JSON line per result as it completes."""
-    client = OpenAIJudgeClient(settings)
+class _Worker:
+    """One worker process (eval_pipeline.judge.worker), fed batches on its stdin, answering on its stdout."""
 
-    async def one(spec: CallSpec) -> None:
-        res = await client.complete(spec.messages, spec.schema)
-        out.write(json.dumps({"key": spec.key, **asdict(res)}) + "\n")
-        out.flush()
+    def __init__(self) -> None:
+        self.env = _environment()  # what it inherited: the endpoint and key come from there, as in this process
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "eval_pipeline.judge.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            bufsize=1,
+        )
 
-    try:
-        await asyncio.gather(*(one(s) for s in specs))
-    finally:
-        await client.close()
-    out.write(json.dumps({"stats": asdict(client.stats)}) + "\n")
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
 
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
-def _fork_worker(settings: JudgeSettings, shard: list[CallSpec]) -> tuple[int, Any]:
-    """Fork a worker for one shard; it answers on a pipe. Forked (not spawned) so it starts in
-    milliseconds with the prompts and the imported client already in memory; it touches nothing but its
-    own event loop and the pipe, and leaves with os._exit so no parent clean-up runs twice."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the worker
-        os.close(r)
-        code = 0
+    def send(self, settings: JudgeSettings, shard: list[CallSpec]) -> None:
+        assert self.proc.stdin is not None
+        batch = {
+            "settings": asdict(settings),
+            "specs": [{"key": s.key, "messages": s.messages, "schema": s.schema} for s in shard],
+        }
+        self.proc.stdin.write(json.dumps(batch) + "\n")
+        self.proc.stdin.flush()
+
+    def stop(self, kill: bool = False) -> int:
+        """End the worker (its stdin closed; SIGKILL when ``kill`` or when it does not leave) and its exit code."""
+        if kill and self.alive():
+            self.proc.kill()
         try:
-            with os.fdopen(w, "w", encoding="utf-8") as out:
-                asyncio.run(_worker_calls(settings, shard, out))
-        except BaseException:  # noqa: BLE001 - reported through the exit code and stderr
-            code = 1
-            try:
-                sys.stderr.write(traceback.format_exc())
-                sys.stderr.flush()
-            except Exception:  # noqa: BLE001
-                pass
-        finally:
-            os._exit(code)
-    os.close(w)
-    return pid, os.fdopen(r, encoding="utf-8")
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        except OSError:
+            pass  # a worker that died has a broken pipe
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return code
 
 
-# long by design: fork, feed, collect and reap the worker processes; the clean-up in its finally must see every step
+_POOL: list[_Worker] = []  # started once, reused by every batch of calls this process makes
+_POOL_LOCK = threading.Lock()
+
+
+def _environment() -> str:
+    """A fingerprint of this process's environment (the client reads the endpoint and key from it)."""
+    return hashlib.sha256(repr(sorted(os.environ.items())).encode()).hexdigest()
+
+
+def _workers(n: int) -> list[_Worker]:
+    """``n`` live workers from the pool, starting what is missing; dead ones, and ones started under another
+    environment (another endpoint or key), are replaced."""
+    with _POOL_LOCK:
+        env = _environment()
+        stale = [w for w in _POOL if not w.alive() or w.env != env]
+        for w in stale:
+            w.stop(kill=True)
+        _POOL[:] = [w for w in _POOL if w not in stale]
+        while len(_POOL) < n:
+            _POOL.append(_Worker())
+        return _POOL[:n]
+
+
+def _discard(workers: list[_Worker]) -> list[int]:
+    """Take workers out of the pool and end them (their state is unknown); their exit codes."""
+    with _POOL_LOCK:
+        _POOL[:] = [w for w in _POOL if w not in workers]
+    return [w.stop(kill=True) for w in workers]
+
+
+@atexit.register
+def shutdown_workers() -> None:
+    """End the pool: each worker leaves when its stdin closes."""
+    with _POOL_LOCK:
+        pool, _POOL[:] = list(_POOL), []
+    for w in pool:
+        w.stop()
+
+
+# long by design: feed, collect and (on failure) end the worker processes; the clean-up must see every step
 def _in_workers(
     settings: JudgeSettings, specs: list[CallSpec], n: int, on_answer: OnAnswer | None
 ) -> tuple[dict[str, CallOutcome], ClientStats]:
@@ -176,22 +225,28 @@ def _in_workers(
         shards[pattern[j % len(pattern)]].append(spec)
     by_key = {s.key: s for s in specs}
     events: queue.Queue = queue.Queue()
-    # forked before this call starts any thread of its own (the cache writer starts with the first answer)
-    workers = [_fork_worker(replace(settings, concurrency=shares[i], processes=1), shards[i]) for i in range(n)]
+    workers = _workers(n)
 
-    def pump(i: int, pipe: Any) -> None:
-        for line in pipe:
-            events.put((i, line))
-        events.put((i, None))
+    def pump(i: int, pipe: Any) -> None:  # stops at the end of its batch, leaving the pipe to the next one
+        try:
+            for line in pipe:
+                events.put((i, line))
+                if line.startswith('{"stats"'):
+                    break
+        except (OSError, ValueError):  # the pipe closed under us: the worker is being ended
+            pass
+        finally:
+            events.put((i, None))
 
-    for i, (_, pipe) in enumerate(workers):
-        threading.Thread(target=pump, args=(i, pipe), daemon=True, name=f"judge-worker-{i}-reader").start()
     results: dict[str, CallOutcome] = {}
     again: list[CallSpec] = []
     stats = ClientStats(processes=n)
     finished: set[int] = set()
-    drained = False  # every pipe read to its end: each worker has exited or is exiting by itself
+    ok = False
     try:
+        for i, w in enumerate(workers):
+            w.send(replace(settings, concurrency=shares[i], processes=1), shards[i])
+            threading.Thread(target=pump, args=(i, w.proc.stdout), daemon=True, name=f"judge-worker-{i}-reader").start()
         open_pipes = n
         while open_pipes:
             i, line = events.get()
@@ -210,20 +265,14 @@ def _in_workers(
                 again.append(spec)
             elif on_answer is not None:
                 on_answer(spec.key, out)
-        drained = True
+        ok = len(finished) == n
+    except BrokenPipeError:
+        pass  # a worker died before its batch was sent: reported below
     finally:
-        codes = []
-        for pid, pipe in workers:
-            if not drained:
-                try:
-                    os.kill(pid, signal.SIGKILL)  # the parent is leaving early: no worker outlives it
-                    # (after the pipes are drained a worker that died is left to exit with its own code)
-                except ProcessLookupError:
-                    pass
-            codes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
-            pipe.close()
-    bad = [(i, c) for i, c in enumerate(codes) if c != 0 or i not in finished]
-    if bad:
+        if not ok:  # leaving early or a worker died: no worker outlives this batch in an unknown state
+            codes = dict(enumerate(_discard(workers)))
+    if not ok:
+        bad = [(i, codes[i]) for i in range(n) if i not in finished]
         raise RuntimeError(
             "judge worker(s) died before finishing: "
             + ", ".join(f"worker {i} exit code {c}" for i, c in bad)
@@ -242,7 +291,7 @@ def call_specs(
     settings: JudgeSettings, specs: list[CallSpec], on_answer: OnAnswer | None = None
 ) -> tuple[dict[str, CallOutcome], ClientStats]:
     """Outcome per spec key, and the client statistics. ``on_answer`` sees every final outcome as it arrives."""
-    n = worker_processes(settings, len(specs)) if hasattr(os, "fork") and sys.platform.startswith("linux") else 1
+    n = worker_processes(settings, len(specs))
     if n <= 1:
         return asyncio.run(_call_all(settings, specs, on_answer))
     return _in_workers(settings, specs, n, on_answer)
