@@ -17,6 +17,17 @@ def _kappas(df: pd.DataFrame) -> dict[str, float]:
     return {r.dimension: round(r.value, 3) for r in df.itertuples() if r.value == r.value}
 
 
+def _rated_panel_rows(wh: Warehouse, rubric: RubricConfig, ckpt_id: str | None = None) -> pd.DataFrame:
+    """The panel's judge_scores rows of the samples people rated (one checkpoint's, or every checkpoint's):
+    agreement needs no other, and a 100k-sample checkpoint has about 1,000 rated."""
+    where = "AND j.checkpoint_id = ?" if ckpt_id is not None else ""
+    return wh.query_df(
+        f'SELECT j.* FROM "{rubric.name}".judge_scores j WHERE j.judge = ? {where} AND (j.checkpoint_id, j.sample_id) '
+        f'IN (SELECT DISTINCT checkpoint_id, sample_id FROM "{rubric.name}".human_ratings)',
+        [PANEL] + ([ckpt_id] if ckpt_id is not None else []),
+    )
+
+
 def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
     deps = [asset_key(rubric, "human_ratings")] + ([asset_key(rubric, "judge_scores")] if has_judge else [])
 
@@ -34,13 +45,11 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         ckpt_id = context.partition_key
         wh = warehouse.get()
         ratings = required_rows(wh, rubric, "human_ratings", ckpt_id)
-        judge = partition_rows(wh, rubric, "judge_scores", ckpt_id) if has_judge else None
+        judge = _rated_panel_rows(wh, rubric, ckpt_id) if has_judge else None
         df = compute_agreement(rubric, ckpt_id, ratings, judge)
         wh.replace_partition(rubric.name, "agreement", df, {"checkpoint_id": ckpt_id})
         all_ratings = wh.query_df(f'SELECT * FROM "{rubric.name}".human_ratings')
-        all_judge = (
-            wh.query_df(f'SELECT * FROM "{rubric.name}".judge_scores WHERE judge = ?', [PANEL]) if has_judge else None
-        )
+        all_judge = _rated_panel_rows(wh, rubric) if has_judge else None
         overall = compute_agreement(rubric, ALL_CHECKPOINTS, all_ratings, all_judge)
         wh.replace_partition(rubric.name, "agreement", overall, {"checkpoint_id": ALL_CHECKPOINTS})
         quadratic = df[df.statistic == "cohen_kappa_quadratic"]
