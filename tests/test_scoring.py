@@ -279,3 +279,17 @@ def test_answer_quality_gates(rubrics):
     assert g.loc["dimension_pass_rates", "passed"] and g.loc["dimension_pass_rates", "value"] == pytest.approx(0.75)
     assert g.loc["acceptable_share", "value"] == pytest.approx(29 / 39) and g.loc["acceptable_share", "passed"]
     assert "1 missing, not counted" in g.loc["acceptable_share", "reason"]
+
+
+def test_scores_bootstrapped_together_get_exactly_their_own_bootstrap():
+    """Summaries draw one set of resamples per group for every score no sample misses: each score's interval
+    is then exactly the one bootstrap_ci gives it with that seed (counts times the matrix = each resample's mean)."""
+    from eval_pipeline.scoring.summary import joint_bootstrap_ci
+
+    rng = np.random.default_rng(4)
+    for n in (2, 17, 3000):
+        m = np.column_stack([rng.integers(1, 6, n), rng.normal(3, 1, n), rng.random(n) < 0.3]).astype(float)
+        joint = joint_bootstrap_ci(m, seed=11)
+        for j in range(m.shape[1]):
+            assert joint[j] == pytest.approx(bootstrap_ci(m[:, j], seed=11), abs=1e-12)
+    assert joint_bootstrap_ci(np.array([[2.0, 5.0]]), seed=1) == [(2.0, 2.0), (5.0, 5.0)]

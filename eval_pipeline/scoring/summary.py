@@ -8,7 +8,7 @@ import pandas as pd
 
 from eval_pipeline.core.config import BandScore, RubricConfig, RulesScore
 from eval_pipeline.core.contracts import SUMMARY_COLUMNS
-from eval_pipeline.core.resampling import percentile_ci, resampled_mean, seed_of
+from eval_pipeline.core.resampling import BLOCK_CELLS, percentile_ci, resampled_mean, seed_of
 from eval_pipeline.scoring.scores import judged_columns
 
 N_BOOT = 2000
@@ -22,6 +22,32 @@ def bootstrap_ci(values: np.ndarray, seed: int, n_boot: int = N_BOOT, level: flo
     if n == 1:
         return float(values[0]), float(values[0])
     return percentile_ci(resampled_mean, [values], seed, n_boot, level)
+
+
+def joint_bootstrap_ci(
+    matrix: np.ndarray, seed: int, n_boot: int = N_BOOT, level: float = 0.95
+) -> list[tuple[float, float]]:
+    """Percentile bootstrap CIs of the mean of every column of ``matrix`` (items x scores, no missing value),
+    all from the same resamples (seeded): each resample is its items' counts, and one matrix product gives
+    every score's resampled mean. Per score it is the bootstrap ``bootstrap_ci`` makes; together they cost
+    one draw instead of one per score (a 100k-sample checkpoint's summary: 55 s -> a few)."""
+    n, k = matrix.shape
+    if n == 0:
+        return [(float("nan"), float("nan"))] * k
+    if n == 1:
+        return [(float(v), float(v)) for v in matrix[0]]
+    rng = np.random.default_rng(seed)
+    rows = max(1, BLOCK_CELLS // n)
+    means = []
+    for start in range(0, n_boot, rows):
+        r = min(rows, n_boot - start)
+        idx = rng.integers(0, n, (r, n))
+        counts = np.bincount((np.arange(r)[:, None] * n + idx).ravel(), minlength=r * n).reshape(r, n)
+        means.append(counts @ matrix / n)
+    vals = np.vstack(means)
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(vals, alpha, axis=0), np.quantile(vals, 1 - alpha, axis=0)
+    return [(float(a), float(b)) for a, b in zip(lo, hi, strict=True)]
 
 
 def numeric_scores(rubric: RubricConfig) -> list[str]:
@@ -63,10 +89,27 @@ def summarise(rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame) ->
             ]
         )
         for gval, g in groups:
+            values = {c: pd.to_numeric(g[c], errors="coerce").to_numpy(dtype=float) for c in num}
+            # the scores no sample misses share one set of resamples; a score with gaps has its own
+            complete = [c for c in num if not np.isnan(values[c]).any()]
+            joint = dict(
+                zip(
+                    complete,
+                    joint_bootstrap_ci(
+                        np.column_stack([values[c] for c in complete]) if complete else np.empty((0, 0)),
+                        seed_of(rubric.name, checkpoint_id, label, gval),
+                    ),
+                    strict=True,
+                )
+            )
             for col in num:
-                vals = pd.to_numeric(g[col], errors="coerce").to_numpy(dtype=float)
+                vals = values[col]
                 ok = vals[~np.isnan(vals)]
-                lo, hi = bootstrap_ci(ok, seed_of(rubric.name, checkpoint_id, label, gval, col))
+                lo, hi = (
+                    joint[col]
+                    if col in joint
+                    else bootstrap_ci(ok, seed_of(rubric.name, checkpoint_id, label, gval, col))
+                )
                 thr = thresholds.get(col)
                 rows.append(
                     dict(
@@ -88,9 +131,12 @@ def summarise(rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame) ->
             for col in cat:
                 vals = g[col]
                 known = vals.dropna()
-                for level in sorted(known.unique()):
+                levels = sorted(known.unique())
+                shares = np.column_stack([(known == lv).to_numpy(dtype=float) for lv in levels]) if levels else None
+                seed = seed_of(rubric.name, checkpoint_id, label, gval, col)
+                cis = joint_bootstrap_ci(shares, seed) if shares is not None else []
+                for level, (lo, hi) in zip(levels, cis, strict=True):
                     share = (known == level).to_numpy(dtype=float)
-                    lo, hi = bootstrap_ci(share, seed_of(rubric.name, checkpoint_id, label, gval, col, str(level)))
                     rows.append(
                         dict(
                             checkpoint_id=checkpoint_id,
