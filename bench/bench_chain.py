@@ -181,7 +181,8 @@ def main() -> None:
             write_checkpoint(tmpd / "ckpts", "big-parent", None, r.name, idf, "ckpt-0100", args.samples)
             write_checkpoint(tmpd / "ckpts", "big-child", "big-parent", r.name, idf, "ckpt-0200", args.samples)
             write_ratings(tmpd / "ratings", r.name, idf, "big-child", "ckpt-0200", args.ratings)
-        print(f"wrote {len(rubrics)} rubric(s) x 2 checkpoints of {args.samples} lines in {time.perf_counter() - t:.0f}s")
+        took = time.perf_counter() - t
+        print(f"wrote {len(rubrics)} rubric(s) x 2 checkpoints of {args.samples} lines in {took:.0f}s")
         _, floor_mb, _ = run_step(env, "nothing", "-", "-")
         print(f"a process that loads the code location and nothing else: peak RSS {floor_mb:.0f} MB")
         for r in rubrics:

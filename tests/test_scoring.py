@@ -284,12 +284,12 @@ def test_answer_quality_gates(rubrics):
 def test_scores_bootstrapped_together_get_exactly_their_own_bootstrap():
     """Summaries draw one set of resamples per group for every score no sample misses: each score's interval
     is then exactly the one bootstrap_ci gives it with that seed (counts times the matrix = each resample's mean)."""
-    from eval_pipeline.scoring.summary import joint_bootstrap_ci
+    from eval_pipeline.core.resampling import joint_bootstrap_ci
 
     rng = np.random.default_rng(4)
     for n in (2, 17, 3000):
         m = np.column_stack([rng.integers(1, 6, n), rng.normal(3, 1, n), rng.random(n) < 0.3]).astype(float)
-        joint = joint_bootstrap_ci(m, seed=11)
+        joint = joint_bootstrap_ci(m, seed=11, n_boot=2000)
         for j in range(m.shape[1]):
             assert joint[j] == pytest.approx(bootstrap_ci(m[:, j], seed=11), abs=1e-12)
-    assert joint_bootstrap_ci(np.array([[2.0, 5.0]]), seed=1) == [(2.0, 2.0), (5.0, 5.0)]
+    assert joint_bootstrap_ci(np.array([[2.0, 5.0]]), seed=1, n_boot=2000) == [(2.0, 2.0), (5.0, 5.0)]

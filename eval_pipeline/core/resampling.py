@@ -46,6 +46,31 @@ def percentile_ci(
     return float(np.quantile(vals, alpha)), float(np.quantile(vals, 1 - alpha))
 
 
+def joint_bootstrap_ci(matrix: np.ndarray, seed: int, n_boot: int, level: float = 0.95) -> list[tuple[float, float]]:
+    """Percentile bootstrap CIs of the mean of every column of ``matrix`` (items x scores, no missing value),
+    all from the same resamples (seeded): each resample is its items' counts, and one matrix product gives
+    every score's resampled mean. Per score it is exactly the bootstrap ``percentile_ci(resampled_mean, ...)``
+    makes with the same seed (the same draws); together they cost one draw instead of one per score (a
+    100k-sample checkpoint's summary took 55 s one score at a time)."""
+    n, k = matrix.shape
+    if n == 0:
+        return [(float("nan"), float("nan"))] * k
+    if n == 1:
+        return [(float(v), float(v)) for v in matrix[0]]
+    rng = np.random.default_rng(seed)
+    rows = max(1, BLOCK_CELLS // n)
+    means = []
+    for start in range(0, n_boot, rows):
+        r = min(rows, n_boot - start)
+        idx = rng.integers(0, n, (r, n))
+        counts = np.bincount((np.arange(r)[:, None] * n + idx).ravel(), minlength=r * n).reshape(r, n)
+        means.append(counts @ matrix / n)
+    vals = np.vstack(means)
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(vals, alpha, axis=0), np.quantile(vals, 1 - alpha, axis=0)
+    return [(float(a), float(b)) for a, b in zip(lo, hi, strict=True)]
+
+
 def resampled_mean(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return values[idx].mean(axis=1)
 
