@@ -185,18 +185,30 @@ def rounded(value: float | None, digits: int = 4) -> dg.MetadataValue:
 
 
 def partition_rows(
-    wh: Warehouse, rubric: RubricConfig, table: str, checkpoint_id: str, required: bool = False
+    wh: Warehouse,
+    rubric: RubricConfig,
+    table: str,
+    checkpoint_id: str,
+    required: bool = False,
+    columns: str = "*",
+    where: str = "",
 ) -> pd.DataFrame | None:
-    """One checkpoint's rows of `<rubric>.<table>`; None when the table does not exist yet, or a clear
-    failure when the caller needs it (its upstream asset has never been materialized)."""
+    """One checkpoint's rows of `<rubric>.<table>` (``columns``, and the rows ``where`` also holds: SQL written
+    by the caller, never from data); None when the table does not exist yet, or a clear failure when the
+    caller needs it (its upstream asset has never been materialized)."""
     if not wh.table_exists(rubric.name, table):
         if required:
             raise dg.Failure(f"{rubric.name}.{table} does not exist yet: materialize [{rubric.name}, {table}] first")
         return None
-    return wh.query_df(f'SELECT * FROM "{rubric.name}"."{table}" WHERE checkpoint_id = ?', [checkpoint_id])
+    extra = f" AND ({where})" if where else ""
+    return wh.query_df(
+        f'SELECT {columns} FROM "{rubric.name}"."{table}" WHERE checkpoint_id = ?{extra}', [checkpoint_id]
+    )
 
 
-def required_rows(wh: Warehouse, rubric: RubricConfig, table: str, checkpoint_id: str) -> pd.DataFrame:
-    df = partition_rows(wh, rubric, table, checkpoint_id, required=True)
+def required_rows(
+    wh: Warehouse, rubric: RubricConfig, table: str, checkpoint_id: str, columns: str = "*", where: str = ""
+) -> pd.DataFrame:
+    df = partition_rows(wh, rubric, table, checkpoint_id, required=True, columns=columns, where=where)
     assert df is not None  # required=True raised otherwise
     return df

@@ -6,6 +6,7 @@ import dagster as dg
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.defs.asset import asset_key, partition_rows, required_rows, rounded, rubric_asset, viewer_link
 from eval_pipeline.defs.resources import WarehouseResource
@@ -37,7 +38,18 @@ def scores_asset(rubric: RubricConfig, has_judge: bool, has_metrics: bool) -> dg
         ckpt_id = context.partition_key
         wh = warehouse.get()
         samples = load_samples(wh, rubric, ckpt_id)
-        judge = required_rows(wh, rubric, "judge_scores", ckpt_id) if has_judge else None
+        judge = (  # the panel's rows and the columns the wide table takes (not every judge's rationale)
+            required_rows(
+                wh,
+                rubric,
+                "judge_scores",
+                ckpt_id,
+                columns="sample_id, judge, judge_kind, model, dimension, kind, score, status, reason",
+                where=f"judge = '{PANEL}' AND kind <> 'questionnaire_item'",
+            )
+            if has_judge
+            else None
+        )
         mets = required_rows(wh, rubric, "metrics", ckpt_id) if has_metrics else None
         if mets is not None:
             mets = mets.drop(columns=["checkpoint_id", "rubric_version"])
