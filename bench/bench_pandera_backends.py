@@ -70,6 +70,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
     args = ap.parse_args()
+    try:
+        import ibis  # noqa: F401
+    except ImportError:
+        print("ibis-framework is not installed (not a dependency): pip install ibis-framework to compare; skipped")
+        return
     con = duckdb.connect()
     _table(con, args.rows)
     for name, fn in (("polars", _polars), ("ibis", _ibis), ("polars", _polars), ("ibis", _ibis)):
