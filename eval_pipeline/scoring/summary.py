@@ -64,27 +64,25 @@ def summarise(rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame) ->
         )
         for gval, g in groups:
             values = {c: pd.to_numeric(g[c], errors="coerce").to_numpy(dtype=float) for c in num}
-            # the scores no sample misses share one set of resamples; a score with gaps has its own
-            complete = [c for c in num if not np.isnan(values[c]).any()]
-            joint = dict(
-                zip(
-                    complete,
-                    joint_bootstrap_ci(
-                        np.column_stack([values[c] for c in complete]) if complete else np.empty((0, 0)),
-                        seed_of(rubric.name, checkpoint_id, label, gval),
-                        N_BOOT,
-                    ),
-                    strict=True,
+            # scores present on the same samples share one set of resamples (those no sample misses: the group's
+            # seed; a score alone with its gaps: its own seed, as bootstrap_ci gives it)
+            by_mask: dict[bytes, list[str]] = {}
+            for c in num:
+                by_mask.setdefault(np.isnan(values[c]).tobytes(), []).append(c)
+            joint: dict[str, tuple[float, float]] = {}
+            for cs in by_mask.values():
+                present = ~np.isnan(values[cs[0]])
+                seed = (
+                    seed_of(rubric.name, checkpoint_id, label, gval)
+                    if present.all()
+                    else seed_of(rubric.name, checkpoint_id, label, gval, *cs)
                 )
-            )
+                matrix = np.column_stack([values[c][present] for c in cs])
+                joint.update(zip(cs, joint_bootstrap_ci(matrix, seed, N_BOOT), strict=True))
             for col in num:
                 vals = values[col]
                 ok = vals[~np.isnan(vals)]
-                lo, hi = (
-                    joint[col]
-                    if col in joint
-                    else bootstrap_ci(ok, seed_of(rubric.name, checkpoint_id, label, gval, col))
-                )
+                lo, hi = joint[col]
                 thr = thresholds.get(col)
                 rows.append(
                     dict(
