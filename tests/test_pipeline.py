@@ -1,6 +1,7 @@
 """End-to-end: the factory's groups materialized into a real DuckDB file on a real Dagster instance."""
 
 import dagster as dg
+import pandas as pd
 import pytest
 
 from eval_pipeline.core.config import load_rubrics
@@ -237,3 +238,34 @@ def test_chunked_ingest_catches_repeats_across_chunks(tmp_path, warehouse_path, 
     assert [n for n, _ in q] == [8, 9, 11]
     assert "repeated" in q[0][1] and "malformed JSON" in q[1][1] and "repeated" in q[2][1]
     assert wh.query_rows("SELECT count(*) FROM empathetic_dialogue.raw_outputs")[0][0] == 11
+
+
+def test_judge_scores_in_chunks_are_one_partition_replaced_at_once(checkpoint_root, tmp_path, instance, monkeypatch):
+    """judge_scores scores and stages a few thousand samples at a time (a questionnaire rubric has ~35 rows a
+    sample): chunked or not, the partition is the same, written once, and a re-run replaces it."""
+    from eval_pipeline.defs.assets import judge as judge_assets
+    from eval_pipeline.defs.runner import register_checkpoints
+
+    tables = {}
+    for chunk in (7, 5000):
+        monkeypatch.setattr(judge_assets, "JUDGE_CHUNK", chunk)
+        path = str(tmp_path / f"w{chunk}.duckdb")
+        defs = build_definitions(RUBRIC_DIR, path, str(checkpoint_root))
+        register_checkpoints(instance, ["ckpt-0100"])
+        keys = [dg.AssetKey(["roleplay_style", a]) for a in ("raw_outputs", "samples", "judge_scores")]
+        for _ in range(2):  # the second run replaces the partition
+            res = dg.materialize(
+                [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)],
+                instance=instance,
+                partition_key="ckpt-0100",
+                resources=defs.resources,
+                selection=dg.AssetSelection.assets(*keys),
+            )
+            assert res.success
+        tables[chunk] = Warehouse(path).query_df(
+            "SELECT * EXCLUDE (latency_ms) FROM roleplay_style.judge_scores ORDER BY sample_id, judge, dimension"
+        )
+        mat = instance.get_latest_materialization_event(keys[-1]).asset_materialization
+        assert mat.metadata["prompts"].value == 60  # every sample scored once, across the chunks
+    assert len(tables[7]) == 60 * (30 + 3 + 1) * 2  # 30 items, 3 metrics and the total; the judge and the panel
+    pd.testing.assert_frame_equal(tables[7], tables[5000])

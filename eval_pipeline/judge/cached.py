@@ -32,6 +32,25 @@ class JudgeRunStats:
     processes: int = 1
     missing_reasons: dict[str, int] = field(default_factory=dict)
 
+    def merge(self, other: JudgeRunStats) -> None:
+        """Add another batch's figures (the same judges, scored in chunks)."""
+        self.judges, self.judge_kind = other.judges or self.judges, other.judge_kind
+        for name in (
+            "prompts",
+            "calls",
+            "http_attempts",
+            "cache_hits",
+            "missing",
+            "prompt_tokens",
+            "completion_tokens",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.wall_s += other.wall_s
+        self.max_in_flight = max(self.max_in_flight, other.max_in_flight)
+        self.processes = max(self.processes, other.processes)
+        for reason, n in other.missing_reasons.items():
+            self.missing_reasons[reason] = self.missing_reasons.get(reason, 0) + n
+
     @property
     def cache_hit_rate(self) -> float:
         return self.cache_hits / self.prompts if self.prompts else 0.0

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
+import numpy as np
 
 from eval_pipeline.agreement.reliability import calibration_rows
 from eval_pipeline.core import settings
@@ -61,6 +62,9 @@ def _judge_metadata(stats: JudgeRunStats, samples: int, means: dict, latency_p50
     }
 
 
+JUDGE_CHUNK = 5000  # samples scored and staged at a time by judge_scores
+
+
 def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     judged = [d.key for d in rubric.judged_dimensions] + ([rubric.questionnaire.name] if rubric.questionnaire else [])
 
@@ -81,13 +85,26 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
-        df, stats = judge_samples(rubric, ckpt_id, records, wh, mode=judge.mode, overrides=judge.overrides())
-        wh.replace_partition(rubric.name, "judge_scores", df, {"checkpoint_id": ckpt_id})
-        panel = df[df.judge == PANEL]
-        means = panel[panel.status == "ok"].groupby("dimension")["score"].mean().round(3).to_dict()
-        lat = df.loc[df.latency_ms.notna(), "latency_ms"]
+        stats = JudgeRunStats()
+        sums: dict[str, list[float]] = {}  # dimension -> [sum, count] of the panel's scores
+        latencies: list[float] = []
+        # scored JUDGE_CHUNK samples at a time and staged, the partition replaced at once: a questionnaire rubric
+        # has ~35 rows a sample, so a 100k-sample checkpoint's rows would not fit in memory as one frame
+        with wh.partition_writer() as writer:
+            for start in range(0, max(len(records), 1), JUDGE_CHUNK):
+                chunk = records[start : start + JUDGE_CHUNK]
+                df, st = judge_samples(rubric, ckpt_id, chunk, wh, mode=judge.mode, overrides=judge.overrides())
+                writer.write(rubric.name, "judge_scores", df, {"checkpoint_id": ckpt_id})
+                stats.merge(st)
+                ok = df[(df.judge == PANEL) & (df.status == "ok")]
+                for dim, g in ok.groupby("dimension")["score"]:
+                    acc = sums.setdefault(str(dim), [0.0, 0.0])
+                    acc[0] += float(g.sum())
+                    acc[1] += len(g)
+                latencies += df.loc[df.latency_ms.notna(), "latency_ms"].tolist()
+        means = {dim: round(total / n, 3) for dim, (total, n) in sums.items() if n}
         return dg.MaterializeResult(
-            metadata=_judge_metadata(stats, len(records), means, float(lat.median()) if len(lat) else 0.0)
+            metadata=_judge_metadata(stats, len(records), means, float(np.median(latencies)) if latencies else 0.0)
         )
 
     return judge_scores
