@@ -3,6 +3,8 @@ per score, overall and by the breakdowns the rubric declares; shares for status 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -22,6 +24,24 @@ def bootstrap_ci(values: np.ndarray, seed: int, n_boot: int = N_BOOT, level: flo
     if n == 1:
         return float(values[0]), float(values[0])
     return percentile_ci(resampled_mean, [values], seed, n_boot, level)
+
+
+def _intervals(values: dict[Any, np.ndarray], about: tuple) -> dict[Any, tuple[float, float]]:
+    """The bootstrap CI of the mean of every series (NaN: the sample lacks it). Series present on the same
+    samples share one set of resamples (joint_bootstrap_ci), seeded by what they are ``about`` (rubric,
+    checkpoint, breakdown, group) and, unless every sample has them, their names (a score alone keeps the seed
+    it always had)."""
+    by_mask: dict[bytes, list[Any]] = {}
+    for name, v in values.items():
+        by_mask.setdefault(np.isnan(v).tobytes(), []).append(name)
+    out: dict[Any, tuple[float, float]] = {}
+    for names in by_mask.values():
+        present = ~np.isnan(values[names[0]])
+        labels = [] if present.all() else [n if isinstance(n, str) else f"{n[0]}={n[1]}" for n in names]
+        s = seed_of(*about, *labels)
+        matrix = np.column_stack([values[n][present] for n in names])
+        out.update(zip(names, joint_bootstrap_ci(matrix, s, N_BOOT), strict=True))
+    return out
 
 
 def numeric_scores(rubric: RubricConfig) -> list[str]:
@@ -63,22 +83,13 @@ def summarise(rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame) ->
             ]
         )
         for gval, g in groups:
-            values = {c: pd.to_numeric(g[c], errors="coerce").to_numpy(dtype=float) for c in num}
-            # scores present on the same samples share one set of resamples (those no sample misses: the group's
-            # seed; a score alone with its gaps: its own seed, as bootstrap_ci gives it)
-            by_mask: dict[bytes, list[str]] = {}
-            for c in num:
-                by_mask.setdefault(np.isnan(values[c]).tobytes(), []).append(c)
-            joint: dict[str, tuple[float, float]] = {}
-            for cs in by_mask.values():
-                present = ~np.isnan(values[cs[0]])
-                seed = (
-                    seed_of(rubric.name, checkpoint_id, label, gval)
-                    if present.all()
-                    else seed_of(rubric.name, checkpoint_id, label, gval, *cs)
-                )
-                matrix = np.column_stack([values[c][present] for c in cs])
-                joint.update(zip(cs, joint_bootstrap_ci(matrix, seed, N_BOOT), strict=True))
+            values: dict[Any, np.ndarray] = {c: pd.to_numeric(g[c], errors="coerce").to_numpy(dtype=float) for c in num}
+            levels = {c: sorted(g[c].dropna().unique()) for c in cat}
+            for c in cat:  # a status's share of each level: 1 / 0 on the samples that have one, NaN elsewhere
+                known = g[c].notna().to_numpy()
+                for lv in levels[c]:
+                    values[(c, lv)] = np.where(known, (g[c] == lv).to_numpy(dtype=float), np.nan)
+            joint = _intervals(values, (rubric.name, checkpoint_id, label, gval))
             for col in num:
                 vals = values[col]
                 ok = vals[~np.isnan(vals)]
@@ -104,12 +115,9 @@ def summarise(rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame) ->
             for col in cat:
                 vals = g[col]
                 known = vals.dropna()
-                levels = sorted(known.unique())
-                shares = np.column_stack([(known == lv).to_numpy(dtype=float) for lv in levels]) if levels else None
-                seed = seed_of(rubric.name, checkpoint_id, label, gval, col)
-                cis = joint_bootstrap_ci(shares, seed, N_BOOT) if shares is not None else []
-                for level, (lo, hi) in zip(levels, cis, strict=True):
+                for level in levels[col]:
                     share = (known == level).to_numpy(dtype=float)
+                    lo, hi = joint[(col, level)]
                     rows.append(
                         dict(
                             checkpoint_id=checkpoint_id,
