@@ -6,6 +6,7 @@ import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
+from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.defs.asset import _holding_the_warehouse, asset_key, current_pool, partition_rows
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
@@ -79,6 +80,19 @@ def gate_checks(rubric: RubricConfig, assets: set[str]) -> dg.AssetChecksDefinit
     return checks
 
 
+def panel_statuses(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> pd.DataFrame | None:
+    """What missing_judge_scores reads, and only that: the panel's dimension and questionnaire-metric rows'
+    status and reason (a questionnaire rubric has ~35 rows a sample; the full rows of 100k samples are GBs)."""
+    return partition_rows(
+        wh,
+        rubric,
+        "judge_scores",
+        ckpt,
+        columns="judge, kind, status, reason",
+        where=f"judge = '{PANEL}' AND kind IN ('dimension', 'questionnaire_metric')",
+    )
+
+
 def missing_judge_scores(judge: pd.DataFrame) -> tuple[int, int, dict[str, int]]:
     """(missing, total, reasons) over the panel's dimension and questionnaire-metric scores."""
     panel = judge[(judge.judge == PANEL) & judge.kind.isin(["dimension", "questionnaire_metric"])]
@@ -100,7 +114,7 @@ def judge_completeness_check(rubric: RubricConfig) -> dg.AssetChecksDefinition:
     )
     @_holding_the_warehouse
     def judge_completeness(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource):
-        rows = partition_rows(warehouse.get(), rubric, "judge_scores", context.partition_key)
+        rows = panel_statuses(warehouse.get(), rubric, context.partition_key)
         missing, total, reasons = missing_judge_scores(rows) if rows is not None else (0, 0, {})
         share = missing / total if total else 1.0
         passed = total > 0 and share <= limit
