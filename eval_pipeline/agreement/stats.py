@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from eval_pipeline.core.resampling import Statistic, percentile_ci
+from eval_pipeline.core.resampling import Statistic, counts_per_row, percentile_ci
 
 Values: TypeAlias = Sequence[float] | np.ndarray  # ratings or scores of one rater, item by item
 
@@ -147,10 +147,8 @@ def _resampled_ranks(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
     sorting: the values' distinct levels are counted per resample, and a level's rank is the count below it
     plus half its own count (plus one half). O(resamples x n), where sorting each resample is O(n log n)."""
     levels, code = np.unique(values, return_inverse=True)
-    k = len(levels)
-    m = idx.shape[0]
     coded = code[idx]
-    counts = np.bincount((np.arange(m)[:, None] * k + coded).ravel(), minlength=m * k).reshape(m, k)
+    counts = counts_per_row(coded, len(levels))
     below = np.cumsum(counts, axis=1) - counts
     mid = below + (counts + 1) / 2.0
     return np.take_along_axis(mid, coded, axis=1)
@@ -183,9 +181,7 @@ def kendall_resamples(a: Values, b: Values, idx: np.ndarray) -> np.ndarray:
     _, xi = np.unique(x, return_inverse=True)
     _, yi = np.unique(y, return_inverse=True)
     kx, ky = int(xi.max()) + 1, int(yi.max()) + 1
-    codes = (xi * ky + yi)[idx]
-    flat = (np.arange(m)[:, None] * (kx * ky) + codes).ravel()
-    c = np.bincount(flat, minlength=m * kx * ky).reshape(m, kx, ky).astype(float)
+    c = counts_per_row((xi * ky + yi)[idx], kx * ky).reshape(m, kx, ky).astype(float)
     above = c[:, ::-1, ::-1].cumsum(axis=1).cumsum(axis=2)[:, ::-1, ::-1]  # sum over i' >= i, j' >= j
     greater = np.zeros_like(c)
     greater[:, :-1, :-1] = above[:, 1:, 1:]
@@ -243,8 +239,7 @@ def cohen_kappa_resamples(a: Values, b: Values, labels: Values, weights: str | N
     cohen_kappa(a, b, labels, weights)  # validates the labels (raises like the per-resample version)
     codes = np.searchsorted(lab, a) * k + np.searchsorted(lab, b)
     m, n = idx.shape
-    flat = (np.arange(m)[:, None] * (k * k) + codes[idx]).ravel()
-    obs = np.bincount(flat, minlength=m * k * k).reshape(m, k, k) / n
+    obs = counts_per_row(codes[idx], k * k).reshape(m, k, k) / n
     exp = obs.sum(axis=2)[:, :, None] * obs.sum(axis=1)[:, None, :]
     w = _weights(k, weights)
     de = (w * exp).reshape(m, -1).sum(axis=1)

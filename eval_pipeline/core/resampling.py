@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -46,14 +47,23 @@ def percentile_ci(
     return float(np.quantile(vals, alpha)), float(np.quantile(vals, 1 - alpha))
 
 
-def joint_bootstrap_ci(matrix: np.ndarray, seed: int, n_boot: int, level: float = 0.95) -> list[tuple[float, float]]:
+def counts_per_row(codes: np.ndarray, k: int) -> np.ndarray:
+    """How often each code 0..k-1 occurs in each row of ``codes`` (rows x n): a (rows x k) matrix, one bincount."""
+    m = codes.shape[0]
+    return np.bincount((np.arange(m)[:, None] * k + codes).ravel(), minlength=m * k).reshape(m, k)
+
+
+def joint_bootstrap_ci(
+    matrix: np.ndarray, seed: int, n_boot: int, level: float = 0.95, min_n: int = 1
+) -> list[tuple[float, float]]:
     """Percentile bootstrap CIs of the mean of every column of ``matrix`` (items x scores, no missing value),
     all from the same resamples (seeded): each resample is its items' counts, and one matrix product gives
     every score's resampled mean. Per score it is exactly the bootstrap ``percentile_ci(resampled_mean, ...)``
     makes with the same seed (the same draws); together they cost one draw instead of one per score (a
-    100k-sample checkpoint's summary took 55 s one score at a time)."""
+    100k-sample checkpoint's summary took 55 s one score at a time). Fewer than ``min_n`` items: NaN; one
+    item (when allowed): its value."""
     n, k = matrix.shape
-    if n == 0:
+    if n == 0 or n < min_n:
         return [(float("nan"), float("nan"))] * k
     if n == 1:
         return [(float(v), float(v)) for v in matrix[0]]
@@ -61,14 +71,30 @@ def joint_bootstrap_ci(matrix: np.ndarray, seed: int, n_boot: int, level: float 
     rows = max(1, BLOCK_CELLS // n)
     means = []
     for start in range(0, n_boot, rows):
-        r = min(rows, n_boot - start)
-        idx = rng.integers(0, n, (r, n))
-        counts = np.bincount((np.arange(r)[:, None] * n + idx).ravel(), minlength=r * n).reshape(r, n)
-        means.append(counts @ matrix / n)
+        idx = rng.integers(0, n, (min(rows, n_boot - start), n))
+        means.append(counts_per_row(idx, n) @ matrix / n)
     vals = np.vstack(means)
     alpha = (1 - level) / 2
     lo, hi = np.quantile(vals, alpha, axis=0), np.quantile(vals, 1 - alpha, axis=0)
     return [(float(a), float(b)) for a, b in zip(lo, hi, strict=True)]
+
+
+def mean_intervals(
+    values: dict[Any, np.ndarray], about: tuple, n_boot: int, min_n: int = 1
+) -> dict[Any, tuple[float, float]]:
+    """The bootstrap CI of the mean of every series (NaN where an item lacks it). Series present on the same
+    items share one set of resamples (joint_bootstrap_ci), seeded by what they are ``about`` and, unless every
+    item has them, by their names (a series alone with gaps keeps the seed it would have on its own)."""
+    by_mask: dict[bytes, list[Any]] = {}
+    for name, v in values.items():
+        by_mask.setdefault(np.isnan(v).tobytes(), []).append(name)
+    out: dict[Any, tuple[float, float]] = {}
+    for names in by_mask.values():
+        present = ~np.isnan(values[names[0]])
+        labels = [] if present.all() else [n if isinstance(n, str) else f"{n[0]}={n[1]}" for n in names]
+        matrix = np.column_stack([values[n][present] for n in names])
+        out.update(zip(names, joint_bootstrap_ci(matrix, seed_of(*about, *labels), n_boot, min_n=min_n), strict=True))
+    return out
 
 
 def resampled_mean(values: np.ndarray, idx: np.ndarray) -> np.ndarray:

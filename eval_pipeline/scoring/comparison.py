@@ -7,12 +7,11 @@ regression is a guarded score whose 95 % interval of the change lies wholly on t
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, COMPARISON_COLUMNS
-from eval_pipeline.core.resampling import joint_bootstrap_ci, percentile_ci, resampled_mean, seed_of
+from eval_pipeline.core.resampling import mean_intervals
 from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.scoring.gates.base import GateResult, GateSpec
 from eval_pipeline.scoring.summary import numeric_scores
@@ -40,11 +39,6 @@ DTYPES = {
 
 def empty_comparison() -> pd.DataFrame:
     return pd.DataFrame(columns=COMPARISON_COLUMNS).astype(DTYPES)
-
-
-def paired_bootstrap(diff: np.ndarray, seed: int, n_boot: int = N_BOOT) -> tuple[float, float]:
-    """95 % CI of the mean paired difference (samples resampled together)."""
-    return percentile_ci(resampled_mean, [diff], seed, n_boot)
 
 
 def find_parent(checkpoints: pd.DataFrame, checkpoint_id: str) -> str | None:
@@ -82,25 +76,22 @@ def compare(
     rows = []
     merged = child.merge(parent, on="sample_id", suffixes=("", "__parent"))
     cols = [c for c in numeric_scores(rubric) if c in child.columns and c in parent.columns]
-    diffs = {
-        c: pd.to_numeric(merged[c], errors="coerce") - pd.to_numeric(merged[f"{c}__parent"], errors="coerce")
+    pairs = {
+        c: (pd.to_numeric(merged[c], errors="coerce"), pd.to_numeric(merged[f"{c}__parent"], errors="coerce"))
         for c in cols
     }
-    # the scores every shared sample has share one set of resamples (one matrix product for all their means)
-    complete = [c for c in cols if diffs[c].notna().all()] if len(merged) >= 2 else []  # fewer: no interval
-    matrix = np.column_stack([diffs[c].to_numpy(dtype=float) for c in complete]) if complete else np.empty((0, 0))
-    joint = dict(
-        zip(complete, joint_bootstrap_ci(matrix, seed_of(rubric.name, checkpoint_id, parent_id), N_BOOT), strict=True)
+    # the scores present on the same shared samples share one set of resamples (a score alone keeps its own seed)
+    intervals = mean_intervals(
+        {c: (a - b).to_numpy(dtype=float) for c, (a, b) in pairs.items()},
+        (rubric.name, checkpoint_id, parent_id),
+        N_BOOT,
+        min_n=2,
     )
-    for col in cols:
-        a = pd.to_numeric(merged[col], errors="coerce")
-        b = pd.to_numeric(merged[f"{col}__parent"], errors="coerce")
+    for col, (a, b) in pairs.items():
         ok = a.notna() & b.notna()
         d = (a[ok] - b[ok]).to_numpy(dtype=float)
         low = col in rubric.lower_is_better
-        lo, hi = (
-            joint[col] if col in joint else paired_bootstrap(d, seed_of(rubric.name, checkpoint_id, parent_id, col))
-        )
+        lo, hi = intervals[col]
         worse = (d > 0) if low else (d < 0)
         better = (d < 0) if low else (d > 0)
         guarded = col in rubric.guarded_dimensions

@@ -10,7 +10,7 @@ import pandas as pd
 
 from eval_pipeline.core.config import BandScore, RubricConfig, RulesScore
 from eval_pipeline.core.contracts import SUMMARY_COLUMNS
-from eval_pipeline.core.resampling import joint_bootstrap_ci, percentile_ci, resampled_mean, seed_of
+from eval_pipeline.core.resampling import mean_intervals, percentile_ci, resampled_mean
 from eval_pipeline.scoring.scores import judged_columns
 
 N_BOOT = 2000
@@ -24,24 +24,6 @@ def bootstrap_ci(values: np.ndarray, seed: int, n_boot: int = N_BOOT, level: flo
     if n == 1:
         return float(values[0]), float(values[0])
     return percentile_ci(resampled_mean, [values], seed, n_boot, level)
-
-
-def _intervals(values: dict[Any, np.ndarray], about: tuple) -> dict[Any, tuple[float, float]]:
-    """The bootstrap CI of the mean of every series (NaN: the sample lacks it). Series present on the same
-    samples share one set of resamples (joint_bootstrap_ci), seeded by what they are ``about`` (rubric,
-    checkpoint, breakdown, group) and, unless every sample has them, their names (a score alone keeps the seed
-    it always had)."""
-    by_mask: dict[bytes, list[Any]] = {}
-    for name, v in values.items():
-        by_mask.setdefault(np.isnan(v).tobytes(), []).append(name)
-    out: dict[Any, tuple[float, float]] = {}
-    for names in by_mask.values():
-        present = ~np.isnan(values[names[0]])
-        labels = [] if present.all() else [n if isinstance(n, str) else f"{n[0]}={n[1]}" for n in names]
-        s = seed_of(*about, *labels)
-        matrix = np.column_stack([values[n][present] for n in names])
-        out.update(zip(names, joint_bootstrap_ci(matrix, s, N_BOOT), strict=True))
-    return out
 
 
 def numeric_scores(rubric: RubricConfig) -> list[str]:
@@ -89,7 +71,7 @@ def summarise(rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame) ->
                 known = g[c].notna().to_numpy()
                 for lv in levels[c]:
                     values[(c, lv)] = np.where(known, (g[c] == lv).to_numpy(dtype=float), np.nan)
-            joint = _intervals(values, (rubric.name, checkpoint_id, label, gval))
+            joint = mean_intervals(values, (rubric.name, checkpoint_id, label, gval), N_BOOT)
             for col in num:
                 vals = values[col]
                 ok = vals[~np.isnan(vals)]
@@ -116,7 +98,7 @@ def summarise(rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame) ->
                 vals = g[col]
                 known = vals.dropna()
                 for level in levels[col]:
-                    share = (known == level).to_numpy(dtype=float)
+                    share = values[(col, level)][~np.isnan(values[(col, level)])]
                     lo, hi = joint[(col, level)]
                     rows.append(
                         dict(
