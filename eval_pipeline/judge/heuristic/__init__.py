@@ -32,11 +32,11 @@ import importlib
 import math
 import pkgutil
 import statistics
-import zlib
 from collections.abc import Callable
 from typing import Any
 
 from eval_pipeline.core.config import HeuristicTerm, RubricConfig
+from eval_pipeline.core.resampling import seed_of
 
 Feature = Callable[[dict[str, Any], dict[str, Any]], "float | None"]
 FEATURES: dict[str, Feature] = {}
@@ -116,8 +116,8 @@ def distribution(f: float, lo: int, hi: int) -> dict[int, float]:
 
 
 def _uniform(*seed_parts: object) -> float:
-    """A number in [0, 1), the same for the same seed parts on every run."""
-    return zlib.crc32("|".join(map(str, seed_parts)).encode()) / 2**32
+    """A number in [0, 1), the same for the same seed parts on every run (the pipeline's seed, scaled)."""
+    return seed_of(*seed_parts) / 2**32
 
 
 def draw(dist: dict[int, float], u: float) -> int:
