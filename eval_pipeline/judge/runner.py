@@ -56,14 +56,12 @@ def _heuristic_rows(
 ) -> list[dict[str, Any]]:
     judge = HeuristicJudge(rubric)
     item_ids = {i.id for m in rubric.questionnaire.metrics for i in m.items} if rubric.questionnaire else set()
-    by_expected = rubric.panel.score_source == "expected"
     rows = []
     for rec in records:
         sample_rows = []
         for key, (chosen, why, dist) in judge.score(rec, repeat).items():
             kind = "questionnaire_item" if key in item_ids else "dimension"
-            exp = expected(dist) if dist else None
-            score = exp if exp is not None and by_expected else chosen
+            score, reading = _reading(chosen, dist, rubric.panel.score_source)
             row = _row(
                 ckpt,
                 rec["sample_id"],
@@ -78,19 +76,24 @@ def _heuristic_rows(
                 False,
                 rubric.version,
             )
-            row.update(
-                chosen_score=None if chosen is None else float(chosen),
-                expected_score=exp,
-                score_distribution=_dist_json(dist) if dist else None,
-            )
+            row.update(reading)
             sample_rows.append(row)
         rows += sample_rows
         rows += _questionnaire_rows(rubric, [r for r in sample_rows if r["kind"] == "questionnaire_item"])
     return rows
 
 
-def _dist_json(dist: dict[int, float]) -> str:
-    return json.dumps({str(k): round(p, 6) for k, p in dist.items()})
+def _reading(chosen: float | None, dist: dict[int, float] | None, source: str) -> tuple[float | None, dict[str, Any]]:
+    """The score that feeds the results (the expected score over ``dist`` when there is one and ``source`` says
+    so, else the written one) and the row's written / expected / distribution columns."""
+    exp = expected(dist) if dist else None
+    score = exp if exp is not None and source == "expected" else chosen
+    columns = dict(
+        chosen_score=None if chosen is None else float(chosen),
+        expected_score=exp,
+        score_distribution=json.dumps({str(k): round(p, 6) for k, p in dist.items()}) if dist else None,
+    )
+    return score, columns
 
 
 def _score_specs(
@@ -151,9 +154,7 @@ def _llm_rows(
                 else (0, 0, None, 0)
             )
             chosen = None if o.parsed is None else o.parsed.scores[dim]
-            dist = dists.get(dim)
-            exp = expected(dist) if dist else None
-            score = exp if exp is not None and rubric.panel.score_source == "expected" else chosen
+            score, reading = _reading(chosen, dists.get(dim), rubric.panel.score_source)
             rationale = "" if o.parsed is None else o.parsed.rationale[:500]
             task_rows.append(
                 _row(
@@ -172,11 +173,7 @@ def _llm_rows(
                     *m,
                 )
             )
-            task_rows[-1].update(
-                chosen_score=chosen,
-                expected_score=exp,
-                score_distribution=_dist_json(dist) if dist else None,
-            )
+            task_rows[-1].update(reading)
         rows += task_rows
         if qn:
             rows += _questionnaire_rows(rubric, task_rows)
