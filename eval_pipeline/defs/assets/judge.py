@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
-import numpy as np
 
 from eval_pipeline.agreement.reliability import calibration_rows
 from eval_pipeline.core import settings
@@ -86,8 +85,6 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         wh = warehouse.get()
         records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
         stats = JudgeRunStats()
-        sums: dict[str, list[float]] = {}  # dimension -> [sum, count] of the panel's scores
-        latencies: list[float] = []
         # scored JUDGE_CHUNK samples at a time and staged, the partition replaced at once: a questionnaire rubric
         # has ~35 rows a sample, so a 100k-sample checkpoint's rows would not fit in memory as one frame
         with wh.partition_writer() as writer:
@@ -96,16 +93,19 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
                 df, st = judge_samples(rubric, ckpt_id, chunk, wh, mode=judge.mode, overrides=judge.overrides())
                 writer.write(rubric.name, "judge_scores", df, {"checkpoint_id": ckpt_id})
                 stats.merge(st)
-                ok = df[(df.judge == PANEL) & (df.status == "ok")]
-                for dim, g in ok.groupby("dimension")["score"]:
-                    acc = sums.setdefault(str(dim), [0.0, 0.0])
-                    acc[0] += float(g.sum())
-                    acc[1] += len(g)
-                latencies += df.loc[df.latency_ms.notna(), "latency_ms"].tolist()
-        means = {dim: round(total / n, 3) for dim, (total, n) in sums.items() if n}
-        return dg.MaterializeResult(
-            metadata=_judge_metadata(stats, len(records), means, float(np.median(latencies)) if latencies else 0.0)
-        )
+        table = f'"{rubric.name}".judge_scores'
+        means = {
+            str(dim): round(float(mean), 3)
+            for dim, mean in wh.query_rows(
+                f"SELECT dimension, avg(score) FROM {table} WHERE checkpoint_id = ? AND judge = ? AND status = 'ok' "
+                "GROUP BY dimension",
+                [ckpt_id, PANEL],
+            )
+        }
+        (latency_p50,) = wh.query_rows(
+            f"SELECT median(latency_ms) FROM {table} WHERE checkpoint_id = ? AND latency_ms IS NOT NULL", [ckpt_id]
+        )[0]
+        return dg.MaterializeResult(metadata=_judge_metadata(stats, len(records), means, float(latency_p50 or 0.0)))
 
     return judge_scores
 
