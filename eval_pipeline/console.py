@@ -54,7 +54,7 @@ def _count(wh: Warehouse, schema: str, table: str, where: str, params: list[Any]
 
 def assess(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> RubricReport:
     """What one rubric's evaluation of one checkpoint left in the warehouse, against its completeness rules."""
-    from eval_pipeline.defs.checks import missing_judge_scores, panel_statuses
+    from eval_pipeline.defs.checks import missing_judge_scores
 
     r, c = RubricReport(rubric.name), rubric.completeness
     with wh.session() as s:
@@ -62,9 +62,7 @@ def assess(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> RubricReport:
         r.valid = _count(s, rubric.name, "samples", "checkpoint_id = ?", [ckpt])
         where = "rubric = ? AND checkpoint_id = ? AND stage = ?"
         r.quarantined = _count(s, "main", "quarantine", where, [rubric.name, ckpt, "validate"])
-        judge = panel_statuses(s, rubric, ckpt)
-        if judge is not None:
-            r.judge_missing, r.judge_scores, r.judge_reasons = missing_judge_scores(judge)
+        r.judge_missing, r.judge_scores, r.judge_reasons = missing_judge_scores(s, rubric, ckpt)
         rejected = (
             s.query_df(
                 f"SELECT source_file, line_number, reason FROM main.quarantine WHERE {where}",

@@ -80,22 +80,20 @@ def gate_checks(rubric: RubricConfig, assets: set[str]) -> dg.AssetChecksDefinit
     return checks
 
 
-def panel_statuses(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> pd.DataFrame | None:
-    """What missing_judge_scores reads, and only that: the panel's dimension and questionnaire-metric rows'
-    status and reason (a questionnaire rubric has ~35 rows a sample; the full rows of 100k samples are GBs)."""
-    return partition_rows(
+def missing_judge_scores(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> tuple[int, int, dict[str, int]]:
+    """(missing, total, the most frequent reasons) over the panel's dimension and questionnaire-metric scores of
+    a checkpoint; (0, 0, {}) before judge_scores exists. Reads only those rows' status and reason (a
+    questionnaire rubric has ~35 rows a sample: the full rows of 100k samples are GBs)."""
+    panel = partition_rows(
         wh,
         rubric,
         "judge_scores",
         ckpt,
-        columns="judge, kind, status, reason",
+        columns="status, reason",
         where=f"judge = '{PANEL}' AND kind IN ('dimension', 'questionnaire_metric')",
     )
-
-
-def missing_judge_scores(judge: pd.DataFrame) -> tuple[int, int, dict[str, int]]:
-    """(missing, total, reasons) over the panel's dimension and questionnaire-metric scores."""
-    panel = judge[(judge.judge == PANEL) & judge.kind.isin(["dimension", "questionnaire_metric"])]
+    if panel is None:
+        return 0, 0, {}
     missing = panel[panel.status == "missing"]
     reasons = missing.reason.fillna("no reason").map(lambda r: str(r).split(";")[0][:120]).value_counts()
     return len(missing), len(panel), {str(k): int(v) for k, v in reasons.head(5).items()}
@@ -114,8 +112,7 @@ def judge_completeness_check(rubric: RubricConfig) -> dg.AssetChecksDefinition:
     )
     @_holding_the_warehouse
     def judge_completeness(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource):
-        rows = panel_statuses(warehouse.get(), rubric, context.partition_key)
-        missing, total, reasons = missing_judge_scores(rows) if rows is not None else (0, 0, {})
+        missing, total, reasons = missing_judge_scores(warehouse.get(), rubric, context.partition_key)
         share = missing / total if total else 1.0
         passed = total > 0 and share <= limit
         reason = (
