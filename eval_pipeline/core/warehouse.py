@@ -175,6 +175,11 @@ class Warehouse:
         with self.sandboxed_reader(as_of) as con:
             return con.execute(sql).df()
 
+    @property
+    def _held_by_file(self) -> bool:
+        """Whether holding means keeping a DuckDB file open (not a lake's attachment, not an in-memory database)."""
+        return self.path != ":memory:" and self.location.kind != "ducklake"
+
     @contextmanager
     def hold(self) -> Iterator[Warehouse]:
         """Keep the database open in this process for the block: every connection opened inside it is
@@ -182,7 +187,7 @@ class Warehouse:
         connection closes). Holding the file keeps other processes out of it, so only steps that take
         turns through the warehouse pool hold it, never one that waits on the judge. Inside ``lingering``
         the database stays open after the block, for the next step of the same run."""
-        if self.path == ":memory:" or self.location.kind == "ducklake" or self.path in _HELD:
+        if not self._held_by_file or self.path in _HELD:
             yield self  # a lake's attachment stays open in the process anyway; a lingering hold is open
             return
         if self.path in _LINGERING:
@@ -197,7 +202,7 @@ class Warehouse:
         """For one in-process run: a hold stays open from one warehouse step to the next (opening and
         checkpointing the file cost ~50 ms a step), until a step that calls the judge starts (``release``)
         or the run ends. Other processes wait for the file meanwhile, as they do during a step."""
-        if self.path == ":memory:" or self.location.kind == "ducklake":
+        if not self._held_by_file:
             yield
             return
         _LINGERING.add(self.path)

@@ -126,7 +126,9 @@ def materialize_checkpoints(
     log_level: str = "DEBUG",
     on_outcome: Callable[[RunOutcome], None] | None = None,
 ) -> list[RunOutcome]:
-    root = Path((defs.resources or {})["checkpoints"].root)
+    resources = defs.resources or {}
+    root = Path(resources["checkpoints"].root)
+    wh = resources["warehouse"].get()
     reap_dead_runs(instance)
     register_checkpoints(instance, checkpoint_ids)
     assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]
@@ -140,12 +142,12 @@ def materialize_checkpoints(
                 continue
             t0 = time.perf_counter()
             try:
-                with (defs.resources or {})["warehouse"].get().lingering():
+                with wh.lingering():
                     result = dg.materialize(
                         [*assets, *(defs.asset_checks or [])],
                         instance=instance,
                         partition_key=ckpt_id,
-                        resources=defs.resources,
+                        resources=resources,
                         selection=dg.AssetSelection.groups(*names),
                         tags={
                             "eval/checkpoint": ckpt_id,
@@ -166,8 +168,7 @@ def materialize_checkpoints(
                 seconds = time.perf_counter() - t0
                 outcome = RunOutcome(ckpt_id, names, result.success, seconds, result.run_id, failures, interrupt.flag)
             if outcome.run_id:  # the report covers every rubric and checkpoint: drawn once a run has ended
-                res = defs.resources or {}
-                outcome.report, outcome.report_error = redraw_report(res["warehouse"].get(), res["publish"].report_dir)
+                outcome.report, outcome.report_error = redraw_report(wh, resources["publish"].report_dir)
                 if outcome.report_error:
                     print(f"report not written: {outcome.report_error}", file=sys.stderr, flush=True)
             outcomes.append(outcome)
