@@ -25,7 +25,7 @@ from eval_pipeline.core import lake, settings
 from eval_pipeline.core.ids import check_identifier
 
 if TYPE_CHECKING:
-    from eval_pipeline.core.staging import PartitionWriter
+    from eval_pipeline.core.staging import PartitionWriter, TransactionWriter
 from eval_pipeline.core.tables import Known, check_partition, ensure_table, partition_condition, qualified
 
 # In-process writers are serialised: DuckDB allows one read-write process per file
@@ -331,18 +331,28 @@ class Warehouse:
         return len(df)
 
     @contextmanager
-    def partition_writer(self) -> Iterator[PartitionWriter]:
-        """Replace partitions of several tables chunk by chunk, all visible at once.
+    def partition_writer(self, *, fixed_columns: bool = False) -> Iterator[PartitionWriter | TransactionWriter]:
+        """Replace partitions of several tables chunk by chunk, all visible at once; readers never see half a
+        partition, and on an exception nothing changes.
 
-        Chunks are appended to staging tables (schema `staging`), each append committed on its own, so
-        DuckDB can write them to disk as they come; a transaction that inserted a million rows from
-        pandas would hold them all in memory until its commit. At the end of the block one transaction
-        deletes each partition and inserts it from its staging table (an INSERT ... SELECT, which DuckDB
-        streams within its memory limit); on an exception nothing changes and the staging is dropped.
-        Readers never see half a partition.
+        ``fixed_columns``: every chunk of a table has the columns and types of its first (Arrow chunks of one
+        schema) and comes from local work, not from waiting on the network. On a DuckDB file one transaction
+        then runs from the first chunk to the end (``TransactionWriter``: each row written once, memory bounded
+        by DuckDB's optimistic writes). Otherwise (a DuckLake, or chunks whose columns vary, such as the
+        judge's) chunks are appended to staging tables, each committed on its own (the file is free between
+        them), and one transaction at the end deletes each partition and inserts it from its staging table
+        (``PartitionWriter``): a lost commit race is retried from what is staged.
         """
-        from eval_pipeline.core.staging import PartitionWriter
+        from eval_pipeline.core.staging import PartitionWriter, TransactionWriter
 
+        if self.location.single_writer and fixed_columns:
+            direct = TransactionWriter(self)
+            try:
+                yield direct
+                direct.commit()
+            finally:
+                direct.close()
+            return
         writer = PartitionWriter(self)
         try:
             yield writer

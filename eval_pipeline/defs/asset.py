@@ -131,7 +131,7 @@ def _releasing_the_warehouse(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def step(*args: Any, **kwargs: Any) -> Any:
         judge = kwargs.get("judge")
-        if judge is None or str(judge.mode).lower() != "heuristic":
+        if judge is None or judge.calls_out:
             _warehouse_of(args, kwargs).get().release()
         return fn(*args, **kwargs)
 

@@ -45,7 +45,7 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             )
         wh = warehouse.get()
         lines = blank = size = 0
-        with wh.partition_writer() as w:  # streamed in chunks, the partition replaced in one transaction
+        with wh.partition_writer(fixed_columns=True) as w:  # streamed in chunks, the partition replaced at once
             for chunk in iter_jsonl(path, ckpt.checkpoint_id):
                 w.write(rubric.name, "raw_outputs", chunk.table, {"checkpoint_id": ckpt.checkpoint_id})
                 lines += chunk.table.num_rows
@@ -94,7 +94,7 @@ def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         )
         # validated in the engine, chunk by chunk of line numbers; both partitions are swapped in at the end,
         # together, so a checkpoint with nothing valid still keeps its quarantined lines
-        with wh.partition_writer() as w, wh.connect() as con:
+        with wh.partition_writer(fixed_columns=True) as w, wh.connect() as con:
             engine = EngineValidation(con, rubric, src, [ckpt_id], ckpt_id, chunk_lines=settings.ingest_chunk_lines())
             w.write(rubric.name, "samples", empty_samples(rubric), {"checkpoint_id": ckpt_id})  # declares the columns
             for chunk in engine.run():
