@@ -135,8 +135,38 @@ def test_vectorised_rank_and_error_bootstraps_equal_the_per_resample_ones():
             slow = st.bootstrap(per_resample(fn), [a, b], seed=3)
             fast = st.bootstrap(batch, [a, b], seed=3)
             assert np.allclose(slow, fast, rtol=0, atol=1e-12, equal_nan=True), (fn.__name__, n, slow, fast)
-    const = np.full(12, 4.0)  # no variance in every resample: undefined, as per resample
-    assert np.isnan(st.spearman_resamples(const, a[:12], np.zeros((5, 12), int))).all()
+    const = np.full(len(a), 4.0)  # no variance in every resample: undefined, as per resample
+    assert np.isnan(st.spearman_resamples(const, a, rng.integers(0, len(a), (5, len(a))))).all()
+    assert np.isnan(st.spearman_resamples(a, b, np.zeros((5, len(a)), int))).all()  # one item drawn n times
+
+
+def test_spearman_resamples_from_contingency_tables_equal_scipy():
+    """The table path (few levels: scores on a scale, lengths) and the gather path (many levels) against scipy's
+    spearmanr resample by resample, ties and n < 3 included; integer level codes give the same as the values."""
+    from scipy import stats as ss
+
+    rng = np.random.default_rng(21)
+    for trial in range(400):
+        n = int(rng.integers(0, 30))
+        a = rng.integers(1, 6, n).astype(float) if trial % 2 else rng.normal(size=n)
+        b = rng.integers(1, 4, n).astype(float) if trial % 3 else np.round(rng.normal(size=n), 1)
+        idx = rng.integers(0, max(n, 1), (6, n))
+        expected = [
+            ss.spearmanr(a[i], b[i]).statistic if n >= 3 and len(set(a[i])) > 1 and len(set(b[i])) > 1 else np.nan
+            for i in idx
+        ]
+        with np.errstate(all="ignore"):
+            got = st.spearman_resamples(a, b, idx)
+        assert np.allclose(got, expected, rtol=0, atol=1e-12, equal_nan=True), (trial, got, expected)
+        if n:
+            coded = st.spearman_resamples(st.rank_codes(a), st.rank_codes(b), idx)
+            assert np.array_equal(np.isnan(coded), np.isnan(got)) and np.allclose(
+                coded, got, atol=1e-12, equal_nan=True
+            )
+    n = 5000  # both continuous: the table would be n^2 cells, so ranks are gathered; still scipy's value
+    a, b = rng.normal(size=n), rng.normal(size=n)
+    idx = rng.integers(0, n, (3, n))
+    assert np.allclose(st.spearman_resamples(a, b, idx), [ss.spearmanr(a[i], b[i]).statistic for i in idx], atol=1e-12)
 
 
 def test_resamples_are_the_draws_of_one_resample_at_a_time():
@@ -215,3 +245,16 @@ def test_model_raters_are_their_own_set_and_never_in_the_human_mean(rubrics):
     )
     mixed = compute_agreement(merged, "c", pd.concat([humans, models]), judge)
     assert pick(mixed, jh, "mean_absolute_error") > 0.1
+
+
+def test_statistics_bootstrapped_together_get_the_interval_each_gets_alone():
+    """bootstrap_many draws the resamples once for several statistics (length bias over a 100k-sample
+    checkpoint: one draw, not one per score); each interval is the one bootstrap gives it with that seed."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 40, 3000)
+    ys = [rng.integers(1, 6, 3000) for _ in range(3)]
+    together = st.bootstrap_many([(st.spearman_resamples, [y, x]) for y in ys], seed=77)
+    alone = [st.bootstrap(st.spearman_resamples, [y, x], seed=77) for y in ys]
+    assert together == alone and len(set(together)) == 3
+    (few,) = st.bootstrap_many([(st.spearman_resamples, [ys[0][:4], x[:4]])], seed=1)  # under 5 items: none
+    assert np.isnan(few).all()

@@ -25,7 +25,8 @@ from eval_pipeline.core.resampling import seed_of
 
 def log_words(texts: pd.Series) -> pd.Series:
     """log(1 + words): length effects are multiplicative (a 50-word answer is not 'short' next to a 5-word one)."""
-    return np.log1p(texts.fillna("").astype(str).str.split().str.len().astype(float))
+    words = np.fromiter((len(t.split()) for t in texts.fillna("").astype(str)), float, len(texts))
+    return pd.Series(np.log1p(words), index=texts.index)  # (pandas' .str.split().str.len() built lists: 6x slower)
 
 
 def length_bias(
@@ -41,21 +42,29 @@ def length_bias(
     log length (None: no parent, the checkpoint's own)."""
     by_id = scores.set_index("sample_id")
     length = lengths.reindex(by_id.index)
-    rows = []
+    rows: dict[str, dict] = {}
+    groups: dict[bytes, list[tuple[str, np.ndarray, np.ndarray]]] = {}  # scores present on the same samples
     for name in names:
         if name not in by_id.columns:
             continue
         s = pd.to_numeric(by_id[name], errors="coerce")
-        ok = s.notna() & length.notna()
+        ok = (s.notna() & length.notna()).to_numpy()
         y, x = s[ok].to_numpy(float), length[ok].to_numpy(float)
-        seed = seed_of(checkpoint_id, name)
         row: dict = dict(checkpoint_id=checkpoint_id, score=name, n=int(ok.sum()))
         row["judge_length_rho"] = st.spearman(y, x)
-        row["judge_ci_low"], row["judge_ci_high"] = st.bootstrap(st.spearman_resamples, [y, x], seed)
         row.update(_controlled(y, x, reference_log_words))
-        row.update(_against_humans(s, length, human_means.get(name), seed))
-        rows.append(row)
-    return pd.DataFrame(rows, columns=LENGTH_BIAS_COLUMNS).astype(
+        row.update(_against_humans(s, length, human_means.get(name), seed_of(checkpoint_id, name)))
+        rows[name] = row
+        groups.setdefault(ok.tobytes(), []).append((name, y, x))
+    for members in groups.values():
+        # one set of resamples per group (100k samples: one draw instead of one per score), seeded by the
+        # checkpoint; a score alone on its samples keeps the seed it has always had
+        alone = len(members) == 1
+        seed = seed_of(checkpoint_id, members[0][0]) if alone else seed_of(checkpoint_id, "length_bias")
+        stats = [(st.spearman_resamples, [st.rank_codes(y), st.rank_codes(x)]) for _, y, x in members]
+        for (name, _, _), ci in zip(members, st.bootstrap_many(stats, seed), strict=True):
+            rows[name]["judge_ci_low"], rows[name]["judge_ci_high"] = ci
+    return pd.DataFrame(list(rows.values()), columns=LENGTH_BIAS_COLUMNS).astype(
         {c: "float64" for c in LENGTH_BIAS_COLUMNS if c not in ("checkpoint_id", "score", "n", "n_rated", "flagged")}
     )
 

@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from eval_pipeline.core.resampling import Statistic, counts_per_row, percentile_ci
+from eval_pipeline.core.resampling import Statistic, counts_per_row, percentile_ci, shared_percentile_cis
 
 Values: TypeAlias = Sequence[float] | np.ndarray  # ratings or scores of one rater, item by item
 
@@ -154,9 +154,48 @@ def _resampled_ranks(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return np.take_along_axis(mid, coded, axis=1)
 
 
+# the largest (levels of a) x (levels of b) table spearman_resamples counts, as a multiple of the items; past
+# it (two near-continuous variables) each resample's ranks are gathered item by item instead
+SPEARMAN_TABLE_PER_ITEM = 4
+
+
+def rank_codes(values: Values) -> np.ndarray:
+    """Each (finite) value's level, 0 for the smallest: all a rank statistic needs of the values. A caller that
+    bootstraps one statistic over many blocks of resamples passes these, so the levels are found once."""
+    return np.unique(np.asarray(values, float), return_inverse=True)[1].astype(np.int64).reshape(-1)
+
+
+def _levels(values: Values) -> np.ndarray:
+    v = np.asarray(values)
+    if v.dtype.kind in "iu":  # levels already (rank_codes), or integers in their order
+        return (v - v.min()).astype(np.int64)
+    return np.unique(v.astype(float), return_inverse=True)[1].reshape(-1)
+
+
 def spearman_resamples(a: Values, b: Values, idx: np.ndarray) -> np.ndarray:
-    """spearman(a[i], b[i]) for every row i of the index matrix, vectorised (NaN where undefined)."""
+    """spearman(a[i], b[i]) for every row i of the index matrix, vectorised (NaN where undefined).
+
+    From each resample's contingency table of (a, b) levels when it is small (scores on a scale against
+    lengths): a level's mid-rank is the count below it plus half its own, and the rank products are summed
+    over the table's cells instead of over n items, so a resample costs one bincount of its codes rather than
+    two gathers of n ranks and their products (100k items: ~5x less time and memory)."""
     xa, yb = np.asarray(a, float), np.asarray(b, float)
+    m, n = idx.shape
+    if n and np.isfinite(xa).all() and np.isfinite(yb).all():
+        xi, yi = _levels(a), _levels(b)
+        kx, ky = int(xi.max()) + 1, int(yi.max()) + 1
+        if kx * ky <= SPEARMAN_TABLE_PER_ITEM * max(n, 1024):
+            c = counts_per_row((xi * ky + yi)[idx], kx * ky).reshape(m, kx, ky).astype(float)
+            cx, cy = c.sum(axis=2), c.sum(axis=1)
+            centre = (n + 1) / 2.0
+            rx = np.cumsum(cx, axis=1) - (cx - 1) / 2.0 - centre  # centred mid-ranks of each level
+            ry = np.cumsum(cy, axis=1) - (cy - 1) / 2.0 - centre
+            num = np.einsum("mi,mij,mj->m", rx, c, ry)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                r = num / np.sqrt((cx * rx * rx).sum(axis=1) * (cy * ry * ry).sum(axis=1))
+            r = np.clip(r, -1.0, 1.0)
+            r[((cx > 0).sum(axis=1) < 2) | ((cy > 0).sum(axis=1) < 2) | (n < 3)] = np.nan
+            return r
     x, y = xa[idx], yb[idx]
     rx, ry = _resampled_ranks(xa, idx), _resampled_ranks(yb, idx)
     rx, ry = rx - rx.mean(axis=1, keepdims=True), ry - ry.mean(axis=1, keepdims=True)
@@ -229,6 +268,13 @@ def bootstrap(
 ) -> tuple[float, float]:
     """Percentile CI of an agreement statistic over items resampled with replacement (seeded; at least 5 items)."""
     return percentile_ci(statistic, arrays, seed, n_boot, level, min_n=5)
+
+
+def bootstrap_many(
+    statistics: list[tuple[Statistic, list[np.ndarray]]], seed: int, n_boot: int = 300, level: float = 0.95
+) -> list[tuple[float, float]]:
+    """``bootstrap`` of several statistics over the same items, from one set of resamples."""
+    return shared_percentile_cis(statistics, seed, n_boot, level, min_n=5)
 
 
 def cohen_kappa_resamples(a: Values, b: Values, labels: Values, weights: str | None, idx: np.ndarray) -> np.ndarray:

@@ -30,21 +30,38 @@ def percentile_ci(
 ) -> tuple[float, float]:
     """Percentile CI of ``statistic`` over items resampled with replacement; NaN when there are fewer
     than ``min_n`` items or fewer than half the resamples give a finite value."""
-    n = len(arrays[0])
+    return shared_percentile_cis([(statistic, arrays)], seed, n_boot, level, min_n)[0]
+
+
+def shared_percentile_cis(
+    statistics: list[tuple[Statistic, list[np.ndarray]]],
+    seed: int,
+    n_boot: int,
+    level: float = 0.95,
+    min_n: int = 2,
+) -> list[tuple[float, float]]:
+    """Several statistics over the same items, from the same resamples: each gets exactly the interval
+    ``percentile_ci`` gives it with this seed, for one draw of the indices instead of one per statistic."""
+    n = len(statistics[0][1][0])
     if n < min_n:
-        return float("nan"), float("nan")
+        return [(float("nan"), float("nan"))] * len(statistics)
     rng = np.random.default_rng(seed)
     rows = max(1, BLOCK_CELLS // n)
-    blocks = []
+    blocks: list[list[np.ndarray]] = [[] for _ in statistics]
     for start in range(0, n_boot, rows):
         idx = rng.integers(0, n, (min(rows, n_boot - start), n))
-        blocks.append(np.asarray(statistic(*arrays, idx), float))
-    vals = np.concatenate(blocks)
-    vals = vals[np.isfinite(vals)]
-    if len(vals) < n_boot // 2:
-        return float("nan"), float("nan")
+        for k, (statistic, arrays) in enumerate(statistics):
+            blocks[k].append(np.asarray(statistic(*arrays, idx), float))
+    out = []
     alpha = (1 - level) / 2
-    return float(np.quantile(vals, alpha)), float(np.quantile(vals, 1 - alpha))
+    for b in blocks:
+        vals = np.concatenate(b)
+        vals = vals[np.isfinite(vals)]
+        if len(vals) < n_boot // 2:
+            out.append((float("nan"), float("nan")))
+        else:
+            out.append((float(np.quantile(vals, alpha)), float(np.quantile(vals, 1 - alpha))))
+    return out
 
 
 def counts_per_row(codes: np.ndarray, k: int) -> np.ndarray:

@@ -174,7 +174,10 @@ STOPWORDS = frozenset(
 
 
 def words(text: str) -> list[str]:
-    return [w.lower() for w in WORD_RE.findall(text or "")]
+    text = text or ""
+    if text.isascii():  # lowering the text first gives the same words (no character outside ASCII turns into one)
+        return WORD_RE.findall(text.lower())
+    return [w.lower() for w in WORD_RE.findall(text)]
 
 
 def content_words(text: str, min_len: int = 3) -> list[str]:
@@ -204,7 +207,7 @@ def sentences(text: str) -> list[str]:
 
 
 def ngrams(tokens: list[str], n: int) -> list[tuple[str, ...]]:
-    return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    return list(zip(*(tokens[i:] for i in range(n)), strict=False))
 
 
 def distinct_n(text: str, n: int) -> float | None:
