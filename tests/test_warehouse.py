@@ -213,3 +213,40 @@ def test_fixed_column_chunks_roll_back_on_failure_and_refuse_a_chunk_with_other_
             )
     assert wh.query_rows("SELECT count(*) FROM r1.raw") == [(3,)]
     # the same writer on a DuckLake stages (its commits can race another process's): tested in test_ducklake
+
+
+def test_a_writer_killed_inside_its_one_transaction_leaves_the_previous_partition(warehouse_path, tmp_path):
+    """SIGKILL while fixed-column chunks stream into one open transaction on a DuckDB file (its row groups
+    already written to the file): the file opens, the previous partition is whole, and a re-run converges."""
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    wh = Warehouse(warehouse_path)
+    wh.replace_partition("r1", "raw", _arrow_chunk("a", 1, 5).to_pandas(), {"checkpoint_id": "a"})
+    code = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+from eval_pipeline.core.warehouse import Warehouse
+from tests.test_warehouse import _arrow_chunk
+wh = Warehouse({warehouse_path!r})
+with wh.partition_writer(fixed_columns=True) as w:
+    for k in range(1000):
+        w.write("r1", "raw", _arrow_chunk("a", 1 + 50_000 * k, 50_000), {{"checkpoint_id": "a"}})
+        if k == 6:
+            print("written", flush=True)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "written"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    assert wh.query_rows("SELECT count(*), max(line_number) FROM r1.raw WHERE checkpoint_id = 'a'") == [(5, 5)]
+    with wh.partition_writer(fixed_columns=True) as w:
+        for k in range(3):
+            w.write("r1", "raw", _arrow_chunk("a", 1 + 1000 * k, 1000), {"checkpoint_id": "a"})
+    assert wh.query_rows("SELECT count(*), count(DISTINCT line_number) FROM r1.raw") == [(3000, 3000)]
