@@ -4,13 +4,24 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from eval_pipeline.core.resampling import percentile_ci, resampled_mean
 from eval_pipeline.metrics import compute_metrics
 from eval_pipeline.metrics.answer import answer_criteria, length_band, route_score
 from eval_pipeline.metrics.safety import crisis_detection
 from eval_pipeline.metrics.text_metrics import context_coverage, triple_coverage
 from eval_pipeline.scoring.gates import evaluate_gates
 from eval_pipeline.scoring.scores import compute_scores
-from eval_pipeline.scoring.summary import bootstrap_ci, summarise
+from eval_pipeline.scoring.summary import N_BOOT, summarise
+
+
+def bootstrap_ci(values: np.ndarray, seed: int, n_boot: int = N_BOOT) -> tuple[float, float]:
+    """One score's seeded bootstrap CI of the mean on its own: the reference the summary's shared resamples
+    are checked against (one value: that value; none: NaN)."""
+    if len(values) == 0:
+        return float("nan"), float("nan")
+    if len(values) == 1:
+        return float(values[0]), float(values[0])
+    return percentile_ci(resampled_mean, [values], seed, n_boot)
 
 
 def judge_long(scores: dict[str, dict[str, float | None]], kind="dimension") -> pd.DataFrame:

@@ -43,7 +43,8 @@ def length_bias(
     by_id = scores.set_index("sample_id")
     length = lengths.reindex(by_id.index)
     rows: dict[str, dict] = {}
-    groups: dict[bytes, list[tuple[str, np.ndarray, np.ndarray]]] = {}  # scores present on the same samples
+    # scores present on the same samples: their common lengths, and each score's values
+    groups: dict[bytes, tuple[np.ndarray, list[tuple[str, np.ndarray]]]] = {}
     for name in names:
         if name not in by_id.columns:
             continue
@@ -55,14 +56,16 @@ def length_bias(
         row.update(_controlled(y, x, reference_log_words))
         row.update(_against_humans(s, length, human_means.get(name), seed_of(checkpoint_id, name)))
         rows[name] = row
-        groups.setdefault(ok.tobytes(), []).append((name, y, x))
-    for members in groups.values():
+        groups.setdefault(ok.tobytes(), (x, []))[1].append((name, y))
+    for x, members in groups.values():
         # one set of resamples per group (100k samples: one draw instead of one per score), seeded by the
-        # checkpoint; a score alone on its samples keeps the seed it has always had
+        # checkpoint; a score alone on its samples keeps the seed it has always had. Spearman needs only the
+        # levels, found once per group (lengths) and per score, not per block of resamples
         alone = len(members) == 1
         seed = seed_of(checkpoint_id, members[0][0]) if alone else seed_of(checkpoint_id, "length_bias")
-        stats = [(st.spearman_resamples, [st.rank_codes(y), st.rank_codes(x)]) for _, y, x in members]
-        for (name, _, _), ci in zip(members, st.bootstrap_many(stats, seed), strict=True):
+        x_codes = st.rank_codes(x)
+        stats = [(st.spearman_resamples, [st.rank_codes(y), x_codes]) for _, y in members]
+        for (name, _), ci in zip(members, st.bootstrap_many(stats, seed), strict=True):
             rows[name]["judge_ci_low"], rows[name]["judge_ci_high"] = ci
     return pd.DataFrame(list(rows.values()), columns=LENGTH_BIAS_COLUMNS).astype(
         {c: "float64" for c in LENGTH_BIAS_COLUMNS if c not in ("checkpoint_id", "score", "n", "n_rated", "flagged")}

@@ -169,7 +169,7 @@ def _levels(values: Values) -> np.ndarray:
     v = np.asarray(values)
     if v.dtype.kind in "iu":  # levels already (rank_codes), or integers in their order
         return (v - v.min()).astype(np.int64)
-    return np.unique(v.astype(float), return_inverse=True)[1].reshape(-1)
+    return rank_codes(v)
 
 
 def spearman_resamples(a: Values, b: Values, idx: np.ndarray) -> np.ndarray:

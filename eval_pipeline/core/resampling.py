@@ -11,7 +11,7 @@ bounded on a 100k-sample checkpoint (2000 x 100k indices would be 1.6 GB).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -45,23 +45,29 @@ def shared_percentile_cis(
     n = len(statistics[0][1][0])
     if n < min_n:
         return [(float("nan"), float("nan"))] * len(statistics)
-    rng = np.random.default_rng(seed)
-    rows = max(1, BLOCK_CELLS // n)
     blocks: list[list[np.ndarray]] = [[] for _ in statistics]
-    for start in range(0, n_boot, rows):
-        idx = rng.integers(0, n, (min(rows, n_boot - start), n))
+    for idx in _index_blocks(n, seed, n_boot):
         for k, (statistic, arrays) in enumerate(statistics):
             blocks[k].append(np.asarray(statistic(*arrays, idx), float))
     out = []
-    alpha = (1 - level) / 2
     for b in blocks:
         vals = np.concatenate(b)
         vals = vals[np.isfinite(vals)]
-        if len(vals) < n_boot // 2:
-            out.append((float("nan"), float("nan")))
-        else:
-            out.append((float(np.quantile(vals, alpha)), float(np.quantile(vals, 1 - alpha))))
+        out.append((float("nan"), float("nan")) if len(vals) < n_boot // 2 else _interval(vals, level))
     return out
+
+
+def _index_blocks(n: int, seed: int, n_boot: int) -> Iterator[np.ndarray]:
+    """The (n_boot, n) index matrix of a seed, in blocks of about BLOCK_CELLS cells (the same draws as one call)."""
+    rng = np.random.default_rng(seed)
+    rows = max(1, BLOCK_CELLS // n)
+    for start in range(0, n_boot, rows):
+        yield rng.integers(0, n, (min(rows, n_boot - start), n))
+
+
+def _interval(vals: np.ndarray, level: float) -> tuple[float, float]:
+    alpha = (1 - level) / 2
+    return float(np.quantile(vals, alpha)), float(np.quantile(vals, 1 - alpha))
 
 
 def counts_per_row(codes: np.ndarray, k: int) -> np.ndarray:
@@ -84,16 +90,8 @@ def joint_bootstrap_ci(
         return [(float("nan"), float("nan"))] * k
     if n == 1:
         return [(float(v), float(v)) for v in matrix[0]]
-    rng = np.random.default_rng(seed)
-    rows = max(1, BLOCK_CELLS // n)
-    means = []
-    for start in range(0, n_boot, rows):
-        idx = rng.integers(0, n, (min(rows, n_boot - start), n))
-        means.append(counts_per_row(idx, n) @ matrix / n)
-    vals = np.vstack(means)
-    alpha = (1 - level) / 2
-    lo, hi = np.quantile(vals, alpha, axis=0), np.quantile(vals, 1 - alpha, axis=0)
-    return [(float(a), float(b)) for a, b in zip(lo, hi, strict=True)]
+    vals = np.vstack([counts_per_row(idx, n) @ matrix / n for idx in _index_blocks(n, seed, n_boot)])
+    return [_interval(vals[:, j], level) for j in range(k)]
 
 
 def mean_intervals(

@@ -18,6 +18,7 @@ from eval_pipeline.core.tables import (
     column_types,
     ensure_columns,
     ensure_table,
+    insert_by_name,
     partition_condition,
     qualified,
 )
@@ -64,12 +65,7 @@ class PartitionWriter:
             with self._wh.writing() as con:
                 ensure_table(con, STAGING_SCHEMA, stage, df)  # an empty chunk still declares the columns
                 if len(df) > 0:
-                    con.register("_incoming", df)
-                    collist = ", ".join(f'"{c}"' for c, _ in column_types(df))
-                    con.execute(
-                        f"INSERT INTO {qualified(STAGING_SCHEMA, stage)} ({collist}) SELECT {collist} FROM _incoming"
-                    )
-                    con.unregister("_incoming")
+                    insert_by_name(con, qualified(STAGING_SCHEMA, stage), df)
 
         self._wh.retrying(append)
         return len(df)
@@ -98,7 +94,8 @@ class PartitionWriter:
 
         self._wh.retrying(swap_in)
 
-    def drop_staging(self) -> None:
+    def close(self) -> None:
+        """Drop the staging tables (after the swap, or instead of it when the block failed)."""
         if not self._stages:
             return
 
@@ -152,11 +149,7 @@ class TransactionWriter:
             self._started.add(key)
             con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
         if len(df) > 0:
-            # read by DuckDB's replacement scan of this local name, not con.register: a registered view is a
-            # catalog entry, and a transaction keeps every dropped entry (and so every chunk) alive until its end
-            incoming_chunk = df  # noqa: F841
-            collist = ", ".join(f'"{c}"' for c, _ in cols)
-            con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM incoming_chunk")
+            insert_by_name(con, target, df)
         return len(df)
 
     def commit(self) -> None:

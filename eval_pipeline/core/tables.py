@@ -48,6 +48,20 @@ def _arrow_type(t: pa.DataType) -> str:
 Frame: TypeAlias = pd.DataFrame | pa.Table
 
 
+def column_names(df: Frame) -> list[str]:
+    return df.column_names if isinstance(df, pa.Table) else [str(c) for c in df.columns]
+
+
+def insert_by_name(con: duckdb.DuckDBPyConnection, target: str, df: Frame) -> None:
+    """Insert a frame by column name (a table may hold more columns, or in another order). DuckDB reads it
+    through its replacement scan of this local name, not ``con.register``: a registered view is a catalog entry,
+    and a transaction keeps every dropped entry, and the frame it holds, alive until it ends (1M raw lines
+    written in chunks inside one transaction held 2 GB)."""
+    incoming_frame = df  # noqa: F841
+    collist = ", ".join(f'"{c}"' for c in column_names(df))
+    con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM incoming_frame")
+
+
 def column_types(df: Frame) -> list[tuple[str, str]]:
     if isinstance(df, pa.Table):
         return [(f.name, _arrow_type(f.type)) for f in df.schema]
@@ -59,8 +73,7 @@ def check_partition(schema: str, table: str, df: Frame, where: dict[str, Any]) -
     qualified(schema, table)
     for col, value in where.items():
         check_identifier(col, "column name")
-        names = df.column_names if isinstance(df, pa.Table) else list(df.columns)
-        if col not in names or len(df) == 0:
+        if col not in column_names(df) or len(df) == 0:
             continue
         if isinstance(df, pa.Table):
             ok = pc.all(pc.equal(df[col], pa.scalar(value)), skip_nulls=False).as_py() is True

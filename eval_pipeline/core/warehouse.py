@@ -26,7 +26,14 @@ from eval_pipeline.core.ids import check_identifier
 
 if TYPE_CHECKING:
     from eval_pipeline.core.staging import PartitionWriter, TransactionWriter
-from eval_pipeline.core.tables import Known, check_partition, ensure_table, partition_condition, qualified
+from eval_pipeline.core.tables import (
+    Known,
+    check_partition,
+    ensure_table,
+    insert_by_name,
+    partition_condition,
+    qualified,
+)
 
 # In-process writers are serialised: DuckDB allows one read-write process per file
 # and we keep write transactions short; this lock avoids intra-process conflicts.
@@ -62,14 +69,6 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         except duckdb.Error:
             pass  # a COMMIT that failed has ended the transaction already: the error that matters is the first
         raise
-
-
-def _insert_frame(con: duckdb.DuckDBPyConnection, target: str, df: pd.DataFrame) -> None:
-    """Insert a frame by column name (a table may hold more columns, or in another order)."""
-    con.register("_incoming", df)
-    collist = ", ".join(f'"{c}"' for c in df.columns)
-    con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM _incoming")
-    con.unregister("_incoming")
 
 
 class Warehouse:
@@ -325,7 +324,7 @@ class Warehouse:
                 with transaction(con):
                     con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
                     if not df.empty:
-                        _insert_frame(con, target, df)
+                        insert_by_name(con, target, df)
 
         self.retrying(write)
         return len(df)
@@ -345,20 +344,12 @@ class Warehouse:
         """
         from eval_pipeline.core.staging import PartitionWriter, TransactionWriter
 
-        if self.location.single_writer and fixed_columns:
-            direct = TransactionWriter(self)
-            try:
-                yield direct
-                direct.commit()
-            finally:
-                direct.close()
-            return
-        writer = PartitionWriter(self)
+        writer = TransactionWriter(self) if self.location.single_writer and fixed_columns else PartitionWriter(self)
         try:
             yield writer
             writer.commit()
         finally:
-            writer.drop_staging()
+            writer.close()
 
     def upsert_rows(self, schema: str, table: str, df: pd.DataFrame, key: Sequence[str]) -> int:
         """Replace rows whose key columns match a row of ``df``, then insert ``df`` (one transaction)."""
@@ -376,7 +367,7 @@ class Warehouse:
                     con.register("_incoming", df)
                     con.execute(f"DELETE FROM {target} t WHERE EXISTS (SELECT 1 FROM _incoming i WHERE {match})")
                     con.unregister("_incoming")
-                    _insert_frame(con, target, df)
+                    insert_by_name(con, target, df)
 
         self.retrying(write)
         return len(df)

@@ -217,7 +217,7 @@ class EngineValidation:
                 frame = frame.with_columns(
                     (~key.is_first_distinct() | key.is_in(seen.implode())).alias("__id_repeated")
                 )
-                seen = pl.concat([seen, frame["__id_key"]]).rechunk()
+                seen = pl.concat([seen, frame["__id_key"]])
                 failing = self._check(schema, frame)
                 ok = frame.filter(~pl.col("line_number").is_in(failing))
                 self.valid += ok.height

@@ -10,20 +10,10 @@ import pandas as pd
 
 from eval_pipeline.core.config import BandScore, RubricConfig, RulesScore
 from eval_pipeline.core.contracts import SUMMARY_COLUMNS
-from eval_pipeline.core.resampling import mean_intervals, percentile_ci, resampled_mean
+from eval_pipeline.core.resampling import mean_intervals
 from eval_pipeline.scoring.scores import judged_columns
 
 N_BOOT = 2000
-
-
-def bootstrap_ci(values: np.ndarray, seed: int, n_boot: int = N_BOOT, level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean (seeded: the same data gives the same interval)."""
-    n = len(values)
-    if n == 0:
-        return float("nan"), float("nan")
-    if n == 1:
-        return float(values[0]), float(values[0])
-    return percentile_ci(resampled_mean, [values], seed, n_boot, level)
 
 
 def numeric_scores(rubric: RubricConfig) -> list[str]:
