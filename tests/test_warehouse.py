@@ -2,6 +2,7 @@ import duckdb
 import pandas as pd
 import pytest
 
+from eval_pipeline.core import staging
 from eval_pipeline.core.ids import UnsafeIdentifierError
 from eval_pipeline.core.warehouse import Warehouse
 
@@ -61,7 +62,15 @@ def _staging_tables(wh):
     return wh.query_rows("SELECT table_name FROM information_schema.tables WHERE table_schema = 'staging'")
 
 
-def test_partition_writer_replaces_partitions_from_chunks_all_at_once(warehouse_path):
+@pytest.fixture(params=["held", "staged"])
+def buffer_rows(request, monkeypatch):
+    """The partition writer's two paths: chunks held in memory, or (no memory budget) every chunk staged."""
+    if request.param == "staged":
+        monkeypatch.setattr(staging, "BUFFER_ROWS", 0)
+    return request.param
+
+
+def test_partition_writer_replaces_partitions_from_chunks_all_at_once(warehouse_path, buffer_rows):
     wh = Warehouse(warehouse_path)
     wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [0]}), {"checkpoint_id": "a"})
     wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["b"], "x": [7]}), {"checkpoint_id": "b"})
@@ -95,7 +104,7 @@ def test_partition_writer_replaces_partitions_from_chunks_all_at_once(warehouse_
     assert _staging_tables(wh) == []
 
 
-def test_partition_writer_failure_changes_nothing_and_leaves_no_staging(warehouse_path):
+def test_partition_writer_failure_changes_nothing_and_leaves_no_staging(warehouse_path, buffer_rows):
     wh = Warehouse(warehouse_path)
     wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [1]}), {"checkpoint_id": "a"})
     with pytest.raises(RuntimeError, match="boom"):
@@ -119,9 +128,26 @@ def test_staging_left_by_a_killed_writer_is_dropped(warehouse_path):
     dead = subprocess.Popen(["true"])
     dead.wait()  # a pid that no longer runs
     wh.execute("CREATE SCHEMA IF NOT EXISTS staging")
-    wh.execute(f"CREATE TABLE staging.s{dead.pid}_1 AS SELECT 1 AS x")
+    for name in (f"s{dead.pid}_1", f"s{staging._HOST}_{dead.pid}_2", f"s0badc0de_{dead.pid}_3"):
+        wh.execute(f"CREATE TABLE staging.{name} AS SELECT 1 AS x")
     with wh.partition_writer() as w:
         w.write("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [1]}), {"checkpoint_id": "a"})
+    # this machine's dead writers' tables go; another machine's process (same pid or not) is not judged from here
+    assert _staging_tables(wh) == [("s0badc0de_" + str(dead.pid) + "_3",)]
+
+
+def test_partition_writer_stages_past_its_memory_budget(warehouse_path, monkeypatch):
+    """Past BUFFER_ROWS the held chunks and every later one go to staging; the partition still lands whole."""
+    monkeypatch.setattr(staging, "BUFFER_ROWS", 3)
+    wh = Warehouse(warehouse_path)
+    seen = []
+    with wh.partition_writer() as w:
+        for i in range(4):
+            chunk = pd.DataFrame({"checkpoint_id": ["a"] * 2, "x": [2 * i, 2 * i + 1]})
+            w.write("r1", "t", chunk, {"checkpoint_id": "a"})
+            seen.append(len(_staging_tables(wh)))
+    assert seen == [0, 1, 1, 1]  # held, then one staging table for the partition
+    assert wh.query_rows("SELECT x FROM r1.t ORDER BY x") == [(i,) for i in range(8)]
     assert _staging_tables(wh) == []
 
 

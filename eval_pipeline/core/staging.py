@@ -1,11 +1,13 @@
 """Partitions written chunk by chunk and made visible at once: in one open transaction (a DuckDB file, chunks
-from local work) or through staging tables swapped in by one transaction (a DuckLake, or chunks that wait on
-the network between them)."""
+from local work), or held in memory and written by one transaction, or, past a memory budget, through staging
+tables swapped in by one transaction (a DuckLake, or chunks that wait on the network between them)."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
+import socket
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
@@ -28,38 +30,74 @@ if TYPE_CHECKING:
 
 STAGING_SCHEMA = "staging"
 _STAGE_COUNTER = itertools.count(1)
+# a staging table's name says which machine and process wrote it: s<host>_<pid>_<n>
+_HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
+_SWEPT: set[tuple[str, int]] = set()  # (warehouse, pid): stale staging already dropped by this process
+BUFFER_ROWS = 50_000  # a partition writer's rows held in memory before it stages them
 
 
 def drop_stale_staging(wh: Warehouse) -> None:
-    """Staging tables left by a writer process that was killed (named s<pid>_<n>)."""
+    """Staging tables left by a writer process of this machine that was killed, dropped once per process
+    (a process of another machine sharing the catalog is never judged from here)."""
+    if (wh.path, os.getpid()) in _SWEPT:
+        return
+    _SWEPT.add((wh.path, os.getpid()))
     if not wh.schema_exists(STAGING_SCHEMA):
         return
-    for (name,) in wh.query_rows(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = ?", [STAGING_SCHEMA]
-    ):
-        pid = name[1:].split("_", 1)[0]
+    for _, name in wh.tables(schema=STAGING_SCHEMA):
+        parts = name[1:].split("_")
+        if len(parts) == 3 and parts[0] == _HOST:
+            pid = parts[1]
+        elif len(parts) == 2:  # s<pid>_<n>: named before the host was part of the name
+            pid = parts[0]
+        else:
+            continue
         if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
             wh.execute(f"DROP TABLE IF EXISTS {qualified(STAGING_SCHEMA, name)}")
 
 
 class PartitionWriter:
-    """Staging tables: each chunk committed on its own (a DuckLake's commit may lose a race with another
-    process's and is retried: the swap can be, a generator's chunks cannot), the file released between chunks."""
+    """Chunks held in memory up to ``buffer_rows`` rows, then written in one transaction that deletes each
+    partition and inserts its chunks (retried whole when its commit loses a race with another process's).
+    Past ``buffer_rows`` every chunk goes to a staging table, each committed on its own (the file is released
+    between chunks; a generator's chunks cannot be replayed, what is staged can), and one transaction at the
+    end swaps the partitions in from staging. Small partitions, most of them, thus never create a table: on a
+    DuckLake each create or drop costs every process its catalog cache (~40 ms on its next query)."""
 
-    def __init__(self, wh: Warehouse):
+    def __init__(self, wh: Warehouse, buffer_rows: int | None = None):
         self._wh = wh
+        self._buffer_rows = BUFFER_ROWS if buffer_rows is None else buffer_rows
+        self._pending: dict[tuple, list[Frame]] = {}  # (schema, table, partition) -> chunks not yet written
+        self._pending_rows = 0
+        self._staging = False  # past buffer_rows: every chunk is staged
         self._stages: dict[tuple, str] = {}  # (schema, table, partition) -> staging table
         self._where: dict[tuple, dict[str, Any]] = {}
         drop_stale_staging(wh)
 
     def write(self, schema: str, table: str, df: Frame, where: dict[str, Any]) -> int:
-        """Stage one chunk of the partition ``where`` of ``schema.table`` (committed on its own)."""
+        """Take one chunk of the partition ``where`` of ``schema.table``."""
         check_partition(schema, table, df, where)
         key = (schema, table, tuple(sorted(where.items())))
+        self._where.setdefault(key, dict(where))
+        if self._staging:
+            self._stage(key, df)
+            return len(df)
+        self._pending.setdefault(key, []).append(df)
+        self._pending_rows += len(df)
+        if self._pending_rows > self._buffer_rows:
+            self._staging = True
+            for held, frames in self._pending.items():
+                for frame in frames:
+                    self._stage(held, frame)
+            self._pending.clear()
+            self._pending_rows = 0
+        return len(df)
+
+    def _stage(self, key: tuple, df: Frame) -> None:
+        """Append one chunk to its staging table (committed on its own)."""
         stage = self._stages.get(key)
         if stage is None:
-            stage = self._stages[key] = f"s{os.getpid()}_{next(_STAGE_COUNTER)}"
-            self._where[key] = dict(where)
+            stage = self._stages[key] = f"s{_HOST}_{os.getpid()}_{next(_STAGE_COUNTER)}"
 
         def append() -> None:
             with self._wh.writing() as con:
@@ -68,34 +106,54 @@ class PartitionWriter:
                     insert_by_name(con, qualified(STAGING_SCHEMA, stage), df)
 
         self._wh.retrying(append)
-        return len(df)
 
     def commit(self) -> None:
-        """One transaction: each partition deleted and inserted from its staging table."""
-        if not self._stages:
-            return
+        """One transaction: each partition deleted and inserted, from memory or from its staging table."""
+        if self._pending:
+            self._wh.retrying(self._write_held)
+            self._pending.clear()
+            self._pending_rows = 0
+        if self._stages:
+            self._wh.retrying(self._swap_in)
+
+    def _write_held(self) -> None:
         from eval_pipeline.core.warehouse import transaction
 
-        def swap_in() -> None:
-            with self._wh.writing() as con, transaction(con):
-                for key, stage in self._stages.items():
+        with self._wh.writing() as con:
+            known = self._wh.known_tables()
+            for (schema, table, _), frames in self._pending.items():
+                for df in frames:  # outside the transaction: DuckDB refuses a commit that changed a written table
+                    ensure_table(con, schema, table, df, known)
+            with transaction(con):
+                for key, frames in self._pending.items():
                     schema, table, _ = key
-                    target, staged = qualified(schema, table), qualified(STAGING_SCHEMA, stage)
-                    cols = con.execute(
-                        "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? "
-                        "AND table_name = ? ORDER BY ordinal_position",
-                        [STAGING_SCHEMA, stage],
-                    ).fetchall()
-                    ensure_columns(con, schema, table, cols)
-                    where = self._where[key]
+                    target, where = qualified(schema, table), self._where[key]
                     con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
-                    collist = ", ".join(f'"{c}"' for c, _ in cols)
-                    con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM {staged}")
+                    for df in frames:
+                        if len(df) > 0:
+                            insert_by_name(con, target, df)
 
-        self._wh.retrying(swap_in)
+    def _swap_in(self) -> None:
+        from eval_pipeline.core.warehouse import transaction
+
+        with self._wh.writing() as con, transaction(con):
+            for key, stage in self._stages.items():
+                schema, table, _ = key
+                target, staged = qualified(schema, table), qualified(STAGING_SCHEMA, stage)
+                cols = con.execute(
+                    "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? "
+                    "AND table_name = ? ORDER BY ordinal_position",
+                    [STAGING_SCHEMA, stage],
+                ).fetchall()
+                ensure_columns(con, schema, table, cols)
+                where = self._where[key]
+                con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
+                collist = ", ".join(f'"{c}"' for c, _ in cols)
+                con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM {staged}")
 
     def close(self) -> None:
         """Drop the staging tables (after the swap, or instead of it when the block failed)."""
+        self._pending.clear()
         if not self._stages:
             return
 

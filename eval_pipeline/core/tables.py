@@ -91,9 +91,11 @@ Known = dict[tuple[str, str], dict[str, str]]  # (schema, table) -> {column: typ
 
 
 def columns_of(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> dict[str, str]:
+    """The table's columns and types in their order; empty when there is no such table."""
     return dict(
         con.execute(
-            "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? AND table_name = ?",
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = current_database() "
+            "AND table_schema = ? AND table_name = ? ORDER BY ordinal_position",
             [schema, table],
         ).fetchall()
     )
@@ -111,19 +113,20 @@ def ensure_table(
     healable = len(df) > 0 and any(have and have.get(c) == "VARCHAR" and t in _HEALABLE for c, t in cols)
     if have is not None and all(c in have for c, _ in cols) and not healable:
         return
-    _ensure_table(con, schema, table, df, cols)
+    now = _ensure_table(con, schema, table, df, cols)
     if known is not None:
-        known[(schema, table)] = columns_of(con, schema, table)
+        known[(schema, table)] = now
 
 
 def _ensure_table(
     con: duckdb.DuckDBPyConnection, schema: str, table: str, df: Frame, cols: list[tuple[str, str]]
-) -> None:
-    ensure_columns(con, schema, table, cols)
+) -> dict[str, str]:
+    """The table's columns once it has every one of ``cols``, with the types healed where the values allow."""
+    existing = ensure_columns(con, schema, table, cols)
     if len(df) == 0:
-        return  # an empty frame's object columns say nothing about the type
+        return existing  # an empty frame's object columns say nothing about the type
     target = qualified(schema, table)
-    existing = columns_of(con, schema, table)
+    healed = False
     for c, t in cols:
         if existing.get(c) == "VARCHAR" and t in _HEALABLE:
             (bad,) = con.execute(
@@ -133,26 +136,29 @@ def _ensure_table(
                 continue  # values that are not of the type: left as they are, never nulled
             try:
                 con.execute(f'ALTER TABLE {target} ALTER COLUMN "{c}" SET DATA TYPE {t} USING CAST("{c}" AS {t})')
+                healed = True
             except duckdb.Error:
                 pass  # e.g. a view depends on it: the insert casts instead
+    return columns_of(con, schema, table) if healed else existing
 
 
 _HEALABLE = ("DOUBLE", "BIGINT", "BOOLEAN")
 
 
-def ensure_columns(con: duckdb.DuckDBPyConnection, schema: str, table: str, cols: list[tuple[str, str]]) -> None:
-    """Create the schema and table if needed, and add any column it lacks (a rubric edit added one)."""
+def ensure_columns(
+    con: duckdb.DuckDBPyConnection, schema: str, table: str, cols: list[tuple[str, str]]
+) -> dict[str, str]:
+    """Create the schema and table if needed, and add any column it lacks (a rubric edit added one); the
+    table's columns after. The catalog is asked first and changed only when something is missing: on a
+    DuckLake each change (even a CREATE ... IF NOT EXISTS that finds the table) costs the next query ~40 ms."""
     target = qualified(schema, table)
-    con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-    coldefs = ", ".join(f'"{c}" {t}' for c, t in cols)
-    con.execute(f"CREATE TABLE IF NOT EXISTS {target} ({coldefs})")
-    existing = {
-        r[0]
-        for r in con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?",
-            [schema, table],
-        ).fetchall()
-    }
-    for c, t in cols:
-        if c not in existing:
-            con.execute(f'ALTER TABLE {target} ADD COLUMN "{c}" {t}')
+    existing = columns_of(con, schema, table)
+    if not existing:
+        con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        coldefs = ", ".join(f'"{c}" {t}' for c, t in cols)
+        con.execute(f"CREATE TABLE IF NOT EXISTS {target} ({coldefs})")
+        existing = columns_of(con, schema, table)  # another process may have created it first
+    missing = [(c, t) for c, t in cols if c not in existing]
+    for c, t in missing:
+        con.execute(f'ALTER TABLE {target} ADD COLUMN "{c}" {t}')
+    return columns_of(con, schema, table) if missing else existing

@@ -256,14 +256,25 @@ class Warehouse:
         """The tables this process has seen on a DuckLake (see _KNOWN); None on a DuckDB file (asked each time)."""
         return _KNOWN.setdefault(self.path, {}) if self.location.kind == "ducklake" else None
 
+    def tables(self, names: Sequence[str] = (), schema: str | None = None) -> set[tuple[str, str]]:
+        """The (schema, table) pairs of this warehouse's tables and views, only those named ``names`` and in
+        ``schema`` when given. Asked of ``duckdb_columns()``: on a DuckLake, ``information_schema.tables`` reads
+        every table's statistics once anything has been written (~200 ms against ~7 ms)."""
+        sql = "SELECT DISTINCT schema_name, table_name FROM duckdb_columns() WHERE database_name = current_database()"
+        params: list[Any] = []
+        if names:
+            sql += f" AND table_name IN ({', '.join('?' for _ in names)})"
+            params += list(names)
+        if schema is not None:
+            sql += " AND schema_name = ?"
+            params.append(schema)
+        return {(r[0], r[1]) for r in self.query_rows(sql, params)}
+
     def table_exists(self, schema: str, table: str) -> bool:
         known = self.known_tables()
         if known is not None and (schema, table) in known:
             return True
-        rows = self.query_rows(
-            "SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", [schema, table]
-        )
-        return bool(rows)
+        return bool(self.tables([table], schema))
 
     # --- writes ------------------------------------------------------------------------------
 
@@ -338,9 +349,9 @@ class Warehouse:
         schema) and comes from local work, not from waiting on the network. On a DuckDB file one transaction
         then runs from the first chunk to the end (``TransactionWriter``: each row written once, memory bounded
         by DuckDB's optimistic writes). Otherwise (a DuckLake, or chunks whose columns vary, such as the
-        judge's) chunks are appended to staging tables, each committed on its own (the file is free between
-        them), and one transaction at the end deletes each partition and inserts it from its staging table
-        (``PartitionWriter``): a lost commit race is retried from what is staged.
+        judge's) chunks are held in memory and written by one transaction at the end, retried whole when its
+        commit loses a race; past ``staging.BUFFER_ROWS`` rows they go to staging tables instead, each chunk
+        committed on its own, swapped in by one transaction at the end (``PartitionWriter``).
         """
         from eval_pipeline.core.staging import PartitionWriter, TransactionWriter
 

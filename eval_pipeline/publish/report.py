@@ -239,13 +239,7 @@ td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}t
 
 
 def build_report(wh: Warehouse) -> str:
-    rubrics = sorted(
-        r[0]
-        for r in wh.query_rows(
-            "SELECT DISTINCT table_schema FROM information_schema.tables WHERE table_name = 'summary' AND "
-            "table_schema <> 'main'"
-        )
-    )
+    rubrics = sorted({schema for schema, _ in wh.tables(["summary"])} - {"main"})
     board = (
         wh.query_df(
             "SELECT rubric || CASE WHEN rubric_configured THEN '' ELSE ' (rubric file removed)' END AS rubric, "

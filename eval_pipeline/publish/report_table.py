@@ -57,12 +57,7 @@ def leaderboard_table(wh: Warehouse) -> str:
 
 
 def results_table(wh: Warehouse) -> str:
-    schemas = [
-        r[0]
-        for r in wh.query_rows(
-            "SELECT DISTINCT table_schema FROM information_schema.tables WHERE table_name = 'samples' ORDER BY 1"
-        )
-    ]
+    schemas = sorted({schema for schema, _ in wh.tables(["samples"])})
     out = []
     for schema in schemas:
         df = _counts(wh, schema)

@@ -7,16 +7,31 @@ and its CI, gates passed / total, and the judge used.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
+
 from eval_pipeline.core import settings
 from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.core.ids import check_identifier
 from eval_pipeline.core.warehouse import Warehouse, transaction
 
 
-def _schemas_with(wh: Warehouse, table: str) -> set[str]:
-    return {
-        r[0] for r in wh.query_rows("SELECT table_schema FROM information_schema.tables WHERE table_name = ?", [table])
-    }
+def _schemas_with(wh: Warehouse, tables: Sequence[str]) -> dict[str, set[str]]:
+    """For each table name, the schemas that have it (one catalog query)."""
+    found: dict[str, set[str]] = {t: set() for t in tables}
+    for schema, table in wh.tables(tables):
+        found[table].add(schema)
+    return found
+
+
+def _view_fingerprints(wh: Warehouse) -> dict[str, str | None]:
+    """The fingerprint each view of ``main`` was created with (its comment)."""
+    return dict(
+        wh.query_rows(
+            "SELECT view_name, comment FROM duckdb_views() WHERE database_name = current_database() "
+            "AND schema_name = 'main' AND NOT internal"
+        )
+    )
 
 
 def configured_rubrics() -> set[str]:
@@ -30,11 +45,10 @@ def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str
     the leaderboard, marked ``rubric_configured = false``, so nobody reads it as current."""
     configured = configured_rubrics() if configured is None else configured
     with wh.session() as reader:
-        summaries = _schemas_with(reader, "summary") - {"main"}
-        gates = _schemas_with(reader, "gates")
-        judged = _schemas_with(reader, "judge_scores")
-        has_checkpoints = reader.table_exists("main", "checkpoints")
-    if not summaries or not has_checkpoints:
+        found = _schemas_with(reader, ["summary", "gates", "judge_scores", "checkpoints"])
+        made = _view_fingerprints(reader)
+    summaries, gates, judged = found["summary"] - {"main"}, found["gates"], found["judge_scores"]
+    if not summaries or "main" not in found["checkpoints"]:
         return []
     parts = []
     for r in sorted(summaries):
@@ -72,10 +86,18 @@ def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str
         "main.leaderboard) ORDER BY created_at DESC, checkpoint_id DESC LIMIT 1)"
     )
 
+    # a view is created again only when its SQL changed (a rubric came or went): on a DuckLake each CREATE
+    # costs every process its catalog cache
+    fingerprint = hashlib.sha256(f"{union}\n{latest}".encode()).hexdigest()[:16]
+    if made.get("leaderboard") == fingerprint and made.get("latest") == fingerprint:
+        return sorted(summaries)
+
     def replace_views() -> None:
         with wh.writing() as con, transaction(con):
             con.execute(f"CREATE OR REPLACE VIEW main.leaderboard AS {union}")
             con.execute(latest)
+            for view in ("leaderboard", "latest"):
+                con.execute(f"COMMENT ON VIEW main.{view} IS '{fingerprint}'")
 
     wh.retrying(replace_views)
     return sorted(summaries)

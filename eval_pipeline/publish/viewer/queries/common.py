@@ -36,9 +36,7 @@ def _is_missing(v: Any) -> bool:
 
 
 def tables(wh: Warehouse, schema: str) -> set[str]:
-    return {
-        r[0] for r in wh.query_rows("SELECT table_name FROM information_schema.tables WHERE table_schema = ?", [schema])
-    }
+    return {t for _, t in wh.tables(schema=schema)}
 
 
 def columns(wh: Warehouse, schema: str, table: str) -> list[tuple[str, str]]:
