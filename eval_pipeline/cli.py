@@ -202,6 +202,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     if args.keep_days < 0:
         raise CliError("--keep-days must be 0 or more")
     steps = [
+        ("moved rows kept in the catalog to Parquet files", f"CALL ducklake_flush_inlined_data('{ALIAS}')"),
         ("merged small files", f"CALL ducklake_merge_adjacent_files('{ALIAS}')"),
         (
             "expired snapshots",

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import duckdb
 
+from eval_pipeline.core import settings
+
 PREFIX = "ducklake:"
 ALIAS = "lake"
 
@@ -169,6 +171,8 @@ def attach_options(loc: Location, read_only: bool, as_of: str | None = None) -> 
         options += ["META_JOURNAL_MODE 'WAL'", "META_BUSY_TIMEOUT 10000"]
     if read_only:
         options.append("READ_ONLY")
+    else:
+        options.append(f"DATA_INLINING_ROW_LIMIT {settings.lake_inline_rows()}")
     return ", ".join(options)
 
 

@@ -168,3 +168,25 @@ def test_a_postgres_catalog_shared_by_two_machines_and_read_by_a_third(postgres_
     from eval_pipeline.core import lake as lake_module
 
     assert "dbname" not in lake_module.parse(spec, str(shared)).describe()  # a conninfo may hold a password
+
+
+def test_small_writes_go_to_parquet_unless_inlining_is_asked_for_and_maintain_flushes_it(lake, tmp_path, monkeypatch):
+    import pandas as pd
+
+    from eval_pipeline.cli import main as cli
+
+    rows = pd.DataFrame({"checkpoint_id": ["a"] * 5, "x": range(5)})
+    wh = Warehouse(lake)
+    wh.replace_partition("r1", "t", rows, {"checkpoint_id": "a"})
+    assert list(Path(wh.location.data_path).rglob("*.parquet"))  # inlining off (the default): a Parquet file
+
+    monkeypatch.setenv("EVAL_LAKE_INLINE_ROWS", "100")
+    inlined = f"ducklake:sqlite:{tmp_path / 'inlined' / 'catalog.sqlite'}"
+    monkeypatch.setenv("EVAL_WAREHOUSE", inlined)
+    wh = Warehouse(inlined)
+    wh.replace_partition("r1", "t", rows, {"checkpoint_id": "a"})
+    data = Path(wh.location.data_path)
+    assert not list(data.rglob("*.parquet"))  # the 5 rows are kept in the catalog
+    assert cli(["maintain", "--keep-days", "0"]) == 0
+    assert list(data.rglob("*.parquet"))  # flushed to a file
+    assert wh.query_rows("SELECT x FROM r1.t ORDER BY x") == [(i,) for i in range(5)]
