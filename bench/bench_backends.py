@@ -87,6 +87,11 @@ def one_backend(backend: str) -> dict:
         out["rerun_with_reader_ok"] = ok
         Path(stop).touch()
         proc.wait(timeout=60)
+        # once more without the reader: each run adds snapshots and files to the lake, so the reader's effect is
+        # measured against the runs on either side of it, not against the earlier one alone
+        t = time.perf_counter()
+        assert materialize_checkpoints(defs, instance, ["ckpt-0300"])[0].success
+        out["rerun_after_s"] = time.perf_counter() - t
     return out
 
 
@@ -147,7 +152,9 @@ def main() -> None:
     for b, r in results.items():
         if "rerun_with_reader_s" in r:
             print(
-                f"  {b}: a held reader changes the re-run by {r['rerun_with_reader_s'] / r['rerun_s']:.2f}x "
+                f"  {b}: a held reader changes the re-run by "
+                f"{r['rerun_with_reader_s'] / ((r['rerun_s'] + r['rerun_after_s']) / 2):.2f}x against the mean of the "
+                f"re-runs before and after it ({r['rerun_s']:.1f} s, {r['rerun_after_s']:.1f} s) "
                 f"(goal <= 1.10x){'' if r['rerun_with_reader_ok'] else ' and the run FAILED'}"
             )
     return None
