@@ -190,3 +190,49 @@ def test_small_writes_go_to_parquet_unless_inlining_is_asked_for_and_maintain_fl
     assert cli(["maintain", "--keep-days", "0"]) == 0
     assert list(data.rglob("*.parquet"))  # flushed to a file
     assert wh.query_rows("SELECT x FROM r1.t ORDER BY x") == [(i,) for i in range(5)]
+
+
+def test_views_are_created_again_only_when_their_sql_changes(lake):
+    """Every publish step refreshes the views; on a DuckLake each CREATE is a new snapshot and costs every process
+    its catalog cache, so a refresh that would write the same views writes nothing."""
+    from eval_pipeline.publish.views import refresh_views
+
+    wh = Warehouse(lake)
+    wh.execute(
+        "CREATE TABLE main.checkpoints AS SELECT 'c1' AS checkpoint_id, 'm' AS model, "
+        "'2026-10-01T00:00:00Z' AS created_at, NULL::VARCHAR AS parent, '' AS path"
+    )
+    wh.execute('CREATE SCHEMA "r1"')
+    wh.execute(
+        "CREATE TABLE r1.summary AS SELECT 'c1' AS checkpoint_id, 'all' AS breakdown, "
+        "'h' AS score, TRUE AS headline, 1.0 AS mean, 0.5 AS ci_low, 1.5 AS ci_high, 10 AS n"
+    )
+
+    def snapshots() -> int:
+        return wh.query_rows("SELECT max(snapshot_id) FROM ducklake_snapshots('lake')")[0][0]
+
+    assert refresh_views(wh, configured={"r1"}) == ["r1"]
+    made = snapshots()
+    assert refresh_views(wh, configured={"r1"}) == ["r1"] and snapshots() == made  # the same views: no write
+    assert wh.query_rows("SELECT rubric, rubric_configured FROM main.leaderboard") == [("r1", True)]
+    refresh_views(wh, configured=set())  # the rubric's file is gone: the leaderboard says so
+    assert snapshots() > made
+    assert wh.query_rows("SELECT rubric, rubric_configured FROM main.leaderboard") == [("r1", False)]
+    wh.execute("CREATE OR REPLACE VIEW main.latest AS SELECT 1 AS x")  # a view replaced by hand loses its mark
+    refresh_views(wh, configured=set())
+    assert wh.query_rows("SELECT rubric FROM main.latest") == [("r1",)]
+
+
+def test_a_small_partition_written_in_chunks_is_one_snapshot_with_no_staging_table(lake):
+    import pandas as pd
+
+    wh = Warehouse(lake)
+    wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [0]}), {"checkpoint_id": "a"})
+    (before,) = wh.query_rows("SELECT max(snapshot_id) FROM ducklake_snapshots('lake')")[0]
+    with wh.partition_writer() as w:
+        for i in range(3):
+            w.write("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [i + 1]}), {"checkpoint_id": "a"})
+    (after,) = wh.query_rows("SELECT max(snapshot_id) FROM ducklake_snapshots('lake')")[0]
+    assert after == before + 1  # held in memory, then one transaction: no staging table made or dropped
+    assert wh.query_rows("SELECT x FROM r1.t ORDER BY x") == [(1,), (2,), (3,)]
+    assert not wh.tables(schema="staging")
