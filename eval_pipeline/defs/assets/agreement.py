@@ -47,11 +47,12 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         ratings = required_rows(wh, rubric, "human_ratings", ckpt_id)
         judge = _rated_panel_rows(wh, rubric, ckpt_id) if has_judge else None
         df = compute_agreement(rubric, ckpt_id, ratings, judge)
-        wh.replace_partition(rubric.name, "agreement", df, {"checkpoint_id": ckpt_id})
         all_ratings = wh.query_df(f'SELECT * FROM "{rubric.name}".human_ratings')
         all_judge = _rated_panel_rows(wh, rubric) if has_judge else None
         overall = compute_agreement(rubric, ALL_CHECKPOINTS, all_ratings, all_judge)
-        wh.replace_partition(rubric.name, "agreement", overall, {"checkpoint_id": ALL_CHECKPOINTS})
+        with wh.partition_writer() as w:  # the checkpoint's rows and the pooled ones in one transaction
+            w.write(rubric.name, "agreement", df, {"checkpoint_id": ckpt_id})
+            w.write(rubric.name, "agreement", overall, {"checkpoint_id": ALL_CHECKPOINTS})
         quadratic = df[df.statistic == "cohen_kappa_quadratic"]
         judged = _kappas(quadratic[quadratic.raters == JUDGE_VS_HUMAN_MEAN])
         return dg.MaterializeResult(

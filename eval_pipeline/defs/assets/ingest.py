@@ -144,10 +144,9 @@ def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             )
         }
         load = load_ratings(rubric, ckpt_id, ids, root=Path(ratings.root))
-        wh.replace_partition(
-            *QUARANTINE, load.quarantine, {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "ratings"}
-        )
-        wh.replace_partition(rubric.name, "human_ratings", load.ratings, {"checkpoint_id": ckpt_id})
+        with wh.partition_writer() as w:  # the ratings and their quarantine in one transaction
+            w.write(*QUARANTINE, load.quarantine, {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "ratings"})
+            w.write(rubric.name, "human_ratings", load.ratings, {"checkpoint_id": ckpt_id})
         r = load.ratings
         return dg.MaterializeResult(
             metadata={
