@@ -18,6 +18,7 @@ from eval_pipeline.core.tables import (
     Frame,
     check_partition,
     column_types,
+    columns_of,
     ensure_columns,
     ensure_table,
     insert_by_name,
@@ -110,28 +111,11 @@ class PartitionWriter:
     def commit(self) -> None:
         """One transaction: each partition deleted and inserted, from memory or from its staging table."""
         if self._pending:
-            self._wh.retrying(self._write_held)
+            self._wh.replace_partitions([(k[0], k[1], self._where[k], frames) for k, frames in self._pending.items()])
             self._pending.clear()
             self._pending_rows = 0
         if self._stages:
             self._wh.retrying(self._swap_in)
-
-    def _write_held(self) -> None:
-        from eval_pipeline.core.warehouse import transaction
-
-        with self._wh.writing() as con:
-            known = self._wh.known_tables()
-            for (schema, table, _), frames in self._pending.items():
-                for df in frames:  # outside the transaction: DuckDB refuses a commit that changed a written table
-                    ensure_table(con, schema, table, df, known)
-            with transaction(con):
-                for key, frames in self._pending.items():
-                    schema, table, _ = key
-                    target, where = qualified(schema, table), self._where[key]
-                    con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
-                    for df in frames:
-                        if len(df) > 0:
-                            insert_by_name(con, target, df)
 
     def _swap_in(self) -> None:
         from eval_pipeline.core.warehouse import transaction
@@ -140,11 +124,7 @@ class PartitionWriter:
             for key, stage in self._stages.items():
                 schema, table, _ = key
                 target, staged = qualified(schema, table), qualified(STAGING_SCHEMA, stage)
-                cols = con.execute(
-                    "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? "
-                    "AND table_name = ? ORDER BY ordinal_position",
-                    [STAGING_SCHEMA, stage],
-                ).fetchall()
+                cols = list(columns_of(con, STAGING_SCHEMA, stage).items())
                 ensure_columns(con, schema, table, cols)
                 where = self._where[key]
                 con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))

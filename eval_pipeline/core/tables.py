@@ -90,15 +90,16 @@ def partition_condition(where: dict[str, Any]) -> str:
 Known = dict[tuple[str, str], dict[str, str]]  # (schema, table) -> {column: type}, as last seen in the catalog
 
 
+# a table's columns and types in their order (parameters: schema, table); no rows when there is no such table
+COLUMNS_SQL = (
+    "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = current_database() "
+    "AND table_schema = ? AND table_name = ? ORDER BY ordinal_position"
+)
+
+
 def columns_of(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> dict[str, str]:
     """The table's columns and types in their order; empty when there is no such table."""
-    return dict(
-        con.execute(
-            "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = current_database() "
-            "AND table_schema = ? AND table_name = ? ORDER BY ordinal_position",
-            [schema, table],
-        ).fetchall()
-    )
+    return dict(con.execute(COLUMNS_SQL, [schema, table]).fetchall())
 
 
 def ensure_table(

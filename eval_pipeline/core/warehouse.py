@@ -27,6 +27,8 @@ from eval_pipeline.core.ids import check_identifier
 if TYPE_CHECKING:
     from eval_pipeline.core.staging import PartitionWriter, TransactionWriter
 from eval_pipeline.core.tables import (
+    COLUMNS_SQL,
+    Frame,
     Known,
     check_partition,
     ensure_table,
@@ -270,6 +272,10 @@ class Warehouse:
             params.append(schema)
         return {(r[0], r[1]) for r in self.query_rows(sql, params)}
 
+    def columns(self, schema: str, table: str) -> dict[str, str]:
+        """The table's columns and types in their order, as the catalog has them now; empty when it does not exist."""
+        return dict(self.query_rows(COLUMNS_SQL, [schema, table]))
+
     def table_exists(self, schema: str, table: str) -> bool:
         known = self.known_tables()
         if known is not None and (schema, table) in known:
@@ -327,18 +333,29 @@ class Warehouse:
         so a re-run replaces the partition and never duplicates it.
         """
         check_partition(schema, table, df, where)
-        target = qualified(schema, table)
+        self.replace_partitions([(schema, table, where, [df])])
+        return len(df)
+
+    def replace_partitions(self, parts: Sequence[tuple[str, str, dict[str, Any], Sequence[Frame]]]) -> None:
+        """Each (schema, table, where, frames): the rows matching ``where`` replaced by the frames' rows, every
+        partition in one transaction, run again whole when its commit loses a race with another process's.
+        Tables and columns are made first, outside it: DuckDB refuses a commit that changed a table it wrote."""
 
         def write() -> None:
             with self.writing() as con:
-                ensure_table(con, schema, table, df, self.known_tables())
+                known = self.known_tables()
+                for schema, table, _, frames in parts:
+                    for df in frames:
+                        ensure_table(con, schema, table, df, known)
                 with transaction(con):
-                    con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
-                    if not df.empty:
-                        insert_by_name(con, target, df)
+                    for schema, table, where, frames in parts:
+                        target = qualified(schema, table)
+                        con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
+                        for df in frames:
+                            if len(df) > 0:
+                                insert_by_name(con, target, df)
 
         self.retrying(write)
-        return len(df)
 
     @contextmanager
     def partition_writer(self, *, fixed_columns: bool = False) -> Iterator[PartitionWriter | TransactionWriter]:

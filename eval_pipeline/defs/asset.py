@@ -150,15 +150,7 @@ def _with_table_metadata(fn: Callable, schema: str, table: str) -> Callable:
         ckpt_id = args[0].partition_key
         known = wh.known_tables()  # on a DuckLake, the columns this process's writes saw (each query ~10 ms)
         seen = known.get((schema, table)) if known is not None else None
-        cols = (
-            list(seen.items())
-            if seen
-            else wh.query_rows(
-                "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = "
-                "current_database() AND table_schema = ? AND table_name = ? ORDER BY ordinal_position",
-                [schema, table],
-            )
-        )
+        cols = list((seen or wh.columns(schema, table)).items())
         if not cols:
             return result
         (n,) = wh.query_rows(f'SELECT count(*) FROM "{schema}"."{table}" WHERE checkpoint_id = ?', [ckpt_id])[0]

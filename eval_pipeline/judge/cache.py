@@ -59,14 +59,9 @@ def cache_key(params: dict[str, Any], rubric_version: str, messages: list[dict[s
 
 
 def lookup(wh: Warehouse, keys: list[str]) -> dict[str, dict[str, Any]]:
-    if not keys or not wh.table_exists(*TABLE):
+    cols = wh.columns(*TABLE) if keys else {}
+    if not cols:  # nothing asked, or no cache yet
         return {}
-    cols = {
-        r[0]
-        for r in wh.query_rows(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ?", list(TABLE)
-        )
-    }
     # usable: False for a final answer the judge gave that could not be used (a re-run reproduces the missing
     # score instead of asking again); caches written before the column existed hold usable answers only
     extra = ", coalesce(usable, TRUE) AS usable, reason" if "usable" in cols else ", TRUE AS usable, NULL AS reason"

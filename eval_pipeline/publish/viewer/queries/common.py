@@ -40,14 +40,7 @@ def tables(wh: Warehouse, schema: str) -> set[str]:
 
 
 def columns(wh: Warehouse, schema: str, table: str) -> list[tuple[str, str]]:
-    return [
-        (r[0], r[1])
-        for r in wh.query_rows(
-            "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = ? AND table_name = ? "
-            "ORDER BY ordinal_position",
-            [schema, table],
-        )
-    ]
+    return list(wh.columns(schema, table).items())
 
 
 def leaderboard(wh: Warehouse) -> list[dict[str, Any]]:
