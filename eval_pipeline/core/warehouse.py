@@ -30,6 +30,7 @@ from eval_pipeline.core.tables import (
     COLUMNS_SQL,
     Frame,
     Known,
+    Select,
     check_partition,
     ensure_table,
     insert_by_name,
@@ -336,26 +337,36 @@ class Warehouse:
         self.replace_partitions([(schema, table, where, [df])])
         return len(df)
 
-    def replace_partitions(self, parts: Sequence[tuple[str, str, dict[str, Any], Sequence[Frame]]]) -> None:
-        """Each (schema, table, where, frames): the rows matching ``where`` replaced by the frames' rows, every
-        partition in one transaction, run again whole when its commit loses a race with another process's.
-        Tables and columns are made first, outside it: DuckDB refuses a commit that changed a table it wrote."""
+    def replace_partitions(
+        self, parts: Sequence[tuple[str, str, dict[str, Any], Sequence[Frame | Select]]]
+    ) -> list[int]:
+        """Each (schema, table, where, rows): the rows matching ``where`` replaced by the rows of the frames (or
+        of the queries, run in the engine), every partition in one transaction, run again whole when its commit
+        loses a race with another process's. Tables and columns are made first, outside it: DuckDB refuses a
+        commit that changed a table it wrote. The rows inserted, per part."""
 
-        def write() -> None:
+        def write() -> list[int]:
             with self.writing() as con:
                 known = self.known_tables()
                 for schema, table, _, frames in parts:
                     for df in frames:
-                        ensure_table(con, schema, table, df, known)
+                        ensure_table(con, schema, table, df.like if isinstance(df, Select) else df, known)
+                counts = []
                 with transaction(con):
                     for schema, table, where, frames in parts:
                         target = qualified(schema, table)
                         con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
+                        n = 0
                         for df in frames:
-                            if len(df) > 0:
+                            if isinstance(df, Select):
+                                n += df.insert_into(con, target)
+                            elif len(df) > 0:
                                 insert_by_name(con, target, df)
+                                n += len(df)
+                        counts.append(n)
+                return counts
 
-        self.retrying(write)
+        return self.retrying(write)
 
     @contextmanager
     def partition_writer(self, *, fixed_columns: bool = False) -> Iterator[PartitionWriter | TransactionWriter]:

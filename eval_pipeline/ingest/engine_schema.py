@@ -1,11 +1,13 @@
 """The pandera schema of a rubric's samples, derived from its declared input fields: the one definition of a
-valid sample, run by pandera's Polars backend on the columns DuckDB extracted from each JSON line.
+valid sample, run by pandera's Polars backend on what DuckDB measured of each JSON line (``engine.measure_sql``).
 
-For every field the frame holds its value (typed, null when absent or of another type) and ``<name>__t``, the
-JSON type DuckDB found at its path (null when the path is missing). Lists carry ``__et`` (element types) and
-``__n`` (length); objects with required keys carry ``__kt<i>``/``__kv<i>`` (the types and texts of key i in
-every object). Each rule is a vectorized expression with the error text the quarantine shows; "typed" rules
-hold for a value that is absent or of another type (the type rule reports that).
+For every field the frame holds ``<name>__t``, the JSON type DuckDB found at its path (null when the path is
+missing), and ``<name>``, its value where a rule reads it (numbers, booleans, fields with an allowed set; typed,
+null when absent or of another type). Texts carry ``__len`` (characters) and ``__slen`` (characters once
+Python's whitespace is stripped from both ends); lists ``__et`` (element types) and ``__n`` (length); objects
+with required keys ``__kt<i>``/``__kl<i>`` (the types and stripped lengths of key i in every object). Each rule
+is a vectorized expression with the error text the quarantine shows; "typed" rules hold for a value that is
+absent or of another type (the type rule reports that).
 """
 
 from __future__ import annotations
@@ -60,20 +62,16 @@ def type_ok(f: InputField) -> pl.Expr:
     return (t == "ARRAY") & et.list.eval(pl.element() == element).list.all().fill_null(True)
 
 
-def stripped_length(expr: pl.Expr) -> pl.Expr:
-    return expr.str.strip_chars(PY_WHITESPACE).str.len_chars()
-
-
 def _length(f: InputField, stripped: bool) -> pl.Expr:
     if f.type == "string":
-        return stripped_length(pl.col(f.name)) if stripped else pl.col(f.name).str.len_chars()
+        return pl.col(f"{f.name}__slen" if stripped else f"{f.name}__len")
     return pl.col(f"{f.name}__n")
 
 
 def _keys_ok(f: InputField, i: int) -> pl.Expr:
     n = pl.lit(1) if f.type == "object" else pl.col(f"{f.name}__n")
     strings = pl.col(f"{f.name}__kt{i}").list.eval(pl.element() == "VARCHAR").list.sum()
-    nonblank = pl.col(f"{f.name}__kv{i}").list.eval(stripped_length(pl.element()) > 0).list.all()
+    nonblank = pl.col(f"{f.name}__kl{i}").list.eval(pl.element() > 0).list.all()
     return (strings == n) & nonblank.fill_null(False)
 
 
@@ -121,7 +119,7 @@ def field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
 
 
 def build_engine_schema(rubric: RubricConfig) -> pa.DataFrameSchema:
-    """The schema of the extracted columns. A repeated id is judged on ``__id_repeated``, which the engine sets
+    """The schema of the measured columns. A repeated id is judged on ``__id_repeated``, which the engine sets
     from every JSON object on earlier lines of the file (the first occurrence is kept)."""
     columns: dict[str, pa.Column] = {}
     for f in rubric.inputs.fields:
@@ -129,9 +127,7 @@ def build_engine_schema(rubric: RubricConfig) -> pa.DataFrameSchema:
         if f.name == rubric.inputs.id_field:
             is_str = (_t(f) == "VARCHAR").fill_null(False)
             checks.append(
-                _check(
-                    ~is_str | (stripped_length(pl.col(f.name)) > 0), "sample id must not be empty or only whitespace"
-                )
+                _check(~is_str | (pl.col(f"{f.name}__slen") > 0), "sample id must not be empty or only whitespace")
             )
             checks.append(_check(~pl.col("__id_repeated"), ID_REPEATED))
         columns[f.name] = pa.Column(None, checks=checks, nullable=True, coerce=False)

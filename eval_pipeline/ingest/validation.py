@@ -54,14 +54,8 @@ def build_schema(rubric: RubricConfig) -> pa.DataFrameSchema:
     return build_engine_schema(rubric)
 
 
-def _samples_frame(rubric: RubricConfig, chunks: list[pa_arrow.Table]) -> pd.DataFrame:
-    if chunks:
-        df = pa_arrow.concat_tables(chunks).to_pandas()
-    else:
-        df = pd.DataFrame({"checkpoint_id": pd.Series(dtype="object"), "line_number": pd.Series(dtype="int64")})
-        for f in rubric.inputs.fields:
-            df[f.name] = pd.Series(dtype="object")
-        df["rubric_version"] = pd.Series(dtype="object")
+def _samples_frame(rubric: RubricConfig, table: pa_arrow.Table) -> pd.DataFrame:
+    df = table.to_pandas()
     for f in rubric.inputs.fields:  # nullable integers and booleans keep their type through pandas
         if f.type == "integer":
             df[f.name] = df[f.name].astype("Int64")
@@ -84,8 +78,13 @@ def _in_memory(
     try:
         con.execute(RAW_TABLE)
         load(con)
-        engine = EngineValidation(con, rubric, "raw", [], checkpoint_id, stage=stage)
-        samples = _samples_frame(rubric, list(engine.run()))
+        engine = EngineValidation(con, rubric, "raw", checkpoint_id, stage=stage)
+        engine.run()
+        select = engine.samples()
+        empty_rows = select.like  # noqa: F841 - read by DuckDB's replacement scan
+        con.execute("CREATE TEMP TABLE samples AS SELECT * FROM empty_rows")
+        select.insert_into(con, "samples")
+        samples = _samples_frame(rubric, con.execute("SELECT * FROM samples ORDER BY line_number").to_arrow_table())
         quarantine = engine.quarantine()
     finally:
         con.close()

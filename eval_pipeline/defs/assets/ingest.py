@@ -11,7 +11,7 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, QUARANTINE
 from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, WarehouseResource
-from eval_pipeline.ingest.engine import EngineValidation, empty_samples
+from eval_pipeline.ingest.engine import EngineValidation, literal
 from eval_pipeline.ingest.jsonl import iter_jsonl
 from eval_pipeline.ingest.ratings import load_ratings
 
@@ -90,20 +90,26 @@ def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         where = {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "validate"}
         src = (
             f'(SELECT source_file, line_number, raw_line, decode_error FROM "{rubric.name}".raw_outputs '
-            "WHERE checkpoint_id = ?)"
+            f"WHERE checkpoint_id = {literal(ckpt_id)})"
         )
-        # validated in the engine, chunk by chunk of line numbers; both partitions are swapped in at the end,
-        # together, so a checkpoint with nothing valid still keeps its quarantined lines
-        with wh.partition_writer(fixed_columns=True) as w, wh.connect() as con:
-            engine = EngineValidation(con, rubric, src, [ckpt_id], ckpt_id, chunk_lines=settings.ingest_chunk_lines())
-            w.write(rubric.name, "samples", empty_samples(rubric), {"checkpoint_id": ckpt_id})  # declares the columns
-            for chunk in engine.run():
-                w.write(rubric.name, "samples", chunk, {"checkpoint_id": ckpt_id})
+        # judged in the engine (the lines' measures streamed to pandera in batches); then one transaction replaces
+        # both partitions, the samples made from raw_outputs inside the engine, so a checkpoint with nothing valid
+        # still keeps its quarantined lines
+        with wh.connect() as con:
+            engine = EngineValidation(con, rubric, src, ckpt_id, chunk_lines=settings.ingest_chunk_lines())
+            engine.run()
             quarantine = engine.quarantine()
-            w.write(*QUARANTINE, quarantine, where)
+        written, _ = wh.replace_partitions(
+            [
+                (rubric.name, "samples", {"checkpoint_id": ckpt_id}, [engine.samples()]),
+                (*QUARANTINE, where, [quarantine]),
+            ]
+        )
         n_read, n_valid, n_bad, reasons = engine.lines_read, engine.valid, len(quarantine), engine.reason_counts()
-        if n_valid + n_bad != n_read:  # pragma: no cover - invariant
-            raise dg.Failure(f"row accounting broken: {n_valid} valid + {n_bad} quarantined != {n_read} read")
+        if written != n_valid or n_valid + n_bad != n_read:  # pragma: no cover - invariant
+            raise dg.Failure(
+                f"row accounting broken: {written} written, {n_valid} valid + {n_bad} quarantined, {n_read} read"
+            )
         metadata = {
             "lines_read": dg.MetadataValue.int(n_read),
             "valid": dg.MetadataValue.int(n_valid),
