@@ -8,10 +8,12 @@ import hashlib
 import itertools
 import os
 import socket
+from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+import pyarrow as pa
 
 from eval_pipeline.core.processes import pid_alive
 from eval_pipeline.core.tables import (
@@ -93,6 +95,13 @@ class PartitionWriter:
             self._pending.clear()
             self._pending_rows = 0
         return len(df)
+
+    def write_stream(self, schema: str, table: str, stream: pa.RecordBatchReader, where: dict[str, Any]) -> int:
+        """A whole partition from a stream of Arrow batches, taken batch by batch."""
+        rows = self.write(schema, table, stream.schema.empty_table(), where)  # an empty stream declares the table
+        for batch in stream:
+            rows += self.write(schema, table, pa.Table.from_batches([batch]), where)
+        return rows
 
     def _stage(self, key: tuple, df: Frame) -> None:
         """Append one chunk to its staging table (committed on its own)."""
@@ -189,6 +198,26 @@ class TransactionWriter:
         if len(df) > 0:
             insert_by_name(con, target, df)
         return len(df)
+
+    def write_stream(self, schema: str, table: str, stream: pa.RecordBatchReader, where: dict[str, Any]) -> int:
+        """A whole partition from a stream of Arrow batches, inserted by one statement (1M raw lines: 4 s against
+        11 s for one INSERT per 16 MB chunk); every batch is checked to be inside the partition as it passes."""
+        first = stream.schema.empty_table()
+        self.write(schema, table, first, where)  # declares the table and deletes the partition
+        rows = 0
+
+        def checked() -> Iterator[pa.RecordBatch]:
+            nonlocal rows
+            for batch in stream:
+                check_partition(schema, table, pa.Table.from_batches([batch]), where)
+                rows += batch.num_rows
+                yield batch
+
+        incoming_stream = pa.RecordBatchReader.from_batches(stream.schema, checked())  # noqa: F841
+        assert self._con is not None
+        collist = ", ".join(f'"{c}"' for c in stream.schema.names)
+        self._con.execute(f"INSERT INTO {qualified(schema, table)} ({collist}) SELECT {collist} FROM incoming_stream")
+        return rows
 
     def commit(self) -> None:
         if self._con is not None:

@@ -113,16 +113,19 @@ def iter_jsonl(path: Path, checkpoint_id: str, source_file: str | None = None) -
         yield RawRead(_empty(), 0, pending)
 
 
+RAW_SCHEMA = pa.schema(
+    [
+        ("checkpoint_id", pa.string()),
+        ("source_file", pa.string()),
+        ("line_number", pa.int64()),
+        ("raw_line", pa.string()),
+        ("decode_error", pa.string()),
+    ]
+)
+
+
 def _empty() -> pa.Table:
-    return pa.table(
-        {
-            "checkpoint_id": pa.array([], pa.string()),
-            "source_file": pa.array([], pa.string()),
-            "line_number": pa.array([], pa.int64()),
-            "raw_line": pa.array([], pa.string()),
-            "decode_error": pa.array([], pa.string()),
-        }
-    )
+    return RAW_SCHEMA.empty_table()
 
 
 def read_jsonl(path: Path, checkpoint_id: str, source_file: str | None = None) -> RawRead:

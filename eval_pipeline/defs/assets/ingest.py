@@ -1,10 +1,12 @@
 """Ingest: raw model outputs of a checkpoint, validated samples (and the quarantine), human ratings."""
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
+import pyarrow as pa
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
@@ -12,7 +14,7 @@ from eval_pipeline.core.contracts import CHECKPOINTS, QUARANTINE
 from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, WarehouseResource
 from eval_pipeline.ingest.engine import EngineValidation, literal
-from eval_pipeline.ingest.jsonl import iter_jsonl
+from eval_pipeline.ingest.jsonl import RAW_SCHEMA, iter_jsonl
 from eval_pipeline.ingest.ratings import load_ratings
 
 
@@ -44,13 +46,19 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
                 allow_retries=False,
             )
         wh = warehouse.get()
-        lines = blank = size = 0
-        with wh.partition_writer(fixed_columns=True) as w:  # streamed in chunks, the partition replaced at once
+        blank = size = 0
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            nonlocal blank, size
             for chunk in iter_jsonl(path, ckpt.checkpoint_id):
-                w.write(rubric.name, "raw_outputs", chunk.table, {"checkpoint_id": ckpt.checkpoint_id})
-                lines += chunk.table.num_rows
                 blank += chunk.blank_lines
                 size += chunk.bytes_read
+                yield from chunk.table.to_batches()
+
+        # streamed in blocks of the file, the partition replaced at once
+        with wh.partition_writer(fixed_columns=True) as w:
+            stream = pa.RecordBatchReader.from_batches(RAW_SCHEMA, batches())
+            lines = w.write_stream(rubric.name, "raw_outputs", stream, {"checkpoint_id": ckpt.checkpoint_id})
         row = {
             "checkpoint_id": ckpt.checkpoint_id,
             "model": ckpt.model,
