@@ -25,6 +25,7 @@ from pathlib import Path
 import duckdb
 
 from eval_pipeline.core import settings
+from eval_pipeline.core.tables import literal
 
 PREFIX = "ducklake:"
 ALIAS = "lake"
@@ -140,7 +141,7 @@ def release(loc: Location, read_only: bool, con: duckdb.DuckDBPyConnection, heal
 def _attach(con: duckdb.DuckDBPyConnection, loc: Location, read_only: bool) -> None:
     """ATTACH the lake. The first process to attach a new catalog creates it; one that attaches at the same
     moment may find it half made ("already exists", or the catalog busy): it waits a moment and attaches again."""
-    sql = f"ATTACH '{_quote(PREFIX + loc.catalog)}' AS {ALIAS} ({attach_options(loc, read_only)})"
+    sql = f"ATTACH {literal(PREFIX + loc.catalog)} AS {ALIAS} ({attach_options(loc, read_only)})"
     for attempt in range(20):
         try:
             con.execute(sql)
@@ -155,7 +156,7 @@ def attach_options(loc: Location, read_only: bool, as_of: str | None = None) -> 
     """A SQLite catalog in WAL mode (readers never wait on a writer) with a busy timeout (a writer waits for
     another's commit instead of failing at once; a commit that still loses the race is retried whole). ``as_of``
     (read-only): a snapshot id, or a timestamp with its zone, to see the lake as it was then."""
-    options = [f"DATA_PATH '{_quote(loc.data_path)}'"]
+    options = [f"DATA_PATH {literal(loc.data_path)}"]
     if as_of is not None:
         if as_of.strip().isdigit():
             options.append(f"SNAPSHOT_VERSION {int(as_of)}")
@@ -174,10 +175,6 @@ def attach_options(loc: Location, read_only: bool, as_of: str | None = None) -> 
     else:
         options.append(f"DATA_INLINING_ROW_LIMIT {settings.lake_inline_rows()}")
     return ", ".join(options)
-
-
-def _quote(text: str) -> str:
-    return text.replace("'", "''")
 
 
 def is_retryable(exc: BaseException) -> bool:

@@ -213,10 +213,8 @@ class TransactionWriter:
                 rows += batch.num_rows
                 yield batch
 
-        incoming_stream = pa.RecordBatchReader.from_batches(stream.schema, checked())  # noqa: F841
         assert self._con is not None
-        collist = ", ".join(f'"{c}"' for c in stream.schema.names)
-        self._con.execute(f"INSERT INTO {qualified(schema, table)} ({collist}) SELECT {collist} FROM incoming_stream")
+        insert_by_name(self._con, qualified(schema, table), pa.RecordBatchReader.from_batches(stream.schema, checked()))
         return rows
 
     def commit(self) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -18,6 +20,11 @@ def qualified(schema: str, table: str) -> str:
     check_identifier(schema, "schema name")
     check_identifier(table, "table name")
     return f'"{schema}"."{table}"'
+
+
+def literal(text: str) -> str:
+    """A SQL string literal (for SQL that cannot take parameters: DuckDB's relation API, ATTACH options)."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def duck_type(series: pd.Series) -> str:
@@ -49,15 +56,17 @@ def _arrow_type(t: pa.DataType) -> str:
 Frame: TypeAlias = pd.DataFrame | pa.Table
 
 
-def column_names(df: Frame) -> list[str]:
+def column_names(df: Frame | pa.RecordBatchReader) -> list[str]:
+    if isinstance(df, pa.RecordBatchReader):
+        return list(df.schema.names)
     return df.column_names if isinstance(df, pa.Table) else [str(c) for c in df.columns]
 
 
-def insert_by_name(con: duckdb.DuckDBPyConnection, target: str, df: Frame) -> None:
-    """Insert a frame by column name (a table may hold more columns, or in another order). DuckDB reads it
-    through its replacement scan of this local name, not ``con.register``: a registered view is a catalog entry,
-    and a transaction keeps every dropped entry, and the frame it holds, alive until it ends (1M raw lines
-    written in chunks inside one transaction held 2 GB)."""
+def insert_by_name(con: duckdb.DuckDBPyConnection, target: str, df: Frame | pa.RecordBatchReader) -> None:
+    """Insert a frame, or a stream of Arrow batches (read once), by column name (a table may hold more columns,
+    or in another order). DuckDB reads it through its replacement scan of this local name, not
+    ``con.register``: a registered view is a catalog entry, and a transaction keeps every dropped entry, and the
+    frame it holds, alive until it ends (1M raw lines written in chunks inside one transaction held 2 GB)."""
     incoming_frame = df  # noqa: F841
     collist = ", ".join(f'"{c}"' for c in column_names(df))
     con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM incoming_frame")
@@ -75,19 +84,28 @@ class Select:
     like: Frame
     tables: dict[str, pa.Table] = field(default_factory=dict)
 
-    def insert_into(self, con: duckdb.DuckDBPyConnection, target: str) -> int:
-        """Insert the rows by column name; the number inserted."""
-        collist = ", ".join(f'"{c}"' for c in column_names(self.like))
+    @contextmanager
+    def _registered(self, con: duckdb.DuckDBPyConnection) -> Iterator[str]:
+        """The query's columns (those of ``like``, in order), with its tables registered on ``con`` meanwhile."""
         for name, table in self.tables.items():
             con.register(name, table)
         try:
-            row = con.execute(
-                f"INSERT INTO {target} ({collist}) SELECT {collist} FROM ({self.sql})", self.params
-            ).fetchone()
+            yield ", ".join(f'"{c}"' for c in column_names(self.like))
         finally:
             for name in self.tables:
                 con.unregister(name)
-        return int(row[0]) if row else 0
+
+    def insert_into(self, con: duckdb.DuckDBPyConnection, target: str) -> int:
+        """Insert the rows by column name; the number inserted."""
+        with self._registered(con) as collist:
+            row = con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM ({self.sql})", self.params)
+            (n,) = row.fetchone() or (0,)
+        return int(n)
+
+    def read(self, con: duckdb.DuckDBPyConnection, order_by: str) -> pa.Table:
+        """The rows as Arrow, in the columns of ``like`` (small results: tests, the CLI)."""
+        with self._registered(con) as collist:
+            return con.execute(f"SELECT {collist} FROM ({self.sql}) ORDER BY {order_by}", self.params).to_arrow_table()
 
 
 def column_types(df: Frame) -> list[tuple[str, str]]:

@@ -1,11 +1,12 @@
-"""Validation where the data is: DuckDB parses the raw lines and extracts every declared field, pandera's Polars
-backend checks them (``engine_schema``), and only the lines DuckDB cannot judge alone go through Python.
+"""Validation where the data is: DuckDB reads the raw lines and measures what the rules read of each one, pandera's
+Polars backend checks the measures (``engine_schema``), and only the lines DuckDB cannot judge alone go through
+Python. The valid rows are then made from the raw lines inside DuckDB (``EngineValidation.samples``).
 
 DuckDB's JSON reader is more lenient than the rules of a raw line (NaN and Infinity, trailing commas, numbers
 no column can hold, duplicate keys, lone surrogates are all accepted or mangled), so a line goes to Python's
 strict parser (``parse_line``, the reasons the quarantine has always shown) when it is not valid JSON for
 DuckDB, is not an object, matches a cheap pattern of those leniencies, or holds a key DuckDB cannot prove
-unique. A line Python accepts comes back as canonical JSON and is extracted like the rest; everything else
+unique. A line Python accepts comes back as canonical JSON and is measured like the rest; everything else
 (about 1 % of a typical file) never leaves the engine.
 """
 
@@ -25,7 +26,7 @@ import pyarrow.compute as pc
 
 from eval_pipeline.core.config import InputField, RubricConfig
 from eval_pipeline.core.contracts import QUARANTINE_COLUMNS
-from eval_pipeline.core.tables import Select
+from eval_pipeline.core.tables import Select, literal
 from eval_pipeline.ingest.engine_schema import LIST_TYPES, PY_WHITESPACE, build_engine_schema
 from eval_pipeline.ingest.parsing import parse_line
 
@@ -36,11 +37,6 @@ SUSPICIOUS = r'(?i)[:,\[]\s*[-+]?(nan|inf)|[0-9]{16}|[eE][+-]?[0-9]{3}|,\s*[\]}]
 
 def _path(parts: Sequence[str]) -> str:
     return "$" + "".join('."' + p.replace("\\", "\\\\").replace('"', '\\"') + '"' for p in parts)
-
-
-def literal(text: str) -> str:
-    """A SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _object_paths(rubric: RubricConfig) -> tuple[list[str], list[str]]:
@@ -168,11 +164,14 @@ def measure_sql(rubric: RubricConfig, lines: str, keep: Sequence[str] = ()) -> s
 
 def values_sql(rubric: RubricConfig, lines: str) -> str:
     """The samples rows of the lines (checkpoint and rubric version are the first two parameters)."""
-    cols = ["?::VARCHAR AS checkpoint_id", "?::VARCHAR AS rubric_version", "line_number"]
+    cols = ["?::VARCHAR AS checkpoint_id", "line_number"]
     cols += [f'{_value_sql(f, f"t[{i}]", f"v[{i}]")} AS "{f.name}"' for i, f in enumerate(rubric.inputs.fields, 1)]
+    cols.append("?::VARCHAR AS rubric_version")
     return f"SELECT {', '.join(cols)} FROM {_parsed(rubric, lines)}"
 
 
+# Python's verdicts on the lines it judged: canonical JSON, or null for a rejected line
+_VERDICTS = pa_arrow.schema([("line_number", pa_arrow.int64()), ("j", pa_arrow.string())])
 _ARROW_TYPES = {"integer": pa_arrow.int64(), "number": pa_arrow.float64(), "boolean": pa_arrow.bool_()}
 
 
@@ -228,12 +227,7 @@ class EngineValidation:
                         self.bad[number] = [f"expected a JSON object, got {type(obj).__name__}"]
             numbers.append(number)
             canonical.append(verdict)
-        return pa_arrow.table(
-            {
-                "line_number": pa_arrow.array(numbers, pa_arrow.int64()),
-                "j": pa_arrow.array(canonical, pa_arrow.string()),
-            }
-        )
+        return pa_arrow.table([numbers, canonical], schema=_VERDICTS)
 
     def _measures(self, start: int, end: int) -> pl.DataFrame:
         """The measures of every line of a range that is a JSON object, in line order."""
@@ -274,11 +268,7 @@ class EngineValidation:
     @property
     def routed(self) -> pa_arrow.Table:
         """Every line Python judged: its canonical JSON, or null when it was rejected."""
-        if not self._routed:
-            return pa_arrow.table(
-                {"line_number": pa_arrow.array([], pa_arrow.int64()), "j": pa_arrow.array([], pa_arrow.string())}
-            )
-        return pa_arrow.concat_tables(self._routed)
+        return pa_arrow.concat_tables([_VERDICTS.empty_table(), *self._routed])
 
     def samples(self) -> Select:
         """The valid lines' rows of the samples table, made by the engine from the lines (after ``run``)."""

@@ -80,11 +80,7 @@ def _in_memory(
         load(con)
         engine = EngineValidation(con, rubric, "raw", checkpoint_id, stage=stage)
         engine.run()
-        select = engine.samples()
-        empty_rows = select.like  # noqa: F841 - read by DuckDB's replacement scan
-        con.execute("CREATE TEMP TABLE samples AS SELECT * FROM empty_rows")
-        select.insert_into(con, "samples")
-        samples = _samples_frame(rubric, con.execute("SELECT * FROM samples ORDER BY line_number").to_arrow_table())
+        samples = _samples_frame(rubric, engine.samples().read(con, order_by="line_number"))
         quarantine = engine.quarantine()
     finally:
         con.close()

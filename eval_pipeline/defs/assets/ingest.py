@@ -11,9 +11,10 @@ import pyarrow as pa
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, QUARANTINE
+from eval_pipeline.core.tables import literal
 from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, WarehouseResource
-from eval_pipeline.ingest.engine import EngineValidation, literal
+from eval_pipeline.ingest.engine import EngineValidation
 from eval_pipeline.ingest.jsonl import RAW_SCHEMA, iter_jsonl
 from eval_pipeline.ingest.ratings import load_ratings
 
@@ -100,9 +101,9 @@ def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             f'(SELECT source_file, line_number, raw_line, decode_error FROM "{rubric.name}".raw_outputs '
             f"WHERE checkpoint_id = {literal(ckpt_id)})"
         )
-        # judged in the engine (the lines' measures streamed to pandera in batches); then one transaction replaces
-        # both partitions, the samples made from raw_outputs inside the engine, so a checkpoint with nothing valid
-        # still keeps its quarantined lines
+        # judged in the engine, range by range of line numbers; then one transaction replaces both partitions, the
+        # samples made from raw_outputs inside the engine, so a checkpoint with nothing valid still keeps its
+        # quarantined lines
         with wh.connect() as con:
             engine = EngineValidation(con, rubric, src, ckpt_id, chunk_lines=settings.ingest_chunk_lines())
             engine.run()
