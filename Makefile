@@ -54,7 +54,7 @@ test-fast: provision
 	$(PY) -m pytest -q -n 2 -m "not slow"
 
 ui: provision dagster-home
-	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	$(VENV)/bin/eval-pipeline ui --workspace workspace.yaml --host 127.0.0.1 --port 3000
 
 # the results viewer on the same warehouse as the demo (http://127.0.0.1:8765)
 view: install

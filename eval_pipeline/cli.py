@@ -240,6 +240,58 @@ def cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ui(args: argparse.Namespace) -> int:
+    """The Dagster webserver and the project's daemon (eval_pipeline/defs/daemon.py: Dagster's daemon with a
+    backfill loop of EVAL_BACKFILL_INTERVAL_SECONDS, not 30 s) on one workspace, until Ctrl-C or until either
+    stops; what `dagster dev` does, with that daemon."""
+    import signal
+    import subprocess
+    import time
+
+    from eval_pipeline.core import settings
+
+    settings.dagster_home()  # DAGSTER_HOME set for both, as the CLI's runs use it
+    workspace = ["-w", args.workspace]
+    procs = {
+        "dagster-webserver": subprocess.Popen(
+            [sys.executable, "-m", "dagster_webserver", *workspace, "-h", args.host, "-p", str(args.port)]
+        ),
+        "daemon": subprocess.Popen([sys.executable, "-m", "eval_pipeline.defs.daemon", "run", *workspace]),
+    }
+    print(
+        f"eval-pipeline ui: http://{args.host}:{args.port}/ (DAGSTER_HOME={settings.dagster_home()}; backfills "
+        f"looked at every {settings.backfill_interval_seconds():g} s; Ctrl-C stops it)",
+        flush=True,
+    )
+    code = 0
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # SIGTERM as Ctrl-C: both servers are stopped, not left behind
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        while True:
+            ended = {name: p.returncode for name, p in procs.items() if p.poll() is not None}
+            if ended:
+                name, code = next(iter(ended.items()))
+                print(f"eval-pipeline ui: {name} stopped (exit {code}); stopping the other", file=sys.stderr)
+                code = code or 1
+                break
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in procs.values():
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    return code
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
@@ -302,6 +354,13 @@ def build_parser() -> argparse.ArgumentParser:
     vw.add_argument("--host", default="127.0.0.1")
     vw.add_argument("--warehouse")
     vw.set_defaults(fn=cmd_view)
+    ui = sub.add_parser(
+        "ui", help="the Dagster UI with the project's daemon (sensors, run queue, backfills)", parents=[common]
+    )
+    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--host", default="127.0.0.1")
+    ui.add_argument("--workspace", default="workspace.yaml")
+    ui.set_defaults(fn=cmd_ui)
     rp = sub.add_parser("report", help="write a static HTML report (one file, offline)", parents=[common])
     rp.add_argument("--out", default="reports")
     rp.add_argument("--warehouse")

@@ -7,7 +7,6 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -42,7 +41,7 @@ def test_sensor_launched_concurrent_runs_take_turns_on_the_warehouse(tmp_path, m
     )
     log = open(tmp_path / "daemon.log", "w")
     daemon = subprocess.Popen(
-        [str(Path(sys.executable).with_name("dagster-daemon")), "run", "-w", str(ROOT / "workspace.yaml")],
+        [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", "-w", str(ROOT / "workspace.yaml")],  # `make ui`'s
         env=env,
         cwd=ROOT,
         stdout=log,

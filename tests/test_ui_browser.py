@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -59,14 +60,15 @@ def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, 
         assert materialize_checkpoints(defs, instance, ["ckpt-0100"], {"npc_dialogue", "kg_qa"})[0].success
     port = free_port()
     log = open(tmp_path / "webserver.log", "w")  # a file, not an unread pipe that could fill and stall the server
-    server = subprocess.Popen(
+    server = subprocess.Popen(  # what `make ui` runs: the webserver and the project's daemon
         [
-            str(Path(sys.executable).with_name("dagster-webserver")),
-            "-w",
+            str(Path(sys.executable).with_name("eval-pipeline")),
+            "ui",
+            "--workspace",
             str(ROOT / "workspace.yaml"),
-            "-h",
+            "--host",
             "127.0.0.1",
-            "-p",
+            "--port",
             str(port),
         ],
         env=env,
@@ -101,10 +103,33 @@ def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, 
         for gate in ("min_samples", "dimension_means", "no_regression"):
             assert gate in checks
         assert (ARTIFACTS / "npc_lineage.png").stat().st_size > 10_000
+        deadline = time.time() + 60  # the daemon beside it: its backfill loop is alive
+        with dg.DagsterInstance.get() as instance:
+            while "BACKFILL" not in instance.get_daemon_heartbeats() and time.time() < deadline:
+                time.sleep(1)
+            assert "BACKFILL" in instance.get_daemon_heartbeats(), (tmp_path / "webserver.log").read_text()[-2000:]
     finally:
         server.terminate()
         try:
-            server.wait(timeout=20)
+            server.wait(timeout=60)
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+    deadline = time.time() + 30  # stopping `eval-pipeline ui` stopped both servers and their code servers
+    while _dagster_processes_with(f"DAGSTER_HOME={home}") and time.time() < deadline:
+        time.sleep(1)
+    assert not _dagster_processes_with(f"DAGSTER_HOME={home}")
+
+
+def _dagster_processes_with(env_entry: str) -> list[str]:
+    """The command lines of this machine's Dagster processes (webserver, daemon, code servers) with that
+    environment entry."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if "dagster" in cmd and env_entry.encode() in (proc / "environ").read_bytes().split(b"\0"):
+                found.append(cmd[:200])
+        except OSError:
+            continue
+    return found

@@ -183,6 +183,51 @@ def test_a_lingering_hold_keeps_the_file_between_steps_and_lets_go_when_asked(wa
     assert _other_process_can_open(warehouse_path)  # the run ended
 
 
+def _wait_for_the_file_in_another_process(path: str):
+    """Another process that wants the file as the pipeline does (Warehouse: retries while it is locked)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import time\nfrom eval_pipeline.core.warehouse import Warehouse\nt = time.monotonic()\n"
+        f"rows = Warehouse({path!r}, lock_timeout_s=15).query_rows('SELECT count(*) FROM t')\n"
+        "print(rows[0][0], round(time.monotonic() - t, 3))"
+    )
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_lingering_hold_lets_a_waiting_process_in_between_steps_never_during_one(warehouse_path):
+    """A daemon-launched run keeps the file open between its steps; a step of another run (or a reader) that
+    waits for the file gets it between two steps of this run within a fraction of a second, instead of
+    waiting for the whole run (up to its 120 s lock timeout, then failing). A step in progress keeps the file
+    to its end."""
+    import time
+
+    wh = Warehouse(warehouse_path, lock_timeout_s=15)
+    wh.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+    with wh.lingering():
+        with wh.hold():
+            wh.execute("INSERT INTO t VALUES (1)")
+        waiter = _wait_for_the_file_in_another_process(warehouse_path)  # arrives between two steps
+        out, err = waiter.communicate(timeout=60)
+        assert waiter.returncode == 0, err[-2000:]
+        count, waited = out.split()
+        assert count == "1" and float(waited) < 3.0, out  # the hold let go; it did not wait for the run
+
+        with wh.hold():  # the next step opens the file again and lingers again
+            wh.execute("INSERT INTO t VALUES (2)")
+            waiter = _wait_for_the_file_in_another_process(warehouse_path)  # arrives during a step
+            time.sleep(2.0)
+            assert waiter.poll() is None  # the step keeps the file: the other process still waits
+            wh.execute("INSERT INTO t VALUES (3)")  # ... and this step's writes go on
+        out, err = waiter.communicate(timeout=60)  # the step ended: the hold lets go
+        assert waiter.returncode == 0, err[-2000:]
+        assert out.split()[0] == "3"
+        with wh.hold():
+            assert wh.query_rows("SELECT count(*) FROM t") == [(3,)]
+    assert _other_process_can_open(warehouse_path)
+
+
 def _arrow_chunk(ckpt: str, start: int, n: int, text: str = "x" * 200):
     import pyarrow as pa
 

@@ -88,6 +88,15 @@ def max_concurrent_steps() -> int:
     return int(_env("EVAL_MAX_CONCURRENT", "0"))
 
 
+def backfill_interval_seconds() -> float:
+    """EVAL_BACKFILL_INTERVAL_SECONDS: how often the project's daemon (eval_pipeline/defs/daemon.py) looks at
+    backfills launched from the UI (Dagster's own daemon: every 30 s)."""
+    value = float(_env("EVAL_BACKFILL_INTERVAL_SECONDS", "2"))
+    if value <= 0:
+        raise ValueError(f"EVAL_BACKFILL_INTERVAL_SECONDS must be > 0, got {value}")
+    return value
+
+
 def dagster_home() -> Path:
     """DAGSTER_HOME, set to the repository's .dagster_home when unset (the CLI's persistent instance)."""
     return Path(os.environ.setdefault("DAGSTER_HOME", str(REPO_ROOT / ".dagster_home")))

@@ -48,9 +48,36 @@ _QUERY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA", "RELATION"}
 # ~40 ms each and a step makes dozens. Tables are only ever added to, never dropped, outside the staging
 # schema (never cached); a write that finds a cached table gone clears the cache and runs again.
 _KNOWN: dict[str, Known] = {}
-# DuckDB files held open between the steps of an in-process run (Warehouse.lingering), by path
-_LINGERING: set[str] = set()
+# DuckDB files held open between the steps of an in-process run (Warehouse.lingering), by path: how many
+# lingering blocks are open, and the connection that keeps the file open between steps
+_LINGERING: dict[str, int] = {}
 _HELD: dict[str, duckdb.DuckDBPyConnection] = {}
+_IN_STEP: dict[str, int] = {}  # holds open now (a step has the file: never closed under it)
+_WANTED: set[str] = set()  # another process waits: close the lingering hold when the step ends
+_HELD_LOCK = threading.Lock()
+YIELD_POLL_S = 0.1  # how often a lingering hold looks for another process waiting on the file
+
+
+def wanted_marker(path: str) -> Path:
+    """The file a process touches while it waits for a DuckDB file another process has open; a lingering
+    hold that sees it change closes the file between steps (Warehouse.lingering)."""
+    return Path(path + ".wanted")
+
+
+def _signal_wanted(path: str) -> None:
+    try:
+        wanted_marker(path).touch()
+    except OSError:  # a read-only folder: the waiter then waits for the holder's run to end, as before
+        pass
+
+
+def _marker_time(path: str) -> float:
+    try:
+        return wanted_marker(path).stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 T = TypeVar("T")
 
 
@@ -125,6 +152,7 @@ class Warehouse:
             except duckdb.IOException as exc:  # file locked by another process
                 if "lock" not in str(exc).lower() or time.monotonic() > deadline:
                     raise
+                _signal_wanted(self.path)  # a hold lingering between another run's steps lets go
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
@@ -189,34 +217,85 @@ class Warehouse:
         connection closes). Holding the file keeps other processes out of it, so only steps that take
         turns through the warehouse pool hold it, never one that waits on the judge. Inside ``lingering``
         the database stays open after the block, for the next step of the same run."""
-        if not self._held_by_file or self.path in _HELD:
-            yield self  # a lake's attachment stays open in the process anyway; a lingering hold is open
+        if not self._held_by_file:
+            yield self  # a lake's attachment stays open in the process anyway
             return
-        if self.path in _LINGERING:
-            _HELD[self.path] = self._open_file()
-            yield self
+        if not _LINGERING.get(self.path) and self.path not in _HELD:
+            with self.connect():
+                yield self
             return
-        with self.connect():
+        con = None  # opened for the first step of a lingering run, or the first after the hold let go
+        while True:
+            with _HELD_LOCK:
+                if con is not None and self.path not in _HELD:
+                    _HELD[self.path], con = con, None
+                if self.path in _HELD:  # counted in the same breath, so the watcher never closes it under us
+                    _IN_STEP[self.path] = _IN_STEP.get(self.path, 0) + 1
+                    break
+            con = self._open_file()
+        if con is not None:
+            con.close()
+        try:
             yield self
+        finally:
+            with _HELD_LOCK:
+                _IN_STEP[self.path] -= 1
+            if self.path in _WANTED:
+                self._release_between_steps()
 
     @contextmanager
     def lingering(self) -> Iterator[None]:
-        """For one in-process run: a hold stays open from one warehouse step to the next (opening and
-        checkpointing the file cost ~50 ms a step), until a step that calls the judge starts (``release``)
-        or the run ends. Other processes wait for the file meanwhile, as they do during a step."""
+        """For one run in this process (the warehouse resource's lifetime): a hold stays open from one
+        warehouse step to the next (opening and checkpointing the file cost ~50-100 ms a step: 7 s of a
+        5-rubric run), until a step that calls the judge starts (``release``) or the run ends. It yields to
+        other processes: one that waits for the file touches ``<file>.wanted`` and a thread here closes the
+        hold within ``YIELD_POLL_S``. Between steps this run holds no pool slot, so a waiting step of another
+        run gets the file at once; this run's next step opens it again when its turn comes. Nested blocks
+        (the CLI's run inside the resource's) share one hold."""
         if not self._held_by_file:
             yield
             return
-        _LINGERING.add(self.path)
+        with _HELD_LOCK:
+            _LINGERING[self.path] = _LINGERING.get(self.path, 0) + 1
+            outermost = _LINGERING[self.path] == 1
+        stop = threading.Event()
+        watcher = threading.Thread(target=self._yield_when_wanted, args=(stop,), daemon=True) if outermost else None
+        if watcher is not None:
+            watcher.start()
         try:
             yield
         finally:
-            _LINGERING.discard(self.path)
-            self.release()
+            with _HELD_LOCK:
+                _LINGERING[self.path] -= 1
+                last = not _LINGERING[self.path]
+                if last:
+                    del _LINGERING[self.path]
+            if watcher is not None:
+                stop.set()
+                watcher.join()
+            if last:
+                self.release()
+
+    def _yield_when_wanted(self, stop: threading.Event) -> None:
+        seen = _marker_time(self.path)
+        while not stop.wait(YIELD_POLL_S):
+            now = _marker_time(self.path)
+            if now != seen:
+                seen = now
+                _WANTED.add(self.path)
+                self._release_between_steps()  # a step running now lets go when it ends
 
     def release(self) -> None:
         """Close a lingering hold (before a step that waits on the judge, and when the run ends)."""
-        con = _HELD.pop(self.path, None)
+        self._release_between_steps()
+
+    def _release_between_steps(self) -> None:
+        """Close the lingering hold unless a step of this process is inside ``hold`` now."""
+        with _HELD_LOCK:
+            if _IN_STEP.get(self.path):
+                return
+            con = _HELD.pop(self.path, None)
+            _WANTED.discard(self.path)
         if con is not None:
             con.close()
 

@@ -142,23 +142,22 @@ def materialize_checkpoints(
                 continue
             t0 = time.perf_counter()
             try:
-                with wh.lingering():
-                    result = dg.materialize(
-                        [*assets, *(defs.asset_checks or [])],
-                        instance=instance,
-                        partition_key=ckpt_id,
-                        resources=resources,
-                        selection=dg.AssetSelection.groups(*names),
-                        tags={
-                            "eval/checkpoint": ckpt_id,
-                            "eval/model": ckpt.model,
-                            "eval/rubrics": ",".join(names),
-                            HOST_TAG: socket.gethostname(),
-                            PID_TAG: str(os.getpid()),
-                        },
-                        raise_on_error=raise_on_error,
-                        run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
-                    )
+                result = dg.materialize(
+                    [*assets, *(defs.asset_checks or [])],
+                    instance=instance,
+                    partition_key=ckpt_id,
+                    resources=resources,
+                    selection=dg.AssetSelection.groups(*names),
+                    tags={
+                        "eval/checkpoint": ckpt_id,
+                        "eval/model": ckpt.model,
+                        "eval/rubrics": ",".join(names),
+                        HOST_TAG: socket.gethostname(),
+                        PID_TAG: str(os.getpid()),
+                    },
+                    raise_on_error=raise_on_error,
+                    run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+                )
             except KeyboardInterrupt:
                 interrupt.flag = True
                 outcome = RunOutcome(ckpt_id, names, False, time.perf_counter() - t0, "", ["interrupted"], True)

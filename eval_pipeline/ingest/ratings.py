@@ -30,7 +30,22 @@ from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import QUARANTINE_COLUMNS, RATER_KINDS, RATING_COLUMNS
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_evaluator
-from eval_pipeline.ingest.validation import empty_quarantine
+
+
+def empty_quarantine() -> pd.DataFrame:
+    """A quarantine frame with no rows but the table's real types (so a new table gets them)."""
+    return pd.DataFrame(
+        {
+            "rubric": pd.Series(dtype="object"),
+            "checkpoint_id": pd.Series(dtype="object"),
+            "source_file": pd.Series(dtype="object"),
+            "line_number": pd.Series(dtype="int64"),
+            "stage": pd.Series(dtype="object"),
+            "reason": pd.Series(dtype="object"),
+            "raw_line": pd.Series(dtype="object"),
+            "quarantined_at": pd.Series(dtype="datetime64[ns]"),
+        }
+    )
 
 
 @dataclass

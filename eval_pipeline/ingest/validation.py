@@ -33,22 +33,6 @@ class ValidationResult:
     reasons: dict[str, int]
 
 
-def empty_quarantine() -> pd.DataFrame:
-    """A quarantine frame with no rows but the table's real types (so a new table gets them)."""
-    return pd.DataFrame(
-        {
-            "rubric": pd.Series(dtype="object"),
-            "checkpoint_id": pd.Series(dtype="object"),
-            "source_file": pd.Series(dtype="object"),
-            "line_number": pd.Series(dtype="int64"),
-            "stage": pd.Series(dtype="object"),
-            "reason": pd.Series(dtype="object"),
-            "raw_line": pd.Series(dtype="object"),
-            "quarantined_at": pd.Series(dtype="datetime64[ns]"),
-        }
-    )
-
-
 def build_schema(rubric: RubricConfig) -> pa.DataFrameSchema:
     """The pandera (Polars) schema of a rubric's samples: the one definition of a valid sample."""
     return build_engine_schema(rubric)

@@ -19,11 +19,12 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.core import settings as env_settings
+
+if TYPE_CHECKING:  # imported where a client is made: the openai package costs ~0.4 s to import, paid by every
+    import openai  # run's process that loads the definitions, most of which never call an endpoint
 
 KEY_RE = re.compile(r"(sk-|key-|Bearer\s+)[A-Za-z0-9_\-\.]{4,}")
 
@@ -171,6 +172,8 @@ class OpenAIJudgeClient:
         self.settings = settings
         self._api_key = api_key if api_key is not None else env_settings.openai_api_key()
         base_url = settings.base_url or env_settings.openai_base_url()
+        import openai
+
         self._client = openai.AsyncOpenAI(
             api_key=self._api_key or "not-needed",
             base_url=base_url,
@@ -193,6 +196,8 @@ class OpenAIJudgeClient:
     # path escapes the bound
     async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any] | None) -> CallResult:
         s = self.settings
+        import openai
+
         result = CallResult()
         self.stats.calls += 1
         last_error = "no attempt made"

@@ -15,9 +15,14 @@ an LLM judge configured, extraction can be done by the judge instead.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import marshal
+import os
 import re
+from collections import defaultdict
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from rapidfuzz import fuzz, process
@@ -30,10 +35,42 @@ TOKEN_RE = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)*")
 _WN = None
 
 
+INDEX_FILES = (
+    "index.noun",
+    "index.verb",
+    "index.adj",
+    "index.adv",
+    "data.adj",
+    "noun.exc",
+    "verb.exc",
+    "adj.exc",
+    "adv.exc",
+)
+
+
+def _index_cache(root: Path) -> Path:
+    """Where the reader's parsed indexes are kept, named after the files they came from (size and mtime) and
+    nltk's version: a changed WordNet or nltk gets a new cache, never a stale one."""
+    import nltk
+
+    stamp = ",".join(f"{f}:{(root / f).stat().st_size}:{(root / f).stat().st_mtime_ns}" for f in INDEX_FILES)
+    digest = hashlib.sha256(f"{nltk.__version__};{stamp}".encode()).hexdigest()[:16]
+    return root / f".eval_pipeline_index.{digest}.marshal"
+
+
 def wordnet():
-    """WordNet 3.0 from $NLTK_DATA (provisioned from Debian's wordnet-base by `make provision`)."""
+    """WordNet 3.0 from $NLTK_DATA (provisioned from Debian's wordnet-base by `make provision`).
+
+    nltk's reader parses every index file when it is made: ~1.2 s in each new process, which every Dagster run
+    launched by the daemon is. The parsed indexes (lemma -> part of speech -> synset offsets, the adjective
+    satellites, the morphological exceptions) are kept beside the corpus after the first parse and read back
+    in ~0.13 s (marshal: plain dicts, sets and lists; nothing in it runs code). Parsing and loading run with
+    the garbage collector paused: they make ~10^6 small containers it would otherwise scan again and again."""
     global _WN
     if _WN is None:
+        import gc
+        import warnings
+
         import nltk
         from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
@@ -41,16 +78,47 @@ def wordnet():
         data_root = str(root.parent.parent)
         if data_root not in nltk.data.path:
             nltk.data.path.insert(0, data_root)
+        cache = _index_cache(root)
 
         class _WordNet30(WordNetCorpusReader):
             def map_wn(self, version: str = "wordnet"):  # Debian's files ship no index.sense; no OMW mapping needed
                 return None
 
-        import warnings
+            def _scan_satellites(self) -> None:  # the first of the three parses nltk's __init__ makes
+                try:
+                    sat, lemmas, exceptions = marshal.loads(cache.read_bytes())
+                except (OSError, ValueError, EOFError, TypeError):
+                    self._parsed = False
+                    super()._scan_satellites()
+                    return
+                self._parsed = True
+                self.satellite_offsets = sat
+                self._lemma_pos_offset_map = defaultdict(dict, lemmas)
+                self._exception_map = exceptions
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            _WN = _WordNet30(nltk.data.find("corpora/wordnet"), None)
+            def _load_lemma_pos_offset_map(self) -> None:
+                if not getattr(self, "_parsed", False):
+                    super()._load_lemma_pos_offset_map()
+
+            def _load_exception_map(self) -> None:
+                if getattr(self, "_parsed", False):
+                    return
+                super()._load_exception_map()
+                blob = marshal.dumps((self.satellite_offsets, dict(self._lemma_pos_offset_map), self._exception_map))
+                tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+                try:  # written once, atomically; a read-only corpus folder just parses every time
+                    tmp.write_bytes(blob)
+                    os.replace(tmp, cache)
+                except OSError:
+                    tmp.unlink(missing_ok=True)
+
+        gc.disable()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _WN = _WordNet30(nltk.data.find("corpora/wordnet"), None)
+        finally:
+            gc.enable()
     return _WN
 
 

@@ -14,7 +14,6 @@ from eval_pipeline.core.contracts import CHECKPOINTS, QUARANTINE
 from eval_pipeline.core.tables import literal
 from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, WarehouseResource
-from eval_pipeline.ingest.engine import EngineValidation
 from eval_pipeline.ingest.jsonl import RAW_SCHEMA, iter_jsonl
 from eval_pipeline.ingest.ratings import load_ratings
 
@@ -105,6 +104,8 @@ def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         # samples made from raw_outputs inside the engine, so a checkpoint with nothing valid still keeps its
         # quarantined lines
         with wh.connect() as con:
+            from eval_pipeline.ingest.engine import EngineValidation  # pandera and polars (~0.5 s): this step only
+
             engine = EngineValidation(con, rubric, src, ckpt_id, chunk_lines=settings.ingest_chunk_lines())
             engine.run()
             quarantine = engine.quarantine()

@@ -1,0 +1,38 @@
+"""`dagster-daemon run` with a backfill loop that looks every few seconds instead of every 30.
+
+Dagster 1.13's backfill daemon sleeps a fixed ``DEFAULT_DAEMON_INTERVAL_SECONDS`` (30 s, no instance setting
+changes it) between iterations: a backfill launched from the UI waits up to 30 s for its first runs and up to
+30 s more before it is marked finished; for 4 checkpoints that was ~50 s of a ~90 s job (bench/bench_ui_backfill.py).
+This entrypoint sets that interval (EVAL_BACKFILL_INTERVAL_SECONDS, default 2) and then runs Dagster's own daemon
+CLI unchanged. The constant is read once, when each daemon's loop starts; besides the backfill loop only the
+asset daemon reads it (as its interval when ``auto_materialize.minimum_interval_seconds`` is unset), and this
+project has no automation conditions. `make ui` and `eval-pipeline ui` start it next to the webserver; in a
+deployment, run ``python -m eval_pipeline.defs.daemon run`` where ``dagster-daemon run`` ran.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from dagster._daemon import controller
+
+from eval_pipeline.core import settings
+
+
+def set_backfill_interval(seconds: float | None = None) -> float:
+    """Set the daemons' loop interval (the backfill loop's sleep) in this process; returns it."""
+    value = settings.backfill_interval_seconds() if seconds is None else seconds
+    controller.DEFAULT_DAEMON_INTERVAL_SECONDS = value  # type: ignore[assignment]  # an int in Dagster; a float sleeps as well
+    return value
+
+
+def main(argv: list[str] | None = None) -> None:
+    from dagster._daemon.cli import main as dagster_daemon
+
+    set_backfill_interval()
+    sys.argv = ["dagster-daemon", *(sys.argv[1:] if argv is None else argv)]
+    dagster_daemon()
+
+
+if __name__ == "__main__":
+    main()
