@@ -39,10 +39,16 @@ def checkpoints(tmp: Path) -> Path:
     return root
 
 
-def environment(tmp: Path, backend: str, root: Path) -> dict[str, str]:
+def environment(tmp: Path, backend: str, root: Path, backfill_limit: int | None = None) -> dict[str, str]:
     home = tmp / "home"
     home.mkdir()
-    shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    config = (ROOT / "deploy" / "dagster.yaml").read_text()
+    if backfill_limit is not None:  # how many runs of one backfill at once (deploy/dagster.yaml: 1)
+        config = config.replace(
+            "key: dagster/backfill\n        limit: 1", f"key: dagster/backfill\n        limit: {backfill_limit}"
+        )
+        assert f"limit: {backfill_limit}" in config
+    (home / "dagster.yaml").write_text(config)
     warehouse = str(tmp / "w.duckdb") if backend == "file" else f"ducklake:sqlite:{tmp / 'lake' / 'catalog.sqlite'}"
     return dict(
         os.environ,
@@ -106,13 +112,15 @@ def _cpu_seconds(root_pids: list[int]) -> dict[str, float]:
     return out
 
 
-def ui(backend: str, timeout_s: float, interval: float | None = None) -> tuple[float, int, int]:
+def ui(
+    backend: str, timeout_s: float, interval: float | None = None, backfill_limit: int | None = None
+) -> tuple[float, int, int]:
     import dagster as dg
 
     from eval_pipeline.devtools.net import free_port, wait_until_serving
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_ui_"))
-    env = environment(tmp, backend, checkpoints(tmp))
+    env = environment(tmp, backend, checkpoints(tmp), backfill_limit)
     if interval is not None:
         env["EVAL_BACKFILL_INTERVAL_SECONDS"] = str(interval)
     bin_ = Path(sys.executable).parent
@@ -201,15 +209,17 @@ def main() -> None:
         help="comma-separated backfill-loop intervals (seconds) of the project's daemon to compare in this run "
         "(default: EVAL_BACKFILL_INTERVAL_SECONDS, else 2; Dagster's own daemon: 30)",
     )
+    ap.add_argument("--backfill-limit", type=int, help="runs of a backfill at once (deploy/dagster.yaml: 1)")
     args = ap.parse_args()
     c = cli(args.warehouse)
     for interval in [float(x) for x in args.intervals.split(",") if x.strip()] or [None]:
-        u, n, ok = ui(args.warehouse, args.timeout, interval)
+        u, n, ok = ui(args.warehouse, args.timeout, interval, args.backfill_limit)
         print(
             f"backfill of {len(CKPTS)} checkpoints x 5 rubrics on {args.warehouse}: "
             f"CLI (sequential, one process) {c:.1f}s; "
             f"UI (GraphQL launchPartitionBackfill, daemon, backfill loop every "
-            f"{interval if interval is not None else 'default'} s) {u:.1f}s in {n} runs ({ok} succeeded); "
+            f"{interval if interval is not None else 'default'} s, backfill runs at once: "
+            f"{args.backfill_limit or 1}) {u:.1f}s in {n} runs ({ok} succeeded); "
             f"ratio {u / c:.2f}x (goal <= 1.2x)",
             flush=True,
         )

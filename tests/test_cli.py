@@ -29,3 +29,27 @@ def test_checkpoints_lists_complete_incomplete_and_refused(tmp_path, monkeypatch
     out = capsys.readouterr().out
     assert "ckpt-a" in out and "new" in out and "ckpt-b" in out and "still being written" in out
     assert "refused:" in out and "unsafe checkpoint id 'bad id'" in out
+
+
+def test_the_instance_make_installs_lets_backfill_runs_overlap_only_on_a_ducklake(tmp_path):
+    """`make dagster-home` writes the instance for the warehouse: one run of a UI backfill at a time on a DuckDB
+    file, two on a DuckLake; `eval-pipeline ui` names the setting when an instance does not fit its warehouse."""
+    import shutil
+    import subprocess
+
+    from eval_pipeline.cli import backfill_limit_hint
+
+    from .conftest import ROOT
+
+    lake = "ducklake:sqlite:" + str(tmp_path / "lake" / "catalog.sqlite")
+    for name, warehouse in (("file", str(tmp_path / "w.duckdb")), ("lake", lake)):
+        home = tmp_path / name
+        subprocess.run(
+            [shutil.which("make") or "make", "-s", "-C", str(ROOT), "dagster-home"],
+            env={"PATH": "/usr/bin:/bin", "DAGSTER_HOME": str(home), "EVAL_WAREHOUSE": warehouse},
+            check=True,
+        )
+        assert backfill_limit_hint(home / "dagster.yaml", warehouse) is None
+    hint = backfill_limit_hint(tmp_path / "file" / "dagster.yaml", lake)
+    assert hint and "limit: 2" in hint and "dagster/backfill" in hint
+    assert "limit: 1" in (backfill_limit_hint(tmp_path / "lake" / "dagster.yaml", str(tmp_path / "w.duckdb")) or "")

@@ -154,7 +154,7 @@ class Warehouse:
                     raise
                 _signal_wanted(self.path)  # a hold lingering between another run's steps lets go
                 time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                delay = min(delay * 2, 0.25)  # a lingering hold lets go within YIELD_POLL_S: look again soon
 
     @contextmanager
     def sandboxed_reader(self, as_of: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
