@@ -32,13 +32,10 @@ provision-postgres: install
 
 # A persistent Dagster instance for the demo and the UI; telemetry off on an offline machine; one warehouse
 # step at a time across runs (the duckdb_warehouse pool: DuckDB opens the file in one process at a time).
-dagster-home:
+dagster-home: install
 	mkdir -p $(DAGSTER_HOME)
-	# on a DuckLake two runs of a UI backfill go at once (docs/scaling.md; `eval-pipeline ui` says when it does not fit)
-	test -f $(DAGSTER_HOME)/dagster.yaml || case "$(EVAL_WAREHOUSE)" in \
-	  ducklake:*) sed '/key: dagster\/backfill/{n;s/limit: 1$$/limit: 2/}' deploy/dagster.yaml > $(DAGSTER_HOME)/dagster.yaml ;; \
-	  *) cp deploy/dagster.yaml $(DAGSTER_HOME)/dagster.yaml ;; \
-	esac
+	# deploy/dagster.yaml fitted to EVAL_WAREHOUSE (on a DuckLake two runs of a UI backfill go at once)
+	test -f $(DAGSTER_HOME)/dagster.yaml || $(PY) -m eval_pipeline.defs.instance $(DAGSTER_HOME)/dagster.yaml
 
 demo: provision dagster-home
 	$(PY) -m eval_pipeline.demo

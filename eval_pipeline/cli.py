@@ -240,28 +240,6 @@ def cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
-def backfill_limit_hint(instance_yaml: Path, warehouse: str) -> str | None:
-    """How many runs of one UI backfill the instance lets run at once should follow the warehouse: one on a
-    DuckDB file (two runs' steps would take turns on the file step by step: 3.7x the CLI), two on a DuckLake
-    (one run starts while the other works: 1.03x the CLI, against 1.29x one at a time; bench_ui_backfill.py)."""
-    import yaml
-
-    try:
-        config = yaml.safe_load(instance_yaml.read_text()) or {}
-    except OSError:
-        return None
-    limits = ((config.get("concurrency") or {}).get("runs") or {}).get("tag_concurrency_limits") or []
-    limit = next((x.get("limit") for x in limits if x.get("key") == "dagster/backfill"), None)
-    want = 2 if warehouse.startswith("ducklake:") else 1
-    if limit == want:
-        return None
-    return (
-        f"{instance_yaml} lets {limit or 'any number of'} run(s) of a backfill go at once; for this warehouse "
-        f"set 'key: dagster/backfill' to 'limit: {want}' under concurrency.runs.tag_concurrency_limits "
-        "(docs/scaling.md)"
-    )
-
-
 def cmd_ui(args: argparse.Namespace) -> int:
     """The Dagster webserver and the project's daemon (eval_pipeline/defs/daemon.py: Dagster's daemon with a
     backfill loop of EVAL_BACKFILL_INTERVAL_SECONDS, not 30 s) on one workspace, until Ctrl-C or until either
@@ -271,6 +249,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     import time
 
     from eval_pipeline.core import settings
+    from eval_pipeline.defs.instance import backfill_limit_hint
 
     home = settings.dagster_home()  # DAGSTER_HOME set for both, as the CLI's runs use it
     hint = backfill_limit_hint(home / "dagster.yaml", settings.warehouse_path())
@@ -284,7 +263,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         "daemon": subprocess.Popen([sys.executable, "-m", "eval_pipeline.defs.daemon", "run", *workspace]),
     }
     print(
-        f"eval-pipeline ui: http://{args.host}:{args.port}/ (DAGSTER_HOME={settings.dagster_home()}; backfills "
+        f"eval-pipeline ui: http://{args.host}:{args.port}/ (DAGSTER_HOME={home}; backfills "
         f"looked at every {settings.backfill_interval_seconds():g} s; Ctrl-C stops it)",
         flush=True,
     )

@@ -37,7 +37,7 @@ def test_the_instance_make_installs_lets_backfill_runs_overlap_only_on_a_ducklak
     import shutil
     import subprocess
 
-    from eval_pipeline.cli import backfill_limit_hint
+    from eval_pipeline.defs.instance import backfill_limit_hint
 
     from .conftest import ROOT
 

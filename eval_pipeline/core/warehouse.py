@@ -220,7 +220,7 @@ class Warehouse:
         if not self._held_by_file:
             yield self  # a lake's attachment stays open in the process anyway
             return
-        if not _LINGERING.get(self.path) and self.path not in _HELD:
+        if not _LINGERING.get(self.path):
             with self.connect():
                 yield self
             return
@@ -241,7 +241,7 @@ class Warehouse:
             with _HELD_LOCK:
                 _IN_STEP[self.path] -= 1
             if self.path in _WANTED:
-                self._release_between_steps()
+                self.release()
 
     @contextmanager
     def lingering(self) -> Iterator[None]:
@@ -250,8 +250,8 @@ class Warehouse:
         5-rubric run), until a step that calls the judge starts (``release``) or the run ends. It yields to
         other processes: one that waits for the file touches ``<file>.wanted`` and a thread here closes the
         hold within ``YIELD_POLL_S``. Between steps this run holds no pool slot, so a waiting step of another
-        run gets the file at once; this run's next step opens it again when its turn comes. Nested blocks
-        (the CLI's run inside the resource's) share one hold."""
+        run gets the file at once; this run's next step opens it again when its turn comes. Nested blocks share
+        one hold: the outermost watches and closes it."""
         if not self._held_by_file:
             yield
             return
@@ -283,14 +283,11 @@ class Warehouse:
             if now != seen:
                 seen = now
                 _WANTED.add(self.path)
-                self._release_between_steps()  # a step running now lets go when it ends
+                self.release()  # a step running now lets go when it ends
 
     def release(self) -> None:
-        """Close a lingering hold (before a step that waits on the judge, and when the run ends)."""
-        self._release_between_steps()
-
-    def _release_between_steps(self) -> None:
-        """Close the lingering hold unless a step of this process is inside ``hold`` now."""
+        """Close a lingering hold unless a step of this process is inside ``hold`` now (called before a step
+        that waits on the judge, when another process waits for the file, and when the run ends)."""
         with _HELD_LOCK:
             if _IN_STEP.get(self.path):
                 return

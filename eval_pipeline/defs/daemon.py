@@ -19,18 +19,18 @@ from dagster._daemon import controller
 from eval_pipeline.core import settings
 
 
-def set_backfill_interval(seconds: float | None = None) -> float:
-    """Set the daemons' loop interval (the backfill loop's sleep) in this process; returns it."""
-    value = settings.backfill_interval_seconds() if seconds is None else seconds
+def set_backfill_interval() -> float:
+    """Set the daemons' loop interval (the backfill loop's sleep) in this process from the setting; returns it."""
+    value = settings.backfill_interval_seconds()
     controller.DEFAULT_DAEMON_INTERVAL_SECONDS = value  # type: ignore[assignment]  # an int in Dagster; a float sleeps as well
     return value
 
 
-def main(argv: list[str] | None = None) -> None:
+def main() -> None:
     from dagster._daemon.cli import main as dagster_daemon
 
     set_backfill_interval()
-    sys.argv = ["dagster-daemon", *(sys.argv[1:] if argv is None else argv)]
+    sys.argv[0] = "dagster-daemon"  # the arguments are dagster-daemon's: run -w workspace.yaml ...
     dagster_daemon()
 
 

@@ -53,7 +53,8 @@ def _index_cache(root: Path) -> Path:
     nltk's version: a changed WordNet or nltk gets a new cache, never a stale one."""
     import nltk
 
-    stamp = ",".join(f"{f}:{(root / f).stat().st_size}:{(root / f).stat().st_mtime_ns}" for f in INDEX_FILES)
+    stats = {f: (root / f).stat() for f in INDEX_FILES}
+    stamp = ",".join(f"{f}:{s.st_size}:{s.st_mtime_ns}" for f, s in stats.items())
     digest = hashlib.sha256(f"{nltk.__version__};{stamp}".encode()).hexdigest()[:16]
     return root / f".eval_pipeline_index.{digest}.marshal"
 
@@ -81,6 +82,8 @@ def wordnet():
         cache = _index_cache(root)
 
         class _WordNet30(WordNetCorpusReader):
+            _parsed = False  # whether the indexes came from the cache (set by the first of the three parses)
+
             def map_wn(self, version: str = "wordnet"):  # Debian's files ship no index.sense; no OMW mapping needed
                 return None
 
@@ -88,7 +91,6 @@ def wordnet():
                 try:
                     sat, lemmas, exceptions = marshal.loads(cache.read_bytes())
                 except (OSError, ValueError, EOFError, TypeError):
-                    self._parsed = False
                     super()._scan_satellites()
                     return
                 self._parsed = True
@@ -97,11 +99,11 @@ def wordnet():
                 self._exception_map = exceptions
 
             def _load_lemma_pos_offset_map(self) -> None:
-                if not getattr(self, "_parsed", False):
+                if not self._parsed:
                     super()._load_lemma_pos_offset_map()
 
             def _load_exception_map(self) -> None:
-                if getattr(self, "_parsed", False):
+                if self._parsed:
                     return
                 super()._load_exception_map()
                 blob = marshal.dumps((self.satellite_offsets, dict(self._lemma_pos_offset_map), self._exception_map))
