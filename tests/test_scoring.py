@@ -292,15 +292,27 @@ def test_answer_quality_gates(rubrics):
     assert "1 missing, not counted" in g.loc["acceptable_share", "reason"]
 
 
-def test_scores_bootstrapped_together_get_exactly_their_own_bootstrap():
-    """Summaries draw one set of resamples per group for every score no sample misses: each score's interval
-    is then exactly the one bootstrap_ci gives it with that seed (counts times the matrix = each resample's mean)."""
-    from eval_pipeline.core.resampling import joint_bootstrap_ci
+def test_scores_bootstrapped_together_get_their_own_bootstrap():
+    """Summaries bootstrap every score of a group at once. A score with many distinct values shares the index
+    resamples: its interval is exactly the one bootstrap_ci gives it with that seed. A score with few values is
+    resampled from its value counts: the interval it gets alone, and the same as the index bootstrap's up to
+    Monte Carlo error (the same distribution of resampled means)."""
+    from eval_pipeline.core.resampling import FEW_VALUES, joint_bootstrap_ci
 
     rng = np.random.default_rng(4)
     for n in (2, 17, 3000):
         m = np.column_stack([rng.integers(1, 6, n), rng.normal(3, 1, n), rng.random(n) < 0.3]).astype(float)
         joint = joint_bootstrap_ci(m, seed=11, n_boot=2000)
-        for j in range(m.shape[1]):
-            assert joint[j] == pytest.approx(bootstrap_ci(m[:, j], seed=11), abs=1e-12)
+        if n > FEW_VALUES:
+            assert joint[1] == pytest.approx(bootstrap_ci(m[:, 1], seed=11), abs=1e-12)
+        for j in (0, 2):
+            assert joint[j] == joint_bootstrap_ci(m[:, [j]], seed=11, n_boot=2000)[0]
+            assert joint[j] == joint_bootstrap_ci(m[:, [j, 1]], seed=11, n_boot=2000)[0]
+        if n == 3000:
+            for j in (0, 2):
+                width = bootstrap_ci(m[:, j], seed=11)[1] - bootstrap_ci(m[:, j], seed=11)[0]
+                many = joint_bootstrap_ci(m[:, [j]], seed=5, n_boot=20000)[0]
+                index = percentile_ci(resampled_mean, [m[:, j]], 5, 20000)
+                assert many == pytest.approx(index, abs=0.03 * width)
+                assert many != index
     assert joint_bootstrap_ci(np.array([[2.0, 5.0]]), seed=1, n_boot=2000) == [(2.0, 2.0), (5.0, 5.0)]

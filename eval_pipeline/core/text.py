@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -173,15 +173,26 @@ STOPWORDS = frozenset(
 )
 
 
-def words(text: str) -> list[str]:
+# Texts tokenised lately, kept for the next metric that reads the same text: compute_metrics runs every metric on
+# a block of records at a time (METRIC_BLOCK), so each text is split into words once, not once per metric
+TEXT_CACHE = 16_384
+
+
+@lru_cache(maxsize=TEXT_CACHE)
+def words(text: str) -> tuple[str, ...]:
     text = text or ""
     if text.isascii():  # lowering the text first gives the same words (no character outside ASCII turns into one)
-        return WORD_RE.findall(text.lower())
-    return [w.lower() for w in WORD_RE.findall(text)]
+        return tuple(WORD_RE.findall(text.lower()))
+    return tuple(w.lower() for w in WORD_RE.findall(text))
 
 
-def content_words(text: str, min_len: int = 3) -> list[str]:
-    return [w for w in words(text) if w not in STOPWORDS and len(w) >= min_len and not w[0].isdigit()]
+@lru_cache(maxsize=TEXT_CACHE)
+def _content_words(text: str, min_len: int) -> tuple[str, ...]:
+    return tuple(w for w in words(text) if w not in STOPWORDS and len(w) >= min_len and not w[0].isdigit())
+
+
+def content_words(text: str, min_len: int = 3) -> tuple[str, ...]:
+    return _content_words(text or "", min_len)
 
 
 @lru_cache(maxsize=262_144)
@@ -206,7 +217,7 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in SENTENCE_RE.split(text or "") if s.strip()]
 
 
-def ngrams(tokens: list[str], n: int) -> list[tuple[str, ...]]:
+def ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
     return list(zip(*(tokens[i:] for i in range(n)), strict=False))
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import pandas as pd
@@ -21,21 +20,19 @@ def load_samples(wh: Warehouse, rubric: RubricConfig, checkpoint_id: str) -> pd.
 
 
 def to_records(rubric: RubricConfig, df: pd.DataFrame) -> list[dict[str, Any]]:
-    """One dict per sample: declared fields with JSON columns decoded, missing values as None."""
+    """One dict per sample: declared fields with JSON columns decoded, missing values as None, numbers and
+    booleans as Python's own. Built column by column (a row-by-row pass over 100k samples took ~1.5 s)."""
     json_fields = {f.name for f in rubric.inputs.fields if f.type in JSON_TYPES}
     names = [f.name for f in rubric.inputs.fields]
-    out = []
-    for row in df[names].to_dict("records"):
-        rec: dict[str, Any] = {}
-        for k, v in row.items():
-            if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
-                rec[k] = None
-            elif k in json_fields and isinstance(v, str):
-                rec[k] = json.loads(v)
-            elif hasattr(v, "item"):
-                rec[k] = v.item()
-            else:
-                rec[k] = v
-        rec["sample_id"] = rec.get(rubric.inputs.id_field)
-        out.append(rec)
-    return out
+    columns = []
+    for name in names:
+        series = df[name]
+        values = series.tolist()  # Python's int, float, bool and str
+        missing = series.isna().to_numpy()
+        if missing.any():
+            values = [None if m else v for v, m in zip(values, missing, strict=True)]
+        if name in json_fields:
+            values = [json.loads(v) if isinstance(v, str) else v for v in values]
+        columns.append(values)
+    id_at = names.index(rubric.inputs.id_field)
+    return [{**dict(zip(names, row, strict=True)), "sample_id": row[id_at]} for row in zip(*columns, strict=True)]
