@@ -4,6 +4,7 @@ KG triple coverage and grounding overlap."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -118,7 +119,7 @@ def _persona_words(persona: str) -> tuple[str, ...]:
     return tuple(content_words(persona))
 
 
-def _distinct(tokens: list[str], n: int) -> float | None:
+def _distinct(tokens: Sequence[str], n: int) -> float | None:
     """text.distinct_n on already tokenised words."""
     grams = ngrams(tokens, n)
     return len(set(grams)) / len(grams) if grams else None
