@@ -1,0 +1,85 @@
+"""The project's event log storage (deploy/dagster.yaml): Dagster's SQLite files, connections kept open."""
+
+import shutil
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import dagster as dg
+from dagster._core.storage.dagster_run import DagsterRun
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+
+from eval_pipeline.defs.event_log import EventLogStorage
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _instance(home: Path) -> dg.DagsterInstance:
+    return dg.DagsterInstance.from_config(str(home))
+
+
+def test_the_deployed_instance_uses_it_and_dagster_reads_what_it_wrote(tmp_path, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    shutil.copy(ROOT / "deploy/dagster.yaml", tmp_path / "dagster.yaml")
+    instance = _instance(tmp_path)
+    assert isinstance(instance.event_log_storage, EventLogStorage)
+
+    @dg.asset(partitions_def=dg.DynamicPartitionsDefinition(name="ckpt"))
+    def thing(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        context.log.info("made")
+        return dg.MaterializeResult(metadata={"n": 3})
+
+    instance.add_dynamic_partitions("ckpt", ["a", "b"])
+    for key in ("a", "b", "a"):
+        assert dg.materialize([thing], instance=instance, partition_key=key).success
+    # Dagster's own class on the same files (a rollback to the default) sees every event and materialization
+    plain = SqliteEventLogStorage(str(tmp_path / "history" / "runs"))
+    runs = instance.get_runs()
+    assert len(runs) == 3
+    for run in runs:
+        ours = [e.dagster_event_type for e in instance.all_logs(run.run_id) if e.dagster_event]
+        theirs = [e.dagster_event_type for e in plain.get_logs_for_run(run.run_id) if e.dagster_event]
+        assert ours == theirs and dg.DagsterEventType.ASSET_MATERIALIZATION in ours
+    record = plain.get_latest_materialization_events([dg.AssetKey("thing")])[dg.AssetKey("thing")]
+    assert record is not None and record.dagster_event.partition == "a"
+    assert instance.get_materialized_partitions(dg.AssetKey("thing")) == {"a", "b"}
+
+
+def test_a_watcher_sees_each_event_as_it_is_written(tmp_path, monkeypatch):
+    """The webserver streams a running run's events by watching <run>.db: a write through a kept connection
+    still reaches that file (its WAL is checkpointed after each statement)."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    shutil.copy(ROOT / "deploy/dagster.yaml", tmp_path / "dagster.yaml")
+    writer, reader = _instance(tmp_path), _instance(tmp_path)
+    run = writer.add_run(DagsterRun(job_name="watched", run_id=str(uuid.uuid4())))
+    writer.report_engine_event("first", run)  # the run's database exists before the watch starts
+    seen: list[str] = []
+    got = threading.Event()
+
+    def callback(entry, cursor):  # noqa: ANN001 - Dagster's callback signature
+        seen.append(entry.message)
+        if "third" in entry.message:
+            got.set()
+
+    reader.event_log_storage.watch(run.run_id, None, callback)
+    try:
+        for text in ("second", "third"):
+            time.sleep(0.3)
+            writer.report_engine_event(text, run)
+        assert got.wait(10), f"the watcher saw only {seen}"
+    finally:
+        reader.event_log_storage.end_watch(run.run_id, callback)
+        reader.event_log_storage.dispose()
+    assert [m for m in seen if m in ("first", "second", "third")][-2:] == ["second", "third"]
+
+
+def test_a_deleted_run_database_is_made_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    shutil.copy(ROOT / "deploy/dagster.yaml", tmp_path / "dagster.yaml")
+    instance = _instance(tmp_path)
+    run = instance.add_run(DagsterRun(job_name="gone", run_id=str(uuid.uuid4())))
+    instance.report_engine_event("before", run)
+    instance.event_log_storage.wipe()
+    instance.report_engine_event("after", run)
+    assert [e.message for e in instance.all_logs(run.run_id)] == ["after"]
