@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 
 import dagster as dg
+import pytest
 from dagster._core.storage.dagster_run import DagsterRun
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
@@ -15,14 +16,20 @@ from eval_pipeline.defs.event_log import EventLogStorage
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """A DAGSTER_HOME with the instance the project deploys."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    shutil.copy(ROOT / "deploy/dagster.yaml", tmp_path / "dagster.yaml")
+    return tmp_path
+
+
 def _instance(home: Path) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(home))
 
 
-def test_the_deployed_instance_uses_it_and_dagster_reads_what_it_wrote(tmp_path, monkeypatch):
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
-    shutil.copy(ROOT / "deploy/dagster.yaml", tmp_path / "dagster.yaml")
-    instance = _instance(tmp_path)
+def test_the_deployed_instance_uses_it_and_dagster_reads_what_it_wrote(home):
+    instance = _instance(home)
     assert isinstance(instance.event_log_storage, EventLogStorage)
 
     @dg.asset(partitions_def=dg.DynamicPartitionsDefinition(name="ckpt"))
@@ -34,7 +41,7 @@ def test_the_deployed_instance_uses_it_and_dagster_reads_what_it_wrote(tmp_path,
     for key in ("a", "b", "a"):
         assert dg.materialize([thing], instance=instance, partition_key=key).success
     # Dagster's own class on the same files (a rollback to the default) sees every event and materialization
-    plain = SqliteEventLogStorage(str(tmp_path / "history" / "runs"))
+    plain = SqliteEventLogStorage(str(home / "history" / "runs"))
     runs = instance.get_runs()
     assert len(runs) == 3
     for run in runs:
@@ -46,12 +53,10 @@ def test_the_deployed_instance_uses_it_and_dagster_reads_what_it_wrote(tmp_path,
     assert instance.get_materialized_partitions(dg.AssetKey("thing")) == {"a", "b"}
 
 
-def test_a_watcher_sees_each_event_as_it_is_written(tmp_path, monkeypatch):
+def test_a_watcher_sees_each_event_as_it_is_written(home):
     """The webserver streams a running run's events by watching <run>.db: a write through a kept connection
     still reaches that file (its WAL is checkpointed after each statement)."""
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
-    shutil.copy(ROOT / "deploy/dagster.yaml", tmp_path / "dagster.yaml")
-    writer, reader = _instance(tmp_path), _instance(tmp_path)
+    writer, reader = _instance(home), _instance(home)
     run = writer.add_run(DagsterRun(job_name="watched", run_id=str(uuid.uuid4())))
     writer.report_engine_event("first", run)  # the run's database exists before the watch starts
     seen: list[str] = []
@@ -74,10 +79,8 @@ def test_a_watcher_sees_each_event_as_it_is_written(tmp_path, monkeypatch):
     assert [m for m in seen if m in ("first", "second", "third")][-2:] == ["second", "third"]
 
 
-def test_a_deleted_run_database_is_made_again(tmp_path, monkeypatch):
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
-    shutil.copy(ROOT / "deploy/dagster.yaml", tmp_path / "dagster.yaml")
-    instance = _instance(tmp_path)
+def test_a_deleted_run_database_is_made_again(home):
+    instance = _instance(home)
     run = instance.add_run(DagsterRun(job_name="gone", run_id=str(uuid.uuid4())))
     instance.report_engine_event("before", run)
     instance.event_log_storage.wipe()

@@ -187,12 +187,8 @@ def words(text: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=TEXT_CACHE)
-def _content_words(text: str, min_len: int) -> tuple[str, ...]:
-    return tuple(w for w in words(text) if w not in STOPWORDS and len(w) >= min_len and not w[0].isdigit())
-
-
 def content_words(text: str, min_len: int = 3) -> tuple[str, ...]:
-    return _content_words(text or "", min_len)
+    return tuple(w for w in words(text) if w not in STOPWORDS and len(w) >= min_len and not w[0].isdigit())
 
 
 @lru_cache(maxsize=262_144)

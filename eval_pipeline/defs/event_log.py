@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from dagster import Field, StringSource
+from dagster._core.instance.ref import _event_logs_directory
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
 from dagster._core.storage.sql import create_engine
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
@@ -51,7 +52,7 @@ class EventLogStorage(SqliteEventLogStorage):
             home = os.environ.get("DAGSTER_HOME")
             if not home:
                 raise ValueError("EventLogStorage: set base_dir in dagster.yaml, or DAGSTER_HOME")
-            base_dir = os.path.join(home, "history", "runs", "")
+            base_dir = _event_logs_directory(home)
         return cls(base_dir, inst_data=inst_data)
 
     def _engine(self, shard: str) -> Engine:
@@ -76,19 +77,13 @@ class EventLogStorage(SqliteEventLogStorage):
 
     @contextmanager
     def _connect(self, shard: str) -> Iterator[Connection]:
-        with self._db_lock:
-            engine = self._engine(shard)
-            if not os.path.exists(self.path_for_shard(shard)):  # deleted (a wiped run): made again
-                self._engines.pop(shard).dispose()
-                self._initialized_dbs.discard(shard)
-                engine = self._engine(shard)
-            with engine.connect() as conn:
-                with conn.begin():
-                    yield conn
-                if shard != INDEX_SHARD_NAME:
-                    # what closing the last connection did: the WAL's pages go into <run>.db, which the
-                    # webserver's watcher watches to stream a running run's events
-                    conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+        with self._db_lock, self._engine(shard).connect() as conn:
+            with conn.begin():
+                yield conn
+            if shard != INDEX_SHARD_NAME:
+                # what closing the last connection did: the WAL's pages go into <run>.db, which the
+                # webserver's watcher watches to stream a running run's events
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
 
     def has_table(self, table_name: str) -> bool:
         if table_name in self._tables:
@@ -98,17 +93,18 @@ class EventLogStorage(SqliteEventLogStorage):
             self._tables.add(table_name)
         return found
 
-    def wipe(self) -> None:
+    def _dispose_engines(self) -> None:
         with self._db_lock:
             for engine in self._engines.values():
                 engine.dispose()
             self._engines.clear()
+
+    def wipe(self) -> None:
+        """The run databases are deleted: their engines go first, and the next statement makes the file again."""
+        self._dispose_engines()
         self._tables.clear()
         super().wipe()
 
     def dispose(self) -> None:
-        with self._db_lock:
-            for engine in self._engines.values():
-                engine.dispose()
-            self._engines.clear()
+        self._dispose_engines()
         super().dispose()

@@ -4,7 +4,6 @@ KG triple coverage and grounding overlap."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -14,12 +13,11 @@ from eval_pipeline.core.text import (
     any_phrase,
     content_stems,
     content_words,
-    ngrams,
     repetition_rate,
     stem_share,
     stems,
-    words,
 )
+from eval_pipeline.core.text import distinct_n as distinct_of
 from eval_pipeline.metrics import metric
 
 # Cue words for game-state values that are rarely named literally (a health of 15 is "bleeding").
@@ -106,23 +104,12 @@ def persona_keyword_overlap(records: list[dict[str, Any]], params: dict[str, Any
     text_field = params.get("text_field", "response")
     hits_col, share_col = [], []
     for r in records:
-        kws = r.get(kw_field) or _persona_words(r.get(p_field) or "")
+        kws = r.get(kw_field) or content_words(r.get(p_field) or "")
         ts = stems(r.get(text_field) or "")
         hits = sorted({k for k in kws if content_stems(k) & ts})
         hits_col.append(json.dumps(hits))
         share_col.append(len(hits) / len(set(kws)) if kws else None)
     return {"persona_keyword_hits": hits_col, "persona_keyword_overlap": share_col}
-
-
-@lru_cache(maxsize=16_384)
-def _persona_words(persona: str) -> tuple[str, ...]:
-    return tuple(content_words(persona))
-
-
-def _distinct(tokens: Sequence[str], n: int) -> float | None:
-    """text.distinct_n on already tokenised words."""
-    grams = ngrams(tokens, n)
-    return len(set(grams)) / len(grams) if grams else None
 
 
 @metric("distinct_n")
@@ -132,9 +119,9 @@ def distinct_n(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[st
     text_field = params.get("text_field", "response")
     cols: dict[str, list[Any]] = {f"distinct_{n}": [] for n in ns}
     for r in records:
-        tokens = words(r.get(text_field) or "")  # once per text for every n
+        text = r.get(text_field) or ""
         for n in ns:
-            cols[f"distinct_{n}"].append(_distinct(tokens, n))
+            cols[f"distinct_{n}"].append(distinct_of(text, n))  # the text's words are cached (core.text)
     return cols
 
 
