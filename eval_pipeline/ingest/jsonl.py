@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -26,6 +27,10 @@ from eval_pipeline.core.contracts import RAW_COLUMNS
 BOM = b"\xef\xbb\xbf"
 ASCII_WHITESPACE = " \t\n\r\x0b\x0c"  # what bytes.strip() removes: a blank line has nothing else
 BLOCK_BYTES = 16 << 20
+
+
+class Hash(Protocol):
+    def update(self, data: Any, /) -> None: ...
 
 
 @dataclass
@@ -41,7 +46,7 @@ class RawRead:
         return df[RAW_COLUMNS]
 
 
-def _lines_of_block(block: bytes) -> tuple[pa.Array, pa.Array, int]:
+def _lines_of_block(block: bytes | memoryview) -> tuple[pa.Array, pa.Array, int]:
     """A block of whole lines (each ending in \\n) as (texts, decode errors, line count)."""
     ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
     n = len(ends)
@@ -57,10 +62,10 @@ def _lines_of_block(block: bytes) -> tuple[pa.Array, pa.Array, int]:
     return pc.utf8_rtrim(texts, characters="\r\n").cast(pa.string()), errors, n
 
 
-def _lines_in_python(block: bytes, n: int) -> tuple[pa.Array, pa.Array, int]:
+def _lines_in_python(block: bytes | memoryview, n: int) -> tuple[pa.Array, pa.Array, int]:
     texts: list[str] = []
     errors: list[str | None] = []
-    for raw in block.split(b"\n")[:n]:
+    for raw in bytes(block).split(b"\n")[:n]:
         line = raw.rstrip(b"\r\n")
         try:
             texts.append(line.decode("utf-8"))
@@ -71,7 +76,7 @@ def _lines_in_python(block: bytes, n: int) -> tuple[pa.Array, pa.Array, int]:
     return pa.array(texts, pa.string()), pa.array(errors, pa.string()), n
 
 
-def _table(checkpoint_id: str, source_file: str, first: int, block: bytes, bytes_read: int) -> RawRead:
+def _table(checkpoint_id: str, source_file: str, first: int, block: bytes | memoryview, bytes_read: int) -> RawRead:
     """A block of whole lines (each ending in \\n), numbered from ``first``, without its blank lines."""
     texts, errors, n = _lines_of_block(block)
     blank = pc.equal(pc.utf8_length(pc.utf8_trim(texts, characters=ASCII_WHITESPACE)), 0)
@@ -87,23 +92,37 @@ def _table(checkpoint_id: str, source_file: str, first: int, block: bytes, bytes
     return RawRead(table, n - table.num_rows, bytes_read)
 
 
-def iter_jsonl(path: Path, checkpoint_id: str, source_file: str | None = None) -> Iterator[RawRead]:
-    """The file in Arrow tables of whole blocks (at most about 16 MB of text each), so memory stays bounded."""
+def iter_jsonl(
+    path: Path, checkpoint_id: str, source_file: str | None = None, digest: Hash | None = None
+) -> Iterator[RawRead]:
+    """The file in Arrow tables of whole blocks (at most about 16 MB of text each), so memory stays bounded.
+    ``digest`` (a hashlib object) is updated with every byte of the file as it is read, so a caller that wants
+    the file's hash does not read it twice. Each block is read into a buffer of its own that its table's text
+    uses as it is (no copy of the block); only the part line after the last line end is copied forward."""
     source_file = source_file or path.name
     first = 1
     tail = b""
     pending = 0  # bytes read since the last table was yielded
+    at_start = True
     with open(path, "rb") as fh:
-        while data := fh.read(BLOCK_BYTES):
-            pending += len(data)
-            if first == 1 and not tail and data.startswith(BOM):
-                data = data[len(BOM) :]
-            block = tail + data
-            cut = block.rfind(b"\n") + 1
-            tail = block[cut:]
+        while True:
+            buf = bytearray(len(tail) + BLOCK_BYTES)
+            buf[: len(tail)] = tail
+            got = fh.readinto(memoryview(buf)[len(tail) :])
+            if not got:
+                break
+            if digest is not None:
+                digest.update(memoryview(buf)[len(tail) : len(tail) + got])
+            pending += got
+            end = len(tail) + got
+            start = len(BOM) if at_start and buf.startswith(BOM) else 0
+            at_start = False
+            cut = buf.rfind(b"\n", start, end) + 1
             if cut == 0:
-                continue  # one line longer than a block: read on
-            read = _table(checkpoint_id, source_file, first, block[:cut], pending)
+                tail = bytes(buf[start:end])  # one line longer than a block: read on
+                continue
+            tail = bytes(buf[cut:end])
+            read = _table(checkpoint_id, source_file, first, memoryview(buf)[start:cut], pending)
             pending = 0
             first += read.table.num_rows + read.blank_lines
             yield read

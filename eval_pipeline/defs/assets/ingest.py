@@ -18,14 +18,6 @@ from eval_pipeline.ingest.jsonl import RAW_SCHEMA, iter_jsonl
 from eval_pipeline.ingest.ratings import load_ratings
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @rubric_asset(
         rubric,
@@ -47,10 +39,11 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             )
         wh = warehouse.get()
         blank = size = 0
+        sha256 = hashlib.sha256()  # of the bytes as they are read: the file is read once
 
         def batches() -> Iterator[pa.RecordBatch]:
             nonlocal blank, size
-            for chunk in iter_jsonl(path, ckpt.checkpoint_id):
+            for chunk in iter_jsonl(path, ckpt.checkpoint_id, digest=sha256):
                 blank += chunk.blank_lines
                 size += chunk.bytes_read
                 yield from chunk.table.to_batches()
@@ -67,7 +60,7 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             "path": str(ckpt.path),
         }
         wh.upsert_rows(*CHECKPOINTS, pd.DataFrame([row]).astype({"parent": "object"}), key=["checkpoint_id"])
-        digest = _file_sha256(path)
+        digest = sha256.hexdigest()
         return dg.MaterializeResult(
             metadata={
                 "lines": dg.MetadataValue.int(lines),
