@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from eval_pipeline.core.config import InputField, RubricConfig
 from eval_pipeline.core.contracts import QUARANTINE_COLUMNS
 from eval_pipeline.core.tables import Select, literal
-from eval_pipeline.ingest.engine_schema import LIST_TYPES, PY_WHITESPACE, build_engine_schema
+from eval_pipeline.ingest.engine_schema import LIST_TYPES, PY_WHITESPACE, build_engine_schema, text_lengths
 from eval_pipeline.ingest.parsing import parse_line
 
 # leniencies of DuckDB's reader (case-insensitive nan/inf values, 16+ digit numbers, 3-digit exponents, trailing
@@ -62,14 +62,15 @@ def routed_sql(rubric: RubricConfig, src: str) -> str:
 
     One CASE (its branches in order: a JSON function on text that is not JSON raises) gives each line that
     DuckDB can judge its key lists (a struct: ``ks`` for the objects, ``ls<i>`` per list of objects), used twice
-    below; the `":` count is a string split (a replace copied every line: 4x slower on 1M lines)."""
+    below; valid JSON whose first character after JSON's whitespace is ``{`` is an object (no parse needed to say
+    so); the `":` count is a string split (a replace copied every line: 4x slower on 1M lines)."""
     objects, lists = _object_paths(rubric)
     keysets = [f"'ks': json_keys(raw_line, [{', '.join(map(literal, objects))}])"]
     keysets += [f"'ls{i}': coalesce(json_keys(raw_line, {literal(p)}), [])" for i, p in enumerate(lists)]
     judged = (
         "CASE WHEN decode_error IS NOT NULL THEN NULL WHEN NOT json_valid(raw_line) THEN NULL "
         f"WHEN regexp_matches(raw_line, {literal(SUSPICIOUS)}) THEN NULL "
-        "WHEN json_type(raw_line) <> 'OBJECT' THEN NULL "
+        "WHEN NOT starts_with(ltrim(raw_line, ' \t\n\r'), '{') THEN NULL "
         f"ELSE {{{', '.join(keysets)}}} END AS k"
     )
     counted = "list_sum(list_transform(k.ks, x -> coalesce(len(x), 0)))"
@@ -118,24 +119,24 @@ def _parsed(rubric: RubricConfig, lines: str, keep: Sequence[str] = ()) -> str:
 
 def measure_sql(rubric: RubricConfig, lines: str, keep: Sequence[str] = ()) -> str:
     """What the schema's rules read of each line (``engine_schema``): every field's JSON type, its value where a
-    rule reads it (numbers, booleans, allowed sets), the lengths of texts and lists, element and key types, the
-    stripped lengths of required keys, and ``__id_key``, the sample id as the row-wise rule compared it (Python's
+    rule reads it (numbers, booleans, allowed sets), the lengths of texts (where a rule reads them) and lists, the
+    distinct types of list elements, key types, the stripped lengths of required keys, and ``__id_key``, the sample id as the row-wise rule compared it (Python's
     repr of the value). Long texts are measured here and never leave the engine. ``keep``: columns of ``lines``
     passed through."""
     cols = ["line_number", *keep]
     for i, f in enumerate(rubric.inputs.fields, start=1):
         t, v, n = f"t[{i}]", f"v[{i}]", f.name
+        long, stripped = text_lengths(f, rubric)  # only the lengths a rule reads: each is a pass over the text
         reads_value = f.type in ("integer", "number", "boolean") or f.allowed is not None
         value = _value_sql(f, t, v) if reads_value else "NULL::VARCHAR"
         cols += [f'{value} AS "{n}"', f'{t} AS "{n}__t"']
-        if f.type == "string":
-            cols += [
-                f"CASE WHEN {t} = 'VARCHAR' THEN len[{i}] END AS \"{n}__len\"",
-                f"CASE WHEN {t} = 'VARCHAR' THEN slen[{i}] END AS \"{n}__slen\"",
-            ]
+        if long:
+            cols.append(f"CASE WHEN {t} = 'VARCHAR' THEN length({v}) END AS \"{n}__len\"")
+        if stripped:
+            cols.append(f"CASE WHEN {t} = 'VARCHAR' THEN {_stripped_length(v)} END AS \"{n}__slen\"")
         if f.type in LIST_TYPES:
             cols += [
-                f"CASE WHEN {t} = 'ARRAY' THEN json_type({v}, '$[*]') END AS \"{n}__et\"",
+                f"CASE WHEN {t} = 'ARRAY' THEN list_distinct(json_type({v}, '$[*]')) END AS \"{n}__et\"",
                 f"CASE WHEN {t} = 'ARRAY' THEN json_array_length({v}) END AS \"{n}__n\"",
             ]
         if f.keys and f.type in ("object", "object_list"):
@@ -157,9 +158,7 @@ def measure_sql(rubric: RubricConfig, lines: str, keep: Sequence[str] = ()) -> s
         f"WHEN {t} = 'BOOLEAN' THEN CASE WHEN {v} = 'true' THEN 'True' ELSE 'False' END "
         f"WHEN {t} IN ('BIGINT', 'UBIGINT') THEN {v} ELSE 'json:' || {v} END AS __id_key"
     )
-    # the lengths of every field's text in one pass over the list (each v[i] read out of it costs a copy)
-    lengths = f"list_transform(v, x -> length(x)) AS len, list_transform(v, x -> {_stripped_length('x')}) AS slen"
-    return f"SELECT {', '.join(cols)} FROM (SELECT *, {lengths} FROM {_parsed(rubric, lines, keep)})"
+    return f"SELECT {', '.join(cols)} FROM {_parsed(rubric, lines, keep)}"
 
 
 def values_sql(rubric: RubricConfig, lines: str) -> str:

@@ -4,7 +4,8 @@ valid sample, run by pandera's Polars backend on what DuckDB measured of each JS
 For every field the frame holds ``<name>__t``, the JSON type DuckDB found at its path (null when the path is
 missing), and ``<name>``, its value where a rule reads it (numbers, booleans, fields with an allowed set; typed,
 null when absent or of another type). Texts carry ``__len`` (characters) and ``__slen`` (characters once
-Python's whitespace is stripped from both ends); lists ``__et`` (element types) and ``__n`` (length); objects
+Python's whitespace is stripped from both ends) where a rule reads them (``text_lengths``); lists ``__et`` (the
+distinct types of their elements) and ``__n`` (length); objects
 with required keys ``__kt<i>``/``__kl<i>`` (the types and stripped lengths of key i in every object). Each rule
 is a vectorized expression with the error text the quarantine shows; "typed" rules hold for a value that is
 absent or of another type (the type rule reports that).
@@ -82,6 +83,22 @@ def _check(rule: pl.Expr, error: str) -> pa.Check:
     return pa.Check(run, error=error)
 
 
+def min_length(f: InputField, rubric: RubricConfig) -> int:
+    """The least length of a text or list (a response may not be empty even when its rubric says nothing)."""
+    if f.name == rubric.inputs.response_field and not f.min_length:
+        return 1
+    return f.min_length or 0
+
+
+def text_lengths(f: InputField, rubric: RubricConfig) -> tuple[bool, bool]:
+    """Which lengths of a text field its rules read: (``__len``, for a most length; ``__slen``, the stripped
+    length, for a least length and the sample id). The engine measures only these (a stripped length costs a
+    pass over the text)."""
+    if f.type != "string":
+        return False, False
+    return bool(f.max_length), bool(min_length(f, rubric)) or f.name == rubric.inputs.id_field
+
+
 # long by design: one rule per field property (type, allowed, lengths, bounds, keys), in the order the quarantine
 # reports them; the list is the schema
 def field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
@@ -91,9 +108,7 @@ def field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
     if f.required:
         checks.append(_check(present, "required field is missing or null"))
     checks.append(_check(absent(f) | type_ok(f), f"must be {TYPE_WORDS[f.type]}"))
-    min_len = f.min_length
-    if f.name == rubric.inputs.response_field and not min_len:
-        min_len = 1
+    min_len = min_length(f, rubric)
     if f.allowed is not None:
         allowed = list(f.allowed)
         checks.append(_check(typed(pl.col(f.name).is_in(allowed)), f"must be one of {allowed}"))
