@@ -70,3 +70,32 @@ def test_engine_and_rowwise_agree_line_by_line(tmp_path, rubrics, rubric_name):
     assert len(new.samples) >= 5 + len(VALID_BUT_SUSPICIOUS)  # the suspicious-looking valid lines are kept
     for name in [f.name for f in rubric.inputs.fields if f.type in ("string", "integer", "number", "boolean")]:
         assert new.samples[name].tolist() == old.samples[name].tolist()
+
+
+@pytest.mark.parametrize("chunk_lines", [2, 245_760])
+def test_the_first_line_of_an_id_keeps_it_wherever_the_engine_measured_it(rubrics, chunk_lines):
+    """Lines Python judged (here: valid lines that look suspicious to DuckDB) are measured after the others of
+    their range; the first line of an id is still the one kept, within a range and across ranges."""
+    import duckdb
+
+    from eval_pipeline.ingest.engine import EngineValidation
+    from eval_pipeline.ingest.engine_schema import ID_REPEATED
+    from eval_pipeline.ingest.validation import RAW_TABLE
+
+    suspicious = {"response": "words that look like numbers to DuckDB: [nan, inf]"}
+    lines = [
+        {**GOOD_EMP, **suspicious, "sample_id": "a"},  # 1: judged by Python, first of "a"
+        {**GOOD_EMP, "sample_id": "a"},  # 2: repeated
+        {**GOOD_EMP, "sample_id": "b"},  # 3: first of "b"
+        {**GOOD_EMP, **suspicious, "sample_id": "b"},  # 4: repeated, judged by Python
+        {**GOOD_EMP, "sample_id": "c"},  # 5
+    ]
+    con = duckdb.connect()
+    con.execute(RAW_TABLE)
+    for n, line in enumerate(lines, start=1):
+        con.execute("INSERT INTO raw VALUES ('ck', 'f', ?, ?, NULL)", [n, json.dumps(line)])
+    engine = EngineValidation(con, rubrics["empathetic_dialogue"], "raw", "ck", chunk_lines=chunk_lines)
+    engine.run()
+    assert engine.valid == 3
+    assert sorted(engine.bad) == [2, 4]
+    assert all(reasons == [f"field 'sample_id' {ID_REPEATED}"] for reasons in engine.bad.values())

@@ -120,9 +120,9 @@ def _parsed(rubric: RubricConfig, lines: str, keep: Sequence[str] = ()) -> str:
 def measure_sql(rubric: RubricConfig, lines: str, keep: Sequence[str] = ()) -> str:
     """What the schema's rules read of each line (``engine_schema``): every field's JSON type, its value where a
     rule reads it (numbers, booleans, allowed sets), the lengths of texts (where a rule reads them) and lists, the
-    distinct types of list elements, key types, the stripped lengths of required keys, and ``__id_key``, the sample id as the row-wise rule compared it (Python's
-    repr of the value). Long texts are measured here and never leave the engine. ``keep``: columns of ``lines``
-    passed through."""
+    distinct types of list elements, key types, the stripped lengths of required keys, and ``__id_key``, the
+    sample id as the row-wise rule compared it (Python's repr of the value). Long texts are measured here and
+    never leave the engine. ``keep``: columns of ``lines`` passed through."""
     cols = ["line_number", *keep]
     for i, f in enumerate(rubric.inputs.fields, start=1):
         t, v, n = f"t[{i}]", f"v[{i}]", f.name
@@ -229,7 +229,7 @@ class EngineValidation:
         return pa_arrow.table([numbers, canonical], schema=_VERDICTS)
 
     def _measures(self, start: int, end: int) -> pl.DataFrame:
-        """The measures of every line of a range that is a JSON object, in line order."""
+        """The measures of every line of a range that is a JSON object (in no particular order)."""
         rng = f"(SELECT * FROM {self.src} WHERE line_number BETWEEN {start} AND {end})"
         keep = ("__route", "__raw", "__decode_error")
         frame = pl.from_arrow(
@@ -245,7 +245,7 @@ class EngineValidation:
             more = pl.from_arrow(self.con.sql(measure_sql(self.rubric, "accepted")).to_arrow_table())
             assert isinstance(more, pl.DataFrame)
             frame = pl.concat([frame, more.cast(frame.schema)]) if frame.height else more
-        return frame.sort("line_number")
+        return frame
 
     def run(self) -> None:
         row = self.con.sql(f"SELECT count(*), min(line_number), max(line_number) FROM {self.src}").fetchone()
@@ -260,7 +260,10 @@ class EngineValidation:
             if frame.height == 0:
                 continue
             key = pl.col("__id_key")
-            frame = frame.with_columns((~key.is_first_distinct() | key.is_in(seen.implode())).alias("__id_repeated"))
+            # repeated: an earlier line of this range has the id (the first keeps it; no sort of the wide frame
+            # needed), or a line of an earlier range has
+            first = pl.col("line_number") == pl.col("line_number").min().over("__id_key")
+            frame = frame.with_columns((~first | key.is_in(seen.implode())).alias("__id_repeated"))
             seen = pl.concat([seen, frame["__id_key"]])
             self.valid += frame.height - self._check(schema, frame)
 
