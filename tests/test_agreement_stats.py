@@ -258,3 +258,31 @@ def test_statistics_bootstrapped_together_get_the_interval_each_gets_alone():
     assert together == alone and len(set(together)) == 3
     (few,) = st.bootstrap_many([(st.spearman_resamples, [ys[0][:4], x[:4]])], seed=1)  # under 5 items: none
     assert np.isnan(few).all()
+
+
+def test_pooled_counts_keeps_the_items_with_the_most_common_number_of_ratings():
+    """Fleiss's table: items rated by the modal number of raters (the larger on a tie), NaN scores not counted,
+    a score off the labels not counted, items rated once left out of the count of rated items."""
+    import pandas as pd
+
+    from eval_pipeline.agreement.compute import pooled_counts
+
+    rows = [
+        ("c1", "a", 1.0), ("c1", "a", 2.0), ("c1", "a", 2.0),  # 3 ratings
+        ("c1", "b", 3.0), ("c1", "b", 3.0), ("c1", "b", 1.0),  # 3 ratings
+        ("c2", "a", 1.0), ("c2", "a", 1.0),  # 2 ratings (another checkpoint's "a")
+        ("c2", "b", 2.0), ("c2", "b", 3.0), ("c2", "b", None),  # 2 ratings and a missing one
+        ("c2", "c", 1.0),  # rated once
+    ]  # fmt: skip
+    long = pd.DataFrame(rows, columns=["checkpoint_id", "sample_id", "score"])
+    counts, modal, rated = pooled_counts(long, [1.0, 2.0, 3.0])
+    assert (modal, rated) == (3, 4)  # 2 items with 3 ratings, 2 with 2: the tie goes to the larger
+    assert sorted(map(tuple, counts.tolist())) == [(1, 0, 2), (1, 2, 0)]
+    counts, modal, rated = pooled_counts(long[long.checkpoint_id == "c2"], [1.0, 2.0, 3.0])
+    assert (modal, rated) == (2, 2)
+    assert sorted(map(tuple, counts.tolist())) == [(0, 1, 1), (2, 0, 0)]
+    off_scale = pd.concat([long, pd.DataFrame([("c1", "a", 9.0)], columns=long.columns)])
+    counts, modal, rated = pooled_counts(off_scale, [1.0, 2.0, 3.0])
+    # c1's "a" has 4 ratings now (the off-scale one counted as a rating, not in the table): 2 is the most common
+    assert (modal, rated) == (2, 4) and sorted(map(tuple, counts.tolist())) == [(0, 1, 1), (2, 0, 0)]
+    assert pooled_counts(long.iloc[:0], [1.0, 2.0])[1:] == (0, 0)
