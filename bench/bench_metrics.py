@@ -121,6 +121,7 @@ def cold() -> None:
         attributes.synset_names,
         attributes._adjective_lemma,
         style._ts_syllables,
+        style._stripped,
     ):
         fn.cache_clear()
 

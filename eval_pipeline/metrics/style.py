@@ -226,11 +226,24 @@ def ertd_batch(references: list[str], responses: list[str]) -> tuple[list[float]
 
 # --- registered metrics -----------------------------------------------------------------------
 
+from eval_pipeline.core.text import TEXT_CACHE  # noqa: E402
 from eval_pipeline.metrics import metric  # noqa: E402
 
 
+@lru_cache(maxsize=TEXT_CACHE)
+def _stripped(lines: str | tuple[str, ...]) -> str:
+    """``strip_speaker_prefixes`` per distinct text or list of lines: NVCS and ERTD read the same texts of a
+    block of records, and a character's sample dialogues come back with every sample of that character."""
+    return strip_speaker_prefixes(lines)
+
+
 def _joined_reference(record: dict, field: str) -> str:
-    return strip_speaker_prefixes(record.get(field) or [])
+    value = record.get(field) or []
+    return _stripped(value if isinstance(value, str) else tuple(value))
+
+
+def _stripped_response(record: dict, field: str) -> str:
+    return _stripped(record.get(field) or "")
 
 
 @metric("nvcs")
@@ -239,7 +252,7 @@ def nvcs(records: list[dict], params: dict) -> dict[str, list]:
     txt_f = params.get("text_field", "response")
     n = int(params.get("n", 3))
     refs = [_joined_reference(r, ref_f) for r in records]
-    resps = [strip_speaker_prefixes(r.get(txt_f) or "") for r in records]
+    resps = [_stripped_response(r, txt_f) for r in records]
     return {"nvcs": nvcs_batch(refs, resps, n).tolist()}
 
 
@@ -248,6 +261,6 @@ def ertd(records: list[dict], params: dict) -> dict[str, list]:
     ref_f = params.get("reference_field", "sample_dialogues")
     txt_f = params.get("text_field", "response")
     refs = [_joined_reference(r, ref_f) for r in records]
-    resps = [strip_speaker_prefixes(r.get(txt_f) or "") for r in records]
+    resps = [_stripped_response(r, txt_f) for r in records]
     diff, a, b = ertd_batch(refs, resps)
     return {"ertd": diff, "fre_reference": a, "fre_response": b, "textstat_version": [TEXTSTAT_VERSION] * len(records)}
