@@ -161,12 +161,19 @@ def measure_sql(rubric: RubricConfig, lines: str, keep: Sequence[str] = ()) -> s
     return f"SELECT {', '.join(cols)} FROM {_parsed(rubric, lines, keep)}"
 
 
+_VALID_CASTS = {"integer": "::BIGINT", "number": "::DOUBLE", "boolean": "::BOOLEAN"}
+
+
 def values_sql(rubric: RubricConfig, lines: str) -> str:
-    """The samples rows of the lines (checkpoint and rubric version are the first two parameters)."""
+    """The samples rows of valid lines (checkpoint and rubric version are the first two parameters). On a valid
+    line every field is absent, null or of its declared type (the schema's type rule), so its text at the path
+    is its value: null when absent or null, cast for numbers and booleans, JSON text for lists and objects.
+    One parse per line (``_value_sql`` needs the JSON type too, a second parse, only to judge a line)."""
+    paths = "[" + ", ".join(literal(_path(f.json_path)) for f in rubric.inputs.fields) + "]"
     cols = ["?::VARCHAR AS checkpoint_id", "line_number"]
-    cols += [f'{_value_sql(f, f"t[{i}]", f"v[{i}]")} AS "{f.name}"' for i, f in enumerate(rubric.inputs.fields, 1)]
+    cols += [f'v[{i}]{_VALID_CASTS.get(f.type, "")} AS "{f.name}"' for i, f in enumerate(rubric.inputs.fields, 1)]
     cols.append("?::VARCHAR AS rubric_version")
-    return f"SELECT {', '.join(cols)} FROM {_parsed(rubric, lines)}"
+    return f"SELECT {', '.join(cols)} FROM (SELECT line_number, json_extract_string(j, {paths}) AS v FROM {lines})"
 
 
 # Python's verdicts on the lines it judged: canonical JSON, or null for a rejected line
