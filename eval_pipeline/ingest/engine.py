@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -176,6 +178,7 @@ def values_sql(rubric: RubricConfig, lines: str) -> str:
     return f"SELECT {', '.join(cols)} FROM (SELECT line_number, json_extract_string(j, {paths}) AS v FROM {lines})"
 
 
+_KEEP = ("__route", "__raw", "__decode_error")  # the columns of the routing a range's measures carry
 # Python's verdicts on the lines it judged: canonical JSON, or null for a rejected line
 _VERDICTS = pa_arrow.schema([("line_number", pa_arrow.int64()), ("j", pa_arrow.string())])
 _ARROW_TYPES = {"integer": pa_arrow.int64(), "number": pa_arrow.float64(), "boolean": pa_arrow.bool_()}
@@ -195,8 +198,10 @@ class EngineValidation:
     source_file) split into valid samples and the quarantine. ``run`` judges the lines in ranges of
     ``chunk_lines`` line numbers, in order: one pass of DuckDB per range says which lines Python must judge
     (``routed_sql``) and measures the rest (``measure_sql``); Python judges the few, its accepted lines are
-    measured the same way, and pandera's Polars backend checks every measure. ``samples`` is then the query that
-    makes the valid lines' rows inside the engine, ``quarantine`` the rejected lines with every reason.
+    measured the same way, and pandera's Polars backend checks every measure. DuckDB measures the next range
+    (on a cursor of its own, in a thread) while Python checks this one (1M lines: 8.8 -> 8.4 s). ``samples`` is
+    then the query that makes the valid lines' rows inside the engine, ``quarantine`` the rejected lines with
+    every reason.
 
     The ranges run through DuckDB's relation API, whose results are collected in parallel (a query result
     streamed through ``execute`` is built on one thread: 1M lines measured in 7.9 s against 4.3 s), so the SQL
@@ -235,16 +240,19 @@ class EngineValidation:
             canonical.append(verdict)
         return pa_arrow.table([numbers, canonical], schema=_VERDICTS)
 
-    def _measures(self, start: int, end: int) -> pl.DataFrame:
-        """The measures of every line of a range that is a JSON object (in no particular order)."""
-        rng = f"(SELECT * FROM {self.src} WHERE line_number BETWEEN {start} AND {end})"
-        keep = ("__route", "__raw", "__decode_error")
-        frame = pl.from_arrow(
-            self.con.sql(measure_sql(self.rubric, routed_sql(self.rubric, rng), keep)).to_arrow_table()
-        )
+    def _measured(self, con: duckdb.DuckDBPyConnection, start: int) -> pa_arrow.Table:
+        """DuckDB's pass over the range of line numbers from ``start``: which lines Python must judge, and the
+        measures of the others."""
+        rng = f"(SELECT * FROM {self.src} WHERE line_number BETWEEN {start} AND {start + self.chunk_lines - 1})"
+        return con.sql(measure_sql(self.rubric, routed_sql(self.rubric, rng), _KEEP)).to_arrow_table()
+
+    def _measures(self, measured: pa_arrow.Table) -> pl.DataFrame:
+        """The measures of every line of a range that is a JSON object (in no particular order): DuckDB's, and
+        those of the lines Python judged and accepted."""
+        frame = pl.from_arrow(measured)
         assert isinstance(frame, pl.DataFrame)
         routed = frame.filter(pl.col("__route"))
-        frame = frame.filter(~pl.col("__route")).drop(keep)
+        frame = frame.filter(~pl.col("__route")).drop(_KEEP)
         if routed.height:
             verdicts = self._judge(routed)
             self._routed.append(verdicts)
@@ -262,17 +270,29 @@ class EngineValidation:
             return
         schema = build_engine_schema(self.rubric)
         seen = pl.Series("__id_key", [], dtype=pl.String)  # the id keys of every object on earlier lines
-        for start in range(int(lo), int(hi) + 1, self.chunk_lines):
-            frame = self._measures(start, start + self.chunk_lines - 1)
-            if frame.height == 0:
-                continue
-            key = pl.col("__id_key")
-            # repeated: an earlier line of this range has the id (the first keeps it; no sort of the wide frame
-            # needed), or a line of an earlier range has
-            first = pl.col("line_number") == pl.col("line_number").min().over("__id_key")
-            frame = frame.with_columns((~first | key.is_in(seen.implode())).alias("__id_repeated"))
-            seen = pl.concat([seen, frame["__id_key"]])
-            self.valid += frame.height - self._check(schema, frame)
+        starts = range(int(lo), int(hi) + 1, self.chunk_lines)
+        # DuckDB measures the next range (on a connection of its own) while Python and pandera check this one
+        ahead = self.con.cursor()
+        with ThreadPoolExecutor(max_workers=1) as pool, closing(ahead):
+            pending = pool.submit(self._measured, ahead, starts[0])
+            for k in range(len(starts)):
+                measured = pending.result()
+                if k + 1 < len(starts):
+                    pending = pool.submit(self._measured, ahead, starts[k + 1])
+                seen = self._check_range(schema, self._measures(measured), seen)
+
+    def _check_range(self, schema: pa.DataFrameSchema, frame: pl.DataFrame, seen: pl.Series) -> pl.Series:
+        """A range's measures checked by the schema (``seen``: the ids of the lines of earlier ranges); the ids
+        seen once this range's are added."""
+        if frame.height == 0:
+            return seen
+        key = pl.col("__id_key")
+        # repeated: an earlier line of this range has the id (the first keeps it; no sort of the wide frame
+        # needed), or a line of an earlier range has
+        first = pl.col("line_number") == pl.col("line_number").min().over("__id_key")
+        frame = frame.with_columns((~first | key.is_in(seen.implode())).alias("__id_repeated"))
+        self.valid += frame.height - self._check(schema, frame)
+        return pl.concat([seen, frame["__id_key"]])
 
     @property
     def routed(self) -> pa_arrow.Table:
