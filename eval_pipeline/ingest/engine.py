@@ -273,6 +273,8 @@ class EngineValidation:
         starts = range(int(lo), int(hi) + 1, self.chunk_lines)
         # DuckDB measures the next range (on a connection of its own) while Python and pandera check this one
         ahead = self.con.cursor()
+        (current,) = self.con.execute("SELECT current_database()").fetchone() or ("memory",)
+        ahead.execute(f'USE "{current}"')  # a cursor starts in the default database (a lake is USEd by name)
         with ThreadPoolExecutor(max_workers=1) as pool, closing(ahead):
             pending = pool.submit(self._measured, ahead, starts[0])
             for k in range(len(starts)):
