@@ -98,7 +98,7 @@ def iter_jsonl(
     """The file in Arrow tables of whole blocks (at most about 16 MB of text each), so memory stays bounded.
     ``digest`` (a hashlib object) is updated with every byte of the file as it is read, so a caller that wants
     the file's hash does not read it twice. Each block is read into a buffer of its own that its table's text
-    uses as it is (no copy of the block); only the part line after the last line end is copied forward."""
+    uses as it is (no copy of the block); only the partial line after its last line end is copied forward."""
     source_file = source_file or path.name
     first = 1
     tail = b""
