@@ -4,6 +4,7 @@ lines, and on lines that look suspicious to DuckDB but are valid."""
 
 import json
 import random
+import time
 
 import pytest
 
@@ -99,3 +100,40 @@ def test_the_first_line_of_an_id_keeps_it_wherever_the_engine_measured_it(rubric
     assert engine.valid == 3
     assert sorted(engine.bad) == [2, 4]
     assert all(reasons == [f"field 'sample_id' {ID_REPEATED}"] for reasons in engine.bad.values())
+
+
+def test_a_failure_while_checking_a_range_stops_the_look_ahead_cleanly(rubrics, monkeypatch):
+    """DuckDB measures the next range while Python checks this one: an error in the check is raised as it is,
+    after the look-ahead query has ended, and the connection stays usable."""
+    import duckdb
+
+    from eval_pipeline.ingest.engine import EngineValidation
+    from eval_pipeline.ingest.validation import RAW_TABLE
+
+    con = duckdb.connect()
+    con.execute(RAW_TABLE)
+    for n in range(1, 41):
+        line = json.dumps({**GOOD_EMP, "sample_id": f"s{n}"})
+        con.execute("INSERT INTO raw VALUES ('ck', 'f', ?, ?, NULL)", [n, line])
+
+    def broken(self, schema, frame, seen):
+        raise RuntimeError("check failed")
+
+    measured, errors = EngineValidation._measured, []
+
+    def slow(self, cursor, start):  # the next range still being measured when the check fails
+        if start > 1:
+            time.sleep(0.3)
+        try:
+            return measured(self, cursor, start)
+        except Exception as exc:  # e.g. its cursor closed under it
+            errors.append(exc)
+            raise
+
+    monkeypatch.setattr(EngineValidation, "_check_range", broken)
+    monkeypatch.setattr(EngineValidation, "_measured", slow)
+    engine = EngineValidation(con, rubrics["empathetic_dialogue"], "raw", "ck", chunk_lines=4)
+    with pytest.raises(RuntimeError, match="check failed"):
+        engine.run()
+    assert errors == []  # the look-ahead query ended before its cursor was closed
+    assert con.execute("SELECT count(*) FROM raw").fetchone() == (40,)

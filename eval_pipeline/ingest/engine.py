@@ -275,7 +275,7 @@ class EngineValidation:
         ahead = self.con.cursor()
         (current,) = self.con.execute("SELECT current_database()").fetchone() or ("memory",)
         ahead.execute(f'USE "{current}"')  # a cursor starts in the default database (a lake is USEd by name)
-        with ThreadPoolExecutor(max_workers=1) as pool, closing(ahead):
+        with closing(ahead), ThreadPoolExecutor(max_workers=1) as pool:  # the pool ends before the cursor closes
             pending = pool.submit(self._measured, ahead, starts[0])
             for k in range(len(starts)):
                 measured = pending.result()
