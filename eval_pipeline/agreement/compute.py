@@ -157,7 +157,7 @@ def pooled_counts(long: pd.DataFrame, labels: list[float]) -> tuple[np.ndarray, 
     ckpt, _ = pd.factorize(rated["checkpoint_id"])
     sample, sample_ids = pd.factorize(rated["sample_id"])
     items, _ = pd.factorize(ckpt * len(sample_ids) + sample)  # one code per (checkpoint, sample)
-    per_item = np.bincount(items, minlength=0)
+    per_item = np.bincount(items)
     m = per_item[per_item >= 2]
     if not len(m):
         return np.zeros((0, len(labels))), 0, 0

