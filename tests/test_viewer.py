@@ -51,6 +51,9 @@ def evaluated(tmp_path_factory) -> tuple[str, dg.DagsterInstance]:
         defs = build_definitions(RUBRIC_DIR, warehouse, str(SAMPLE_CHECKPOINTS))
         outcomes = materialize_checkpoints(defs, instance, ["ckpt-0200", "ckpt-0300"], RUBRICS)
         assert all(o.success for o in outcomes), outcomes
+        # the report covers both checkpoints: drawn once, after the last run of the sequence
+        assert outcomes[0].report is None and outcomes[1].report == tmp / "rep" / "report.html"
+        assert "ckpt-0200" in outcomes[1].report.read_text() and "ckpt-0300" in outcomes[1].report.read_text()
         yield warehouse, instance
 
 

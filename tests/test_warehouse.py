@@ -183,6 +183,39 @@ def test_a_lingering_hold_keeps_the_file_between_steps_and_lets_go_when_asked(wa
     assert _other_process_can_open(warehouse_path)  # the run ended
 
 
+def _in_another_process(path: str, sql: str) -> None:
+    import subprocess
+    import sys
+
+    code = "from eval_pipeline.core.warehouse import Warehouse\n" + f"Warehouse({path!r}).execute({sql!r})"
+    subprocess.run([sys.executable, "-c", code], timeout=60, check=True)
+
+
+def test_a_lingering_hold_remembers_the_catalog_only_while_the_file_is_its_own(warehouse_path):
+    """While a run holds the file between steps, its tables and columns are read from the catalog once, not
+    asked by every lookup; once the hold lets go another process may change them, and they are asked again.
+    A transaction that made a table and was rolled back leaves nothing remembered."""
+    wh = Warehouse(warehouse_path, lock_timeout_s=15)
+    wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["c"], "x": [1]}), {"checkpoint_id": "c"})
+    assert wh.known_tables() is None  # not held: every lookup asks the file
+    with wh.lingering():
+        with wh.hold():
+            assert wh.known_tables() == {("r1", "t"): {"checkpoint_id": "VARCHAR", "x": "BIGINT"}}
+            wh.replace_partition("r1", "u", pd.DataFrame({"checkpoint_id": ["c"], "y": [0.5]}), {"checkpoint_id": "c"})
+            assert wh.known_tables()[("r1", "u")] == {"checkpoint_id": "VARCHAR", "y": "DOUBLE"}
+            with pytest.raises(RuntimeError), wh.partition_writer(fixed_columns=True) as writer:
+                writer.write("r1", "gone", pd.DataFrame({"checkpoint_id": ["c"]}), {"checkpoint_id": "c"})
+                raise RuntimeError("the step failed")
+            assert not wh.table_exists("r1", "gone")
+        wh.release()  # another process may now open the file and change it
+        _in_another_process(warehouse_path, 'ALTER TABLE r1.t ADD COLUMN "z" VARCHAR')
+        _in_another_process(warehouse_path, "CREATE TABLE r1.v (w INTEGER)")
+        with wh.hold():
+            assert wh.known_tables()[("r1", "t")] == {"checkpoint_id": "VARCHAR", "x": "BIGINT", "z": "VARCHAR"}
+            assert wh.table_exists("r1", "v")
+    assert wh.known_tables() is None
+
+
 def _wait_for_the_file_in_another_process(path: str):
     """Another process that wants the file as the pipeline does (Warehouse: retries while it is locked)."""
     import subprocess

@@ -189,7 +189,7 @@ class TransactionWriter:
             con.execute("BEGIN TRANSACTION")
         target = qualified(schema, table)
         if declared is None:
-            ensure_table(con, schema, table, df)  # before any row of this table is written in the transaction
+            ensure_table(con, schema, table, df, self._wh.known_tables())  # before any row of it is written
             self._columns[(schema, table)] = cols
         key = (schema, table, tuple(sorted(where.items())))
         if key not in self._started:
@@ -231,5 +231,6 @@ class TransactionWriter:
                 except duckdb.Error:
                     pass  # a failed statement may have ended the transaction already
                 self._con = None
+                self._wh.forget_tables()  # the tables and columns it made are gone with it
         finally:
             self._stack.close()

@@ -143,6 +143,13 @@ COLUMNS_SQL = (
 )
 
 
+# every table's and view's columns and types, in their order (the catalog of the connection's current database)
+CATALOG_SQL = (
+    "SELECT schema_name, table_name, column_name, data_type FROM duckdb_columns() "
+    "WHERE database_name = current_database() ORDER BY schema_name, table_name, column_index"
+)
+
+
 def columns_of(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> dict[str, str]:
     """The table's columns and types in their order; empty when there is no such table."""
     return dict(con.execute(COLUMNS_SQL, [schema, table]).fetchall())

@@ -27,6 +27,7 @@ from eval_pipeline.core.ids import check_identifier
 if TYPE_CHECKING:
     from eval_pipeline.core.staging import PartitionWriter, TransactionWriter
 from eval_pipeline.core.tables import (
+    CATALOG_SQL,
     COLUMNS_SQL,
     Frame,
     Known,
@@ -44,9 +45,12 @@ _WRITE_LOCK = threading.RLock()
 
 
 _QUERY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA", "RELATION"}
-# Per DuckLake warehouse, the tables (and their columns) this process has seen: a lake's catalog lookups cost
-# ~40 ms each and a step makes dozens. Tables are only ever added to, never dropped, outside the staging
-# schema (never cached); a write that finds a cached table gone clears the cache and runs again.
+# Per warehouse, the tables (and their columns) this process has seen. On a DuckLake, kept for the process: a
+# lake's catalog lookups cost ~40 ms each and a step makes dozens; tables are only ever added to, never dropped,
+# outside the staging schema (never cached); a write that finds a cached table gone clears the cache and runs
+# again. On a DuckDB file, only while a run's hold keeps the file open (no other process can change it then):
+# read whole from the catalog when first asked (~2 ms, against ~1.6 ms for each of ~70 lookups a run makes per
+# rubric), forgotten when the hold lets go.
 _KNOWN: dict[str, Known] = {}
 # DuckDB files held open between the steps of an in-process run (Warehouse.lingering), by path: how many
 # lingering blocks are open, and the connection that keeps the file open between steps
@@ -293,6 +297,8 @@ class Warehouse:
                 return
             con = _HELD.pop(self.path, None)
             _WANTED.discard(self.path)
+            if con is not None:
+                _KNOWN.pop(self.path, None)  # another process may change the file once it is closed
         if con is not None:
             con.close()
 
@@ -332,8 +338,29 @@ class Warehouse:
         return bool(self.query_rows("SELECT 1 FROM information_schema.schemata WHERE schema_name = ?", [schema]))
 
     def known_tables(self) -> Known | None:
-        """The tables this process has seen on a DuckLake (see _KNOWN); None on a DuckDB file (asked each time)."""
-        return _KNOWN.setdefault(self.path, {}) if self.location.kind == "ducklake" else None
+        """The tables this process has seen on a DuckLake, or the catalog of a DuckDB file while this process
+        holds it between steps (see _KNOWN); None otherwise (asked each time)."""
+        if self.location.kind == "ducklake":
+            return _KNOWN.setdefault(self.path, {})
+        if not self._held_by_file:
+            return None
+        with _HELD_LOCK:
+            if self.path not in _HELD:
+                return None
+            known = _KNOWN.get(self.path)
+        if known is None:
+            rows = self.query_rows(CATALOG_SQL)
+            known = {}
+            for schema, table, column, kind in rows:
+                known.setdefault((schema, table), {})[column] = kind
+            with _HELD_LOCK:
+                if self.path in _HELD:
+                    known = _KNOWN.setdefault(self.path, known)
+        return known
+
+    def forget_tables(self) -> None:
+        """Ask the catalog again from now on (a transaction that changed it was rolled back)."""
+        _KNOWN.pop(self.path, None)
 
     def tables(self, names: Sequence[str] = (), schema: str | None = None) -> set[tuple[str, str]]:
         """The (schema, table) pairs of this warehouse's tables and views, only those named ``names`` and in

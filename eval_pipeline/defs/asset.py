@@ -148,7 +148,7 @@ def _with_table_metadata(fn: Callable, schema: str, table: str) -> Callable:
             return result
         wh = _warehouse_of(args, kwargs).get()
         ckpt_id = args[0].partition_key
-        known = wh.known_tables()  # on a DuckLake, the columns this process's writes saw (each query ~10 ms)
+        known = wh.known_tables()  # the columns as this process last saw them, when it may remember them
         seen = known.get((schema, table)) if known is not None else None
         cols = list((seen or wh.columns(schema, table)).items())
         if not cols:

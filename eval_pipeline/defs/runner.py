@@ -13,7 +13,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +23,7 @@ import dagster as dg
 from dagster._core.storage.dagster_run import DagsterRunStatus
 
 from eval_pipeline.core.processes import pid_alive
+from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.ingest.checkpoints import read_checkpoint
 from eval_pipeline.publish.report import redraw_report
@@ -37,7 +38,7 @@ class RunOutcome:
     run_id: str
     failures: list[str] = field(default_factory=list)  # "<step>: <first line of its error>"
     interrupted: bool = False
-    report: Path | None = None  # the report, redrawn once the run ended
+    report: Path | None = None  # the report, when it was redrawn after this run (see REPORT_EVERY_S)
     report_error: str | None = None  # why it could not be (the run's outcome does not depend on it)
 
 
@@ -117,6 +118,11 @@ def interruptible() -> Iterator[Interrupted]:
         signal.signal(signal.SIGINT, previous)
 
 
+# The report covers every rubric and checkpoint: drawn after the last run of a sequence, and after an earlier
+# one when the last drawing is older than this (~0.25 s each: the demo's three runs drew it three times).
+REPORT_EVERY_S = 60.0
+
+
 def materialize_checkpoints(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
@@ -134,6 +140,7 @@ def materialize_checkpoints(
     assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]
     groups = {k.path[0] for a in assets for k in a.keys}
     outcomes: list[RunOutcome] = []
+    drawn_at = time.monotonic()
     with interruptible() as interrupt:
         for ckpt_id in checkpoint_ids:
             ckpt = read_checkpoint(root / ckpt_id)
@@ -166,13 +173,23 @@ def materialize_checkpoints(
                 interrupt.flag |= any(f.endswith("interrupted (Ctrl-C)") for f in failures)
                 seconds = time.perf_counter() - t0
                 outcome = RunOutcome(ckpt_id, names, result.success, seconds, result.run_id, failures, interrupt.flag)
-            if outcome.run_id:  # the report covers every rubric and checkpoint: drawn once a run has ended
-                outcome.report, outcome.report_error = redraw_report(wh, resources["publish"].report_dir)
-                if outcome.report_error:
-                    print(f"report not written: {outcome.report_error}", file=sys.stderr, flush=True)
+            last = interrupt.flag or ckpt_id == checkpoint_ids[-1]
+            if outcome.run_id and (last or time.monotonic() - drawn_at >= REPORT_EVERY_S):
+                drawn_at = _draw_report(wh, resources, outcome)
             outcomes.append(outcome)
             if on_outcome is not None:
                 on_outcome(outcome)
             if interrupt.flag:
                 break  # Ctrl-C stops the whole sequence, not just this checkpoint
+    ran = [o for o in outcomes if o.run_id]
+    if ran and ran[-1].report is None and ran[-1].report_error is None:  # the checkpoints after it had no run
+        _draw_report(wh, resources, ran[-1])
     return outcomes
+
+
+def _draw_report(wh: Warehouse, resources: Mapping[str, Any], outcome: RunOutcome) -> float:
+    """The report drawn and given to ``outcome``; when it was drawn (time.monotonic)."""
+    outcome.report, outcome.report_error = redraw_report(wh, resources["publish"].report_dir)
+    if outcome.report_error:
+        print(f"report not written: {outcome.report_error}", file=sys.stderr, flush=True)
+    return time.monotonic()

@@ -52,8 +52,10 @@ def feature(name: str) -> Callable[[Feature], Feature]:
     return register
 
 
+@functools.cache
 def load_features() -> dict[str, Feature]:
-    """Every feature: importing this package's modules registers them (a new feature is one function)."""
+    """Every feature: importing this package's modules registers them (a new feature is one function). Once a
+    process: listing the package's modules costs ~0.1 ms, and every term of every sample asks."""
     for module in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{module.name}")
     return FEATURES
