@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     calls = hits = prompts = 0
     wall = 0.0
     for o in outcomes:
-        for ev in instance.all_logs(o.run_id):
+        for ev in instance.all_logs(o.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
             dev = ev.dagster_event
             if dev is None or not dev.is_step_materialization:
                 continue

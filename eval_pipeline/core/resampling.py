@@ -70,7 +70,8 @@ def _index_blocks(n: int, seed: int, n_boot: int) -> Iterator[np.ndarray]:
 
 def _interval(vals: np.ndarray, level: float) -> tuple[float, float]:
     alpha = (1 - level) / 2
-    return float(np.quantile(vals, alpha)), float(np.quantile(vals, 1 - alpha))
+    lo, hi = np.quantile(vals, [alpha, 1 - alpha])  # one sort for both ends (the same values as two calls)
+    return float(lo), float(hi)
 
 
 def counts_per_row(codes: np.ndarray, k: int) -> np.ndarray:
