@@ -108,6 +108,33 @@ class Select:
             return con.execute(f"SELECT {collist} FROM ({self.sql}) ORDER BY {order_by}", self.params).to_arrow_table()
 
 
+# An Arrow field's metadata key naming how DuckDB stores the column (``USING COMPRESSION``), for columns of long,
+# repetitive text; applied when the table is created, where the warehouse file's storage version has the method
+# (zstd for text: v1.2.0, which new files get, see warehouse._duckdb_config). Elsewhere DuckDB chooses, as always.
+COMPRESSION = b"compression"
+_COMPRESSION_SINCE = {"zstd": (1, 2)}  # storage version a method needs (an older file would store the column raw)
+
+
+def column_compression(df: Frame) -> dict[str, str]:
+    """The compression each column's Arrow field asks for (``COMPRESSION`` in its metadata)."""
+    if not isinstance(df, pa.Table):
+        return {}
+    return {f.name: f.metadata[COMPRESSION].decode() for f in df.schema if f.metadata and COMPRESSION in f.metadata}
+
+
+def _storage_allows(con: duckdb.DuckDBPyConnection, method: str) -> bool:
+    """Whether the current database is a file whose storage version has ``method`` (not an in-memory database, not
+    a DuckLake: their tables have no ``USING COMPRESSION``)."""
+    since = _COMPRESSION_SINCE.get(method)
+    row = con.execute("SELECT tags FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    version = str((row[0] if row else {}).get("storage_version", "")).lstrip("v").rstrip("+")
+    try:
+        have = tuple(int(x) for x in version.split(".")[:2])
+    except ValueError:
+        return False
+    return since is not None and len(have) == 2 and have >= since
+
+
 def column_types(df: Frame) -> list[tuple[str, str]]:
     if isinstance(df, pa.Table):
         return [(f.name, _arrow_type(f.type)) for f in df.schema]
@@ -167,16 +194,21 @@ def ensure_table(
     healable = len(df) > 0 and any(have and have.get(c) == "VARCHAR" and t in _HEALABLE for c, t in cols)
     if have is not None and all(c in have for c, _ in cols) and not healable:
         return
-    now = _ensure_table(con, schema, table, df, cols)
+    now = _ensure_table(con, schema, table, df, cols, column_compression(df))
     if known is not None:
         known[(schema, table)] = now
 
 
 def _ensure_table(
-    con: duckdb.DuckDBPyConnection, schema: str, table: str, df: Frame, cols: list[tuple[str, str]]
+    con: duckdb.DuckDBPyConnection,
+    schema: str,
+    table: str,
+    df: Frame,
+    cols: list[tuple[str, str]],
+    compression: dict[str, str],
 ) -> dict[str, str]:
     """The table's columns once it has every one of ``cols``, with the types healed where the values allow."""
-    existing = ensure_columns(con, schema, table, cols)
+    existing = ensure_columns(con, schema, table, cols, compression)
     if len(df) == 0:
         return existing  # an empty frame's object columns say nothing about the type
     target = qualified(schema, table)
@@ -200,7 +232,11 @@ _HEALABLE = ("DOUBLE", "BIGINT", "BOOLEAN")
 
 
 def ensure_columns(
-    con: duckdb.DuckDBPyConnection, schema: str, table: str, cols: list[tuple[str, str]]
+    con: duckdb.DuckDBPyConnection,
+    schema: str,
+    table: str,
+    cols: list[tuple[str, str]],
+    compression: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """Create the schema and table if needed, and add any column it lacks (a rubric edit added one); the
     table's columns after. The catalog is asked first and changed only when something is missing: on a
@@ -209,7 +245,8 @@ def ensure_columns(
     existing = columns_of(con, schema, table)
     if not existing:
         con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-        coldefs = ", ".join(f'"{c}" {t}' for c, t in cols)
+        stored = {c: m for c, m in (compression or {}).items() if _storage_allows(con, check_identifier(m, "method"))}
+        coldefs = ", ".join(f'"{c}" {t}' + (f" USING COMPRESSION {stored[c]}" if c in stored else "") for c, t in cols)
         con.execute(f"CREATE TABLE IF NOT EXISTS {target} ({coldefs})")
         existing = columns_of(con, schema, table)  # another process may have created it first
     missing = [(c, t) for c, t in cols if c not in existing]

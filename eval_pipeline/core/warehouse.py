@@ -85,9 +85,18 @@ def _marker_time(path: str) -> float:
 T = TypeVar("T")
 
 
+# The storage version a new warehouse file is written in: v1.2.0 stores text with zstd where a table asks for it
+# (raw JSONL lines; tables.COMPRESSION). DuckDB 1.2 and later read it; a file made before keeps its own version.
+STORAGE_VERSION = "v1.2.0"
+
+
 def _duckdb_config() -> dict[str, str | bool | int | float | list[str]]:
     """Bound DuckDB's memory (it spills to disk past the limit) so huge checkpoints ingest in bounded RSS."""
-    return {"memory_limit": settings.duckdb_memory_limit(), "preserve_insertion_order": "false"}
+    return {
+        "memory_limit": settings.duckdb_memory_limit(),
+        "preserve_insertion_order": "false",
+        "storage_compatibility_version": STORAGE_VERSION,
+    }
 
 
 @contextmanager

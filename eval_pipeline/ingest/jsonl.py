@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eval_pipeline.core.contracts import RAW_COLUMNS
+from eval_pipeline.core.tables import COMPRESSION
 
 BOM = b"\xef\xbb\xbf"
 ASCII_WHITESPACE = " \t\n\r\x0b\x0c"  # what bytes.strip() removes: a blank line has nothing else
@@ -136,12 +137,15 @@ def iter_jsonl(
         yield RawRead(_empty(), 0, pending)
 
 
+# raw_line is stored with zstd where the warehouse file allows it (tables.COMPRESSION): 1M JSONL lines of the
+# ingest benchmark in 2.2 s instead of 4.1 s with DuckDB's default (FSST), 40 MB on disk instead of 415 MB, peak
+# RSS 0.77 GB instead of 1.07-1.16 GB
 RAW_SCHEMA = pa.schema(
     [
         ("checkpoint_id", pa.string()),
         ("source_file", pa.string()),
         ("line_number", pa.int64()),
-        ("raw_line", pa.string()),
+        pa.field("raw_line", pa.string(), metadata={COMPRESSION: b"zstd"}),
         ("decode_error", pa.string()),
     ]
 )
