@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from eval_pipeline.core.config import InputField, RubricConfig
 from eval_pipeline.core.contracts import QUARANTINE_COLUMNS
-from eval_pipeline.core.tables import Select, literal
+from eval_pipeline.core.tables import COMPRESSION, Select, literal
 from eval_pipeline.ingest.engine_schema import (
     LIST_TYPES,
     PY_WHITESPACE,
@@ -190,11 +190,17 @@ _VERDICTS = pa_arrow.schema([("line_number", pa_arrow.int64()), ("j", pa_arrow.s
 _ARROW_TYPES = {"integer": pa_arrow.int64(), "number": pa_arrow.float64(), "boolean": pa_arrow.bool_()}
 
 
+LONG_TEXT = 1000  # a string field that may be longer (or has no max_length) is stored with zstd (tables.COMPRESSION)
+
+
 def empty_samples(rubric: RubricConfig) -> pa_arrow.Table:
     """No samples, with the columns and types a rubric's samples table has."""
-    fields = [("checkpoint_id", pa_arrow.string()), ("line_number", pa_arrow.int64())]
-    fields += [(f.name, _ARROW_TYPES.get(f.type, pa_arrow.string())) for f in rubric.inputs.fields]
-    fields.append(("rubric_version", pa_arrow.string()))
+    fields = [pa_arrow.field("checkpoint_id", pa_arrow.string()), pa_arrow.field("line_number", pa_arrow.int64())]
+    for f in rubric.inputs.fields:
+        long_text = f.type == "string" and (f.max_length is None or f.max_length >= LONG_TEXT)
+        metadata = {COMPRESSION: b"zstd"} if long_text else None
+        fields.append(pa_arrow.field(f.name, _ARROW_TYPES.get(f.type, pa_arrow.string()), metadata=metadata))
+    fields.append(pa_arrow.field("rubric_version", pa_arrow.string()))
     return pa_arrow.schema(fields).empty_table()
 
 
