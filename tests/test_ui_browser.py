@@ -37,9 +37,10 @@ ARTIFACTS = ROOT / "test-artifacts" / "ui"
 
 
 def _page_text(url: str, profile: Path, shot: Path) -> str:
-    base = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}"]
-    dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
-    subprocess.run([*base, "--window-size=1400,1000", f"--screenshot={shot}", url], capture_output=True, timeout=120)
+    """The page's text once the UI has rendered it, and its screenshot, from one headless Chromium (two launches
+    per page, each waiting out the virtual-time budget, took over 120 s with the whole suite running beside)."""
+    command = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--window-size=1400,1000", f"--screenshot={shot}"]
+    dom = subprocess.run([*command, "--dump-dom", url], capture_output=True, text=True, timeout=300).stdout
     return " ".join(re.sub(r"<style.*?</style>|<script.*?</script>|<[^>]+>", " ", dom, flags=re.S).split())
 
 

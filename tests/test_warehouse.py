@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import duckdb
 import pandas as pd
 import pytest
@@ -354,3 +356,40 @@ with wh.partition_writer(fixed_columns=True) as w:
         for k in range(3):
             w.write("r1", "raw", _arrow_chunk("a", 1 + 1000 * k, 1000), {"checkpoint_id": "a"})
     assert wh.query_rows("SELECT count(*), count(DISTINCT line_number) FROM r1.raw") == [(3000, 3000)]
+
+
+def _raw_line_compression(path: str) -> set[str]:
+    with duckdb.connect(path, read_only=True) as con:
+        rows = con.execute(
+            "SELECT DISTINCT compression FROM pragma_storage_info('r1.raw') WHERE column_name = 'raw_line' "
+            "AND compression <> 'Constant'"
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
+@pytest.mark.parametrize("made_before", [False, True])
+def test_raw_lines_are_stored_with_zstd_where_the_file_allows_it(warehouse_path, made_before):
+    """The raw lines' column asks for zstd (its Arrow field): a new warehouse file (storage v1.2.0) stores it so;
+    a file made before, whose storage has no zstd for text, keeps DuckDB's own choice rather than storing the
+    lines raw (which is what zstd asked of such a file does)."""
+    import pyarrow as pa
+
+    from eval_pipeline.ingest.jsonl import RAW_SCHEMA, iter_jsonl
+
+    if made_before:  # what an earlier version of the pipeline created (DuckDB's default storage version)
+        duckdb.connect(warehouse_path, config={"storage_compatibility_version": "v1.0.0"}).close()
+    source = Path(warehouse_path).parent / "lines.jsonl"
+    reply = "well met, traveller " * 20
+    source.write_text("".join(f'{{"sample_id": "s{i}", "response": "{reply}"}}\n' for i in range(30_000)))
+    chunk = next(iter_jsonl(source, "a"))
+    wh = Warehouse(warehouse_path)
+    with wh.partition_writer(fixed_columns=True) as w:
+        stream = pa.RecordBatchReader.from_batches(RAW_SCHEMA, chunk.table.to_batches())  # as raw_outputs writes
+        w.write_stream("r1", "raw", stream, {"checkpoint_id": "a"})
+    wh.execute("CHECKPOINT")
+    assert wh.query_rows("SELECT count(*), max(line_number) FROM r1.raw") == [(30_000, 30_000)]
+    stored = _raw_line_compression(warehouse_path)
+    if made_before:
+        assert stored and not stored & {"ZSTD", "Uncompressed"}, stored
+    else:
+        assert stored == {"ZSTD"}, stored
