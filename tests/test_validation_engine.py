@@ -3,6 +3,7 @@ line by line, on every kind of bad line of the bad-input suite mixed into a file
 lines, and on lines that look suspicious to DuckDB but are valid."""
 
 import json
+import os
 import random
 import time
 
@@ -137,3 +138,20 @@ def test_a_failure_while_checking_a_range_stops_the_look_ahead_cleanly(rubrics, 
         engine.run()
     assert errors == []  # the look-ahead query ended before its cursor was closed
     assert con.execute("SELECT count(*) FROM raw").fetchone() == (40,)
+
+
+@pytest.mark.parametrize("preset", [None, "dirty_decay_ms:2000"])
+def test_polars_gives_freed_memory_back_at_once_unless_told_otherwise(preset):
+    """The package sets Polars' allocator to return freed pages at once (ingest's peak RSS: DuckDB measures the
+    next range with pages Polars would otherwise keep for ~10 s), before any module of it imports Polars; a
+    value the environment sets is kept."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    if preset:
+        env["_RJEM_MALLOC_CONF"] = preset
+    code = "import eval_pipeline.ingest.engine, os; print(os.environ['_RJEM_MALLOC_CONF'])"
+    conf = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    # Polars puts its own defaults first; jemalloc reads the options in order, the last of a name wins
+    assert conf.strip().endswith(preset or "dirty_decay_ms:0,muzzy_decay_ms:0"), conf

@@ -258,20 +258,24 @@ class EngineValidation:
         rng = f"(SELECT * FROM {self.src} WHERE line_number BETWEEN {start} AND {start + self.chunk_lines - 1})"
         return con.sql(measure_sql(self.rubric, routed_sql(self.rubric, rng), _KEEP)).to_arrow_table()
 
-    def _measures(self, measured: pa_arrow.Table) -> pl.DataFrame:
-        """The measures of every line of a range that is a JSON object (in no particular order): DuckDB's, and
-        those of the lines Python judged and accepted."""
+    @staticmethod
+    def _split(measured: pa_arrow.Table) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """DuckDB's pass over a range split: the measures of the lines it judged, and the lines Python must."""
         frame = pl.from_arrow(measured)
         assert isinstance(frame, pl.DataFrame)
-        routed = frame.filter(pl.col("__route"))
-        frame = frame.filter(~pl.col("__route")).drop(_KEEP)
+        return frame.filter(~pl.col("__route")).drop(_KEEP), frame.filter(pl.col("__route"))
+
+    def _measures(self, frame: pl.DataFrame, routed: pl.DataFrame) -> pl.DataFrame:
+        """The measures of every line of a range that is a JSON object (in no particular order): DuckDB's
+        (``frame``), and those of the ``routed`` lines Python judged and accepted."""
         if routed.height:
             verdicts = self._judge(routed)
             self._routed.append(verdicts)
             accepted = verdicts.filter(pc.is_valid(verdicts["j"]))  # noqa: F841 - read by DuckDB's replacement scan
             more = pl.from_arrow(self.con.sql(measure_sql(self.rubric, "accepted")).to_arrow_table())
             assert isinstance(more, pl.DataFrame)
-            frame = pl.concat([frame, more.cast(frame.schema)]) if frame.height else more
+            # appended as a second chunk, not copied into one with the first (a range's measures are ~100 MB)
+            frame = pl.concat([frame, more.cast(frame.schema)], rechunk=False) if frame.height else more
         return frame
 
     def run(self) -> None:
@@ -290,10 +294,14 @@ class EngineValidation:
         with closing(ahead), ThreadPoolExecutor(max_workers=1) as pool:  # the pool ends before the cursor closes
             pending = pool.submit(self._measured, ahead, starts[0])
             for k in range(len(starts)):
-                measured = pending.result()
+                # split before DuckDB starts on the next range: the copy the split makes (~100 MB a range) is
+                # then never held while the next range is measured, and DuckDB's table goes once copied
+                frame, routed = self._split(pending.result())
                 if k + 1 < len(starts):
                     pending = pool.submit(self._measured, ahead, starts[k + 1])
-                seen = self._check_range(schema, self._measures(measured), seen)
+                frame = self._measures(frame, routed)
+                seen = self._check_range(schema, frame, seen)
+                del frame, routed
 
     def _check_range(self, schema: pa.DataFrameSchema, frame: pl.DataFrame, seen: pl.Series) -> pl.Series:
         """A range's measures checked by the schema (``seen``: the ids of the lines of earlier ranges); the ids
