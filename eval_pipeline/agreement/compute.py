@@ -10,6 +10,7 @@ is explained rather than hidden.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -82,9 +83,11 @@ def _dimension_rows(
     ckpt: str,
     dim: str,
     ratings: pd.DataFrame,
-    judge: pd.DataFrame,
-    chosen: pd.DataFrame | None = None,
+    judge: pd.Series,
+    chosen: pd.Series | None = None,
 ) -> list[dict]:
+    """``judge`` (and ``chosen``, the written scores beside expected ones): the panel's scores of ``dim`` by
+    (checkpoint, sample)."""
     scale = rubric.rating_scales[dim]
     labels = [float(x) for x in scale.labels]
     rows: list[dict] = []
@@ -231,7 +234,7 @@ def _judge_rows(
     ckpt: str,
     dim: str,
     wide: pd.DataFrame,
-    judge: pd.DataFrame,
+    judge: pd.Series,
     scale: Scale,
     seed: int,
     mean_name: str = HUMAN_MEAN,
@@ -242,9 +245,8 @@ def _judge_rows(
     labels = [float(x) for x in scale.labels]
     top = float(scale.max)
     # judge vs humans
-    j = judge[judge.dimension == dim].set_index(["checkpoint_id", "sample_id"])["score"]
     hm = wide.mean(axis=1)
-    joined = pd.concat([j.rename(JUDGE), hm.rename(mean_name)], axis=1, join="inner").dropna()
+    joined = pd.concat([judge.rename(JUDGE), hm.rename(mean_name)], axis=1, join="inner").dropna()
     if len(joined):
         a, b = joined[JUDGE].to_numpy(float), joined[mean_name].to_numpy(float)
         base = dict(
@@ -273,6 +275,13 @@ def _judge_rows(
     return rows
 
 
+def _by_dimension(judge: pd.DataFrame) -> Callable[[str], pd.Series]:
+    """Each dimension's scores by (checkpoint, sample), split once (none: an empty series)."""
+    split = {d: g.set_index(["checkpoint_id", "sample_id"])["score"] for d, g in judge.groupby("dimension", sort=False)}
+    none = judge.iloc[:0].set_index(["checkpoint_id", "sample_id"])["score"]
+    return lambda dim: split.get(dim, none)
+
+
 def compute_agreement(
     rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame, judge_long: pd.DataFrame | None
 ) -> pd.DataFrame:
@@ -283,9 +292,10 @@ def compute_agreement(
         expected = judge_long.loc[judge_long.judge == PANEL].get("expected_score")
         if expected is not None and expected.notna().any():
             chosen = judge_on_human_scale(rubric, judge_long, "chosen_score")
+    judged, written = _by_dimension(judge), None if chosen is None else _by_dimension(chosen)
     rows: list[dict] = []
     for dim in rubric.rating_scales:
-        rows += _dimension_rows(rubric, ckpt, dim, ratings, judge, chosen)
+        rows += _dimension_rows(rubric, ckpt, dim, ratings, judged(dim), None if written is None else written(dim))
     rows += pass_fail_rows(rubric, ckpt, rater_sets(rubric, ratings)["human"])
     df = pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
     return df.astype(

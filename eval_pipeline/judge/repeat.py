@@ -53,16 +53,10 @@ def pick_subset(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], 
     return picked
 
 
-def _spread(repeats: list[pd.DataFrame], dim: str, column: str) -> tuple[int, int, float, float, float]:
+def _spread(panel: list[pd.DataFrame], column: str) -> tuple[int, int, float, float, float]:
     """Samples compared, scores missing, alpha (interval) across the scorings, mean within-sample SD, share of
-    samples whose ``column`` changed."""
-    wide = pd.concat(
-        [
-            r[(r.judge == PANEL) & (r.dimension == dim)].set_index("sample_id")[column].rename(i)
-            for i, r in enumerate(repeats)
-        ],
-        axis=1,
-    )
+    samples whose ``column`` changed (``panel``: each scoring's panel rows of one dimension, by sample id)."""
+    wide = pd.concat([p[column].rename(i) for i, p in enumerate(panel)], axis=1)
     missing = int(wide.isna().sum().sum())
     data = wide.dropna().to_numpy(float)  # samples x repeats
     n = len(data)
@@ -79,11 +73,16 @@ def repeatability(ckpt: str, repeats: list[pd.DataFrame], dimensions: list[str])
     """``repeats``: one judge_scores frame per scoring of the subset; the panel's rows are compared, on the score
     that feeds the results and on the score the judge wrote (they differ when scores are expected values read
     from token probabilities)."""
+    empty = pd.DataFrame(columns=["sample_id", "score", "chosen_score", "expected_score"]).set_index("sample_id")
+    by_dimension = [  # each scoring's panel rows, split by dimension once
+        {d: g.set_index("sample_id") for d, g in r[r.judge == PANEL].groupby("dimension", sort=False)}
+        for r in repeats
+    ]
     rows = []
     for dim in dimensions:
-        n, missing, alpha, sd, changed = _spread(repeats, dim, "score")
-        _, _, alpha_w, sd_w, changed_w = _spread(repeats, dim, "chosen_score")
-        panel = [r[(r.judge == PANEL) & (r.dimension == dim)] for r in repeats]
+        panel = [split.get(dim, empty) for split in by_dimension]
+        n, missing, alpha, sd, changed = _spread(panel, "score")
+        _, _, alpha_w, sd_w, changed_w = _spread(panel, "chosen_score")
         from_probabilities = any(p.expected_score.notna().any() and p.score.equals(p.expected_score) for p in panel)
         rows.append(
             dict(
