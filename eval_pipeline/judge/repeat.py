@@ -75,8 +75,7 @@ def repeatability(ckpt: str, repeats: list[pd.DataFrame], dimensions: list[str])
     from token probabilities)."""
     empty = pd.DataFrame(columns=["sample_id", "score", "chosen_score", "expected_score"]).set_index("sample_id")
     by_dimension = [  # each scoring's panel rows, split by dimension once
-        {d: g.set_index("sample_id") for d, g in r[r.judge == PANEL].groupby("dimension", sort=False)}
-        for r in repeats
+        {d: g.set_index("sample_id") for d, g in r[r.judge == PANEL].groupby("dimension", sort=False)} for r in repeats
     ]
     rows = []
     for dim in dimensions:
