@@ -51,6 +51,10 @@ def test_the_deployed_instance_uses_it_and_dagster_reads_what_it_wrote(home):
     record = plain.get_latest_materialization_events([dg.AssetKey("thing")])[dg.AssetKey("thing")]
     assert record is not None and record.dagster_event.partition == "a"
     assert instance.get_materialized_partitions(dg.AssetKey("thing")) == {"a", "b"}
+    # no commit waits on a sync of its own (a run's shard is synced at the checkpoint after each statement: the
+    # watcher's test below sees each event in the file)
+    with instance.event_log_storage.index_connection() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
 
 
 def test_a_watcher_sees_each_event_as_it_is_written(home):
