@@ -91,7 +91,8 @@ STORAGE_VERSION = "v1.2.0"
 
 
 def _duckdb_config() -> dict[str, str | bool | int | float | list[str]]:
-    """Bound DuckDB's memory (it spills to disk past the limit) so huge checkpoints ingest in bounded RSS."""
+    """Bound DuckDB's memory (it spills to disk past the limit) so huge checkpoints ingest in bounded RSS; a new
+    file is made in STORAGE_VERSION."""
     return {
         "memory_limit": settings.duckdb_memory_limit(),
         "preserve_insertion_order": "false",

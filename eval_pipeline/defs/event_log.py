@@ -9,7 +9,8 @@ shards touched last; every statement still runs in its own transaction, committe
 other processes (the webserver, the daemon, a second run) see the same file as with Dagster's class, and a run's
 WAL is checkpointed into its file after each statement, as closing the connection did, so the webserver's
 watcher (which watches <run>.db) still sees each write. The tables of the index, which a step looks up before
-every partition question, are remembered once they exist.
+every partition question, are remembered once they exist, and so are the asset keys table's columns. Its
+connections run at ``synchronous=NORMAL`` (``_synchronous_normal``: what that changes against Dagster's FULL).
 """
 
 from __future__ import annotations
