@@ -25,7 +25,7 @@ from typing import Any
 from rapidfuzz import fuzz, process
 
 from eval_pipeline.core import derived_cache
-from eval_pipeline.core.text import STOPWORDS
+from eval_pipeline.core.text import STOPWORDS, import_nltk
 from eval_pipeline.metrics import metric
 from eval_pipeline.provision import require_wordnet
 
@@ -49,8 +49,7 @@ INDEX_FILES = (
 def _index_cache(root: Path) -> Path:
     """Where the reader's parsed indexes are kept, beside the corpus, named after the index files and nltk's
     version: a changed WordNet or nltk gets a new cache, never a stale one."""
-    import nltk
-
+    nltk = import_nltk()
     return derived_cache.cache_file(root, ".eval_pipeline_index", [root / f for f in INDEX_FILES], nltk.__version__)
 
 
@@ -67,7 +66,7 @@ def wordnet():
         import gc
         import warnings
 
-        import nltk
+        nltk = import_nltk()
         from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
         root = require_wordnet()
