@@ -18,9 +18,11 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-# Data files the metrics need, from packages only (no download at run time).
+# Data files the metrics need, from packages only (no download at run time); the package byte-compiled, for
+# environments with PYTHONDONTWRITEBYTECODE set, where every process compiled its ~130 modules again
 provision: install
 	$(PY) -m eval_pipeline.provision
+	$(PY) -m compileall -q eval_pipeline
 
 # Debian's Chromium, for the UI test in a real browser.
 provision-browser: install

@@ -45,7 +45,7 @@ def one_backend(backend: str) -> dict:
     import dagster as dg
 
     from eval_pipeline.core.warehouse import Warehouse
-    from eval_pipeline.defs.definitions import build_definitions
+    from eval_pipeline.defs.build import build_definitions
     from eval_pipeline.defs.runner import materialize_checkpoints
 
     tmp = Path(tempfile.mkdtemp(prefix=f"bench_backend_{backend}_"))

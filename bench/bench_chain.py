@@ -97,7 +97,7 @@ def child(args: list[str]) -> None:
     """In the child: materialize one asset (with its checks) of one partition, or a whole group, or nothing."""
     import dagster as dg
 
-    from eval_pipeline.defs.definitions import build_definitions
+    from eval_pipeline.defs.build import build_definitions
     from eval_pipeline.defs.runner import materialize_checkpoints, register_checkpoints
 
     what, rubric, ckpt = args[0], args[1], args[2]
@@ -130,7 +130,7 @@ def order(rubric: str) -> list[str]:
     """The rubric's assets in dependency order."""
     import dagster as dg
 
-    from eval_pipeline.defs.definitions import build_definitions
+    from eval_pipeline.defs.build import build_definitions
 
     defs = build_definitions()
     deps: dict[str, set[str]] = {}

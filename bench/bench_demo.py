@@ -28,7 +28,7 @@ COMPARED_GROUP = "kg_qa"  # the executor comparison runs one rubric group (every
 def _job(executor: str):
     import dagster as dg
 
-    from eval_pipeline.defs.definitions import build_definitions
+    from eval_pipeline.defs.build import build_definitions
     from eval_pipeline.defs.partitions import CHECKPOINTS
 
     defs = build_definitions()
@@ -79,7 +79,7 @@ def main() -> None:
     t0 = time.perf_counter()
     import dagster as dg
 
-    from eval_pipeline.defs.definitions import build_definitions
+    from eval_pipeline.defs.build import build_definitions
     from eval_pipeline.defs.runner import materialize_checkpoints
     from eval_pipeline.ingest.checkpoints import scan_checkpoints
 

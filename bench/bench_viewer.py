@@ -46,7 +46,7 @@ PAGES = [
 def build(tmp: Path, spec: str) -> str:
     import dagster as dg
 
-    from eval_pipeline.defs.definitions import build_definitions
+    from eval_pipeline.defs.build import build_definitions
     from eval_pipeline.defs.runner import materialize_checkpoints
 
     os.environ.update(EVAL_WORKLIST_DIR=str(tmp / "wl"), EVAL_REPORT_DIR=str(tmp / "rep"))

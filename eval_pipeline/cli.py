@@ -50,7 +50,7 @@ def _select(scan, ids: list[str] | None):
 
 def _rubrics_and_defs(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     from eval_pipeline.core.config import load_rubrics
-    from eval_pipeline.defs.definitions import build_definitions
+    from eval_pipeline.defs.build import build_definitions
 
     rubrics = {r.name: r for r in load_rubrics()}
     bad = sorted(set(args.rubric or []) - set(rubrics))

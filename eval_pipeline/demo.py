@@ -20,7 +20,7 @@ from eval_pipeline.console import Progress, RubricReport, assess, clean, exit_co
 from eval_pipeline.core import progress, settings
 from eval_pipeline.core.config import load_rubrics
 from eval_pipeline.core.warehouse import Warehouse
-from eval_pipeline.defs.definitions import build_definitions
+from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import RunOutcome, materialize_checkpoints
 from eval_pipeline.ingest.checkpoints import scan_checkpoints
 from eval_pipeline.publish.report_table import results_table

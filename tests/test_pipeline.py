@@ -6,7 +6,7 @@ import pytest
 
 from eval_pipeline.core.config import load_rubrics
 from eval_pipeline.core.warehouse import Warehouse
-from eval_pipeline.defs.definitions import build_definitions
+from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
 
 from .conftest import RUBRIC_DIR, write_checkpoint

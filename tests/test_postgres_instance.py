@@ -4,7 +4,7 @@ for the test in a temporary folder; only dagster.yaml changes, nothing in the as
 import dagster as dg
 import pytest
 
-from eval_pipeline.defs.definitions import build_definitions
+from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
 
 from .conftest import RUBRIC_DIR

@@ -9,7 +9,7 @@ import yaml
 
 from eval_pipeline.core.config import RubricConfigError, load_rubric
 from eval_pipeline.defs.asset import WAREHOUSE_POOL
-from eval_pipeline.defs.definitions import build_definitions
+from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.factory import rubric_definitions
 from eval_pipeline.scoring.gates import GATES, GateResult, GateSpec, evaluate_gates, gate, load_kinds
 

@@ -1,6 +1,6 @@
 import dagster as dg
 
-from eval_pipeline.defs.definitions import build_definitions
+from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.partitions import CHECKPOINTS
 
 from .conftest import RUBRIC_DIR, write_checkpoint

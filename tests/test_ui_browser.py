@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from eval_pipeline.defs.definitions import build_definitions
+from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.net import free_port, wait_until_serving
 

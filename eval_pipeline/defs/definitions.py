@@ -1,58 +1,7 @@
-"""The Dagster code location: one asset group per rubric config, merged, with the checkpoint sensor,
-the resources and the executor."""
+"""The Dagster code location (workspace.yaml; `dagster definitions validate`, the webserver, the daemon and every
+run it launches load it): the definitions built from the environment when this module is imported
+(``eval_pipeline.defs.build``)."""
 
-from __future__ import annotations
-
-from pathlib import Path
-
-import dagster as dg
-
-from eval_pipeline.core import lake, settings
-from eval_pipeline.core.config import load_rubrics
-from eval_pipeline.defs.asset import WAREHOUSE_POOL, warehouse_pool
-from eval_pipeline.defs.factory import rubric_definitions
-from eval_pipeline.defs.resources import default_resources
-from eval_pipeline.defs.sensors import build_checkpoint_sensor, build_report_sensors
-
-
-def build_definitions(
-    rubric_dir: str | Path | None = None,
-    warehouse_path: str | None = None,
-    checkpoint_root: str | None = None,
-) -> dg.Definitions:
-    rubrics = load_rubrics(rubric_dir)
-    location = lake.parse(warehouse_path or settings.warehouse_path(), settings.warehouse_data_path())
-    with warehouse_pool(WAREHOUSE_POOL if location.single_writer else None):
-        groups = {rubric.name: rubric_definitions(rubric) for rubric in rubrics}
-    keys_by_rubric = {
-        name: [k for a in d.assets or [] if isinstance(a, dg.AssetsDefinition) for k in a.keys]
-        for name, d in groups.items()
-    }
-    resources = default_resources(warehouse_path, checkpoint_root)
-    shared = dg.Definitions(
-        sensors=[build_checkpoint_sensor(rubrics, keys_by_rubric, checkpoint_root), *build_report_sensors(resources)],
-        resources=resources,
-        executor=executor_from_env(),
-    )
-    return dg.Definitions.merge(*groups.values(), shared)
-
-
-def executor_from_env() -> dg.ExecutorDefinition:
-    """In-process by default: on 2 cores it beats multiprocess (bench/bench_demo.py). EVAL_EXECUTOR=multiprocess
-    (EVAL_MAX_CONCURRENT steps at once) for machines with cores to spare; warehouse steps then take turns through
-    the `duckdb_warehouse` pool."""
-    kind = settings.executor_kind()
-    if kind == "in_process":
-        return dg.in_process_executor
-    if kind == "multiprocess":
-        # steps start from a forkserver that has imported the code location once: ~0.1 s a step instead of the
-        # ~4 s a spawned process spends importing Dagster, pandas and the rubric groups again
-        config: dict = {"start_method": {"forkserver": {"preload_modules": ["eval_pipeline.defs.definitions"]}}}
-        limit = settings.max_concurrent_steps()
-        if limit > 0:
-            config["max_concurrent"] = limit
-        return dg.multiprocess_executor.configured(config)
-    raise ValueError(f"EVAL_EXECUTOR must be 'in_process' or 'multiprocess', got {kind!r}")
-
+from eval_pipeline.defs.build import build_definitions
 
 defs = build_definitions()

@@ -7,7 +7,7 @@ import sys
 
 import dagster as dg
 
-from eval_pipeline.defs.definitions import build_definitions
+from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
 
 if __name__ == "__main__":

@@ -208,7 +208,7 @@ def test_broken_rubric_yaml_is_a_clear_error(tmp_path):
 def test_unknown_rubric_file_in_a_checkpoint_is_ignored_with_a_warning(tmp_path, instance, caplog):
     import dagster as dg
 
-    from eval_pipeline.defs.definitions import build_definitions
+    from eval_pipeline.defs.build import build_definitions
 
     from ..conftest import write_checkpoint
 
