@@ -55,9 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{o.checkpoint_id}: {'ok' if o.success else 'FAILED'} in {o.seconds:.1f}s ({', '.join(o.rubrics)})")
         for failure in o.failures:
             print(f"    step FAILED {clean(failure)[:300]}")
-        for name in o.rubrics:
-            reports.append(assess(wh, rubrics[name], o.checkpoint_id))
-            print("\n".join(report_lines(reports[-1])), flush=True)
+        with wh.hold():  # one opening of the file for the checkpoint's rubrics, not one each
+            for name in o.rubrics:
+                reports.append(assess(wh, rubrics[name], o.checkpoint_id))
+                print("\n".join(report_lines(reports[-1])), flush=True)
 
     bar = Progress()
     with progress.listening(bar):
@@ -82,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         f"judge wall time {wall:.2f}s"
     )
     print()
-    print(results_table(Warehouse(settings.warehouse_path())))
+    with wh.hold():
+        print(results_table(wh))
     drawn = [o for o in outcomes if o.report is not None]
     print(f"\nreport: {drawn[-1].report}" if drawn else "\nreport: not written (see the line above)")
     print("browse sample by sample: make view (or .venv/bin/eval-pipeline view), then http://127.0.0.1:8765/")
