@@ -3,14 +3,17 @@
 Dagster's ``SqliteEventLogStorage`` builds a new SQLAlchemy engine, opens the database file and closes it again for
 every statement it runs: each event a step stores (start, output, materialization, check, success: about eight a
 step) and each question a step asks (does this partition exist, is the pool slot free, is there such a table).
-``make demo`` stored 1,791 events and asked ~3,000 questions for 234 steps; the storage took 27 s of its 57 s.
-Here each database (a run's shard, the index) keeps one engine and one connection for the process, for the few
-shards touched last; every statement still runs in its own transaction, committed before the next event, so
-other processes (the webserver, the daemon, a second run) see the same file as with Dagster's class, and a run's
-WAL is checkpointed into its file after each statement, as closing the connection did, so the webserver's
-watcher (which watches <run>.db) still sees each write. The tables of the index, which a step looks up before
-every partition question, are remembered once they exist, and so are the asset keys table's columns. Its
-connections run at ``synchronous=NORMAL`` (``_synchronous_normal``: what that changes against Dagster's FULL).
+``make demo`` stored 1,791 events and asked ~3,000 questions for 234 steps; the storage took 27 s of its 57 s. Here
+each database (a run's shard, the index) keeps one engine and one connection for the process, for the few shards
+touched last; every statement still runs in its own transaction, committed before the next event, so other processes
+(the webserver, the daemon, a second run) read the same database as with Dagster's class. What is committed may wait
+in a run's write-ahead log until SQLite checkpoints it into <run>.db (at ~1,000 pages, and when the run ends: its
+connection is closed then, so a finished run is one file): Dagster's watcher, which streams a running run's events
+to the webserver, woke on writes to <run>.db only, so this storage's watcher (``RunWatchdog``) wakes on writes to
+the WAL as well (checkpointing after every event instead cost a 78-step run ~0.5 s of its ~1.2 s storing events).
+The tables of the index, which a step looks up before every partition question, are remembered once they exist, and
+so are the asset keys table's columns. Its connections run at ``synchronous=NORMAL`` (``_synchronous_normal``: what
+that changes against Dagster's FULL).
 """
 
 from __future__ import annotations
@@ -21,26 +24,48 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from dagster import Field, StringSource
+from dagster import DagsterEventType, Field, StringSource
+from dagster._core.event_api import EventHandlerFn
+from dagster._core.events.log import EventLogEntry
 from dagster._core.instance.ref import _event_logs_directory
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
+    INDEX_SHARD_NAME,
+    SqliteEventLogStorage,
+    SqliteEventLogStorageWatchdog,
+)
 from dagster._core.storage.sql import create_engine
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._serdes import ConfigurableClassData
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
+from watchdog.events import FileSystemEvent
+from watchdog.observers import Observer
 
 KEPT_SHARDS = 8  # run shards whose connection stays open (the index's always does)
+_RUN_ENDED = {DagsterEventType.RUN_SUCCESS, DagsterEventType.RUN_FAILURE, DagsterEventType.RUN_CANCELED}
 
 
 def _synchronous_normal(dbapi_connection: Any, _record: Any) -> None:
     """WAL at ``synchronous=NORMAL``: a commit is not synced on its own; the WAL is synced before each checkpoint
-    and the file after it. A run's shard is checkpointed after every statement (below), so what it stores is
-    on disk as before; the index's last commits could be lost to a power cut (not to a crash of the process),
-    until its next checkpoint. At Dagster's FULL each event waited on one to three more syncs: 0.2-0.3 s of the
-    ~1.4 s a 78-step run spends storing its ~600 events."""
+    and the file after it. A crash of the process loses nothing committed; a power cut may lose the last commits
+    before a checkpoint. At Dagster's FULL each event waited on one to three syncs: 0.2-0.3 s of the ~1.4 s a
+    78-step run spent storing its ~600 events. (A deployment that needs every event on disk at once runs the
+    instance on PostgreSQL: docs/scaling.md.)"""
     dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+
+
+class RunWatchdog(SqliteEventLogStorageWatchdog):
+    """Dagster's watcher of one run's events (it streams them to the webserver), woken by writes to the run's
+    write-ahead log as well as to its database file: this storage leaves commits in the WAL until SQLite
+    checkpoints them."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._patterns = [self._log_path, self._log_path + "-wal"]
+
+    def on_modified(self, event: FileSystemEvent) -> None:
+        self._process_log()
 
 
 class EventLogStorage(SqliteEventLogStorage):
@@ -90,13 +115,29 @@ class EventLogStorage(SqliteEventLogStorage):
 
     @contextmanager
     def _connect(self, shard: str) -> Iterator[Connection]:
-        with self._db_lock, self._engine(shard).connect() as conn:
-            with conn.begin():
-                yield conn
-            if shard != INDEX_SHARD_NAME:
-                # what closing the last connection did: the WAL's pages go into <run>.db, which the
-                # webserver's watcher watches to stream a running run's events
-                conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+        with self._db_lock, self._engine(shard).connect() as conn, conn.begin():
+            yield conn
+
+    def store_event(self, event: EventLogEntry) -> None:
+        """Dagster's; once a run has ended, its database's connection is closed, which checkpoints the run's
+        write-ahead log into <run>.db and removes it (unless another process has the database open), so a
+        finished run is one file."""
+        super().store_event(event)
+        if event.is_dagster_event and event.dagster_event_type in _RUN_ENDED:
+            with self._db_lock:
+                engine = self._engines.pop(event.run_id, None)
+            if engine is not None:
+                engine.dispose()
+
+    def watch(self, run_id: str, cursor: str | None, callback: EventHandlerFn) -> None:
+        """Dagster's ``watch`` with ``RunWatchdog`` as the run's watcher."""
+        observer: Any = self._obs  # Dagster's attribute (typed None there), as its own watch() makes it
+        if observer is None:
+            observer = Observer()
+            observer.start()
+            self._obs = observer
+        watcher = RunWatchdog(self, run_id, callback, cursor)
+        self._watchers[run_id][callback] = (watcher, observer.schedule(watcher, self._base_dir, recursive=True))
 
     def has_table(self, table_name: str) -> bool:
         if table_name in self._tables:
