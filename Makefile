@@ -39,7 +39,9 @@ dagster-home: install
 	# deploy/dagster.yaml fitted to EVAL_WAREHOUSE (on a DuckLake two runs of a UI backfill go at once)
 	test -f $(DAGSTER_HOME)/dagster.yaml || $(PY) -m eval_pipeline.defs.instance $(DAGSTER_HOME)/dagster.yaml
 
-demo: provision dagster-home
+# the demo writes the instance into DAGSTER_HOME itself when it has none (as dagster-home does, without a process
+# of its own)
+demo: provision
 	$(PY) -m eval_pipeline.demo
 
 test: provision provision-browser provision-postgres

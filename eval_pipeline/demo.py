@@ -12,6 +12,7 @@ import os
 import resource
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -21,16 +22,24 @@ from eval_pipeline.core import progress, settings
 from eval_pipeline.core.config import load_rubrics
 from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.defs.build import build_definitions
+from eval_pipeline.defs.instance import instance_yaml
 from eval_pipeline.defs.runner import RunOutcome, materialize_checkpoints
 from eval_pipeline.ingest.checkpoints import scan_checkpoints
 from eval_pipeline.publish.report_table import results_table
 
 
 def get_instance() -> dg.DagsterInstance:
-    if os.environ.get("DAGSTER_HOME"):
-        os.makedirs(os.environ["DAGSTER_HOME"], exist_ok=True)
-        return dg.DagsterInstance.get()
-    return dg.DagsterInstance.ephemeral()
+    """The instance in DAGSTER_HOME, given the project's instance (`deploy/dagster.yaml` fitted to the warehouse,
+    as `make dagster-home` writes it) when it has none yet: written here, not by a process of its own, which
+    spent ~1 s importing Dagster to write a file. Ephemeral without DAGSTER_HOME."""
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        return dg.DagsterInstance.ephemeral()
+    config = Path(home) / "dagster.yaml"
+    if not config.exists():
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(instance_yaml(settings.warehouse_path()))
+    return dg.DagsterInstance.get()
 
 
 def main(argv: list[str] | None = None) -> int:
