@@ -8,12 +8,13 @@ ephemeral instance when DAGSTER_HOME is unset.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import resource
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import dagster as dg
 
@@ -107,8 +108,20 @@ def main(argv: list[str] | None = None) -> int:
     code = exit_code(outcomes, reports, fail_on_gates=False)
     if code:
         print(f"demo: exit {code} (see the FAILED / INCOMPLETE lines above)", file=sys.stderr)
+    instance.dispose()  # the event databases closed: their write-ahead logs go into the files
     return code
 
 
+def exit_now(code: int) -> NoReturn:
+    """End the process without the interpreter's teardown, which frees what the run built one object at a time
+    (WordNet's indexes alone are ~10^6 objects: 0.4 s; the demo's whole teardown took ~1.2 s). Everything is
+    closed by then (the warehouse after each use, a run's event database when the run ends); the exit handlers
+    still run (logging's flush among them) and the output is flushed."""
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

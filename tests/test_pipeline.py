@@ -269,3 +269,40 @@ def test_judge_scores_in_chunks_are_one_partition_replaced_at_once(checkpoint_ro
         assert mat.metadata["prompts"].value == 60  # every sample scored once, across the chunks
     assert len(tables[7]) == 60 * (30 + 3 + 1) * 2  # 30 items, 3 metrics and the total; the judge and the panel
     pd.testing.assert_frame_equal(tables[7], tables[5000])
+
+
+@pytest.mark.slow
+def test_the_demo_as_make_demo_runs_it(tmp_path):
+    """`python -m eval_pipeline.demo` (what `make demo` runs) on a fresh DAGSTER_HOME and warehouse: every sample
+    checkpoint evaluated, the results printed, exit 0; the project's instance written into the empty
+    DAGSTER_HOME; and the process, which skips the interpreter's teardown, leaves its files closed: each run's
+    events in one database file, the warehouse without a write-ahead log."""
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import ROOT, SAMPLE_CHECKPOINTS
+
+    home = tmp_path / "home"
+    env = dict(
+        os.environ,
+        DAGSTER_HOME=str(home),
+        EVAL_WAREHOUSE=str(tmp_path / "w.duckdb"),
+        EVAL_CHECKPOINT_DIR=str(SAMPLE_CHECKPOINTS),
+        EVAL_REPORT_DIR=str(tmp_path / "reports"),
+        EVAL_WORKLIST_DIR=str(tmp_path / "worklists"),
+    )
+    env.pop("EVAL_JUDGE", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "eval_pipeline.demo"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for ckpt in ("ckpt-0100", "ckpt-0200", "ckpt-0300"):
+        assert f"{ckpt}: ok in " in done.stdout
+    assert "demo wall time" in done.stdout and "report: " in done.stdout
+    assert "eval_pipeline.defs.event_log" in (home / "dagster.yaml").read_text()
+    runs = sorted(p.name.rsplit(".", 1)[-1] for p in (home / "history" / "runs").iterdir())
+    assert runs == ["db"] * 4, runs  # three runs and the index, nothing beside them
+    assert not (tmp_path / "w.duckdb.wal").exists()
+    with Warehouse(str(tmp_path / "w.duckdb")).session() as wh:
+        assert wh.query_rows("SELECT count(DISTINCT checkpoint_id) FROM npc_dialogue.summary") == [(3,)]
