@@ -207,7 +207,8 @@ _NLTK_OPTIONAL = ("sklearn", "scipy.stats")
 def import_nltk() -> Any:
     """``import nltk``, on first use (paid by every run's process otherwise) and without the optional modules it
     would load for features this package does not use (``_NLTK_OPTIONAL``). Those stay importable afterwards:
-    they are hidden only while nltk loads."""
+    they are hidden only while nltk loads (a thread importing one at that very moment would be told it is not
+    installed; steps import nltk on the thread that runs them, before anything else imports either)."""
     import sys
 
     hidden = [m for m in _NLTK_OPTIONAL if m not in sys.modules]
