@@ -66,8 +66,6 @@ def main() -> None:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench_demo_"))
     home = tmp / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text((ROOT / "deploy" / "dagster.yaml").read_text())
     os.environ.update(
         DAGSTER_HOME=str(home),
         EVAL_WAREHOUSE=str(tmp / "warehouse.duckdb"),
@@ -81,11 +79,12 @@ def main() -> None:
 
     from eval_pipeline.defs.build import build_definitions
     from eval_pipeline.defs.runner import materialize_checkpoints
+    from eval_pipeline.demo import get_instance
     from eval_pipeline.ingest.checkpoints import scan_checkpoints
 
     defs = build_definitions()
     t_load = time.perf_counter() - t0
-    instance = dg.DagsterInstance.get()
+    instance = get_instance()  # the demo's: the project's instance installed into the empty home
     ids = [c.checkpoint_id for c in scan_checkpoints().complete]
     t1 = time.perf_counter()
     outcomes = materialize_checkpoints(defs, instance, ids, log_level="WARNING")  # the demo's console level

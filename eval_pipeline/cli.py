@@ -29,12 +29,9 @@ def _instance():
     import dagster as dg
 
     from eval_pipeline.core import settings
+    from eval_pipeline.defs.instance import install
 
-    home = settings.dagster_home()
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists():  # what `make dagster-home` installs: telemetry off, the warehouse pool
-        config.write_text((settings.REPO_ROOT / "deploy" / "dagster.yaml").read_text())
+    install(settings.dagster_home(), settings.warehouse_path())  # what `make dagster-home` installs
     return dg.DagsterInstance.get()
 
 

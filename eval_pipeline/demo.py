@@ -23,7 +23,7 @@ from eval_pipeline.core import progress, settings
 from eval_pipeline.core.config import load_rubrics
 from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.instance import instance_yaml
+from eval_pipeline.defs.instance import install
 from eval_pipeline.defs.runner import RunOutcome, materialize_checkpoints
 from eval_pipeline.ingest.checkpoints import scan_checkpoints
 from eval_pipeline.publish.report_table import results_table
@@ -36,10 +36,7 @@ def get_instance() -> dg.DagsterInstance:
     home = os.environ.get("DAGSTER_HOME")
     if not home:
         return dg.DagsterInstance.ephemeral()
-    config = Path(home) / "dagster.yaml"
-    if not config.exists():
-        config.parent.mkdir(parents=True, exist_ok=True)
-        config.write_text(instance_yaml(settings.warehouse_path()))
+    install(Path(home), settings.warehouse_path())
     return dg.DagsterInstance.get()
 
 

@@ -275,10 +275,11 @@ def _judge_rows(
     return rows
 
 
-def _by_dimension(judge: pd.DataFrame) -> Callable[[str], pd.Series]:
-    """Each dimension's scores by (checkpoint, sample), split once (none: an empty series)."""
-    split = {d: g.set_index(["checkpoint_id", "sample_id"])["score"] for d, g in judge.groupby("dimension", sort=False)}
-    none = judge.iloc[:0].set_index(["checkpoint_id", "sample_id"])["score"]
+def by_dimension(rows: pd.DataFrame, index: str | list[str]) -> Callable[[str], pd.DataFrame]:
+    """Each dimension's rows indexed by ``index``, split once (a dimension without rows: none, with the columns);
+    for the loops over dimensions that filtered the whole frame for each."""
+    split = {d: g.set_index(index) for d, g in rows.groupby("dimension", sort=False)}
+    none = rows.iloc[:0].set_index(index)
     return lambda dim: split.get(dim, none)
 
 
@@ -292,10 +293,13 @@ def compute_agreement(
         expected = judge_long.loc[judge_long.judge == PANEL].get("expected_score")
         if expected is not None and expected.notna().any():
             chosen = judge_on_human_scale(rubric, judge_long, "chosen_score")
-    judged, written = _by_dimension(judge), None if chosen is None else _by_dimension(chosen)
+    items = ["checkpoint_id", "sample_id"]
+    judged, written = by_dimension(judge, items), None if chosen is None else by_dimension(chosen, items)
     rows: list[dict] = []
     for dim in rubric.rating_scales:
-        rows += _dimension_rows(rubric, ckpt, dim, ratings, judged(dim), None if written is None else written(dim))
+        rows += _dimension_rows(
+            rubric, ckpt, dim, ratings, judged(dim)["score"], None if written is None else written(dim)["score"]
+        )
     rows += pass_fail_rows(rubric, ckpt, rater_sets(rubric, ratings)["human"])
     df = pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
     return df.astype(

@@ -122,17 +122,18 @@ def column_compression(df: Frame) -> dict[str, str]:
     return {f.name: f.metadata[COMPRESSION].decode() for f in df.schema if f.metadata and COMPRESSION in f.metadata}
 
 
-def _storage_allows(con: duckdb.DuckDBPyConnection, method: str) -> bool:
-    """Whether the current database is a file whose storage version has ``method`` (not an in-memory database, not
-    a DuckLake: their tables have no ``USING COMPRESSION``)."""
-    since = _COMPRESSION_SINCE.get(method)
+def _storable(con: duckdb.DuckDBPyConnection, compression: dict[str, str]) -> dict[str, str]:
+    """The columns' compressions the current database can store: those whose method its storage version has (a
+    file's; an in-memory database or a DuckLake has none: their tables take no ``USING COMPRESSION``)."""
+    if not compression:
+        return {}
     row = con.execute("SELECT tags FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
     version = str((row[0] if row else {}).get("storage_version", "")).lstrip("v").rstrip("+")
     try:
-        have = tuple(int(x) for x in version.split(".")[:2])
+        major, minor = (int(x) for x in version.split(".")[:2])
     except ValueError:
-        return False
-    return since is not None and len(have) == 2 and have >= since
+        return {}
+    return {c: m for c, m in compression.items() if m in _COMPRESSION_SINCE and (major, minor) >= _COMPRESSION_SINCE[m]}
 
 
 def column_types(df: Frame) -> list[tuple[str, str]]:
@@ -245,7 +246,7 @@ def ensure_columns(
     existing = columns_of(con, schema, table)
     if not existing:
         con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-        stored = {c: m for c, m in (compression or {}).items() if _storage_allows(con, check_identifier(m, "method"))}
+        stored = _storable(con, compression or {})
         coldefs = ", ".join(f'"{c}" {t}' + (f" USING COMPRESSION {stored[c]}" if c in stored else "") for c, t in cols)
         con.execute(f"CREATE TABLE IF NOT EXISTS {target} ({coldefs})")
         existing = columns_of(con, schema, table)  # another process may have created it first

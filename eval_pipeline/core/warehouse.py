@@ -417,7 +417,7 @@ class Warehouse:
             except duckdb.CatalogException:
                 if refreshed:
                     raise
-                _KNOWN.pop(self.path, None)  # a table this process saw is gone: ask the catalog again
+                self.forget_tables()  # a table this process saw is gone: ask the catalog again
                 refreshed = True
                 continue
             except duckdb.Error as exc:

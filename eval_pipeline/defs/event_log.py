@@ -110,8 +110,15 @@ class EventLogStorage(SqliteEventLogStorage):
         self._engines[shard] = engine
         runs = [s for s in self._engines if s != INDEX_SHARD_NAME]
         for old in runs[: max(0, len(runs) - KEPT_SHARDS)]:
-            self._engines.pop(old).dispose()
+            self._close(old)
         return engine
+
+    def _close(self, shard: str) -> None:
+        """Close a database's engine and connection, if open (callers hold ``_db_lock``): the last connection to
+        close checkpoints the write-ahead log into the file and removes it."""
+        engine = self._engines.pop(shard, None)
+        if engine is not None:
+            engine.dispose()
 
     @contextmanager
     def _connect(self, shard: str) -> Iterator[Connection]:
@@ -125,9 +132,7 @@ class EventLogStorage(SqliteEventLogStorage):
         super().store_event(event)
         if event.is_dagster_event and event.dagster_event_type in _RUN_ENDED:
             with self._db_lock:
-                engine = self._engines.pop(event.run_id, None)
-            if engine is not None:
-                engine.dispose()
+                self._close(event.run_id)
 
     def watch(self, run_id: str, cursor: str | None, callback: EventHandlerFn) -> None:
         """Dagster's ``watch`` with ``RunWatchdog`` as the run's watcher."""
@@ -159,9 +164,8 @@ class EventLogStorage(SqliteEventLogStorage):
 
     def _dispose_engines(self) -> None:
         with self._db_lock:
-            for engine in self._engines.values():
-                engine.dispose()
-            self._engines.clear()
+            for shard in list(self._engines):
+                self._close(shard)
 
     def wipe(self) -> None:
         """The run databases are deleted: their engines go first, and the next statement makes the file again."""

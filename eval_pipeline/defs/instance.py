@@ -32,6 +32,14 @@ def instance_yaml(warehouse: str, backfill_limit: int | None = None) -> str:
     return text
 
 
+def install(home: Path, warehouse: str) -> None:
+    """The project's instance in ``home`` (``instance_yaml``), written when ``home`` has none; one it has is kept."""
+    config = home / "dagster.yaml"
+    if not config.exists():
+        home.mkdir(parents=True, exist_ok=True)
+        config.write_text(instance_yaml(warehouse))
+
+
 def backfill_limit_hint(path: Path, warehouse: str) -> str | None:
     """What to change when the instance at ``path`` does not fit the warehouse; None when it does (or is absent)."""
     import yaml

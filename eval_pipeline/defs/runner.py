@@ -173,8 +173,7 @@ def materialize_checkpoints(
                 interrupt.flag |= any(f.endswith("interrupted (Ctrl-C)") for f in failures)
                 seconds = time.perf_counter() - t0
                 outcome = RunOutcome(ckpt_id, names, result.success, seconds, result.run_id, failures, interrupt.flag)
-            last = interrupt.flag or ckpt_id == checkpoint_ids[-1]
-            if outcome.run_id and (last or time.monotonic() - drawn_at >= REPORT_EVERY_S):
+            if outcome.run_id and time.monotonic() - drawn_at >= REPORT_EVERY_S:
                 drawn_at = _draw_report(wh, resources, outcome)
             outcomes.append(outcome)
             if on_outcome is not None:
@@ -182,7 +181,7 @@ def materialize_checkpoints(
             if interrupt.flag:
                 break  # Ctrl-C stops the whole sequence, not just this checkpoint
     ran = [o for o in outcomes if o.run_id]
-    if ran and ran[-1].report is None and ran[-1].report_error is None:  # the checkpoints after it had no run
+    if ran and ran[-1].report is None and ran[-1].report_error is None:  # the last run's, unless drawn after it
         _draw_report(wh, resources, ran[-1])
     return outcomes
 

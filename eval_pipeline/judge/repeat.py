@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from eval_pipeline.agreement import stats as st
+from eval_pipeline.agreement.compute import by_dimension
 from eval_pipeline.core.config import RepeatSpec, RubricConfig
 from eval_pipeline.core.contracts import PANEL, REPEATABILITY_COLUMNS
 from eval_pipeline.core.resampling import seed_of
@@ -73,13 +74,10 @@ def repeatability(ckpt: str, repeats: list[pd.DataFrame], dimensions: list[str])
     """``repeats``: one judge_scores frame per scoring of the subset; the panel's rows are compared, on the score
     that feeds the results and on the score the judge wrote (they differ when scores are expected values read
     from token probabilities)."""
-    empty = pd.DataFrame(columns=["sample_id", "score", "chosen_score", "expected_score"]).set_index("sample_id")
-    by_dimension = [  # each scoring's panel rows, split by dimension once
-        {d: g.set_index("sample_id") for d, g in r[r.judge == PANEL].groupby("dimension", sort=False)} for r in repeats
-    ]
+    scorings = [by_dimension(r[r.judge == PANEL], "sample_id") for r in repeats]  # each scoring's panel rows
     rows = []
     for dim in dimensions:
-        panel = [split.get(dim, empty) for split in by_dimension]
+        panel = [of_dimension(dim) for of_dimension in scorings]
         n, missing, alpha, sd, changed = _spread(panel, "score")
         _, _, alpha_w, sd_w, changed_w = _spread(panel, "chosen_score")
         from_probabilities = any(p.expected_score.notna().any() and p.score.equals(p.expected_score) for p in panel)
