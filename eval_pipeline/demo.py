@@ -40,6 +40,29 @@ def get_instance() -> dg.DagsterInstance:
     return dg.DagsterInstance.get()
 
 
+def judge_line(instance: dg.DagsterInstance, outcomes: list[RunOutcome]) -> str:
+    """The judge's work over the runs, from their judge_scores materializations: prompts, calls, cache hits, time."""
+    calls = hits = prompts = 0
+    wall = 0.0
+    for o in outcomes:
+        for ev in instance.all_logs(o.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+            dev = ev.dagster_event
+            if dev is None or not dev.is_step_materialization:
+                continue
+            mat = dev.step_materialization_data.materialization
+            if mat.asset_key.path[-1] != "judge_scores":
+                continue
+            md: dict[str, Any] = {k: v.value for k, v in mat.metadata.items()}
+            calls += md.get("calls", 0)
+            hits += md.get("cache_hits", 0)
+            prompts += md.get("prompts", 0)
+            wall += md.get("judge_wall_s", 0.0)
+    return (
+        f"judge: {settings.judge_env().mode}, {prompts} prompts, {calls} calls, {hits} cache hits, "
+        f"judge wall time {wall:.2f}s"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", action="append", help="checkpoint id (default: every complete checkpoint)")
@@ -68,30 +91,13 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n".join(report_lines(reports[-1])), flush=True)
 
     bar = Progress()
-    with progress.listening(bar):
-        outcomes = materialize_checkpoints(defs, instance, ids, log_level=args.log_level, on_outcome=summary)
-    calls = hits = prompts = 0
-    wall = 0.0
-    for o in outcomes:
-        for ev in instance.all_logs(o.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
-            dev = ev.dagster_event
-            if dev is None or not dev.is_step_materialization:
-                continue
-            mat = dev.step_materialization_data.materialization
-            if mat.asset_key.path[-1] != "judge_scores":
-                continue
-            md: dict[str, Any] = {k: v.value for k, v in mat.metadata.items()}
-            calls += md.get("calls", 0)
-            hits += md.get("cache_hits", 0)
-            prompts += md.get("prompts", 0)
-            wall += md.get("judge_wall_s", 0.0)
-    print(
-        f"judge: {settings.judge_env().mode}, {prompts} prompts, {calls} calls, {hits} cache hits, "
-        f"judge wall time {wall:.2f}s"
-    )
-    print()
-    with wh.hold():
-        print(results_table(wh))
+    with wh.lingering():  # the file open from the first run to the table of results, as within a run
+        with progress.listening(bar):
+            outcomes = materialize_checkpoints(defs, instance, ids, log_level=args.log_level, on_outcome=summary)
+        print(judge_line(instance, outcomes))
+        print()
+        with wh.hold():
+            print(results_table(wh))
     drawn = [o for o in outcomes if o.report is not None]
     print(f"\nreport: {drawn[-1].report}" if drawn else "\nreport: not written (see the line above)")
     print("browse sample by sample: make view (or .venv/bin/eval-pipeline view), then http://127.0.0.1:8765/")

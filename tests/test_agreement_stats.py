@@ -169,6 +169,26 @@ def test_spearman_resamples_from_contingency_tables_equal_scipy():
     assert np.allclose(st.spearman_resamples(a, b, idx), [ss.spearmanr(a[i], b[i]).statistic for i in idx], atol=1e-12)
 
 
+def test_kendall_resamples_equal_scipy_on_few_and_many_levels():
+    """Tau-b resample by resample against scipy's kendalltau: scores on a scale, near-continuous values (one level
+    per item: the running sums over a wide table), ties and n < 3."""
+    from scipy import stats as ss
+
+    rng = np.random.default_rng(34)
+    for trial in range(300):
+        n = int(rng.integers(0, 40))
+        a = rng.integers(1, 6, n).astype(float) if trial % 2 else np.round(rng.normal(size=n), 2)
+        b = rng.integers(1, 4, n).astype(float) if trial % 3 else rng.normal(size=n)
+        idx = rng.integers(0, max(n, 1), (5, n))
+        expected = [
+            ss.kendalltau(a[i], b[i]).statistic if n >= 3 and len(set(a[i])) > 1 and len(set(b[i])) > 1 else np.nan
+            for i in idx
+        ]
+        with np.errstate(all="ignore"):
+            got = st.kendall_resamples(a, b, idx)
+        assert np.allclose(got, expected, rtol=0, atol=1e-12, equal_nan=True), (trial, got, expected)
+
+
 def test_resamples_are_the_draws_of_one_resample_at_a_time():
     """bootstrap draws its (n_boot, n) index matrix in one call: the same numbers as n_boot calls."""
     for n, seed in ((5, 1), (40, 7), (1000, 12345)):

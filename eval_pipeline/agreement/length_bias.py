@@ -20,7 +20,7 @@ import pandas as pd
 
 from eval_pipeline.agreement import stats as st
 from eval_pipeline.core.contracts import LENGTH_BIAS_COLUMNS
-from eval_pipeline.core.resampling import seed_of
+from eval_pipeline.core.resampling import in_item_order, seed_of
 
 
 def log_words(texts: pd.Series) -> pd.Series:
@@ -40,7 +40,7 @@ def length_bias(
     """``scores``: one row per sample (``sample_id`` and the score columns); ``lengths``: log words by sample id;
     ``human_means``: per rated dimension, the human mean by sample id; ``reference_log_words``: the parent's mean
     log length (None: no parent, the checkpoint's own)."""
-    by_id = scores.set_index("sample_id")
+    by_id = in_item_order(scores, ["sample_id"]).set_index("sample_id")
     length = lengths.reindex(by_id.index)
     rows: dict[str, dict] = {}
     # scores present on the same samples: their common lengths, and each score's values

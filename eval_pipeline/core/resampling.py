@@ -17,10 +17,19 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 Statistic = Callable[..., np.ndarray]  # (*arrays, idx) -> one value per row of idx
 BLOCK_CELLS = 2_000_000  # indices drawn (and resampled values held) at once: 16 MB of int64
 FEW_VALUES = 256  # a mean over at most this many distinct values is resampled from its value counts
+
+
+def in_item_order(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """``frame``'s rows sorted by ``keys`` (the columns that name an item): every statistic is computed over rows in
+    this order, not in the order the warehouse returned them, which DuckDB does not keep (preserve_insertion_order
+    is off) and which changed with how a table was written. A bootstrap draws items by position, and a sum's last
+    bits depend on the order of its terms: the same rows gave other intervals when they came back in another order."""
+    return frame.sort_values([k for k in keys if k in frame.columns], kind="stable", ignore_index=True)
 
 
 def seed_of(*parts: object) -> int:

@@ -141,7 +141,10 @@ def materialize_checkpoints(
     groups = {k.path[0] for a in assets for k in a.keys}
     outcomes: list[RunOutcome] = []
     drawn_at = time.monotonic()
-    with interruptible() as interrupt:
+    # the DuckDB file stays open from one run to the next, as from one step to the next within a run (it still
+    # yields to another process that waits for it): closing it after each run wrote its log into the file and
+    # the next run opened it and read its catalog again, ~0.4 s a run of the demo's
+    with interruptible() as interrupt, wh.lingering():
         for ckpt_id in checkpoint_ids:
             ckpt = read_checkpoint(root / ckpt_id)
             names = sorted(set(ckpt.rubric_files) & groups & (rubrics or groups))

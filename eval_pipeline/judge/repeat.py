@@ -19,7 +19,7 @@ from eval_pipeline.agreement import stats as st
 from eval_pipeline.agreement.compute import by_dimension
 from eval_pipeline.core.config import RepeatSpec, RubricConfig
 from eval_pipeline.core.contracts import PANEL, REPEATABILITY_COLUMNS
-from eval_pipeline.core.resampling import seed_of
+from eval_pipeline.core.resampling import in_item_order, seed_of
 
 
 def repeated_scores(rubric: RubricConfig) -> list[str]:
@@ -74,7 +74,8 @@ def repeatability(ckpt: str, repeats: list[pd.DataFrame], dimensions: list[str])
     """``repeats``: one judge_scores frame per scoring of the subset; the panel's rows are compared, on the score
     that feeds the results and on the score the judge wrote (they differ when scores are expected values read
     from token probabilities)."""
-    scorings = [by_dimension(r[r.judge == PANEL], "sample_id") for r in repeats]  # each scoring's panel rows
+    # each scoring's panel rows, by sample id in order
+    scorings = [by_dimension(in_item_order(r[r.judge == PANEL], ["sample_id"]), "sample_id") for r in repeats]
     rows = []
     for dim in dimensions:
         panel = [of_dimension(dim) for of_dimension in scorings]

@@ -11,7 +11,7 @@ import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, COMPARISON_COLUMNS
-from eval_pipeline.core.resampling import mean_intervals
+from eval_pipeline.core.resampling import in_item_order, mean_intervals
 from eval_pipeline.core.warehouse import Warehouse
 from eval_pipeline.scoring.gates.base import GateResult, GateSpec
 from eval_pipeline.scoring.summary import numeric_scores
@@ -74,7 +74,7 @@ def compare(
     from eval_pipeline.judge.repeat import noise_band
 
     rows = []
-    merged = child.merge(parent, on="sample_id", suffixes=("", "__parent"))
+    merged = in_item_order(child, ["sample_id"]).merge(parent, on="sample_id", suffixes=("", "__parent"))
     cols = [c for c in numeric_scores(rubric) if c in child.columns and c in parent.columns]
     pairs = {
         c: (pd.to_numeric(merged[c], errors="coerce"), pd.to_numeric(merged[f"{c}__parent"], errors="coerce"))

@@ -10,7 +10,7 @@ import pandas as pd
 
 from eval_pipeline.core.config import BandScore, RubricConfig, RulesScore
 from eval_pipeline.core.contracts import SUMMARY_COLUMNS
-from eval_pipeline.core.resampling import mean_intervals
+from eval_pipeline.core.resampling import in_item_order, mean_intervals
 from eval_pipeline.scoring.scores import judged_columns
 
 N_BOOT = 2000
@@ -41,6 +41,7 @@ def _pass_thresholds(rubric: RubricConfig) -> dict[str, float]:
 # order
 def summarise(rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame) -> pd.DataFrame:
     rows = []
+    scores = in_item_order(scores, ["sample_id"])
     thresholds = _pass_thresholds(rubric)
     groupings: list[tuple[str, list[str]]] = [("all", [])] + [("|".join(g), g) for g in rubric.breakdowns]
     num = [c for c in numeric_scores(rubric) if c in scores.columns]
