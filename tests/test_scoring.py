@@ -293,18 +293,23 @@ def test_answer_quality_gates(rubrics):
 
 
 def test_scores_bootstrapped_together_get_their_own_bootstrap():
-    """Summaries bootstrap every score of a group at once. A score with many distinct values shares the index
-    resamples: its interval is exactly the one bootstrap_ci gives it with that seed. A score with few values is
-    resampled from its value counts: the interval it gets alone, and the same as the index bootstrap's up to
-    Monte Carlo error (the same distribution of resampled means)."""
-    from eval_pipeline.core.resampling import FEW_VALUES, joint_bootstrap_ci
+    """Summaries bootstrap every score of a group at once. A score with many distinct values for its items
+    shares the index resamples: its interval is exactly the one bootstrap_ci gives it with that seed. A score with
+    few values is resampled from its value counts: the interval it gets alone, and the same as the index
+    bootstrap's up to Monte Carlo error (the same distribution of resampled means). Which way a score goes
+    depends on it alone, so each gets its own interval whatever else is bootstrapped with it."""
+    from eval_pipeline.core.resampling import COUNTS_PER_ITEM, FEW_VALUES, joint_bootstrap_ci
 
     rng = np.random.default_rng(4)
-    for n in (2, 17, 3000):
+    for n in (2, 17, 60, 3000):
         m = np.column_stack([rng.integers(1, 6, n), rng.normal(3, 1, n), rng.random(n) < 0.3]).astype(float)
         joint = joint_bootstrap_ci(m, seed=11, n_boot=2000)
-        if n > FEW_VALUES:
-            assert joint[1] == pytest.approx(bootstrap_ci(m[:, 1], seed=11), abs=1e-12)
+        for j in range(3):
+            d = len(np.unique(m[:, j]))
+            if d > FEW_VALUES or d * COUNTS_PER_ITEM > n:  # the index resamples
+                assert joint[j] == pytest.approx(bootstrap_ci(m[:, j], seed=11), abs=1e-12), (n, j)
+        if n >= 60:
+            assert joint[1] == pytest.approx(bootstrap_ci(m[:, 1], seed=11), abs=1e-12)  # continuous: indices
         for j in (0, 2):
             assert joint[j] == joint_bootstrap_ci(m[:, [j]], seed=11, n_boot=2000)[0]
             assert joint[j] == joint_bootstrap_ci(m[:, [j, 1]], seed=11, n_boot=2000)[0]
