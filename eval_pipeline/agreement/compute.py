@@ -317,14 +317,6 @@ def _judge_rows(
     return rows
 
 
-def by_dimension(rows: pd.DataFrame, index: str | list[str]) -> Callable[[str], pd.DataFrame]:
-    """Each dimension's rows indexed by ``index``, split once (a dimension without rows: none, with the columns);
-    for the loops over dimensions that filtered the whole frame for each."""
-    split = {d: g.set_index(index) for d, g in rows.groupby("dimension", sort=False)}
-    none = rows.iloc[:0].set_index(index)
-    return lambda dim: split.get(dim, none)
-
-
 def _rows_of(values: np.ndarray) -> Callable[[str], np.ndarray]:
     """The positions of each value's rows, in row order (none for a value not there)."""
     split = {v: np.flatnonzero(values == v) for v in pd.unique(values)}

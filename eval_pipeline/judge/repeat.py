@@ -16,10 +16,9 @@ import numpy as np
 import pandas as pd
 
 from eval_pipeline.agreement import stats as st
-from eval_pipeline.agreement.compute import by_dimension
 from eval_pipeline.core.config import RepeatSpec, RubricConfig
 from eval_pipeline.core.contracts import PANEL, REPEATABILITY_COLUMNS
-from eval_pipeline.core.resampling import in_item_order, seed_of
+from eval_pipeline.core.resampling import seed_of
 
 
 def repeated_scores(rubric: RubricConfig) -> list[str]:
@@ -54,12 +53,17 @@ def pick_subset(rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], 
     return picked
 
 
-def _spread(panel: list[pd.DataFrame], column: str) -> tuple[int, int, float, float, float]:
+def _spread(
+    sample: np.ndarray, scoring: np.ndarray, values: np.ndarray, times: int
+) -> tuple[int, int, float, float, float]:
     """Samples compared, scores missing, alpha (interval) across the scorings, mean within-sample SD, share of
-    samples whose ``column`` changed (``panel``: each scoring's panel rows of one dimension, by sample id)."""
-    wide = pd.concat([p[column].rename(i) for i, p in enumerate(panel)], axis=1)
-    missing = int(wide.isna().sum().sum())
-    data = wide.dropna().to_numpy(float)  # samples x repeats
+    samples whose score changed, from one dimension's panel scores: each with its sample's code (in sample id
+    order), the scoring it comes from (0..times-1) and its value (NaN: missing)."""
+    kept, row = np.unique(sample, return_inverse=True)
+    wide = np.full((len(kept), times), np.nan)  # samples x scorings, NaN where a scoring has no score
+    wide[row, scoring] = values
+    missing = int(np.isnan(wide).sum())
+    data = wide[~np.isnan(wide).any(axis=1)]  # samples x repeats
     n = len(data)
     sd = float(np.mean(np.std(data, axis=1, ddof=1))) if n else float("nan")
     changed = float(np.mean(np.ptp(data, axis=1) > 0)) if n else float("nan")
@@ -70,18 +74,29 @@ def _spread(panel: list[pd.DataFrame], column: str) -> tuple[int, int, float, fl
     return n, missing, alpha, sd, changed
 
 
+def _from_probabilities(panel: pd.DataFrame, rows: np.ndarray) -> bool:
+    """Whether a scoring's scores of these rows are the expected values it read from token probabilities."""
+    expected = panel["expected_score"][rows]
+    return bool(expected.notna().any()) and panel["score"][rows].equals(expected)
+
+
 def repeatability(ckpt: str, repeats: list[pd.DataFrame], dimensions: list[str]) -> pd.DataFrame:
     """``repeats``: one judge_scores frame per scoring of the subset; the panel's rows are compared, on the score
     that feeds the results and on the score the judge wrote (they differ when scores are expected values read
-    from token probabilities)."""
-    # each scoring's panel rows, by sample id in order
-    scorings = [by_dimension(in_item_order(r[r.judge == PANEL], ["sample_id"]), "sample_id") for r in repeats]
+    from token probabilities). Samples in sample id order, whatever order the rows come in."""
+    panels = [r[r.judge == PANEL] for r in repeats]  # each scoring's panel rows
+    ids = pd.concat([p["sample_id"] for p in panels], ignore_index=True)
+    sample = pd.factorize(ids, sort=True)[0]
+    scoring = np.repeat(np.arange(len(panels)), [len(p) for p in panels])
+    dims = np.concatenate([p["dimension"].to_numpy(object) for p in panels]) if panels else np.array([], object)
+    score = np.concatenate([p["score"].to_numpy(float) for p in panels]) if panels else np.array([])
+    chosen = np.concatenate([p["chosen_score"].to_numpy(float) for p in panels]) if panels else np.array([])
     rows = []
     for dim in dimensions:
-        panel = [of_dimension(dim) for of_dimension in scorings]
-        n, missing, alpha, sd, changed = _spread(panel, "score")
-        _, _, alpha_w, sd_w, changed_w = _spread(panel, "chosen_score")
-        from_probabilities = any(p.expected_score.notna().any() and p.score.equals(p.expected_score) for p in panel)
+        at = dims == dim
+        n, missing, alpha, sd, changed = _spread(sample[at], scoring[at], score[at], len(repeats))
+        _, _, alpha_w, sd_w, changed_w = _spread(sample[at], scoring[at], chosen[at], len(repeats))
+        from_probabilities = any(_from_probabilities(p, (p["dimension"] == dim).to_numpy()) for p in panels)
         rows.append(
             dict(
                 checkpoint_id=ckpt,
