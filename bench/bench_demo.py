@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""End to end: the demo materialization (every sample checkpoint, all five rubrics, offline judge) on
-a fresh persistent Dagster instance and a fresh warehouse, as `make demo` runs it after install.
-Prints wall time, peak RSS and the per-asset breakdown (summed over rubrics and checkpoints), Dagster's
-own share (run wall time minus the steps), then one checkpoint under the in-process and under the
-multiprocess executor (one rubric group, same job, same instance), as the ratio the default executor
-is chosen by.
+"""End to end: the demo (every sample checkpoint, all five rubrics, offline judge) as `make demo` runs it after
+install, in its own process on a fresh instance and warehouse, against the goal; then the same materialization in
+this process, for where the time goes: wall time, peak RSS, the per-asset breakdown (summed over rubrics and
+checkpoints) and Dagster's own share (run wall time minus the steps); then one checkpoint under the in-process
+and under the multiprocess executor (one rubric group, same job, same instance), as the ratio the default
+executor is chosen by.
 
     python bench/bench_demo.py [--skip-multiprocess]
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -60,10 +61,36 @@ def step_seconds(instance, run_id: str) -> dict[str, float]:
     return out
 
 
+def demo_process(tmp: Path) -> float:
+    """The demo as `make demo` runs it after install: its own process (`python -m eval_pipeline.demo`), a fresh
+    DAGSTER_HOME and warehouse, results and report included; its wall time (what the goal is about)."""
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp / "dagster_home"),
+        "EVAL_WAREHOUSE": str(tmp / "warehouse.duckdb"),
+        "EVAL_REPORT_DIR": str(tmp / "reports"),
+        "EVAL_WORKLIST_DIR": str(tmp / "worklists"),
+        "EVAL_CHECKPOINT_DIR": str(ROOT / "data" / "checkpoints"),
+        "EVAL_JUDGE": os.environ.get("EVAL_JUDGE", "heuristic"),
+    }
+    t = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "eval_pipeline.demo"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    wall = time.perf_counter() - t
+    assert done.returncode == 0, done.stderr[-2000:]
+    return wall
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--skip-multiprocess", action="store_true")
     args = ap.parse_args()
+    wall = demo_process(Path(tempfile.mkdtemp(prefix="bench_demo_process_")))
+    print(
+        f"the demo as `make demo` runs it (its own process, a fresh instance and warehouse, results and report "
+        f"included; `make provision` adds ~0.1 s): {wall:.1f}s (goal <= {GOAL_S:.0f}s: {wall / GOAL_S:.2f}x)"
+    )
     tmp = Path(tempfile.mkdtemp(prefix="bench_demo_"))
     home = tmp / "dagster_home"
     os.environ.update(
@@ -103,7 +130,7 @@ def main() -> None:
         f"{peak:.0f} MB"
     )
     total = t_load + t_runs
-    print(f"  import, definitions and runs: {total:.1f}s (goal <= {GOAL_S:.0f}s: {total / GOAL_S:.2f}x)")
+    print(f"  in this process, where the time goes: import, definitions and runs {total:.1f}s")
     print(
         f"  in steps {in_steps:.1f}s, Dagster around the steps {t_runs - in_steps:.1f}s "
         f"({(t_runs - in_steps) / t_runs:.0%})"
