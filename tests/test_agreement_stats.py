@@ -140,6 +140,19 @@ def test_vectorised_rank_and_error_bootstraps_equal_the_per_resample_ones():
     assert np.isnan(st.spearman_resamples(a, b, np.zeros((5, len(a)), int))).all()  # one item drawn n times
 
 
+def _resamples_as_scipy(batch, reference, a: np.ndarray, b: np.ndarray, idx: np.ndarray, trial: int) -> np.ndarray:
+    """``batch`` (a vectorised rank statistic) against scipy's ``reference`` resample by resample (NaN below 3
+    items or when a side is constant); its values."""
+    n = idx.shape[1]
+    expected = [
+        reference(a[i], b[i]).statistic if n >= 3 and len(set(a[i])) > 1 and len(set(b[i])) > 1 else np.nan for i in idx
+    ]
+    with np.errstate(all="ignore"):
+        got = batch(a, b, idx)
+    assert np.allclose(got, expected, rtol=0, atol=1e-12, equal_nan=True), (trial, got, expected)
+    return got
+
+
 def test_spearman_resamples_from_contingency_tables_equal_scipy():
     """The table path (few levels: scores on a scale, lengths) and the gather path (many levels) against scipy's
     spearmanr resample by resample, ties and n < 3 included; integer level codes give the same as the values."""
@@ -151,13 +164,7 @@ def test_spearman_resamples_from_contingency_tables_equal_scipy():
         a = rng.integers(1, 6, n).astype(float) if trial % 2 else rng.normal(size=n)
         b = rng.integers(1, 4, n).astype(float) if trial % 3 else np.round(rng.normal(size=n), 1)
         idx = rng.integers(0, max(n, 1), (6, n))
-        expected = [
-            ss.spearmanr(a[i], b[i]).statistic if n >= 3 and len(set(a[i])) > 1 and len(set(b[i])) > 1 else np.nan
-            for i in idx
-        ]
-        with np.errstate(all="ignore"):
-            got = st.spearman_resamples(a, b, idx)
-        assert np.allclose(got, expected, rtol=0, atol=1e-12, equal_nan=True), (trial, got, expected)
+        got = _resamples_as_scipy(st.spearman_resamples, ss.spearmanr, a, b, idx, trial)
         if n:
             coded = st.spearman_resamples(st.rank_codes(a), st.rank_codes(b), idx)
             assert np.array_equal(np.isnan(coded), np.isnan(got)) and np.allclose(
@@ -179,14 +186,7 @@ def test_kendall_resamples_equal_scipy_on_few_and_many_levels():
         n = int(rng.integers(0, 40))
         a = rng.integers(1, 6, n).astype(float) if trial % 2 else np.round(rng.normal(size=n), 2)
         b = rng.integers(1, 4, n).astype(float) if trial % 3 else rng.normal(size=n)
-        idx = rng.integers(0, max(n, 1), (5, n))
-        expected = [
-            ss.kendalltau(a[i], b[i]).statistic if n >= 3 and len(set(a[i])) > 1 and len(set(b[i])) > 1 else np.nan
-            for i in idx
-        ]
-        with np.errstate(all="ignore"):
-            got = st.kendall_resamples(a, b, idx)
-        assert np.allclose(got, expected, rtol=0, atol=1e-12, equal_nan=True), (trial, got, expected)
+        _resamples_as_scipy(st.kendall_resamples, ss.kendalltau, a, b, rng.integers(0, max(n, 1), (5, n)), trial)
 
 
 def test_resamples_are_the_draws_of_one_resample_at_a_time():
