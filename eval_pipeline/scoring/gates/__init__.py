@@ -21,6 +21,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from eval_pipeline.core.contracts import GATE_COLUMNS
+from eval_pipeline.core.resampling import in_item_order
 from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec
 
 GateFn = Callable[[Any, Any, pd.DataFrame, GateInputs], "GateResult | list[GateResult]"]
@@ -103,6 +104,7 @@ def evaluate_gate(g: Any, rubric: Any, scores: pd.DataFrame, inputs: GateInputs 
 def evaluate_gates(
     rubric: Any, checkpoint_id: str, scores: pd.DataFrame, inputs: GateInputs | None = None
 ) -> pd.DataFrame:
+    scores = in_item_order(scores, ["sample_id"])  # a mean's last bits do not depend on the warehouse's row order
     results = [r for g in rubric.gates for r in evaluate_gate(g, rubric, scores, inputs)]
     return pd.DataFrame(
         [
