@@ -189,6 +189,20 @@ def test_kendall_resamples_equal_scipy_on_few_and_many_levels():
         _resamples_as_scipy(st.kendall_resamples, ss.kendalltau, a, b, rng.integers(0, max(n, 1), (5, n)), trial)
 
 
+def test_kendall_resamples_take_wide_tables_a_block_of_resamples_at_a_time(monkeypatch):
+    """A continuous side makes each resample's table wide (levels of a x levels of b): the resamples are then
+    counted a block at a time, with the very values of all at once."""
+    rng = np.random.default_rng(35)
+    a, b = rng.normal(size=500), rng.integers(1, 14, 500).astype(float)  # a judge's expected score; a mean
+    idx = rng.integers(0, 500, (300, 500))
+    whole = st.kendall_resamples(a, b, idx)
+    monkeypatch.setattr(st, "KENDALL_TABLE_CELLS", 500 * 13 * 7)  # 7 resamples at a time
+    assert np.array_equal(st.kendall_resamples(a, b, idx), whole)
+    monkeypatch.setattr(st, "KENDALL_TABLE_CELLS", 1)  # one at a time
+    assert np.array_equal(st.kendall_resamples(a, b, idx[:20]), whole[:20])
+    assert st.kendall_resamples(a, b, idx[:0]).shape == (0,)
+
+
 def test_resamples_are_the_draws_of_one_resample_at_a_time():
     """bootstrap draws its (n_boot, n) index matrix in one call: the same numbers as n_boot calls."""
     for n, seed in ((5, 1), (40, 7), (1000, 12345)):
