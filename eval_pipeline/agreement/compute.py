@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -89,6 +90,13 @@ class Panel:
     items: np.ndarray
     raters: list[str]
     scores: np.ndarray
+
+    @cached_property
+    def means(self) -> np.ndarray:
+        """Each item's mean over the raters who rated it (summed rater after rater, as pandas' row mean does)."""
+        by_rater = np.ascontiguousarray(self.scores.T)
+        rated = ~np.isnan(by_rater)
+        return np.where(rated, by_rater, 0.0).sum(axis=0) / rated.sum(axis=0)
 
 
 def panel_of(subset: pd.DataFrame, items: np.ndarray) -> Panel:
@@ -275,22 +283,18 @@ def _judge_rows(
     mean_name: str = HUMAN_MEAN,
     judge_name: str = JUDGE,
 ) -> list[dict]:
-    """``judge``: the panel's item codes and scores (in any order), against the raters' mean of each item they
-    rated; items in the panel's order (the bootstrap draws items by position)."""
+    """``judge``: the panel's item codes (ascending: the panel's order, in which the bootstrap draws items by
+    position) and scores, against the raters' mean of each item they rated."""
     rows: list[dict] = []
     evaluators = panel.raters
     labels = [float(x) for x in scale.labels]
     top = float(scale.max)
     # judge vs humans
-    order = np.argsort(judge[0], kind="stable")
-    codes, scores = judge[0][order], judge[1][order]
+    codes, scores = judge
     found = np.minimum(np.searchsorted(panel.items, codes), max(len(panel.items) - 1, 0))
     joined = (panel.items[found] == codes) & ~np.isnan(scores) if len(panel.items) else np.zeros(len(codes), bool)
     if joined.any():
-        by_rater = np.ascontiguousarray(panel.scores.T)  # the mean over raters, summed rater after rater
-        rated = ~np.isnan(by_rater)
-        means = np.where(rated, by_rater, 0.0).sum(axis=0) / rated.sum(axis=0)
-        a, b = scores[joined].astype(float), means[found[joined]]
+        a, b = scores[joined], panel.means[found[joined]]
         base = dict(
             checkpoint_id=ckpt,
             dimension=dim,
@@ -335,13 +339,18 @@ def compute_agreement(
         if expected is not None and expected.notna().any():
             chosen = judge_on_human_scale(rubric, judge_long, "chosen_score")
     ratings = in_item_order(ratings, ["checkpoint_id", "sample_id", "dimension", "evaluator"])
-    frames = [ratings, judge] + ([] if chosen is None else [chosen])
+    frames = [ratings] + [f for f in (judge, chosen) if f is not None]
     codes = item_codes(*frames)
-    at = [_rows_of(f["dimension"].to_numpy()) for f in frames]  # each frame's rows of each dimension
+    scores = [f["score"].to_numpy(float) for f in frames]
+    dims = [f["dimension"].to_numpy() for f in frames]
+    for k in range(1, len(frames)):  # the judge's rows by item, as the panel's: joined to it in that order
+        order = np.argsort(codes[k], kind="stable")
+        codes[k], scores[k], dims[k] = codes[k][order], scores[k][order], dims[k][order]
+    at = [_rows_of(d) for d in dims]  # each frame's rows of each dimension
 
     def scored(k: int, dim: str) -> tuple[np.ndarray, np.ndarray]:  # frame k's item codes and scores of dim
         rows = at[k](dim)
-        return codes[k][rows], frames[k]["score"].to_numpy(float)[rows]
+        return codes[k][rows], scores[k][rows]
 
     rows: list[dict] = []
     for dim in rubric.rating_scales:
