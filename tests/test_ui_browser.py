@@ -4,16 +4,20 @@ Checks that the five asset groups, the lineage graph of one group, a materialize
 and the gate checks are shown, and saves screenshots to test-artifacts/ui/.
 """
 
+import base64
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import dagster as dg
 import pytest
+from websockets.sync.client import connect
 
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
@@ -31,17 +35,63 @@ FLAGS = [
     "--disable-component-update",
     "--disable-sync",
     "--disable-quic",
-    "--virtual-time-budget=20000",
+    "--window-size=1400,1000",
 ]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
+PAGE_TIMEOUT_S = 120.0  # how long a page may take to show what the test looks for, with the whole suite beside it
 
 
-def _page_text(url: str, profile: Path, shot: Path) -> str:
-    """The page's text once the UI has rendered it, and its screenshot, from one headless Chromium (two launches
-    per page, each waiting out the virtual-time budget, took over 120 s with the whole suite running beside)."""
-    command = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--window-size=1400,1000", f"--screenshot={shot}"]
-    dom = subprocess.run([*command, "--dump-dom", url], capture_output=True, text=True, timeout=300).stdout
-    return " ".join(re.sub(r"<style.*?</style>|<script.*?</script>|<[^>]+>", " ", dom, flags=re.S).split())
+class Browser:
+    """One headless Chromium driven over the DevTools protocol, for every page of the test. A page is read once
+    it shows what the test looks for (or its time is up), in real time: `--dump-dom` with a virtual-time budget
+    waited for the page's network to be idle, and with the suite running beside it one launch never came back
+    (300 s, the test's whole limit)."""
+
+    def __init__(self, profile: Path):
+        port = free_port()
+        self.proc = subprocess.Popen(
+            [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--remote-debugging-port={port}", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_until_serving(f"http://127.0.0.1:{port}/json/version", self.proc, timeout_s=60)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
+            page = next(t for t in json.load(answer) if t["type"] == "page")
+        self.ws = connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30)
+        self.calls = 0
+
+    def call(self, method: str, **params: object) -> dict:
+        self.calls += 1
+        self.ws.send(json.dumps({"id": self.calls, "method": method, "params": params}))
+        while True:  # events of domains never enabled do not come; anything else is not this call's answer
+            message = json.loads(self.ws.recv(timeout=PAGE_TIMEOUT_S))
+            if message.get("id") == self.calls:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message["result"]
+
+    def page_text(self, url: str, shot: Path, expect: tuple[str, ...]) -> str:
+        """The page's text (tags, styles and scripts taken out) once it has every string of ``expect`` or its time
+        is up, and its screenshot."""
+        self.call("Page.navigate", url=url)
+        deadline = time.monotonic() + PAGE_TIMEOUT_S
+        while True:
+            html = self.call("Runtime.evaluate", expression="document.documentElement.outerHTML", returnByValue=True)
+            markup = html["result"].get("value") or ""  # none while the navigation replaces the document
+            text = " ".join(re.sub(r"<style.*?</style>|<script.*?</script>|<[^>]+>", " ", markup, flags=re.S).split())
+            if all(e in text for e in expect) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        shot.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"]))
+        return text
+
+    def close(self) -> None:
+        self.ws.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
 
 
 @pytest.mark.slow
@@ -86,23 +136,32 @@ def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, 
                 f"the Dagster webserver did not start: {exc}\n{(tmp_path / 'webserver.log').read_text()[-2000:]}"
             )
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        profile = tmp_path / "chromium"
-        groups = _page_text(f"{base}/asset-groups", profile, ARTIFACTS / "asset_groups.png")
-        for g in ("npc_dialogue", "kg_qa", "empathetic_dialogue", "answer_quality", "roleplay_style"):
-            assert g in groups
-        lineage = _page_text(
-            f"{base}/locations/eval_pipeline/asset-groups/npc_dialogue", profile, ARTIFACTS / "npc_lineage.png"
-        )
-        for asset in ("raw_outputs", "samples", "judge_scores", "metrics", "scores", "agreement", "gates"):
-            assert asset in lineage
-        meta = _page_text(
-            f"{base}/assets/npc_dialogue/samples?partition=ckpt-0100", profile, ARTIFACTS / "npc_samples.png"
-        )
-        for key in ("lines_read", "quarantined", "valid"):
-            assert key in meta
-        checks = _page_text(f"{base}/assets/npc_dialogue/gates?view=checks", profile, ARTIFACTS / "npc_gate_checks.png")
-        for gate in ("min_samples", "dimension_means", "no_regression"):
-            assert gate in checks
+        browser = Browser(tmp_path / "chromium")
+        try:
+            names = ("npc_dialogue", "kg_qa", "empathetic_dialogue", "answer_quality", "roleplay_style")
+            groups = browser.page_text(f"{base}/asset-groups", ARTIFACTS / "asset_groups.png", names)
+            for g in names:
+                assert g in groups
+            assets = ("raw_outputs", "samples", "judge_scores", "metrics", "scores", "agreement", "gates")
+            lineage = browser.page_text(
+                f"{base}/locations/eval_pipeline/asset-groups/npc_dialogue", ARTIFACTS / "npc_lineage.png", assets
+            )
+            for asset in assets:
+                assert asset in lineage
+            keys = ("lines_read", "quarantined", "valid")
+            meta = browser.page_text(
+                f"{base}/assets/npc_dialogue/samples?partition=ckpt-0100", ARTIFACTS / "npc_samples.png", keys
+            )
+            for key in keys:
+                assert key in meta
+            gates = ("min_samples", "dimension_means", "no_regression")
+            checks = browser.page_text(
+                f"{base}/assets/npc_dialogue/gates?view=checks", ARTIFACTS / "npc_gate_checks.png", gates
+            )
+            for gate in gates:
+                assert gate in checks
+        finally:
+            browser.close()
         assert (ARTIFACTS / "npc_lineage.png").stat().st_size > 10_000
         deadline = time.time() + 60  # the daemon beside it: its backfill loop is alive
         with dg.DagsterInstance.get() as instance:
