@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import ExitStack
 from pathlib import Path
 
 import dagster as dg
@@ -57,7 +58,8 @@ class Browser:
         wait_until_serving(f"http://127.0.0.1:{port}/json/version", self.proc, timeout_s=60)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
             page = next(t for t in json.load(answer) if t["type"] == "page")
-        self.ws = connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30)
+        self.closing = ExitStack()
+        self.ws = self.closing.enter_context(connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30))
         self.calls = 0
 
     def call(self, method: str, **params: object) -> dict:
@@ -86,7 +88,7 @@ class Browser:
         return text
 
     def close(self) -> None:
-        self.ws.close()
+        self.closing.close()
         self.proc.terminate()
         try:
             self.proc.wait(timeout=30)
