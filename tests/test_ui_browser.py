@@ -177,7 +177,10 @@ def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, 
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
-    deadline = time.time() + 30  # stopping `eval-pipeline ui` stopped both servers and their code servers
+    # stopping `eval-pipeline ui` stopped both servers and their code servers; a code server whose server is gone
+    # stops once its heartbeat has been missing for 20 s (Dagster's --heartbeat-timeout), which with the suite
+    # running beside it took more than the 30 s this waited before (once in the clean-clone suite)
+    deadline = time.time() + 60
     while _dagster_processes_with(f"DAGSTER_HOME={home}") and time.time() < deadline:
         time.sleep(1)
     assert not _dagster_processes_with(f"DAGSTER_HOME={home}")
