@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
-export EVAL_WAREHOUSE ?= $(CURDIR)/data/warehouse.duckdb
+export EVAL_WAREHOUSE ?= ducklake:sqlite:$(CURDIR)/data/lake/catalog.sqlite
 export EVAL_CHECKPOINT_DIR ?= $(CURDIR)/data/checkpoints
 export NLTK_DATA ?= $(CURDIR)/.nltk_data
 
@@ -32,8 +32,7 @@ provision-browser: install
 provision-postgres: install
 	$(PY) -m eval_pipeline.provision --postgres
 
-# A persistent Dagster instance for the demo and the UI; telemetry off on an offline machine; one warehouse
-# step at a time across runs (the duckdb_warehouse pool: DuckDB opens the file in one process at a time).
+# A persistent Dagster instance for the demo and the UI; telemetry off on an offline machine.
 dagster-home: install
 	mkdir -p $(DAGSTER_HOME)
 	# deploy/dagster.yaml fitted to EVAL_WAREHOUSE (on a DuckLake two runs of a UI backfill go at once)
@@ -75,4 +74,4 @@ bench: provision
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .dagster_home .nltk_data data/warehouse.duckdb data/warehouse.duckdb.wal
+	rm -rf $(VENV) .dagster_home .nltk_data data/lake data/warehouse.duckdb data/warehouse.duckdb.wal

@@ -32,7 +32,7 @@ def spec(backend: str, tmp: Path) -> str:
 
 def reader(warehouse: str, stop: str) -> None:
     """A notebook: a connection held open, a leaderboard query every second, until ``stop`` exists."""
-    from eval_pipeline.core.warehouse import Warehouse
+    from eval_pipeline.storage.warehouse import Warehouse
 
     wh = Warehouse(warehouse)
     with wh.connect(read_only=True) as con:
@@ -44,7 +44,7 @@ def reader(warehouse: str, stop: str) -> None:
 def one_backend(backend: str) -> dict:
     import dagster as dg
 
-    from eval_pipeline.core.warehouse import Warehouse
+    from eval_pipeline.storage.warehouse import Warehouse
     from eval_pipeline.defs.build import build_definitions
     from eval_pipeline.defs.runner import materialize_checkpoints
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import register_checkpoints
 from eval_pipeline.ingest.jsonl import iter_jsonl

@@ -60,7 +60,7 @@ def build(tmp: Path, spec: str) -> str:
 
 def multiply(spec: str, n: int) -> None:
     """Every table keyed by sample gets n rows per checkpoint: copies with ids <id>-<k>."""
-    from eval_pipeline.core.warehouse import Warehouse, transaction
+    from eval_pipeline.storage.warehouse import Warehouse, transaction
 
     wh = Warehouse(spec)
     per = wh.query_rows("SELECT count(*) FROM npc_dialogue.scores WHERE checkpoint_id = 'ckpt-0300'")[0][0]
@@ -115,7 +115,7 @@ def main() -> None:
     args = ap.parse_args()
     from starlette.testclient import TestClient
 
-    from eval_pipeline.core.warehouse import Warehouse
+    from eval_pipeline.storage.warehouse import Warehouse
     from eval_pipeline.publish.viewer.app import create_app
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_viewer_"))

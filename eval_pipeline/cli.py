@@ -71,7 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_checkpoints(args: argparse.Namespace) -> int:
     from eval_pipeline.console import clean
     from eval_pipeline.core import settings
-    from eval_pipeline.core.warehouse import Warehouse
+    from eval_pipeline.storage.warehouse import Warehouse
     from eval_pipeline.defs.partitions import CHECKPOINTS
     from eval_pipeline.ingest.checkpoints import scan_checkpoints
 
@@ -110,26 +110,80 @@ def clean_table(text: str) -> str:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    import pandas as pd
-
+    """A person's query, read-only by construction; the result as a table, CSV, JSON lines or Parquet, to
+    stdout or ``--out``. A reader that closes the pipe early (``| head``) ends it quietly."""
     from eval_pipeline.core import settings
-    from eval_pipeline.core.warehouse import Warehouse
+    from eval_pipeline.storage.warehouse import Warehouse
 
+    if args.max_rows < 0:
+        raise CliError("--max-rows must be 0 or more")
+    if args.format == "parquet" and not args.out:
+        raise CliError("--format parquet needs --out FILE (Parquet is not written to a terminal)")
     wh = Warehouse(args.warehouse or settings.warehouse_path())
     if not wh.exists():
         raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' (or make demo) first")
     try:
-        df = wh.run_readonly(args.query, as_of=args.as_of)
+        table = wh.query_readonly(args.query, as_of=args.as_of)
     except Exception as exc:  # duckdb errors and refused statements: one line
-        raise CliError(str(exc).splitlines()[0]) from exc
-    if args.max_rows < 0:
-        raise CliError("--max-rows must be 0 or more")
-    shown = df.head(args.max_rows)
-    with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_colwidth", 80):
-        print(clean_table(shown.to_string(index=False)) if not df.empty else "(no rows)")
-    if len(df) > len(shown):
-        print(f"({len(df) - len(shown)} more row(s) not shown; --max-rows {args.max_rows})")
+        text = str(exc).strip()
+        raise CliError(text.splitlines()[0] if text else type(exc).__name__) from exc
+    _write_result(table, args)
     return 0
+
+
+def _json_value(value: Any) -> Any:
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):  # sums of integers (HUGEINT) arrive as decimals: keep them numbers
+        return int(value) if value == value.to_integral_value() else float(value)
+    return str(value)  # dates, times, intervals, UUIDs, bytes: as text
+
+
+def _write_result(table: Any, args: argparse.Namespace) -> None:
+    import io
+    import json
+
+    import pandas as pd
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+
+    if args.format == "parquet":
+        pq.write_table(table, args.out)
+        print(f"wrote {table.num_rows} row(s) to {args.out}", file=sys.stderr)
+        return
+    if args.format == "csv":
+        buf = io.BytesIO()
+        pa_csv.write_csv(table, buf, pa_csv.WriteOptions(quoting_style="needed"))
+        text = buf.getvalue().decode("utf-8")
+        text = _unquote_header(text)
+    elif args.format == "json":
+        text = "".join(json.dumps(row, default=_json_value, ensure_ascii=False) + "\n" for row in table.to_pylist())
+    else:
+        df = table.slice(0, args.max_rows).to_pandas()
+        with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_colwidth", 80):
+            text = clean_table(df.to_string(index=False)) if table.num_rows else "(no rows)"
+        if table.num_rows > len(df):
+            text += f"\n({table.num_rows - len(df)} more row(s) not shown; --max-rows {args.max_rows})"
+        text += "\n"
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {table.num_rows} row(s) to {args.out}", file=sys.stderr)
+        return
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader has what it wanted (| head): not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _unquote_header(text: str) -> str:
+    """Arrow quotes every header name; a plain name needs no quotes (as pandas and DuckDB write it)."""
+    header, sep, rest = text.partition("\n")
+    names = header.split(",")
+    plain = [n[1:-1] if n.startswith('"') and n.endswith('"') and '""' not in n[1:-1] and "," not in n else n for n in names]
+    return ",".join(plain) + sep + rest
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
@@ -185,37 +239,30 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
-    """DuckLake upkeep: merge the small Parquet files many partition writes leave, expire snapshots older than
-    the kept window (time travel reaches back that far), and delete the files no snapshot needs any more."""
+    """Warehouse upkeep (on a DuckLake: merge the small Parquet files many partition writes leave, expire
+    snapshots older than the kept window, delete the files no snapshot needs any more). Readers go on reading
+    meanwhile: every step is a transaction of its own."""
     from eval_pipeline.core import settings
-    from eval_pipeline.core.lake import ALIAS
-    from eval_pipeline.core.warehouse import Warehouse
+    from eval_pipeline.storage.backend import BackendError
+    from eval_pipeline.storage.warehouse import Warehouse
 
     wh = Warehouse(settings.warehouse_path())
-    if wh.location.kind != "ducklake":
-        raise CliError("maintain is for a DuckLake warehouse (EVAL_WAREHOUSE=ducklake:...); a DuckDB file needs none")
-    if not wh.exists():
-        raise CliError(f"warehouse {wh.describe()} does not exist yet")
     if args.keep_days < 0:
         raise CliError("--keep-days must be 0 or more")
-    steps = [
-        ("moved rows kept in the catalog to Parquet files", f"CALL ducklake_flush_inlined_data('{ALIAS}')"),
-        ("merged small files", f"CALL ducklake_merge_adjacent_files('{ALIAS}')"),
-        (
-            "expired snapshots",
-            f"CALL ducklake_expire_snapshots('{ALIAS}', older_than => now() - INTERVAL '{int(args.keep_days)} days')",
-        ),
-        ("deleted unneeded files", f"CALL ducklake_cleanup_old_files('{ALIAS}', cleanup_all => true)"),
-    ]
-    for what, sql in steps:
-        wh.execute(sql)
-        print(f"maintain: {what}")
+    try:
+        steps = wh.backend.maintain(args.keep_days)
+        if not wh.exists():
+            raise CliError(f"warehouse {wh.describe()} does not exist yet")
+        for what in steps:
+            print(f"maintain: {what}")
+    except BackendError as exc:
+        raise CliError(str(exc)) from None
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from eval_pipeline.core import settings
-    from eval_pipeline.core.warehouse import Warehouse
+    from eval_pipeline.storage.warehouse import Warehouse
     from eval_pipeline.publish.report import write_report
 
     wh = Warehouse(args.warehouse or settings.warehouse_path())
@@ -228,7 +275,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_view(args: argparse.Namespace) -> int:
     from eval_pipeline.core import settings
-    from eval_pipeline.core.warehouse import Warehouse
+    from eval_pipeline.storage.warehouse import Warehouse
     from eval_pipeline.publish.viewer.app import serve
 
     wh = Warehouse(args.warehouse or settings.warehouse_path())
@@ -321,8 +368,10 @@ def build_parser() -> argparse.ArgumentParser:
     ck.set_defaults(fn=cmd_checkpoints)
     sql = sub.add_parser("sql", help="run a read-only SQL query on the warehouse", parents=[common])
     sql.add_argument("query")
-    sql.add_argument("--warehouse", help="DuckDB file (default EVAL_WAREHOUSE or data/warehouse.duckdb)")
-    sql.add_argument("--max-rows", type=int, default=200)
+    sql.add_argument("--warehouse", help="the warehouse (default EVAL_WAREHOUSE, or the project's lake)")
+    sql.add_argument("--max-rows", type=int, default=200, help="rows shown by --format table (default 200)")
+    sql.add_argument("--format", choices=("table", "csv", "json", "parquet"), default="table")
+    sql.add_argument("--out", help="write the result to this file instead of stdout")
     sql.add_argument("--as-of", help="a DuckLake snapshot id or a timestamp: read the warehouse as it was then")
     sql.set_defaults(fn=cmd_sql)
     bf = sub.add_parser(

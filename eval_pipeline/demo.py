@@ -21,7 +21,7 @@ import dagster as dg
 from eval_pipeline.console import Progress, RubricReport, assess, clean, exit_code, report_lines
 from eval_pipeline.core import progress, settings
 from eval_pipeline.core.config import load_rubrics
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.instance import install
 from eval_pipeline.defs.runner import RunOutcome, materialize_checkpoints

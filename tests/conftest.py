@@ -35,6 +35,13 @@ def checkpoint_root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def warehouse_path(tmp_path: Path) -> str:
+    """The default warehouse, as `make demo` makes it: a DuckLake on a SQLite catalog."""
+    return f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+
+
+@pytest.fixture
+def file_warehouse_path(tmp_path: Path) -> str:
+    """A DuckDB file: the explicit option for one process at a time."""
     return str(tmp_path / "warehouse.duckdb")
 
 

@@ -12,7 +12,7 @@ import dagster as dg
 import pytest
 from dagster._core.storage.dagster_run import DagsterRunStatus
 
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 
 from .conftest import ROOT, SAMPLE_CHECKPOINTS
 

@@ -10,7 +10,7 @@ import yaml
 
 from eval_pipeline.core.config import JudgeSpec, load_rubric
 from eval_pipeline.core.contracts import PANEL
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.devtools.openai_stub import StubServer, stub_process
 from eval_pipeline.judge import cache
 from eval_pipeline.judge.heuristic import HeuristicJudge
@@ -436,8 +436,8 @@ def test_the_api_key_is_never_stored(rubrics, openai_env, warehouse_path):
     )
     Warehouse(warehouse_path).replace_partition("empathetic_dialogue", "judge_scores", df, {"checkpoint_id": "c1"})
     assert "SUPERSECRETKEY" not in df.to_csv()
-    with open(warehouse_path, "rb") as fh:
-        assert b"SUPERSECRETKEY" not in fh.read()
+    stored = Warehouse(warehouse_path).backend.stored_files()
+    assert stored and all(b"SUPERSECRETKEY" not in f.read_bytes() for f in stored)
 
 
 def test_panel_of_judges_keeps_each_and_aggregates(rubrics, openai_env, warehouse_path, tmp_path):

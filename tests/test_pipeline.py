@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.core.config import load_rubrics
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
 

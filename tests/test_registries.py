@@ -8,7 +8,6 @@ import pytest
 import yaml
 
 from eval_pipeline.core.config import RubricConfigError, load_rubric
-from eval_pipeline.defs.asset import WAREHOUSE_POOL
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.factory import rubric_definitions
 from eval_pipeline.scoring.gates import GATES, GateResult, GateSpec, evaluate_gates, gate, load_kinds
@@ -82,12 +81,12 @@ def test_built_in_gate_kinds_check_their_fields_at_load(tmp_path, bad_gate, prob
     assert f"field 'gates.{bad_gate['name']}" in str(exc.value) and problem in str(exc.value)
 
 
-def test_every_warehouse_step_is_in_the_pool_and_judge_steps_are_not(tmp_path):
+def test_no_step_waits_on_a_pool_and_every_rubric_has_its_gates(tmp_path):
+    """Neither backend needs a step pool (a lake's writers overlap; a file is one process's for a whole run), so
+    no step can wait on a slot a dead run left."""
     defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(tmp_path))
     graph = defs.resolve_asset_graph()
-    judge_steps = {"judge_scores", "extractions", "judge_calibration", "judge_repeatability"}
     for key in graph.get_all_asset_keys():
-        pools = set(graph.get(key).pools or [])
-        assert pools == (set() if key.path[-1] in judge_steps else {WAREHOUSE_POOL}), key
+        assert not set(graph.get(key).pools or []), key
     gates = [k for k in graph.get_all_asset_keys() if k.path[-1] == "gates"]
     assert len(gates) == 5  # the gates asset used to bypass the pool (its own @dg.asset)

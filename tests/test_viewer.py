@@ -14,7 +14,7 @@ import dagster as dg
 import pytest
 from starlette.testclient import TestClient
 
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.publish.viewer.app import create_app

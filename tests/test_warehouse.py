@@ -4,9 +4,9 @@ import duckdb
 import pandas as pd
 import pytest
 
-from eval_pipeline.core import staging
+from eval_pipeline.storage import staging
 from eval_pipeline.core.ids import UnsafeIdentifierError
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 
 
 def test_replace_partition_is_idempotent_and_inserts_by_name(warehouse_path):
@@ -53,7 +53,8 @@ def test_unsafe_names_never_reach_sql(warehouse_path):
         wh.replace_partition("r1", "t", pd.DataFrame({"a": [1]}), {"a = 1 OR 1": 1})
 
 
-def test_read_only_connection_refuses_writes(warehouse_path):
+def test_read_only_connection_refuses_writes(file_warehouse_path):
+    warehouse_path = file_warehouse_path
     wh = Warehouse(warehouse_path)
     wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"]}), {"checkpoint_id": "a"})
     with wh.connect(read_only=True) as con, pytest.raises(duckdb.Error):
@@ -164,103 +165,63 @@ def _other_process_can_open(path: str) -> bool:
     return subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
 
 
-def test_a_lingering_hold_keeps_the_file_between_steps_and_lets_go_when_asked(warehouse_path):
-    """In one in-process run the database stays open from one warehouse step to the next (no re-open and
-    checkpoint per step); a step that waits on the judge releases it, and so does the end of the run."""
+def test_a_file_is_held_for_a_whole_run_and_another_process_is_told_who_has_it(file_warehouse_path):
+    """A DuckDB file serves one process at a time: a run keeps it open from its first step to its end (no re-open
+    and checkpoint per step), remembers its catalog meanwhile, and lets go when the run ends. Another process
+    that wants it waits its lock timeout, then fails with one line naming the way out."""
+    warehouse_path = file_warehouse_path
+    import subprocess
+    import sys
+
     wh = Warehouse(warehouse_path, lock_timeout_s=1)
     wh.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
-    with wh.hold():
-        pass
-    assert _other_process_can_open(warehouse_path)  # outside a run: a hold ends with its block
-    with wh.lingering():
-        with wh.hold():
-            wh.execute("INSERT INTO t VALUES (1)")
-        assert not _other_process_can_open(warehouse_path)  # between two steps: still ours
-        with wh.hold():  # the next step finds it open
-            assert wh.query_rows("SELECT count(*) FROM t") == [(1,)]
-        wh.release()  # a step that waits on the judge
-        assert _other_process_can_open(warehouse_path)
-        with wh.hold():
-            pass
-    assert _other_process_can_open(warehouse_path)  # the run ended
-
-
-def _in_another_process(path: str, sql: str) -> None:
-    import subprocess
-    import sys
-
-    code = "from eval_pipeline.core.warehouse import Warehouse\n" + f"Warehouse({path!r}).execute({sql!r})"
-    subprocess.run([sys.executable, "-c", code], timeout=60, check=True)
-
-
-def test_a_lingering_hold_remembers_the_catalog_only_while_the_file_is_its_own(warehouse_path):
-    """While a run holds the file between steps, its tables and columns are read from the catalog once, not
-    asked by every lookup; once the hold lets go another process may change them, and they are asked again.
-    A transaction that made a table and was rolled back leaves nothing remembered."""
-    wh = Warehouse(warehouse_path, lock_timeout_s=15)
-    wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["c"], "x": [1]}), {"checkpoint_id": "c"})
-    assert wh.known_tables() is None  # not held: every lookup asks the file
-    with wh.lingering():
-        with wh.hold():
-            assert wh.known_tables() == {("r1", "t"): {"checkpoint_id": "VARCHAR", "x": "BIGINT"}}
-            wh.replace_partition("r1", "u", pd.DataFrame({"checkpoint_id": ["c"], "y": [0.5]}), {"checkpoint_id": "c"})
-            assert wh.known_tables()[("r1", "u")] == {"checkpoint_id": "VARCHAR", "y": "DOUBLE"}
-            with pytest.raises(RuntimeError), wh.partition_writer(fixed_columns=True) as writer:
-                writer.write("r1", "gone", pd.DataFrame({"checkpoint_id": ["c"]}), {"checkpoint_id": "c"})
-                raise RuntimeError("the step failed")
-            assert not wh.table_exists("r1", "gone")
-        wh.release()  # another process may now open the file and change it
-        _in_another_process(warehouse_path, 'ALTER TABLE r1.t ADD COLUMN "z" VARCHAR')
-        _in_another_process(warehouse_path, "CREATE TABLE r1.v (w INTEGER)")
-        with wh.hold():
-            assert wh.known_tables()[("r1", "t")] == {"checkpoint_id": "VARCHAR", "x": "BIGINT", "z": "VARCHAR"}
-            assert wh.table_exists("r1", "v")
-    assert wh.known_tables() is None
-
-
-def _wait_for_the_file_in_another_process(path: str):
-    """Another process that wants the file as the pipeline does (Warehouse: retries while it is locked)."""
-    import subprocess
-    import sys
-
-    code = (
-        "import time\nfrom eval_pipeline.core.warehouse import Warehouse\nt = time.monotonic()\n"
-        f"rows = Warehouse({path!r}, lock_timeout_s=15).query_rows('SELECT count(*) FROM t')\n"
-        "print(rows[0][0], round(time.monotonic() - t, 3))"
-    )
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def test_a_lingering_hold_lets_a_waiting_process_in_between_steps_never_during_one(warehouse_path):
-    """A daemon-launched run keeps the file open between its steps; a step of another run (or a reader) that
-    waits for the file gets it between two steps of this run within a fraction of a second, instead of
-    waiting for the whole run (up to its 120 s lock timeout, then failing). A step in progress keeps the file
-    to its end."""
-    import time
-
-    wh = Warehouse(warehouse_path, lock_timeout_s=15)
-    wh.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
-    with wh.lingering():
-        with wh.hold():
-            wh.execute("INSERT INTO t VALUES (1)")
-        waiter = _wait_for_the_file_in_another_process(warehouse_path)  # arrives between two steps
-        out, err = waiter.communicate(timeout=60)
-        assert waiter.returncode == 0, err[-2000:]
-        count, waited = out.split()
-        assert count == "1" and float(waited) < 3.0, out  # the hold let go; it did not wait for the run
-
-        with wh.hold():  # the next step opens the file again and lingers again
-            wh.execute("INSERT INTO t VALUES (2)")
-            waiter = _wait_for_the_file_in_another_process(warehouse_path)  # arrives during a step
-            time.sleep(2.0)
-            assert waiter.poll() is None  # the step keeps the file: the other process still waits
-            wh.execute("INSERT INTO t VALUES (3)")  # ... and this step's writes go on
-        out, err = waiter.communicate(timeout=60)  # the step ended: the hold lets go
-        assert waiter.returncode == 0, err[-2000:]
-        assert out.split()[0] == "3"
-        with wh.hold():
-            assert wh.query_rows("SELECT count(*) FROM t") == [(3,)]
+    assert wh.known_tables() is None  # outside a run: asked each time
     assert _other_process_can_open(warehouse_path)
+    with wh.lingering():
+        with wh.hold():
+            wh.execute("INSERT INTO t VALUES (1)")
+        assert ("main", "t") in (wh.known_tables() or {})
+        assert not _other_process_can_open(warehouse_path)  # between two steps: still ours
+        code = (
+            "from eval_pipeline.storage.warehouse import Warehouse\n"
+            f"Warehouse({warehouse_path!r}, lock_timeout_s=0.5).query_rows('SELECT 1')"
+        )
+        other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert other.returncode != 0
+        assert "serves one process at a time" in other.stderr and "DuckLake" in other.stderr
+        with wh.hold():
+            assert wh.query_rows("SELECT count(*) FROM t") == [(1,)]
+    assert wh.known_tables() is None
+    assert _other_process_can_open(warehouse_path)  # the run is over
+
+
+def test_the_backend_is_chosen_from_the_spec_and_declares_what_orchestration_needs(tmp_path):
+    from eval_pipeline.storage.backend import BackendError, WarehouseBackend, open_backend
+    from eval_pipeline.storage.file import FileBackend
+    from eval_pipeline.storage.lake import PostgresLake, SqliteLake
+
+    file = open_backend(str(tmp_path / "w.duckdb"))
+    lake = open_backend(f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}")
+    pg = open_backend("ducklake:postgres:dbname=evals password=hunter2", str(tmp_path / "data"))
+    assert isinstance(file, FileBackend) and isinstance(lake, SqliteLake) and isinstance(pg, PostgresLake)
+    for backend in (file, lake, pg):
+        assert isinstance(backend, WarehouseBackend)
+    assert (file.runs_at_once, lake.runs_at_once) == (1, 2)
+    assert (file.concurrent_writers, lake.concurrent_writers) == (False, True)
+    assert "hunter2" not in pg.describe()
+    with pytest.raises(BackendError, match="EVAL_WAREHOUSE_DATA"):
+        open_backend("ducklake:postgres:dbname=evals")
+    with pytest.raises(BackendError, match="ducklake:sqlite"):
+        open_backend("ducklake:mysql:x")
+
+
+def test_the_default_warehouse_is_a_lake_under_data(monkeypatch):
+    from eval_pipeline.core import settings
+    from eval_pipeline.storage.lake import SqliteLake
+
+    monkeypatch.delenv("EVAL_WAREHOUSE", raising=False)
+    backend = Warehouse().backend
+    assert isinstance(backend, SqliteLake) and settings.warehouse_path().endswith("data/lake/catalog.sqlite")
 
 
 def _arrow_chunk(ckpt: str, start: int, n: int, text: str = "x" * 200):
@@ -275,10 +236,11 @@ def _arrow_chunk(ckpt: str, start: int, n: int, text: str = "x" * 200):
     )
 
 
-def test_fixed_column_chunks_go_into_the_table_in_one_transaction_and_are_not_kept_in_memory(warehouse_path):
+def test_fixed_column_chunks_go_into_the_table_in_one_transaction_and_are_not_kept_in_memory(file_warehouse_path):
     """On a DuckDB file, chunks of one schema are inserted straight into the table inside one transaction:
     nothing is visible before the end, the other partitions stay, no staging table is made, and a chunk is
     freed once inserted (a registered chunk stayed alive until the commit: 1M raw lines held 2 GB)."""
+    warehouse_path = file_warehouse_path
     import pyarrow as pa
 
     wh = Warehouse(warehouse_path)
@@ -300,7 +262,8 @@ def test_fixed_column_chunks_go_into_the_table_in_one_transaction_and_are_not_ke
     assert wh.query_rows("SELECT count(*) FROM r1.raw WHERE checkpoint_id = 'b'") == [(2,)]
 
 
-def test_fixed_column_chunks_roll_back_on_failure_and_refuse_a_chunk_with_other_columns(warehouse_path):
+def test_fixed_column_chunks_roll_back_on_failure_and_refuse_a_chunk_with_other_columns(file_warehouse_path):
+    warehouse_path = file_warehouse_path
     wh = Warehouse(warehouse_path)
     wh.replace_partition("r1", "raw", _arrow_chunk("a", 1, 3).to_pandas(), {"checkpoint_id": "a"})
     with pytest.raises(RuntimeError, match="boom"):
@@ -321,9 +284,10 @@ def test_fixed_column_chunks_roll_back_on_failure_and_refuse_a_chunk_with_other_
     # the same writer on a DuckLake stages (its commits can race another process's): tested in test_ducklake
 
 
-def test_a_writer_killed_inside_its_one_transaction_leaves_the_previous_partition(warehouse_path, tmp_path):
+def test_a_writer_killed_inside_its_one_transaction_leaves_the_previous_partition(file_warehouse_path, tmp_path):
     """SIGKILL while fixed-column chunks stream into one open transaction on a DuckDB file (its row groups
     already written to the file): the file opens, the previous partition is whole, and a re-run converges."""
+    warehouse_path = file_warehouse_path
     import signal
     import subprocess
     import sys
@@ -334,7 +298,7 @@ def test_a_writer_killed_inside_its_one_transaction_leaves_the_previous_partitio
     code = f"""
 import sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from tests.test_warehouse import _arrow_chunk
 wh = Warehouse({warehouse_path!r})
 with wh.partition_writer(fixed_columns=True) as w:
@@ -368,10 +332,11 @@ def _raw_line_compression(path: str) -> set[str]:
 
 
 @pytest.mark.parametrize("made_before", [False, True])
-def test_raw_lines_are_stored_with_zstd_where_the_file_allows_it(warehouse_path, made_before):
+def test_raw_lines_are_stored_with_zstd_where_the_file_allows_it(file_warehouse_path, made_before):
     """The raw lines' column asks for zstd (its Arrow field): a new warehouse file (storage v1.2.0) stores it so;
     a file made before, whose storage has no zstd for text, keeps DuckDB's own choice rather than storing the
     lines raw (which is what zstd asked of such a file does)."""
+    warehouse_path = file_warehouse_path
     import pyarrow as pa
 
     from eval_pipeline.ingest.jsonl import RAW_SCHEMA, iter_jsonl

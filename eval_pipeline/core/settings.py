@@ -19,9 +19,13 @@ def _env(name: str, default: str) -> str:
     return value or default
 
 
+DEFAULT_WAREHOUSE = "ducklake:sqlite:data/lake/catalog.sqlite"
+
+
 def warehouse_path() -> str:
-    """EVAL_WAREHOUSE: the warehouse: a DuckDB file, or ducklake:sqlite:<catalog> / ducklake:postgres:<conninfo>."""
-    return _env("EVAL_WAREHOUSE", "data/warehouse.duckdb")
+    """EVAL_WAREHOUSE: the warehouse: ducklake:sqlite:<catalog> (the default, under data/lake/),
+    ducklake:postgres:<conninfo>, or a DuckDB file (a path ending .duckdb: one process at a time)."""
+    return _env("EVAL_WAREHOUSE", DEFAULT_WAREHOUSE)
 
 
 def warehouse_data_path() -> str | None:

@@ -1,7 +1,7 @@
 """The one decorator every asset of a rubric group goes through, and the helpers asset bodies share.
 
 It sets the key ``[<rubric>, <name>]``, the group, the checkpoint partitions, the
-rubric's config hash as code version, the kinds, the concurrency pool and the table
+rubric's config hash as code version, the kinds and the table
 metadata (``dagster/table_name`` on the definition; ``dagster/row_count`` and
 ``dagster/column_schema`` of the partition on every materialization).
 """
@@ -20,28 +20,9 @@ import pandas as pd
 
 from eval_pipeline.core import progress, settings
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
-
-WAREHOUSE_POOL = "duckdb_warehouse"
-_pool: list[str | None] = [WAREHOUSE_POOL]  # the pool of warehouse steps for the definitions being built
-
-
-def current_pool() -> str | None:
-    """`duckdb_warehouse` for a DuckDB file (one writing process at a time); none for a DuckLake, whose
-    writers may overlap."""
-    return _pool[-1]
-
-
-@contextmanager
-def warehouse_pool(pool: str | None) -> Iterator[None]:
-    _pool.append(pool)
-    try:
-        yield
-    finally:
-        _pool.pop()
-
 
 def asset_key(rubric: RubricConfig | str, name: str) -> dg.AssetKey:
     return dg.AssetKey([rubric if isinstance(rubric, str) else rubric.name, name])
@@ -58,11 +39,8 @@ def rubric_asset(
     calls_judge: bool = False,
     table: bool = True,
 ) -> Callable[[Callable], dg.AssetsDefinition]:
-    """Assets that work on a DuckDB-file warehouse are in the `duckdb_warehouse` concurrency pool: DuckDB lets
-    one process at a time open the file, so across concurrent runs their steps take turns (the pool's limit is
-    1 in deploy/dagster.yaml; see docs/scaling.md); on a DuckLake they run at once. Assets that call the judge
-    (``calls_judge``) stay out of it: they hold no connection while the calls are in flight, and their few
-    short reads and writes wait on the file lock instead, so judging never blocks another run's steps."""
+    """A warehouse step runs inside the backend's step scope (``Warehouse.hold``); a step that calls the judge
+    (``calls_judge``) first lets the backend release what another process may need while calls are in flight."""
     md: dict[str, Any] = {"rubric_version": rubric.version, **(metadata or {})}
     if table:
         md["dagster/table_name"] = f"{rubric.name}.{name}"
@@ -80,7 +58,6 @@ def rubric_asset(
             kinds=kinds,
             description=description,
             metadata=md,
-            pool=None if calls_judge else current_pool(),
         )(body)
 
     return decorate
@@ -106,8 +83,8 @@ def _warehouse_of(args: tuple, kwargs: dict) -> WarehouseResource:
 
 
 def _holding_the_warehouse(fn: Callable) -> Callable:
-    """Run a warehouse step with the database held open (Warehouse.hold): its many short connections
-    then cost ~0.4 ms each instead of ~20 ms. Steps in the warehouse pool run one at a time anyway."""
+    """Run a warehouse step inside the backend's step scope (Warehouse.hold): its many short connections share
+    what the backend keeps open."""
 
     @functools.wraps(fn)
     def step(*args: Any, **kwargs: Any) -> Any:
@@ -124,9 +101,8 @@ def _holding_the_warehouse(fn: Callable) -> Callable:
 
 
 def _releasing_the_warehouse(fn: Callable) -> Callable:
-    """A step that waits on the judge first closes a hold lingering from the run's previous step
-    (Warehouse.lingering), so other processes can open the file while the calls are in flight. The offline
-    judge makes no calls: its steps keep the hold."""
+    """A step that waits on the judge first lets the backend release what another process may need
+    (Warehouse.release). The offline judge makes no calls."""
 
     @functools.wraps(fn)
     def step(*args: Any, **kwargs: Any) -> Any:

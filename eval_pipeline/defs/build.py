@@ -8,9 +8,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from eval_pipeline.core import lake, settings
 from eval_pipeline.core.config import load_rubrics
-from eval_pipeline.defs.asset import WAREHOUSE_POOL, warehouse_pool
+from eval_pipeline.core import settings
 from eval_pipeline.defs.factory import rubric_definitions
 from eval_pipeline.defs.resources import default_resources
 from eval_pipeline.defs.sensors import build_checkpoint_sensor, build_report_sensors
@@ -22,9 +21,7 @@ def build_definitions(
     checkpoint_root: str | None = None,
 ) -> dg.Definitions:
     rubrics = load_rubrics(rubric_dir)
-    location = lake.parse(warehouse_path or settings.warehouse_path(), settings.warehouse_data_path())
-    with warehouse_pool(WAREHOUSE_POOL if location.single_writer else None):
-        groups = {rubric.name: rubric_definitions(rubric) for rubric in rubrics}
+    groups = {rubric.name: rubric_definitions(rubric) for rubric in rubrics}
     keys_by_rubric = {
         name: [k for a in d.assets or [] if isinstance(a, dg.AssetsDefinition) for k in a.keys]
         for name, d in groups.items()
@@ -40,8 +37,8 @@ def build_definitions(
 
 def executor_from_env() -> dg.ExecutorDefinition:
     """In-process by default: on 2 cores it beats multiprocess (bench/bench_demo.py). EVAL_EXECUTOR=multiprocess
-    (EVAL_MAX_CONCURRENT steps at once) for machines with cores to spare; warehouse steps then take turns through
-    the `duckdb_warehouse` pool."""
+    (EVAL_MAX_CONCURRENT steps at once) for machines with cores to spare (on a DuckLake; a DuckDB file serves one
+    process at a time)."""
     kind = settings.executor_kind()
     if kind == "in_process":
         return dg.in_process_executor

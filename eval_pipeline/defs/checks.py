@@ -6,8 +6,8 @@ import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
-from eval_pipeline.core.warehouse import Warehouse
-from eval_pipeline.defs.asset import _holding_the_warehouse, asset_key, current_pool, partition_rows
+from eval_pipeline.storage.warehouse import Warehouse
+from eval_pipeline.defs.asset import _holding_the_warehouse, asset_key, partition_rows
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring.gates import gate_kind, typed
@@ -67,7 +67,7 @@ def _result(name: str, target: dg.AssetKey, row: dict | None) -> dg.AssetCheckRe
 def gate_checks(rubric: RubricConfig, assets: set[str]) -> dg.AssetChecksDefinition:
     specs, targets = _check_specs(rubric, assets)
 
-    @dg.multi_asset_check(specs=specs, name=f"{rubric.name}__gate_checks", can_subset=True, pool=current_pool())
+    @dg.multi_asset_check(specs=specs, name=f"{rubric.name}__gate_checks", can_subset=True)
     @_holding_the_warehouse
     def checks(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource):  # noqa: ANN202 (Dagster reads the annotation)
         rows = partition_rows(warehouse.get(), rubric, "gates", context.partition_key)
@@ -106,7 +106,6 @@ def judge_completeness_check(rubric: RubricConfig) -> dg.AssetChecksDefinition:
         asset=asset_key(rubric, "judge_scores"),
         name="judge_completeness",
         partitions_def=CHECKPOINTS,
-        pool=current_pool(),
         description=f"At most {limit:.0%} of the panel's scores missing (completeness.max_missing_judge_scores): "
         "a dead endpoint or a judge that answers garbage turns this red, with the reasons.",
     )

@@ -13,14 +13,16 @@ import re
 import sys
 from pathlib import Path
 
-from eval_pipeline.core import lake, settings
+from eval_pipeline.core import settings
+from eval_pipeline.storage.backend import open_backend
 
 DEPLOY_YAML = settings.REPO_ROOT / "deploy" / "dagster.yaml"
 _BACKFILL_LIMIT = re.compile(r"(- key: dagster/backfill\n\s+limit: )\d+")
 
 
 def backfill_runs_at_once(warehouse: str) -> int:
-    return 2 if warehouse.startswith(lake.PREFIX) else 1
+    """What the warehouse's backend declares (a DuckDB file: 1, one process at a time; a DuckLake: 2)."""
+    return open_backend(warehouse, settings.warehouse_data_path()).runs_at_once
 
 
 def instance_yaml(warehouse: str, backfill_limit: int | None = None) -> str:

@@ -3,33 +3,44 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from eval_pipeline.core import settings
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.ingest.checkpoints import Checkpoint, CheckpointError, checkpoint_folder, read_checkpoint
 
 
 class WarehouseResource(dg.ConfigurableResource):
-    """The DuckDB file every asset writes to (EVAL_WAREHOUSE, default data/warehouse.duckdb)."""
+    """The warehouse every asset writes to (EVAL_WAREHOUSE; default the DuckLake ``data/lake/catalog.sqlite``).
+    For the run (or, under the multiprocess executor, the step) it serves, one ``Warehouse`` and its backend:
+    what the backend keeps open (a lake's attachment, a file's connection) lives as long as the run."""
 
     path: str = Field(default_factory=settings.warehouse_path)
+    _warehouse: Warehouse | None = PrivateAttr(default=None)
 
     def get(self) -> Warehouse:
-        return Warehouse(self.path)
+        if self._warehouse is None:
+            spec = self.path
+            if isinstance(spec, dg.EnvVar):  # used outside a run (the CLI, the demo): read the variable now
+                spec = spec.get_value() or settings.warehouse_path()
+            self._warehouse = Warehouse(spec)
+        return self._warehouse
 
     @contextmanager
     def yield_for_execution(self, context: dg.InitResourceContext) -> Iterator[WarehouseResource]:
-        """For the run (or, under the multiprocess executor, the step) this resource serves: a DuckDB file stays
-        open from one warehouse step to the next and lets go when another process waits for it
-        (Warehouse.lingering). A daemon-launched run of 5 rubrics spent ~7 s opening and closing the file."""
-        with self.get().lingering():
-            yield self.create_resource(context)
+        wh = self.get()
+        try:
+            with wh.lingering():
+                yield self
+        finally:
+            wh.close()
+            self._warehouse = None
 
 
 class CheckpointSource(dg.ConfigurableResource):
@@ -78,11 +89,21 @@ class JudgeResource(dg.ConfigurableResource):
         return {"concurrency": self.concurrency, "timeout_s": self.timeout_s, "max_retries": self.max_retries}
 
 
+def warehouse_resource(warehouse_path: str | None = None) -> WarehouseResource:
+    """Given a path, that warehouse; otherwise EVAL_WAREHOUSE read by Dagster when the run starts (``EnvVar``),
+    or the embedded default when it is unset."""
+    if warehouse_path:
+        return WarehouseResource(path=warehouse_path)
+    if os.environ.get("EVAL_WAREHOUSE", "").strip():
+        return WarehouseResource(path=dg.EnvVar("EVAL_WAREHOUSE"))
+    return WarehouseResource()
+
+
 def default_resources(
     warehouse_path: str | None = None, checkpoint_root: str | None = None
 ) -> dict[str, dg.ConfigurableResource]:
     return {
-        "warehouse": WarehouseResource(path=warehouse_path) if warehouse_path else WarehouseResource(),
+        "warehouse": warehouse_resource(warehouse_path),
         "checkpoints": CheckpointSource(root=checkpoint_root) if checkpoint_root else CheckpointSource(),
         "ratings": RatingsSource(),
         "publish": PublishTargets(),

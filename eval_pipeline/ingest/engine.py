@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from eval_pipeline.core.config import InputField, RubricConfig
 from eval_pipeline.core.contracts import QUARANTINE_COLUMNS
-from eval_pipeline.core.tables import COMPRESSION, Select, literal
+from eval_pipeline.storage.tables import COMPRESSION, Select, literal
 from eval_pipeline.ingest.engine_schema import (
     LIST_TYPES,
     PY_WHITESPACE,

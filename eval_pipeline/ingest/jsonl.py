@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eval_pipeline.core.contracts import RAW_COLUMNS
-from eval_pipeline.core.tables import COMPRESSION
+from eval_pipeline.storage.tables import COMPRESSION
 
 BOM = b"\xef\xbb\xbf"
 ASCII_WHITESPACE = " \t\n\r\x0b\x0c"  # what bytes.strip() removes: a blank line has nothing else

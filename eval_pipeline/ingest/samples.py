@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 
 JSON_TYPES = ("string_list", "object", "object_list")
 

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.core.contracts import JUDGE_CACHE
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 
 TABLE = JUDGE_CACHE
 

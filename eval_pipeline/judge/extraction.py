@@ -15,7 +15,7 @@ import pandas as pd
 
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.contracts import EXTRACTION_COLUMNS
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.judge import cache
 from eval_pipeline.judge.calls import CallSpec
 from eval_pipeline.judge.parsing import JudgeParseError, _first_object

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from eval_pipeline.core.contracts import PANEL
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 
 
 def _counts(wh: Warehouse, schema: str) -> pd.DataFrame:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from eval_pipeline.core import settings
 from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.core.ids import check_identifier
-from eval_pipeline.core.warehouse import Warehouse, transaction
+from eval_pipeline.storage.warehouse import Warehouse, transaction
 
 
 def _schemas_with(wh: Warehouse, tables: Sequence[str]) -> dict[str, set[str]]:

@@ -12,7 +12,7 @@ import pandas as pd
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, COMPARISON_COLUMNS
 from eval_pipeline.core.resampling import in_item_order, mean_intervals
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.scoring.gates.base import GateResult, GateSpec
 from eval_pipeline.scoring.summary import numeric_scores
 

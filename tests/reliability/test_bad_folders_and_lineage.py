@@ -110,7 +110,7 @@ def test_one_bad_line_never_costs_its_neighbours(tmp_path, monkeypatch, capsys):
     """Class (#19.4-6): whatever is wrong with one line (a number the warehouse cannot hold, text that is not
     Unicode, a key given twice, a blank id) quarantines that line with its own reason; its neighbours are
     evaluated."""
-    from eval_pipeline.core.warehouse import Warehouse
+    from eval_pipeline.storage.warehouse import Warehouse
 
     good = [json.dumps({**ROW, "sample_id": f"s{i}"}) for i in range(40)]
     bad = {
@@ -138,7 +138,7 @@ def test_one_bad_line_never_costs_its_neighbours(tmp_path, monkeypatch, capsys):
 
 def test_a_rubric_whose_file_is_gone_is_marked_in_the_leaderboard(tmp_path):
     """Class (#19.17): results stay queryable, but never pass for current once their rubric file is deleted."""
-    from eval_pipeline.core.warehouse import Warehouse
+    from eval_pipeline.storage.warehouse import Warehouse
     from eval_pipeline.publish.views import refresh_views
 
     wh = Warehouse(tmp_path / "w.duckdb")

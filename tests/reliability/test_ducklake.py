@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 
 from .test_interruptions_and_concurrency import _spawn
 
@@ -84,7 +84,7 @@ def test_the_cli_runs_and_queries_a_lake_read_only(lake, checkpoint_root, tmp_pa
     capfd.readouterr()
     assert cli(["sql", "SELECT rubric, checkpoint_id, gates_total FROM main.leaderboard"]) == 0
     assert "kg_qa" in capfd.readouterr().out
-    data = Path(wh.location.data_path)
+    data = Path(wh.backend.data_path)
     for query in (
         f"COPY (SELECT 1) TO '{data / 'x.csv'}'",
         "DELETE FROM kg_qa.scores",
@@ -153,7 +153,7 @@ def test_a_postgres_catalog_shared_by_two_machines_and_read_by_a_third(postgres_
         [
             sys.executable,
             "-c",
-            "from eval_pipeline.core.warehouse import Warehouse; "
+            "from eval_pipeline.storage.warehouse import Warehouse; "
             "print(Warehouse().run_readonly('SELECT checkpoint_id, count(*) FROM kg_qa.scores GROUP BY 1 ORDER BY 1')"
             ".values.tolist())",
         ],
@@ -165,9 +165,9 @@ def test_a_postgres_catalog_shared_by_two_machines_and_read_by_a_third(postgres_
     assert reader.returncode == 0, reader.stderr[-2000:]
     assert reader.stdout.strip() == "[['ckpt-0100', 60], ['ckpt-0200', 60]]"
     assert any(shared.rglob("*.parquet"))
-    from eval_pipeline.core import lake as lake_module
+    from eval_pipeline.storage import lake as lake_module
 
-    assert "dbname" not in lake_module.parse(spec, str(shared)).describe()  # a conninfo may hold a password
+    assert "dbname" not in lake_module.lake_backend(spec, str(shared)).describe()  # a conninfo may hold a password
 
 
 def test_small_writes_go_to_parquet_unless_inlining_is_asked_for_and_maintain_flushes_it(lake, tmp_path, monkeypatch):
@@ -178,14 +178,14 @@ def test_small_writes_go_to_parquet_unless_inlining_is_asked_for_and_maintain_fl
     rows = pd.DataFrame({"checkpoint_id": ["a"] * 5, "x": range(5)})
     wh = Warehouse(lake)
     wh.replace_partition("r1", "t", rows, {"checkpoint_id": "a"})
-    assert list(Path(wh.location.data_path).rglob("*.parquet"))  # inlining off (the default): a Parquet file
+    assert list(Path(wh.backend.data_path).rglob("*.parquet"))  # inlining off (the default): a Parquet file
 
     monkeypatch.setenv("EVAL_LAKE_INLINE_ROWS", "100")
     inlined = f"ducklake:sqlite:{tmp_path / 'inlined' / 'catalog.sqlite'}"
     monkeypatch.setenv("EVAL_WAREHOUSE", inlined)
     wh = Warehouse(inlined)
     wh.replace_partition("r1", "t", rows, {"checkpoint_id": "a"})
-    data = Path(wh.location.data_path)
+    data = Path(wh.backend.data_path)
     assert not list(data.rglob("*.parquet"))  # the 5 rows are kept in the catalog
     assert cli(["maintain", "--keep-days", "0"]) == 0
     assert list(data.rglob("*.parquet"))  # flushed to a file

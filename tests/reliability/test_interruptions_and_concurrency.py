@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.devtools.openai_stub import StubServer
 
 HELPER = str(Path(__file__).with_name("run_checkpoint.py"))
@@ -137,7 +137,7 @@ def test_a_killed_run_never_blocks_the_next_one_on_its_pool_slot(tmp_path, monke
 
     home = tmp_path / "home"
     home.mkdir()
-    shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")  # the pool's limit is 1
+    shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
     root = tmp_path / "ckpts"
     (root / "ckpt-0100").mkdir(parents=True)
     for name in ("kg_qa.jsonl", "checkpoint.json"):
@@ -158,7 +158,7 @@ def test_a_killed_run_never_blocks_the_next_one_on_its_pool_slot(tmp_path, monke
             )
         )
         storage = instance.event_log_storage
-        storage.initialize_concurrency_limit_to_default("duckdb_warehouse")
+        storage.set_concurrency_slots("duckdb_warehouse", 1)  # a pool a team may have set up with one slot
         claim = storage.claim_concurrency_slot("duckdb_warehouse", run_id, "kg_qa__samples")
         assert claim.is_claimed  # the dead run holds the only slot, as a SIGKILL mid-step leaves it
     assert cli(["run", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0, capfd.readouterr()

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.core.contracts import PANEL
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.devtools.openai_stub import StubServer, _keys, _scores
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.scoring.gates import evaluate_gates

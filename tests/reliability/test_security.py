@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_checkpoint_id, check_evaluator, check_identifier
-from eval_pipeline.core.tables import qualified
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.tables import qualified
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.openai_stub import StubServer
@@ -88,7 +88,8 @@ def test_the_api_key_appears_in_no_log_metadata_table_or_file(
         reasons += [r[0] for r in wh.query_rows(f"SELECT DISTINCT reason FROM {table} WHERE reason IS NOT NULL")]
     assert any("AuthenticationError (401)" in r for r in reasons)  # the echoed key was in the error...
     assert any("Bearer ***" in r or "sk-***" in r for r in reasons)  # ...and was redacted
-    assert SECRET.encode() not in Path(warehouse_path).read_bytes()
+    stored = wh.backend.stored_files()
+    assert stored and all(SECRET.encode() not in f.read_bytes() for f in stored)
     logs = "\n".join(str(e) for e in instance.all_logs(out[0].run_id))
     assert SECRET not in logs and "TOPSECRET" not in logs
     for key in instance.get_asset_keys():

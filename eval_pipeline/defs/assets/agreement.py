@@ -7,7 +7,7 @@ from eval_pipeline.agreement.compute import compute_agreement, rater_sets
 from eval_pipeline.agreement.length_bias import length_bias, log_words
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import ALL_CHECKPOINTS, JUDGE_VS_HUMAN_MEAN, PANEL
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.defs.asset import asset_key, partition_rows, required_rows, rounded, rubric_asset, viewer_link
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring.comparison import parent_of

@@ -7,7 +7,7 @@ from typing import Any
 import dagster as dg
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records

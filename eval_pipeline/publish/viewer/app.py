@@ -28,7 +28,7 @@ from starlette.routing import Route
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig, load_rubrics
 from eval_pipeline.core.ids import UnsafeIdentifierError
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.publish.viewer import queries
 from eval_pipeline.publish.viewer.render import input_groups, num, signed, word_diff
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from eval_pipeline.core.contracts import ALL_CHECKPOINTS
 from eval_pipeline.core.ids import check_identifier
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.publish.viewer.queries.common import (
     columns,
     records,

@@ -10,7 +10,7 @@ import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.ids import check_identifier
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 
 PAGE_SIZE = 50
 FILTERS = ("all", "regressed", "improved", "disagree", "missing")

@@ -8,7 +8,7 @@ from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.ids import check_identifier
-from eval_pipeline.core.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.publish.viewer.queries.common import (
     columns,
     id_column,

@@ -5,9 +5,9 @@ tables swapped in by one transaction (a DuckLake, or chunks that wait on the net
 from __future__ import annotations
 
 import hashlib
-import itertools
 import os
 import socket
+import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
@@ -16,8 +16,9 @@ import duckdb
 import pyarrow as pa
 
 from eval_pipeline.core.processes import pid_alive
-from eval_pipeline.core.tables import (
+from eval_pipeline.storage.tables import (
     Frame,
+    transaction,
     check_partition,
     column_types,
     columns_of,
@@ -29,22 +30,20 @@ from eval_pipeline.core.tables import (
 )
 
 if TYPE_CHECKING:
-    from eval_pipeline.core.warehouse import Warehouse
+    from eval_pipeline.storage.warehouse import Warehouse
 
 STAGING_SCHEMA = "staging"
-_STAGE_COUNTER = itertools.count(1)
-# a staging table's name says which machine and process wrote it: s<host>_<pid>_<n>
+# a staging table's name says which machine and process wrote it: s<host>_<pid>_<unique>
 _HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
-_SWEPT: set[tuple[str, int]] = set()  # (warehouse, pid): stale staging already dropped by this process
 BUFFER_ROWS = 50_000  # a partition writer's rows held in memory before it stages them
 
 
 def drop_stale_staging(wh: Warehouse) -> None:
-    """Staging tables left by a writer process of this machine that was killed, dropped once per process
-    (a process of another machine sharing the catalog is never judged from here)."""
-    if (wh.path, os.getpid()) in _SWEPT:
+    """Staging tables left by a writer process of this machine that was killed, dropped once per warehouse
+    object (a process of another machine sharing the catalog is never judged from here)."""
+    if wh.staging_swept:
         return
-    _SWEPT.add((wh.path, os.getpid()))
+    wh.staging_swept = True
     if not wh.schema_exists(STAGING_SCHEMA):
         return
     for _, name in wh.tables(schema=STAGING_SCHEMA):
@@ -107,7 +106,7 @@ class PartitionWriter:
         """Append one chunk to its staging table (committed on its own)."""
         stage = self._stages.get(key)
         if stage is None:
-            stage = self._stages[key] = f"s{_HOST}_{os.getpid()}_{next(_STAGE_COUNTER)}"
+            stage = self._stages[key] = f"s{_HOST}_{os.getpid()}_{uuid.uuid4().hex[:12]}"
 
         def append() -> None:
             with self._wh.writing() as con:
@@ -127,8 +126,6 @@ class PartitionWriter:
             self._wh.retrying(self._swap_in)
 
     def _swap_in(self) -> None:
-        from eval_pipeline.core.warehouse import transaction
-
         with self._wh.writing() as con, transaction(con):
             for key, stage in self._stages.items():
                 schema, table, _ = key

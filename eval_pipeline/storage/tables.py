@@ -15,6 +15,21 @@ import pyarrow.compute as pc
 from eval_pipeline.core.ids import check_identifier
 
 
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """One transaction: committed when the block ends, rolled back (and the error raised) when it fails."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+        con.execute("COMMIT")
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except duckdb.Error:
+            pass  # a COMMIT that failed has ended the transaction already: the error that matters is the first
+        raise
+
+
 def qualified(schema: str, table: str) -> str:
     """A quoted ``schema.table`` after checking both are safe identifiers."""
     check_identifier(schema, "schema name")
@@ -250,7 +265,9 @@ def ensure_columns(
         stored = _storable(con, compression or {})
         coldefs = ", ".join(f'"{c}" {t}' + (f" USING COMPRESSION {stored[c]}" if c in stored else "") for c, t in cols)
         con.execute(f"CREATE TABLE IF NOT EXISTS {target} ({coldefs})")
-        existing = columns_of(con, schema, table)  # another process may have created it first
+        # as made here; had another process made it first with other columns, the insert fails by name and the
+        # backend's retry asks the catalog again
+        existing = dict(cols)
     missing = [(c, t) for c, t in cols if c not in existing]
     for c, t in missing:
         con.execute(f'ALTER TABLE {target} ADD COLUMN "{c}" {t}')

@@ -1,0 +1,115 @@
+"""The warehouse backend contract, and the one place a backend is chosen from ``EVAL_WAREHOUSE``.
+
+A backend owns everything that differs between storages: its connections (and whatever it keeps open between
+uses), its catalog cache, what a lost commit race means, the sandbox a person's query runs in, its upkeep, and
+what the orchestration needs to know (the concurrency pool of warehouse steps, how many runs of one backfill may
+go at once). Nothing outside this package asks which kind of backend it has: it asks the backend.
+
+Adding a backend is one module with a class that satisfies :class:`WarehouseBackend` plus one entry in
+:data:`BACKENDS` (a URL-like prefix of ``EVAL_WAREHOUSE`` and the factory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
+
+import duckdb
+
+if TYPE_CHECKING:
+    from eval_pipeline.storage.tables import Known
+
+T = TypeVar("T")
+
+
+@runtime_checkable
+class WarehouseBackend(Protocol):
+    """One warehouse, opened lazily, closed by :meth:`close` (or when the process ends)."""
+
+    spec: str  # EVAL_WAREHOUSE as given (may hold credentials: never printed; see describe)
+    pool: str | None  # the Dagster concurrency pool warehouse steps share (None: they may overlap)
+    runs_at_once: int  # runs of one UI backfill that may go at once
+    concurrent_writers: bool  # other processes may commit between two of ours (commits can lose races)
+
+    def exists(self) -> bool: ...
+
+    def describe(self) -> str:
+        """Where the data is, without credentials."""
+        ...
+
+    def connect(self, read_only: bool = False) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
+        """A connection for one unit of work; the warehouse is the current database on it."""
+        ...
+
+    def open_reader(self, as_of: str | None = None) -> duckdb.DuckDBPyConnection:
+        """A new connection for queries typed by a person (the caller closes it): it can read the warehouse and
+        nothing else, and write no file at all (by construction: it has no writable file system), whatever
+        statement it is given."""
+        ...
+
+    def run_scope(self) -> AbstractContextManager[None]:
+        """The lifetime of one run in this process (what the backend may keep open between its steps)."""
+        ...
+
+    def step_scope(self) -> AbstractContextManager[None]:
+        """One warehouse step (many short connections in a row)."""
+        ...
+
+    def release(self) -> None:
+        """Called before a step waits on the network: let go of what other processes might need."""
+        ...
+
+    def known(self) -> Known | None:
+        """The tables and columns this backend may remember between statements; None: ask every time."""
+        ...
+
+    def forget(self) -> None:
+        """Ask the catalog again from now on (a transaction that changed it was rolled back, or it is stale)."""
+        ...
+
+    def retrying(self, write: Callable[[], T]) -> T:
+        """Run a whole write, again when its commit lost a race with another process's."""
+        ...
+
+    def maintain(self, keep_days: int) -> Iterator[str]:
+        """Upkeep (merge small files, expire old snapshots); yields what it did, step by step."""
+        ...
+
+    def stored_files(self) -> list[Path]:
+        """Every local file the warehouse's data lives in (for audits: a secret scan, a backup)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class BackendError(ValueError):
+    """EVAL_WAREHOUSE names no backend this package has, or is incomplete."""
+
+
+def _file(spec: str, data_path: str | None) -> WarehouseBackend:
+    from eval_pipeline.storage.file import FileBackend
+
+    return FileBackend(spec)
+
+
+def _lake(spec: str, data_path: str | None) -> WarehouseBackend:
+    from eval_pipeline.storage.lake import lake_backend
+
+    return lake_backend(spec, data_path)
+
+
+# (prefix of EVAL_WAREHOUSE, factory); the first whose prefix matches wins, the file takes the rest
+BACKENDS: tuple[tuple[str, Callable[[str, str | None], WarehouseBackend]], ...] = (
+    ("ducklake:", _lake),
+    ("", _file),
+)
+
+
+def open_backend(spec: str, data_path: str | None = None) -> WarehouseBackend:
+    """The backend ``spec`` names (nothing is opened yet)."""
+    for prefix, factory in BACKENDS:
+        if spec.startswith(prefix):
+            return factory(spec, data_path)
+    raise BackendError(f"EVAL_WAREHOUSE {spec!r} names no warehouse backend")

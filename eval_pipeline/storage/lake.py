@@ -1,0 +1,316 @@
+"""DuckLake as the warehouse: a catalog in SQLite (the embedded default) or PostgreSQL, rows as Parquet files.
+
+    ducklake:sqlite:data/lake/catalog.sqlite            the default: any number of local processes
+    ducklake:postgres:dbname=evals host=db.internal     many machines
+
+Readers never wait for writers and writers never wait for readers: every commit is a snapshot, and a reader sees
+whole snapshots only. The rows go to ``EVAL_WAREHOUSE_DATA`` (default: ``<catalog>.files/`` beside a SQLite
+catalog; a PostgreSQL catalog needs it set, on storage every machine sees). The extensions are loaded from their
+PyPI packages (``duckdb-extension-ducklake``, ``-sqlite-scanner``, ``-postgres-scanner``, pinned to the duckdb
+version): nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TypeVar
+
+import duckdb
+
+from eval_pipeline.core import settings
+from eval_pipeline.storage import readonly
+from eval_pipeline.storage.backend import BackendError
+from eval_pipeline.storage.file import duckdb_config
+from eval_pipeline.storage.tables import CATALOG_SQL, Known, literal
+
+T = TypeVar("T")
+PREFIX = "ducklake:"
+ALIAS = "lake"
+_IDLE_CURSORS = 8  # per thread: cursors kept with the lake in use (a new cursor's USE costs a catalog read)
+
+
+def extension_file(name: str) -> str:
+    """The extension's file inside its PyPI package (LOADed by path: never INSTALLed, never downloaded)."""
+    package = {"ducklake": "ducklake", "sqlite": "sqlite_scanner", "postgres": "postgres_scanner"}[name]
+    module = importlib.import_module(f"duckdb_extension_{package}")
+    found = glob.glob(
+        os.path.join(os.path.dirname(module.__file__ or ""), "extensions", "*", f"{package}.duckdb_extension")
+    )
+    if not found:
+        raise RuntimeError(f"the {package} extension file is missing from duckdb-extension-{package.replace('_', '-')}")
+    return found[0]
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """A commit that lost a race with another writer (the catalog was busy, or the same rows changed): the whole
+    transaction can run again."""
+    msg = str(exc).lower()
+    return isinstance(exc, duckdb.Error) and any(
+        w in msg for w in ("database is locked", "conflict", "could not serialize", "busy", "failed to commit")
+    )
+
+
+def _snapshot_option(as_of: str) -> str:
+    if as_of.strip().isdigit():
+        return f"SNAPSHOT_VERSION {int(as_of)}"
+    try:
+        stamp = datetime.fromisoformat(as_of.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"--as-of {as_of!r}: give a snapshot id or an ISO-8601 timestamp") from exc
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=timezone.utc)
+    return f"SNAPSHOT_TIME {literal(stamp.isoformat())}"
+
+
+class LakeBackend:
+    """A DuckLake attached to an in-memory DuckDB held by this object (one per access mode); each use gets a
+    cursor on it, taken from this thread's idle cursors when there is one. The catalog's tables and columns are
+    read once and kept (tables are only ever added outside the staging schema); a write that finds a remembered
+    table gone forgets them and runs again."""
+
+    pool: str | None = None  # writers may overlap: commits are serialised by the catalog
+    runs_at_once = 2  # one run's process starts while the other works (docs/design/warehouse.md)
+    concurrent_writers = True
+    catalog_kind = ""  # "sqlite" or "postgres": the scanner extension that reads the catalog
+
+    def __init__(self, spec: str, catalog: str, data_path: str):
+        self.spec = spec
+        self.catalog = catalog  # "sqlite:<path>" or "postgres:<conninfo>"
+        self.data_path = data_path
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._bases: dict[bool, duckdb.DuckDBPyConnection] = {}
+        self._idle = threading.local()
+        self._known: Known | None = None
+
+    # --- what differs between catalogs ----------------------------------------------------------
+
+    def exists(self) -> bool:
+        return True
+
+    def describe(self) -> str:
+        return f"ducklake:{self.catalog}"
+
+    def _prepare(self) -> None:
+        """Before the first attach of a writer."""
+
+    def _catalog_options(self) -> list[str]:
+        return []
+
+    # --- connections ---------------------------------------------------------------------------
+
+    def attach_options(self, read_only: bool, as_of: str | None = None, data_path: str | None = None) -> str:
+        """ATTACH options: the data path, the catalog's own, a snapshot to read (``as_of``), the access mode."""
+        options = [f"DATA_PATH {literal(data_path or self.data_path)}"]
+        if data_path:
+            options.append("OVERRIDE_DATA_PATH true")
+        if as_of is not None:
+            options.append(_snapshot_option(as_of))
+        options += self._catalog_options()
+        if read_only:
+            options.append("READ_ONLY")
+        else:
+            options.append(f"DATA_INLINING_ROW_LIMIT {settings.lake_inline_rows()}")
+        return ", ".join(options)
+
+    def _new_base(self, read_only: bool, config: dict, as_of: str | None = None, data_path: str | None = None):
+        con = duckdb.connect(":memory:", config={**config, **readonly.BASE_CONFIG})
+        try:
+            con.execute(f"LOAD {literal(extension_file(self.catalog_kind))}")
+            con.execute(f"LOAD {literal(extension_file('ducklake'))}")
+            if data_path is not None:
+                con.register_filesystem(readonly.ReadOnlyFileSystem())
+            sql = f"ATTACH {literal(PREFIX + self.catalog)} AS {ALIAS} ({self.attach_options(read_only, as_of, data_path)})"
+            for attempt in range(20):  # a new catalog being made by another process at this moment: look again
+                try:
+                    con.execute(sql)
+                    break
+                except duckdb.Error as exc:
+                    if attempt == 19 or not ("already exists" in str(exc) or is_retryable(exc)):
+                        raise
+                    time.sleep(0.1 + 0.1 * attempt)
+            con.execute(f"USE {ALIAS}")
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    def _base(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child never shares its parent's handles
+                self._bases, self._idle, self._known, self._pid = {}, threading.local(), None, os.getpid()
+            base = self._bases.get(read_only)
+            if base is None:
+                if not read_only:
+                    self._prepare()
+                base = self._bases[read_only] = self._new_base(read_only, duckdb_config())
+            return base
+
+    def _idle_cursors(self, read_only: bool) -> list[duckdb.DuckDBPyConnection]:
+        pools = getattr(self._idle, "pools", None)
+        if pools is None:
+            pools = self._idle.pools = {False: [], True: []}
+        return pools[read_only]
+
+    @contextmanager
+    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        if read_only and not self.exists():
+            raise FileNotFoundError(f"warehouse {self.describe()} does not exist yet: run the pipeline first")
+        base = self._base(read_only)
+        idle = self._idle_cursors(read_only)
+        if idle:
+            con = idle.pop()
+        else:
+            con = base.cursor()
+            con.execute(f"USE {ALIAS}")
+        healthy = False
+        try:
+            yield con
+            healthy = True
+        finally:
+            # a kept cursor never sees stale data: each statement outside a transaction reads the newest snapshot
+            if healthy and len(idle) < _IDLE_CURSORS:
+                idle.append(con)
+            else:
+                con.close()
+
+    def open_reader(self, as_of: str | None = None) -> duckdb.DuckDBPyConnection:
+        if not self.exists():
+            raise FileNotFoundError(f"warehouse {self.describe()} does not exist yet: run the pipeline first")
+        data = readonly.url(self.data_path)
+        con = self._new_base(True, duckdb_config(), as_of, data_path=data)
+        try:
+            readonly.seal(con, [data])
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    # --- scopes, catalog cache, races -------------------------------------------------------------
+
+    @contextmanager
+    def run_scope(self) -> Iterator[None]:
+        yield
+
+    @contextmanager
+    def step_scope(self) -> Iterator[None]:
+        yield
+
+    def release(self) -> None:
+        """Nothing: a lake holds no lock another process waits on."""
+
+    def known(self) -> Known | None:
+        with self._lock:
+            known = self._known
+        if known is None:
+            known = {}
+            with self.connect() as con:
+                for schema, table, column, kind in con.execute(CATALOG_SQL).fetchall():
+                    known.setdefault((schema, table), {})[column] = kind
+            with self._lock:
+                self._known = known
+        return known
+
+    def forget(self) -> None:
+        with self._lock:
+            self._known = None
+
+    def retrying(self, write: Callable[[], T]) -> T:
+        delay = 0.02
+        refreshed = False
+        for attempt in range(40):
+            try:
+                return write()
+            except (duckdb.CatalogException, duckdb.BinderException):
+                if refreshed:
+                    raise
+                self.forget()  # a table this process remembered is gone or changed: ask the catalog again
+                refreshed = True
+            except duckdb.Error as exc:
+                if not is_retryable(exc) or attempt == 39:
+                    raise
+                time.sleep(delay + random.uniform(0, delay))
+                delay = min(delay * 1.5, 1.0)
+        raise AssertionError("unreachable")
+
+    def maintain(self, keep_days: int) -> Iterator[str]:
+        steps = [
+            ("moved rows kept in the catalog to Parquet files", f"CALL ducklake_flush_inlined_data('{ALIAS}')"),
+            ("merged small files", f"CALL ducklake_merge_adjacent_files('{ALIAS}')"),
+            (
+                "expired snapshots",
+                f"CALL ducklake_expire_snapshots('{ALIAS}', older_than => now() - INTERVAL '{int(keep_days)} days')",
+            ),
+            ("deleted unneeded files", f"CALL ducklake_cleanup_old_files('{ALIAS}', cleanup_all => true)"),
+        ]
+        for what, sql in steps:
+            self.retrying(lambda sql=sql: self._run(sql))
+            yield what
+
+    def _run(self, sql: str) -> None:
+        with self.connect() as con:
+            con.execute(sql)
+
+    def stored_files(self) -> list[Path]:
+        return sorted(p for p in Path(self.data_path).rglob("*") if p.is_file())
+
+    def close(self) -> None:
+        with self._lock:
+            bases, self._bases, self._idle, self._known = self._bases, {}, threading.local(), None
+        for base in bases.values():
+            base.close()
+
+
+class SqliteLake(LakeBackend):
+    """The catalog in a SQLite file in WAL mode (readers never wait on a writer), with a busy timeout (a writer
+    waits for another's commit instead of failing at once; a commit that still loses the race is retried)."""
+
+    catalog_kind = "sqlite"
+
+    def exists(self) -> bool:
+        return Path(self.catalog.removeprefix("sqlite:")).exists()
+
+    def _prepare(self) -> None:
+        Path(self.catalog.removeprefix("sqlite:")).parent.mkdir(parents=True, exist_ok=True)
+        Path(self.data_path).mkdir(parents=True, exist_ok=True)
+
+    def _catalog_options(self) -> list[str]:
+        return ["META_JOURNAL_MODE 'WAL'", "META_BUSY_TIMEOUT 10000"]
+
+    def stored_files(self) -> list[Path]:
+        catalog = Path(self.catalog.removeprefix("sqlite:"))
+        beside = [Path(f"{catalog}{end}") for end in ("", "-wal")]
+        return [p for p in beside if p.is_file()] + super().stored_files()
+
+
+class PostgresLake(LakeBackend):
+    """The catalog in PostgreSQL: many machines, the data on storage they all see."""
+
+    catalog_kind = "postgres"
+
+    def describe(self) -> str:
+        return f"ducklake:postgres (data in {self.data_path})"  # a conninfo may hold a password
+
+
+def lake_backend(spec: str, data_path: str | None = None) -> LakeBackend:
+    """The DuckLake backend ``spec`` names (``ducklake:sqlite:<file>`` or ``ducklake:postgres:<conninfo>``)."""
+    catalog = spec.removeprefix(PREFIX)
+    if catalog.startswith("sqlite:"):
+        path = Path(catalog.removeprefix("sqlite:"))
+        return SqliteLake(spec, f"sqlite:{path}", data_path or str(path.with_name(path.name + ".files")))
+    if catalog.startswith("postgres:"):
+        if not data_path:
+            raise BackendError("a DuckLake with a PostgreSQL catalog needs EVAL_WAREHOUSE_DATA (where its rows go)")
+        return PostgresLake(spec, catalog, data_path)
+    raise BackendError(
+        f"EVAL_WAREHOUSE {spec!r}: use ducklake:sqlite:<file>, ducklake:postgres:<conninfo> or a .duckdb path"
+    )

@@ -1,0 +1,141 @@
+"""The default warehouse never blocks (#33) and a person's query cannot write (#36, items 1, 2, 10).
+
+Classes covered: a reader holding a plain DuckDB connection, or `eval-pipeline sql` in a loop, during a run on
+the default warehouse (a DuckLake on SQLite): no error, the run unharmed, every read a whole snapshot; the
+query path writes no file whatever the statement (EXPLAIN ANALYZE of a COPY over the warehouse's own files),
+reads nothing beside the warehouse, and works with any character in its path."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from eval_pipeline.cli import main as cli
+from eval_pipeline.storage import connect
+from eval_pipeline.storage.warehouse import Warehouse
+
+from .test_interruptions_and_concurrency import _spawn
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _small_warehouse(spec: str) -> Warehouse:
+    wh = Warehouse(spec)
+    wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"] * 3, "x": [1, 2, 3]}), {"checkpoint_id": "a"})
+    return wh
+
+
+@pytest.mark.parametrize("backend", ["file", "lake"])
+def test_no_statement_can_write_a_file_through_the_query_path(tmp_path, monkeypatch, capfd, backend):
+    folder = tmp_path / "it's here"  # an apostrophe in the path (#36.10)
+    folder.mkdir()
+    (folder / "notes.txt").write_text("private")
+    spec = str(folder / "w.duckdb") if backend == "file" else f"ducklake:sqlite:{folder / 'catalog.sqlite'}"
+    monkeypatch.setenv("EVAL_WAREHOUSE", spec)
+    wh = _small_warehouse(spec)
+    wh.close()
+    target = folder / ("w.duckdb" if backend == "file" else "catalog.sqlite")
+    before = _digest(target)
+    t = str(target).replace("'", "''")
+    attempts = [
+        f"EXPLAIN ANALYZE COPY (SELECT 'gone' AS x) TO '{t}' (FORMAT csv, USE_TMP_FILE false)",
+        f"COPY (SELECT 'gone' AS x) TO '{t}' (FORMAT csv)",
+        f"EXPLAIN ANALYZE COPY (SELECT 1 AS x) TO '{str(folder / 'new.csv').replace(chr(39), chr(39) * 2)}'",
+        f"SELECT * FROM read_text('{str(folder / 'notes.txt').replace(chr(39), chr(39) * 2)}')",
+        f"SELECT * FROM glob('{str(folder).replace(chr(39), chr(39) * 2)}/*')",
+        "SELECT * FROM read_text('/etc/hostname')",
+        "SET enable_external_access = true",
+        "",
+    ]
+    for sql in attempts:
+        capfd.readouterr()
+        assert cli(["sql", sql]) == 2, sql
+        err = capfd.readouterr().err
+        assert err.startswith("eval-pipeline: error: ") and len(err.strip().splitlines()) == 1, err
+        assert "private" not in err
+    assert _digest(target) == before
+    assert not (folder / "new.csv").exists()
+    assert cli(["sql", "SELECT sum(x) AS s FROM r1.t", "--format", "csv"]) == 0
+    assert capfd.readouterr().out == "s\n6\n"
+
+
+def test_sql_writes_csv_json_and_parquet_and_ends_quietly_into_a_closed_pipe(tmp_path, monkeypatch, capfd):
+    import subprocess
+    import sys
+
+    spec = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    monkeypatch.setenv("EVAL_WAREHOUSE", spec)
+    _small_warehouse(spec).close()
+    assert cli(["sql", "SELECT x FROM r1.t ORDER BY x", "--format", "json"]) == 0
+    assert capfd.readouterr().out.splitlines() == ['{"x": 1}', '{"x": 2}', '{"x": 3}']
+    out = tmp_path / "t.parquet"
+    assert cli(["sql", "SELECT x FROM r1.t ORDER BY x", "--format", "parquet", "--out", str(out)]) == 0
+    assert pd.read_parquet(out).x.tolist() == [1, 2, 3]
+    assert cli(["sql", "SELECT 1", "--format", "parquet"]) == 2  # never to a terminal
+    # a reader that stops after one line: no "Broken pipe", exit 0
+    pipe = subprocess.run(
+        f"{sys.executable} -m eval_pipeline.cli sql 'SELECT * FROM range(200000)' --format csv | head -n 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, EVAL_WAREHOUSE=spec),
+        timeout=120,
+        executable="/bin/bash",
+    )
+    assert pipe.stdout == "range\n" and "Broken pipe" not in pipe.stderr and "Error" not in pipe.stderr, pipe.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_held_reader_and_sql_in_a_loop_during_a_run_on_the_default_warehouse(tmp_path, monkeypatch, checkpoint_root):
+    """(a) a plain DuckDB connection (the notebook helper) held for the whole run, querying all along; (b)
+    `eval-pipeline sql` 50 times during the same run: no error anywhere, the run succeeds, and each read sees a
+    whole snapshot (a checkpoint's samples and scores always agree in number)."""
+    monkeypatch.delenv("EVAL_WAREHOUSE", raising=False)
+    spec = f"ducklake:sqlite:{tmp_path / 'data' / 'lake' / 'catalog.sqlite'}"
+    monkeypatch.setenv("EVAL_WAREHOUSE", spec)
+    env = dict(os.environ, EVAL_JUDGE="heuristic", EVAL_CHECKPOINT_DIR=str(checkpoint_root))
+    first = _spawn(env, spec, checkpoint_root, "ckpt-0100", "kg_qa")
+    assert first.wait(timeout=300) == 0
+    notebook = connect(spec)
+    stop, reads, errors = threading.Event(), [], []
+    whole = (
+        "SELECT (SELECT count(*) FROM kg_qa.samples WHERE checkpoint_id = 'ckpt-0200') AS samples, "
+        "(SELECT count(DISTINCT sample_id) FROM kg_qa.scores WHERE checkpoint_id = 'ckpt-0200') AS scored"
+    )
+
+    def read_all_along() -> None:
+        while not stop.is_set():
+            try:
+                notebook.execute("BEGIN TRANSACTION")  # one snapshot for both counts
+                reads.append(notebook.execute(whole).fetchone())
+                notebook.execute("COMMIT")
+            except Exception as exc:  # noqa: BLE001 (every error is the finding)
+                errors.append(repr(exc))
+            time.sleep(0.2)
+
+    t = threading.Thread(target=read_all_along)
+    t.start()
+    run = _spawn(env, spec, checkpoint_root, "ckpt-0200", "kg_qa")
+    sql_codes = []
+    while run.poll() is None and len(sql_codes) < 50:
+        sql_codes.append(cli(["sql", "SELECT count(*) FROM main.leaderboard", "--format", "csv"]))
+    out = run.communicate(timeout=300)[0]
+    stop.set()
+    t.join()
+    notebook.close()
+    assert run.returncode == 0, out[-3000:]
+    assert errors == []
+    assert sql_codes and set(sql_codes) == {0}
+    assert len(reads) > 3
+    # before the samples land both are 0; once scores land they cover every sample; never half a partition
+    for samples, scored in reads:
+        assert scored in (0, samples), reads
