@@ -18,10 +18,10 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import register_checkpoints
 from eval_pipeline.ingest.jsonl import iter_jsonl
+from eval_pipeline.storage.warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_S, GOAL_MB = 15.0, 1024  # issue #17: 1M lines through raw_outputs + samples

@@ -115,8 +115,8 @@ def main() -> None:
     args = ap.parse_args()
     from starlette.testclient import TestClient
 
-    from eval_pipeline.storage.warehouse import Warehouse
     from eval_pipeline.publish.viewer.app import create_app
+    from eval_pipeline.storage.warehouse import Warehouse
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_viewer_"))
 

@@ -71,9 +71,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_checkpoints(args: argparse.Namespace) -> int:
     from eval_pipeline.console import clean
     from eval_pipeline.core import settings
-    from eval_pipeline.storage.warehouse import Warehouse
     from eval_pipeline.defs.partitions import CHECKPOINTS
     from eval_pipeline.ingest.checkpoints import scan_checkpoints
+    from eval_pipeline.storage.warehouse import Warehouse
 
     scan = scan_checkpoints()
     registered = set(_instance().get_dynamic_partitions(CHECKPOINTS.name))
@@ -182,7 +182,9 @@ def _unquote_header(text: str) -> str:
     """Arrow quotes every header name; a plain name needs no quotes (as pandas and DuckDB write it)."""
     header, sep, rest = text.partition("\n")
     names = header.split(",")
-    plain = [n[1:-1] if n.startswith('"') and n.endswith('"') and '""' not in n[1:-1] and "," not in n else n for n in names]
+    plain = [
+        n[1:-1] if n.startswith('"') and n.endswith('"') and '""' not in n[1:-1] and "," not in n else n for n in names
+    ]
     return ",".join(plain) + sep + rest
 
 
@@ -262,8 +264,8 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from eval_pipeline.core import settings
-    from eval_pipeline.storage.warehouse import Warehouse
     from eval_pipeline.publish.report import write_report
+    from eval_pipeline.storage.warehouse import Warehouse
 
     wh = Warehouse(args.warehouse or settings.warehouse_path())
     if not wh.exists():
@@ -275,8 +277,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_view(args: argparse.Namespace) -> int:
     from eval_pipeline.core import settings
-    from eval_pipeline.storage.warehouse import Warehouse
     from eval_pipeline.publish.viewer.app import serve
+    from eval_pipeline.storage.warehouse import Warehouse
 
     wh = Warehouse(args.warehouse or settings.warehouse_path())
     print(f"eval-pipeline view: http://{args.host}:{args.port}/ on {wh.describe()} (Ctrl-C stops it)")

@@ -43,6 +43,7 @@ class RubricReport:
     rating_files_rejected: list[str] = field(default_factory=list)
     gates_total: int = 0
     gates_failed: list[tuple[str, float | None, float, str]] = field(default_factory=list)
+    gates_pending: list[tuple[str, str]] = field(default_factory=list)  # (gate, reason): not enough data yet
     incomplete: list[str] = field(default_factory=list)
 
 
@@ -85,17 +86,17 @@ def assess(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> RubricReport:
             r.rating_rejected = int(len(rejected) - (whole.line_number == 1).sum())
             r.rating_rows += r.rating_rejected
         if s.table_exists(rubric.name, "gates"):
-            gates = s.query_df(
-                f'SELECT gate, value, threshold, passed, reason FROM "{rubric.name}".gates '
-                "WHERE checkpoint_id = ? ORDER BY gate",
-                [ckpt],
-            )
+            gates = s.query_df(f'SELECT * FROM "{rubric.name}".gates WHERE checkpoint_id = ? ORDER BY gate', [ckpt])
+            if "status" not in gates.columns:  # written before gates could be pending
+                gates["status"] = None
+            status = gates.status.where(gates.status.notna(), gates.passed.map({True: "passed", False: "failed"}))
             r.gates_total = len(gates)
             r.gates_failed = [
                 (g.gate, None if g.value != g.value else float(g.value), float(g.threshold), g.reason)
-                for g in gates.itertuples()
-                if not g.passed
+                for g, st in zip(gates.itertuples(), status)
+                if st == "failed"
             ]
+            r.gates_pending = [(g.gate, g.reason) for g, st in zip(gates.itertuples(), status) if st == "pending"]
     if r.judge_scores and r.judge_missing / r.judge_scores > c.max_missing_judge_scores:
         top = next(iter(r.judge_reasons), "")
         r.incomplete.append(
@@ -125,11 +126,16 @@ def report_lines(r: RubricReport) -> list[str]:
     if r.rating_rows:
         parts.append(f"ratings {r.rating_rows} rows, {r.rating_rejected} rejected")
     if r.gates_total:
-        parts.append(f"gates {r.gates_total - len(r.gates_failed)}/{r.gates_total} passed")
+        passed = r.gates_total - len(r.gates_failed) - len(r.gates_pending)
+        parts.append(
+            f"gates {passed}/{r.gates_total} passed" + (f", {len(r.gates_pending)} pending" if r.gates_pending else "")
+        )
     out = [f"    {r.rubric:<20} " + " · ".join(parts)]
     for name, value, threshold, reason in r.gates_failed:
         shown = "n/a" if value is None else f"{value:.3g}"
         out.append(f"      gate FAILED {name}: value {shown}, threshold {threshold:g} ({clean(reason)[:160]})")
+    for name, reason in r.gates_pending:
+        out.append(f"      gate PENDING {name}: {clean(reason)[:200]}")
     out += [f"      INCOMPLETE {clean(msg)[:200]}" for msg in r.incomplete]
     return out
 

@@ -9,11 +9,11 @@ import pytest
 from eval_pipeline.agreement.compute import compute_agreement
 from eval_pipeline.core.config import JudgeSpec
 from eval_pipeline.core.contracts import PANEL
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.devtools.openai_stub import StubServer
 from eval_pipeline.devtools.stub_answers import stub_distribution
 from eval_pipeline.judge.logprobs import expected, score_distributions
 from eval_pipeline.judge.runner import judge_samples
+from eval_pipeline.storage.warehouse import Warehouse
 
 from .test_judge import emp_records
 

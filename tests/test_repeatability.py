@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.core.config import RepeatSpec
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.devtools.openai_stub import StubServer
 from eval_pipeline.judge.repeat import noise_band, pick_subset, repeatability
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.scoring.comparison import compare
+from eval_pipeline.storage.warehouse import Warehouse
 
 from .test_judge import emp_records
 

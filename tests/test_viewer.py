@@ -14,11 +14,11 @@ import dagster as dg
 import pytest
 from starlette.testclient import TestClient
 
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.publish.viewer.app import create_app
 from eval_pipeline.publish.viewer.render import num, word_diff
+from eval_pipeline.storage.warehouse import Warehouse
 
 from .conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
 

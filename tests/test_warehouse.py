@@ -4,8 +4,8 @@ import duckdb
 import pandas as pd
 import pytest
 
-from eval_pipeline.storage import staging
 from eval_pipeline.core.ids import UnsafeIdentifierError
+from eval_pipeline.storage import staging
 from eval_pipeline.storage.warehouse import Warehouse
 
 

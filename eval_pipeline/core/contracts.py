@@ -142,8 +142,24 @@ COMPARISON_COLUMNS = [
     "regression",
     "judge_noise_95",
     "beyond_judge_noise",
+    "p_value",  # paired t-test of the change, two-sided
+    "p_holm",  # the p-value corrected for the rubric's scores (Holm)
+    "mde",  # the smallest change the shared samples detect (alpha 0.05 two-sided, power 0.8)
+    "status",  # compared / not_comparable (the two checkpoints were judged by different judges)
+    "note",
 ]
-GATE_COLUMNS = ["checkpoint_id", "gate", "kind", "value", "threshold", "passed", "n", "reason", "rubric_version"]
+GATE_COLUMNS = [
+    "checkpoint_id",
+    "gate",
+    "kind",
+    "value",
+    "threshold",
+    "passed",
+    "n",
+    "reason",
+    "rubric_version",
+    "status",  # passed / failed / pending (not enough data yet: neither a pass nor a failure of the model)
+]
 LENGTH_BIAS_COLUMNS = [
     "checkpoint_id",
     "score",

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -20,9 +19,10 @@ import pandas as pd
 
 from eval_pipeline.core import progress, settings
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
+from eval_pipeline.storage.warehouse import Warehouse
+
 
 def asset_key(rubric: RubricConfig | str, name: str) -> dg.AssetKey:
     return dg.AssetKey([rubric if isinstance(rubric, str) else rubric.name, name])

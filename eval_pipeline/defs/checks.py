@@ -6,11 +6,11 @@ import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.defs.asset import _holding_the_warehouse, asset_key, partition_rows
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring.gates import gate_kind, typed
+from eval_pipeline.storage.warehouse import Warehouse
 
 
 def _check_specs(rubric: RubricConfig, assets: set[str]) -> tuple[list[dg.AssetCheckSpec], dict[str, dg.AssetKey]]:
@@ -46,11 +46,12 @@ def _result(name: str, target: dg.AssetKey, row: dict | None) -> dg.AssetCheckRe
             metadata={"reason": "fails closed: gate not evaluated for this checkpoint"},
         )
     value = None if pd.isna(row["value"]) else float(row["value"])
+    pending = row.get("status") == "pending"  # not enough data yet: a warning, not a failure of the model
     return dg.AssetCheckResult(
         check_name=name,
         asset_key=target,
         passed=bool(row["passed"]),
-        severity=dg.AssetCheckSeverity.ERROR,
+        severity=dg.AssetCheckSeverity.WARN if pending else dg.AssetCheckSeverity.ERROR,
         metadata={  # numbers that change with the data (the Plots tab draws them); the threshold is text
             "value": dg.MetadataValue.float(round(value, 4)) if value is not None else dg.MetadataValue.text("n/a"),
             "margin": dg.MetadataValue.float(round(value - float(row["threshold"]), 4))
@@ -58,6 +59,7 @@ def _result(name: str, target: dg.AssetKey, row: dict | None) -> dg.AssetCheckRe
             else dg.MetadataValue.text("n/a"),
             "threshold": dg.MetadataValue.text(f"{float(row['threshold']):g}"),
             "samples": dg.MetadataValue.text(str(int(row["n"]))),
+            "status": dg.MetadataValue.text(str(row.get("status") or ("passed" if row["passed"] else "failed"))),
             "reason": dg.MetadataValue.text(str(row["reason"])),
         },
         description=str(row["reason"]),

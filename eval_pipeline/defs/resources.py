@@ -12,8 +12,8 @@ import dagster as dg
 from pydantic import Field, PrivateAttr
 
 from eval_pipeline.core import settings
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.ingest.checkpoints import Checkpoint, CheckpointError, checkpoint_folder, read_checkpoint
+from eval_pipeline.storage.warehouse import Warehouse
 
 
 class WarehouseResource(dg.ConfigurableResource):

@@ -23,10 +23,10 @@ import dagster as dg
 from dagster._core.storage.dagster_run import DagsterRunStatus
 
 from eval_pipeline.core.processes import pid_alive
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.ingest.checkpoints import read_checkpoint
 from eval_pipeline.publish.report import redraw_report
+from eval_pipeline.storage.warehouse import Warehouse
 
 
 @dataclass

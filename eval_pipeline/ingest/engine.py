@@ -28,7 +28,6 @@ import pyarrow.compute as pc
 
 from eval_pipeline.core.config import InputField, RubricConfig
 from eval_pipeline.core.contracts import QUARANTINE_COLUMNS
-from eval_pipeline.storage.tables import COMPRESSION, Select, literal
 from eval_pipeline.ingest.engine_schema import (
     LIST_TYPES,
     PY_WHITESPACE,
@@ -37,6 +36,7 @@ from eval_pipeline.ingest.engine_schema import (
     text_lengths,
 )
 from eval_pipeline.ingest.parsing import parse_line
+from eval_pipeline.storage.tables import COMPRESSION, Select, literal
 
 # leniencies of DuckDB's reader (case-insensitive nan/inf values, 16+ digit numbers, 3-digit exponents, trailing
 # commas, escaped surrogates) and a key written with space before its colon (the key count below needs `":`)

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 
 from eval_pipeline.core import progress
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.judge import cache
 from eval_pipeline.judge.calls import CallOutcome, CallSpec, call_specs
 from eval_pipeline.judge.client import JudgeSettings
 from eval_pipeline.judge.parsing import JudgeParseError
+from eval_pipeline.storage.warehouse import Warehouse
 
 
 @dataclass

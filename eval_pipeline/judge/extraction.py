@@ -15,12 +15,12 @@ import pandas as pd
 
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.contracts import EXTRACTION_COLUMNS
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.judge import cache
 from eval_pipeline.judge.calls import CallSpec
 from eval_pipeline.judge.parsing import JudgeParseError, _first_object
 from eval_pipeline.judge.prompts import INJECTION_NOTICE, data_block
 from eval_pipeline.judge.runner import JudgeRunStats, cached_calls, settings_from_env
+from eval_pipeline.storage.warehouse import Warehouse
 
 
 def _list_schema(name: str, key: str) -> dict[str, Any]:

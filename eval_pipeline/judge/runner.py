@@ -18,7 +18,6 @@ import pandas as pd
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.contracts import PANEL, SCORE_COLUMNS
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.judge import cache
 from eval_pipeline.judge.cached import JudgeRunStats, cached_calls
 from eval_pipeline.judge.calls import CallSpec
@@ -28,6 +27,7 @@ from eval_pipeline.judge.logprobs import expected, score_distributions
 from eval_pipeline.judge.parsing import parse_answer
 from eval_pipeline.judge.prompts import build_messages, response_schema
 from eval_pipeline.judge.rows import _panel_rows, _questionnaire_rows, _row
+from eval_pipeline.storage.warehouse import Warehouse
 
 
 def settings_from_env(spec: JudgeSpec | None = None, **overrides: Any) -> JudgeSettings:

@@ -1,22 +1,31 @@
 """Checkpoint vs parent: per-score change with a seeded paired bootstrap CI over the samples both share.
 
-The parent is the one `checkpoint.json` names, else the previous checkpoint by creation time. A
-regression is a guarded score whose 95 % interval of the change lies wholly on the worse side
-(below zero, or above zero for scores where lower is better).
+The parent is the one `checkpoint.json` names, else the previous checkpoint by creation time. Every score's
+change is tested (a paired t-test, two-sided), the p-values of a rubric's scores corrected together (Holm), and
+a score whose corrected p-value is below ALPHA with the change on the worse side is a regression, whatever the
+score; beside it, the smallest change the shared samples could detect (MDE, power 0.8). Two checkpoints judged
+by different judges (judge.identity) are never compared: the rows say ``not_comparable`` and why.
 """
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
+from scipy import stats
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, COMPARISON_COLUMNS
 from eval_pipeline.core.resampling import in_item_order, mean_intervals
-from eval_pipeline.storage.warehouse import Warehouse
-from eval_pipeline.scoring.gates.base import GateResult, GateSpec
+from eval_pipeline.scoring.gates.base import GateResult, GateSpec, pending
 from eval_pipeline.scoring.summary import numeric_scores
+from eval_pipeline.storage.warehouse import Warehouse
 
 N_BOOT = 2000
+ALPHA = 0.05
+MDE_Z = 1.959963984540054 + 0.8416212335729143  # z(1 - alpha/2) + z(power 0.8)
+COMPARED, NOT_COMPARABLE = "compared", "not_comparable"
 DTYPES = {
     "checkpoint_id": "object",
     "parent_id": "object",
@@ -34,7 +43,37 @@ DTYPES = {
     "regression": "bool",
     "judge_noise_95": "float64",
     "beyond_judge_noise": "boolean",
+    "p_value": "float64",
+    "p_holm": "float64",
+    "mde": "float64",
+    "status": "object",
+    "note": "object",
 }
+
+
+def paired_test(d: np.ndarray) -> tuple[float, float]:
+    """(two-sided p-value of a paired t-test that the mean change is 0, minimum detectable effect) over the
+    changes ``d``. Fewer than 2 changes: NaN, NaN. All changes equal: p 1 when they are 0, else 0; MDE 0."""
+    n = len(d)
+    if n < 2:
+        return math.nan, math.nan
+    sd = float(np.std(d, ddof=1))
+    if sd == 0.0 or sd < 1e-12 * max(1.0, float(np.abs(d).max())):
+        return (1.0 if float(np.abs(d).max()) == 0.0 else 0.0), 0.0
+    p = float(stats.ttest_1samp(d, 0.0).pvalue)
+    return p, MDE_Z * sd / math.sqrt(n)
+
+
+def holm(p: list[float]) -> list[float]:
+    """Holm's step-down correction of ``p`` (NaN stays NaN and is not counted)."""
+    valid = sorted((v, i) for i, v in enumerate(p) if v == v)
+    m = len(valid)
+    out = [math.nan] * len(p)
+    running = 0.0
+    for rank, (v, i) in enumerate(valid):
+        running = max(running, min(1.0, (m - rank) * v))
+        out[i] = running
+    return out
 
 
 def empty_comparison() -> pd.DataFrame:
@@ -58,6 +97,25 @@ def parent_of(wh: Warehouse, checkpoint_id: str) -> str | None:
     if not wh.table_exists(*CHECKPOINTS):
         return None
     return find_parent(wh.query_df(f"SELECT * FROM {CHECKPOINTS[0]}.{CHECKPOINTS[1]}"), checkpoint_id)
+
+
+def not_comparable(rubric: RubricConfig, checkpoint_id: str, parent_id: str, note: str) -> pd.DataFrame:
+    """One row per score saying why no change is computed (the two checkpoints were judged by different judges)."""
+    rows = [
+        dict(
+            checkpoint_id=checkpoint_id,
+            parent_id=parent_id,
+            score=col,
+            n_pairs=0,
+            lower_is_better=col in rubric.lower_is_better,
+            guarded=col in rubric.guarded_dimensions,
+            regression=False,
+            status=NOT_COMPARABLE,
+            note=note,
+        )
+        for col in numeric_scores(rubric)
+    ]
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS).astype(DTYPES)
 
 
 def compare(
@@ -95,7 +153,7 @@ def compare(
         worse = (d > 0) if low else (d < 0)
         better = (d < 0) if low else (d > 0)
         guarded = col in rubric.guarded_dimensions
-        regression = bool(guarded and len(d) >= 2 and ((lo > 0) if low else (hi < 0)))
+        p, mde = paired_test(d)
         sd = (judge_noise_sd or {}).get(col)
         band = noise_band(sd, len(d), len(d)) if sd is not None else float("nan")
         rows.append(
@@ -113,31 +171,38 @@ def compare(
                 share_worse=float(worse.mean()) if len(d) else None,
                 lower_is_better=low,
                 guarded=guarded,
-                regression=regression,
+                regression=False,
                 judge_noise_95=band,
                 beyond_judge_noise=None if band != band or not len(d) else bool(abs(float(d.mean())) > band),
+                p_value=p,
+                mde=mde,
+                status=COMPARED,
+                note=None,
             )
         )
+    for row, adjusted in zip(rows, holm([r["p_value"] for r in rows])):
+        row["p_holm"] = adjusted
+        worse = row["delta"] is not None and ((row["delta"] > 0) if row["lower_is_better"] else (row["delta"] < 0))
+        row["regression"] = bool(worse and adjusted == adjusted and adjusted < ALPHA)
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS).astype(DTYPES)
 
 
 def evaluate_regression(
     g: GateSpec, comparison: pd.DataFrame | None, parent_id: str | None, note: str | None
 ) -> GateResult:
+    """Fails when a score the gate covers (every score but ``params.ignore``) dropped significantly (Holm-corrected
+    p < ALPHA); pending when the parent was judged by another judge or has no scores yet; not applicable (passed,
+    with the reason) for a checkpoint without a parent."""
     if parent_id is None:
-        return GateResult(g.name, g.kind, None, g.threshold, True, 0, "no parent checkpoint: nothing to regress from")
+        return GateResult(g.name, g.kind, 0.0, g.threshold, True, 0, "not applicable: no parent checkpoint to compare")
     if comparison is None or comparison.empty:
-        return GateResult(
-            g.name,
-            g.kind,
-            None,
-            g.threshold,
-            False,
-            0,
-            f"fails closed: no comparison with parent {parent_id} ({note or 'parent not evaluated'})",
-        )
-    guarded = comparison[comparison.guarded.astype(str).str.lower().isin(["true", "1"])]
-    n = int(guarded.n_pairs.min()) if len(guarded) else 0
+        return pending(g, 0, f"no comparison with parent {parent_id} yet ({note or 'parent not evaluated'})")
+    status = comparison["status"] if "status" in comparison.columns else pd.Series(COMPARED, index=comparison.index)
+    if (status == NOT_COMPARABLE).any():
+        return pending(g, 0, str(comparison.loc[status == NOT_COMPARABLE, "note"].iloc[0]))
+    ignore = set(g.params.get("ignore", []))
+    covered = comparison[~comparison.score.isin(ignore)]
+    n = int(covered.n_pairs.min()) if len(covered) else 0
     if n < g.min_samples:
         return GateResult(
             g.name,
@@ -148,18 +213,22 @@ def evaluate_regression(
             n,
             f"fails closed: {n} samples shared with {parent_id}, fewer than {g.min_samples}",
         )
-    reg = guarded[guarded.regression.astype(str).str.lower().isin(["true", "1"])]
-    parts = [f"{r.score} {r.delta:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]" for r in guarded.itertuples()]
-    if len(reg):
+    flagged = covered[covered.regression.astype(str).str.lower().isin(["true", "1"])]
+    parts = [
+        f"{r.score} {r.delta:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"
+        + (f" p_holm {r.p_holm:.2g}" if "p_holm" in covered.columns and r.p_holm == r.p_holm else "")
+        for r in flagged.itertuples()
+    ]
+    if len(flagged):
         return GateResult(
             g.name,
             g.kind,
-            float(len(reg)),
+            float(len(flagged)),
             g.threshold,
             False,
             n,
-            f"regression vs {parent_id} on {', '.join(reg.score)}; " + "; ".join(parts),
+            f"regression vs {parent_id} on {', '.join(flagged.score)}: " + "; ".join(parts),
         )
     return GateResult(
-        g.name, g.kind, 0.0, g.threshold, True, n, f"no guarded score regressed vs {parent_id}; " + "; ".join(parts)
+        g.name, g.kind, 0.0, g.threshold, True, n, f"no score dropped significantly vs {parent_id} (Holm, {len(covered)} tested)"
     )

@@ -18,7 +18,6 @@ import pyarrow as pa
 from eval_pipeline.core.processes import pid_alive
 from eval_pipeline.storage.tables import (
     Frame,
-    transaction,
     check_partition,
     column_types,
     columns_of,
@@ -27,6 +26,7 @@ from eval_pipeline.storage.tables import (
     insert_by_name,
     partition_condition,
     qualified,
+    transaction,
 )
 
 if TYPE_CHECKING:

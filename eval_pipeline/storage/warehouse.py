@@ -13,7 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import duckdb
 import pandas as pd
@@ -23,7 +23,6 @@ from eval_pipeline.core import settings
 from eval_pipeline.core.ids import check_identifier
 from eval_pipeline.storage.backend import WarehouseBackend, open_backend
 from eval_pipeline.storage.staging import PartitionWriter, TransactionWriter
-
 from eval_pipeline.storage.tables import (
     COLUMNS_SQL,
     Frame,

@@ -11,8 +11,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.devtools.openai_stub import StubServer
+from eval_pipeline.storage.warehouse import Warehouse
 
 HELPER = str(Path(__file__).with_name("run_checkpoint.py"))
 

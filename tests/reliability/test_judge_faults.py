@@ -7,11 +7,11 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.core.contracts import PANEL
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.devtools.openai_stub import StubServer, _keys, _scores
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.scoring.gates import evaluate_gates
 from eval_pipeline.scoring.scores import compute_scores
+from eval_pipeline.storage.warehouse import Warehouse
 
 FAST = {"backoff_base_s": 0.005, "backoff_max_s": 0.02, "timeout_s": 0.5, "max_retries": 2}
 

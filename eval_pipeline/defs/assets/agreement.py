@@ -5,27 +5,56 @@ import pandas as pd
 
 from eval_pipeline.agreement.compute import compute_agreement, rater_sets
 from eval_pipeline.agreement.length_bias import length_bias, log_words
+from eval_pipeline.agreement.trust import OVERALL, trust_rows
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import ALL_CHECKPOINTS, JUDGE_VS_HUMAN_MEAN, PANEL
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.defs.asset import asset_key, partition_rows, required_rows, rounded, rubric_asset, viewer_link
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring.comparison import parent_of
+from eval_pipeline.storage.warehouse import Warehouse
 
 
 def _kappas(df: pd.DataFrame) -> dict[str, float]:
     return {r.dimension: round(r.value, 3) for r in df.itertuples() if r.value == r.value}
 
 
-def _rated_panel_rows(wh: Warehouse, rubric: RubricConfig, ckpt_id: str | None = None) -> pd.DataFrame:
-    """The panel's judge_scores rows of the samples people rated (one checkpoint's, or every checkpoint's):
-    agreement needs no other, and a 100k-sample checkpoint has about 1,000 rated."""
-    where = "AND j.checkpoint_id = ?" if ckpt_id is not None else ""
+def _rated_panel_rows(
+    wh: Warehouse, rubric: RubricConfig, ckpt_id: str | None = None, ckpts: list[str] | None = None
+) -> pd.DataFrame:
+    """The panel's judge_scores rows of the samples people rated (one checkpoint's, those of ``ckpts``, or every
+    checkpoint's): agreement needs no other, and a 100k-sample checkpoint has about 1,000 rated."""
+    where, params = "", [PANEL]
+    if ckpt_id is not None:
+        where, params = "AND j.checkpoint_id = ?", params + [ckpt_id]
+    elif ckpts is not None:
+        where, params = "AND list_contains(?, j.checkpoint_id)", params + [ckpts]
     return wh.query_df(
         f'SELECT j.* FROM "{rubric.name}".judge_scores j WHERE j.judge = ? {where} AND (j.checkpoint_id, j.sample_id) '
         f'IN (SELECT DISTINCT checkpoint_id, sample_id FROM "{rubric.name}".human_ratings)',
-        [PANEL] + ([ckpt_id] if ckpt_id is not None else []),
+        params,
     )
+
+
+def _judge_trust(
+    wh: Warehouse, rubric: RubricConfig, ckpt_id: str, own: pd.DataFrame, all_ratings: pd.DataFrame
+) -> pd.DataFrame | None:
+    """The verdict on this checkpoint's judge identity from its pooled calibration set: every rated sample of every
+    checkpoint the same identity judged (agreement.trust); None before the judge recorded who it is."""
+    who = partition_rows(wh, rubric, "judge_identity", ckpt_id)
+    if who is None or who.empty:
+        return None
+    identity, label = str(who.judge_identity.iloc[0]), str(who.label.iloc[0])
+    same = [
+        str(c)
+        for (c,) in wh.query_rows(
+            f'SELECT DISTINCT checkpoint_id FROM "{rubric.name}".judge_identity WHERE judge_identity = ? ORDER BY 1',
+            [identity],
+        )
+    ]
+    ratings = all_ratings[all_ratings.checkpoint_id.isin(same)]
+    pooled = compute_agreement(rubric, f"judge:{identity}", ratings, _rated_panel_rows(wh, rubric, ckpts=same))
+    rated_ckpts = int(ratings.checkpoint_id.nunique()) if len(ratings) else 0
+    return trust_rows(rubric, ckpt_id, identity, label, pooled, own, rated_ckpts)
 
 
 def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
@@ -36,7 +65,8 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         "agreement",
         deps=deps,
         kinds={"duckdb"},
-        description="Agreement per dimension: percent agreement, Cohen's kappa (unweighted, linear, quadratic over the "
+        description="Agreement per dimension, and the verdict on the judge (judge_trust: pooled over every rated "
+        "sample its identity judged): percent agreement, Cohen's kappa (unweighted, linear, quadratic over the "
         "full scale), Fleiss' kappa, Krippendorff's alpha (nominal, ordinal, interval), ICC (absolute, consistency); "
         "judge vs humans: Spearman, Kendall, MAE, bias and kappa; prevalence and ceiling share beside every kappa. "
         f"Rows for this checkpoint and, refreshed on every run, for {ALL_CHECKPOINTS} checkpoints.",
@@ -50,13 +80,20 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         all_ratings = wh.query_df(f'SELECT * FROM "{rubric.name}".human_ratings')
         all_judge = _rated_panel_rows(wh, rubric) if has_judge else None
         overall = compute_agreement(rubric, ALL_CHECKPOINTS, all_ratings, all_judge)
+        trust = _judge_trust(wh, rubric, ckpt_id, df, all_ratings) if has_judge else None
         with wh.partition_writer() as w:  # the checkpoint's rows and the pooled ones in one transaction
             w.write(rubric.name, "agreement", df, {"checkpoint_id": ckpt_id})
             w.write(rubric.name, "agreement", overall, {"checkpoint_id": ALL_CHECKPOINTS})
+            if trust is not None:
+                w.write(rubric.name, "judge_trust", trust, {"checkpoint_id": ckpt_id})
         quadratic = df[df.statistic == "cohen_kappa_quadratic"]
         judged = _kappas(quadratic[quadratic.raters == JUDGE_VS_HUMAN_MEAN])
+        verdict = trust[trust.dimension == OVERALL].iloc[0] if trust is not None else None
         return dg.MaterializeResult(
             metadata={
+                "judge_trust": dg.MetadataValue.text(
+                    f"{verdict.verdict} ({verdict.judge_label})" if verdict is not None else "no judge identity"
+                ),
                 # judge vs human mean per dimension as numbers (the Plots tab draws them across checkpoints)
                 **{f"judge_human_kappa_{dim}": dg.MetadataValue.float(v) for dim, v in judged.items()},
                 "rows": dg.MetadataValue.int(len(df)),

@@ -11,11 +11,11 @@ import pyarrow as pa
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, QUARANTINE
-from eval_pipeline.storage.tables import literal
 from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, WarehouseResource
 from eval_pipeline.ingest.jsonl import RAW_SCHEMA, iter_jsonl
 from eval_pipeline.ingest.ratings import load_ratings
+from eval_pipeline.storage.tables import literal
 
 
 def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:

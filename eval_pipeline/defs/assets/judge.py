@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
+import pandas as pd
 
 from eval_pipeline.agreement.reliability import calibration_rows
 from eval_pipeline.core import settings
@@ -17,6 +18,7 @@ from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
 from eval_pipeline.judge.client import redact
 from eval_pipeline.judge.extraction import extract
+from eval_pipeline.judge.identity import IDENTITY_COLUMNS, identity_of
 from eval_pipeline.judge.repeat import pick_subset, repeatability, repeated_scores
 from eval_pipeline.judge.runner import JudgeRunStats, judge_samples
 
@@ -85,9 +87,13 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         wh = warehouse.get()
         records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
         stats = JudgeRunStats()
+        identity = identity_of(rubric, judge.mode)
         # scored JUDGE_CHUNK samples at a time and staged, the partition replaced at once: a questionnaire rubric
-        # has ~35 rows a sample, so a 100k-sample checkpoint's rows would not fit in memory as one frame
+        # has ~35 rows a sample, so a 100k-sample checkpoint's rows would not fit in memory as one frame; who
+        # judged is recorded in the same transaction
         with wh.partition_writer() as writer:
+            who = pd.DataFrame([identity.row(ckpt_id)], columns=IDENTITY_COLUMNS)
+            writer.write(rubric.name, "judge_identity", who, {"checkpoint_id": ckpt_id})
             for start in range(0, max(len(records), 1), JUDGE_CHUNK):
                 chunk = records[start : start + JUDGE_CHUNK]
                 df, st = judge_samples(rubric, ckpt_id, chunk, wh, mode=judge.mode, overrides=judge.overrides())
@@ -105,7 +111,10 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         (latency_p50,) = wh.query_rows(
             f"SELECT median(latency_ms) FROM {table} WHERE checkpoint_id = ? AND latency_ms IS NOT NULL", [ckpt_id]
         )[0]
-        return dg.MaterializeResult(metadata=_judge_metadata(stats, len(records), means, float(latency_p50 or 0.0)))
+        metadata = _judge_metadata(stats, len(records), means, float(latency_p50 or 0.0))
+        metadata["judge_identity"] = dg.MetadataValue.text(identity.id)
+        metadata["judge"] = dg.MetadataValue.text(identity.label)
+        return dg.MaterializeResult(metadata=metadata)
 
     return judge_scores
 

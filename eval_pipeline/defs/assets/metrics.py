@@ -7,12 +7,12 @@ from typing import Any
 import dagster as dg
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
 from eval_pipeline.metrics import compute_metrics
 from eval_pipeline.metrics.style import TEXTSTAT_VERSION
+from eval_pipeline.storage.warehouse import Warehouse
 
 
 def _with_extractions(

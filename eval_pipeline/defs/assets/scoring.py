@@ -7,16 +7,16 @@ import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.defs.asset import asset_key, partition_rows, required_rows, rounded, rubric_asset, viewer_link
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.ingest.samples import load_samples
 from eval_pipeline.publish.report import trend_svg
 from eval_pipeline.publish.views import refresh_views
-from eval_pipeline.scoring.comparison import compare, empty_comparison, parent_of
+from eval_pipeline.scoring.comparison import compare, empty_comparison, not_comparable, parent_of
 from eval_pipeline.scoring.gates import GateInputs, evaluate_gates, gate_kind
 from eval_pipeline.scoring.scores import compute_scores
 from eval_pipeline.scoring.summary import headline, summarise
+from eval_pipeline.storage.warehouse import Warehouse
 
 
 def scores_asset(rubric: RubricConfig, has_judge: bool, has_metrics: bool) -> dg.AssetsDefinition:
@@ -130,6 +130,21 @@ def summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     return summary
 
 
+def _judges(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, parent: str) -> tuple[tuple, tuple] | None:
+    """((identity, label) of the parent's judge, the same of this checkpoint's), or None when neither recorded one
+    (a rubric without a judge)."""
+
+    def who(ckpt: str) -> tuple:
+        rows = partition_rows(wh, rubric, "judge_identity", ckpt, columns="judge_identity, label")
+        if rows is None or rows.empty:
+            return ("", "a judge this version did not record")
+        return (str(rows.judge_identity.iloc[0]), str(rows.label.iloc[0]))
+
+    if not (rubric.judged_dimensions or rubric.questionnaire):
+        return None
+    return who(parent), who(ckpt_id)
+
+
 def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     repeats = bool(rubric.repeat and (rubric.judged_dimensions or rubric.questionnaire))
     deps = [asset_key(rubric, "scores")] + ([asset_key(rubric, "judge_repeatability")] if repeats else [])
@@ -140,8 +155,9 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         deps=deps,
         kinds={"duckdb"},
         description="This checkpoint against its parent (or the previous one): per-score change with a seeded paired "
-        "bootstrap 95 % CI over the samples both share, shares better and worse; guarded scores whose interval lies "
-        "wholly on the worse side are regressions. The parent's scores must have been materialized.",
+        "bootstrap 95 % CI over the samples both share, shares better and worse, a paired t-test corrected over the "
+        "rubric's scores (Holm) and the minimum detectable effect; a significant drop is a regression. Checkpoints "
+        "judged by different judges are never compared (not_comparable, with the command that re-judges the parent).",
     )
     def comparison(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
@@ -149,9 +165,17 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         parent = parent_of(wh, ckpt_id)
         child = required_rows(wh, rubric, "scores", ckpt_id)
         prev = partition_rows(wh, rubric, "scores", parent) if parent else None
+        judges = _judges(wh, rubric, ckpt_id, parent) if parent else None
         if parent is None or prev is None or prev.empty:
             df = empty_comparison()
             note = "no parent checkpoint" if parent is None else f"parent {parent} has no scores yet: evaluate it first"
+        elif judges is not None and judges[0] != judges[1]:
+            note = (
+                f"not comparable: parent {parent} judged by {judges[0][1]}, this checkpoint by {judges[1][1]}; "
+                f"re-judge the parent with the current judge: eval-pipeline run --checkpoint {parent} "
+                f"--rubric {rubric.name}"
+            )
+            df = not_comparable(rubric, ckpt_id, parent, note)
         else:
             noise = partition_rows(wh, rubric, "judge_repeatability", ckpt_id) if repeats else None
             sd = dict(zip(noise.dimension, noise.mean_within_sd)) if noise is not None and len(noise) else None

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from eval_pipeline.core.contracts import GATE_COLUMNS
 from eval_pipeline.core.resampling import in_item_order
-from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec
+from eval_pipeline.scoring.gates.base import FAILED, PENDING, GateInputs, GateResult, GateSpec
 
 GateFn = Callable[[Any, Any, pd.DataFrame, GateInputs], "GateResult | list[GateResult]"]
 
@@ -97,8 +97,15 @@ def spec_problems(g: Any) -> list[tuple[str, str]]:
 
 def evaluate_gate(g: Any, rubric: Any, scores: pd.DataFrame, inputs: GateInputs | None = None) -> list[GateResult]:
     kind = gate_kind(g.kind)
-    out = kind.fn(typed(g), rubric, scores, inputs or GateInputs())
-    return out if isinstance(out, list) else [out]
+    spec = typed(g)
+    out = kind.fn(spec, rubric, scores, inputs or GateInputs())
+    results = out if isinstance(out, list) else [out]
+    for r in results:
+        if r.value is not None and r.value == r.value:
+            r.value = round(float(r.value), 12) + 0.0  # -2.2e-16 is 0: a value's last bits are not a result
+        if r.status == PENDING and spec.params.get("pending_fails"):
+            r.status = FAILED  # the rubric asks that "not enough data yet" fail
+    return results
 
 
 def evaluate_gates(
@@ -118,6 +125,7 @@ def evaluate_gates(
                 n=int(r.n),
                 reason=r.reason,
                 rubric_version=rubric.version,
+                status=r.status,
             )
             for r in results
         ],

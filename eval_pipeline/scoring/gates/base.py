@@ -30,8 +30,16 @@ class GateSpec(Strict):
     description: str = ""
 
 
+PASSED, FAILED, PENDING = "passed", "failed", "pending"
+
+
 @dataclass
 class GateResult:
+    """A gate's outcome. ``status`` is ``passed``, ``failed`` or ``pending``: pending is "not enough data yet"
+    (too few human ratings for the judge's calibration set, a parent judged by another judge): neither a pass nor
+    a failure of the model; it does not change the exit code unless the gate's ``params.pending_fails`` is true.
+    Given only ``passed``, the status follows it."""
+
     gate: str
     kind: str
     value: float | None
@@ -39,6 +47,17 @@ class GateResult:
     passed: bool
     n: int
     reason: str
+    status: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            self.status = PASSED if self.passed else FAILED
+        if self.status == PENDING:
+            self.passed = False
+
+
+def pending(g: GateSpec, n: int, reason: str, value: float | None = None) -> GateResult:
+    return GateResult(g.name, g.kind, value, g.threshold, False, n, f"pending: {reason}", PENDING)
 
 
 @dataclass

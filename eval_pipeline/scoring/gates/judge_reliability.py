@@ -1,10 +1,19 @@
-"""``judge_reliability``: the judge agrees with the human mean (quadratic kappa >= threshold, Spearman >=
-``params.min_spearman``) on every rated dimension and lands within ``params.example_tolerance`` of the rubric
-document's worked examples; one result per dimension beside the overall one, shown beside the judge's scores."""
+"""``judge_reliability``: trust in the judge, decided per judge identity on its pooled calibration set
+(``judge_trust``, written by the agreement asset: every rated sample of every checkpoint the same judge scored)
+and on the rubric document's worked examples. A checkpoint carries the verdict of the judge that scored it:
+``trusted`` passes, ``untrusted`` (or drift on this checkpoint's own ratings) fails, ``pending`` (too few rated
+samples yet) is pending, with how many more ratings would settle it. One result per dimension beside the overall
+one, shown beside the judge's scores."""
 
-from eval_pipeline.agreement.reliability import dimension_results, evaluate_judge_reliability
+from __future__ import annotations
+
+import pandas as pd
+
+from eval_pipeline.agreement.trust import OVERALL, PENDING, TRUSTED
 from eval_pipeline.scoring.gates import gate
-from eval_pipeline.scoring.gates.base import GateResult
+from eval_pipeline.scoring.gates.base import GateResult, GateSpec, pending
+
+TOLERANCE_DIGITS = 6  # a worked example judged 3.999999999999808 is 4: tolerances compare rounded differences
 
 
 def _parts(g, rubric) -> list[str]:
@@ -12,23 +21,61 @@ def _parts(g, rubric) -> list[str]:
     return [f"{g.name}_{d}" for d in rubric.rating_scales] if judged else []
 
 
+def _examples(g: GateSpec, calibration: pd.DataFrame | None, dim: str | None) -> tuple[bool, str]:
+    """Whether the worked examples (of ``dim``, or all) are within tolerance, and what to say about them."""
+    if calibration is None or calibration.empty:
+        return True, "no worked examples in the document" + (" for this dimension" if dim else "")
+    cal = calibration if dim is None else calibration[calibration.dimension == dim]
+    if cal.empty:
+        return True, "no worked examples for this dimension"
+    tol = float(g.params.get("example_tolerance", 1))
+    diff = (cal.judged - cal.stated).abs().round(TOLERANCE_DIGITS)
+    bad = cal[~(diff <= tol)]
+    if bad.empty:
+        return True, f"all {len(cal)} worked-example scores within ±{tol:g}"
+    shown = ", ".join(
+        f"{r.example_id}/{r.dimension} stated {r.stated:g} judged "
+        + ("missing" if r.judged != r.judged else f"{round(r.judged, 2):g}")
+        for r in bad.itertuples()
+    )
+    return False, f"worked examples off by more than ±{tol:g}: {shown}"
+
+
+def _one(g: GateSpec, name: str, row: pd.Series, calibration: pd.DataFrame | None, dim: str | None) -> GateResult:
+    n = int(row.n_rated)
+    value = None if row.kappa_quadratic != row.kappa_quadratic else float(row.kappa_quadratic)
+    examples_ok, examples = _examples(g, calibration, dim)
+    if row.verdict == PENDING:
+        r = pending(g, n, f"{row.reason}; {examples}", value)
+        r.gate = name
+        return r
+    drift = bool(row.drift) if row.drift is not None and row.drift == row.drift else False
+    passed = row.verdict == TRUSTED and examples_ok and not drift
+    if row.verdict != TRUSTED:
+        head = "untrusted"
+    elif drift:
+        head = "trusted, but drifts on this checkpoint"
+    else:
+        head = "trusted" if examples_ok else "trusted on ratings, not on the worked examples"
+    return GateResult(name, g.kind, value, g.threshold, passed, n, f"{head}: {row.reason}; {examples}")
+
+
 @gate("judge_reliability", needs=("agreement", "judge_calibration"), check_target="judge_scores", parts=_parts)
 def judge_reliability(g, rubric, scores, inputs) -> list[GateResult]:
-    agreement = inputs.table("agreement")
-    if agreement is None:
+    trust = inputs.table("judge_trust")
+    calibration = inputs.table("judge_calibration")
+    if trust is None or trust.empty:
         return [
-            GateResult(
-                g.name,
-                g.kind,
-                None,
-                g.threshold,
-                False,
+            pending(
+                g,
                 0,
-                "fails closed: no judge-human agreement available for this checkpoint",
+                "no verdict on this judge yet (its identity is recorded when it scores; run judge_scores "
+                "and agreement)",
             )
         ]
-    calibration = inputs.table("judge_calibration")
-    return [
-        evaluate_judge_reliability(g, rubric, agreement, calibration),
-        *dimension_results(g, rubric, agreement, calibration),
-    ]
+    by_dim = {str(r.dimension): r for _, r in trust.iterrows()}
+    out = [_one(g, g.name, by_dim[OVERALL], calibration, None)] if OVERALL in by_dim else []
+    for dim in rubric.rating_scales:
+        if dim in by_dim:
+            out.append(_one(g, f"{g.name}_{dim}", by_dim[dim], calibration, dim))
+    return out

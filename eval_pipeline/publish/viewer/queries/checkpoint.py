@@ -9,13 +9,13 @@ import pandas as pd
 
 from eval_pipeline.core.contracts import ALL_CHECKPOINTS
 from eval_pipeline.core.ids import check_identifier
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.publish.viewer.queries.common import (
     columns,
     records,
     tables,
 )
 from eval_pipeline.scoring.comparison import parent_of
+from eval_pipeline.storage.warehouse import Warehouse
 
 
 @dataclass

@@ -8,13 +8,13 @@ from typing import Any
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.core.ids import check_identifier
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.publish.viewer.queries.common import (
     id_column,
     records,
     tables,
 )
 from eval_pipeline.scoring.comparison import parent_of
+from eval_pipeline.storage.warehouse import Warehouse
 
 
 @dataclass

@@ -8,7 +8,6 @@ from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.ids import check_identifier
-from eval_pipeline.storage.warehouse import Warehouse
 from eval_pipeline.publish.viewer.queries.common import (
     columns,
     id_column,
@@ -17,6 +16,7 @@ from eval_pipeline.publish.viewer.queries.common import (
     tables,
 )
 from eval_pipeline.scoring.comparison import parent_of
+from eval_pipeline.storage.warehouse import Warehouse
 
 PAGE_SIZE = 50
 FILTERS = ("all", "regressed", "improved", "disagree", "missing")
