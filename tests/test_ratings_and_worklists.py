@@ -180,9 +180,10 @@ def test_agreement_rows_and_judge_reliability_gate(rubrics):
     assert res.status == "failed" and res.reason.startswith("untrusted")
     # a checkpoint with no ratings of its own carries the verdict of its judge's pooled calibration set
     res = verdict(ag, cal, own=compute_agreement(rubric, "c", ratings.iloc[0:0], judge.iloc[0:0]))
-    assert res.status == "passed" and "from 3 checkpoint(s)" in trust_rows(
-        rubric, "c", "id1", "judge X", ag, ag.iloc[0:0], 3
-    ).reason.iloc[0]
+    assert (
+        res.status == "passed"
+        and "from 3 checkpoint(s)" in trust_rows(rubric, "c", "id1", "judge X", ag, ag.iloc[0:0], 3).reason.iloc[0]
+    )
     # drift: trusted on the pooled set, but on this checkpoint's own ratings the judge behaves differently: the
     # verdict on the judge stays, this checkpoint fails it
     res = verdict(ag, cal, own=compute_agreement(rubric, "c", ratings, judge_noise))

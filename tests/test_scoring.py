@@ -9,7 +9,7 @@ from eval_pipeline.metrics import compute_metrics
 from eval_pipeline.metrics.answer import answer_criteria, length_band, route_score
 from eval_pipeline.metrics.safety import crisis_detection
 from eval_pipeline.metrics.text_metrics import context_coverage, triple_coverage
-from eval_pipeline.scoring.gates import evaluate_gates
+from eval_pipeline.scoring.gates import GateInputs, evaluate_gates
 from eval_pipeline.scoring.scores import compute_scores
 from eval_pipeline.scoring.summary import N_BOOT, summarise
 
@@ -256,9 +256,13 @@ def test_gates_fail_closed_and_count_missing_as_missing(rubrics):
     rubric = rubrics["npc_dialogue"]
     dims = [d.key for d in rubric.judged_dimensions]
     good = pd.DataFrame({d: [4.0] * 60 for d in dims})
-    g = evaluate_gates(rubric, "c", good).set_index("gate")
+    g = evaluate_gates(rubric, "c", good, GateInputs(lineage_known=True)).set_index("gate")
     assert g.loc["min_samples", "passed"] and g.loc["dimension_means", "passed"]
-    assert not g.loc["judge_reliability", "passed"] and "fails closed" in g.loc["judge_reliability", "reason"]
+    # no verdict on the judge yet: pending (neither a pass nor a failure), never passed
+    assert not g.loc["judge_reliability", "passed"] and g.loc["judge_reliability", "status"] == "pending"
+    # no parent: the regression gate does not apply, and says so
+    assert g.loc["no_regression", "passed"] and "no parent" in g.loc["no_regression", "reason"]
+    assert g.loc["no_regression", "value"] == 0
     # 20 of 60 persona scores missing: n drops below the gate's 50 and it fails closed
     holes = good.copy()
     holes.loc[:19, "persona_consistency"] = np.nan

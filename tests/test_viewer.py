@@ -23,7 +23,9 @@ from eval_pipeline.storage.warehouse import Warehouse
 from .conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
 
 RUBRICS = {"npc_dialogue", "answer_quality"}
-GUARDED = "dialogue_naturalness"  # regresses from ckpt-0200 to ckpt-0300 in the sample data
+# drops from ckpt-0200 to ckpt-0300 in the sample data (-0.095, paired p 0.03): below what 60 pairs detect once
+# the rubric's 7 scores are corrected together (Holm p 0.09), so shown as a drop, not flagged as a regression
+GUARDED = "dialogue_naturalness"
 
 
 @contextmanager
@@ -97,7 +99,11 @@ def test_checkpoint_page_shows_means_against_the_parent_gates_agreement_and_quar
         "SELECT delta FROM npc_dialogue.comparison WHERE checkpoint_id = 'ckpt-0300' AND score = ?", [GUARDED]
     )[0]
     row = re.search(rf"<tr>\s*<td>{GUARDED}.*?</tr>", html, re.S)
-    assert row and "regression" in row.group(0) and f"{delta:+.3f}".rstrip("0") in row.group(0)
+    assert row and f"{delta:+.3f}".rstrip("0") in row.group(0) and delta < 0
+    (flagged,) = wh.query_rows(
+        "SELECT regression FROM npc_dialogue.comparison WHERE checkpoint_id = 'ckpt-0300' AND score = ?", [GUARDED]
+    )[0]
+    assert ("regression" in row.group(0)) == flagged
     for gate, reason in wh.query_rows("SELECT gate, reason FROM npc_dialogue.gates WHERE checkpoint_id = 'ckpt-0300'"):
         assert gate in html and html_escape(reason, quote=True)[:40] in html
     (n_q,) = wh.query_rows(
@@ -227,7 +233,7 @@ def test_dagster_metadata_links_to_the_viewer_and_plots_numbers(evaluated):
     assert md["headline_mean"].value == round(md["headline_mean"].value, 4)
     comparison = instance.get_latest_materialization_event(dg.AssetKey(["npc_dialogue", "comparison"]))
     cmd = comparison.asset_materialization.metadata
-    assert cmd[f"delta_{GUARDED}"].value < 0 and cmd["regressions"].value >= 1
+    assert cmd[f"delta_{GUARDED}"].value < 0 and cmd["regressions"].value == 0  # not significant after Holm
     samples = instance.get_latest_materialization_event(dg.AssetKey(["npc_dialogue", "samples"]))
     smd = samples.asset_materialization.metadata
     assert smd["dagster/row_count"].value == 60 and "dagster/column_schema" in smd

@@ -148,7 +148,9 @@ def trust_rows(
     summary = "; ".join(f"{v} on {', '.join(d)}" for v, d in by.items() if d) or "no rated dimensions"
     drifted = [r["dimension"] for r in rows if r["drift"]]
     if drifted:
-        summary += f"; drift on {', '.join(drifted)}: this checkpoint's own kappa_q interval is below the pooled kappa_q"
+        summary += (
+            f"; drift on {', '.join(drifted)}: this checkpoint's own kappa_q interval is below the pooled kappa_q"
+        )
     least = min((r["n_rated"] for r in rows), default=0)
     if overall == PENDING:
         summary = (

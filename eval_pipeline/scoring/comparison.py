@@ -230,5 +230,11 @@ def evaluate_regression(
             f"regression vs {parent_id} on {', '.join(flagged.score)}: " + "; ".join(parts),
         )
     return GateResult(
-        g.name, g.kind, 0.0, g.threshold, True, n, f"no score dropped significantly vs {parent_id} (Holm, {len(covered)} tested)"
+        g.name,
+        g.kind,
+        0.0,
+        g.threshold,
+        True,
+        n,
+        f"no score dropped significantly vs {parent_id} (Holm, {len(covered)} tested)",
     )

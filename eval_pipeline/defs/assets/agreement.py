@@ -3,8 +3,9 @@
 import dagster as dg
 import pandas as pd
 
-from eval_pipeline.agreement.compute import compute_agreement, rater_sets
+from eval_pipeline.agreement.compute import compute_agreement, judge_on_human_scale, rater_sets
 from eval_pipeline.agreement.length_bias import length_bias, log_words
+from eval_pipeline.agreement.ppi import calibrated_means
 from eval_pipeline.agreement.trust import OVERALL, trust_rows
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import ALL_CHECKPOINTS, JUDGE_VS_HUMAN_MEAN, PANEL
@@ -57,6 +58,17 @@ def _judge_trust(
     return trust_rows(rubric, ckpt_id, identity, label, pooled, own, rated_ckpts)
 
 
+def _calibrated(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, ratings: pd.DataFrame) -> pd.DataFrame:
+    """The judge's means corrected by this checkpoint's human ratings (PPI++, agreement.ppi)."""
+    judge = wh.query_df(
+        f'SELECT checkpoint_id, sample_id, dimension, kind, judge, score FROM "{rubric.name}".judge_scores '
+        "WHERE checkpoint_id = ? AND judge = ?",
+        [ckpt_id, PANEL],
+    )
+    humans = rater_sets(rubric, ratings)["human"] if len(ratings) else ratings
+    return calibrated_means(ckpt_id, judge_on_human_scale(rubric, judge), humans)
+
+
 def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
     deps = [asset_key(rubric, "human_ratings")] + ([asset_key(rubric, "judge_scores")] if has_judge else [])
 
@@ -81,11 +93,14 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         all_judge = _rated_panel_rows(wh, rubric) if has_judge else None
         overall = compute_agreement(rubric, ALL_CHECKPOINTS, all_ratings, all_judge)
         trust = _judge_trust(wh, rubric, ckpt_id, df, all_ratings) if has_judge else None
+        calibrated = _calibrated(wh, rubric, ckpt_id, ratings) if has_judge else None
         with wh.partition_writer() as w:  # the checkpoint's rows and the pooled ones in one transaction
             w.write(rubric.name, "agreement", df, {"checkpoint_id": ckpt_id})
             w.write(rubric.name, "agreement", overall, {"checkpoint_id": ALL_CHECKPOINTS})
             if trust is not None:
                 w.write(rubric.name, "judge_trust", trust, {"checkpoint_id": ckpt_id})
+            if calibrated is not None:
+                w.write(rubric.name, "calibrated_means", calibrated, {"checkpoint_id": ckpt_id})
         quadratic = df[df.statistic == "cohen_kappa_quadratic"]
         judged = _kappas(quadratic[quadratic.raters == JUDGE_VS_HUMAN_MEAN])
         verdict = trust[trust.dimension == OVERALL].iloc[0] if trust is not None else None

@@ -49,7 +49,7 @@ def _one(g: GateSpec, name: str, row: pd.Series, calibration: pd.DataFrame | Non
         r = pending(g, n, f"{row.reason}; {examples}", value)
         r.gate = name
         return r
-    drift = bool(row.drift) if row.drift is not None and row.drift == row.drift else False
+    drift = False if pd.isna(row.drift) else bool(row.drift)
     passed = row.verdict == TRUSTED and examples_ok and not drift
     if row.verdict != TRUSTED:
         head = "untrusted"

@@ -1,0 +1,130 @@
+"""Human-calibrated estimates of a mean: prediction-powered inference (PPI++; Angelopoulos et al. 2023, 2024).
+
+The judge scored every sample; people rated a random subset. The judge's mean alone is biased by however the
+judge leans; the people's mean alone is unbiased but wide. PPI++ takes the judge's mean over the samples people
+did not rate and corrects it by the judge-human differences on the samples they did:
+
+    theta = mean(Y) + lambda * (mean(f_unrated) - mean(f_rated))
+
+with ``lambda`` chosen to minimise the variance (``lambda = 0`` is the people's mean, ``lambda = 1`` plain PPI),
+and a normal interval from ``lambda**2 * var(f_unrated) / N + var(Y - lambda * f_rated) / n``. The formulas
+(including the ``lambda`` estimate and the variance conventions) are those of the reference implementation,
+``ppi_py``'s ``ppi_mean_ci``, so values can be checked against it. The interval is valid when the rated samples
+are a random subset of the checkpoint's samples.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+
+@dataclass(frozen=True)
+class Estimate:
+    mean: float
+    ci_low: float
+    ci_high: float
+    n_rated: int
+    n_unrated: int
+    lam: float
+    reason: str = ""
+
+
+def _nan(n: int, big_n: int, reason: str) -> Estimate:
+    return Estimate(math.nan, math.nan, math.nan, n, big_n, math.nan, reason)
+
+
+def ppi_mean(
+    y: np.ndarray, f_rated: np.ndarray, f_unrated: np.ndarray, alpha: float = 0.05, lam: float | None = None
+) -> Estimate:
+    """The PPI++ estimate of the mean of ``y`` (people's scores on the rated samples), from the judge's scores
+    on the same samples (``f_rated``) and on the others (``f_unrated``). ``lam``: fixed (1 is PPI, 0 the people's
+    mean alone); None: the variance-minimising value."""
+    y, f, fu = (np.asarray(a, dtype=float) for a in (y, f_rated, f_unrated))
+    n, big_n = len(y), len(fu)
+    if n != len(f):
+        raise ValueError(f"{n} human scores against {len(f)} judge scores of the rated samples")
+    if n < 2:
+        return _nan(n, big_n, f"{n} rated sample(s): at least 2 needed")
+    if big_n < 2:
+        return _nan(n, big_n, f"{big_n} unrated sample(s): nothing for the judge to add")
+    if lam is None:
+        f_all = np.concatenate([f, fu])
+        var_f = float(np.var(f_all, ddof=1))
+        cov = float(np.mean((y - y.mean()) * (f - f.mean())))
+        lam = 0.0 if var_f == 0.0 else cov / ((1.0 + n / big_n) * var_f)
+    point = float(np.mean(lam * fu) + np.mean(y - lam * f))
+    se = math.sqrt(float(np.std(lam * fu)) ** 2 / big_n + float(np.std(y - lam * f)) ** 2 / n)
+    z = float(stats.norm.ppf(1 - alpha / 2))
+    return Estimate(point, point - z * se, point + z * se, n, big_n, float(lam))
+
+
+def classical_mean(values: np.ndarray, alpha: float = 0.05) -> tuple[float, float, float]:
+    """A mean with its normal interval (the same conventions as ``ppi_mean``): the people-only or judge-only
+    estimate PPI is compared with."""
+    v = np.asarray(values, dtype=float)
+    if len(v) < 2:
+        return math.nan, math.nan, math.nan
+    z = float(stats.norm.ppf(1 - alpha / 2))
+    m, se = float(v.mean()), float(np.std(v)) / math.sqrt(len(v))
+    return m, m - z * se, m + z * se
+
+
+CALIBRATED_COLUMNS = [
+    "checkpoint_id",
+    "dimension",
+    "judge_mean",
+    "judge_ci_low",
+    "judge_ci_high",
+    "human_mean",
+    "human_ci_low",
+    "human_ci_high",
+    "calibrated_mean",
+    "calibrated_ci_low",
+    "calibrated_ci_high",
+    "n_rated",
+    "n_unrated",
+    "lam",
+    "reason",
+]
+
+
+def calibrated_means(checkpoint_id: str, judge: pd.DataFrame, human: pd.DataFrame) -> pd.DataFrame:
+    """Per dimension: the judge's mean, the people's mean over the samples they rated, and the PPI++ estimate,
+    each with its 95 % interval. ``judge``: (sample_id, dimension, score) of the panel on every sample, on the
+    people's scale; ``human``: (sample_id, dimension, score) of every human rating (their mean per sample is the
+    label)."""
+    rows = []
+    for dim, jd in judge.groupby("dimension", sort=True):
+        f_by = jd.dropna(subset=["score"]).groupby("sample_id").score.mean()
+        hd = human[human.dimension == dim].dropna(subset=["score"])
+        y_by = hd.groupby("sample_id").score.mean()
+        both = f_by.index.intersection(y_by.index).sort_values()
+        unrated = f_by.index.difference(y_by.index).sort_values()
+        est = ppi_mean(y_by.loc[both].to_numpy(), f_by.loc[both].to_numpy(), f_by.loc[unrated].to_numpy())
+        jm, jlo, jhi = classical_mean(f_by.sort_index().to_numpy())
+        hm, hlo, hhi = classical_mean(y_by.loc[both].to_numpy())
+        rows.append(
+            dict(
+                checkpoint_id=checkpoint_id,
+                dimension=str(dim),
+                judge_mean=jm,
+                judge_ci_low=jlo,
+                judge_ci_high=jhi,
+                human_mean=hm,
+                human_ci_low=hlo,
+                human_ci_high=hhi,
+                calibrated_mean=est.mean,
+                calibrated_ci_low=est.ci_low,
+                calibrated_ci_high=est.ci_high,
+                n_rated=est.n_rated,
+                n_unrated=est.n_unrated,
+                lam=est.lam,
+                reason=est.reason or None,
+            )
+        )
+    return pd.DataFrame(rows, columns=CALIBRATED_COLUMNS)
