@@ -44,6 +44,24 @@ class RubricReport:
     gates_total: int = 0
     gates_failed: list[tuple[str, float | None, float, str]] = field(default_factory=list)
     gates_pending: list[tuple[str, str]] = field(default_factory=list)  # (gate, reason): not enough data yet
+    failed_kinds: dict[str, str] = field(default_factory=dict)  # failed or pending gate -> its kind
+
+    @property
+    def verdict(self) -> str:
+        """incomplete / regressed / failed gates / judge untrusted / pending ratings / passed, in that order."""
+        kinds = {self.failed_kinds.get(g[0], "") for g in self.gates_failed}
+        if self.incomplete:
+            return "incomplete"
+        if "regression" in kinds:
+            return "regressed"
+        if kinds - {"judge_reliability"}:
+            return "failed gates"
+        if "judge_reliability" in kinds:
+            return "judge untrusted"
+        if self.gates_pending:
+            return "pending ratings"
+        return "passed"
+
     incomplete: list[str] = field(default_factory=list)
 
 
@@ -97,6 +115,7 @@ def assess(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> RubricReport:
                 if st == "failed"
             ]
             r.gates_pending = [(g.gate, g.reason) for g, st in zip(gates.itertuples(), status) if st == "pending"]
+            r.failed_kinds = {str(g.gate): str(g.kind) for g, st in zip(gates.itertuples(), status) if st != "passed"}
     if r.judge_scores and r.judge_missing / r.judge_scores > c.max_missing_judge_scores:
         top = next(iter(r.judge_reasons), "")
         r.incomplete.append(
@@ -118,25 +137,55 @@ def assess(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> RubricReport:
     return r
 
 
-def report_lines(r: RubricReport) -> list[str]:
-    """One line per rubric, then one per failed gate and per completeness problem."""
-    parts = [f"{r.lines} lines: {r.valid} valid, {r.quarantined} quarantined"]
+def shorten(text: object, width: int = 150) -> str:
+    """``text`` cleaned for a terminal, on one line, cut at a word boundary (never mid-word) with an ellipsis."""
+    one = " ".join(clean(text).split())
+    if len(one) <= width:
+        return one
+    cut = one[: width - 1].rsplit(" ", 1)[0].rstrip(",;:")
+    return cut + "…"
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
+def report_lines(r: RubricReport, verbose: bool = False) -> list[str]:
+    """The rubric's verdict first, then what decided it: regressions, incompleteness, trust in the judge (one
+    line), the other failed gates grouped by kind, pending gates. ``verbose``: every gate on its own line, whole."""
+    width = 10_000 if verbose else 150
+    parts = [f"{r.valid}/{r.lines} lines valid"]
     if r.judge_scores:
-        parts.append(f"judge {r.judge_scores - r.judge_missing}/{r.judge_scores} scored")
+        parts.append(f"judge {r.judge_scores - r.judge_missing}/{r.judge_scores}")
     if r.rating_rows:
-        parts.append(f"ratings {r.rating_rows} rows, {r.rating_rejected} rejected")
+        parts.append(f"{r.rating_rows} rating rows" + (f" ({r.rating_rejected} rejected)" if r.rating_rejected else ""))
     if r.gates_total:
         passed = r.gates_total - len(r.gates_failed) - len(r.gates_pending)
-        parts.append(
-            f"gates {passed}/{r.gates_total} passed" + (f", {len(r.gates_pending)} pending" if r.gates_pending else "")
-        )
-    out = [f"    {r.rubric:<20} " + " · ".join(parts)]
-    for name, value, threshold, reason in r.gates_failed:
-        shown = "n/a" if value is None else f"{value:.3g}"
-        out.append(f"      gate FAILED {name}: value {shown}, threshold {threshold:g} ({clean(reason)[:160]})")
+        pend = f", {len(r.gates_pending)} pending" if r.gates_pending else ""
+        parts.append(f"gates {passed}/{r.gates_total} passed{pend}")
+    out = [f"  {r.rubric:<20} {r.verdict.upper():<16} " + " · ".join(parts)]
+    by_kind: dict[str, list[tuple[str, float | None, float, str]]] = {}
+    for g in r.gates_failed:
+        by_kind.setdefault(r.failed_kinds.get(g[0], ""), []).append(g)
+    for _name, _, _, reason in by_kind.pop("regression", []):
+        out.append(f"      REGRESSED {shorten(reason, width)}")
+    out += [f"      INCOMPLETE {shorten(msg, width)}" for msg in r.incomplete]
+    trust = by_kind.pop("judge_reliability", [])
+    if trust:
+        overall = next((g for g in trust if not any(g[0].startswith(o[0] + "_") for o in trust)), trust[0])
+        dims = [g[0].removeprefix(overall[0] + "_") for g in trust if g is not overall]
+        line = shorten(overall[3], width) if verbose or not dims else shorten(overall[3].split(":")[0], 60)
+        out.append(f"      judge {line}" + (f" on {', '.join(dims)}" if dims and not verbose else ""))
+    for kind, gates in sorted(by_kind.items()):
+        if verbose:
+            for name, value, threshold, reason in gates:
+                shown = f"value {_number(value)}, threshold {threshold:g}"
+                out.append(f"      gate FAILED {name}: {shown} ({shorten(reason, width)})")
+            continue
+        shown = "; ".join(f"{name} {_number(value)} (threshold {threshold:g})" for name, value, threshold, _ in gates)
+        out.append(f"      failed {kind or 'gate'}: {shorten(shown, width)}")
     for name, reason in r.gates_pending:
-        out.append(f"      gate PENDING {name}: {clean(reason)[:200]}")
-    out += [f"      INCOMPLETE {clean(msg)[:200]}" for msg in r.incomplete]
+        out.append(f"      pending {name}: {shorten(reason.removeprefix('pending: '), width)}")
     return out
 
 
@@ -219,15 +268,13 @@ def evaluate(args: Any, ckpts: list, defs: Any, rubrics: dict[str, Any], instanc
         bar.clear()
         for o in out:
             outcomes.append(o)
-            status = "interrupted" if o.interrupted else "ok" if o.success else "FAILED"
-            print(f"{head}: {status} in {o.seconds:.1f}s (run {o.run_id[:8] or '-'})", flush=True)
+            mine = [assess(wh, rubrics[name], o.checkpoint_id) for name in o.rubrics] if wh.exists() else []
+            reports += mine
+            print(checkpoint_line(head, o, mine), flush=True)
             for failure in o.failures:
-                print(f"    step FAILED {clean(failure)[:300]}", flush=True)
-            for name in o.rubrics:
-                if wh.exists():
-                    r = assess(wh, rubrics[name], o.checkpoint_id)
-                    reports.append(r)
-                    print("\n".join(report_lines(r)), flush=True)
+                print(f"    step FAILED {shorten(failure, 300)}", flush=True)
+            for r in mine:
+                print("\n".join(report_lines(r, verbose=args.verbose)), flush=True)
         if any(o.interrupted for o in out):
             done = [o.checkpoint_id for o in outcomes if not o.interrupted]
             print(
@@ -239,6 +286,24 @@ def evaluate(args: Any, ckpts: list, defs: Any, rubrics: dict[str, Any], instanc
     code = exit_code(outcomes, reports, fail_on_gates=not args.no_fail_on_gates)
     print(_verdict(code, outcomes, reports), file=sys.stderr if code else sys.stdout, flush=True)
     return code
+
+
+def checkpoint_line(head: str, outcome: Any, reports: list[RubricReport]) -> str:
+    """One line per checkpoint, the verdict first: the worst rubric verdict (never "ok" for an incomplete or failed
+    run), the rubrics behind it, the time."""
+    if outcome.interrupted:
+        verdict = "INTERRUPTED"
+    elif not outcome.success:
+        verdict = "RUN FAILED"
+    else:
+        order = ["incomplete", "regressed", "failed gates", "judge untrusted", "pending ratings", "passed"]
+        worst = min((r.verdict for r in reports), key=order.index, default="passed")
+        verdict = worst.upper()
+    counts: dict[str, int] = {}
+    for r in reports:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    detail = ", ".join(f"{n} {v}" for v, n in counts.items())
+    return f"{head}: {verdict}" + (f" ({detail})" if detail else "") + f" in {outcome.seconds:.1f}s"
 
 
 def _verdict(code: int, outcomes: list, reports: list) -> str:

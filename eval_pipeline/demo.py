@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import dagster as dg
 
-from eval_pipeline.console import Progress, RubricReport, assess, clean, exit_code, report_lines
+from eval_pipeline.console import Progress, RubricReport, assess, checkpoint_line, exit_code, report_lines, shorten
 from eval_pipeline.core import progress, settings
 from eval_pipeline.core.config import load_rubrics
 from eval_pipeline.defs.build import build_definitions
@@ -82,13 +82,14 @@ def main(argv: list[str] | None = None) -> int:
 
     def summary(o: RunOutcome) -> None:  # after each checkpoint, as it finishes
         bar.clear()
-        print(f"{o.checkpoint_id}: {'ok' if o.success else 'FAILED'} in {o.seconds:.1f}s ({', '.join(o.rubrics)})")
-        for failure in o.failures:
-            print(f"    step FAILED {clean(failure)[:300]}")
         with wh.hold():  # one opening of the file for the checkpoint's rubrics, not one each
-            for name in o.rubrics:
-                reports.append(assess(wh, rubrics[name], o.checkpoint_id))
-                print("\n".join(report_lines(reports[-1])), flush=True)
+            mine = [assess(wh, rubrics[name], o.checkpoint_id) for name in o.rubrics]
+        reports.extend(mine)
+        print(checkpoint_line(o.checkpoint_id, o, mine))
+        for failure in o.failures:
+            print(f"    step FAILED {shorten(failure, 300)}")
+        for r in mine:
+            print("\n".join(report_lines(r)), flush=True)
 
     bar = Progress()
     with wh.lingering():  # the file open from the first run to the table of results, as within a run

@@ -28,7 +28,7 @@ def env(tmp_path, monkeypatch):
             shutil.copy(SAMPLE_CHECKPOINTS / ckpt / name, root / ckpt / name)
     monkeypatch.setenv("EVAL_CHECKPOINT_DIR", str(root))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("EVAL_WAREHOUSE", str(tmp_path / "w.duckdb"))
+    monkeypatch.setenv("EVAL_WAREHOUSE", f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}")
     monkeypatch.setenv("EVAL_JUDGE", "heuristic")
     return tmp_path
 
@@ -38,9 +38,10 @@ def test_gates_failing_exit_3_quietly_and_the_flag_turns_it_to_0(env, capfd):
     assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa"]) == 3
     out, err = capfd.readouterr()
     assert "DEBUG" not in out + err and "STEP_START" not in out + err  # Dagster's log stays in the instance
-    assert "[1/1] ckpt-0100 (lumen-7b-chat): ok in" in out
-    assert "66 lines: 60 valid, 6 quarantined" in out and "judge 300/300 scored" in out
-    assert "gate FAILED triple_coverage: value 0.207, threshold 0.25" in out
+    assert "[1/1] ckpt-0100 (lumen-7b-chat): FAILED GATES (1 failed gates) in" in out  # the verdict first
+    assert "kg_qa                FAILED GATES     60/66 lines valid · judge 300/300" in out
+    assert "failed metric_min: triple_coverage 0.207 (threshold 0.25)" in out
+    assert all(len(line) <= 160 for line in out.splitlines())  # one screen wide, reasons never cut mid-word
     assert err.strip().splitlines()[-1].startswith("eval-pipeline: GATES FAILED:")
     assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0
 
@@ -54,7 +55,7 @@ def test_an_unreachable_judge_is_incomplete_exit_4_and_a_red_completeness_check(
     monkeypatch.setenv("EVAL_JUDGE_TIMEOUT", "2")
     assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 4
     out, err = capfd.readouterr()
-    assert "judge 0/300 scored" in out
+    assert "judge 0/300" in out and ": INCOMPLETE" in out and ": ok" not in out  # never "ok" for an incomplete run
     assert "INCOMPLETE 300 of 300 judge scores missing (100%, at most 5%)" in out
     assert "eval-pipeline: INCOMPLETE" in err and "sk-unreachable" not in out + err
     import dagster as dg

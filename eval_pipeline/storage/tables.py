@@ -211,7 +211,7 @@ def ensure_table(
     healable = len(df) > 0 and any(have and have.get(c) == "VARCHAR" and t in _HEALABLE for c, t in cols)
     if have is not None and all(c in have for c, _ in cols) and not healable:
         return
-    now = _ensure_table(con, schema, table, df, cols, column_compression(df))
+    now = _ensure_table(con, schema, table, df, cols, column_compression(df), known)
     if known is not None:
         known[(schema, table)] = now
 
@@ -223,9 +223,10 @@ def _ensure_table(
     df: Frame,
     cols: list[tuple[str, str]],
     compression: dict[str, str],
+    known: Known | None = None,
 ) -> dict[str, str]:
     """The table's columns once it has every one of ``cols``, with the types healed where the values allow."""
-    existing = ensure_columns(con, schema, table, cols, compression)
+    existing = ensure_columns(con, schema, table, cols, compression, known)
     if len(df) == 0:
         return existing  # an empty frame's object columns say nothing about the type
     target = qualified(schema, table)
@@ -254,14 +255,22 @@ def ensure_columns(
     table: str,
     cols: list[tuple[str, str]],
     compression: dict[str, str] | None = None,
+    known: Known | None = None,
 ) -> dict[str, str]:
     """Create the schema and table if needed, and add any column it lacks (a rubric edit added one); the
-    table's columns after. The catalog is asked first and changed only when something is missing: on a
-    DuckLake each change (even a CREATE ... IF NOT EXISTS that finds the table) costs the next query ~40 ms."""
+    table's columns after. The catalog is changed only when something is missing (on a DuckLake each change, even
+    a CREATE ... IF NOT EXISTS that finds the table, is a new snapshot). ``known``: the whole catalog as the
+    backend remembers it; a table it lacks is not asked for again, a schema it has is not created again."""
     target = qualified(schema, table)
-    existing = columns_of(con, schema, table)
+    if known is not None and (schema, table) in known:
+        existing = dict(known[(schema, table)])
+    elif known is not None:
+        existing = {}
+    else:
+        existing = columns_of(con, schema, table)
     if not existing:
-        con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        if known is None or not any(s == schema for s, _ in known):
+            con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
         stored = _storable(con, compression or {})
         coldefs = ", ".join(f'"{c}" {t}' + (f" USING COMPRESSION {stored[c]}" if c in stored else "") for c, t in cols)
         con.execute(f"CREATE TABLE IF NOT EXISTS {target} ({coldefs})")
