@@ -184,7 +184,12 @@ def report_lines(r: RubricReport, verbose: bool = False) -> list[str]:
             continue
         shown = "; ".join(f"{name} {_number(value)} (threshold {threshold:g})" for name, value, threshold, _ in gates)
         out.append(f"      failed {kind or 'gate'}: {shorten(shown, width)}")
-    for name, reason in r.gates_pending:
+    pending = r.gates_pending
+    trust_pending = [p for p in pending if r.failed_kinds.get(p[0]) == "judge_reliability"]
+    if trust_pending and not verbose:  # the judge's verdict once, not once per dimension
+        pending = [p for p in pending if p not in trust_pending]
+        out.append(f"      judge pending: {shorten(trust_pending[0][1].split('pending: ')[-1], width - 21)}")
+    for name, reason in pending:
         out.append(f"      pending {name}: {shorten(reason.removeprefix('pending: '), width)}")
     return out
 

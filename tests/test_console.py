@@ -68,6 +68,27 @@ def test_an_unreachable_judge_is_incomplete_exit_4_and_a_red_completeness_check(
 
 
 @pytest.mark.slow
+def test_a_dead_endpoint_stops_the_judging_within_seconds_with_one_line_naming_it(env, monkeypatch, capfd):
+    """The default retries (4, with back-off) against a refused connection: the circuit breaker gives the endpoint
+    up after a few attempts in a row, so the run ends in seconds, not after retrying every prompt."""
+    import time
+
+    port = free_port()
+    monkeypatch.setenv("EVAL_JUDGE", "openai")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{port}/v1")  # nothing listens there
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dead-000")
+    t0 = time.monotonic()
+    code = cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa", "--no-fail-on-gates"])
+    judging = time.monotonic() - t0
+    out, err = capfd.readouterr()
+    assert code == 4, out + err
+    assert f"endpoint 127.0.0.1:{port} unreachable, stopped asking" in out
+    assert "judge pending: " in out and "more rated samples would settle it" in out  # a new judge: not a failure
+    assert "sk-dead" not in out + err
+    assert judging < 60  # the whole run, judging included (the calls alone: a few seconds)
+
+
+@pytest.mark.slow
 def test_a_quarter_of_the_lines_quarantined_is_incomplete(env, capfd):
     valid = [
         line for line in (SAMPLE_CHECKPOINTS / "ckpt-0100" / "kg_qa.jsonl").read_text().splitlines() if '"kg-0' in line

@@ -125,6 +125,7 @@ class JudgeEnv:
     timeout_s: float
     max_retries: int
     processes: int
+    max_consecutive_failures: int
 
 
 def judge_env() -> JudgeEnv:
@@ -135,6 +136,8 @@ def judge_env() -> JudgeEnv:
         timeout_s=float(_env("EVAL_JUDGE_TIMEOUT", "60")),
         max_retries=int(_env("EVAL_JUDGE_MAX_RETRIES", "4")),
         processes=int(_env("EVAL_JUDGE_PROCESSES", "0")),
+        # EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES: attempts refused or timed out in a row before the endpoint is given up
+        max_consecutive_failures=int(_env("EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES", "8")),
     )
 
 

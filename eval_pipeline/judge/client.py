@@ -18,6 +18,7 @@ import math
 import random
 import re
 import time
+from urllib.parse import urlsplit
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,9 @@ class JudgeSettings:
     backoff_max_s: float = 20.0
     identity: str | None = None  # the panel's `identity:` for this judge; None: its endpoint
     top_logprobs: int = 0  # > 0: ask for the tokens' log probabilities (logprobs, top_logprobs)
+    # this many attempts in a row refused or timed out (no answer of any kind between them): the endpoint is down,
+    # every call not yet answered is given up at once with that reason (0: never)
+    max_consecutive_failures: int = 8
 
     def endpoint(self) -> str:
         """The endpoint that answers: the judge's base_url, else OPENAI_BASE_URL, else the client's default."""
@@ -183,6 +187,8 @@ class OpenAIJudgeClient:
         self._sem = asyncio.Semaphore(max(1, settings.concurrency))
         self._use_schema = True
         self._in_flight = 0
+        self._unreachable_in_a_row = 0
+        self._down: str | None = None  # why the endpoint was given up on (the circuit breaker)
         self.stats = ClientStats()
 
     async def close(self) -> None:
@@ -191,6 +197,14 @@ class OpenAIJudgeClient:
     def _backoff(self, attempt: int) -> float:
         cap = min(self.settings.backoff_max_s, self.settings.backoff_base_s * (2**attempt))
         return random.uniform(cap / 2, cap)
+
+    def _unreachable(self, error: str) -> None:
+        """One more attempt refused or timed out; past ``max_consecutive_failures`` in a row, the endpoint is down."""
+        self._unreachable_in_a_row += 1
+        limit = self.settings.max_consecutive_failures
+        if limit and self._unreachable_in_a_row >= limit and self._down is None:
+            host = urlsplit(self.settings.endpoint()).netloc or self.settings.endpoint()
+            self._down = f"endpoint {host} unreachable, stopped asking after {limit} failed attempts in a row: {error}"
 
     # long by design: the retry loop: every HTTP outcome (answer, re-ask, retry, give up) classified in one place, so no
     # path escapes the bound
@@ -203,6 +217,9 @@ class OpenAIJudgeClient:
         last_error = "no attempt made"
         attempt = 0
         while attempt <= s.max_retries:
+            if self._down is not None:
+                result.error = self._down
+                return result
             kwargs: dict[str, Any] = dict(
                 model=s.model, messages=messages, temperature=s.temperature, max_tokens=s.max_tokens
             )
@@ -233,6 +250,7 @@ class OpenAIJudgeClient:
                     )
                     result.latency_ms = (time.perf_counter() - t0) * 1000
                     self.stats.latency_ms.append(result.latency_ms)
+                    self._unreachable_in_a_row = 0
                     if not isinstance(data, dict):  # a 200 that is not JSON (a proxy's page): retried
                         raise _NotJSON(str(data)[:120])
                     usage: dict = data.get("usage") or {} if isinstance(data.get("usage"), dict) else {}
@@ -270,9 +288,11 @@ class OpenAIJudgeClient:
                 except (openai.APITimeoutError, asyncio.TimeoutError):
                     last_error = f"timeout after {s.timeout_s:g}s"
                     delay = self._backoff(attempt)
+                    self._unreachable(last_error)
                 except openai.APIConnectionError as exc:
                     last_error = f"connection error: {redact(str(exc), self._api_key)[:200]}"
                     delay = self._backoff(attempt)
+                    self._unreachable(last_error)
                 except openai.APIStatusError as exc:
                     last_error = f"server error ({exc.status_code})"
                     if exc.status_code < 500 and exc.status_code not in (408, 409):
@@ -294,5 +314,5 @@ class OpenAIJudgeClient:
             attempt += 1
             if attempt <= s.max_retries and delay is not None:
                 await asyncio.sleep(delay)
-        result.error = f"gave up after {result.attempts} attempts: {last_error}"
+        result.error = self._down or f"gave up after {result.attempts} attempts: {last_error}"
         return result

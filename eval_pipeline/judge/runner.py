@@ -46,6 +46,7 @@ def settings_from_env(spec: JudgeSpec | None = None, **overrides: Any) -> JudgeS
         max_retries=env.max_retries,
         concurrency=env.concurrency,
         processes=env.processes,
+        max_consecutive_failures=env.max_consecutive_failures,
     )
     values.update({k: v for k, v in overrides.items() if v is not None})
     return JudgeSettings(**values)
