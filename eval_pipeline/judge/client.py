@@ -18,9 +18,9 @@ import math
 import random
 import re
 import time
-from urllib.parse import urlsplit
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from eval_pipeline.core import settings as env_settings
 
