@@ -116,7 +116,7 @@ def test_ctrl_c_stops_the_whole_command_and_says_what_finished(env, capfd):
 
 
 def test_sql_max_rows_is_honoured(env, capfd):
-    wh = Warehouse(env / "w.duckdb")
+    wh = Warehouse()  # EVAL_WAREHOUSE, as the CLI reads it
     wh.execute("CREATE TABLE t AS SELECT range AS x FROM range(10)")
     assert cli(["sql", "SELECT * FROM t ORDER BY x", "--max-rows", "3"]) == 0
     out = capfd.readouterr().out.splitlines()

@@ -548,3 +548,22 @@ def test_the_endpoint_is_part_of_the_judge_identity(rubrics, openai_env, warehou
         monkeypatch.setenv("OPENAI_BASE_URL", b.base_url)
         _, on_b = judge_samples(shared, "c1", emp_records(3), wh, mode="openai", overrides=FAST)
         assert on_a.calls == 3 and on_b.calls == 0 and b.state.requests == 0
+
+
+def test_repeat_scorings_send_their_own_seeds_so_a_noisy_judge_looks_noisy(rubrics, openai_env, warehouse_path):
+    """#37.2: a server that honours the seed answers a repeat exactly as the first scoring when the seed is the
+    same; each repeat therefore asks with its own seed, derived from (seed, judge, repeat), the same every run."""
+    from eval_pipeline.judge.runner import repeat_seed
+
+    wh = Warehouse(warehouse_path)
+    rubric = rubrics["empathetic_dialogue"]
+    seeds = {}
+    for repeat in (0, 1, 2):
+        openai_env.state.bodies.clear()
+        judge_samples(rubric, "c1", emp_records(2), wh, mode="openai", overrides=FAST, repeat=repeat)
+        seeds[repeat] = {b.get("seed") for b in openai_env.state.bodies}
+        assert len(seeds[repeat]) == 1
+    assert seeds[0] == {7}  # the configured seed for the scoring itself
+    assert len(seeds[0] | seeds[1] | seeds[2]) == 3
+    assert seeds[1] == {repeat_seed(7, "default", 1)} and repeat_seed(7, "default", 1) == repeat_seed(7, "default", 1)
+    assert repeat_seed(None, "default", 1) is None  # no seed configured: none sent

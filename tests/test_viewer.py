@@ -307,3 +307,14 @@ def test_browser_walks_leaderboard_checkpoint_regressions_sample_and_parent_diff
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_hostile_addresses_get_a_page_never_a_500(client):
+    """#36.9: an unknown checkpoint, a page number past any, one that is not a number a database can take."""
+    for url in (
+        "/r/npc_dialogue/no-such-ckpt/samples",
+        "/r/npc_dialogue/ckpt-0300/samples?page=99999999999999999999",
+        "/r/npc_dialogue/ckpt-0300/samples?page=%C2%B2",
+        "/r/npc_dialogue/ckpt-0300/samples?page=-3",
+    ):
+        assert client.get(url).status_code < 500, url

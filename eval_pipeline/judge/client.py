@@ -30,9 +30,25 @@ if TYPE_CHECKING:  # imported where a client is made: the openai package costs ~
 KEY_RE = re.compile(r"(sk-|key-|Bearer\s+)[A-Za-z0-9_\-\.]{4,}")
 
 
+def secret_forms(secret: str) -> list[str]:
+    """The configured key as an endpoint might echo it back: as is, URL-quoted, in base64 (standard and URL-safe,
+    with and without padding) and in hex, longest first."""
+    import base64
+    from urllib.parse import quote
+
+    raw = secret.encode()
+    forms = {secret, quote(secret, safe=""), raw.hex()}
+    for enc in (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()):
+        forms |= {enc, enc.rstrip("=")}
+    return sorted((f for f in forms if len(f) >= 8), key=len, reverse=True)
+
+
 def redact(text: str, secret: str | None = None) -> str:
+    """``text`` without the configured key (``secret``, in any of ``secret_forms``) and without anything shaped
+    like a key (``sk-...``, ``key-...``, a bearer token)."""
     if secret:
-        text = text.replace(secret, "***")
+        for form in secret_forms(secret):
+            text = text.replace(form, "***")
     return KEY_RE.sub(lambda m: m.group(1) + "***", text)
 
 
@@ -158,10 +174,13 @@ def _token_logprobs(block: Any) -> list | None:
 
 
 def _int(value: Any) -> int:
+    """A token count as the endpoint reports it; anything that is not a count a database can hold (text, NaN,
+    1e400, 10**30, negative) counts as 0."""
     try:
-        return int(value or 0)
-    except (TypeError, ValueError):
+        n = int(value or 0)
+    except (TypeError, ValueError, OverflowError):
         return 0
+    return n if 0 <= n < 2**53 else 0
 
 
 def _schema_unsupported(exc: openai.BadRequestError) -> bool:
@@ -252,7 +271,7 @@ class OpenAIJudgeClient:
                     self.stats.latency_ms.append(result.latency_ms)
                     self._unreachable_in_a_row = 0
                     if not isinstance(data, dict):  # a 200 that is not JSON (a proxy's page): retried
-                        raise _NotJSON(str(data)[:120])
+                        raise _NotJSON(redact(str(data), self._api_key)[:120])
                     usage: dict = data.get("usage") or {} if isinstance(data.get("usage"), dict) else {}
                     result.prompt_tokens = _int(usage.get("prompt_tokens"))
                     result.completion_tokens = _int(usage.get("completion_tokens"))
@@ -267,7 +286,8 @@ class OpenAIJudgeClient:
                         result.error = "answer has no message"
                         return result
                     content = msg.get("content")
-                    result.text = content if isinstance(content, str) else None
+                    # everything the endpoint sends back is stored or shown somewhere: never with the key in it
+                    result.text = redact(content, self._api_key) if isinstance(content, str) else None
                     result.logprobs = _token_logprobs(choices[0].get("logprobs"))
                     if result.text is None and msg.get("refusal"):
                         result.error = f"refusal: {redact(str(msg['refusal']), self._api_key)[:200]}"
@@ -307,7 +327,7 @@ class OpenAIJudgeClient:
                     UnicodeDecodeError,
                     _NotJSON,
                 ) as exc:  # a 200 whose body is not JSON (a proxy's HTML page)
-                    last_error = f"response body is not JSON: {str(exc)[:120]}"
+                    last_error = f"response body is not JSON: {redact(str(exc), self._api_key)[:120]}"
                     delay = self._backoff(attempt)
                 finally:
                     self._in_flight -= 1

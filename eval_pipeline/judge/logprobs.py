@@ -39,12 +39,17 @@ def score_distributions(
         if token.strip() != m.group(1) or starts[i] + lead != m.start(1):
             continue  # the number is not one token of its own
         probs: Distribution = {}
+        valid = True
         for alt, logprob in logprobs[i][1]:
+            # a log probability is at most 0 (a little rounding allowed): 1000, NaN or text is no distribution
+            if not isinstance(logprob, int | float) or not (-math.inf <= logprob <= 1e-6):
+                valid = False
+                break
             a = alt.strip()
             if re.fullmatch(r"-?\d+", a) and lo <= int(a) <= hi:
                 probs[int(a)] = probs.get(int(a), 0.0) + math.exp(logprob)
         total = sum(probs.values())
-        if total > 0:
+        if valid and total > 0:
             out[key] = {v: p / total for v, p in sorted(probs.items())}
     return out
 

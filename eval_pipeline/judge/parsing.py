@@ -62,7 +62,10 @@ def parse_answer(text: str | None, container: str, scales: dict[str, tuple[int, 
     """Scores for exactly the keys of `scales`, each an integer within (min, max)."""
     if text is None:
         raise JudgeParseError("no answer content")
-    obj = _first_object(text)
+    try:
+        obj = _first_object(text)
+    except RecursionError:  # {"a": {"a": ... 5,000 levels deep: no answer any rubric asks for
+        raise JudgeParseError("answer nested too deeply to be an answer") from None
     block = obj.get(container)
     if not isinstance(block, dict):
         # tolerate a flat object {"key": n, ...}

@@ -8,8 +8,10 @@ aggregate is written as judge = 'panel'; downstream assets read those rows.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -97,6 +99,22 @@ def _reading(chosen: float | None, dist: dict[int, float] | None, source: str) -
     return score, columns
 
 
+def repeat_seed(seed: int | None, judge: str, repeat: int) -> int | None:
+    """The sampling seed of repeat scoring ``repeat`` by ``judge``: the configured seed for the first scoring, a
+    seed derived from (seed, judge, repeat) for each repeat. The same seed would make a server that honours it
+    answer a repeat exactly as the first time, and a pure-noise judge would look perfectly repeatable."""
+    if seed is None or repeat == 0:
+        return seed
+    digest = hashlib.sha256(f"{seed}:{judge}:{repeat}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def repeat_settings(settings: JudgeSettings, repeat: int) -> JudgeSettings:
+    """``settings`` with the seed of repeat scoring ``repeat`` (see ``repeat_seed``)."""
+    seed = repeat_seed(settings.seed, settings.name, repeat)
+    return settings if seed == settings.seed else replace(settings, seed=seed)
+
+
 def _score_specs(
     rubric: RubricConfig, settings: JudgeSettings, records: list[dict[str, Any]], repeat: int = 0
 ) -> list[tuple[dict, bool, dict, CallSpec]]:
@@ -137,6 +155,7 @@ def _llm_rows(
     stats: JudgeRunStats,
     repeat: int = 0,
 ) -> list[dict[str, Any]]:
+    settings = repeat_settings(settings, repeat)
     specs = _score_specs(rubric, settings, records, repeat)
     outcomes = cached_calls(rubric, settings, [s for *_, s in specs], wh, stats)
     rows: list[dict[str, Any]] = []

@@ -54,7 +54,8 @@ def sample_query(params: Any) -> queries.SampleQuery:
         q=(params.get("q") or "")[:200],
         sort=params.get("sort") or None,
         order="desc" if params.get("order") == "desc" else "asc",
-        page=int(page) if page.isdigit() else 1,
+        # decimal digits only ("²" is a digit, not a number), and no page past any a checkpoint can have
+        page=min(int(page), 10**7) if page.isdecimal() and len(page) <= 12 else 1,
         disagree_at=_float(params.get("disagree_at")),
     )
 

@@ -62,6 +62,8 @@ def samples_page(
         names = score_names(s, rubric_name, ckpt, rubric, present)
         cols = {c for c, _ in columns(s, rubric_name, "scores")}
         names = [n for n in names if n in cols]
+        if not names:  # no such checkpoint (or no scores of it): an empty page, never SQL with no columns
+            return SamplesPage(rubric_name, ckpt, None, sq, [], [], [], 0, 0)
         for n in names:
             check_identifier(n, "score name")
         parent = parent_of(s, ckpt)  # the parent the comparison used
@@ -80,14 +82,14 @@ def samples_page(
         sql, params = _samples_sql(rubric, rubric_name, ckpt, parent, names, rated, sq, present, s, cols)
         total = int(s.query_rows(f"SELECT count(*) FROM ({sql})", params)[0][0])
         order = _order_by(sq, names)
-        page = max(1, sq.page)
+        pages = max(1, math.ceil(total / PAGE_SIZE))
+        page = min(max(1, sq.page), pages)
+        sq.page = page
         rows = s.query_df(
             f"SELECT * FROM ({sql}) ORDER BY {order} LIMIT {PAGE_SIZE} OFFSET {(page - 1) * PAGE_SIZE}", params
         )
     shown = _shown_scores(rubric, names)
-    return SamplesPage(
-        rubric_name, ckpt, parent, sq, names, rated, records(rows), total, max(1, math.ceil(total / PAGE_SIZE)), shown
-    )
+    return SamplesPage(rubric_name, ckpt, parent, sq, names, rated, records(rows), total, pages, shown)
 
 
 def _default_score(rubric: RubricConfig | None, names: list[str]) -> str | None:

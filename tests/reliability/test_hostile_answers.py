@@ -1,0 +1,50 @@
+"""#36, items 3-7: what an endpoint sends back can neither crash a step nor leak the key.
+
+Classes: the configured key (in any common encoding) echoed in a rationale, an error body or a non-JSON 200 is
+never stored; absurd numbers in usage or logprobs count as nothing; an answer nested thousands of levels deep is
+a missing score with its reason."""
+
+import base64
+import math
+
+import pytest
+
+from eval_pipeline.judge.client import _int, redact
+from eval_pipeline.judge.logprobs import score_distributions
+from eval_pipeline.judge.parsing import JudgeParseError, parse_answer
+
+KEY = "0123456789abcdef0123456789abcdef"  # an Azure-style key: 32 hex digits, no sk- prefix
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [KEY, base64.b64encode(KEY.encode()).decode(), KEY.encode().hex(), base64.urlsafe_b64encode(KEY.encode()).decode()],
+)
+def test_the_configured_key_is_redacted_in_every_common_encoding(echo):
+    text = f'{{"scores": {{"a": 3}}, "rationale": "your key is {echo} ok"}}'
+    out = redact(text, KEY)
+    assert echo not in out and KEY not in out and "***" in out
+    assert parse_answer(out, "scores", {"a": (1, 5)}).scores == {"a": 3}  # the answer still reads
+
+
+def test_absurd_token_counts_count_as_nothing():
+    for value in (1e400, 10**30, float("nan"), -5, "many", None):
+        assert _int(value) == 0
+    assert _int(1234) == 1234
+
+
+def test_a_log_probability_above_zero_is_no_distribution_and_no_crash():
+    text = '{"scores": {"a": 3}}'
+    tokens = ['{"', "scores", '":', ' {"', "a", '":', " ", "3", "}}"]
+    good = [(t, [(t, -0.1)]) for t in tokens]
+    good[7] = ("3", [("3", math.log(0.7)), ("4", math.log(0.3))])
+    assert score_distributions(text, good, {"a": (1, 5)})["a"] == pytest.approx({3: 0.7, 4: 0.3})
+    bad = list(good)
+    bad[7] = ("3", [("3", 1000.0), ("4", -0.5)])
+    assert score_distributions(text, bad, {"a": (1, 5)}) == {}
+
+
+def test_an_answer_nested_thousands_of_levels_deep_is_a_parse_error():
+    deep = '{"a": ' * 5000 + "1" + "}" * 5000
+    with pytest.raises(JudgeParseError, match="nested too deeply"):
+        parse_answer(deep, "scores", {"a": (1, 5)})
