@@ -262,6 +262,48 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_attach_sql(args: argparse.Namespace) -> int:
+    """The SQL that opens the warehouse read-only in a plain DuckDB (CLI or Python), offline."""
+    from eval_pipeline.core import settings
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    wh = Warehouse(args.warehouse or settings.warehouse_path())
+    attach = getattr(wh.backend, "attach_sql", None)
+    if attach is None:
+        text = wh.backend.spec.replace("'", "''")
+        sys.stdout.write(f"ATTACH '{text}' AS warehouse (READ_ONLY);\nUSE warehouse;\n")
+    else:
+        sys.stdout.write(attach())
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """A warehouse an earlier version made (a DuckDB file) copied into the lake EVAL_WAREHOUSE names; the file is
+    only read, never changed."""
+    from eval_pipeline.core import settings
+    from eval_pipeline.publish.views import refresh_views
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    source = Path(args.source)
+    if not source.is_file():
+        raise CliError(f"{source} is not a DuckDB file")
+    wh = Warehouse(settings.warehouse_path())
+    copy = getattr(wh.backend, "copy_from_file", None)
+    if copy is None:
+        raise CliError("migrate copies into a DuckLake: set EVAL_WAREHOUSE=ducklake:... (the default)")
+    copied = skipped = 0
+    for schema, table, rows in copy(str(source.resolve())):
+        if rows < 0:
+            skipped += 1
+            print(f"migrate: {schema}.{table} already in the lake: left as it is")
+        else:
+            copied += 1
+            print(f"migrate: {schema}.{table}: {rows} rows")
+    refresh_views(wh)
+    print(f"migrate: {copied} table(s) copied, {skipped} left as they were, into {wh.describe()}; {source} unchanged")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from eval_pipeline.core import settings
     from eval_pipeline.publish.report import write_report
@@ -394,6 +436,18 @@ def build_parser() -> argparse.ArgumentParser:
     tp.add_argument("--evaluator", default="", help="fill the evaluator column")
     tp.add_argument("--out", help="file to write (default: <ratings dir>/<rubric>/<checkpoint>.template.csv)")
     tp.set_defaults(fn=cmd_ratings_template)
+    at = sub.add_parser(
+        "attach-sql", help="print the SQL that opens the warehouse read-only in a plain DuckDB", parents=[common]
+    )
+    at.add_argument("--warehouse")
+    at.set_defaults(fn=cmd_attach_sql)
+    mg = sub.add_parser(
+        "migrate",
+        help="copy a warehouse file an earlier version made into the lake (the file is unchanged)",
+        parents=[common],
+    )
+    mg.add_argument("source", help="the DuckDB file (e.g. data/warehouse.duckdb)")
+    mg.set_defaults(fn=cmd_migrate)
     mt = sub.add_parser("maintain", help="DuckLake upkeep: merge small files, expire old snapshots", parents=[common])
     mt.add_argument("--keep-days", type=int, default=30, help="snapshots kept for time travel (default 30)")
     mt.set_defaults(fn=cmd_maintain)

@@ -358,3 +358,39 @@ def test_raw_lines_are_stored_with_zstd_where_the_file_allows_it(file_warehouse_
         assert stored and not stored & {"ZSTD", "Uncompressed"}, stored
     else:
         assert stored == {"ZSTD"}, stored
+
+
+def test_a_warehouse_file_of_an_earlier_version_moves_into_the_lake_with_one_command(tmp_path, monkeypatch, capfd):
+    """#33.1: `eval-pipeline migrate <file>` copies every table into the default lake, nothing lost, the file
+    unchanged; a second run leaves what is there; `attach-sql` opens the result in a plain DuckDB, offline."""
+    import hashlib
+    import subprocess
+    import sys
+
+    from eval_pipeline.cli import main as cli
+
+    old = str(tmp_path / "old.duckdb")
+    wh = Warehouse(old)
+    wh.replace_partition(
+        "r1", "scores", pd.DataFrame({"checkpoint_id": ["a"] * 4, "x": [1, 2, 3, 4]}), {"checkpoint_id": "a"}
+    )
+    wh.replace_partition(
+        "main", "checkpoints", pd.DataFrame({"checkpoint_id": ["a"], "model": ["m"]}), {"checkpoint_id": "a"}
+    )
+    wh.close()
+    before = hashlib.sha256(Path(old).read_bytes()).hexdigest()
+    lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    monkeypatch.setenv("EVAL_WAREHOUSE", lake)
+    assert cli(["migrate", old]) == 0
+    out = capfd.readouterr().out
+    assert "r1.scores: 4 rows" in out and "main.checkpoints: 1 rows" in out
+    assert hashlib.sha256(Path(old).read_bytes()).hexdigest() == before
+    assert Warehouse(lake).query_rows("SELECT sum(x) FROM r1.scores") == [(10,)]
+    assert cli(["migrate", old]) == 0 and "left as it is" in capfd.readouterr().out
+    assert Warehouse(lake).query_rows("SELECT count(*) FROM r1.scores") == [(4,)]  # not copied twice
+    assert cli(["attach-sql"]) == 0
+    sql = capfd.readouterr().out
+    assert "INSTALL" not in sql and "READ_ONLY" in sql
+    code = f"import duckdb; con = duckdb.connect(); con.execute({sql!r}); print(con.sql('SELECT sum(x) FROM r1.scores').fetchall())"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.stdout.strip() == "[(10,)]", res.stderr

@@ -264,6 +264,47 @@ class LakeBackend:
     def stored_files(self) -> list[Path]:
         return sorted(p for p in Path(self.data_path).rglob("*") if p.is_file())
 
+    def attach_sql(self) -> str:
+        """Statements that open this lake read-only in any DuckDB 1.5.5 (the CLI, Python): the extensions LOADed
+        from the installed packages (nothing downloaded), the lake attached read-only as ``lake`` and made current."""
+        return (
+            f"LOAD {literal(extension_file(self.catalog_kind))};\n"
+            f"LOAD {literal(extension_file('ducklake'))};\n"
+            f"ATTACH {literal(PREFIX + self.catalog)} AS {ALIAS} ({self.attach_options(True)});\n"
+            f"USE {ALIAS};\n"
+        )
+
+    def copy_from_file(self, path: str) -> Iterator[tuple[str, str, int]]:
+        """Every table of the DuckDB file ``path`` (a warehouse an earlier version made) copied into this lake,
+        one transaction per table; a table the lake already has is left as it is. Yields (schema, table, rows
+        copied or -1 when skipped)."""
+        with self.connect() as con:
+            con.execute(f"ATTACH {literal(path)} AS old (READ_ONLY)")
+            try:
+                tables = con.execute(
+                    "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = 'old' "
+                    "ORDER BY schema_name, table_name"
+                ).fetchall()
+                have = {
+                    (s, t)
+                    for s, t in con.execute(
+                        f"SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = {literal(ALIAS)}"
+                    ).fetchall()
+                }
+                for schema, table in tables:
+                    if (schema, table) in have:
+                        yield schema, table, -1
+                        continue
+                    target = f'{ALIAS}."{schema}"."{table}"'
+                    con.execute(f'CREATE SCHEMA IF NOT EXISTS {ALIAS}."{schema}"')
+                    con.execute(f'CREATE TABLE {target} AS SELECT * FROM old."{schema}"."{table}"')
+                    (n,) = con.execute(f"SELECT count(*) FROM {target}").fetchone() or (0,)
+                    yield schema, table, int(n)
+            finally:
+                con.execute("USE lake")
+                con.execute("DETACH old")
+        self.forget()
+
     def close(self) -> None:
         with self._lock:
             bases, self._bases, self._idle, self._known = self._bases, {}, threading.local(), None
