@@ -391,6 +391,7 @@ def test_a_warehouse_file_of_an_earlier_version_moves_into_the_lake_with_one_com
     assert cli(["attach-sql"]) == 0
     sql = capfd.readouterr().out
     assert "INSTALL" not in sql and "READ_ONLY" in sql
-    code = f"import duckdb; con = duckdb.connect(); con.execute({sql!r}); print(con.sql('SELECT sum(x) FROM r1.scores').fetchall())"
+    query = "SELECT sum(x) FROM r1.scores"
+    code = f"import duckdb; con = duckdb.connect(); con.execute({sql!r}); print(con.sql({query!r}).fetchall())"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.stdout.strip() == "[(10,)]", res.stderr
