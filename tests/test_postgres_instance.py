@@ -18,7 +18,7 @@ def test_the_dagster_instance_on_postgres(postgres_port, tmp_path, monkeypatch, 
 storage:
   postgres:
     # the URL names the psycopg2 driver: SQLAlchemy 2.1 defaults postgresql:// to psycopg 3, whose
-    # server-side parameters break dagster-postgres's `NOTIFY run_events, %s` (docs/scaling.md)
+    # server-side parameters break dagster-postgres's `NOTIFY run_events, %s` (docs/design/scaling-history.md)
     postgres_url: postgresql+psycopg2://postgres:unused-trust-auth@127.0.0.1:{postgres_port}/dagster
 concurrency:
   pools:

@@ -51,7 +51,7 @@ def _synchronous_normal(dbapi_connection: Any, _record: Any) -> None:
     and the file after it. A crash of the process loses nothing committed; a power cut may lose the last commits
     before a checkpoint. At Dagster's FULL each event waited on one to three syncs: 0.2-0.3 s of the ~1.4 s a
     78-step run spent storing its ~600 events. (A deployment that needs every event on disk at once runs the
-    instance on PostgreSQL: docs/scaling.md.)"""
+    instance on PostgreSQL: docs/design/scaling-history.md.)"""
     dbapi_connection.execute("PRAGMA synchronous=NORMAL")
 
 

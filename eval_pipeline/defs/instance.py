@@ -58,7 +58,7 @@ def backfill_limit_hint(path: Path, warehouse: str) -> str | None:
     return (
         f"{path} lets {limit or 'any number of'} run(s) of a backfill go at once; for this warehouse "
         f"set 'key: dagster/backfill' to 'limit: {want}' under concurrency.runs.tag_concurrency_limits "
-        "(docs/scaling.md)"
+        "(docs/design/scaling-history.md)"
     )
 
 

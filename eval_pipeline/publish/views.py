@@ -45,9 +45,10 @@ def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str
     the leaderboard, marked ``rubric_configured = false``, so nobody reads it as current."""
     configured = configured_rubrics() if configured is None else configured
     with wh.session() as reader:
-        found = _schemas_with(reader, ["summary", "gates", "judge_scores", "checkpoints"])
+        found = _schemas_with(reader, ["summary", "gates", "judge_scores", "checkpoints", "judge_identity"])
         made = _view_fingerprints(reader)
     summaries, gates, judged = found["summary"] - {"main"}, found["gates"], found["judge_scores"]
+    identified = found["judge_identity"]
     if not summaries or "main" not in found["checkpoints"]:
         return []
     parts = []
@@ -63,19 +64,29 @@ def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str
             else "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::BIGINT AS gates_passed, NULL::BIGINT AS "
             "gates_total) g USING (checkpoint_id)"
         )
+        # who judged: the recorded identity's label (model, endpoint, prompt version) where there is one
+        label = (
+            f'LEFT JOIN (SELECT checkpoint_id, any_value(label) AS label, any_value(judge_identity) AS judge_identity '
+            f'FROM "{r}".judge_identity GROUP BY 1) ji USING (checkpoint_id)'
+            if r in identified
+            else "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::VARCHAR AS label, NULL::VARCHAR AS "
+            "judge_identity) ji USING (checkpoint_id)"
+        )
         j = (
             (
-                f"LEFT JOIN (SELECT checkpoint_id, any_value(judge_kind) AS judge, any_value(model) AS judge_models "
-                f"FROM \"{r}\".judge_scores WHERE judge = '{PANEL}' GROUP BY 1) j USING (checkpoint_id)"
+                f"LEFT JOIN (SELECT checkpoint_id, any_value(judge_kind) AS judge_kind, any_value(model) AS judge_models "
+                f"FROM \"{r}\".judge_scores WHERE judge = '{PANEL}' GROUP BY 1) j USING (checkpoint_id) {label}"
             )
             if r in judged
-            else "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::VARCHAR AS judge, NULL::VARCHAR AS "
-            "judge_models) j USING (checkpoint_id)"
+            else "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::VARCHAR AS judge_kind, NULL::VARCHAR AS "
+            "judge_models, NULL::VARCHAR AS label, NULL::VARCHAR AS judge_identity) j USING (checkpoint_id)"
         )
         parts.append(
             f"SELECT '{r}' AS rubric, {str(r in configured).upper()} AS rubric_configured, s.checkpoint_id, "
             "c.model, c.created_at, c.parent, s.score AS headline_name, "
-            f"s.mean AS headline, s.ci_low, s.ci_high, s.n, g.gates_passed, g.gates_total, j.judge, j.judge_models "
+            "s.mean AS headline, s.ci_low, s.ci_high, s.n, g.gates_passed, g.gates_total, "
+            "coalesce(label, CASE WHEN judge_kind = 'llm' THEN judge_models ELSE judge_kind END) AS judge, "
+            "judge_models, judge_identity "
             f'FROM "{r}".summary s LEFT JOIN main.checkpoints c USING (checkpoint_id) {g} {j} '
             f"WHERE s.breakdown = 'all' AND s.headline"
         )
