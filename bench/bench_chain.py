@@ -158,7 +158,7 @@ def main() -> None:
     args = ap.parse_args()
 
     sys.path.insert(0, str(ROOT))
-    from eval_pipeline.core.config import load_rubrics
+    from eval_pipeline.rubrics import load_rubrics
 
     rubrics = [r for r in load_rubrics() if not args.rubric or r.name in args.rubric]
     with tempfile.TemporaryDirectory() as tmp:

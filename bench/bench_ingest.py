@@ -118,8 +118,8 @@ def main() -> None:
 
 def _compare_with_rowwise(wh: Warehouse, path: Path, defs: dg.Definitions) -> None:
     """The split and every reason against the row-by-row reference (the validator before #17), same file."""
-    from eval_pipeline.core.config import load_rubric
     from eval_pipeline.ingest.rowwise import validate_raw as rowwise
+    from eval_pipeline.rubrics import load_rubric
 
     rubric = load_rubric(ROOT / "rubric_configs/npc_dialogue.yaml")
     t = time.perf_counter()

@@ -17,10 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from eval_pipeline.core.config import load_rubric
 from eval_pipeline.devtools.openai_stub import stub_process
 from eval_pipeline.judge import calls
 from eval_pipeline.judge.runner import judge_samples
+from eval_pipeline.rubrics import load_rubric
 from eval_pipeline.storage.warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent

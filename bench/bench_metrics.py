@@ -27,7 +27,6 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.core.config import load_rubric
 from eval_pipeline.ingest.jsonl import read_jsonl
 from eval_pipeline.ingest.samples import to_records
 from eval_pipeline.ingest.validation import validate_raw
@@ -38,6 +37,7 @@ from eval_pipeline.metrics.style import (
     ertd_pair,
     strip_speaker_prefixes,
 )
+from eval_pipeline.rubrics import load_rubric
 
 ROOT = Path(__file__).resolve().parent.parent
 RUBRICS = ["answer_quality", "empathetic_dialogue", "kg_qa", "npc_dialogue", "roleplay_style"]

@@ -152,8 +152,8 @@ def ui(
     )
     try:
         wait_until_serving(f"http://127.0.0.1:{port}/server_info", web, timeout_s=120)
-        from eval_pipeline.core.config import load_rubrics
         from eval_pipeline.defs.build import build_definitions
+        from eval_pipeline.rubrics import load_rubrics
 
         keys = [k for k in build_definitions().resolve_asset_graph().get_all_asset_keys()]
         assert load_rubrics()

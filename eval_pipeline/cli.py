@@ -46,8 +46,8 @@ def _select(scan, ids: list[str] | None):
 
 
 def _rubrics_and_defs(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
-    from eval_pipeline.core.config import load_rubrics
     from eval_pipeline.defs.build import build_definitions
+    from eval_pipeline.rubrics import load_rubrics
 
     rubrics = {r.name: r for r in load_rubrics()}
     bad = sorted(set(args.rubric or []) - set(rubrics))
@@ -210,8 +210,8 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
     """A ratings CSV ready to fill: the columns the loader reads, one row per sample id of the checkpoint."""
     import csv
 
-    from eval_pipeline.core.config import load_rubrics
     from eval_pipeline.ingest.checkpoints import scan_checkpoints
+    from eval_pipeline.rubrics import load_rubrics
 
     rubrics = {r.name: r for r in load_rubrics()}
     rubric = rubrics.get(args.rubric)

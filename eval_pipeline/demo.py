@@ -20,12 +20,12 @@ import dagster as dg
 
 from eval_pipeline.console import Progress, RubricReport, assess, checkpoint_line, exit_code, report_lines, shorten
 from eval_pipeline.core import progress, settings
-from eval_pipeline.core.config import load_rubrics
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.instance import install
 from eval_pipeline.defs.runner import RunOutcome, materialize_checkpoints
 from eval_pipeline.ingest.checkpoints import scan_checkpoints
 from eval_pipeline.publish.report_table import results_table
+from eval_pipeline.rubrics import load_rubrics
 from eval_pipeline.storage.warehouse import Warehouse
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from eval_pipeline.core.config import load_rubrics
 from eval_pipeline.devtools.net import free_port
 from eval_pipeline.provision import postgres_initdb
+from eval_pipeline.rubrics import load_rubrics
 
 ROOT = Path(__file__).resolve().parent.parent
 RUBRIC_DIR = ROOT / "rubric_configs"

@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_pipeline.core.config import RubricConfigError, load_rubric, load_rubrics
+from eval_pipeline.core.config import RubricConfigError
+from eval_pipeline.rubrics import load_rubric, load_rubrics
 
 from .conftest import RUBRIC_DIR
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_pipeline.core.config import JudgeSpec, load_rubric
+from eval_pipeline.core.config import JudgeSpec
 from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.devtools.openai_stub import StubServer, stub_process
 from eval_pipeline.judge import cache
@@ -16,6 +16,7 @@ from eval_pipeline.judge.heuristic import HeuristicJudge
 from eval_pipeline.judge.parsing import JudgeParseError, parse_answer
 from eval_pipeline.judge.prompts import BEGIN, END, build_messages
 from eval_pipeline.judge.runner import judge_samples
+from eval_pipeline.rubrics import load_rubric
 from eval_pipeline.storage.warehouse import Warehouse
 
 from .conftest import RUBRIC_DIR

@@ -4,9 +4,9 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from eval_pipeline.core.config import load_rubrics
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
+from eval_pipeline.rubrics import load_rubrics
 from eval_pipeline.storage.warehouse import Warehouse
 
 from .conftest import RUBRIC_DIR, write_checkpoint

@@ -7,9 +7,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from eval_pipeline.core.config import RubricConfigError, load_rubric
+from eval_pipeline.core.config import RubricConfigError
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.factory import rubric_definitions
+from eval_pipeline.rubrics import load_rubric
 from eval_pipeline.scoring.gates import GATES, GateResult, GateSpec, evaluate_gates, gate, load_kinds
 
 from .conftest import RUBRIC_DIR

@@ -196,9 +196,10 @@ def test_a_file_is_held_for_a_whole_run_and_another_process_is_told_who_has_it(f
 
 
 def test_the_backend_is_chosen_from_the_spec_and_declares_what_orchestration_needs(tmp_path):
-    from eval_pipeline.storage.backend import BackendError, WarehouseBackend, open_backend
+    from eval_pipeline.storage.backend import BackendError, WarehouseBackend
     from eval_pipeline.storage.file import FileBackend
     from eval_pipeline.storage.lake import PostgresLake, SqliteLake
+    from eval_pipeline.storage.registry import open_backend
 
     file = open_backend(str(tmp_path / "w.duckdb"))
     lake = open_backend(f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}")

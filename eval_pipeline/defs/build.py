@@ -9,10 +9,10 @@ from pathlib import Path
 import dagster as dg
 
 from eval_pipeline.core import settings
-from eval_pipeline.core.config import load_rubrics
 from eval_pipeline.defs.factory import rubric_definitions
 from eval_pipeline.defs.resources import default_resources
 from eval_pipeline.defs.sensors import build_checkpoint_sensor, build_report_sensors
+from eval_pipeline.rubrics import load_rubrics
 
 
 def build_definitions(

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from eval_pipeline.core import settings
-from eval_pipeline.storage.backend import open_backend
+from eval_pipeline.storage.registry import open_backend
 
 DEPLOY_YAML = settings.REPO_ROOT / "deploy" / "dagster.yaml"
 _BACKFILL_LIMIT = re.compile(r"(- key: dagster/backfill\n\s+limit: )\d+")

@@ -66,7 +66,7 @@ def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str
         )
         # who judged: the recorded identity's label (model, endpoint, prompt version) where there is one
         label = (
-            f'LEFT JOIN (SELECT checkpoint_id, any_value(label) AS label, any_value(judge_identity) AS judge_identity '
+            f"LEFT JOIN (SELECT checkpoint_id, any_value(label) AS label, any_value(judge_identity) AS judge_identity "
             f'FROM "{r}".judge_identity GROUP BY 1) ji USING (checkpoint_id)'
             if r in identified
             else "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::VARCHAR AS label, NULL::VARCHAR AS "
@@ -74,8 +74,9 @@ def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str
         )
         j = (
             (
-                f"LEFT JOIN (SELECT checkpoint_id, any_value(judge_kind) AS judge_kind, any_value(model) AS judge_models "
-                f"FROM \"{r}\".judge_scores WHERE judge = '{PANEL}' GROUP BY 1) j USING (checkpoint_id) {label}"
+                "LEFT JOIN (SELECT checkpoint_id, any_value(judge_kind) AS judge_kind, "
+                f"any_value(model) AS judge_models FROM \"{r}\".judge_scores WHERE judge = '{PANEL}' GROUP BY 1) j "
+                f"USING (checkpoint_id) {label}"
             )
             if r in judged
             else "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::VARCHAR AS judge_kind, NULL::VARCHAR AS "

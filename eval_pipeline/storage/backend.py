@@ -1,4 +1,4 @@
-"""The warehouse backend contract, and the one place a backend is chosen from ``EVAL_WAREHOUSE``.
+"""The warehouse backend contract (``storage.registry`` chooses the backend ``EVAL_WAREHOUSE`` names).
 
 A backend owns everything that differs between storages: its connections (and whatever it keeps open between
 uses), its catalog cache, what a lost commit race means, the sandbox a person's query runs in, its upkeep, and
@@ -6,7 +6,7 @@ what the orchestration needs to know (the concurrency pool of warehouse steps, h
 go at once). Nothing outside this package asks which kind of backend it has: it asks the backend.
 
 Adding a backend is one module with a class that satisfies :class:`WarehouseBackend` plus one entry in
-:data:`BACKENDS` (a URL-like prefix of ``EVAL_WAREHOUSE`` and the factory).
+``storage.registry.BACKENDS`` (a prefix of ``EVAL_WAREHOUSE`` and the factory).
 """
 
 from __future__ import annotations
@@ -86,30 +86,3 @@ class WarehouseBackend(Protocol):
 
 class BackendError(ValueError):
     """EVAL_WAREHOUSE names no backend this package has, or is incomplete."""
-
-
-def _file(spec: str, data_path: str | None) -> WarehouseBackend:
-    from eval_pipeline.storage.file import FileBackend
-
-    return FileBackend(spec)
-
-
-def _lake(spec: str, data_path: str | None) -> WarehouseBackend:
-    from eval_pipeline.storage.lake import lake_backend
-
-    return lake_backend(spec, data_path)
-
-
-# (prefix of EVAL_WAREHOUSE, factory); the first whose prefix matches wins, the file takes the rest
-BACKENDS: tuple[tuple[str, Callable[[str, str | None], WarehouseBackend]], ...] = (
-    ("ducklake:", _lake),
-    ("", _file),
-)
-
-
-def open_backend(spec: str, data_path: str | None = None) -> WarehouseBackend:
-    """The backend ``spec`` names (nothing is opened yet)."""
-    for prefix, factory in BACKENDS:
-        if spec.startswith(prefix):
-            return factory(spec, data_path)
-    raise BackendError(f"EVAL_WAREHOUSE {spec!r} names no warehouse backend")

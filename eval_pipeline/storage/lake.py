@@ -26,8 +26,8 @@ from typing import TypeVar
 
 import duckdb
 
+import eval_pipeline.storage.readonly as readonly
 from eval_pipeline.core import settings
-from eval_pipeline.storage import readonly
 from eval_pipeline.storage.backend import BackendError
 from eval_pipeline.storage.file import duckdb_config
 from eval_pipeline.storage.tables import CATALOG_SQL, Known, literal

@@ -8,9 +8,9 @@ import hashlib
 import os
 import socket
 import uuid
-from collections.abc import Iterator
-from contextlib import ExitStack
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack
+from typing import Any, Protocol, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -18,6 +18,7 @@ import pyarrow as pa
 from eval_pipeline.core.processes import pid_alive
 from eval_pipeline.storage.tables import (
     Frame,
+    Known,
     check_partition,
     column_types,
     columns_of,
@@ -29,9 +30,23 @@ from eval_pipeline.storage.tables import (
     transaction,
 )
 
-if TYPE_CHECKING:
-    from eval_pipeline.storage.warehouse import Warehouse
 
+class Warehouse(Protocol):
+    """What the partition writers use of a ``storage.warehouse.Warehouse``."""
+
+    staging_swept: bool
+
+    def writing(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]: ...
+    def retrying(self, write: Callable[[], T]) -> T: ...
+    def known_tables(self) -> Known | None: ...
+    def forget_tables(self) -> None: ...
+    def schema_exists(self, schema: str) -> bool: ...
+    def tables(self, names: Sequence[str] = (), schema: str | None = None) -> set[tuple[str, str]]: ...
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> None: ...
+    def replace_partitions(self, parts: Sequence[tuple[str, str, dict[str, Any], Sequence[Any]]]) -> list[int]: ...
+
+
+T = TypeVar("T")
 STAGING_SCHEMA = "staging"
 # a staging table's name says which machine and process wrote it: s<host>_<pid>_<unique>
 _HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]

@@ -21,7 +21,8 @@ import pyarrow as pa
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.ids import check_identifier
-from eval_pipeline.storage.backend import WarehouseBackend, open_backend
+from eval_pipeline.storage.backend import WarehouseBackend
+from eval_pipeline.storage.registry import open_backend
 from eval_pipeline.storage.staging import PartitionWriter, TransactionWriter
 from eval_pipeline.storage.tables import (
     COLUMNS_SQL,

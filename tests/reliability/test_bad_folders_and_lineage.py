@@ -160,7 +160,8 @@ def test_a_rubric_whose_file_is_gone_is_marked_in_the_leaderboard(tmp_path):
 
 
 def test_rubric_files_naming_the_same_rubric_are_refused_not_skipped(tmp_path):
-    from eval_pipeline.core.config import RubricConfigError, load_rubrics
+    from eval_pipeline.core.config import RubricConfigError
+    from eval_pipeline.rubrics import load_rubrics
 
     from ..conftest import RUBRIC_DIR
 

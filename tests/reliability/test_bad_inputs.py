@@ -5,11 +5,12 @@ import json
 import pytest
 import yaml
 
-from eval_pipeline.core.config import RubricConfigError, load_rubric
+from eval_pipeline.core.config import RubricConfigError
 from eval_pipeline.ingest.checkpoints import CheckpointError, read_checkpoint
 from eval_pipeline.ingest.jsonl import read_jsonl
 from eval_pipeline.ingest.ratings import load_ratings
 from eval_pipeline.ingest.validation import validate_raw
+from eval_pipeline.rubrics import load_rubric
 
 from ..conftest import RUBRIC_DIR
 

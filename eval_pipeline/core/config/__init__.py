@@ -37,8 +37,8 @@ from eval_pipeline.core.config.protocol import (
 from eval_pipeline.core.config.rubric import (
     RubricConfig,
     RubricConfigError,
-    load_rubric,
-    load_rubrics,
+    parse_rubric,
+    parse_rubrics,
     rubric_hash,
 )
 from eval_pipeline.core.derived import DerivedScore
@@ -87,7 +87,7 @@ __all__ = [
     "SumScore",
     "WeightedMeanScore",
     "WorklistSpec",
-    "load_rubric",
-    "load_rubrics",
+    "parse_rubric",
+    "parse_rubrics",
     "rubric_hash",
 ]

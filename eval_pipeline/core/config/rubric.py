@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,6 @@ from eval_pipeline.core.config.protocol import (
     RepeatSpec,
     WorklistSpec,
 )
-from eval_pipeline.core.config.registry_checks import registry_problems
 from eval_pipeline.core.derived import DerivedScore
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_identifier
 from eval_pipeline.core.strict import Strict
@@ -235,8 +235,13 @@ def _problem_message(path: Path, problems: list[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def load_rubric(path: str | Path) -> RubricConfig:
-    """One rubric YAML, with every problem it has reported at once (types, references, registry names)."""
+Check = Callable[["RubricConfig"], list[tuple[str, str]]]
+
+
+def parse_rubric(path: str | Path, checks: Sequence[Check] = ()) -> RubricConfig:
+    """One rubric YAML, with every problem it has reported at once: types, references, and what each of
+    ``checks`` finds (the registries' names: ``eval_pipeline.rubrics`` passes them; the config layer never
+    imports a registry)."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -253,7 +258,7 @@ def load_rubric(path: str | Path) -> RubricConfig:
     except ValidationError as exc:
         problems = [(_field_path(raw, tuple(e["loc"])), e["msg"]) for e in exc.errors()]
         raise RubricConfigError(_problem_message(path, problems)) from exc
-    problems = cross_problems(cfg) + registry_problems(cfg)
+    problems = cross_problems(cfg) + [p for check in checks for p in check(cfg)]
     if cfg.name != path.stem:
         problems.insert(0, ("name", f"{cfg.name!r} must match the file name {path.stem!r}"))
     if problems:
@@ -261,7 +266,9 @@ def load_rubric(path: str | Path) -> RubricConfig:
     return cfg
 
 
-def load_rubrics(directory: str | Path | None = None) -> list[RubricConfig]:
+def parse_rubrics(directory: str | Path | None = None, checks: Sequence[Check] = ()) -> list[RubricConfig]:
+    """Every rubric YAML of ``directory`` (default EVAL_RUBRIC_DIR), each checked with ``checks``; every broken
+    file is reported, not only the first."""
     directory = Path(directory) if directory else settings.rubric_dir()
     files = sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml"))
     if not files:
@@ -269,7 +276,7 @@ def load_rubrics(directory: str | Path | None = None) -> list[RubricConfig]:
     rubrics, errors = [], []
     for f in files:  # every file is read, so one broken file does not hide another's problems
         try:
-            rubrics.append(load_rubric(f))
+            rubrics.append(parse_rubric(f, checks))
         except RubricConfigError as exc:
             errors.append(str(exc))
     by_name: dict[str, list[str]] = {}

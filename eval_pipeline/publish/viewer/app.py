@@ -26,10 +26,11 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from eval_pipeline.core import settings
-from eval_pipeline.core.config import RubricConfig, load_rubrics
+from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.ids import UnsafeIdentifierError
 from eval_pipeline.publish.viewer import queries
 from eval_pipeline.publish.viewer.render import input_groups, num, signed, word_diff
+from eval_pipeline.rubrics import load_rubrics
 from eval_pipeline.storage.warehouse import Warehouse
 
 TEMPLATES = Path(__file__).with_name("templates")

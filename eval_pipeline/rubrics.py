@@ -1,23 +1,31 @@
-"""The names a rubric takes from the registries (gate kinds and their fields, metric functions and their
-parameters, heuristic features and theirs), checked against them when the rubric loads. The registries are
-looked up here, at load time: the config models never import them."""
+"""Loading rubrics: the config models (``core.config``) checked against the registries they name (gate kinds and
+their fields, metric functions and their parameters, heuristic features and theirs). This module stands above
+the registries, so the config layer never imports them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
 
-if TYPE_CHECKING:
-    from eval_pipeline.core.config.rubric import RubricConfig
+from eval_pipeline.core import params
+from eval_pipeline.core.config import RubricConfig, parse_rubric, parse_rubrics
+from eval_pipeline.judge.heuristic import load_features
+from eval_pipeline.metrics import METRICS, known_metrics
+from eval_pipeline.scoring.gates import spec_problems
+
+
+def load_rubric(path: str | Path) -> RubricConfig:
+    """One rubric YAML, every problem reported at once (types, references, registry names)."""
+    return parse_rubric(path, (registry_problems,))
+
+
+def load_rubrics(directory: str | Path | None = None) -> list[RubricConfig]:
+    """Every rubric of ``directory`` (default EVAL_RUBRIC_DIR), each checked against the registries."""
+    return parse_rubrics(directory, (registry_problems,))
 
 
 def registry_problems(cfg: RubricConfig) -> list[tuple[str, str]]:
     """Names the config takes from the registries (gate kinds and their fields, metric functions), checked
     against them. The registries are looked up here, at load time, not imported by the config models."""
-    from eval_pipeline.core import params
-    from eval_pipeline.judge.heuristic import load_features
-    from eval_pipeline.metrics import METRICS, known_metrics
-    from eval_pipeline.scoring.gates import spec_problems
-
     problems: list[tuple[str, str]] = []
     for g in cfg.gates:
         problems += [(f"gates.{g.name}.{field}", msg) for field, msg in spec_problems(g)]
