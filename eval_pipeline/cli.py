@@ -17,8 +17,25 @@ EXIT_CODES = """exit codes:
   3    gates failed (--no-fail-on-gates: exit 0 instead)
   4    incomplete data (judge scores missing, lines quarantined or rating rows rejected above the rubric's
        completeness thresholds, or a rating file rejected whole)
+  5    a server could not start (`view`, `ui`: the port is in use or cannot be bound)
   130  interrupted (Ctrl-C): what finished is listed, nothing further starts
 """
+
+EXIT_SERVER = 5
+
+
+class ServerError(Exception):
+    """A server of ours could not start."""
+
+
+def _port_free(host: str, port: int) -> None:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise ServerError(f"cannot serve on {host}:{port}: {exc.strerror or exc} (another server? try --port)")
 
 
 class CliError(Exception):
@@ -323,6 +340,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     from eval_pipeline.storage.warehouse import Warehouse
 
     wh = Warehouse(args.warehouse or settings.warehouse_path())
+    _port_free(args.host, args.port)
     print(f"eval-pipeline view: http://{args.host}:{args.port}/ on {wh.describe()} (Ctrl-C stops it)")
     serve(wh, args.host, args.port)
     return 0
@@ -344,6 +362,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     if hint:
         print(f"eval-pipeline ui: {hint}", file=sys.stderr, flush=True)
     workspace = ["-w", args.workspace]
+    _port_free(args.host, args.port)
     procs = {
         "dagster-webserver": subprocess.Popen(
             [sys.executable, "-m", "dagster_webserver", *workspace, "-h", args.host, "-p", str(args.port)]
@@ -485,6 +504,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("eval-pipeline: interrupted (exit 130)", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except ServerError as exc:
+        if debug:
+            raise
+        print(f"eval-pipeline: error: {exc}", file=sys.stderr)
+        return EXIT_SERVER
     except (CliError, RubricConfigError) as exc:  # ours: every line of it (a rubric error lists each problem)
         if debug:
             raise

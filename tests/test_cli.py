@@ -53,3 +53,18 @@ def test_the_instance_make_installs_lets_backfill_runs_overlap_only_on_a_ducklak
     hint = backfill_limit_hint(tmp_path / "file" / "dagster.yaml", lake)
     assert hint and "limit: 2" in hint and "dagster/backfill" in hint
     assert "limit: 1" in (backfill_limit_hint(tmp_path / "lake" / "dagster.yaml", str(tmp_path / "w.duckdb")) or "")
+
+
+def test_a_server_on_a_busy_port_says_so_with_its_own_exit_code(capfd):
+    """#34.6: `view` (and `ui`) on a port another server holds: exit 5, one line, not 3 (gates failed)."""
+    import socket
+
+    from eval_pipeline.cli import main as cli
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        assert cli(["view", "--port", str(port)]) == 5
+    err = capfd.readouterr().err
+    assert err.startswith("eval-pipeline: error: cannot serve on 127.0.0.1:") and len(err.strip().splitlines()) == 1
