@@ -35,7 +35,8 @@ def _port_free(host: str, port: int) -> None:
         try:
             sock.bind((host, port))
         except OSError as exc:
-            raise ServerError(f"cannot serve on {host}:{port}: {exc.strerror or exc} (another server? try --port)")
+            why = exc.strerror or exc
+            raise ServerError(f"cannot serve on {host}:{port}: {why} (another server? try --port)") from None
 
 
 class CliError(Exception):
