@@ -21,7 +21,8 @@ EXIT_CODES = """exit codes:
   130  interrupted (Ctrl-C): what finished is listed, nothing further starts
 """
 
-EXIT_SERVER = 5
+# the documented exit codes (console.py uses the same numbers)
+EXIT_RUN_FAILED, EXIT_USAGE, EXIT_SERVER, EXIT_INTERRUPTED = 1, 2, 5, 130
 
 
 class ServerError(Exception):
@@ -122,9 +123,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 
 
 def clean_table(text: str) -> str:
-    from eval_pipeline.console import clean
-
-    return "\n".join(clean(line) for line in text.splitlines())
+    return "\n".join(_clean(line) for line in text.splitlines())
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -494,10 +493,20 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: list[str] | None = None) -> int:
-    from eval_pipeline.console import EXIT_INTERRUPTED, EXIT_RUN_FAILED, EXIT_USAGE, clean
-    from eval_pipeline.core.config import RubricConfigError
+def _ours(exc: BaseException) -> bool:
+    """An error of ours whose every line is the message (a rubric error lists each problem)."""
+    if isinstance(exc, CliError):
+        return True
+    config = sys.modules.get("eval_pipeline.core.config")  # only loaded when a rubric was: --help stays light
+    return config is not None and isinstance(exc, config.RubricConfigError)
 
+
+def _clean(text: str) -> str:
+    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode() for ch in text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse first, import what the command needs after: `--help` and a usage error cost no heavy import."""
     args = build_parser().parse_args(argv)
     debug = getattr(args, "debug", False)
     try:
@@ -510,16 +519,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"eval-pipeline: error: {exc}", file=sys.stderr)
         return EXIT_SERVER
-    except (CliError, RubricConfigError) as exc:  # ours: every line of it (a rubric error lists each problem)
+    except Exception as exc:  # ours: every line of it; anything else: one clear line unless --debug
         if debug:
             raise
-        print(f"eval-pipeline: error: {clean_table(str(exc).strip())}", file=sys.stderr)
-        return EXIT_USAGE
-    except Exception as exc:  # anything else: one clear line unless --debug
-        if debug:
-            raise
+        if _ours(exc):
+            print(f"eval-pipeline: error: {clean_table(str(exc).strip())}", file=sys.stderr)
+            return EXIT_USAGE
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"eval-pipeline: error: {clean(msg)} (--debug for the traceback)", file=sys.stderr)
+        print(f"eval-pipeline: error: {_clean(msg)} (--debug for the traceback)", file=sys.stderr)
         return EXIT_RUN_FAILED
 
 

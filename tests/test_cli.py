@@ -68,3 +68,18 @@ def test_a_server_on_a_busy_port_says_so_with_its_own_exit_code(capfd):
         assert cli(["view", "--port", str(port)]) == 5
     err = capfd.readouterr().err
     assert err.startswith("eval-pipeline: error: cannot serve on 127.0.0.1:") and len(err.strip().splitlines()) == 1
+
+
+def test_help_and_usage_errors_import_nothing_heavy():
+    """#34.6: `--help` took 2.7 s importing Dagster, DuckDB and pandas it never used."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom eval_pipeline.cli import main\n"
+        "for argv in (['--help'], ['sql', '--help'], ['sql']):\n"
+        "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+        "print(sorted(m for m in ('dagster', 'duckdb', 'pandas', 'numpy', 'openai') if m in sys.modules))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.stdout.strip().splitlines()[-1] == "[]", res.stdout + res.stderr
