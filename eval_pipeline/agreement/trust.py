@@ -19,6 +19,7 @@ The overall row (dimension ``ALL``) is pending if any dimension is, else untrust
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
@@ -95,7 +96,7 @@ def trust_rows(
     """The verdict of ``identity`` on ``rubric`` from its pooled agreement rows (``pooled``, from
     compute_agreement over every rated sample it judged) and this checkpoint's own (``own``)."""
     min_kappa, min_rho, min_n = thresholds(rubric)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for dim in rubric.rating_scales:
         n, k, k_lo, k_hi = _stat(pooled, dim, "cohen_kappa_quadratic")
         _, rho, r_lo, r_hi = _stat(pooled, dim, "spearman")

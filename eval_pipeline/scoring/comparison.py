@@ -10,6 +10,7 @@ by different judges (judge.identity) are never compared: the rows say ``not_comp
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -131,7 +132,7 @@ def compare(
     alone gives a mean change over the shared samples, and whether the change is beyond it."""
     from eval_pipeline.judge.repeat import noise_band
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     merged = in_item_order(child, ["sample_id"]).merge(parent, on="sample_id", suffixes=("", "__parent"))
     cols = [c for c in numeric_scores(rubric) if c in child.columns and c in parent.columns]
     pairs = {

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -254,7 +255,7 @@ class LakeBackend:
             ("deleted unneeded files", f"CALL ducklake_cleanup_old_files('{ALIAS}', cleanup_all => true)"),
         ]
         for what, sql in steps:
-            self.retrying(lambda sql=sql: self._run(sql))
+            self.retrying(partial(self._run, sql))
             yield what
 
     def _run(self, sql: str) -> None:

@@ -25,7 +25,7 @@ BASE_CONFIG: dict[str, str | bool | int | float | list[str]] = {
 }
 
 
-class ReadOnlyFileSystem(LocalFileSystem):  # type: ignore[misc]
+class ReadOnlyFileSystem(LocalFileSystem):
     """The local disk, read-only: opening for anything but ``rb``, and every change, is refused."""
 
     protocol = (PROTOCOL,)

@@ -1,5 +1,7 @@
 """Agreement: human-human and judge-human statistics per dimension, for this checkpoint and for all."""
 
+from typing import Any
+
 import dagster as dg
 import pandas as pd
 
@@ -24,7 +26,8 @@ def _rated_panel_rows(
 ) -> pd.DataFrame:
     """The panel's judge_scores rows of the samples people rated (one checkpoint's, those of ``ckpts``, or every
     checkpoint's): agreement needs no other, and a 100k-sample checkpoint has about 1,000 rated."""
-    where, params = "", [PANEL]
+    where = ""
+    params: list[Any] = [PANEL]
     if ckpt_id is not None:
         where, params = "AND j.checkpoint_id = ?", params + [ckpt_id]
     elif ckpts is not None:
