@@ -11,7 +11,7 @@ from eval_pipeline.core.config import JudgeSpec
 from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.devtools.openai_stub import StubServer
 from eval_pipeline.devtools.stub_answers import stub_distribution
-from eval_pipeline.judge.logprobs import expected, score_distributions
+from eval_pipeline.judge.logprobs import expected, read_distributions, score_distributions
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -37,7 +37,35 @@ def test_expected_score_on_hand_computed_distributions():
     # a score spread over two tokens, or tokens that do not spell the answer: no distribution, the written score
     split = [[t, [[t, 0.0]]] for t in ['{"scores": {"a": 1', "0", "}}"]]
     assert score_distributions('{"scores": {"a": 10}}', split, {"a": (0, 100)}) == {}
-    assert score_distributions(text, logprobs[:-1], {"a": (1, 5)}) == {}
+    # tokens that spell the score but not every character of the text (a server stripped a fence or trailing
+    # whitespace from the message): the distribution is still read (#37.3); tokens that spell another score: not
+    assert score_distributions(text, logprobs[:-1], {"a": (1, 5)})["a"] == pytest.approx(d["a"])
+    other = read_distributions(text, logprobs, {"a": (1, 5)}, written={"a": 5})["a"]
+    assert other.dist is None and "another score" in other.note
+
+
+def test_server_token_streams_fences_two_digit_numbers_and_the_on_scale_floor():
+    """#37.3, 5, 6: what a real server sends (llama.cpp): a fence the message text lacks, trailing whitespace,
+    10 written as "1" + "0", alternatives from before the grammar mostly off the scale."""
+    fenced = ["```json\n", '{"scores": {"a": ', "7", "}}", "\n```", "  "]
+    lp = [[t, [[t, 0.0]]] for t in fenced]
+    lp[2] = ["7", [["7", _lp(0.6)], ["8", _lp(0.3)], ["x", _lp(0.1)]]]
+    text = '{"scores": {"a": 7}}'  # what the message says after the server stripped the fence
+    r = read_distributions(text, lp, {"a": (1, 10)}, written={"a": 7})["a"]
+    assert r.dist == pytest.approx({7: 0.6 / 0.9, 8: 0.3 / 0.9}) and r.share == pytest.approx(0.9)
+    # "10" as "1" + "0": P(10) = P("1") * P("0" next); P(1) = P("1") * (1 - P(a digit next))
+    ten = [['{"scores": {"a": ', [['{"', 0.0]]], ["1", [["1", _lp(0.7)], ["9", _lp(0.3)]]],
+           ["0", [["0", _lp(0.8)], ["}", _lp(0.2)]]], ["}}", [["}}", 0.0]]]]  # fmt: skip
+    r = read_distributions('{"scores": {"a": 10}}', ten, {"a": (1, 10)}, written={"a": 10})["a"]
+    assert r.dist == pytest.approx({1: 0.7 * 0.2, 9: 0.3, 10: 0.7 * 0.8}) and expected(r.dist) > 7
+    # a single-token 7 whose alternative "1" (which may begin 10) holds real probability: not read, said why
+    amb = [['{"scores": {"a": ', [['{"', 0.0]]], ["7", [["7", _lp(0.7)], ["1", _lp(0.3)]]], ["}}", [["}}", 0.0]]]]
+    r = read_distributions('{"scores": {"a": 7}}', amb, {"a": (1, 10)}, written={"a": 7})["a"]
+    assert r.dist is None and "longer number" in r.note
+    # most probability off the scale (a grammar forced the token): the written score, and why
+    off = [['{"scores": {"a": ', [['{"', 0.0]]], ["4", [["4", _lp(0.2)], ["x", _lp(0.7)]]], ["}}", [["}}", 0.0]]]]
+    r = read_distributions('{"scores": {"a": 4}}', off, {"a": (1, 5)}, written={"a": 4})["a"]
+    assert r.dist is None and r.share == pytest.approx(0.2) and "only 0.20" in r.note
 
 
 @pytest.mark.parametrize("source", ["expected", "chosen"])

@@ -73,6 +73,9 @@ SCORE_COLUMNS = [
     "chosen_score",  # the score the judge wrote
     "expected_score",  # the expected score over the scale from the score token's probabilities, when returned
     "score_distribution",  # that distribution, as JSON {value: probability}
+    "score_source",  # which of the two fed `score`: expected (probabilities) or chosen (the written score)
+    "prob_on_scale",  # the share of the score token's probability that landed on the scale
+    "distribution_note",  # why probabilities were asked for but not used (no distribution, too little on the scale)
 ]
 EXTRACTION_COLUMNS = [
     "checkpoint_id",

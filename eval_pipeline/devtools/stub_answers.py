@@ -244,6 +244,8 @@ def reply(state: StubState, body: dict, fault: str | None, authorization: str) -
         answer = "I think this response is pretty good overall!"
     elif fault == "truncated":
         answer = answer[: len(answer) // 2]
+    elif fault == "cut_off":  # the scores whole, the rationale cut where max_tokens ran out (a parser could read it)
+        answer = answer[: answer.index('"rationale"') + 20] if '"rationale"' in answer else answer
     elif fault == "refusal":
         answer = "I'm sorry, but I can't evaluate this."
     elif not body.get("response_format"):
@@ -264,7 +266,7 @@ def reply(state: StubState, body: dict, fault: str | None, authorization: str) -
         else [
             {
                 "index": 0,
-                "finish_reason": "stop",
+                "finish_reason": "length" if fault in ("truncated", "cut_off") else "stop",
                 "message": {"role": "assistant", "content": answer},
                 **({"logprobs": logprobs} if logprobs else {}),
             }

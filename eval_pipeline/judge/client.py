@@ -285,6 +285,11 @@ class OpenAIJudgeClient:
                     if not isinstance(msg, dict):
                         result.error = "answer has no message"
                         return result
+                    if choices[0].get("finish_reason") == "length":  # cut off: never read as a score
+                        result.error = (
+                            f"answer cut off at max_tokens {s.max_tokens} (finish_reason length): not used as a score"
+                        )
+                        return result
                     content = msg.get("content")
                     # everything the endpoint sends back is stored or shown somewhere: never with the key in it
                     result.text = redact(content, self._api_key) if isinstance(content, str) else None

@@ -150,12 +150,14 @@ def response_schema(rubric: RubricConfig, questionnaire: bool) -> dict[str, Any]
                     "required": list(props),
                     "properties": props,
                 },
-                "rationale": {"type": "string"},
+                # bounded, so a small model cannot talk until max_tokens (a server with a grammar enforces it)
+                "rationale": {"type": "string", "maxLength": RATIONALE_MAX_CHARS},
             },
         },
     }
 
 
+RATIONALE_MAX_CHARS = 600  # the judge's rationale in the answer schema (500 are stored)
 _SYSTEM_MESSAGES: dict[tuple[str, bool], str] = {}
 
 

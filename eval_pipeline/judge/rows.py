@@ -39,6 +39,9 @@ def _row(
         chosen_score=None if score is None else float(score),
         expected_score=None,
         score_distribution=None,
+        score_source=None if score is None else "chosen",
+        prob_on_scale=None,
+        distribution_note=None,
         status="ok" if score is not None else "missing",
         reason=reason,
         rationale=rationale,
@@ -57,7 +60,7 @@ def _questionnaire_rows(rubric: RubricConfig, rows: list[dict[str, Any]]) -> lis
     if q is None or not rows:
         return []
     by_item = {r["dimension"]: r for r in rows}
-    base = {**rows[0], "score_distribution": None}
+    base = {**rows[0], "score_distribution": None, "prob_on_scale": None, "distribution_note": None}
     lo_hi = q.scale.max + q.scale.min
 
     def summed(column: str, items: list) -> float | None:
@@ -86,6 +89,7 @@ def _questionnaire_rows(rubric: RubricConfig, rows: list[dict[str, Any]]) -> lis
             "latency_ms": None,
             "attempts": 0,
             "cached": False,
+            "score_source": source_of(rows) if score is not None else None,
         }
 
     out = []
@@ -159,4 +163,15 @@ def _panel_rows(rubric: RubricConfig, rows: list[dict[str, Any]], aggregate: str
         out[-1]["expected_score"] = (exp[0] if len(exp) == 1 else agg(exp)) if exp and len(exp) == len(ok) else None
         if len(rs) == 1:  # one judge: its distribution is the panel's
             out[-1]["score_distribution"] = rs[0].get("score_distribution")
+            out[-1]["prob_on_scale"] = rs[0].get("prob_on_scale")
+            out[-1]["distribution_note"] = rs[0].get("distribution_note")
+        out[-1]["score_source"] = source_of(rs) if score is not None else None
     return out
+
+
+def source_of(rows: list[dict[str, Any]]) -> str | None:
+    """What fed these rows' scores together: ``expected``, ``chosen``, or ``mixed`` (never silently one)."""
+    sources = {r.get("score_source") for r in rows if r.get("score") is not None and r.get("score_source")}
+    if not sources:
+        return None
+    return sources.pop() if len(sources) == 1 else "mixed"

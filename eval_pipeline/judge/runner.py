@@ -25,7 +25,7 @@ from eval_pipeline.judge.cached import JudgeRunStats, cached_calls
 from eval_pipeline.judge.calls import CallSpec
 from eval_pipeline.judge.client import JudgeSettings
 from eval_pipeline.judge.heuristic import HeuristicJudge
-from eval_pipeline.judge.logprobs import expected, score_distributions
+from eval_pipeline.judge.logprobs import Reading, expected, read_distributions
 from eval_pipeline.judge.parsing import parse_answer
 from eval_pipeline.judge.prompts import build_messages, response_schema
 from eval_pipeline.judge.rows import _panel_rows, _questionnaire_rows, _row
@@ -86,15 +86,22 @@ def _heuristic_rows(
     return rows
 
 
-def _reading(chosen: float | None, dist: dict[int, float] | None, source: str) -> tuple[float | None, dict[str, Any]]:
+def _reading(
+    chosen: float | None, dist: dict[int, float] | None, source: str, found: Reading | None = None
+) -> tuple[float | None, dict[str, Any]]:
     """The score that feeds the results (the expected score over ``dist`` when there is one and ``source`` says
-    so, else the written one) and the row's written / expected / distribution columns."""
+    so, else the written one) and the row's written / expected / distribution columns, which say which fed it
+    (``score_source``) and, when probabilities were read but not used, why (``found``, logprobs.Reading)."""
     exp = expected(dist) if dist else None
-    score = exp if exp is not None and source == "expected" else chosen
+    use_expected = exp is not None and source == "expected"
+    score = exp if use_expected else chosen
     columns = dict(
         chosen_score=None if chosen is None else float(chosen),
         expected_score=exp,
         score_distribution=json.dumps({str(k): round(p, 6) for k, p in dist.items()}) if dist else None,
+        score_source=None if score is None else ("expected" if use_expected else "chosen"),
+        prob_on_scale=None if found is None else found.share,
+        distribution_note=None if found is None or found.dist is not None else found.note,
     )
     return score, columns
 
@@ -166,7 +173,11 @@ def _llm_rows(
         counted.add(spec.key)
         kind = "questionnaire_item" if qn else "dimension"
         task_rows = []
-        dists = score_distributions(o.answer_text, o.logprobs, scales) if o.parsed is not None else {}
+        found = (
+            read_distributions(o.answer_text, o.logprobs, scales, o.parsed.scores)
+            if o.parsed is not None and settings.top_logprobs
+            else {}
+        )
         for i, dim in enumerate(scales):
             m = (
                 (o.prompt_tokens, o.completion_tokens, o.latency_ms, o.attempts)
@@ -174,7 +185,10 @@ def _llm_rows(
                 else (0, 0, None, 0)
             )
             chosen = None if o.parsed is None else o.parsed.scores[dim]
-            score, reading = _reading(chosen, dists.get(dim), rubric.panel.score_source)
+            got = found.get(dim)
+            if got is None and o.parsed is not None and settings.top_logprobs:
+                got = Reading(None, note="the endpoint returned no token probabilities")
+            score, reading = _reading(chosen, got.dist if got else None, rubric.panel.score_source, got)
             rationale = "" if o.parsed is None else o.parsed.rationale[:500]
             task_rows.append(
                 _row(
@@ -241,6 +255,7 @@ def judge_samples(
             "cached": "bool",
             "chosen_score": "float64",
             "expected_score": "float64",
+            "prob_on_scale": "float64",
         }
     )
     missing = df[(df.judge == PANEL) & (df.status == "missing")]

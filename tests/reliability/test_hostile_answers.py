@@ -48,3 +48,27 @@ def test_an_answer_nested_thousands_of_levels_deep_is_a_parse_error():
     deep = '{"a": ' * 5000 + "1" + "}" * 5000
     with pytest.raises(JudgeParseError, match="nested too deeply"):
         parse_answer(deep, "scores", {"a": (1, 5)})
+
+
+def test_an_answer_cut_off_at_max_tokens_is_a_missing_score_with_its_reason_never_a_score(rubrics, tmp_path):
+    """#37.4: the scores of a cut-off answer may be whole while its rationale is not; the endpoint says
+    finish_reason length, and that answer is never turned into a score."""
+    from eval_pipeline.core.contracts import PANEL
+    from eval_pipeline.devtools.openai_stub import StubServer
+    from eval_pipeline.judge.runner import judge_samples
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    from ..test_judge import FAST, emp_records
+
+    with StubServer() as stub, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENAI_BASE_URL", stub.base_url)
+        mp.setenv("OPENAI_API_KEY", "sk-test")
+        stub.state.faults.extend(["cut_off"] * 4)  # the first answers, and their re-asks
+        df, _ = judge_samples(
+            rubrics["empathetic_dialogue"], "c", emp_records(3), Warehouse(str(tmp_path / "w.duckdb")),
+            mode="openai", overrides=FAST,
+        )  # fmt: skip
+    panel = df[(df.judge == PANEL) & (df.kind == "dimension")]
+    cut = panel[panel.reason.fillna("").str.contains("cut off at max_tokens")]
+    assert len(cut) > 0 and cut.score.isna().all() and (cut.status == "missing").all()
+    assert panel[panel.score.notna()].reason.isna().all()  # the others are scores, without a note
