@@ -50,3 +50,18 @@ def test_the_length_controlled_change_recovers_the_planted_quality_change():
 
 def test_log_words():
     assert list(log_words(pd.Series(["a b c", "", None]))) == pytest.approx([np.log(4), 0.0, 0.0])
+
+
+def test_constant_lengths_or_scores_leave_nothing_to_control():
+    """#32.5: responses of one length (a log-length std of 4e-16 is rounding) and scores all 10: no slope is fitted
+    to rounding noise, and the controlled mean is the mean (it was 9.27 for scores that are all 10)."""
+    import numpy as np
+
+    from eval_pipeline.agreement.length_bias import _controlled
+
+    x = np.full(40, np.log(23.0)) + np.r_[np.zeros(39), 4.4e-16]
+    y = np.full(40, 10.0)
+    out = _controlled(y, x, reference=float(np.log(30.0)))
+    assert out["slope_per_log_word"] == 0.0 and out["length_controlled_mean"] == 10.0
+    out = _controlled(np.arange(40, dtype=float), x, reference=None)
+    assert out["slope_per_log_word"] == 0.0 and out["length_controlled_mean"] == np.mean(np.arange(40))

@@ -76,8 +76,12 @@ def _controlled(y: np.ndarray, x: np.ndarray, reference: float | None) -> dict:
     mean = float(np.mean(y)) if len(y) else float("nan")
     own = float(np.mean(x)) if len(x) else float("nan")
     ref = own if reference is None or not np.isfinite(reference) else float(reference)
-    if len(y) < 3 or np.std(x) == 0:
-        slope = 0.0  # no length variation to learn from: nothing to take out
+    flat_x = len(x) == 0 or float(np.ptp(x)) <= 1e-9 * max(1.0, float(np.abs(x).max()))
+    flat_y = len(y) == 0 or float(np.ptp(y)) == 0.0
+    if len(y) < 3 or flat_x or flat_y:
+        # no length variation (a std of 4e-16 is rounding, not variation) or no score variation: nothing to
+        # learn a slope from, nothing to take out; the controlled mean is the mean
+        slope = 0.0
     else:
         slope = float(np.polyfit(x, y, 1)[0])
     return dict(
