@@ -64,30 +64,31 @@ def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str
             else "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::BIGINT AS gates_passed, NULL::BIGINT AS "
             "gates_total) g USING (checkpoint_id)"
         )
-        # who judged: the recorded identity's label (model, endpoint, prompt version) where there is one
-        label = (
-            f"LEFT JOIN (SELECT checkpoint_id, any_value(label) AS label, any_value(judge_identity) AS judge_identity "
-            f'FROM "{r}".judge_identity GROUP BY 1) ji USING (checkpoint_id)'
-            if r in identified
-            else "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::VARCHAR AS label, NULL::VARCHAR AS "
-            "judge_identity) ji USING (checkpoint_id)"
-        )
-        j = (
-            (
-                "LEFT JOIN (SELECT checkpoint_id, any_value(judge_kind) AS judge_kind, "
-                f"any_value(model) AS judge_models FROM \"{r}\".judge_scores WHERE judge = '{PANEL}' GROUP BY 1) j "
-                f"USING (checkpoint_id) {label}"
+        # who judged: the recorded identity (judge_identity, one row a checkpoint) where the rubric has one; a
+        # warehouse judged before identities were recorded falls back to judge_scores' kind and models
+        if r in identified:
+            j = (
+                "LEFT JOIN (SELECT checkpoint_id, any_value(label) AS judge, any_value(models) AS judge_models, "
+                f'any_value(judge_identity) AS judge_identity FROM "{r}".judge_identity GROUP BY 1) j '
+                "USING (checkpoint_id)"
             )
-            if r in judged
-            else "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::VARCHAR AS judge_kind, NULL::VARCHAR AS "
-            "judge_models, NULL::VARCHAR AS label, NULL::VARCHAR AS judge_identity) j USING (checkpoint_id)"
-        )
+        elif r in judged:
+            j = (
+                "LEFT JOIN (SELECT checkpoint_id, CASE WHEN any_value(judge_kind) = 'llm' THEN any_value(model) "
+                "ELSE any_value(judge_kind) END AS judge, any_value(model) AS judge_models, "
+                f"NULL::VARCHAR AS judge_identity FROM \"{r}\".judge_scores WHERE judge = '{PANEL}' GROUP BY 1) j "
+                "USING (checkpoint_id)"
+            )
+        else:
+            j = (
+                "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::VARCHAR AS judge, NULL::VARCHAR AS "
+                "judge_models, NULL::VARCHAR AS judge_identity) j USING (checkpoint_id)"
+            )
         parts.append(
             f"SELECT '{r}' AS rubric, {str(r in configured).upper()} AS rubric_configured, s.checkpoint_id, "
             "c.model, c.created_at, c.parent, s.score AS headline_name, "
             "s.mean AS headline, s.ci_low, s.ci_high, s.n, g.gates_passed, g.gates_total, "
-            "coalesce(label, CASE WHEN judge_kind = 'llm' THEN judge_models ELSE judge_kind END) AS judge, "
-            "judge_models, judge_identity "
+            "j.judge, j.judge_models, j.judge_identity "
             f'FROM "{r}".summary s LEFT JOIN main.checkpoints c USING (checkpoint_id) {g} {j} '
             f"WHERE s.breakdown = 'all' AND s.headline"
         )
