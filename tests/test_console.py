@@ -111,7 +111,7 @@ def test_ctrl_c_stops_the_whole_command_and_says_what_finished(env, capfd):
         code = cli(["run", "--rubric", "kg_qa"])
     out, err = capfd.readouterr()
     assert code == 130, out + err
-    assert "[1/2] ckpt-0100 (lumen-7b-chat): interrupted" in out and "[2/2]" not in out
+    assert "[1/2] ckpt-0100 (lumen-7b-chat): INTERRUPTED" in out and "[2/2]" not in out
     assert "not started: ckpt-0200" in err
 
 
@@ -187,7 +187,7 @@ def test_ratings_added_after_a_first_run_are_used_by_the_next(env, monkeypatch, 
     created all-VARCHAR from an empty frame is healed when real values arrive."""
     monkeypatch.setenv("EVAL_RATINGS_DIR", str(env / "no_ratings_yet"))
     assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0
-    wh = Warehouse(env / "w.duckdb")
+    wh = Warehouse()  # EVAL_WAREHOUSE, as the CLI reads it
     types = dict(
         wh.query_rows(
             "SELECT column_name, data_type FROM information_schema.columns "

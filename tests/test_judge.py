@@ -175,7 +175,7 @@ def test_retries_are_bounded_and_never_invent_scores(rubrics, openai_env, wareho
     "fault, expected",
     [
         ("garbage", "unparseable answer: no JSON object"),
-        ("truncated", "unparseable answer"),
+        ("truncated", "answer cut off at max_tokens"),  # the endpoint says finish_reason length
         ("out_of_range", "off the scale"),
         ("refusal", "unparseable answer"),
     ],

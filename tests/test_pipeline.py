@@ -1,5 +1,7 @@
 """End-to-end: the factory's groups materialized into a real DuckDB file on a real Dagster instance."""
 
+import re
+
 import dagster as dg
 import pandas as pd
 import pytest
@@ -130,7 +132,7 @@ def test_materialize_all_sample_checkpoints_is_idempotent(
 
     # the views SQL users start from
     board = wh.query_rows("SELECT rubric, checkpoint_id, headline_name, gates_total, judge FROM main.leaderboard")
-    assert len(board) == 15 and {b[4] for b in board} == {"heuristic"}
+    assert len(board) == 15 and all(b[4].startswith("heuristic judge (prompt ") for b in board)  # who judged
     assert ("answer_quality", "ckpt-0300", "overall_score") in {b[:3] for b in board}
     latest = wh.query_rows("SELECT DISTINCT checkpoint_id FROM main.latest")
     assert latest == [("ckpt-0300",)]
@@ -287,7 +289,7 @@ def test_the_demo_as_make_demo_runs_it(tmp_path):
     env = dict(
         os.environ,
         DAGSTER_HOME=str(home),
-        EVAL_WAREHOUSE=str(tmp_path / "w.duckdb"),
+        EVAL_WAREHOUSE=f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}",  # the default, under tmp_path
         EVAL_CHECKPOINT_DIR=str(SAMPLE_CHECKPOINTS),
         EVAL_REPORT_DIR=str(tmp_path / "reports"),
         EVAL_WORKLIST_DIR=str(tmp_path / "worklists"),
@@ -298,11 +300,11 @@ def test_the_demo_as_make_demo_runs_it(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     for ckpt in ("ckpt-0100", "ckpt-0200", "ckpt-0300"):
-        assert f"{ckpt}: ok in " in done.stdout
+        verdicts = "PASSED|FAILED GATES|REGRESSED|JUDGE UNTRUSTED|PENDING RATINGS"
+        assert re.search(rf"^{ckpt}: ({verdicts})\b", done.stdout, re.M)  # the verdict first
     assert "demo wall time" in done.stdout and "report: " in done.stdout
     assert "eval_pipeline.defs.event_log" in (home / "dagster.yaml").read_text()
     runs = sorted(p.name.rsplit(".", 1)[-1] for p in (home / "history" / "runs").iterdir())
     assert runs == ["db"] * 4, runs  # three runs and the index, nothing beside them
-    assert not (tmp_path / "w.duckdb.wal").exists()
-    with Warehouse(str(tmp_path / "w.duckdb")).session() as wh:
+    with Warehouse(f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}").session() as wh:
         assert wh.query_rows("SELECT count(DISTINCT checkpoint_id) FROM npc_dialogue.summary") == [(3,)]

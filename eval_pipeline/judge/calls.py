@@ -85,6 +85,10 @@ def _settle(spec: CallSpec, out: CallOutcome, res: CallResult) -> bool:
     if res.error:
         out.error = res.error
         return True
+    if res.truncated:  # whatever its text would parse to, a cut-off answer is not the judge's whole answer
+        out.error = "answer cut off at max_tokens (finish_reason length): not used as a score (after one retry)"
+        out.answer_text = res.text
+        return False
     try:
         out.parsed = spec.parse(res.text)
     except JudgeParseError as exc:

@@ -101,6 +101,7 @@ class CallResult:
     latency_ms: float = 0.0
     attempts: int = 0
     logprobs: list | None = None  # [[token, [[alternative, logprob], ...]], ...] when asked and returned
+    truncated: bool = False  # the endpoint stopped at max_tokens (finish_reason "length")
 
 
 @dataclass
@@ -285,11 +286,8 @@ class OpenAIJudgeClient:
                     if not isinstance(msg, dict):
                         result.error = "answer has no message"
                         return result
-                    if choices[0].get("finish_reason") == "length":  # cut off: never read as a score
-                        result.error = (
-                            f"answer cut off at max_tokens {s.max_tokens} (finish_reason length): not used as a score"
-                        )
-                        return result
+                    # cut off where max_tokens ran out: kept (it is the judge's answer) but never read as a score
+                    result.truncated = choices[0].get("finish_reason") == "length"
                     content = msg.get("content")
                     # everything the endpoint sends back is stored or shown somewhere: never with the key in it
                     result.text = redact(content, self._api_key) if isinstance(content, str) else None

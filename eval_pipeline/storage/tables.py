@@ -231,6 +231,7 @@ def _ensure_table(
         return existing  # an empty frame's object columns say nothing about the type
     target = qualified(schema, table)
     healed = False
+    rebuild: dict[str, str] = {}
     for c, t in cols:
         if existing.get(c) == "VARCHAR" and t in _HEALABLE:
             (bad,) = con.execute(
@@ -242,8 +243,25 @@ def _ensure_table(
                 con.execute(f'ALTER TABLE {target} ALTER COLUMN "{c}" SET DATA TYPE {t} USING CAST("{c}" AS {t})')
                 healed = True
             except duckdb.Error:
-                pass  # e.g. a view depends on it: the insert casts instead
+                rebuild[c] = t  # a DuckLake only widens types: the table is rebuilt with the cast below
+    if rebuild:
+        healed = _rebuilt(con, schema, table, list(existing), rebuild) or healed
     return columns_of(con, schema, table) if healed else existing
+
+
+def _rebuilt(con: duckdb.DuckDBPyConnection, schema: str, table: str, order: list[str], casts: dict[str, str]) -> bool:
+    """The table made again with ``casts`` applied (every value already checked to cast), in one transaction:
+    copied, the old one dropped, the copy renamed; False (nothing changed) when the backend refuses it."""
+    target, copy = qualified(schema, table), qualified(schema, f"{table}__healing")
+    select = ", ".join(f'CAST("{c}" AS {casts[c]}) AS "{c}"' if c in casts else f'"{c}"' for c in order)
+    try:
+        with transaction(con):
+            con.execute(f"CREATE TABLE {copy} AS SELECT {select} FROM {target}")
+            con.execute(f"DROP TABLE {target}")
+            con.execute(f'ALTER TABLE {copy} RENAME TO "{table}"')
+    except duckdb.Error:
+        return False  # e.g. a view depends on it: the insert casts instead
+    return True
 
 
 _HEALABLE = ("DOUBLE", "BIGINT", "BOOLEAN")
