@@ -42,7 +42,7 @@ def get_instance() -> dg.DagsterInstance:
 
 def judge_line(instance: dg.DagsterInstance, outcomes: list[RunOutcome]) -> str:
     """The judge's work over the runs, from their judge_scores materializations: prompts, calls, cache hits, time."""
-    calls = hits = prompts = 0
+    calls = hits = prompts = tokens_in = tokens_out = 0
     wall = 0.0
     for o in outcomes:
         for ev in instance.all_logs(o.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
@@ -56,10 +56,12 @@ def judge_line(instance: dg.DagsterInstance, outcomes: list[RunOutcome]) -> str:
             calls += md.get("calls", 0)
             hits += md.get("cache_hits", 0)
             prompts += md.get("prompts", 0)
+            tokens_in += md.get("prompt_tokens", 0)
+            tokens_out += md.get("completion_tokens", 0)
             wall += md.get("judge_wall_s", 0.0)
     return (
         f"judge: {settings.judge_env().mode}, {prompts} prompts, {calls} calls, {hits} cache hits, "
-        f"judge wall time {wall:.2f}s"
+        f"{tokens_in:,} prompt + {tokens_out:,} completion tokens, judge wall time {wall:.2f}s"
     )
 
 
