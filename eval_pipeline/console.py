@@ -99,7 +99,7 @@ def assess(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> RubricReport:
                 )[0][0]
             )
         if rejected is not None and len(rejected):
-            whole = rejected[rejected.reason.str.startswith("file header lacks")]
+            whole = rejected[rejected.reason.str.startswith(("file header lacks", "file refused"))]
             r.rating_files_rejected = sorted(set(whole.source_file))
             r.rating_rejected = int(len(rejected) - (whole.line_number == 1).sum())
             r.rating_rows += r.rating_rejected

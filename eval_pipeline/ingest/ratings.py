@@ -283,6 +283,34 @@ def load_ratings(
     folder = (root or settings.ratings_dir()) / rubric.name
     reader = _RatingsReader(rubric, checkpoint_id, sample_ids)
     if folder.is_dir():
-        for path in sorted(folder.glob("*.csv")):
+        # *.csv in any letter case; a "file" that is a directory, a FIFO (reading would block), a device (a link to
+        # /dev/zero never ends), a dangling link or larger than MAX_RATINGS_BYTES is refused with its path, and
+        # the other files are read
+        for path in sorted(p for p in folder.iterdir() if p.suffix.lower() == ".csv"):
+            why = _unreadable(path)
+            if why:
+                reader.quarantine(path.name, 1, "", f"file refused: {path} is {why}")
+                reader.out.problems.append(f"{path.name}: refused ({why})")
+                continue
             reader.read_file(path)
     return reader.finish()
+
+
+MAX_RATINGS_BYTES = 256 * 1024 * 1024
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a ratings file, or None."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "a dangling link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if not stat.S_ISREG(mode):
+        return "not a regular file (a FIFO or a device)"
+    if path.stat().st_size > MAX_RATINGS_BYTES:
+        return f"larger than {MAX_RATINGS_BYTES // 2**20} MiB"
+    return None

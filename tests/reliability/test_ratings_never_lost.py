@@ -80,3 +80,33 @@ def test_scores_are_digits_0_to_9_only(tmp_path, rubrics, score):
 @pytest.mark.parametrize("cell", ["=1+1", "＝1+1", "＋SUM(A1)", "－2", "＠cmd", "+1", "\t=x"])
 def test_formula_prefixes_in_any_width_are_neutralised(cell):
     assert neutralise(cell) == "'" + cell
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "dangling", "devzero"])
+def test_a_ratings_file_that_is_not_a_file_is_refused_with_its_path_and_the_others_are_read(rubrics, tmp_path, kind):
+    """#36.8: a directory, a FIFO (reading would block), a dangling link or a link to /dev/zero (never ends)
+    named like a ratings file: refused with its path, and the good file beside it still read (also *.CSV)."""
+    import os
+
+    rubric = rubrics["kg_qa"]
+    folder = tmp_path / "kg_qa"
+    folder.mkdir()
+    dims = list(rubric.rating_scales)
+    (folder / "good.CSV").write_text(
+        "sample_id,evaluator,checkpoint," + ",".join(dims) + "\n" + "s1,alice,c1," + ",".join("3" for _ in dims) + "\n"
+    )
+    bad = folder / "bad.csv"
+    if kind == "directory":
+        bad.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(bad)
+    elif kind == "dangling":
+        bad.symlink_to(tmp_path / "nowhere.csv")
+    else:
+        bad.symlink_to("/dev/zero")
+    load = load_ratings(rubric, "c1", {"s1"}, root=tmp_path)
+    assert set(load.ratings.evaluator) == {"alice"}  # the good file was read
+    refused = load.quarantine[load.quarantine.source_file == "bad.csv"]
+    assert (
+        len(refused) == 1 and str(bad) in refused.reason.iloc[0] and refused.reason.iloc[0].startswith("file refused")
+    )
