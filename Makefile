@@ -53,6 +53,7 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	env -u DAGSTER_HOME $(VENV)/bin/dagster definitions validate -w workspace.yaml
+	$(PY) -c "from eval_pipeline.rubrics import load_rubrics; load_rubrics()"
 
 test-fast: provision
 	$(PY) -m pytest -q -n 2 -m "not slow"

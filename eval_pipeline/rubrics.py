@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval_pipeline.core import params
-from eval_pipeline.core.config import RubricConfig, parse_rubric, parse_rubrics
+from eval_pipeline.core import params, settings
+from eval_pipeline.core.config import RubricConfig, RubricConfigError, parse_rubric, parse_rubrics
 from eval_pipeline.judge.heuristic import load_features
 from eval_pipeline.metrics import METRICS, known_metrics
 from eval_pipeline.scoring.gates import spec_problems
@@ -19,8 +19,26 @@ def load_rubric(path: str | Path) -> RubricConfig:
 
 
 def load_rubrics(directory: str | Path | None = None) -> list[RubricConfig]:
-    """Every rubric of ``directory`` (default EVAL_RUBRIC_DIR), each checked against the registries."""
+    """Every rubric of ``directory`` (default EVAL_RUBRIC_DIR), each checked against the registries; one broken
+    file fails the whole load, with every problem of every file (the CLI, the demo, `make lint`)."""
     return parse_rubrics(directory, (registry_problems,))
+
+
+def load_rubrics_leniently(directory: str | Path | None = None) -> tuple[list[RubricConfig], dict[str, str]]:
+    """The rubrics that load, and for each file that does not, its name (the file's stem) and every problem: for
+    the long-running code location, where one broken file must not take the other groups and their sensors out
+    of the UI."""
+    folder = Path(directory) if directory else settings.rubric_dir()
+    files = sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml"))
+    good, broken = [], {}
+    for f in files:
+        try:
+            good.append(load_rubric(f))
+        except RubricConfigError as exc:
+            broken[f.stem] = str(exc)
+    if not good and not broken:
+        load_rubrics(folder)  # no file at all: the strict load says so
+    return good, broken
 
 
 def registry_problems(cfg: RubricConfig) -> list[tuple[str, str]]:

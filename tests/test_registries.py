@@ -91,3 +91,27 @@ def test_no_step_waits_on_a_pool_and_every_rubric_has_its_gates(tmp_path):
         assert not set(graph.get(key).pools or []), key
     gates = [k for k in graph.get_all_asset_keys() if k.path[-1] == "gates"]
     assert len(gates) == 5  # the gates asset used to bypass the pool (its own @dg.asset)
+
+
+def test_one_broken_rubric_file_leaves_the_other_groups_and_their_sensor_in_the_code_location(tmp_path):
+    """#34.6: the code location loads leniently: the broken file is its group's one asset, showing the problems
+    and failing when materialized; the CLI's strict load still refuses it."""
+    import shutil
+
+    import dagster as dg
+
+    from eval_pipeline.core.config import RubricConfigError
+    from eval_pipeline.rubrics import load_rubrics
+
+    shutil.copy(RUBRIC_DIR / "kg_qa.yaml", tmp_path / "kg_qa.yaml")
+    (tmp_path / "broken.yaml").write_text("name: broken\nscale: {min: 5, max: 1}\n")
+    defs = build_definitions(tmp_path, str(tmp_path / "w.duckdb"), str(tmp_path), lenient=True)
+    keys = defs.resolve_asset_graph().get_all_asset_keys()
+    assert {k.path[0] for k in keys} == {"kg_qa", "broken"}
+    broken = dg.AssetKey(["broken", "rubric_config_error"])
+    assert "invalid rubric config" in defs.resolve_assets_def(broken).descriptions_by_key[broken]
+    assert any(s.name.startswith("checkpoint") for s in defs.sensors or [])
+    result = dg.materialize([defs.resolve_assets_def(broken)], raise_on_error=False)
+    assert not result.success
+    with pytest.raises(RubricConfigError, match="broken.yaml"):
+        load_rubrics(tmp_path)

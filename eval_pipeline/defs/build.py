@@ -9,19 +9,29 @@ from pathlib import Path
 import dagster as dg
 
 from eval_pipeline.core import settings
+from eval_pipeline.core.ids import IDENTIFIER_RE
 from eval_pipeline.defs.factory import rubric_definitions
 from eval_pipeline.defs.resources import default_resources
 from eval_pipeline.defs.sensors import build_checkpoint_sensor, build_report_sensors
-from eval_pipeline.rubrics import load_rubrics
+from eval_pipeline.rubrics import load_rubrics, load_rubrics_leniently
 
 
 def build_definitions(
     rubric_dir: str | Path | None = None,
     warehouse_path: str | None = None,
     checkpoint_root: str | None = None,
+    lenient: bool = False,
 ) -> dg.Definitions:
-    rubrics = load_rubrics(rubric_dir)
+    """Every rubric's group, the sensors, resources and executor. ``lenient`` (the code location): a rubric file
+    that does not load becomes one asset in its group that shows the problems and fails when materialized, and
+    the other groups load as usual; otherwise (the CLI, the demo, tests) a broken file fails the build."""
+    broken: dict[str, str] = {}
+    if lenient:
+        rubrics, broken = load_rubrics_leniently(rubric_dir)
+    else:
+        rubrics = load_rubrics(rubric_dir)
     groups = {rubric.name: rubric_definitions(rubric) for rubric in rubrics}
+    groups.update({name: _broken_rubric(name, problems) for name, problems in broken.items() if name not in groups})
     keys_by_rubric = {
         name: [k for a in d.assets or [] if isinstance(a, dg.AssetsDefinition) for k in a.keys]
         for name, d in groups.items()
@@ -33,6 +43,19 @@ def build_definitions(
         executor=executor_from_env(),
     )
     return dg.Definitions.merge(*groups.values(), shared)
+
+
+def _broken_rubric(name: str, problems: str) -> dg.Definitions:
+    """A rubric file that does not load, as its group shows it in the UI: one asset, whose description is the
+    problems, and which fails with them when materialized."""
+    group = name if IDENTIFIER_RE.fullmatch(name) else "broken_rubric_configs"
+    key = dg.AssetKey([group, "rubric_config_error"]) if group == name else dg.AssetKey([group, name])
+
+    @dg.asset(key=key, group_name=group, description=f"This rubric file does not load:\n\n{problems}")
+    def rubric_config_error() -> None:
+        raise dg.Failure(description=problems)
+
+    return dg.Definitions(assets=[rubric_config_error])
 
 
 def executor_from_env() -> dg.ExecutorDefinition:
