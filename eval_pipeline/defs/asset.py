@@ -36,18 +36,16 @@ def rubric_asset(
     kinds: set[str],
     deps: Sequence[dg.AssetKey] = (),
     metadata: dict[str, Any] | None = None,
-    calls_judge: bool = False,
     table: bool = True,
 ) -> Callable[[Callable], dg.AssetsDefinition]:
-    """A warehouse step runs inside the backend's step scope (``Warehouse.hold``); a step that calls the judge
-    (``calls_judge``) first lets the backend release what another process may need while calls are in flight."""
+    """Every step runs inside the backend's step scope (``Warehouse.hold``)."""
     md: dict[str, Any] = {"rubric_version": rubric.version, **(metadata or {})}
     if table:
         md["dagster/table_name"] = f"{rubric.name}.{name}"
 
     def decorate(fn: Callable) -> dg.AssetsDefinition:
         body = _with_table_metadata(fn, rubric.name, name) if table else fn
-        body = _releasing_the_warehouse(body) if calls_judge else _holding_the_warehouse(body)
+        body = _holding_the_warehouse(body)
         body = _announced(body, rubric.name, name)
         return dg.asset(
             key=asset_key(rubric, name),
@@ -96,20 +94,6 @@ def _holding_the_warehouse(fn: Callable) -> Callable:
         finally:
             if args and hasattr(args[0], "log"):  # the step's context: when this step had the file
                 args[0].log.debug(f"warehouse held from {start:.3f} to {time.time():.3f}")
-
-    return step
-
-
-def _releasing_the_warehouse(fn: Callable) -> Callable:
-    """A step that waits on the judge first lets the backend release what another process may need
-    (Warehouse.release). The offline judge makes no calls."""
-
-    @functools.wraps(fn)
-    def step(*args: Any, **kwargs: Any) -> Any:
-        judge = kwargs.get("judge")
-        if judge is None or judge.calls_out:
-            _warehouse_of(args, kwargs).get().release()
-        return fn(*args, **kwargs)
 
     return step
 

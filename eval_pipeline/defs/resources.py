@@ -80,11 +80,6 @@ class JudgeResource(dg.ConfigurableResource):
     timeout_s: float = Field(default_factory=lambda: settings.judge_env().timeout_s)
     max_retries: int = Field(default_factory=lambda: settings.judge_env().max_retries)
 
-    @property
-    def calls_out(self) -> bool:
-        """Whether scoring waits on an endpoint (every judge but the offline one)."""
-        return str(self.mode).lower() != "heuristic"
-
     def overrides(self) -> dict:
         return {"concurrency": self.concurrency, "timeout_s": self.timeout_s, "max_retries": self.max_retries}
 

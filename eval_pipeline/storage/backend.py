@@ -57,10 +57,6 @@ class WarehouseBackend(Protocol):
         """One warehouse step (many short connections in a row)."""
         ...
 
-    def release(self) -> None:
-        """Called before a step waits on the network: let go of what other processes might need."""
-        ...
-
     def known(self) -> Known | None:
         """The tables and columns this backend may remember between statements; None: ask every time."""
         ...

@@ -130,9 +130,6 @@ class FileBackend:
                 if self._scopes == 0:
                     self._close_held()
 
-    def release(self) -> None:
-        """Nothing: the file is this process's for the whole run."""
-
     def known(self) -> Known | None:
         """The whole catalog, read once while this process holds the file (nobody else can change it then)."""
         with self._lock:

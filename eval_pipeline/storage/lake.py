@@ -207,9 +207,6 @@ class LakeBackend:
     def step_scope(self) -> Iterator[None]:
         yield
 
-    def release(self) -> None:
-        """Nothing: a lake holds no lock another process waits on."""
-
     def known(self) -> Known | None:
         with self._lock:
             known = self._known

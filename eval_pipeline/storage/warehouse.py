@@ -124,10 +124,6 @@ class Warehouse:
         with self.backend.run_scope():
             yield
 
-    def release(self) -> None:
-        """Before a step waits on the network: the backend lets go of what another process may need."""
-        self.backend.release()
-
     def query_df(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
         if self._session is not None:
             return self._session.execute(sql, params or []).df()

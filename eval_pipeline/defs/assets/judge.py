@@ -1,6 +1,4 @@
-"""Judging: the panel's scores, LLM extractions for metrics, and the judge re-scoring the document's examples.
-
-These assets call the judge, so they stay out of the warehouse pool (see defs/asset.py)."""
+"""Judging: the panel's scores, LLM extractions for metrics, and the judge re-scoring the document's examples."""
 
 import functools
 from collections.abc import Callable
@@ -77,7 +75,6 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         description=f"Judge scores for {', '.join(judged)}: one row per sample, judge and dimension "
         f"(judge = '{PANEL}' is the panel's aggregate). A judge answer that cannot be used is a missing score with "
         "its reason, never a score. EVAL_JUDGE=heuristic (default) is a rule-based judge, labelled 'heuristic'.",
-        calls_judge=True,
     )
     @_redacting
     def judge_scores(
@@ -130,7 +127,6 @@ def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         kinds={"duckdb", "openai"},
         description=f"'{ex.name}' extracted from '{ex.text_field}' by the LLM judge (an extraction prompt, then an "
         "inference prompt). Offline, rows say so and the metric uses its own extractor.",
-        calls_judge=True,
     )
     @_redacting
     def extractions(
@@ -163,7 +159,6 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         + ", ".join(e.id for e in rubric.examples)
         + "); the judge-reliability gate expects each within ±1 of its "
         "stated score.",
-        calls_judge=True,
     )
     @_redacting
     def judge_calibration(
@@ -207,7 +202,6 @@ def judge_repeatability_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         description=f"The judge's own noise: {spec.samples} samples (seeded, stratified) scored {spec.times} times "
         "in all (the main run's answer and repeats, each under its own cache key); per dimension Krippendorff's "
         "alpha across the scorings, the mean within-sample SD and the share of samples whose score changed.",
-        calls_judge=True,
     )
     @_redacting
     def judge_repeatability(
