@@ -4,10 +4,22 @@ on the judge is agreement.trust's."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CALIBRATION_COLUMNS, PANEL
+
+TOLERANCE_DIGITS = 6  # differences are compared rounded: a worked example judged 3.999999999999808 is 4
+
+
+def within_tolerance(diff: Any, tolerance: float) -> Any:
+    """Whether each judged-minus-stated difference (a number, or an array or Series of them; NaN or None: not
+    judged) is within ``tolerance``, compared rounded to TOLERANCE_DIGITS. The one rule the calibration table
+    and the judge_reliability gate both use."""
+    return np.round(np.abs(np.asarray(diff, dtype=float)), TOLERANCE_DIGITS) <= tolerance
 
 
 def calibration_rows(rubric: RubricConfig, ckpt: str, judge_long: pd.DataFrame, tolerance: float = 1.0) -> pd.DataFrame:
@@ -27,7 +39,7 @@ def calibration_rows(rubric: RubricConfig, ckpt: str, judge_long: pd.DataFrame, 
                     stated=float(stated),
                     judged=judged,
                     diff=diff,
-                    within_tolerance=diff is not None and round(abs(diff), 6) <= tolerance,
+                    within_tolerance=diff is not None and bool(within_tolerance(diff, tolerance)),
                     judge=str(panel["judge_kind"].iloc[0]) if len(panel) else None,
                     reason=reason,
                 )

@@ -19,6 +19,7 @@ The overall row (dimension ``ALL``) is pending if any dimension is, else untrust
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -66,12 +67,27 @@ DTYPES = {
 }
 
 
-def thresholds(rubric: RubricConfig) -> tuple[float, float, int]:
-    """(kappa, spearman, min rated samples) from the rubric's judge_reliability gate, else the defaults."""
+@dataclass(frozen=True)
+class JudgeBar:
+    """What a judge must reach, from the rubric's judge_reliability gate (else the defaults)."""
+
+    kappa: float = DEFAULT_KAPPA
+    spearman: float = DEFAULT_SPEARMAN
+    min_samples: int = DEFAULT_MIN_SAMPLES
+    example_tolerance: float = 1.0
+
+
+def judge_bar(rubric: RubricConfig) -> JudgeBar:
+    """The rubric's bar for its judge: the one place its judge_reliability gate is looked up."""
     for g in rubric.gates:
         if g.kind == "judge_reliability":
-            return float(g.threshold), float(g.params.get("min_spearman", DEFAULT_SPEARMAN)), int(g.min_samples)
-    return DEFAULT_KAPPA, DEFAULT_SPEARMAN, DEFAULT_MIN_SAMPLES
+            return JudgeBar(
+                float(g.threshold),
+                float(g.params.get("min_spearman", DEFAULT_SPEARMAN)),
+                int(g.min_samples),
+                float(g.params.get("example_tolerance", 1)),
+            )
+    return JudgeBar()
 
 
 def _stat(agreement: pd.DataFrame, dim: str, statistic: str) -> tuple[int, float, float, float]:
@@ -95,7 +111,8 @@ def trust_rows(
 ) -> pd.DataFrame:
     """The verdict of ``identity`` on ``rubric`` from its pooled agreement rows (``pooled``, from
     compute_agreement over every rated sample it judged) and this checkpoint's own (``own``)."""
-    min_kappa, min_rho, min_n = thresholds(rubric)
+    bar = judge_bar(rubric)
+    min_kappa, min_rho, min_n = bar.kappa, bar.spearman, bar.min_samples
     rows: list[dict[str, Any]] = []
     for dim in rubric.rating_scales:
         n, k, k_lo, k_hi = _stat(pooled, dim, "cohen_kappa_quadratic")

@@ -8,6 +8,7 @@ import dagster as dg
 import pandas as pd
 
 from eval_pipeline.agreement.reliability import calibration_rows
+from eval_pipeline.agreement.trust import judge_bar
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
@@ -171,10 +172,7 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             {**ex.fields, response_field: ex.response, id_field: ex.id, "sample_id": ex.id} for ex in rubric.examples
         ]
         long, stats = judge_samples(rubric, ckpt_id, records, wh, mode=judge.mode, overrides=judge.overrides())
-        tol = next(
-            (float(g.params.get("example_tolerance", 1)) for g in rubric.gates if g.kind == "judge_reliability"), 1.0
-        )
-        df = calibration_rows(rubric, ckpt_id, long, tol)
+        df = calibration_rows(rubric, ckpt_id, long, judge_bar(rubric).example_tolerance)
         wh.replace_partition(rubric.name, "judge_calibration", df, {"checkpoint_id": ckpt_id})
         return dg.MaterializeResult(
             metadata={

@@ -56,8 +56,9 @@ class GateResult:
             self.passed = False
 
 
-def pending(g: GateSpec, n: int, reason: str, value: float | None = None) -> GateResult:
-    return GateResult(g.name, g.kind, value, g.threshold, False, n, f"pending: {reason}", PENDING)
+def pending(g: GateSpec, n: int, reason: str, value: float | None = None, name: str | None = None) -> GateResult:
+    """``g`` (or its part ``name``) waiting for data: neither a pass nor a failure."""
+    return GateResult(name or g.name, g.kind, value, g.threshold, False, n, f"pending: {reason}", PENDING)
 
 
 @dataclass

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from eval_pipeline.agreement.reliability import within_tolerance
 from eval_pipeline.agreement.trust import OVERALL, PENDING, TRUSTED
 from eval_pipeline.scoring.gates import gate
 from eval_pipeline.scoring.gates.base import GateResult, GateSpec, pending
-
-TOLERANCE_DIGITS = 6  # a worked example judged 3.999999999999808 is 4: tolerances compare rounded differences
 
 
 def _parts(g, rubric) -> list[str]:
@@ -29,8 +28,7 @@ def _examples(g: GateSpec, calibration: pd.DataFrame | None, dim: str | None) ->
     if cal.empty:
         return True, "no worked examples for this dimension"
     tol = float(g.params.get("example_tolerance", 1))
-    diff = (cal.judged - cal.stated).abs().round(TOLERANCE_DIGITS)
-    bad = cal[~(diff <= tol)]
+    bad = cal[~within_tolerance(cal.judged - cal.stated, tol)]
     if bad.empty:
         return True, f"all {len(cal)} worked-example scores within ±{tol:g}"
     shown = ", ".join(
@@ -46,9 +44,7 @@ def _one(g: GateSpec, name: str, row: pd.Series, calibration: pd.DataFrame | Non
     value = None if row.kappa_quadratic != row.kappa_quadratic else float(row.kappa_quadratic)
     examples_ok, examples = _examples(g, calibration, dim)
     if row.verdict == PENDING:
-        r = pending(g, n, f"{row.reason}; {examples}", value)
-        r.gate = name
-        return r
+        return pending(g, n, f"{row.reason}; {examples}", value, name)
     drift = False if pd.isna(row.drift) else bool(row.drift)
     passed = row.verdict == TRUSTED and examples_ok and not drift
     if row.verdict != TRUSTED:
