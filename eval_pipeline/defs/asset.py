@@ -170,3 +170,12 @@ def required_rows(
     df = partition_rows(wh, rubric, table, checkpoint_id, required=True, columns=columns, where=where)
     assert df is not None  # required=True raised otherwise
     return df
+
+
+def recorded_judge(wh: Warehouse, rubric: RubricConfig, checkpoint_id: str) -> tuple[str, str] | None:
+    """(identity, label) of the judge that scored this checkpoint (``<rubric>.judge_identity``); None when none
+    was recorded (not judged yet, or judged by a version that did not record it)."""
+    rows = partition_rows(wh, rubric, "judge_identity", checkpoint_id, columns="judge_identity, label")
+    if rows is None or rows.empty:
+        return None
+    return str(rows.judge_identity.iloc[0]), str(rows.label.iloc[0])

@@ -1,7 +1,5 @@
 """Agreement: human-human and judge-human statistics per dimension, for this checkpoint and for all."""
 
-from typing import Any
-
 import dagster as dg
 import pandas as pd
 
@@ -11,7 +9,15 @@ from eval_pipeline.agreement.ppi import calibrated_means
 from eval_pipeline.agreement.trust import OVERALL, trust_rows
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import ALL_CHECKPOINTS, JUDGE_VS_HUMAN_MEAN, PANEL
-from eval_pipeline.defs.asset import asset_key, partition_rows, required_rows, rounded, rubric_asset, viewer_link
+from eval_pipeline.defs.asset import (
+    asset_key,
+    partition_rows,
+    recorded_judge,
+    required_rows,
+    rounded,
+    rubric_asset,
+    viewer_link,
+)
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring.comparison import parent_of
 from eval_pipeline.storage.warehouse import Warehouse
@@ -21,42 +27,40 @@ def _kappas(df: pd.DataFrame) -> dict[str, float]:
     return {r.dimension: round(r.value, 3) for r in df.itertuples() if r.value == r.value}
 
 
-def _rated_panel_rows(
-    wh: Warehouse, rubric: RubricConfig, ckpt_id: str | None = None, ckpts: list[str] | None = None
-) -> pd.DataFrame:
-    """The panel's judge_scores rows of the samples people rated (one checkpoint's, those of ``ckpts``, or every
-    checkpoint's): agreement needs no other, and a 100k-sample checkpoint has about 1,000 rated."""
-    where = ""
-    params: list[Any] = [PANEL]
-    if ckpt_id is not None:
-        where, params = "AND j.checkpoint_id = ?", params + [ckpt_id]
-    elif ckpts is not None:
-        where, params = "AND list_contains(?, j.checkpoint_id)", params + [ckpts]
+def _rated_panel_rows(wh: Warehouse, rubric: RubricConfig) -> pd.DataFrame:
+    """The panel's judge_scores rows of the samples people rated, of every checkpoint: agreement needs no other
+    (a 100k-sample checkpoint has about 1,000 rated); this checkpoint's and a judge's pooled ones are taken
+    from them."""
     return wh.query_df(
-        f'SELECT j.* FROM "{rubric.name}".judge_scores j WHERE j.judge = ? {where} AND (j.checkpoint_id, j.sample_id) '
+        f'SELECT j.* FROM "{rubric.name}".judge_scores j WHERE j.judge = ? AND (j.checkpoint_id, j.sample_id) '
         f'IN (SELECT DISTINCT checkpoint_id, sample_id FROM "{rubric.name}".human_ratings)',
-        params,
+        [PANEL],
     )
 
 
 def _judge_trust(
-    wh: Warehouse, rubric: RubricConfig, ckpt_id: str, own: pd.DataFrame, all_ratings: pd.DataFrame
+    wh: Warehouse,
+    rubric: RubricConfig,
+    ckpt_id: str,
+    own: pd.DataFrame,
+    all_ratings: pd.DataFrame,
+    all_judge: pd.DataFrame,
 ) -> pd.DataFrame | None:
     """The verdict on this checkpoint's judge identity from its pooled calibration set: every rated sample of every
     checkpoint the same identity judged (agreement.trust); None before the judge recorded who it is."""
-    who = partition_rows(wh, rubric, "judge_identity", ckpt_id)
-    if who is None or who.empty:
+    who = recorded_judge(wh, rubric, ckpt_id)
+    if who is None:
         return None
-    identity, label = str(who.judge_identity.iloc[0]), str(who.label.iloc[0])
-    same = [
+    identity, label = who
+    same = {
         str(c)
         for (c,) in wh.query_rows(
-            f'SELECT DISTINCT checkpoint_id FROM "{rubric.name}".judge_identity WHERE judge_identity = ? ORDER BY 1',
-            [identity],
+            f'SELECT DISTINCT checkpoint_id FROM "{rubric.name}".judge_identity WHERE judge_identity = ?', [identity]
         )
-    ]
+    }
     ratings = all_ratings[all_ratings.checkpoint_id.isin(same)]
-    pooled = compute_agreement(rubric, f"judge:{identity}", ratings, _rated_panel_rows(wh, rubric, ckpts=same))
+    judge = all_judge[all_judge.checkpoint_id.isin(same)]
+    pooled = compute_agreement(rubric, f"judge:{identity}", ratings, judge)
     rated_ckpts = int(ratings.checkpoint_id.nunique()) if len(ratings) else 0
     return trust_rows(rubric, ckpt_id, identity, label, pooled, own, rated_ckpts)
 
@@ -90,12 +94,12 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         ckpt_id = context.partition_key
         wh = warehouse.get()
         ratings = required_rows(wh, rubric, "human_ratings", ckpt_id)
-        judge = _rated_panel_rows(wh, rubric, ckpt_id) if has_judge else None
+        all_judge = _rated_panel_rows(wh, rubric) if has_judge else None
+        judge = all_judge[all_judge.checkpoint_id == ckpt_id] if all_judge is not None else None
         df = compute_agreement(rubric, ckpt_id, ratings, judge)
         all_ratings = wh.query_df(f'SELECT * FROM "{rubric.name}".human_ratings')
-        all_judge = _rated_panel_rows(wh, rubric) if has_judge else None
         overall = compute_agreement(rubric, ALL_CHECKPOINTS, all_ratings, all_judge)
-        trust = _judge_trust(wh, rubric, ckpt_id, df, all_ratings) if has_judge else None
+        trust = _judge_trust(wh, rubric, ckpt_id, df, all_ratings, all_judge) if all_judge is not None else None
         calibrated = _calibrated(wh, rubric, ckpt_id, ratings) if has_judge else None
         with wh.partition_writer() as w:  # the checkpoint's rows and the pooled ones in one transaction
             w.write(rubric.name, "agreement", df, {"checkpoint_id": ckpt_id})

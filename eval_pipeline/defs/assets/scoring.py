@@ -7,7 +7,15 @@ import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
-from eval_pipeline.defs.asset import asset_key, partition_rows, required_rows, rounded, rubric_asset, viewer_link
+from eval_pipeline.defs.asset import (
+    asset_key,
+    partition_rows,
+    recorded_judge,
+    required_rows,
+    rounded,
+    rubric_asset,
+    viewer_link,
+)
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.ingest.samples import load_samples
 from eval_pipeline.publish.report import trend_svg
@@ -131,18 +139,12 @@ def summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
 
 
 def _judges(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, parent: str) -> tuple[tuple, tuple] | None:
-    """((identity, label) of the parent's judge, the same of this checkpoint's), or None when neither recorded one
-    (a rubric without a judge)."""
-
-    def who(ckpt: str) -> tuple:
-        rows = partition_rows(wh, rubric, "judge_identity", ckpt, columns="judge_identity, label")
-        if rows is None or rows.empty:
-            return ("", "a judge this version did not record")
-        return (str(rows.judge_identity.iloc[0]), str(rows.label.iloc[0]))
-
+    """((identity, label) of the parent's judge, the same of this checkpoint's), or None for a rubric without a
+    judge."""
     if not (rubric.judged_dimensions or rubric.questionnaire):
         return None
-    return who(parent), who(ckpt_id)
+    unknown = ("", "a judge this version did not record")
+    return recorded_judge(wh, rubric, parent) or unknown, recorded_judge(wh, rubric, ckpt_id) or unknown
 
 
 def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
