@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from eval_pipeline.core.terminal import EXIT_INTERRUPTED, EXIT_RUN_FAILED, EXIT_SERVER, EXIT_USAGE, clean
+
 EXIT_CODES = """exit codes:
   0    every checkpoint evaluated, every gate passed, the data complete
   1    a run failed (the failed step and its error are printed)
@@ -20,9 +22,6 @@ EXIT_CODES = """exit codes:
   5    a server could not start (`view`, `ui`: the port is in use or cannot be bound)
   130  interrupted (Ctrl-C): what finished is listed, nothing further starts
 """
-
-# the documented exit codes (console.py uses the same numbers)
-EXIT_RUN_FAILED, EXIT_USAGE, EXIT_SERVER, EXIT_INTERRUPTED = 1, 2, 5, 130
 
 
 class ServerError(Exception):
@@ -88,7 +87,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
-    from eval_pipeline.console import clean
     from eval_pipeline.core import settings
     from eval_pipeline.defs.partitions import CHECKPOINTS
     from eval_pipeline.ingest.checkpoints import scan_checkpoints
@@ -123,7 +121,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 
 
 def clean_table(text: str) -> str:
-    return "\n".join(_clean(line) for line in text.splitlines())
+    return "\n".join(clean(line) for line in text.splitlines())
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -157,11 +155,9 @@ def _json_value(value: Any) -> Any:
 
 
 def _write_result(table: Any, args: argparse.Namespace) -> None:
-    import io
     import json
 
     import pandas as pd
-    import pyarrow.csv as pa_csv
     import pyarrow.parquet as pq
 
     if args.format == "parquet":
@@ -169,10 +165,7 @@ def _write_result(table: Any, args: argparse.Namespace) -> None:
         print(f"wrote {table.num_rows} row(s) to {args.out}", file=sys.stderr)
         return
     if args.format == "csv":
-        buf = io.BytesIO()
-        pa_csv.write_csv(table, buf, pa_csv.WriteOptions(quoting_style="needed"))
-        text = buf.getvalue().decode("utf-8")
-        text = _unquote_header(text)
+        text = table.to_pandas().to_csv(index=False)  # from Arrow: a sum of integers (a decimal) stays "6"
     elif args.format == "json":
         text = "".join(json.dumps(row, default=_json_value, ensure_ascii=False) + "\n" for row in table.to_pylist())
     else:
@@ -193,16 +186,6 @@ def _write_result(table: Any, args: argparse.Namespace) -> None:
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
-def _unquote_header(text: str) -> str:
-    """Arrow quotes every header name; a plain name needs no quotes (as pandas and DuckDB write it)."""
-    header, sep, rest = text.partition("\n")
-    names = header.split(",")
-    plain = [
-        n[1:-1] if n.startswith('"') and n.endswith('"') and '""' not in n[1:-1] and "," not in n else n for n in names
-    ]
-    return ",".join(plain) + sep + rest
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
@@ -501,10 +484,6 @@ def _ours(exc: BaseException) -> bool:
     return config is not None and isinstance(exc, config.RubricConfigError)
 
 
-def _clean(text: str) -> str:
-    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode() for ch in text)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Parse first, import what the command needs after: `--help` and a usage error cost no heavy import."""
     args = build_parser().parse_args(argv)
@@ -526,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"eval-pipeline: error: {clean_table(str(exc).strip())}", file=sys.stderr)
             return EXIT_USAGE
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"eval-pipeline: error: {_clean(msg)} (--debug for the traceback)", file=sys.stderr)
+        print(f"eval-pipeline: error: {clean(msg)} (--debug for the traceback)", file=sys.stderr)
         return EXIT_RUN_FAILED
 
 

@@ -19,14 +19,15 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.terminal import (
+    EXIT_GATES,
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    clean,
+)
 from eval_pipeline.storage.warehouse import Warehouse
-
-EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_GATES, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
-
-
-def clean(text: object) -> str:
-    """Text safe for a terminal: control characters (escape codes) shown escaped, never interpreted."""
-    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode() for ch in str(text))
 
 
 @dataclass

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import json
 import math
 import random
@@ -30,9 +31,10 @@ if TYPE_CHECKING:  # imported where a client is made: the openai package costs ~
 KEY_RE = re.compile(r"(sk-|key-|Bearer\s+)[A-Za-z0-9_\-\.]{4,}")
 
 
-def secret_forms(secret: str) -> list[str]:
+@functools.lru_cache(maxsize=8)
+def secret_forms(secret: str) -> tuple[str, ...]:
     """The configured key as an endpoint might echo it back: as is, URL-quoted, in base64 (standard and URL-safe,
-    with and without padding) and in hex, longest first."""
+    with and without padding) and in hex, longest first (worked out once per key: every answer is redacted)."""
     import base64
     from urllib.parse import quote
 
@@ -40,7 +42,7 @@ def secret_forms(secret: str) -> list[str]:
     forms = {secret, quote(secret, safe=""), raw.hex()}
     for enc in (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()):
         forms |= {enc, enc.rstrip("=")}
-    return sorted((f for f in forms if len(f) >= 8), key=len, reverse=True)
+    return tuple(sorted((f for f in forms if len(f) >= 8), key=len, reverse=True))
 
 
 def redact(text: str, secret: str | None = None) -> str:

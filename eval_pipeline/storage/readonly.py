@@ -16,6 +16,8 @@ from typing import Any
 import duckdb
 from fsspec.implementations.local import LocalFileSystem
 
+from eval_pipeline.storage.tables import literal
+
 PROTOCOL = "evalro"
 
 # DuckDB settings every sandboxed connection starts with (before anything is attached)
@@ -67,14 +69,10 @@ def attach_file(path: str, config: dict[str, Any]) -> duckdb.DuckDBPyConnection:
     """An in-memory connection with the DuckDB file ``path`` attached read-only as the current database."""
     con = duckdb.connect(":memory:", config={**config, **BASE_CONFIG})
     try:
-        con.execute(f"ATTACH {_literal(path)} AS warehouse (READ_ONLY)")
+        con.execute(f"ATTACH {literal(path)} AS warehouse (READ_ONLY)")
         con.execute("USE warehouse")
         seal(con, [])
     except BaseException:
         con.close()
         raise
     return con
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
