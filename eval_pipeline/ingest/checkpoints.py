@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_checkpoint_id
+from eval_pipeline.ingest.files import not_a_file
 
 MANIFEST = "checkpoint.json"
 
@@ -57,18 +57,11 @@ def normalise_created_at(value: object, where: str) -> str:
     return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _regular_file(path: Path) -> bool:
-    try:
-        return stat.S_ISREG(path.stat().st_mode)
-    except OSError:
-        return False
-
-
 def _read_manifest(folder: Path) -> dict:
     manifest = folder / MANIFEST
     if not manifest.exists() and not manifest.is_symlink():
         raise CheckpointError(f"{folder}: no {MANIFEST} (folder still being written?)")
-    if not _regular_file(manifest):  # a directory, a FIFO (would block), a device, a dangling link
+    if not_a_file(manifest) is not None:  # a directory, a FIFO (would block), a device, a dangling link
         raise CheckpointError(f"{manifest}: not a regular file")
     if manifest.stat().st_size > MAX_MANIFEST_BYTES:
         raise CheckpointError(f"{manifest}: larger than {MAX_MANIFEST_BYTES} bytes")
@@ -92,7 +85,7 @@ def _rubric_files(folder: Path) -> dict[str, Path]:
     inside = folder.resolve()
     files = {}
     for p in sorted(folder.glob("*.jsonl")):
-        if _regular_file(p) and p.resolve().parent == inside:
+        if not_a_file(p) is None and p.resolve().parent == inside:
             files[p.stem] = p
     return files
 

@@ -30,6 +30,7 @@ from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import QUARANTINE_COLUMNS, RATER_KINDS, RATING_COLUMNS
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_evaluator
+from eval_pipeline.ingest.files import not_a_file
 
 
 def empty_quarantine() -> pd.DataFrame:
@@ -301,16 +302,7 @@ MAX_RATINGS_BYTES = 256 * 1024 * 1024
 
 def _unreadable(path: Path) -> str | None:
     """Why ``path`` cannot be read as a ratings file, or None."""
-    import stat
-
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return "a dangling link"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if not stat.S_ISREG(mode):
-        return "not a regular file (a FIFO or a device)"
-    if path.stat().st_size > MAX_RATINGS_BYTES:
-        return f"larger than {MAX_RATINGS_BYTES // 2**20} MiB"
-    return None
+    why = not_a_file(path)
+    if why is None and path.stat().st_size > MAX_RATINGS_BYTES:
+        why = f"larger than {MAX_RATINGS_BYTES // 2**20} MiB"
+    return why
