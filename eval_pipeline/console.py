@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -28,6 +29,9 @@ from eval_pipeline.core.terminal import (
     clean,
 )
 from eval_pipeline.storage.warehouse import Warehouse
+
+# a rubric's verdict, worst first (a checkpoint's is the worst of its rubrics')
+VERDICTS = ("incomplete", "regressed", "failed gates", "judge untrusted", "pending ratings", "passed")
 
 
 @dataclass
@@ -49,7 +53,7 @@ class RubricReport:
 
     @property
     def verdict(self) -> str:
-        """incomplete / regressed / failed gates / judge untrusted / pending ratings / passed, in that order."""
+        """The first of VERDICTS that holds."""
         kinds = {self.failed_kinds.get(g[0], "") for g in self.gates_failed}
         if self.incomplete:
             return "incomplete"
@@ -173,7 +177,7 @@ def report_lines(r: RubricReport, verbose: bool = False) -> list[str]:
     out += [f"      INCOMPLETE {shorten(msg, width)}" for msg in r.incomplete]
     trust = by_kind.pop("judge_reliability", [])
     if trust:
-        overall = next((g for g in trust if not any(g[0].startswith(o[0] + "_") for o in trust)), trust[0])
+        overall = min(trust, key=lambda g: len(g[0]))  # the gate itself; its parts are named <gate>_<dimension>
         dims = [g[0].removeprefix(overall[0] + "_") for g in trust if g is not overall]
         line = shorten(overall[3], width) if verbose or not dims else shorten(overall[3].split(":")[0], 60)
         out.append(f"      judge {line}" + (f" on {', '.join(dims)}" if dims and not verbose else ""))
@@ -302,12 +306,8 @@ def checkpoint_line(head: str, outcome: Any, reports: list[RubricReport]) -> str
     elif not outcome.success:
         verdict = "RUN FAILED"
     else:
-        order = ["incomplete", "regressed", "failed gates", "judge untrusted", "pending ratings", "passed"]
-        worst = min((r.verdict for r in reports), key=order.index, default="passed")
-        verdict = worst.upper()
-    counts: dict[str, int] = {}
-    for r in reports:
-        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+        verdict = min((r.verdict for r in reports), key=VERDICTS.index, default="passed").upper()
+    counts = Counter(r.verdict for r in reports)
     detail = ", ".join(f"{n} {v}" for v, n in counts.items())
     return f"{head}: {verdict}" + (f" ({detail})" if detail else "") + f" in {outcome.seconds:.1f}s"
 
