@@ -267,13 +267,7 @@ def cmd_attach_sql(args: argparse.Namespace) -> int:
     from eval_pipeline.core import settings
     from eval_pipeline.storage.warehouse import Warehouse
 
-    wh = Warehouse(args.warehouse or settings.warehouse_path())
-    attach = getattr(wh.backend, "attach_sql", None)
-    if attach is None:
-        text = wh.backend.spec.replace("'", "''")
-        sys.stdout.write(f"ATTACH '{text}' AS warehouse (READ_ONLY);\nUSE warehouse;\n")
-    else:
-        sys.stdout.write(attach())
+    sys.stdout.write(Warehouse(args.warehouse or settings.warehouse_path()).backend.attach_sql())
     return 0
 
 
@@ -282,17 +276,19 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     only read, never changed."""
     from eval_pipeline.core import settings
     from eval_pipeline.publish.views import refresh_views
+    from eval_pipeline.storage.backend import BackendError
     from eval_pipeline.storage.warehouse import Warehouse
 
     source = Path(args.source)
     if not source.is_file():
         raise CliError(f"{source} is not a DuckDB file")
     wh = Warehouse(settings.warehouse_path())
-    copy = getattr(wh.backend, "copy_from_file", None)
-    if copy is None:
-        raise CliError("migrate copies into a DuckLake: set EVAL_WAREHOUSE=ducklake:... (the default)")
+    try:
+        copied_tables = wh.backend.copy_from_file(str(source.resolve()))
+    except BackendError as exc:
+        raise CliError(str(exc)) from None
     copied = skipped = 0
-    for schema, table, rows in copy(str(source.resolve())):
+    for schema, table, rows in copied_tables:
         if rows < 0:
             skipped += 1
             print(f"migrate: {schema}.{table} already in the lake: left as it is")

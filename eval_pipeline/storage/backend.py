@@ -73,6 +73,16 @@ class WarehouseBackend(Protocol):
         """Upkeep (merge small files, expire old snapshots); yields what it did, step by step."""
         ...
 
+    def attach_sql(self) -> str:
+        """Statements that open this warehouse read-only in a plain DuckDB (the CLI, Python), offline."""
+        ...
+
+    def copy_from_file(self, path: str) -> Iterator[tuple[str, str, int]]:
+        """Every table of the DuckDB file ``path`` copied in (an earlier version's warehouse); yields (schema,
+        table, rows copied, or -1 when this warehouse has it already). Refused (BackendError) where it means
+        nothing."""
+        ...
+
     def stored_files(self) -> list[Path]:
         """Every local file the warehouse's data lives in (for audits: a secret scan, a backup)."""
         ...

@@ -21,7 +21,7 @@ import duckdb
 import eval_pipeline.storage.readonly as readonly
 from eval_pipeline.core import settings
 from eval_pipeline.storage.backend import BackendError
-from eval_pipeline.storage.tables import CATALOG_SQL, Known
+from eval_pipeline.storage.tables import CATALOG_SQL, Known, literal
 
 T = TypeVar("T")
 
@@ -154,6 +154,13 @@ class FileBackend:
         raise BackendError(
             "maintain is for a DuckLake warehouse (EVAL_WAREHOUSE=ducklake:...); a DuckDB file needs none"
         )
+
+    def attach_sql(self) -> str:
+        return f"ATTACH {literal(self.spec)} AS warehouse (READ_ONLY);\nUSE warehouse;\n"
+
+    def copy_from_file(self, path: str) -> Iterator[tuple[str, str, int]]:
+        """Refused at once: a warehouse file of an earlier version is read as it is, not copied into another."""
+        raise BackendError("migrate copies into a DuckLake: set EVAL_WAREHOUSE=ducklake:... (the default)")
 
     def stored_files(self) -> list[Path]:
         return [p for p in (Path(self.spec), Path(self.spec + ".wal")) if p.is_file()]

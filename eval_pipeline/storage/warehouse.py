@@ -53,9 +53,8 @@ class Warehouse:
         lock_timeout_s: float | None = None,
     ):
         if backend is None:
-            backend = open_backend(str(path or settings.warehouse_path()), settings.warehouse_data_path())
-        if lock_timeout_s is not None and hasattr(backend, "lock_timeout_s"):
-            backend.lock_timeout_s = lock_timeout_s
+            spec = str(path or settings.warehouse_path())
+            backend = open_backend(spec, settings.warehouse_data_path(), lock_timeout_s=lock_timeout_s)
         self.backend = backend
         self.path = backend.spec
         self._session: duckdb.DuckDBPyConnection | None = None
