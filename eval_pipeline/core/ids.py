@@ -13,8 +13,8 @@ import re
 IDENTIFIER_RE = re.compile(r"[a-z][a-z0-9_]{0,62}")
 # Checkpoint ids: letters, digits, dot, underscore, dash; must start alphanumeric; no "..".
 CHECKPOINT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-# Evaluator names (from CSVs): a little more permissive, but no quotes, slashes or control characters.
-EVALUATOR_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._@:+-]{0,127}")
+# Evaluator names (from CSVs): the checkpoint id's alphabet, so a name is one token in a file name, a URL or a log.
+EVALUATOR_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 class UnsafeIdentifierError(ValueError):
@@ -54,7 +54,7 @@ def check_checkpoint_id(value: str) -> str:
 def check_evaluator(value: str) -> str:
     if not isinstance(value, str) or not EVALUATOR_RE.fullmatch(value) or value != value.strip():
         raise UnsafeIdentifierError(
-            f"unsafe evaluator name {_describe(value)}: use letters, digits, spaces and . _ @ : + -, "
-            "starting with a letter or digit"
+            f"unsafe evaluator name {_describe(value)}: use 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit (no spaces, '@' or ':')"
         )
     return value

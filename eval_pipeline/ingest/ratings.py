@@ -20,6 +20,7 @@ import csv
 import io
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -85,6 +86,10 @@ def _dialect(sample: str) -> type[csv.Dialect]:
     return type("Detected", (_Dialect,), {"delimiter": delimiter})
 
 
+# Columns a rating file may carry besides the rubric's dimensions.
+KNOWN_COLUMNS = ("sample_id", "evaluator", "checkpoint", "notes", "rater_kind")
+
+
 def _checkpoint_of(cell: str, checkpoint_id: str) -> str:
     """'this' when the cell names this checkpoint, 'case' when it does but for letter case, else 'other'."""
     if cell == checkpoint_id:
@@ -117,8 +122,8 @@ def _score_problems(rec: dict[str, str], rated: list[str], scales: dict) -> tupl
 class _RatingsReader:
     """Reads one rubric's rating files for one checkpoint: every row read ends as ratings or in the quarantine."""
 
-    def __init__(self, rubric: RubricConfig, checkpoint_id: str, sample_ids: set[str]):
-        self.rubric, self.checkpoint_id, self.sample_ids = rubric, checkpoint_id, sample_ids
+    def __init__(self, rubric: RubricConfig, checkpoint_id: str, sample_ids: set[str], known: set[str] | None = None):
+        self.rubric, self.checkpoint_id, self.sample_ids, self.known = rubric, checkpoint_id, sample_ids, known
         self.now = datetime.now(timezone.utc).replace(tzinfo=None)
         self.scales = rubric.rating_scales
         self.aliases = {k.lower(): v for k, v in rubric.human_ratings.column_aliases.items()}
@@ -144,35 +149,44 @@ class _RatingsReader:
     def read_file(self, path: Path) -> None:
         text, bad_lines = _read_text(path)
         lines = text.split("\n")
-        reader = csv.reader(io.StringIO(text, newline=""), _dialect(text))
+        dialect = _dialect(text)
+        reader = csv.reader(io.StringIO(text, newline=""), dialect)
         try:
             header = next(reader)
         except StopIteration:
             self.out.problems.append(f"{path.name}: empty file")
             return
         except csv.Error as exc:
-            self._reject_file(path, lines, [], text, [f"an unreadable header ({exc})"])
+            self._reject_file(path, lines, [], text, f"an unreadable header ({exc})")
             return
         self.out.files.append(path.name)
         cols = [self.aliases.get(h.strip().lower(), h.strip().lower()) for h in header]
-        missing = [c for c in ("sample_id", "evaluator") if c not in cols]
-        rated = [c for c in cols if c in self.scales]
-        if not rated:
-            missing.append("a column for at least one of " + ", ".join(self.scales))
-        if missing:
-            self._reject_file(path, lines, cols, text, missing)
+        problem = self._header_problem(cols)
+        if problem:
+            self._reject_file(path, lines, cols, text, problem)
             return
-        start = reader.line_num + 1
-        while True:
+        self._note_unknown_columns(path, cols)
+        rated = [c for c in cols if c in self.scales]
+        start, offset = reader.line_num + 1, 0
+        while start <= len(lines):
             try:
                 values = next(reader)
+                end = offset + reader.line_num  # a quoted cell may span lines: the record is lines start..end
             except StopIteration:
                 break
-            except csv.Error as exc:  # e.g. a quote never closed: the rest of the file is one broken record
+            except csv.Error as exc:
+                values, end = None, start
+                reason = f"unreadable CSV: {exc}"
+            else:
+                reason = self._swallowed(lines, start, end, dialect, len(cols)) if end > start else None
+            if reason:
+                # only the line the broken record starts on is lost; reading resumes on the next line, so a quote
+                # never closed cannot take the rows after it with it
                 self.out.rows_read += 1
-                self.quarantine(path.name, start, "\n".join(lines[start - 1 :]).rstrip("\n"), f"unreadable CSV: {exc}")
-                break
-            end = reader.line_num  # a quoted cell may span lines: the record is lines start..end
+                self.quarantine(path.name, start, lines[start - 1].rstrip("\r"), reason)
+                start, offset = start + 1, start
+                reader = csv.reader(io.StringIO("\n".join(lines[offset:]), newline=""), dialect)
+                continue
             raw = "\n".join(lines[start - 1 : end]).rstrip("\r")
             if any(v.strip() for v in values):
                 if bad_lines & set(range(start, end + 1)):
@@ -182,11 +196,58 @@ class _RatingsReader:
                     self.read_row(path, start, raw, values, cols, rated)
             start = end + 1
 
-    def _reject_file(self, path: Path, lines: list[str], cols: list[str], text: str, missing: list[str]) -> None:
-        reason = (
-            f"file header lacks required column(s) {missing}; found {cols} "
-            f"(delimiter detected: {_dialect(text).delimiter!r})"
-        )
+    def _header_problem(self, cols: list[str]) -> str | None:
+        """Why no row of a file with this header can be read, or None."""
+        missing = [c for c in ("sample_id", "evaluator") if c not in cols]
+        if not any(c in self.scales for c in cols):
+            missing.append("a column for at least one of " + ", ".join(self.scales))
+        if missing:
+            return f"file header lacks required column(s) {missing}"
+        repeated = sorted({c for c in cols if c and cols.count(c) > 1})
+        if repeated:
+            return f"file header names {repeated} more than once (which value is the rating cannot be told)"
+        close = self._misspelt(cols)
+        if close:
+            return "file header has " + "; ".join(close) + ": rename the column (a rating in it would be lost)"
+        return None
+
+    def _misspelt(self, cols: list[str]) -> list[str]:
+        """Unknown columns that look like a misspelt dimension or required column."""
+        from rapidfuzz import fuzz
+
+        known = [*self.scales, *KNOWN_COLUMNS]
+        found = []
+        for c in cols:
+            if c and c not in known and c not in self.aliases.values():
+                best = max(known, key=lambda k: fuzz.ratio(c, k))
+                if fuzz.ratio(c, best) >= 80:
+                    found.append(f"{c!r} (did you mean {best!r}?)")
+        return found
+
+    def _note_unknown_columns(self, path: Path, cols: list[str]) -> None:
+        unknown = [c for c in cols if c not in self.scales and c not in KNOWN_COLUMNS]
+        if unknown:
+            self.out.problems.append(f"{path.name}: columns {unknown} are not read (not a dimension of this rubric)")
+
+    @staticmethod
+    def _swallowed(lines: list[str], start: int, end: int, dialect: type[csv.Dialect], width: int) -> str | None:
+        """Why a record spanning lines start..end is a quote left open rather than a cell with line breaks: a
+        line inside it reads, on its own, as a whole row of the header's width (or the record runs to the end of
+        the file without its quote closed)."""
+        for i in range(start + 1, end + 1):
+            line = lines[i - 1]
+            try:
+                fields = next(csv.reader([line], dialect), [])
+            except csv.Error:
+                continue
+            if len(fields) == width:
+                return f"a quote opened on line {start} is not closed before line {i}, which reads as a row of its own"
+        if end >= len(lines) - 1 and "\n".join(lines[start - 1 : end]).count('"') % 2:
+            return f"a quote opened on line {start} is never closed"
+        return None
+
+    def _reject_file(self, path: Path, lines: list[str], cols: list[str], text: str, problem: str) -> None:
+        reason = f"{problem}; found {cols} (delimiter detected: {_dialect(text).delimiter!r})"
         self.out.problems.append(f"{path.name}: {reason}")
         # the header line, and every row: which checkpoint a row rates cannot be read, so none is dropped unseen
         self.quarantine(path.name, 1, lines[0] if lines else "", reason)
@@ -195,37 +256,37 @@ class _RatingsReader:
                 self.out.rows_read += 1
                 self.quarantine(path.name, i, raw, reason)
 
+    def _placement(self, cell: str, path: Path, has_column: bool) -> str:
+        """'this' when a row rates this checkpoint, 'other' when it rates another known one, else why it cannot
+        be placed (such a row is quarantined in every checkpoint's run, so it is never dropped unseen)."""
+        named, how = (cell, f"checkpoint {cell!r}") if cell else (path.stem, f"file name {path.name!r}")
+        which = _checkpoint_of(named, self.checkpoint_id)
+        if which != "other":
+            return which if which == "this" else f"{how} differs from {self.checkpoint_id!r} only in letter case"
+        if self.known is None and (cell or has_column):
+            return "other"
+        if self.known is not None and named in self.known:
+            return "other"
+        if cell:
+            return f"checkpoint {cell!r} names no known checkpoint"
+        if has_column:
+            return f"the checkpoint cell is blank and the file name {path.name!r} names no known checkpoint"
+        return (
+            "no checkpoint for this row: give a checkpoint column "
+            f"or name the file <checkpoint>.csv (it is {path.name!r})"
+        )
+
     def read_row(
         self, path: Path, line_no: int, raw: str, values: list[str], cols: list[str], rated: list[str]
     ) -> None:
         rec = dict(zip(cols, (v.strip() for v in values)))
-        ckpt = rec.get("checkpoint") or ""
-        if ckpt:
-            which = _checkpoint_of(ckpt, self.checkpoint_id)
-            if which == "other":
-                self.out.rows_other_checkpoints += 1  # read again, and kept, when that checkpoint is evaluated
-                return
-            if which == "case":
-                self.out.rows_read += 1
-                self.quarantine(
-                    path.name,
-                    line_no,
-                    raw,
-                    f"checkpoint {ckpt!r} differs from {self.checkpoint_id!r} only in letter case",
-                )
-                return
-        elif path.stem != self.checkpoint_id:
-            if _checkpoint_of(path.stem, self.checkpoint_id) == "case" or "checkpoint" not in cols:
-                self.out.rows_read += 1
-                self.quarantine(
-                    path.name,
-                    line_no,
-                    raw,
-                    "no checkpoint for this row: give a checkpoint column "
-                    f"or name the file <checkpoint>.csv (it is {path.name!r})",
-                )
-            else:
-                self.out.rows_other_checkpoints += 1
+        place = self._placement(rec.get("checkpoint") or "", path, "checkpoint" in cols)
+        if place == "other":
+            self.out.rows_other_checkpoints += 1  # read again, and kept, when that checkpoint is evaluated
+            return
+        if place != "this":
+            self.out.rows_read += 1
+            self.quarantine(path.name, line_no, raw, place)
             return
         self.out.rows_read += 1
         if len(values) != len(cols):
@@ -241,8 +302,9 @@ class _RatingsReader:
             self.quarantine(path.name, line_no, raw, f"unknown sample id {sid!r} for checkpoint {self.checkpoint_id}")
             return
         problems, scores = _score_problems(rec, rated, self.scales)
-        if problems:
-            self.quarantine(path.name, line_no, raw, "; ".join(problems))
+        if problems or not scores:
+            reason = "; ".join(problems) or f"no score in any rated column ({', '.join(rated)}): the row rates nothing"
+            self.quarantine(path.name, line_no, raw, reason)
             return
         kind = (rec.get("rater_kind") or "").lower() or (
             "model" if evaluator in self.rubric.human_ratings.model_raters else "human"
@@ -278,11 +340,19 @@ class _RatingsReader:
 
 
 def load_ratings(
-    rubric: RubricConfig, checkpoint_id: str, sample_ids: set[str], root: Path | None = None
+    rubric: RubricConfig,
+    checkpoint_id: str,
+    sample_ids: set[str],
+    root: Path | None = None,
+    known_checkpoints: set[str] | None = None,
 ) -> RatingsLoad:
-    """This checkpoint's ratings from the rubric's rating folder, validated (see the module's docstring)."""
+    """This checkpoint's ratings from the rubric's rating folder, validated (see the module's docstring).
+
+    ``known_checkpoints`` (every registered checkpoint) tells a row for another checkpoint from a row that names
+    none: the first is left for that checkpoint's run, the second is quarantined. Without it, any other name in a
+    checkpoint column counts as another checkpoint."""
     folder = (root or settings.ratings_dir()) / rubric.name
-    reader = _RatingsReader(rubric, checkpoint_id, sample_ids)
+    reader = _RatingsReader(rubric, checkpoint_id, sample_ids, known_checkpoints)
     if folder.is_dir():
         # *.csv in any letter case; a "file" that is a directory, a FIFO (reading would block), a device (a link to
         # /dev/zero never ends), a dangling link or larger than MAX_RATINGS_BYTES is refused with its path, and
@@ -298,6 +368,8 @@ def load_ratings(
 
 
 MAX_RATINGS_BYTES = 256 * 1024 * 1024
+# A cell may be as long as a file that is read at all (the csv module's default is 128 KiB, past which it stops).
+csv.field_size_limit(min(sys.maxsize, MAX_RATINGS_BYTES))
 
 
 def _unreadable(path: Path) -> str | None:

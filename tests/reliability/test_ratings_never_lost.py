@@ -110,3 +110,113 @@ def test_a_ratings_file_that_is_not_a_file_is_refused_with_its_path_and_the_othe
     assert (
         len(refused) == 1 and str(bad) in refused.reason.iloc[0] and refused.reason.iloc[0].startswith("file refused")
     )
+
+
+def _good_rows(ids, start=2):
+    return [f"kg-00{i},ann,ckpt-0100,fine,4,4,4,4,4" for i in ids]
+
+
+@pytest.mark.parametrize("where", ["notes", "last"])
+def test_a_quote_never_closed_costs_only_its_own_line(tmp_path, rubrics, where):
+    """#36.11: an unclosed quote in a cell does not swallow the rows after it."""
+    head = (
+        HEAD
+        if where == "notes"
+        else "sample_id,evaluator,checkpoint,relevance,accuracy,completeness,fluency,kg_alignment,notes"
+    )
+    broken = 'kg-001,ann,ckpt-0100,"oops,4,4,4,4,4' if where == "notes" else 'kg-001,ann,ckpt-0100,4,4,4,4,4,"oops'
+    rows = _good_rows([2, 3, 4]) if where == "notes" else [f"kg-00{i},ann,ckpt-0100,4,4,4,4,4,fine" for i in (2, 3, 4)]
+    load = _load(tmp_path, rubrics, "r.csv", "\n".join([head, broken, *rows]) + "\n")
+    assert sorted(load.ratings.sample_id.unique()) == ["kg-002", "kg-003", "kg-004"]
+    assert list(load.quarantine.line_number) == [2] and "quote opened on line 2" in load.quarantine.reason.iloc[0]
+    assert _accounted(load, 4) == {2, 3, 4, 5}
+
+
+def test_a_quote_never_closed_on_the_last_row_is_quarantined(tmp_path, rubrics):
+    load = _load(
+        tmp_path,
+        rubrics,
+        "r.csv",
+        f"{HEAD}\n" + "\n".join(_good_rows([1])) + '\nkg-002,ann,ckpt-0100,"a\nb,4,4,4,4,4\n',
+    )
+    assert list(load.ratings.sample_id.unique()) == ["kg-001"]
+    assert "never closed" in load.quarantine.reason.iloc[0]
+
+
+def test_a_cell_of_a_megabyte_is_read_and_costs_nothing_after_it(tmp_path, rubrics):
+    """#36.12: a notes cell past the csv module's 128 KiB default."""
+    big = "x" * (1024 * 1024)
+    load = _load(
+        tmp_path,
+        rubrics,
+        "r.csv",
+        f"{HEAD}\nkg-001,ann,ckpt-0100,{big},4,4,4,4,4\n" + "\n".join(_good_rows([2, 3])) + "\n",
+    )
+    assert sorted(load.ratings.sample_id.unique()) == ["kg-001", "kg-002", "kg-003"] and load.quarantine.empty
+
+
+@pytest.mark.parametrize(
+    "header, says",
+    [
+        (HEAD + ",relevance", "more than once"),
+        (
+            "sample_id,evaluator,checkpoint,notes,relevance,accuracy,completeness,fluncy,kg_alignment",
+            "'fluncy' (did you mean 'fluency'",
+        ),
+        ("sample_id,evalutor,checkpoint,notes,relevance,accuracy,completeness,fluency,kg_alignment", "required column"),
+    ],
+)
+def test_a_header_that_would_lose_ratings_quarantines_the_file(tmp_path, rubrics, header, says):
+    """#36.13, 15: a repeated dimension column or a misspelt one is refused, every row kept with the reason."""
+    n = header.count(",") + 1
+    rows = [
+        ",".join(["kg-001", "ann", "ckpt-0100", ""] + ["4"] * (n - 4)),
+        ",".join(["kg-002", "ann", "ckpt-0100", ""] + ["5"] * (n - 4)),
+    ]
+    load = _load(tmp_path, rubrics, "r.csv", "\n".join([header, *rows]) + "\n")
+    assert load.ratings.empty and sorted(load.quarantine.line_number) == [1, 2, 3]
+    assert load.quarantine.reason.str.contains(says, regex=False).all() and says in " ".join(load.problems)
+
+
+def test_an_extra_column_that_is_no_dimension_is_named_not_silently_dropped(tmp_path, rubrics):
+    load = _load(tmp_path, rubrics, "r.csv", f"{HEAD},timestamp\nkg-001,ann,ckpt-0100,,4,4,4,4,4,2024\n")
+    assert len(load.ratings) == 5 and any("'timestamp'" in p and "not read" in p for p in load.problems)
+
+
+def test_rows_for_no_known_checkpoint_are_quarantined_rows_for_known_ones_wait_for_their_run(tmp_path, rubrics):
+    """#36.14, 16: a blank checkpoint cell or an unknown checkpoint is quarantined; a file named after another
+    known checkpoint is that checkpoint's, not a fault of this one."""
+    folder = tmp_path / "kg_qa"
+    folder.mkdir()
+    (folder / "batch.csv").write_text(
+        f"{HEAD}\nkg-001,ann,ckpt-0100,,4,4,4,4,4\nkg-002,ann,,,4,4,4,4,4\nkg-003,ann,ckpt-9999,,4,4,4,4,4\n"
+        "kg-004,ann,ckpt-0200,,4,4,4,4,4\n"
+    )
+    (folder / "ckpt-0200.csv").write_text("sample_id,evaluator,relevance\nkg-001,bob,4\nkg-002,bob,5\n")
+    (folder / "ckpt-0100.csv").write_text("sample_id,evaluator,checkpoint,relevance\nkg-003,bob,,4\n")
+    known = {"ckpt-0100", "ckpt-0200"}
+    load = load_ratings(rubrics["kg_qa"], "ckpt-0100", IDS, root=tmp_path, known_checkpoints=known)
+    assert sorted(map(tuple, load.ratings[["sample_id", "evaluator"]].drop_duplicates().values)) == [
+        ("kg-001", "ann"),
+        ("kg-003", "bob"),
+    ]
+    reasons = dict(zip(load.quarantine.line_number, load.quarantine.reason))
+    assert set(reasons) == {3, 4} and "blank" in reasons[3] and "'ckpt-9999' names no known checkpoint" in reasons[4]
+    assert load.rows_other_checkpoints == 3  # kg-004 of batch.csv and the two rows of ckpt-0200.csv
+    other = load_ratings(rubrics["kg_qa"], "ckpt-0200", IDS, root=tmp_path, known_checkpoints=known)
+    assert len(other.ratings.drop_duplicates(["source_file", "line_number"])) == 3
+
+
+def test_a_row_with_every_score_empty_is_quarantined_not_uncounted(tmp_path, rubrics):
+    """#36.17."""
+    load = _load(
+        tmp_path, rubrics, "r.csv", f"{HEAD}\nkg-001,ann,ckpt-0100,just a note,,,,,\nkg-002,ann,ckpt-0100,,4,,,,\n"
+    )
+    assert list(load.ratings.sample_id) == ["kg-002"] and "rates nothing" in load.quarantine.reason.iloc[0]
+    assert load.rows_read == 2
+
+
+@pytest.mark.parametrize("name", ["ann smith", "ann@lab", "lab:ann", "ann+1"])
+def test_evaluator_names_are_the_documented_alphabet(tmp_path, rubrics, name):
+    load = _load(tmp_path, rubrics, "r.csv", f"{HEAD}\nkg-001,{name},ckpt-0100,,4,4,4,4,4\n")
+    assert load.ratings.empty and "unsafe evaluator name" in load.quarantine.reason.iloc[0]

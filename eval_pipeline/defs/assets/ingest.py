@@ -12,6 +12,7 @@ from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, QUARANTINE
 from eval_pipeline.defs.asset import asset_key, rubric_asset
+from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, WarehouseResource
 from eval_pipeline.ingest.jsonl import RAW_SCHEMA, iter_jsonl
 from eval_pipeline.ingest.ratings import load_ratings
@@ -152,7 +153,8 @@ def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
                 f'SELECT "{rubric.inputs.id_field}" FROM "{rubric.name}".samples WHERE checkpoint_id = ?', [ckpt_id]
             )
         }
-        load = load_ratings(rubric, ckpt_id, ids, root=Path(ratings.root))
+        known = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
+        load = load_ratings(rubric, ckpt_id, ids, root=Path(ratings.root), known_checkpoints=known | {ckpt_id})
         with wh.partition_writer() as w:  # the ratings and their quarantine in one transaction
             w.write(*QUARANTINE, load.quarantine, {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "ratings"})
             w.write(rubric.name, "human_ratings", load.ratings, {"checkpoint_id": ckpt_id})
