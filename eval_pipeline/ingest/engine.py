@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from eval_pipeline.core.config import InputField, RubricConfig
 from eval_pipeline.core.contracts import QUARANTINE_COLUMNS
 from eval_pipeline.ingest.engine_schema import (
+    ID_REPEATED,
     LIST_TYPES,
     PY_WHITESPACE,
     SCALAR_TYPES,
@@ -169,9 +170,8 @@ def measure_sql(rubric: RubricConfig, lines: str, keep: Sequence[str] = ()) -> s
     i = next(i for i, f in enumerate(rubric.inputs.fields, 1) if f.name == rubric.inputs.id_field)
     t, v = f"t[{i}]", f"v[{i}]"
     cols.append(
-        f"CASE WHEN {t} IS NULL THEN '<missing>' WHEN {t} = 'VARCHAR' THEN {v} WHEN {t} = 'NULL' THEN 'None' "
-        f"WHEN {t} = 'BOOLEAN' THEN CASE WHEN {v} = 'true' THEN 'True' ELSE 'False' END "
-        f"WHEN {t} IN ('BIGINT', 'UBIGINT') THEN {v} ELSE 'json:' || {v} END AS __id_key"
+        f"CASE WHEN {t} IS NULL THEN '<missing>' WHEN {t} = 'VARCHAR' THEN 's:' || {v} "
+        f"ELSE 'j:' || {t} || ':' || {v} END AS __id_key"
     )
     return f"SELECT {', '.join(cols)} FROM {_parsed(rubric, lines, keep)}"
 
@@ -310,17 +310,20 @@ class EngineValidation:
                 del frame, routed
 
     def _check_range(self, schema: pa.DataFrameSchema, frame: pl.DataFrame, seen: pl.Series) -> pl.Series:
-        """A range's measures checked by the schema (``seen``: the ids of the lines of earlier ranges); the ids
-        seen once this range's are added."""
+        """A range's measures checked by the schema, then its repeated ids (``seen``: the ids kept from earlier
+        ranges); the ids kept in this range are added. Only a line that passes every other check keeps its id:
+        a rejected line never makes a later valid one a repeat."""
         if frame.height == 0:
             return seen
-        key = pl.col("__id_key")
-        # repeated: an earlier line of this range has the id (the first keeps it; no sort of the wide frame
-        # needed), or a line of an earlier range has
+        failing = self._check(schema, frame)
+        ok = frame.select("line_number", "__id_key").filter(~pl.col("line_number").is_in(list(self.bad)))
         first = pl.col("line_number") == pl.col("line_number").min().over("__id_key")
-        frame = frame.with_columns((~first | key.is_in(seen.implode())).alias("__id_repeated"))
-        self.valid += frame.height - self._check(schema, frame)
-        return pl.concat([seen, frame["__id_key"]])
+        ok = ok.with_columns((~first | pl.col("__id_key").is_in(seen.implode())).alias("repeated"))
+        for number in ok.filter("repeated")["line_number"]:
+            self.bad.setdefault(int(number), []).append(f"field '{self.rubric.inputs.id_field}' {ID_REPEATED}")
+        repeated = int(ok["repeated"].sum())
+        self.valid += frame.height - failing - repeated
+        return pl.concat([seen, ok.filter(~pl.col("repeated"))["__id_key"]])
 
     @property
     def routed(self) -> pa_arrow.Table:

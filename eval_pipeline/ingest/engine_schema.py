@@ -130,8 +130,8 @@ def field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
 
 
 def build_engine_schema(rubric: RubricConfig) -> pa.DataFrameSchema:
-    """The schema of the measured columns. A repeated id is judged on ``__id_repeated``, which the engine sets
-    from every JSON object on earlier lines of the file (the first occurrence is kept)."""
+    """The schema of the measured columns. Repeated ids are judged by the engine after it, among the lines that
+    pass (the first occurrence is kept)."""
     columns: dict[str, pa.Column] = {}
     for f in rubric.inputs.fields:
         checks = field_checks(f, rubric)
@@ -140,6 +140,5 @@ def build_engine_schema(rubric: RubricConfig) -> pa.DataFrameSchema:
             checks.append(
                 _check(~is_str | (pl.col(f"{f.name}__slen") > 0), "sample id must not be empty or only whitespace")
             )
-            checks.append(_check(~pl.col("__id_repeated"), ID_REPEATED))
         columns[f.name] = pa.Column(None, checks=checks, nullable=True, coerce=False)
     return pa.DataFrameSchema(columns, strict=False, name=f"{rubric.name}.samples")

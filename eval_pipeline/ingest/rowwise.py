@@ -19,6 +19,7 @@ from pandera.errors import SchemaErrors
 
 from eval_pipeline.core.config import InputField, RubricConfig
 from eval_pipeline.core.contracts import QUARANTINE_COLUMNS
+from eval_pipeline.ingest.engine_schema import ID_REPEATED
 from eval_pipeline.ingest.parsing import parse_line
 from eval_pipeline.ingest.schema import MISSING, _absent, _id_key, build_schema
 from eval_pipeline.ingest.validation import ValidationResult
@@ -56,8 +57,26 @@ def _schema_reasons(
     """The pandera schema's findings, row by row. A check that failed for the frame as a whole (no row index:
     a value no check could compare) is run again line by line, so it lands on the line that caused it and
     never on its neighbours."""
+    _field_reasons(rubric, frame, positions, reasons)
+    # repeats among the lines that pass every other check: a rejected line never makes a later valid one a repeat
+    seen = seen_ids if seen_ids is not None else set()
+    local: set[str] = set()
+    ids = frame[rubric.inputs.id_field].tolist()
+    for i, p in enumerate(positions):
+        if p in reasons:
+            continue
+        key = _id_key(ids[i])
+        if key in seen or key in local:
+            reasons[p] = [f"field '{rubric.inputs.id_field}' {ID_REPEATED}"]
+        local.add(key)
+
+
+def _field_reasons(
+    rubric: RubricConfig, frame: pd.DataFrame, positions: list[int], reasons: dict[int, list[str]]
+) -> None:
+    """Every check but the repeat check, line by line."""
     try:
-        build_schema(rubric, seen_ids).validate(frame, lazy=True)
+        build_schema(rubric, repeats=False).validate(frame, lazy=True)
         return
     except SchemaErrors as exc:
         fc = exc.failure_cases
@@ -70,14 +89,14 @@ def _schema_reasons(
         reasons.setdefault(positions[int(idx)], []).append(f"field '{row['column']}' {row['check']}")
     if not whole:
         return
-    single = build_schema(rubric, set(seen_ids or ()))  # repeats were judged above, on the whole frame
+    single = build_schema(rubric, repeats=False)
     for i, p in enumerate(positions):
         try:
             single.validate(frame.iloc[[i]].reset_index(drop=True), lazy=True)
         except SchemaErrors as exc:
             for _, row in exc.failure_cases.iterrows():
                 msg = f"field '{row['column']}' {row['check']}"
-                if msg not in reasons.get(p, []) and "repeated" not in str(row["check"]):
+                if msg not in reasons.get(p, []):
                     reasons.setdefault(p, []).append(msg)
         except Exception as exc:  # noqa: BLE001 - a value pandera itself cannot handle: this line's problem
             reasons.setdefault(p, []).append(f"cannot be validated: {type(exc).__name__}: {exc}")

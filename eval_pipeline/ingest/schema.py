@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pandera.pandas as pa
 
 from eval_pipeline.core.config import InputField, RubricConfig
-from eval_pipeline.ingest.engine_schema import TYPE_WORDS
+from eval_pipeline.ingest.engine_schema import ID_REPEATED, TYPE_WORDS
 
 
 class _Missing:
@@ -134,13 +135,15 @@ def _field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
 
 
 def _id_key(v: Any) -> str:
-    return v if isinstance(v, str) else repr(v)
+    """A sample id's identity with its JSON type: the string "5" and the number 5 are different ids."""
+    return "s:" + v if isinstance(v, str) else f"j:{type(v).__name__}:{json.dumps(v, sort_keys=True, default=str)}"
 
 
-def build_schema(rubric: RubricConfig, seen_ids: set[str] | None = None) -> pa.DataFrameSchema:
+def build_schema(rubric: RubricConfig, seen_ids: set[str] | None = None, repeats: bool = True) -> pa.DataFrameSchema:
     """The pandera schema of a rubric's samples, derived from its declared input fields.
 
-    `seen_ids` holds the ids kept from earlier chunks of the same file, so a repeat is caught across chunks."""
+    `seen_ids` holds the ids kept from earlier chunks of the same file, so a repeat is caught across chunks; with
+    `repeats` False the repeat check is left out (the row-wise reference judges repeats among valid lines)."""
     seen = seen_ids if seen_ids is not None else set()
     columns: dict[str, pa.Column] = {}
     for f in rubric.inputs.fields:
@@ -152,11 +155,12 @@ def build_schema(rubric: RubricConfig, seen_ids: set[str] | None = None) -> pa.D
                     error="sample id must not be empty or only whitespace",
                 )
             )
-            checks.append(
-                pa.Check(
-                    lambda s: ~(s.map(_id_key).duplicated(keep="first") | s.map(_id_key).isin(seen)),
-                    error="sample id repeated within the checkpoint (first occurrence kept)",
+            if repeats:
+                checks.append(
+                    pa.Check(
+                        lambda s: ~(s.map(_id_key).duplicated(keep="first") | s.map(_id_key).isin(seen)),
+                        error=ID_REPEATED,
+                    )
                 )
-            )
         columns[f.name] = pa.Column(object, checks=checks, nullable=True, coerce=False)
     return pa.DataFrameSchema(columns, strict=False, name=f"{rubric.name}.samples")

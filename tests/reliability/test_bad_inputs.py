@@ -218,3 +218,46 @@ def test_unknown_rubric_file_in_a_checkpoint_is_ignored_with_a_warning(tmp_path,
     defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(root))
     result = defs.resolve_sensor_def("checkpoint_sensor")(dg.build_sensor_context(instance=instance, definitions=defs))
     assert {k.path[0] for k in result.run_requests[0].asset_selection} == {"empathetic_dialogue"}
+
+
+@pytest.mark.parametrize("chunk_lines", [2, 245_760])
+def test_a_rejected_line_never_makes_a_valid_one_a_repeat(tmp_path, rubrics, chunk_lines):
+    """#36.18: ids of lines rejected for another reason (here: ids of the wrong JSON type, or a line failing a
+    field) are not "seen"; the valid line with the same id, or the same text of another type, is kept; the
+    engine and the row-wise reference agree line by line."""
+    from eval_pipeline.ingest.engine import EngineValidation
+    from eval_pipeline.ingest.jsonl import read_jsonl
+    from eval_pipeline.ingest.rowwise import validate_raw as rowwise
+    from eval_pipeline.ingest.validation import validate_raw
+
+    rubric = rubrics["empathetic_dialogue"]
+    lines = [
+        {**GOOD_EMP, "sample_id": 5},  # 1 rejected: not a string
+        {**GOOD_EMP, "sample_id": "5"},  # 2 valid
+        {**GOOD_EMP, "sample_id": True},  # 3 rejected
+        {**GOOD_EMP, "sample_id": "True"},  # 4 valid
+        {**GOOD_EMP, "sample_id": None},  # 5 rejected
+        {**GOOD_EMP, "sample_id": "None"},  # 6 valid
+        {**GOOD_EMP, "sample_id": "x", "response": ""},  # 7 rejected: empty response
+        {**GOOD_EMP, "sample_id": "x"},  # 8 valid: its first valid occurrence
+        {**GOOD_EMP, "sample_id": "x"},  # 9 a real repeat
+    ]
+    p = tmp_path / "e.jsonl"
+    p.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    raw = read_jsonl(p, "ck").frame
+    for result in (validate_raw(rubric, raw), rowwise(rubric, raw)):
+        assert result.samples.line_number.tolist() == [2, 4, 6, 8]
+        reasons = dict(zip(result.quarantine.line_number, result.quarantine.reason))
+        assert sorted(reasons) == [1, 3, 5, 7, 9] and "repeated" in reasons[9]
+        assert not any("repeated" in reasons[n] for n in (1, 3, 5, 7))
+    import duckdb
+
+    from eval_pipeline.ingest.validation import RAW_TABLE
+
+    con = duckdb.connect()
+    con.execute(RAW_TABLE)
+    for n, line in enumerate(lines, start=1):
+        con.execute("INSERT INTO raw VALUES ('ck', 'f', ?, ?, NULL)", [n, json.dumps(line)])
+    engine = EngineValidation(con, rubric, "raw", "ck", chunk_lines=chunk_lines)
+    engine.run()
+    assert engine.valid == 4 and sorted(engine.bad) == [1, 3, 5, 7, 9]
