@@ -58,6 +58,9 @@ def _select(scan, ids: list[str] | None):
     if not ids:
         return sorted(known.values(), key=lambda c: (c.created_at, c.checkpoint_id))
     missing = [i for i in ids if i not in known]
+    refused = [r for r in scan.refused for i in missing if f"/{i}:" in r or f"/{i}/" in r]
+    if refused:
+        raise CliError(f"checkpoint refused: {refused[0]}")
     if missing:
         raise CliError(f"no complete checkpoint folder for {', '.join(missing)} (see 'eval-pipeline checkpoints')")
     return [known[i] for i in ids]
@@ -78,9 +81,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from eval_pipeline.ingest.checkpoints import scan_checkpoints
 
     defs, rubrics = _rubrics_and_defs(args)
-    ckpts = _select(scan_checkpoints(), args.checkpoint)
+    scan = scan_checkpoints()
+    ckpts = _select(scan, args.checkpoint)
     if not ckpts:
-        raise CliError("no complete checkpoint folders found")
+        why = f"; refused: {scan.refused[0]}" + (
+            f" (and {len(scan.refused) - 1} more)" if len(scan.refused) > 1 else ""
+        )
+        raise CliError("no complete checkpoint folders found" + (why if scan.refused else ""))
     from eval_pipeline.console import evaluate
 
     return evaluate(args, ckpts, defs, rubrics, _instance())

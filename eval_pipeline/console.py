@@ -276,6 +276,8 @@ def evaluate(args: Any, ckpts: list, defs: Any, rubrics: dict[str, Any], instanc
                 defs, instance, [c.checkpoint_id], selected, log_level="DEBUG" if args.verbose else "WARNING"
             )
         bar.clear()
+        for why in getattr(c, "refused_files", {}).values():
+            print(clean(f"{head}: file REFUSED {why}"), flush=True)
         for o in out:
             outcomes.append(o)
             mine = [assess(wh, rubrics[name], o.checkpoint_id) for name in o.rubrics] if wh.exists() else []
@@ -294,6 +296,17 @@ def evaluate(args: Any, ckpts: list, defs: Any, rubrics: dict[str, Any], instanc
             )
             break
     code = exit_code(outcomes, reports, fail_on_gates=not args.no_fail_on_gates)
+    refused = sum(len(getattr(c, "refused_files", {})) for c in ckpts)
+    if not outcomes:
+        print(
+            "eval-pipeline: nothing evaluated: no selected rubric has a file in the selected checkpoint(s) (exit 4)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_INCOMPLETE
+    if refused and code in (EXIT_OK, EXIT_GATES):  # incomplete data outranks failed gates, as in exit_code
+        print(f"eval-pipeline: INCOMPLETE: {refused} rubric file(s) refused (exit 4)", file=sys.stderr, flush=True)
+        return EXIT_INCOMPLETE
     print(_verdict(code, outcomes, reports), file=sys.stderr if code else sys.stdout, flush=True)
     return code
 

@@ -33,6 +33,8 @@ class Checkpoint:
     created_at: str
     parent: str | None
     rubric_files: dict[str, Path] = field(default_factory=dict)
+    # <rubric>.jsonl names in the folder that cannot be read as one, with why (a directory, a FIFO, a link out)
+    refused_files: dict[str, str] = field(default_factory=dict)
 
     def file_for(self, rubric: str) -> Path | None:
         return self.rubric_files.get(rubric)
@@ -54,7 +56,10 @@ def normalise_created_at(value: object, where: str) -> str:
         raise CheckpointError(f"{where}: 'created_at' {value!r} is not a valid date-time: {exc}") from exc
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except OverflowError:
+        raise CheckpointError(f"{where}: 'created_at' {value!r} falls outside the years 1-9999 in UTC") from None
 
 
 def _read_manifest(folder: Path) -> dict:
@@ -80,14 +85,18 @@ def _read_manifest(folder: Path) -> dict:
     return data
 
 
-def _rubric_files(folder: Path) -> dict[str, Path]:
-    """The folder's ``<rubric>.jsonl`` files: regular files inside the folder (a symlink out of it is ignored)."""
+def _rubric_files(folder: Path) -> tuple[dict[str, Path], dict[str, str]]:
+    """The folder's ``<rubric>.jsonl`` files (regular files inside the folder), and the others named so, each
+    with why it is not read (a directory, a FIFO, a dangling link, a link out of the folder)."""
     inside = folder.resolve()
-    files = {}
+    files, refused = {}, {}
     for p in sorted(folder.glob("*.jsonl")):
-        if not_a_file(p) is None and p.resolve().parent == inside:
+        why = not_a_file(p) or (None if p.resolve().parent == inside else "a link out of the checkpoint folder")
+        if why:
+            refused[p.stem] = f"{p} is {why}"
+        else:
             files[p.stem] = p
-    return files
+    return files, refused
 
 
 def read_checkpoint(folder: Path) -> Checkpoint:
@@ -110,7 +119,11 @@ def read_checkpoint(folder: Path) -> Checkpoint:
             raise CheckpointError(f"{manifest}: parent: {exc}") from exc
         if parent == ckpt_id:
             raise CheckpointError(f"{manifest}: parent: a checkpoint cannot be its own parent")
-    return Checkpoint(ckpt_id, folder, model.strip(), created, parent, _rubric_files(folder))
+    files, refused = _rubric_files(folder)
+    if not files:
+        why = "; ".join(refused.values()) if refused else "it holds no <rubric>.jsonl file"
+        raise CheckpointError(f"{folder}: nothing to evaluate: {why}")
+    return Checkpoint(ckpt_id, folder, model.strip(), created, parent, files, refused)
 
 
 @dataclass

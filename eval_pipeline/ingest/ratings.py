@@ -21,6 +21,7 @@ import io
 import math
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -203,7 +204,7 @@ class _RatingsReader:
             missing.append("a column for at least one of " + ", ".join(self.scales))
         if missing:
             return f"file header lacks required column(s) {missing}"
-        repeated = sorted({c for c in cols if c and cols.count(c) > 1})
+        repeated = sorted(c for c, n in Counter(cols).items() if c and n > 1)
         if repeated:
             return f"file header names {repeated} more than once (which value is the rating cannot be told)"
         close = self._misspelt(cols)

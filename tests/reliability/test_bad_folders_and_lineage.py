@@ -187,3 +187,33 @@ def test_terminal_escapes_in_names_are_shown_escaped(tmp_path, monkeypatch, caps
     assert cli(["checkpoints"]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "evil\\x1b[2J" in out
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "dangling_link"])
+def test_a_checkpoint_whose_rubric_files_cannot_be_read_is_refused_not_passed(tmp_path, monkeypatch, capsys, kind):
+    """#36.20: it said `ok: 0 checkpoint(s) evaluated, every gate passed` and exited 0."""
+    root = tmp_path / "ckpts"
+    folder = write_checkpoint(root, "ckpt-bad", {})
+    target = folder / "empathetic_dialogue.jsonl"
+    {
+        "directory": target.mkdir,
+        "fifo": lambda: os.mkfifo(target),
+        "dangling_link": lambda: target.symlink_to(folder / "gone"),
+    }[kind]()
+    scan = scan_checkpoints(root)
+    assert not scan.complete and f"{target} is" in scan.refused[0]
+    monkeypatch.setenv("EVAL_CHECKPOINT_DIR", str(root))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("EVAL_WAREHOUSE", str(tmp_path / "w.duckdb"))
+    assert cli(["run"]) == 2
+    err = capsys.readouterr().err
+    assert "no complete checkpoint folders found; refused:" in err and "nothing to evaluate" in err
+    assert cli(["run", "--checkpoint", "ckpt-bad"]) == 2
+    assert "checkpoint refused:" in capsys.readouterr().err
+
+
+def test_created_at_outside_the_calendar_in_utc_names_the_field(tmp_path):
+    from eval_pipeline.ingest.checkpoints import CheckpointError, normalise_created_at
+
+    with pytest.raises(CheckpointError, match="'created_at' '0001-01-01T00:00:00\\+14:00' falls outside the years"):
+        normalise_created_at("0001-01-01T00:00:00+14:00", "m.json")
