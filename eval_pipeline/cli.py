@@ -44,13 +44,10 @@ class CliError(Exception):
 
 
 def _instance():
-    import dagster as dg
-
     from eval_pipeline.core import settings
-    from eval_pipeline.defs.instance import install
+    from eval_pipeline.defs.instance import open_instance
 
-    install(settings.dagster_home(), settings.warehouse_path())  # what `make dagster-home` installs
-    return dg.DagsterInstance.get()
+    return open_instance(settings.dagster_home(), settings.warehouse_path())  # what `make dagster-home` installs
 
 
 def _select(scan, ids: list[str] | None):

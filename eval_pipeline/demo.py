@@ -21,7 +21,7 @@ import dagster as dg
 from eval_pipeline.console import Progress, RubricReport, assess, checkpoint_line, exit_code, report_lines, shorten
 from eval_pipeline.core import progress, settings
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.instance import install
+from eval_pipeline.defs.instance import open_instance
 from eval_pipeline.defs.runner import RunOutcome, materialize_checkpoints
 from eval_pipeline.ingest.checkpoints import scan_checkpoints
 from eval_pipeline.publish.report_table import results_table
@@ -36,8 +36,7 @@ def get_instance() -> dg.DagsterInstance:
     home = os.environ.get("DAGSTER_HOME")
     if not home:
         return dg.DagsterInstance.ephemeral()
-    install(Path(home), settings.warehouse_path())
-    return dg.DagsterInstance.get()
+    return open_instance(Path(home), settings.warehouse_path())
 
 
 def judge_line(instance: dg.DagsterInstance, outcomes: list[RunOutcome]) -> str:

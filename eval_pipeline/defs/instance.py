@@ -9,9 +9,11 @@ existing instance does not fit its warehouse; the benchmark writes the same inst
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from eval_pipeline.core import settings
 from eval_pipeline.storage.registry import open_backend
@@ -35,11 +37,34 @@ def instance_yaml(warehouse: str, backfill_limit: int | None = None) -> str:
 
 
 def install(home: Path, warehouse: str) -> None:
-    """The project's instance in ``home`` (``instance_yaml``), written when ``home`` has none; one it has is kept."""
+    """The project's instance in ``home`` (``instance_yaml``), written when ``home`` has none; one it has is kept.
+    Written whole or not at all (a second process never reads half a file)."""
     config = home / "dagster.yaml"
     if not config.exists():
         home.mkdir(parents=True, exist_ok=True)
-        config.write_text(instance_yaml(warehouse))
+        tmp = home / f".dagster.yaml.{os.getpid()}"
+        tmp.write_text(instance_yaml(warehouse))
+        os.replace(tmp, config)
+
+
+def open_instance(home: Path, warehouse: str) -> Any:
+    """The Dagster instance in ``home``, installed when it has none, its storages created by one process at a
+    time: two first runs at once on an empty home otherwise both stamp the run database's schema, which is then
+    left with two alembic heads and refuses every later run."""
+    import fcntl
+
+    import dagster as dg
+
+    install(home, warehouse)
+    with open(home / ".instance.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            instance = dg.DagsterInstance.from_config(str(home))
+            instance.get_runs(limit=1)  # the run, event log and schedule databases exist when this returns
+            instance.all_instigator_state()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return instance
 
 
 def backfill_limit_hint(path: Path, warehouse: str) -> str | None:
