@@ -322,7 +322,9 @@ def cmd_view(args: argparse.Namespace) -> int:
     from eval_pipeline.publish.viewer.app import serve
     from eval_pipeline.storage.warehouse import Warehouse
 
-    wh = Warehouse(args.warehouse or settings.warehouse_path())
+    # read-only (a missing warehouse is never created, a plain reader of a DuckDB file never waited on) and a short
+    # lock wait: a page says the file is busy in seconds rather than failing after the writer's two minutes
+    wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True, lock_timeout_s=3)
     _port_free(args.host, args.port)
     print(f"eval-pipeline view: http://{args.host}:{args.port}/ on {wh.describe()} (Ctrl-C stops it)")
     serve(wh, args.host, args.port)

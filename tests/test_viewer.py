@@ -61,7 +61,7 @@ def evaluated(tmp_path_factory) -> tuple[str, dg.DagsterInstance]:
 
 @pytest.fixture(scope="module")
 def client(evaluated) -> TestClient:
-    return TestClient(create_app(Warehouse(evaluated[0]), RUBRIC_DIR))
+    return TestClient(create_app(Warehouse(evaluated[0], read_only=True, lock_timeout_s=3), RUBRIC_DIR))
 
 
 def _links(html: str, pattern: str) -> list[str]:
@@ -318,3 +318,39 @@ def test_hostile_addresses_get_a_page_never_a_500(client):
         "/r/npc_dialogue/ckpt-0300/samples?page=-3",
     ):
         assert client.get(url).status_code < 500, url
+
+
+def test_the_viewer_reads_beside_a_held_reader_and_never_creates_a_warehouse(evaluated, tmp_path):
+    """#36.21: the viewer opened a DuckDB file read-write: with a plain read-only reader holding the file (as
+    the docs allow) a page waited 120 s and answered 500; pointed at a missing file it created an empty one."""
+    import subprocess
+    import sys
+    import time
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time; c = duckdb.connect(sys.argv[1], read_only=True); "
+            "c.sql('SELECT 1').fetchall(); print('held', flush=True); time.sleep(60)",
+            evaluated[0],
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        viewer = TestClient(create_app(Warehouse(evaluated[0], read_only=True, lock_timeout_s=3), RUBRIC_DIR))
+        t0 = time.monotonic()
+        page = viewer.get("/r/npc_dialogue/ckpt-0300")
+        assert page.status_code == 200 and "dialogue_naturalness" in page.text
+        assert time.monotonic() - t0 < 10
+    finally:
+        holder.kill()
+        holder.wait()
+    missing = tmp_path / "none" / "w.duckdb"
+    viewer = TestClient(create_app(Warehouse(str(missing), read_only=True), RUBRIC_DIR))
+    for url in ("/", "/r/npc_dialogue/ckpt-0300", "/r/npc_dialogue/ckpt-0300/samples"):
+        r = viewer.get(url)
+        assert r.status_code in (200, 404) and "Internal Server Error" not in r.text
+    assert not missing.exists() and not missing.parent.exists()

@@ -66,10 +66,10 @@ class FileBackend:
         return self.spec
 
     def _open(self, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-        if self.spec != ":memory:":
-            Path(self.spec).parent.mkdir(parents=True, exist_ok=True)
         if read_only and not self.exists():
             raise FileNotFoundError(f"warehouse {self.spec} does not exist yet: run the pipeline first (make demo)")
+        if self.spec != ":memory:" and not read_only:
+            Path(self.spec).parent.mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + self.lock_timeout_s
         delay = 0.05
         while True:

@@ -51,12 +51,14 @@ class Warehouse:
         *,
         backend: WarehouseBackend | None = None,
         lock_timeout_s: float | None = None,
+        read_only: bool = False,
     ):
         if backend is None:
             spec = str(path or settings.warehouse_path())
             backend = open_backend(spec, settings.warehouse_data_path(), lock_timeout_s=lock_timeout_s)
         self.backend = backend
         self.path = backend.spec
+        self.read_only = read_only  # every connection read-only: nothing is created, written or locked for writing
         self._session: duckdb.DuckDBPyConnection | None = None
         self.staging_swept = False  # stale staging tables looked for (storage.staging)
         self._write_lock = threading.RLock()  # this object's writers take turns (one connection's transaction each)
@@ -79,8 +81,8 @@ class Warehouse:
     # --- connections -----------------------------------------------------------------------
 
     def connect(self, read_only: bool = False) -> Any:
-        """A connection for one unit of work (a context manager)."""
-        return self.backend.connect(read_only)
+        """A connection for one unit of work (a context manager); read-only on a read-only warehouse."""
+        return self.backend.connect(read_only or self.read_only)
 
     @contextmanager
     def sandboxed_reader(self, as_of: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -133,7 +135,7 @@ class Warehouse:
     def session(self) -> Iterator[Warehouse]:
         """Many reads on one connection (opening a DuckDB file costs more than a small query)."""
         with self.connect() as con:
-            view = Warehouse(backend=self.backend)
+            view = Warehouse(backend=self.backend, read_only=self.read_only)
             view._session = con
             yield view
 

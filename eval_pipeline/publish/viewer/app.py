@@ -31,6 +31,7 @@ from eval_pipeline.core.ids import UnsafeIdentifierError
 from eval_pipeline.publish.viewer import queries
 from eval_pipeline.publish.viewer.render import input_groups, num, signed, word_diff
 from eval_pipeline.rubrics import load_rubrics
+from eval_pipeline.storage.file import WarehouseBusy
 from eval_pipeline.storage.warehouse import Warehouse
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -180,7 +181,14 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
         Route("/r/{rubric}/{checkpoint}/samples", samples),
         Route("/r/{rubric}/{checkpoint}/s/{sample_id:path}", sample),
     ]
-    return Starlette(routes=routes)
+
+    async def busy(request: Request, exc: Exception) -> Response:
+        return page("message.html", status=503, title="Warehouse busy", message=str(exc))
+
+    async def absent(request: Request, exc: Exception) -> Response:
+        return page("message.html", title="No results yet", message=str(exc))
+
+    return Starlette(routes=routes, exception_handlers={WarehouseBusy: busy, FileNotFoundError: absent})
 
 
 def serve(warehouse: Warehouse, host: str = "127.0.0.1", port: int = 8765) -> None:
