@@ -30,6 +30,7 @@ from eval_pipeline.core.contracts import (
     MODEL_MEAN,
     PANEL,
     rater_pair,
+    rater_vs_others,
 )
 from eval_pipeline.core.resampling import in_item_order, seed_of
 
@@ -142,8 +143,13 @@ def _dimension_rows(
         panel = panel_of(subset, items[subset.index.to_numpy()])  # ratings' index: their positions
         seed = seed_of(rubric.name, ckpt, dim) + (0 if kind == "human" else 101)
         group, mean = (ALL_HUMANS, HUMAN_MEAN) if kind == "human" else (ALL_MODELS, MODEL_MEAN)
+        pairs = (
+            _human_pair_rows(ckpt, dim, panel, labels, float(scale.max), seed)
+            if len(panel.raters) <= rubric.human_ratings.pairwise_up_to
+            else _rater_vs_others_rows(ckpt, dim, panel, labels)
+        )
         rows += [
-            *_human_pair_rows(ckpt, dim, panel, labels, float(scale.max), seed),
+            *pairs,
             *_all_human_rows(ckpt, dim, panel, subset, labels, float(scale.max), group),
             *_judge_rows(ckpt, dim, panel, judge, scale, seed, mean),
         ]
@@ -188,6 +194,44 @@ def _human_pair_rows(ckpt: str, dim: str, panel: Panel, labels: list[float], top
         )
         rows += _kappa_rows(base, a, b, labels, top, seed)
         rows += _rank_rows({**base, "prevalence": None, "ceiling_share": None, "label": None}, a, b, seed + 3)
+    return rows
+
+
+def _rater_vs_others_rows(ckpt: str, dim: str, panel: Panel, labels: list[float]) -> list[dict]:
+    """Each rater against the rest of the panel, for panels past ``pairwise_up_to`` (every pair would cost
+    n(n-1)/2 bootstraps): the share of the rater's rating pairs on shared items that agree (exactly the pooled
+    mean of its pairwise percent agreements, weighted by shared items), and the Spearman correlation with the
+    mean of the others on each item. Linear in ratings; no CIs."""
+    scores = panel.scores
+    rated = ~np.isnan(scores)
+    n_item = rated.sum(axis=1)
+    sums = np.where(rated, scores, 0.0).sum(axis=1)
+    same = {lab: (scores == lab).sum(axis=1) for lab in labels}  # per item: how many raters gave each label
+    rows: list[dict] = []
+    for r, name in enumerate(panel.raters):
+        mine = rated[:, r] & (n_item >= 2)
+        if not mine.any():
+            continue
+        x = scores[mine, r]
+        others = n_item[mine] - 1
+        agreeing = np.zeros(len(x))
+        for lab, count in same.items():
+            agreeing += np.where(x == lab, count[mine] - 1, 0)
+        base = dict(
+            checkpoint_id=ckpt,
+            dimension=dim,
+            raters=rater_vs_others(name),
+            n_items=int(mine.sum()),
+            n_raters=len(panel.raters),
+            ci_low=None,
+            ci_high=None,
+            prevalence=None,
+            ceiling_share=None,
+            label="against the other raters (the panel is past pairwise_up_to)",
+        )
+        rest = (sums[mine] - x) / others
+        rows.append({**base, "statistic": "percent_agreement", "value": float(agreeing.sum() / others.sum())})
+        rows.append({**base, "statistic": "spearman", "value": st.spearman(x, rest) if len(x) >= 2 else None})
     return rows
 
 

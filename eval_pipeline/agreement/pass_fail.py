@@ -10,7 +10,7 @@ import pandas as pd
 
 from eval_pipeline.agreement import stats as st
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import rater_pair
+from eval_pipeline.core.contracts import ALL_HUMANS, rater_pair
 from eval_pipeline.core.derived import per_rater
 from eval_pipeline.core.resampling import seed_of
 
@@ -20,6 +20,8 @@ def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> li
     if pf is None or ratings.empty:
         return []
     per = per_rater(rubric, ratings, pf.score, ["checkpoint_id", "sample_id"])
+    if per.shape[1] > rubric.human_ratings.pairwise_up_to:
+        return [_pooled_row(rubric, ckpt, per)]
     rows = []
     for e1, e2 in itertools.combinations(list(per.columns), 2):
         pair = per[[e1, e2]].dropna()
@@ -51,3 +53,28 @@ def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> li
             )
         )
     return rows
+
+
+def _pooled_row(rubric: RubricConfig, ckpt: str, per: pd.DataFrame) -> dict:
+    """Past ``pairwise_up_to`` raters, one row for the panel instead of a kappa per pair: Krippendorff's alpha
+    (nominal) on the pass/fail labels, missing ratings allowed."""
+    pf = rubric.human_ratings.pass_fail
+    assert pf is not None
+    values = per.to_numpy(float)
+    labels = np.where(np.isnan(values), np.nan, (np.round(values, 9) >= pf.threshold).astype(float))
+    seen = labels[~np.isnan(labels)]
+    v = st.krippendorff_alpha(np.ascontiguousarray(labels.T), "nominal", [0.0, 1.0])
+    return dict(
+        checkpoint_id=ckpt,
+        dimension=pf.score,
+        statistic=f"pass_fail_alpha (>= {pf.threshold:g})",
+        raters=ALL_HUMANS,
+        n_items=int(((~np.isnan(labels)).sum(axis=1) >= 2).sum()),
+        n_raters=per.shape[1],
+        value=v,
+        ci_low=None,
+        ci_high=None,
+        prevalence=st.prevalence(seen) if len(seen) else None,
+        ceiling_share=float(seen.mean()) if len(seen) else None,
+        label=st.kappa_band(v) if v == v else None,
+    )

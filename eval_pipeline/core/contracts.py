@@ -29,6 +29,11 @@ def rater_pair(a: str, b: str) -> str:
     return f"{a}~{b}"
 
 
+def rater_vs_others(a: str) -> str:
+    """agreement.raters of one rater compared with the rest of its panel (panels past the pairwise limit)."""
+    return f"{a}~others"
+
+
 # --- columns of each table ----------------------------------------------------------------------
 RAW_COLUMNS = ["checkpoint_id", "source_file", "line_number", "raw_line", "decode_error"]
 QUARANTINE_COLUMNS = [

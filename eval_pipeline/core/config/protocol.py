@@ -64,6 +64,13 @@ class HumanRatingsSpec(Strict):
         False,
         description="Count model raters in human_mean and the judge-reliability gate (default: humans only).",
     )
+    pairwise_up_to: int = Field(
+        12,
+        ge=2,
+        description="Raters up to which every pair is compared (kappas and rank correlations with bootstrap CIs, "
+        "n(n-1)/2 rows); with more, each rater is compared with the others instead (linear in raters). The pooled "
+        "statistics (Krippendorff, ICC, Fleiss) are exact either way.",
+    )
 
 
 class RepeatSpec(Strict):
