@@ -31,7 +31,7 @@ def test_past_the_pairwise_limit_each_rater_is_compared_with_the_others_exactly(
     dim = "persona_consistency"
     for r in sorted(ratings.evaluator.unique()):
         mine = pairs[(pairs.dimension == dim) & (pairs.statistic == "percent_agreement")
-                     & pairs.raters.str.split("~").apply(lambda x: r in x)]  # fmt: skip
+                     & pairs.raters.str.split("~").apply(lambda x, r=r: r in x)]  # fmt: skip
         expected = (mine.value * mine.n_items).sum() / mine.n_items.sum()
         got = summary[(summary.raters == f"{r}~others") & (summary.statistic == "percent_agreement")].value.iloc[0]
         assert got == pytest.approx(expected, abs=1e-12)
