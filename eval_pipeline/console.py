@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import UNPLACED
 from eval_pipeline.core.terminal import (
     EXIT_GATES,
     EXIT_INCOMPLETE,
@@ -45,6 +46,7 @@ class RubricReport:
     judge_reasons: dict[str, int] = field(default_factory=dict)
     rating_rows: int = 0
     rating_rejected: int = 0
+    rating_unplaced: int = 0  # rows of the ratings folder naming no known checkpoint (not this one's to count)
     rating_files_rejected: list[str] = field(default_factory=list)
     gates_total: int = 0
     gates_failed: list[tuple[str, float | None, float, str]] = field(default_factory=list)
@@ -104,6 +106,9 @@ def assess(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> RubricReport:
                 )[0][0]
             )
         if rejected is not None and len(rejected):
+            unplaced = rejected.reason.str.startswith(UNPLACED)
+            r.rating_unplaced = int(unplaced.sum())
+            rejected = rejected[~unplaced]
             whole = rejected[rejected.reason.str.startswith(("file header lacks", "file refused"))]
             r.rating_files_rejected = sorted(set(whole.source_file))
             r.rating_rejected = int(len(rejected) - (whole.line_number == 1).sum())
@@ -164,6 +169,8 @@ def report_lines(r: RubricReport, verbose: bool = False) -> list[str]:
         parts.append(f"judge {r.judge_scores - r.judge_missing}/{r.judge_scores}")
     if r.rating_rows:
         parts.append(f"{r.rating_rows} rating rows" + (f" ({r.rating_rejected} rejected)" if r.rating_rejected else ""))
+    if r.rating_unplaced:
+        parts.append(f"{r.rating_unplaced} unplaced rating rows")
     if r.gates_total:
         passed = r.gates_total - len(r.gates_failed) - len(r.gates_pending)
         pend = f", {len(r.gates_pending)} pending" if r.gates_pending else ""
@@ -273,14 +280,19 @@ def evaluate(args: Any, ckpts: list, defs: Any, rubrics: dict[str, Any], instanc
         bar = Progress(prefix=f"{head} ")
         with progress.listening(bar):
             out = materialize_checkpoints(
-                defs, instance, [c.checkpoint_id], selected, log_level="DEBUG" if args.verbose else "WARNING"
+                defs, instance, [c.checkpoint_id], selected, log_level=_dagster_log_level(args)
             )
         bar.clear()
         for why in getattr(c, "refused_files", {}).values():
             print(clean(f"{head}: file REFUSED {why}"), flush=True)
         for o in out:
             outcomes.append(o)
-            mine = [assess(wh, rubrics[name], o.checkpoint_id) for name in o.rubrics] if wh.exists() else []
+            # an interrupted run is not read back (what it wrote is partial, and Ctrl-C should end the command now)
+            mine = (
+                [assess(wh, rubrics[name], o.checkpoint_id) for name in o.rubrics]
+                if wh.exists() and not o.interrupted
+                else []
+            )
             reports += mine
             print(checkpoint_line(head, o, mine), flush=True)
             for failure in o.failures:
@@ -309,6 +321,14 @@ def evaluate(args: Any, ckpts: list, defs: Any, rubrics: dict[str, Any], instanc
         return EXIT_INCOMPLETE
     print(_verdict(code, outcomes, reports), file=sys.stderr if code else sys.stdout, flush=True)
     return code
+
+
+def _dagster_log_level(args: Any) -> str:
+    """Dagster's own console log: everything with --verbose, its errors and their stacks with --debug, else
+    nothing (each failed step is printed here as one line; the whole log stays in the instance)."""
+    if args.verbose:
+        return "DEBUG"
+    return "ERROR" if getattr(args, "debug", False) else "CRITICAL"
 
 
 def checkpoint_line(head: str, outcome: Any, reports: list[RubricReport]) -> str:

@@ -24,6 +24,11 @@ MODEL_MEAN = "model_mean"  # the mean of the imported model raters, as one rater
 ALL_MODELS = "all_models"  # agreement.raters of every model rater together
 
 
+# The reasons of rating rows that rate no known checkpoint start so: quarantined in every checkpoint's run (never
+# lost unseen), they are the ratings folder's problem and do not count against a checkpoint's completeness.
+UNPLACED = "unplaced row: "
+
+
 def rater_pair(a: str, b: str) -> str:
     """agreement.raters of two raters compared."""
     return f"{a}~{b}"

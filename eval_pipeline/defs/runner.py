@@ -22,6 +22,7 @@ from typing import Any
 import dagster as dg
 from dagster._core.storage.dagster_run import DagsterRunStatus
 
+from eval_pipeline.core import interrupts
 from eval_pipeline.core.processes import pid_alive
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.ingest.checkpoints import read_checkpoint
@@ -54,6 +55,14 @@ HOST_TAG, PID_TAG = "eval/host", "eval/pid"  # who runs an in-process run: a dea
 INTERRUPTED = "DagsterExecutionInterruptedError"  # what Dagster's own Ctrl-C handler raises inside a step
 
 
+def _interrupted(cls_name: str, message: str) -> bool:
+    """An error that is a signal's doing: Dagster's interrupt, Python's, DuckDB's "Query interrupted" (also when
+    DuckDB wraps Dagster's: "_duckdb.Error: DagsterExecutionInterruptedError")."""
+    return cls_name in (INTERRUPTED, "KeyboardInterrupt") or any(
+        word in message for word in (INTERRUPTED, "KeyboardInterrupt", "Query interrupted", "INTERRUPT Error")
+    )
+
+
 def step_failures(instance: dg.DagsterInstance, run_id: str) -> list[str]:
     """Each failed step of a run as one line: its key and the first line of the error that ended it."""
     out = []
@@ -63,11 +72,14 @@ def step_failures(instance: dg.DagsterInstance, run_id: str) -> list[str]:
         err = getattr(data, "error", None)
         while err is not None and getattr(err, "cause", None) is not None and "Error occurred while" in err.message:
             err = err.cause  # past Dagster's wrapper, to the user's error
-        if err is not None and err.cls_name == INTERRUPTED:
+        if err is not None and _interrupted(err.cls_name, err.message):
             out.append(f"{event.step_key if event else '?'}: interrupted (Ctrl-C)")
             continue
         message = (err.message if err is not None else record.user_message or "failed").strip().splitlines()
-        out.append(f"{event.step_key if event else '?'}: {message[0] if message else 'failed'}")
+        first = message[0] if message else "failed"
+        if first.startswith("dagster."):
+            first = first.split(": ", 1)[-1]  # "dagster._core.definitions.events.Failure: <why>": the why
+        out.append(f"{event.step_key if event else '?'}: {first}")
     return out
 
 
@@ -90,32 +102,41 @@ def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
 
 
 class Interrupted:
-    """Set when Ctrl-C arrived during a run (whatever the run then did with it)."""
+    """Set when Ctrl-C or SIGTERM arrived during a run, whatever the run then did with it (Dagster turns the
+    signal into its own error inside a step, DuckDB into "Query interrupted": core.interrupts notes it)."""
 
     def __init__(self) -> None:
         self.flag = False
 
+    def check(self) -> bool:
+        self.flag |= interrupts.requested()
+        return self.flag
+
 
 @contextmanager
 def interruptible() -> Iterator[Interrupted]:
-    """Ctrl-C records itself, then interrupts as usual; a caller checks ``.flag`` after each run, because a
-    step may turn the interrupt into an ordinary failure (DuckDB does: "Query interrupted")."""
+    """Ctrl-C and SIGTERM record themselves, then interrupt as Ctrl-C does; a caller checks ``check()`` after
+    each run, because a step may turn the interrupt into an ordinary failure."""
     state = Interrupted()
-    previous = signal.getsignal(signal.SIGINT)
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
-    def on_sigint(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: Any) -> None:
         state.flag = True
         raise KeyboardInterrupt
 
     try:
-        signal.signal(signal.SIGINT, on_sigint)
-    except ValueError:  # not the main thread: leave Ctrl-C as it is
+        for sig in previous:
+            signal.signal(sig, on_signal)
+    except ValueError:  # not the main thread: leave the signals as they are
         yield state
         return
     try:
-        yield state
+        with interrupts.watching():
+            yield state
+            state.check()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 # The report covers every rubric and checkpoint: drawn after the last run of a sequence, and after an earlier
@@ -170,10 +191,12 @@ def materialize_checkpoints(
                 )
             except KeyboardInterrupt:
                 interrupt.flag = True
+                interrupt.check()
                 outcome = RunOutcome(ckpt_id, names, False, time.perf_counter() - t0, "", ["interrupted"], True)
             else:
                 failures = [] if result.success else step_failures(instance, result.run_id)
                 interrupt.flag |= any(f.endswith("interrupted (Ctrl-C)") for f in failures)
+                interrupt.check()
                 seconds = time.perf_counter() - t0
                 outcome = RunOutcome(ckpt_id, names, result.success, seconds, result.run_id, failures, interrupt.flag)
             if outcome.run_id and time.monotonic() - drawn_at >= REPORT_EVERY_S:
@@ -184,7 +207,9 @@ def materialize_checkpoints(
             if interrupt.flag:
                 break  # Ctrl-C stops the whole sequence, not just this checkpoint
     ran = [o for o in outcomes if o.run_id]
-    if ran and ran[-1].report is None and ran[-1].report_error is None:  # the last run's, unless drawn after it
+    if (
+        ran and not interrupt.flag and ran[-1].report is None and ran[-1].report_error is None
+    ):  # the last run's, unless drawn after it
         _draw_report(wh, resources, ran[-1])
     return outcomes
 

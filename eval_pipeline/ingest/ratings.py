@@ -30,7 +30,7 @@ import pandas as pd
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import QUARANTINE_COLUMNS, RATER_KINDS, RATING_COLUMNS
+from eval_pipeline.core.contracts import QUARANTINE_COLUMNS, RATER_KINDS, RATING_COLUMNS, UNPLACED
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_evaluator
 from eval_pipeline.ingest.files import not_a_file
 
@@ -269,11 +269,11 @@ class _RatingsReader:
         if self.known is not None and named in self.known:
             return "other"
         if cell:
-            return f"checkpoint {cell!r} names no known checkpoint"
+            return f"{UNPLACED}checkpoint {cell!r} names no known checkpoint"
         if has_column:
-            return f"the checkpoint cell is blank and the file name {path.name!r} names no known checkpoint"
+            return f"{UNPLACED}the checkpoint cell is blank and the file name {path.name!r} names no known checkpoint"
         return (
-            "no checkpoint for this row: give a checkpoint column "
+            f"{UNPLACED}no checkpoint for this row: give a checkpoint column "
             f"or name the file <checkpoint>.csv (it is {path.name!r})"
         )
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from eval_pipeline.core import interrupts
 from eval_pipeline.judge.client import (
     CallResult,
     ClientStats,
@@ -66,6 +67,9 @@ class CallOutcome:
 
 
 OnAnswer = Callable[[str, CallOutcome], None]
+
+
+STOP_POLL_S = 0.1  # how often a batch of calls looks for Ctrl-C or SIGTERM (core.interrupts)
 
 
 def worker_processes(settings: JudgeSettings, calls: int) -> int:
@@ -122,9 +126,33 @@ async def _call_all(
         if on_answer is not None:  # every final outcome: a score, a final unparseable answer, or an error
             on_answer(spec.key, out)
 
+    async def until_stopped() -> None:  # Ctrl-C or SIGTERM: the calls in flight are cancelled, no new one starts
+        while not interrupts.requested():
+            await asyncio.sleep(STOP_POLL_S)
+
+    loop = asyncio.get_running_loop()
+    default = loop.get_exception_handler()
+
+    def quiet(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if interrupts.requested() or isinstance(context.get("exception"), KeyboardInterrupt | asyncio.CancelledError):
+            return  # calls cancelled by Ctrl-C: nothing to tell but the interruption itself
+        if default is not None:
+            default(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(quiet)
+    calls = asyncio.gather(*(one(s) for s in specs))
+    watch = asyncio.ensure_future(until_stopped())
     try:
-        await asyncio.gather(*(one(s) for s in specs))
+        await asyncio.wait([calls, watch], return_when=asyncio.FIRST_COMPLETED)
+        if not calls.done():
+            calls.cancel()
+            await asyncio.gather(calls, return_exceptions=True)
+            raise KeyboardInterrupt
+        calls.result()
     finally:
+        watch.cancel()
         await client.close()
     return results, client.stats
 
@@ -253,7 +281,12 @@ def _in_workers(
             threading.Thread(target=pump, args=(i, w.proc.stdout), daemon=True, name=f"judge-worker-{i}-reader").start()
         open_pipes = n
         while open_pipes:
-            i, line = events.get()
+            try:
+                i, line = events.get(timeout=STOP_POLL_S)
+            except queue.Empty:
+                if interrupts.requested():
+                    raise KeyboardInterrupt from None  # the workers are ended below
+                continue
             if line is None:
                 open_pipes -= 1
                 continue

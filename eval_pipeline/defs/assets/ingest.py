@@ -143,7 +143,10 @@ def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "to main.quarantine (stage 'ratings') with the reason.",
     )
     def human_ratings(
-        context: dg.AssetExecutionContext, warehouse: WarehouseResource, ratings: RatingsSource
+        context: dg.AssetExecutionContext,
+        warehouse: WarehouseResource,
+        ratings: RatingsSource,
+        checkpoints: CheckpointSource,
     ) -> dg.MaterializeResult:
         ckpt_id = context.partition_key
         wh = warehouse.get()
@@ -153,7 +156,10 @@ def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
                 f'SELECT "{rubric.inputs.id_field}" FROM "{rubric.name}".samples WHERE checkpoint_id = ?', [ckpt_id]
             )
         }
-        known = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
+        # every checkpoint there is: registered, or a folder not registered yet (a run registers only its own)
+        root = Path(checkpoints.root)
+        folders = {p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
+        known = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION)) | folders
         load = load_ratings(rubric, ckpt_id, ids, root=Path(ratings.root), known_checkpoints=known | {ckpt_id})
         with wh.partition_writer() as w:  # the ratings and their quarantine in one transaction
             w.write(*QUARANTINE, load.quarantine, {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "ratings"})
