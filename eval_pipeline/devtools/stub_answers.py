@@ -246,6 +246,8 @@ def reply(state: StubState, body: dict, fault: str | None, authorization: str) -
         answer = answer[: len(answer) // 2]
     elif fault == "cut_off":  # the scores whole, the rationale cut where max_tokens ran out (a parser could read it)
         answer = answer[: answer.index('"rationale"') + 20] if '"rationale"' in answer else answer
+    elif fault == "huge":  # a parseable answer of 2 MB: the scores, then a rationale that never ends
+        answer = answer.replace('"Deterministic stub judgement."', json.dumps("very " * 400_000))
     elif fault == "refusal":
         answer = "I'm sorry, but I can't evaluate this."
     elif not body.get("response_format"):

@@ -152,6 +152,11 @@ def _retry_after_seconds(exc: openai.APIStatusError) -> float | None:
     return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
+# The longest answer text read: a rubric's answer is scores and a rationale the schema bounds (600 characters);
+# a larger one is a missing score with its reason, so neither judge_scores nor the cache holds megabytes.
+MAX_ANSWER_CHARS = 64 * 1024
+
+
 class _NotJSON(ValueError):
     """A 200 answer whose body is not a JSON object."""
 
@@ -291,6 +296,12 @@ class OpenAIJudgeClient:
                     # cut off where max_tokens ran out: kept (it is the judge's answer) but never read as a score
                     result.truncated = choices[0].get("finish_reason") == "length"
                     content = msg.get("content")
+                    if isinstance(content, str) and len(content) > MAX_ANSWER_CHARS:
+                        # not a rubric's answer (a schema bounds its rationale): never a score, never cached whole
+                        result.error = (
+                            f"answer of {len(content):,} characters, more than {MAX_ANSWER_CHARS:,} (not stored)"
+                        )
+                        return result
                     # everything the endpoint sends back is stored or shown somewhere: never with the key in it
                     result.text = redact(content, self._api_key) if isinstance(content, str) else None
                     result.logprobs = _token_logprobs(choices[0].get("logprobs"))

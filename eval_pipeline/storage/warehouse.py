@@ -102,14 +102,15 @@ class Warehouse:
         """A person's query on the sandboxed reader. Statements that are not queries are refused with a clear
         message first; what makes it safe is the reader itself, which cannot write whatever it runs (an
         ``EXPLAIN ANALYZE`` of a ``COPY`` included)."""
-        if not sql.strip():
-            raise ValueError("no query given")
-        bad = [s.type.name for s in duckdb.extract_statements(sql) if s.type.name not in _QUERY_STATEMENTS]
+        statements = duckdb.extract_statements(sql) if sql.strip() else []
+        if not statements:
+            raise ValueError("no query given (the text holds no statement)")
+        bad = [s.type.name for s in statements if s.type.name not in _QUERY_STATEMENTS]
         if bad:
             raise PermissionError(f"only queries may run here, not {', '.join(bad)} (the warehouse is read-only)")
         with self.sandboxed_reader(as_of) as con:
             result = con.execute(sql)
-            if result.description is None:
+            if result is None or result.description is None:
                 raise ValueError("the statement returned no rows (only queries can run here)")
             return result.to_arrow_table()
 

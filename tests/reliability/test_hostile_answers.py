@@ -72,3 +72,30 @@ def test_an_answer_cut_off_at_max_tokens_is_a_missing_score_with_its_reason_neve
     cut = panel[panel.reason.fillna("").str.contains("cut off at max_tokens")]
     assert len(cut) > 0 and cut.score.isna().all() and (cut.status == "missing").all()
     assert panel[panel.score.notna()].reason.isna().all()  # the others are scores, without a note
+
+
+def test_an_answer_of_megabytes_is_a_missing_score_and_is_not_cached(rubrics, tmp_path):
+    """#36: 2 MB answers were cached whole (230 MB for 110 calls). The answer is a missing score with its reason;
+    the cache and judge_scores hold none of it."""
+    from eval_pipeline.core.contracts import PANEL
+    from eval_pipeline.devtools.openai_stub import StubServer
+    from eval_pipeline.judge.runner import judge_samples
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    from ..test_judge import FAST, emp_records
+
+    wh = Warehouse(str(tmp_path / "w.duckdb"))
+    with StubServer() as stub, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENAI_BASE_URL", stub.base_url)
+        mp.setenv("OPENAI_API_KEY", "sk-test")
+        stub.state.faults.extend(["huge"] * 6)
+        df, _ = judge_samples(rubrics["empathetic_dialogue"], "c", emp_records(3), wh, mode="openai", overrides=FAST)
+    panel = df[(df.judge == PANEL) & (df.kind == "dimension")]
+    assert panel.score.isna().all() and panel.reason.str.contains("more than 65,536").all()
+    size = (
+        wh.query_rows("SELECT coalesce(max(length(answer_text)), 0) FROM main.judge_cache")[0][0]
+        if wh.table_exists("main", "judge_cache")
+        else 0
+    )
+    assert size < 65_536
+    assert df.rationale.fillna("").str.len().max() < 65_536

@@ -159,3 +159,16 @@ def test_no_sample_text_can_end_the_data_block_or_start_a_line(rubrics, key, val
     assert lines[0] == BEGIN and lines[-1] == END
     assert not any(line.lstrip().startswith("# Rules") for line in lines)
     assert sum(END.lower() in line.lower() and "(quoted)" not in line for line in lines) == 1
+
+
+@pytest.mark.parametrize("query", ["", "   ", " ; ", "-- only a comment", "/* nothing */;"])
+def test_sql_with_no_statement_says_so(tmp_path, monkeypatch, capsys, query):
+    """#36.24: `sql ""` printed `'NoneType' object has no attribute 'df'`."""
+    from eval_pipeline.cli import main as cli
+
+    wh_path = tmp_path / "w.duckdb"
+    Warehouse(wh_path).execute("CREATE TABLE t AS SELECT 42 AS x")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli(["sql", "--warehouse", str(wh_path), query]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "eval-pipeline: error: no query given (the text holds no statement)"
