@@ -295,6 +295,9 @@ def evaluate(args: Any, ckpts: list, defs: Any, rubrics: dict[str, Any], instanc
             )
             reports += mine
             print(checkpoint_line(head, o, mine), flush=True)
+            usage = usage_line(wh, o.checkpoint_id, o.rubrics, o.run_id) if wh.exists() and not o.interrupted else None
+            if usage:
+                print(f"    {usage}", flush=True)
             for failure in o.failures:
                 print(f"    step FAILED {shorten(failure, 300)}", flush=True)
             for r in mine:
@@ -321,6 +324,44 @@ def evaluate(args: Any, ckpts: list, defs: Any, rubrics: dict[str, Any], instanc
         return EXIT_INCOMPLETE
     print(_verdict(code, outcomes, reports), file=sys.stderr if code else sys.stdout, flush=True)
     return code
+
+
+def usage_line(wh: Warehouse, ckpt: str, rubrics: list[str], run_id: str | None = None) -> str | None:
+    """What judging this checkpoint cost in this run (``run_id``; else its latest rows): calls, cache hits,
+    tokens, latency percentiles (the slowest step's), money when the price table covers the model."""
+    try:
+        with wh.session() as s:
+            if not s.table_exists("main", "judge_usage"):
+                return None
+            marks = ", ".join("?" for _ in rubrics)
+            where = f"checkpoint_id = ? AND rubric IN ({marks})" + (" AND run_id = ?" if run_id else "")
+            row = s.query_rows(
+                "SELECT sum(calls), sum(cache_hits), sum(prompt_tokens), sum(completion_tokens), "
+                "max(latency_p50_ms), max(latency_p90_ms), sum(cost), "
+                "count(*) FILTER (WHERE cost IS NULL AND calls > 0), "
+                f"any_value(currency), sum(not_asked_budget) FROM main.judge_usage WHERE {where}",
+                [ckpt, *rubrics, *([run_id] if run_id else [])],
+            )[0]
+    except Exception:  # noqa: BLE001 - a warehouse from before usage was recorded: no line
+        return None
+    calls, hits, tin, tout, p50, p90, cost, unpriced, currency, unasked = row
+    if not calls and not hits:  # nothing asked of an LLM (the heuristic judge)
+        return None
+    text = f"judge usage: {int(calls)} calls, {int(hits)} cached, {_k(tin)} in / {_k(tout)} out tokens"
+    if p50 is not None:
+        text += f", latency p50 {p50:.0f} ms p90 {p90:.0f} ms"
+    if calls and not unpriced and cost is not None:
+        text += f", cost {cost:.4f} {currency}"
+    elif calls:
+        text += " (no price: EVAL_PRICES)"
+    if unasked:
+        text += f"; {int(unasked)} prompts not asked: budget reached"
+    return text
+
+
+def _k(n: Any) -> str:
+    n = int(n or 0)
+    return f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
 
 
 def _dagster_log_level(args: Any) -> str:

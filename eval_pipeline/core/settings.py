@@ -149,3 +149,22 @@ def openai_base_url() -> str | None:
 def openai_api_key() -> str:
     """OPENAI_API_KEY: read when a client is made, never stored or logged."""
     return os.environ.get("OPENAI_API_KEY", "")
+
+
+def prices_path() -> str | None:
+    """EVAL_PRICES: a YAML price table (model -> input/output price per 1M tokens); unset: no costs in money."""
+    return os.environ.get("EVAL_PRICES", "").strip() or None
+
+
+def judge_budget() -> float | None:
+    """EVAL_JUDGE_BUDGET: what one run may spend on the judge, in the price table's currency (unset: no limit)."""
+    raw = os.environ.get("EVAL_JUDGE_BUDGET", "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"EVAL_JUDGE_BUDGET {raw!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"EVAL_JUDGE_BUDGET {raw!r} must be a finite number >= 0")
+    return value

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from eval_pipeline.core import progress
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.judge import cache
+from eval_pipeline.judge import cache, costs
 from eval_pipeline.judge.calls import CallOutcome, CallSpec, call_specs
 from eval_pipeline.judge.client import JudgeSettings
 from eval_pipeline.judge.parsing import JudgeParseError
@@ -31,6 +31,11 @@ class JudgeRunStats:
     max_in_flight: int = 0
     processes: int = 1
     missing_reasons: dict[str, int] = field(default_factory=dict)
+    latencies_ms: list[float] = field(default_factory=list)  # one per call made (cache hits took none)
+    models: list[str] = field(default_factory=list)
+    spent: float = 0.0  # in the price table's currency, for the calls made (cache hits cost nothing)
+    priced: bool = True  # False once a call was made to a model the price table has no price for
+    not_asked_budget: int = 0  # prompts left unasked because the run's budget would not cover them
 
     def merge(self, other: JudgeRunStats) -> None:
         """Add another batch's figures (the same judges, scored in chunks)."""
@@ -46,10 +51,20 @@ class JudgeRunStats:
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.wall_s += other.wall_s
+        self.latencies_ms += other.latencies_ms
+        self.models += [m for m in other.models if m not in self.models]
+        self.not_asked_budget += other.not_asked_budget
+        self.spent += other.spent
+        self.priced &= other.priced
         self.max_in_flight = max(self.max_in_flight, other.max_in_flight)
         self.processes = max(self.processes, other.processes)
         for reason, n in other.missing_reasons.items():
             self.missing_reasons[reason] = self.missing_reasons.get(reason, 0) + n
+
+    @property
+    def cost(self) -> float | None:
+        """What the calls cost, or None when a model called has no price (EVAL_PRICES)."""
+        return self.spent if self.priced else None
 
     @property
     def cache_hit_rate(self) -> float:
@@ -87,7 +102,22 @@ def cached_calls(
                 pass  # a cached answer that no longer parses is asked again
         todo[spec.key] = spec
     stats.cache_hits += sum(1 for s in specs if s.key in out)
+    if settings.model not in stats.models:
+        stats.models.append(settings.model)
     tick = _progress(rubric, settings, len(out) + len(todo), len(out), sum(o.parsed is None for o in out.values()))
+    budget = costs.current()
+    if budget is not None and todo:
+        keys = list(todo)
+        n = budget.admit(settings.model, settings.max_tokens, [todo[k].messages for k in keys])
+        why = (
+            f"budget: not asked: the run's EVAL_JUDGE_BUDGET ({budget.limit:g} {budget.prices.currency}) "
+            "would not cover it"
+        )
+        for key in keys[n:]:
+            out[key] = CallOutcome(error=why)
+            tick(out[key], called=False)
+            del todo[key]
+        stats.not_asked_budget += len(keys) - n
     if todo:
         with cache.BackgroundWriter(wh) as writer:
 
@@ -121,6 +151,13 @@ def cached_calls(
         stats.completion_tokens += cs.completion_tokens
         stats.max_in_flight = max(stats.max_in_flight, cs.max_in_flight)
         stats.processes = max(stats.processes, cs.processes)
+        stats.latencies_ms += cs.latency_ms
+        spent = costs.load_prices().cost(settings.model, cs.prompt_tokens, cs.completion_tokens)
+        if cs.calls:
+            stats.spent += spent or 0.0
+            stats.priced &= spent is not None
+        if budget is not None:
+            budget.charge(spent)
         out.update(fresh)
     return out
 
@@ -142,9 +179,9 @@ def _progress(rubric: RubricConfig, settings: JudgeSettings, total: int, hits: i
             **state,
         )
 
-    def tick(o: CallOutcome) -> None:
+    def tick(o: CallOutcome, called: bool = True) -> None:
         state["done"] += 1
-        state["calls"] += 1
+        state["calls"] += called
         state["missing"] += o.parsed is None
         emit()
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.contracts import EXTRACTION_COLUMNS
-from eval_pipeline.judge import cache
+from eval_pipeline.judge import cache, costs
 from eval_pipeline.judge.calls import CallSpec
 from eval_pipeline.judge.parsing import JudgeParseError, _first_object
 from eval_pipeline.judge.prompts import INJECTION_NOTICE, data_block
@@ -87,7 +87,9 @@ def extract(
             )
             for r in records
         ]
-        return pd.DataFrame(rows, columns=EXTRACTION_COLUMNS), stats
+        costs.record(stats)
+        costs.record(stats)
+    return pd.DataFrame(rows, columns=EXTRACTION_COLUMNS), stats
     spec = (rubric.panel.judges or [JudgeSpec(name="default")])[0]
     settings = settings_from_env(spec, **(overrides or {}))
     stats.judges, stats.judge_kind = [settings.name], "llm"
@@ -138,4 +140,5 @@ def extract(
                 reason=reason,
             )
         )
+    costs.record(stats)
     return pd.DataFrame(rows, columns=EXTRACTION_COLUMNS), stats

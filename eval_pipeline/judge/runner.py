@@ -20,7 +20,7 @@ import pandas as pd
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.contracts import PANEL, SCORE_COLUMNS
-from eval_pipeline.judge import cache
+from eval_pipeline.judge import cache, costs
 from eval_pipeline.judge.cached import JudgeRunStats, cached_calls
 from eval_pipeline.judge.calls import CallSpec
 from eval_pipeline.judge.client import JudgeSettings
@@ -263,4 +263,5 @@ def judge_samples(
     for reason in missing.reason:
         key = str(reason).split(":")[0][:80]
         stats.missing_reasons[key] = stats.missing_reasons.get(key, 0) + 1
+    costs.record(stats)
     return df, stats

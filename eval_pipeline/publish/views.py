@@ -45,7 +45,9 @@ def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str
     the leaderboard, marked ``rubric_configured = false``, so nobody reads it as current."""
     configured = configured_rubrics() if configured is None else configured
     with wh.session() as reader:
-        found = _schemas_with(reader, ["summary", "gates", "judge_scores", "checkpoints", "judge_identity"])
+        found = _schemas_with(
+            reader, ["summary", "gates", "judge_scores", "checkpoints", "judge_identity", "judge_usage"]
+        )
         made = _view_fingerprints(reader)
     summaries, gates, judged = found["summary"] - {"main"}, found["gates"], found["judge_scores"]
     identified = found["judge_identity"]
@@ -99,6 +101,13 @@ def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str
         "main.leaderboard) ORDER BY created_at DESC, checkpoint_id DESC LIMIT 1)"
     )
 
+    # what judging cost, every rubric's judge steps in one place (the console, the viewer and budgets read it)
+    usage = "\nUNION ALL\n".join(
+        f"SELECT '{r}' AS rubric, * FROM \"{r}\".judge_usage" for r in sorted(found["judge_usage"] - {"main"})
+    )
+    if usage:
+        latest += f";\nCREATE OR REPLACE VIEW main.judge_usage AS {usage}"
+
     # a view is created again only when its SQL changed (a rubric came or went): on a DuckLake each CREATE
     # costs every process its catalog cache
     fingerprint = hashlib.sha256(f"{union}\n{latest}".encode()).hexdigest()[:16]
@@ -108,7 +117,8 @@ def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str
     def replace_views() -> None:
         with wh.writing() as con, transaction(con):
             con.execute(f"CREATE OR REPLACE VIEW main.leaderboard AS {union}")
-            con.execute(latest)
+            for statement in latest.split(";\n"):
+                con.execute(statement)
             for view in ("leaderboard", "latest"):
                 con.execute(f"COMMENT ON VIEW main.{view} IS '{fingerprint}'")
 

@@ -15,6 +15,7 @@ from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.defs.asset import asset_key, rounded, rubric_asset
 from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
+from eval_pipeline.judge import costs
 from eval_pipeline.judge.client import redact
 from eval_pipeline.judge.extraction import extract
 from eval_pipeline.judge.identity import IDENTITY_COLUMNS, identity_of
@@ -37,6 +38,88 @@ def _redacting(fn: Callable) -> Callable:
             raise dg.Failure(description=message[:2000]) from None
 
     return step
+
+
+def _usage_frame(ckpt: str, step: str, run_id: str, batches: list[JudgeRunStats]) -> tuple[pd.DataFrame, dict]:
+    """The step's row of ``<rubric>.judge_usage`` and its Dagster metadata, from every judging batch it made."""
+    total = JudgeRunStats()
+    for b in batches:
+        total.merge(b)
+    currency = costs.load_prices().currency
+    lat = total.latencies_ms
+    row = dict(
+        checkpoint_id=ckpt,
+        step=step,
+        run_id=run_id,
+        judge=", ".join(total.judges) or total.judge_kind,
+        models=", ".join(total.models) or total.judge_kind,
+        prompts=total.prompts,
+        calls=total.calls,
+        cache_hits=total.cache_hits,
+        http_attempts=total.http_attempts,
+        prompt_tokens=total.prompt_tokens,
+        completion_tokens=total.completion_tokens,
+        latency_p50_ms=costs.percentile(lat, 50),
+        latency_p90_ms=costs.percentile(lat, 90),
+        latency_p99_ms=costs.percentile(lat, 99),
+        wall_s=round(total.wall_s, 3),
+        cost=total.cost,
+        currency=currency,
+        not_asked_budget=total.not_asked_budget,
+    )
+    frame = pd.DataFrame([row], columns=costs.USAGE_COLUMNS).astype(
+        {c: "float64" for c in ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "cost")}
+    )
+    metadata = {
+        "usage_calls": dg.MetadataValue.int(total.calls),
+        "usage_cache_hits": dg.MetadataValue.int(total.cache_hits),
+        "usage_prompt_tokens": dg.MetadataValue.int(total.prompt_tokens),
+        "usage_completion_tokens": dg.MetadataValue.int(total.completion_tokens),
+        "usage_latency_p90_ms": dg.MetadataValue.float(round(row["latency_p90_ms"] or 0.0, 1)),
+    }
+    if total.cost is not None and total.calls:
+        metadata["usage_cost"] = dg.MetadataValue.float(round(total.cost, 6))
+        metadata["usage_currency"] = dg.MetadataValue.text(currency)
+    if total.not_asked_budget:
+        metadata["usage_not_asked_budget"] = dg.MetadataValue.int(total.not_asked_budget)
+    return frame, metadata
+
+
+def _spent_by_run(wh: Any, run_id: str) -> float:
+    """What this run's earlier judge steps recorded as spent (steps in other processes of the same run)."""
+    try:
+        rows = wh.query_rows("SELECT coalesce(sum(cost), 0) FROM main.judge_usage WHERE run_id = ?", [run_id])
+    except Exception:  # noqa: BLE001 - no usage view yet: nothing recorded
+        return 0.0
+    return float(rows[0][0] or 0.0)
+
+
+def _metered(rubric: RubricConfig, step: str) -> Callable:
+    """A judge step that draws on the run's budget (EVAL_JUDGE_BUDGET) and records what it used in
+    ``<rubric>.judge_usage`` (one row per checkpoint and step) and in its metadata."""
+
+    def wrap(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def step_fn(context: dg.AssetExecutionContext, warehouse: WarehouseResource, *args: Any, **kwargs: Any) -> Any:
+            wh = warehouse.get()
+            run_id = context.run.run_id
+            try:
+                spending = costs.spending(run_id, _spent_by_run(wh, run_id))
+                with spending, costs.metering() as batches:
+                    result = fn(context, warehouse, *args, **kwargs)
+            except (costs.BudgetError, ValueError) as exc:
+                if isinstance(exc, costs.BudgetError) or "EVAL_JUDGE_BUDGET" in str(exc):
+                    raise dg.Failure(description=str(exc), allow_retries=False) from None
+                raise
+            frame, metadata = _usage_frame(context.partition_key, step, run_id, batches)
+            wh.replace_partition(
+                rubric.name, "judge_usage", frame, {"checkpoint_id": context.partition_key, "step": step}
+            )
+            return dg.MaterializeResult(metadata={**(result.metadata or {}), **metadata})
+
+        return step_fn
+
+    return wrap
 
 
 def _judge_metadata(stats: JudgeRunStats, samples: int, means: dict, latency_p50: float) -> dict:
@@ -78,6 +161,7 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "its reason, never a score. EVAL_JUDGE=heuristic (default) is a rule-based judge, labelled 'heuristic'.",
     )
     @_redacting
+    @_metered(rubric, "judge_scores")
     def judge_scores(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
     ) -> dg.MaterializeResult:
@@ -130,6 +214,7 @@ def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "inference prompt). Offline, rows say so and the metric uses its own extractor.",
     )
     @_redacting
+    @_metered(rubric, "extractions")
     def extractions(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
     ) -> dg.MaterializeResult:
@@ -162,6 +247,7 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "stated score.",
     )
     @_redacting
+    @_metered(rubric, "judge_calibration")
     def judge_calibration(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
     ) -> dg.MaterializeResult:
@@ -202,6 +288,7 @@ def judge_repeatability_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "alpha across the scorings, the mean within-sample SD and the share of samples whose score changed.",
     )
     @_redacting
+    @_metered(rubric, "judge_repeatability")
     def judge_repeatability(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
     ) -> dg.MaterializeResult:

@@ -1,0 +1,79 @@
+"""What judging costs (#34.4): per step usage in `<rubric>.judge_usage` and `main.judge_usage`, money from a price
+table, the console's usage line, and a budget a run never exceeds."""
+
+import shutil
+
+import pytest
+
+from eval_pipeline.cli import main as cli
+from eval_pipeline.devtools.openai_stub import StubServer
+from eval_pipeline.storage.warehouse import Warehouse
+
+from .conftest import SAMPLE_CHECKPOINTS
+
+PRICES = "currency: EUR\nmodels:\n  gpt-4o-mini: {input: 0.15, output: 0.60}\n"
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    root = tmp_path / "ckpts" / "ckpt-0100"
+    root.mkdir(parents=True)
+    for name in ("kg_qa.jsonl", "checkpoint.json"):
+        shutil.copy(SAMPLE_CHECKPOINTS / "ckpt-0100" / name, root / name)
+    (tmp_path / "prices.yaml").write_text(PRICES)
+    monkeypatch.setenv("EVAL_CHECKPOINT_DIR", str(tmp_path / "ckpts"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("EVAL_WAREHOUSE", f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}")
+    monkeypatch.setenv("EVAL_JUDGE", "openai")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("EVAL_PRICES", str(tmp_path / "prices.yaml"))
+    with StubServer() as stub:
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        yield stub
+
+
+def _usage():
+    wh = Warehouse()
+    cols = "step, calls, cache_hits, prompt_tokens, completion_tokens, latency_p50_ms, latency_p90_ms, cost, currency"
+    return wh.run_readonly(f"SELECT {cols}, not_asked_budget FROM main.judge_usage ORDER BY step")
+
+
+@pytest.mark.slow
+def test_usage_and_cost_are_recorded_per_step_and_shown(env, capfd):
+    assert cli(["run", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0
+    out = capfd.readouterr().out
+    usage = _usage()
+    assert set(usage.step) >= {"judge_scores", "judge_repeatability"}
+    calls = int(usage.calls.sum())
+    assert calls == env.state.completions  # every call the endpoint answered, counted once
+    expected = (usage.prompt_tokens * 0.15 + usage.completion_tokens * 0.60) / 1e6
+    assert usage.cost.tolist() == pytest.approx(expected.tolist(), rel=1e-12)
+    assert (usage.currency == "EUR").all() and (usage.latency_p90_ms >= usage.latency_p50_ms).all()
+    line = next(x for x in out.splitlines() if "judge usage:" in x)
+    assert f"{calls} calls" in line and "EUR" in line and "p90" in line
+    # a re-run is answered from the cache: no call, no cost
+    assert cli(["run", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0
+    again = _usage()
+    assert again.calls.sum() == 0 and again.cost.sum() == 0 and again.cache_hits.sum() > 0
+
+
+@pytest.mark.slow
+def test_a_run_never_spends_more_than_its_budget(env, monkeypatch, capfd):
+    monkeypatch.setenv("EVAL_JUDGE_BUDGET", "0.004")
+    assert cli(["run", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 4  # scores left unasked: incomplete
+    out = capfd.readouterr().out
+    usage = _usage()
+    assert 0 < usage.cost.sum() <= 0.004 and usage.not_asked_budget.sum() > 0
+    assert "prompts not asked: budget reached" in out
+    wh = Warehouse()
+    reasons = wh.run_readonly("SELECT DISTINCT reason FROM kg_qa.judge_scores WHERE status = 'missing'").reason
+    assert reasons.str.contains("EVAL_JUDGE_BUDGET").all()
+
+
+def test_a_budget_without_a_price_for_the_model_stops_the_step_with_one_line(env, monkeypatch, capfd):
+    monkeypatch.setenv("EVAL_JUDGE_BUDGET", "1")
+    monkeypatch.setenv("EVAL_JUDGE_MODEL", "unpriced-model")
+    assert cli(["run", "--rubric", "kg_qa"]) == 1
+    out = capfd.readouterr().out
+    assert "price table has no price for model 'unpriced-model'" in out
+    assert env.state.completions == 0  # not one call made
