@@ -51,6 +51,13 @@ def test_usage_and_cost_are_recorded_per_step_and_shown(env, capfd):
     assert (usage.currency == "EUR").all() and (usage.latency_p90_ms >= usage.latency_p50_ms).all()
     line = next(x for x in out.splitlines() if "judge usage:" in x)
     assert f"{calls} calls" in line and "EUR" in line and "p90" in line
+    # the viewer's checkpoint page shows the same figures
+    from starlette.testclient import TestClient
+
+    from eval_pipeline.publish.viewer.app import create_app
+
+    page = TestClient(create_app(Warehouse(read_only=True))).get("/r/kg_qa/ckpt-0100").text
+    assert page.count('class="usage-row"') == len(usage) and "EUR" in page
     # a re-run is answered from the cache: no call, no cost
     assert cli(["run", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0
     again = _usage()

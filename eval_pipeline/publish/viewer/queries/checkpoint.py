@@ -34,6 +34,7 @@ class CheckpointPage:
     headline: str | None
     length_bias: list[dict[str, Any]] = field(default_factory=list)
     repeatability: list[dict[str, Any]] = field(default_factory=list)
+    usage: list[dict[str, Any]] = field(default_factory=list)  # what each judge step cost (judge_usage)
 
 
 def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int = 200) -> CheckpointPage:
@@ -80,6 +81,11 @@ def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int
             if "judge_repeatability" in present
             else []
         )
+        usage = (
+            records(s.query_df(f'SELECT * FROM "{rubric}".judge_usage WHERE checkpoint_id = ? ORDER BY step', [ckpt]))
+            if "judge_usage" in present
+            else []
+        )
         q_total, quarantine = 0, []
         if s.table_exists("main", "quarantine"):
             q_total = s.query_rows(
@@ -115,6 +121,7 @@ def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int
         headline,
         length,
         repeat,
+        usage,
     )
 
 
