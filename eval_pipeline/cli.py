@@ -231,7 +231,17 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
 
     # the valid samples only, validated as the pipeline does (ratings of others are refused)
     ids: list[str] = validate_file(rubric, path, ckpt.checkpoint_id).samples[rubric.inputs.id_field].tolist()
-    out = Path(args.out or f"ratings-{rubric.name}-{ckpt.checkpoint_id}.csv")
+    from eval_pipeline.core import settings
+    from eval_pipeline.core.ids import UnsafeIdentifierError, check_evaluator
+
+    try:
+        check_evaluator(args.evaluator)
+    except UnsafeIdentifierError as exc:
+        raise CliError(str(exc)) from None
+    # by default where the pipeline reads ratings, so a filled-in file counts at the next run without a move
+    out = Path(args.out or settings.ratings_dir() / rubric.name / f"{ckpt.checkpoint_id}-{args.evaluator}.csv")
+    if out.exists():
+        raise CliError(f"{out} exists (ratings are never overwritten): fill that one in, or give --out")
     header = ["sample_id", "evaluator", "rater_kind", "checkpoint", *rubric.rating_scales, "notes"]
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="", encoding="utf-8") as fh:
@@ -240,7 +250,11 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
         for sid in ids:
             w.writerow([sid, args.evaluator, "human", ckpt.checkpoint_id, *([""] * len(rubric.rating_scales)), ""])
     scales = ", ".join(f"{k} {s.min}-{s.max}" for k, s in rubric.rating_scales.items())
-    print(f"wrote {out}: {len(ids)} samples; fill one score per column ({scales}); empty = not rated")
+    print(
+        f"wrote {out}: {len(ids)} samples; fill one score per column ({scales}); a row left empty is reported as "
+        f"not rated yet. The pipeline reads {settings.ratings_dir() / rubric.name}/*.csv at the next run"
+        + ("" if out.parent.resolve() == (settings.ratings_dir() / rubric.name).resolve() else "; move the file there")
+    )
     return 0
 
 
@@ -437,8 +451,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tp.add_argument("--rubric", required=True)
     tp.add_argument("--checkpoint", required=True)
-    tp.add_argument("--evaluator", default="", help="fill the evaluator column")
-    tp.add_argument("--out", help="file to write (default: <ratings dir>/<rubric>/<checkpoint>.template.csv)")
+    tp.add_argument("--evaluator", required=True, help="who rates: fills the evaluator column and names the file")
+    tp.add_argument(
+        "--out", help="file to write (default: <ratings dir>/<rubric>/<checkpoint>-<evaluator>.csv, where it is read)"
+    )
     tp.set_defaults(fn=cmd_ratings_template)
     at = sub.add_parser(
         "attach-sql", help="print the SQL that opens the warehouse read-only in a plain DuckDB", parents=[common]

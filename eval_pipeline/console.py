@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import UNPLACED
+from eval_pipeline.core.contracts import UNPLACED, UNRATED
 from eval_pipeline.core.terminal import (
     EXIT_GATES,
     EXIT_INCOMPLETE,
@@ -47,6 +47,7 @@ class RubricReport:
     rating_rows: int = 0
     rating_rejected: int = 0
     rating_unplaced: int = 0  # rows of the ratings folder naming no known checkpoint (not this one's to count)
+    rating_unrated: int = 0  # rows with no score written yet (a template being filled in)
     rating_files_rejected: list[str] = field(default_factory=list)
     gates_total: int = 0
     gates_failed: list[tuple[str, float | None, float, str]] = field(default_factory=list)
@@ -107,8 +108,9 @@ def assess(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> RubricReport:
             )
         if rejected is not None and len(rejected):
             unplaced = rejected.reason.str.startswith(UNPLACED)
-            r.rating_unplaced = int(unplaced.sum())
-            rejected = rejected[~unplaced]
+            unrated = rejected.reason.str.startswith(UNRATED)
+            r.rating_unplaced, r.rating_unrated = int(unplaced.sum()), int(unrated.sum())
+            rejected = rejected[~unplaced & ~unrated]
             whole = rejected[rejected.reason.str.startswith(("file header lacks", "file refused"))]
             r.rating_files_rejected = sorted(set(whole.source_file))
             r.rating_rejected = int(len(rejected) - (whole.line_number == 1).sum())
@@ -171,6 +173,8 @@ def report_lines(r: RubricReport, verbose: bool = False) -> list[str]:
         parts.append(f"{r.rating_rows} rating rows" + (f" ({r.rating_rejected} rejected)" if r.rating_rejected else ""))
     if r.rating_unplaced:
         parts.append(f"{r.rating_unplaced} unplaced rating rows")
+    if r.rating_unrated:
+        parts.append(f"{r.rating_unrated} rows not rated yet")
     if r.gates_total:
         passed = r.gates_total - len(r.gates_failed) - len(r.gates_pending)
         pend = f", {len(r.gates_pending)} pending" if r.gates_pending else ""

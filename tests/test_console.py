@@ -227,3 +227,29 @@ def test_a_report_that_cannot_be_written_never_fails_the_evaluation(env, monkeyp
     assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0
     out, err = capfd.readouterr()
     assert "report not written" in out + err
+
+
+def test_the_ratings_template_goes_where_ratings_are_read_and_unfilled_rows_are_not_faults(
+    env, rubrics, monkeypatch, capfd
+):
+    """#34.5: it was written into the current folder without saying where it must go. By default it is written
+    into the rubric's ratings folder, the path printed; rows not filled in yet are reported as such (quarantined
+    with that reason), never as rejected ratings; an existing file is never overwritten."""
+    from eval_pipeline.console import RubricReport, report_lines
+    from eval_pipeline.ingest.ratings import load_ratings
+
+    monkeypatch.setenv("EVAL_RATINGS_DIR", str(env / "ratings"))
+    args = ["ratings-template", "--rubric", "kg_qa", "--checkpoint", "ckpt-0100", "--evaluator", "ann"]
+    assert cli(args) == 0
+    expected = env / "ratings" / "kg_qa" / "ckpt-0100-ann.csv"
+    out = capfd.readouterr().out
+    assert expected.exists() and f"wrote {expected}" in out and "move the file" not in out
+    assert cli(args) == 2 and "never overwritten" in capfd.readouterr().err
+    ids = {r["sample_id"] for r in csv.DictReader(expected.open())}
+    load = load_ratings(rubrics["kg_qa"], "ckpt-0100", ids, root=env / "ratings")
+    assert load.ratings.empty and len(load.quarantine) == 60
+    assert load.quarantine.reason.str.startswith("not rated yet: ").all()
+    assert cli(["ratings-template", "--rubric", "kg_qa", "--checkpoint", "ckpt-0100", "--evaluator", "a b"]) == 2
+    assert "unsafe evaluator name" in capfd.readouterr().err
+    line = report_lines(RubricReport(rubric="kg_qa", lines=60, valid=60, rating_unrated=60))[0]
+    assert "60 rows not rated yet" in line and "INCOMPLETE" not in line

@@ -27,6 +27,8 @@ ALL_MODELS = "all_models"  # agreement.raters of every model rater together
 # The reasons of rating rows that rate no known checkpoint start so: quarantined in every checkpoint's run (never
 # lost unseen), they are the ratings folder's problem and do not count against a checkpoint's completeness.
 UNPLACED = "unplaced row: "
+# ... and of rows no score was written in yet (a ratings template not filled in): kept, reported, not a fault.
+UNRATED = "not rated yet: "
 
 
 def rater_pair(a: str, b: str) -> str:

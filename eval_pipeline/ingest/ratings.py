@@ -30,7 +30,7 @@ import pandas as pd
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import QUARANTINE_COLUMNS, RATER_KINDS, RATING_COLUMNS, UNPLACED
+from eval_pipeline.core.contracts import QUARANTINE_COLUMNS, RATER_KINDS, RATING_COLUMNS, UNPLACED, UNRATED
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_evaluator
 from eval_pipeline.ingest.files import not_a_file
 
@@ -304,7 +304,7 @@ class _RatingsReader:
             return
         problems, scores = _score_problems(rec, rated, self.scales)
         if problems or not scores:
-            reason = "; ".join(problems) or f"no score in any rated column ({', '.join(rated)}): the row rates nothing"
+            reason = "; ".join(problems) or f"{UNRATED}no score in any rated column ({', '.join(rated)})"
             self.quarantine(path.name, line_no, raw, reason)
             return
         kind = (rec.get("rater_kind") or "").lower() or (
