@@ -150,6 +150,27 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """A checkpoint's results as files (publish.export): one per table, and a manifest.json."""
+    from eval_pipeline.core import settings
+    from eval_pipeline.publish.export import export_checkpoint
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True)
+    if not wh.exists():
+        raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' (or make demo) first")
+    out = Path(args.out or f"export-{args.checkpoint}")
+    if out.exists() and any(out.iterdir()):
+        raise CliError(f"{out} exists and is not empty: give a new --out folder")
+    try:
+        written = export_checkpoint(wh, args.checkpoint, args.rubric, out, args.format)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    rows = sum(e.rows for e in written)
+    print(f"wrote {len(written)} file(s), {rows} row(s), to {out}/ (manifest.json lists them)")
+    return 0
+
+
 def _json_value(value: Any) -> Any:
     from decimal import Decimal
 
@@ -468,6 +489,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mg.add_argument("source", help="the DuckDB file (e.g. data/warehouse.duckdb)")
     mg.set_defaults(fn=cmd_migrate)
+    ex = sub.add_parser("export", help="write a checkpoint's results as files (Parquet, CSV or JSON)", parents=[common])
+    ex.add_argument("--checkpoint", required=True)
+    ex.add_argument("--rubric", action="append", help="only this rubric (repeatable; default: every rubric)")
+    ex.add_argument("--format", choices=["parquet", "csv", "json"], default="parquet")
+    ex.add_argument("--out", help="an empty or new folder (default: ./export-<checkpoint>)")
+    ex.add_argument("--warehouse", help="warehouse to read (default: EVAL_WAREHOUSE)")
+    ex.set_defaults(fn=cmd_export)
     mt = sub.add_parser("maintain", help="DuckLake upkeep: merge small files, expire old snapshots", parents=[common])
     mt.add_argument("--keep-days", type=int, default=30, help="snapshots kept for time travel (default 30)")
     mt.set_defaults(fn=cmd_maintain)

@@ -1,3 +1,5 @@
+import pytest
+
 from eval_pipeline.cli import main as cli
 
 from .conftest import write_checkpoint
@@ -83,3 +85,42 @@ def test_help_and_usage_errors_import_nothing_heavy():
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.stdout.strip().splitlines()[-1] == "[]", res.stdout + res.stderr
+
+
+@pytest.mark.slow
+def test_export_writes_every_table_of_the_checkpoint_and_a_manifest(tmp_path, monkeypatch, capsys):
+    """#34.5: `eval-pipeline export`: the checkpoint's rows of each table, exactly as the warehouse has them."""
+    import json as _json
+
+    import pandas as pd
+
+    from eval_pipeline.cli import main as cli
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    from .conftest import SAMPLE_CHECKPOINTS
+
+    lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    for k, v in {"EVAL_CHECKPOINT_DIR": str(SAMPLE_CHECKPOINTS), "DAGSTER_HOME": str(tmp_path / "home"),
+                 "EVAL_WAREHOUSE": lake, "EVAL_REPORT_DIR": str(tmp_path / "rep")}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0
+    for fmt in ("parquet", "csv", "json"):
+        out = tmp_path / f"out-{fmt}"
+        assert cli(["export", "--checkpoint", "ckpt-0100", "--format", fmt, "--out", str(out)]) == 0
+        manifest = _json.loads((out / "manifest.json").read_text())
+        files = {f["table"]: f for f in manifest["files"]}
+        assert {"kg_qa.samples", "kg_qa.judge_scores", "kg_qa.scores", "kg_qa.gates", "main.checkpoints"} <= set(files)
+        wh = Warehouse(lake)
+        for table, f in files.items():
+            schema, name = table.split(".")
+            where = "checkpoint_id = 'ckpt-0100'" + (
+                " AND rubric = 'kg_qa'" if schema == "main" and name != "checkpoints" else ""
+            )
+            n = wh.query_rows(f'SELECT count(*) FROM "{schema}"."{name}" WHERE {where}')[0][0]
+            assert f["rows"] == n, table
+            path = out / f["path"]
+            read = {"parquet": pd.read_parquet, "csv": pd.read_csv, "json": lambda p: pd.read_json(p, lines=True)}[fmt]
+            assert len(read(path)) == n
+    assert cli(["export", "--checkpoint", "ckpt-0100", "--out", str(out)]) == 2  # never into a folder with files
+    assert cli(["export", "--checkpoint", "ckpt-9999", "--out", str(tmp_path / "x")]) == 2
+    assert "no results for checkpoint 'ckpt-9999'" in capsys.readouterr().err

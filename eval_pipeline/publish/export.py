@@ -1,0 +1,103 @@
+"""A checkpoint's results out of the tool: every table of each rubric filtered to the checkpoint, its quarantine
+rows, its judge usage and its manifest row, as Parquet, CSV or JSON lines files in one folder, with a
+``manifest.json`` that says what each file holds. Read through the sandboxed reader (nothing in the warehouse
+can change), written by Python (the reader itself cannot write files)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from eval_pipeline.core.ids import check_checkpoint_id, check_identifier
+from eval_pipeline.storage.tables import literal
+from eval_pipeline.storage.warehouse import Warehouse
+
+FORMATS = ("parquet", "csv", "json")
+
+
+@dataclass
+class Exported:
+    path: Path
+    table: str
+    rows: int
+
+
+def _write(table: pa.Table, path: Path, fmt: str) -> None:
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, path)
+    elif fmt == "csv":
+        table.to_pandas().to_csv(path, index=False)
+    else:
+        with path.open("w", encoding="utf-8") as fh:
+            for row in table.to_pylist():
+                fh.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")
+
+
+def export_checkpoint(
+    wh: Warehouse, checkpoint_id: str, rubrics: list[str] | None, out_dir: Path, fmt: str = "parquet"
+) -> list[Exported]:
+    """Write the checkpoint's rows of every table of ``rubrics`` (default: every rubric that has any) into
+    ``out_dir/<rubric>/<table>.<fmt>``, and ``out_dir/main/<table>.<fmt>`` for its manifest, quarantine and
+    judge-usage rows; returns what was written (a table without rows for it is left out)."""
+    check_checkpoint_id(checkpoint_id)
+    if fmt not in FORMATS:
+        raise ValueError(f"--format must be one of {', '.join(FORMATS)}")
+    ext = {"parquet": "parquet", "csv": "csv", "json": "jsonl"}[fmt]
+    found = wh.tables()
+    keyed = {
+        (str(sch), str(t))
+        for sch, t in wh.query_rows(
+            "SELECT DISTINCT schema_name, table_name FROM duckdb_columns() "
+            "WHERE database_name = current_database() AND column_name = 'checkpoint_id'"
+        )
+        if not str(t).startswith("_")
+    }
+    schemas = sorted({s for s, _ in keyed} - {"main"})
+    chosen = rubrics or schemas
+    unknown = sorted(set(chosen) - set(schemas))
+    if unknown:
+        raise ValueError(f"no results for rubric(s) {', '.join(unknown)} in the warehouse")
+    ck = literal(checkpoint_id)
+    plan: list[tuple[str, str, str]] = []
+    for r in chosen:
+        check_identifier(r, "rubric name")
+        plan += [(r, t, f'SELECT * FROM "{r}"."{t}" WHERE checkpoint_id = {ck}') for s, t in sorted(keyed) if s == r]
+    rubric_list = ", ".join(literal(r) for r in chosen)
+    main_tables = {
+        "checkpoints": f"SELECT * FROM main.checkpoints WHERE checkpoint_id = {ck}",
+        "quarantine": f"SELECT * FROM main.quarantine WHERE checkpoint_id = {ck} AND rubric IN ({rubric_list})",
+        "judge_usage": f"SELECT * FROM main.judge_usage WHERE checkpoint_id = {ck} AND rubric IN ({rubric_list})",
+    }
+    plan += [("main", t, sql) for t, sql in main_tables.items() if ("main", t) in found]
+    written: list[Exported] = []
+    with wh.sandboxed_reader() as con:  # one reader, one snapshot for every file
+        con.execute("BEGIN TRANSACTION")
+        for schema, table, sql in plan:
+            result = con.execute(sql).to_arrow_table()
+            if result.num_rows == 0:
+                continue
+            folder = out_dir / schema
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{table}.{ext}"
+            _write(result, path, fmt)
+            written.append(Exported(path, f"{schema}.{table}", result.num_rows))
+        con.execute("COMMIT")
+    if not any(e.table.split(".")[0] != "main" for e in written):
+        raise ValueError(f"no results for checkpoint {checkpoint_id!r} in the warehouse")
+    manifest: dict[str, Any] = {
+        "checkpoint_id": checkpoint_id,
+        "rubrics": chosen,
+        "warehouse": wh.describe(),
+        "exported_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "format": fmt,
+        "files": [{"path": str(e.path.relative_to(out_dir)), "table": e.table, "rows": e.rows} for e in written],
+    }
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return written
