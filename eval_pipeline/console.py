@@ -274,13 +274,25 @@ class Progress:
 def evaluate(args: Any, ckpts: list, defs: Any, rubrics: dict[str, Any], instance: Any) -> int:
     """Run each checkpoint in turn: a progress line while it runs, a summary after it, an exit code at the end."""
     from eval_pipeline.core import progress, settings
-    from eval_pipeline.defs.runner import materialize_checkpoints
+    from eval_pipeline.defs.runner import (
+        in_flight_elsewhere,
+        materialize_checkpoints,
+        reap_dead_runs,
+        register_checkpoints,
+    )
 
     wh = Warehouse(settings.warehouse_path())
     outcomes, reports = [], []
+    # every checkpoint of the command claimed at once: the checkpoint sensor (make ui) leaves registered ones alone
+    register_checkpoints(instance, [c.checkpoint_id for c in ckpts])
+    reap_dead_runs(instance)  # a run whose process died is not "in flight" below
     selected = set(args.rubric) if args.rubric else None
     for i, c in enumerate(ckpts, start=1):
         head = f"[{i}/{len(ckpts)}] {clean(c.checkpoint_id)} ({clean(c.model)})"
+        busy = in_flight_elsewhere(instance, c.checkpoint_id)
+        if busy:
+            print(f"{head}: SKIPPED: run {busy} is evaluating it now (the UI or the sensor); not run twice", flush=True)
+            continue
         bar = Progress(prefix=f"{head} ")
         with progress.listening(bar):
             out = materialize_checkpoints(

@@ -110,3 +110,24 @@ def test_the_report_is_redrawn_once_after_each_run_the_daemon_sees_end(tmp_path,
     html = (tmp_path / "daemon" / "report.html").read_text()
     assert "empathetic_dialogue" in html and "ckpt-a" in html
     assert {s.name for s in defs.sensors} >= {"report_after_success", "report_after_failure"}
+
+
+def test_a_checkpoint_the_cli_claimed_or_ran_is_not_run_again_by_the_sensor(tmp_path, instance, monkeypatch):
+    """#34.6: with `make ui` running, `eval-pipeline run --checkpoint X` and the sensor both evaluated X."""
+    from eval_pipeline.defs.runner import in_flight_elsewhere
+
+    root = tmp_path / "ckpts"
+    write_checkpoint(root, "ckpt-a", {"empathetic_dialogue": [ROW]})
+    write_checkpoint(root, "ckpt-b", {"empathetic_dialogue": [ROW]})
+    defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(root))
+    # a run of ckpt-b exists (launched by the CLI or a person) before the sensor first sees the folder
+    run = instance.create_run_for_job(
+        dg.Definitions(jobs=[dg.JobDefinition(graph_def=dg.GraphDefinition(name="g"), name="j")]).resolve_job_def("j"),
+        tags={"eval/checkpoint": "ckpt-b", "eval/pid": "1", "eval/host": "elsewhere"},
+    )
+    result = _evaluate(defs, instance)
+    assert [r.partition_key for r in result.run_requests] == ["ckpt-a"]
+    assert sorted(result.dynamic_partitions_requests[0].partition_keys) == ["ckpt-a", "ckpt-b"]
+    # the CLI sees a run of ckpt-b in flight in another process, and leaves it alone
+    assert in_flight_elsewhere(instance, "ckpt-b") == run.run_id
+    assert in_flight_elsewhere(instance, "ckpt-a") is None

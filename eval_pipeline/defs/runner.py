@@ -51,6 +51,27 @@ def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]
     return new
 
 
+def in_flight_elsewhere(instance: dg.DagsterInstance, checkpoint_id: str) -> str | None:
+    """The id of a run of this checkpoint that is queued or running in another process, or None."""
+    records = instance.get_run_records(
+        filters=dg.RunsFilter(
+            tags={"eval/checkpoint": checkpoint_id},
+            statuses=[
+                dg.DagsterRunStatus.QUEUED,
+                dg.DagsterRunStatus.NOT_STARTED,
+                dg.DagsterRunStatus.STARTING,
+                dg.DagsterRunStatus.STARTED,
+            ],
+        ),
+        limit=5,
+    )
+    for record in records:
+        run = record.dagster_run
+        if run.tags.get(PID_TAG) != str(os.getpid()) or run.tags.get(HOST_TAG) != socket.gethostname():
+            return run.run_id
+    return None
+
+
 HOST_TAG, PID_TAG = "eval/host", "eval/pid"  # who runs an in-process run: a dead one is found and reaped
 INTERRUPTED = "DagsterExecutionInterruptedError"  # what Dagster's own Ctrl-C handler raises inside a step
 

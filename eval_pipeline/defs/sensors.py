@@ -18,6 +18,12 @@ from eval_pipeline.ingest.checkpoints import scan_checkpoints
 from eval_pipeline.publish.report import redraw_report
 
 
+def evaluated_elsewhere(instance: dg.DagsterInstance, checkpoint_id: str) -> str | None:
+    """The id of a run of this checkpoint that exists already (queued, in flight or done), or None."""
+    records = instance.get_run_records(filters=dg.RunsFilter(tags={"eval/checkpoint": checkpoint_id}), limit=1)
+    return records[0].dagster_run.run_id if records else None
+
+
 def build_checkpoint_sensor(
     rubrics: list[RubricConfig],
     assets_for_rubric: dict[str, list[dg.AssetKey]],
@@ -44,6 +50,11 @@ def build_checkpoint_sensor(
         run_requests = []
         registered = []
         for ckpt in new:
+            elsewhere = evaluated_elsewhere(context.instance, ckpt.checkpoint_id)
+            if elsewhere:  # the CLI (or a person in the UI) got to it first: registered, not run twice
+                context.log.info(f"checkpoint {ckpt.checkpoint_id}: already evaluated by run {elsewhere}")
+                registered.append(ckpt.checkpoint_id)
+                continue
             rubric_names = sorted(set(ckpt.rubric_files) & known_rubrics)
             unknown = sorted(set(ckpt.rubric_files) - known_rubrics)
             if unknown:
@@ -67,6 +78,8 @@ def build_checkpoint_sensor(
                 )
             )
         if not run_requests:
+            if registered:
+                return dg.SensorResult(dynamic_partitions_requests=[CHECKPOINTS.build_add_request(registered)])
             detail = (
                 f"{len(scan.complete)} complete, {len(scan.incomplete)} still being written, "
                 f"{len(scan.refused)} refused"
