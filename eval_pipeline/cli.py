@@ -370,6 +370,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     """The Dagster webserver and the project's daemon (eval_pipeline/defs/daemon.py: Dagster's daemon with a
     backfill loop of EVAL_BACKFILL_INTERVAL_SECONDS, not 30 s) on one workspace, until Ctrl-C or until either
     stops; what `dagster dev` does, with that daemon."""
+    import os
     import signal
     import subprocess
     import time
@@ -383,11 +384,16 @@ def cmd_ui(args: argparse.Namespace) -> int:
         print(f"eval-pipeline ui: {hint}", file=sys.stderr, flush=True)
     workspace = ["-w", args.workspace]
     _port_free(args.host, args.port)
+    # each server in a process group of its own, so stopping it stops its code servers too (they would otherwise
+    # wait for a missed heartbeat, 20 s or more, before ending)
     procs = {
         "dagster-webserver": subprocess.Popen(
-            [sys.executable, "-m", "dagster_webserver", *workspace, "-h", args.host, "-p", str(args.port)]
+            [sys.executable, "-m", "dagster_webserver", *workspace, "-h", args.host, "-p", str(args.port)],
+            start_new_session=True,
         ),
-        "daemon": subprocess.Popen([sys.executable, "-m", "eval_pipeline.defs.daemon", "run", *workspace]),
+        "daemon": subprocess.Popen(
+            [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", *workspace], start_new_session=True
+        ),
     }
     print(
         f"eval-pipeline ui: http://{args.host}:{args.port}/ (DAGSTER_HOME={home}; backfills "
@@ -420,6 +426,13 @@ def cmd_ui(args: argparse.Namespace) -> int:
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
+        for p in procs.values():  # what is left of each group (its code servers)
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.5)
     return code
 
 

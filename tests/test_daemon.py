@@ -36,3 +36,14 @@ def test_a_bad_interval_is_refused(monkeypatch):
     monkeypatch.setenv("EVAL_BACKFILL_INTERVAL_SECONDS", "0")
     with pytest.raises(ValueError, match="EVAL_BACKFILL_INTERVAL_SECONDS must be > 0"):
         daemon.set_backfill_interval()
+
+
+def test_runs_the_daemon_launches_log_at_info_not_every_debug_event(tmp_path):
+    """#34.6: `make ui` printed every run's DEBUG events (1,370 lines in 22 minutes)."""
+    import dagster as dg
+
+    from eval_pipeline.defs.instance import install
+
+    install(tmp_path, str(tmp_path / "w.duckdb"))
+    # a run with no logger configured logs to the console at the instance's python_log_level (DEBUG when unset)
+    assert dg.DagsterInstance.from_config(str(tmp_path)).python_log_level == "INFO"
