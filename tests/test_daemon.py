@@ -38,12 +38,13 @@ def test_a_bad_interval_is_refused(monkeypatch):
         daemon.set_backfill_interval()
 
 
-def test_runs_the_daemon_launches_log_at_info_not_every_debug_event(tmp_path):
+def test_runs_the_daemon_launches_log_at_info_not_every_debug_event(tmp_path, monkeypatch):
     """#34.6: `make ui` printed every run's DEBUG events (1,370 lines in 22 minutes)."""
     import dagster as dg
 
     from eval_pipeline.defs.instance import install
 
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     install(tmp_path, str(tmp_path / "w.duckdb"))
     # a run with no logger configured logs to the console at the instance's python_log_level (DEBUG when unset)
     assert dg.DagsterInstance.from_config(str(tmp_path)).python_log_level == "INFO"
