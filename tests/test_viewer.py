@@ -354,3 +354,58 @@ def test_the_viewer_reads_beside_a_held_reader_and_never_creates_a_warehouse(eva
         r = viewer.get(url)
         assert r.status_code in (200, 404) and "Internal Server Error" not in r.text
     assert not missing.exists() and not missing.parent.exists()
+
+
+def test_compare_any_two_checkpoints_paired_changes_and_the_samples_that_moved(client, evaluated):
+    """#34.3: the compare page: each score's paired change and t-interval, recomputed here from the scores table;
+    the samples that moved most on the chosen score, by direction; the same tables as CSV and JSON."""
+    import io
+
+    import numpy as np
+    import pandas as pd
+    from scipy import stats
+
+    wh = Warehouse(evaluated[0])
+    scores = wh.query_df("SELECT * FROM npc_dialogue.scores WHERE checkpoint_id IN ('ckpt-0200', 'ckpt-0300')")
+    a = scores[scores.checkpoint_id == "ckpt-0200"].set_index("sample_id")
+    b = scores[scores.checkpoint_id == "ckpt-0300"].set_index("sample_id")
+    url = "/r/npc_dialogue/compare?a=ckpt-0200&b=ckpt-0300"
+    page = client.get(url)
+    assert page.status_code == 200 and page.text.count('class="compare-row"') >= 5
+    got = pd.read_csv(io.StringIO(client.get(url + "&format=csv").text)).set_index("score")
+    for name in ("dialogue_naturalness", "persona_consistency"):
+        d = (b[name] - a[name]).dropna()
+        half = stats.t.ppf(0.975, len(d) - 1) * np.std(d, ddof=1) / np.sqrt(len(d))
+        row = got.loc[name]
+        assert row.n_pairs == len(d) and row.delta == pytest.approx(d.mean(), abs=1e-12)
+        assert row.ci_low == pytest.approx(d.mean() - half, abs=1e-9) and row.ci_high == pytest.approx(
+            d.mean() + half, abs=1e-9
+        )
+    worse = client.get(url + f"&score={GUARDED}&dir=worse&table=moved&format=json").json()
+    d = (b[GUARDED] - a[GUARDED]).dropna()
+    expected = d[d < 0].abs().sort_values(ascending=False, kind="stable")
+    assert [r["sample_id"] for r in worse][:5] == sorted(expected.index, key=lambda s: (-abs(d[s]), s))[:5]
+    assert all(r["delta"] < 0 for r in worse)
+    assert "judged by different judges" not in page.text  # one judge for both
+    for hostile in ("?a=ckpt-0200", "?a=x'y&b=ckpt-0300", "?a=ckpt-0200&b=ckpt-0300&score=nope&dir=sideways"):
+        assert client.get("/r/npc_dialogue/compare" + hostile).status_code in (200, 404)
+
+
+def test_the_leaderboard_matrix_and_downloads_of_every_table(client, evaluated):
+    page = client.get("/").text
+    assert page.count('class="matrix-row"') == 2 and "compare?a=ckpt-0200&amp;b=ckpt-0300" in page
+    wh = Warehouse(evaluated[0])
+    board = wh.query_df("SELECT * FROM main.leaderboard WHERE rubric = 'npc_dialogue' ORDER BY created_at")
+    delta = board.headline.iloc[1] - board.headline.iloc[0]
+    from eval_pipeline.publish.viewer.render import signed
+
+    row = page.split('class="matrix-row"')[2]  # ckpt-0300's row: its change against ckpt-0200
+    assert signed(delta) in row
+    n = wh.query_rows("SELECT count(*) FROM npc_dialogue.agreement WHERE checkpoint_id = 'ckpt-0300'")[0][0]
+    csv = client.get("/r/npc_dialogue/ckpt-0300/table/agreement?format=csv")
+    assert csv.status_code == 200 and "attachment" in csv.headers["content-disposition"]
+    assert len(csv.text.strip().splitlines()) == n + 1
+    assert len(client.get("/r/npc_dialogue/ckpt-0300/table/agreement?format=json").json()) == n
+    assert client.get("/r/npc_dialogue/ckpt-0300/table/no_such").status_code == 404
+    assert client.get("/r/npc_dialogue/ckpt-0300/table/x;drop").status_code == 404
+    assert len(client.get("/?format=json").json()) == len(wh.query_df("SELECT * FROM main.leaderboard"))

@@ -29,6 +29,7 @@ from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.ids import UnsafeIdentifierError
 from eval_pipeline.publish.viewer import queries
+from eval_pipeline.publish.viewer.queries.compare import compare_page, leaderboard_matrix
 from eval_pipeline.publish.viewer.render import input_groups, num, signed, word_diff
 from eval_pipeline.rubrics import load_rubrics
 from eval_pipeline.storage.file import WarehouseBusy
@@ -71,6 +72,33 @@ def sample_url(rubric: str, ckpt: str, sample_id: str) -> str:
     return f"/r/{quote(rubric)}/{quote(ckpt)}/s/{quote(sample_id, safe='')}"
 
 
+def download(request: Request) -> bool:
+    return request.query_params.get("format") in ("csv", "json")
+
+
+def table_response(request: Request, rows: list[dict[str, Any]], name: str, default: str = "") -> Response:
+    """Rows as a CSV or JSON download (``?format=csv|json``)."""
+    import csv
+    import io
+    import json
+
+    fmt = request.query_params.get("format") or default
+    safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name)
+    if fmt == "json":
+        body = json.dumps(rows, default=str, ensure_ascii=False)
+        media = "application/json"
+    else:
+        fmt = "csv"
+        buf = io.StringIO()
+        cols = list(rows[0]) if rows else []
+        writer = csv.writer(buf)
+        writer.writerow(cols)
+        for r in rows:
+            writer.writerow(["" if r.get(c) is None else r.get(c) for c in cols])
+        body, media = buf.getvalue(), "text/csv; charset=utf-8"
+    return Response(body, media_type=media, headers={"Content-Disposition": f'attachment; filename="{safe}.{fmt}"'})
+
+
 def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> Starlette:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
     env.filters.update(num=num, signed=signed)
@@ -101,10 +129,29 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
         if not warehouse.exists():
             return page("message.html", title="No results yet", message="The warehouse is empty: run `make demo`.")
         rows = queries.leaderboard(warehouse)
+        if download(request):
+            return table_response(request, rows, "leaderboard")
         by_rubric: dict[str, list[dict[str, Any]]] = {}
         for r in rows:
             by_rubric.setdefault(r["rubric"], []).append(r)
-        return page("leaderboard.html", title="Leaderboard", by_rubric=by_rubric)
+        return page("leaderboard.html", title="Leaderboard", by_rubric=by_rubric, matrix=leaderboard_matrix(rows))
+
+    def compare(request: Request) -> Response:
+        rubric = request.path_params["rubric"]
+        q = request.query_params
+        a, b = q.get("a", ""), q.get("b", "")
+        try:
+            data = compare_page(warehouse, rubrics().get(rubric), rubric, a, b, q.get("score"), q.get("dir", "moved"))
+        except UnsafeIdentifierError:
+            return missing("choose two checkpoints: /r/<rubric>/compare?a=<checkpoint>&b=<checkpoint>")
+        if not data.checkpoints:
+            return missing(f"no scores for rubric {rubric!r}")
+        if download(request):
+            table = q.get("table", "scores")
+            return table_response(
+                request, data.moved if table == "moved" else data.scores, f"{rubric}-{a}-vs-{b}-{table}"
+            )
+        return page("compare.html", title=f"{rubric} · {a} vs {b}", d=data)
 
     def checkpoint(request: Request) -> Response:
         rubric, ckpt = request.path_params["rubric"], request.path_params["checkpoint"]
@@ -171,13 +218,26 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
             metric_columns=queries.metric_columns(data.metrics),
         )
 
+    def table(request: Request) -> Response:
+        """A table of the checkpoint page as CSV or JSON: every row the rubric's table has for the checkpoint."""
+        rubric, ckpt, name = (request.path_params[k] for k in ("rubric", "checkpoint", "name"))
+        try:
+            rows = queries.checkpoint_table(warehouse, rubric, ckpt, name)
+        except UnsafeIdentifierError:
+            return missing(f"no table {name!r} in {rubric!r}")
+        if rows is None:
+            return missing(f"no table {name!r} in {rubric!r}")
+        return table_response(request, rows, f"{rubric}-{ckpt}-{name}", default="csv")
+
     def health(request: Request) -> Response:
         return PlainTextResponse("ok")
 
     routes = [
         Route("/", leaderboard),
         Route("/healthz", health),
+        Route("/r/{rubric}/compare", compare),
         Route("/r/{rubric}/{checkpoint}", checkpoint),
+        Route("/r/{rubric}/{checkpoint}/table/{name}", table),
         Route("/r/{rubric}/{checkpoint}/samples", samples),
         Route("/r/{rubric}/{checkpoint}/s/{sample_id:path}", sample),
     ]

@@ -7,7 +7,7 @@ Rubric and checkpoint names are checked identifiers before they reach SQL; every
 
 from __future__ import annotations
 
-from eval_pipeline.publish.viewer.queries.checkpoint import CheckpointPage, checkpoint_page
+from eval_pipeline.publish.viewer.queries.checkpoint import CheckpointPage, checkpoint_page, checkpoint_table
 from eval_pipeline.publish.viewer.queries.common import (
     leaderboard,
     metric_columns,
@@ -28,6 +28,7 @@ __all__ = [
     "SampleQuery",
     "SamplesPage",
     "checkpoint_page",
+    "checkpoint_table",
     "leaderboard",
     "metric_columns",
     "parse_json_cell",

@@ -158,3 +158,14 @@ def _distributions(wh: Warehouse, rubric: str, ckpt: str, names: list[str]) -> d
 
 def _fmt(v: float) -> str:
     return f"{v:g}" if abs(v) >= 1000 or float(v).is_integer() else f"{v:.3g}"
+
+
+def checkpoint_table(wh: Warehouse, rubric: str, ckpt: str, name: str) -> list[dict[str, Any]] | None:
+    """Every row of the rubric's table ``name`` for the checkpoint (a download of what the page shows), or None
+    when the rubric has no such table with a checkpoint column."""
+    check_identifier(rubric, "rubric name")
+    check_identifier(name, "table name")
+    with wh.session() as s:
+        if name not in tables(s, rubric) or "checkpoint_id" not in s.columns(rubric, name):
+            return None
+        return records(s.query_df(f'SELECT * FROM "{rubric}"."{name}" WHERE checkpoint_id = ?', [ckpt]))
