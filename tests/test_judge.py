@@ -568,3 +568,30 @@ def test_repeat_scorings_send_their_own_seeds_so_a_noisy_judge_looks_noisy(rubri
     assert len(seeds[0] | seeds[1] | seeds[2]) == 3
     assert seeds[1] == {repeat_seed(7, "default", 1)} and repeat_seed(7, "default", 1) == repeat_seed(7, "default", 1)
     assert repeat_seed(None, "default", 1) is None  # no seed configured: none sent
+
+
+def test_server_specific_options_reach_the_server_and_are_part_of_the_judge(
+    rubrics, openai_env, warehouse_path, tmp_path
+):
+    """#37.8: no way to pass a server's own sampling options (repeat_penalty, top_k, ...) through a judge."""
+    from eval_pipeline.core.config import RubricConfigError
+    from eval_pipeline.judge.identity import identity_of
+
+    data = yaml.safe_load((RUBRIC_DIR / "empathetic_dialogue.yaml").read_text())
+    data["panel"] = {"judges": [{"name": "a", "extra_body": {"repeat_penalty": 1.1, "top_k": 40}}]}
+    p = tmp_path / "empathetic_dialogue.yaml"
+    p.write_text(yaml.safe_dump(data))
+    rubric = load_rubric(p)
+    wh = Warehouse(warehouse_path)
+    judge_samples(rubric, "c1", emp_records(2), wh, mode="openai", overrides=FAST)
+    body = openai_env.state.bodies[0]
+    assert body["repeat_penalty"] == 1.1 and body["top_k"] == 40 and body["model"] == "stub-judge"
+    plain = load_rubric(RUBRIC_DIR / "empathetic_dialogue.yaml")
+    assert identity_of(rubric, "openai").id != identity_of(plain, "openai").id  # another judge
+    calls = openai_env.state.completions
+    judge_samples(plain, "c1", emp_records(2), wh, mode="openai", overrides=FAST)
+    assert openai_env.state.completions > calls  # not answered from the other judge's cache
+    data["panel"] = {"judges": [{"name": "a", "extra_body": {"temperature": 1.5}}]}
+    p.write_text(yaml.safe_dump(data))
+    with pytest.raises(RubricConfigError, match="set by the pipeline"):
+        load_rubric(p)

@@ -73,6 +73,7 @@ class JudgeSettings:
     # this many attempts in a row refused or timed out (no answer of any kind between them): the endpoint is down,
     # every call not yet answered is given up at once with that reason (0: never)
     max_consecutive_failures: int = 8
+    extra_body: tuple[tuple[str, Any], ...] = ()  # server-specific options sent as they are (JudgeSpec.extra_body)
 
     def endpoint(self) -> str:
         """The endpoint that answers: the judge's base_url, else OPENAI_BASE_URL, else the client's default."""
@@ -91,6 +92,8 @@ class JudgeSettings:
         }
         if self.top_logprobs:  # only when asked, so the keys of every answer cached before stay the same
             params["top_logprobs"] = self.top_logprobs
+        if self.extra_body:  # they change answers: part of the key (absent, every earlier key stays the same)
+            params["extra_body"] = dict(self.extra_body)
         return params
 
 
@@ -247,9 +250,8 @@ class OpenAIJudgeClient:
             if self._down is not None:
                 result.error = self._down
                 return result
-            kwargs: dict[str, Any] = dict(
-                model=s.model, messages=messages, temperature=s.temperature, max_tokens=s.max_tokens
-            )
+            kwargs: dict[str, Any] = dict(s.extra_body)  # the pipeline's own fields below always win
+            kwargs.update(model=s.model, messages=messages, temperature=s.temperature, max_tokens=s.max_tokens)
             if s.seed is not None:
                 kwargs["seed"] = s.seed
             if s.top_logprobs:

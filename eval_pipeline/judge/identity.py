@@ -100,6 +100,7 @@ def identity_of(rubric: RubricConfig, mode: str | None = None) -> JudgeIdentity:
             "seed": spec.seed,
             "max_tokens": spec.max_tokens,
             "top_logprobs": spec.top_logprobs,
+            **({"extra_body": spec.extra_body} if spec.extra_body else {}),
         }
     source = panel.score_source if any(s.top_logprobs for s in specs) else "chosen"
     return JudgeIdentity(

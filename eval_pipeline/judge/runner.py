@@ -44,6 +44,7 @@ def settings_from_env(spec: JudgeSpec | None = None, **overrides: Any) -> JudgeS
         seed=spec.seed,
         max_tokens=spec.max_tokens,
         top_logprobs=spec.top_logprobs,
+        extra_body=tuple(sorted(spec.extra_body.items())),
         timeout_s=env.timeout_s,
         max_retries=env.max_retries,
         concurrency=env.concurrency,

@@ -126,6 +126,13 @@ class Warehouse:
         with self.backend.run_scope():
             yield
 
+    def query_arrow(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:
+        """A query's result as an Arrow table (no DataFrame built: text stays in Arrow until it is taken)."""
+        if self._session is not None:
+            return self._session.execute(sql, params or []).to_arrow_table()
+        with self.connect() as con:
+            return con.execute(sql, params or []).to_arrow_table()
+
     def query_df(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
         if self._session is not None:
             return self._session.execute(sql, params or []).df()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from eval_pipeline.core.strict import Strict
 
@@ -95,6 +96,13 @@ class WorklistSpec(Strict):
     seed: int = 20260117
 
 
+# Request fields the judge client sets itself: a judge's extra_body may not.
+OWNED_REQUEST_FIELDS = frozenset(
+    {"model", "messages", "temperature", "seed", "max_tokens", "max_completion_tokens", "response_format",
+     "logprobs", "top_logprobs", "n", "stream", "stream_options"}
+)  # fmt: skip
+
+
 class JudgeSpec(Strict):
     name: str
     model: str | None = Field(None, description="Model name; None means EVAL_JUDGE_MODEL.")
@@ -114,6 +122,25 @@ class JudgeSpec(Strict):
         description="Ask for the score tokens' log probabilities (logprobs: true, top_logprobs: N; OpenAI and vLLM "
         "return them): the distribution over the scale and the expected score are recorded. 0: not asked.",
     )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Server-specific request options sent as they are (llama.cpp's repeat_penalty, top_k, min_p; "
+        "vLLM's top_k ...). Part of the judge's identity and cache key. The pipeline's own fields (model, "
+        "messages, temperature, seed, max_tokens, response_format, logprobs, top_logprobs, n, stream) cannot be set "
+        "here.",
+    )
+
+    @field_validator("extra_body")
+    @classmethod
+    def _extra_body(cls, value: dict[str, Any]) -> dict[str, Any]:
+        owned = sorted(set(value) & OWNED_REQUEST_FIELDS)
+        if owned:
+            raise ValueError(f"{owned} are set by the pipeline (use the judge's own fields), not in extra_body")
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"extra_body must be plain JSON values: {exc}") from None
+        return value
 
 
 class JudgePanel(Strict):
