@@ -13,9 +13,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.ids import check_checkpoint_id, check_identifier
-from eval_pipeline.publish.viewer.queries.common import records, score_names, tables
+from eval_pipeline.publish.viewer.queries.common import rank, tables
 from eval_pipeline.storage.warehouse import Warehouse
 
 DIRECTIONS = ("moved", "better", "worse")
@@ -63,19 +66,17 @@ def compare_page(
     lower = set(config.lower_is_better) if config else set()
     with wh.session() as s:
         present = tables(s, rubric)
-        checkpoints = (
-            [r[0] for r in s.query_rows(f'SELECT DISTINCT checkpoint_id FROM "{rubric}".scores ORDER BY 1')]
-            if "scores" in present
+        # the checkpoints and the scores both have, from the summary (a few rows each), not the scores table
+        summarised = (
+            s.query_rows(f"SELECT checkpoint_id, score FROM \"{rubric}\".summary WHERE breakdown = 'all'")
+            if "summary" in present and "scores" in present
             else []
         )
-        page = ComparePage(rubric, a, b, checkpoints, [], None, direction, [])
-        if a not in checkpoints or b not in checkpoints:
+        page = ComparePage(rubric, a, b, sorted({str(c) for c, _ in summarised}), [], None, direction, [])
+        if a not in page.checkpoints or b not in page.checkpoints:
             return page
-        names = [
-            n for n in score_names(s, rubric, b, config, present) if n in score_names(s, rubric, a, config, present)
-        ]
-        have = set(s.columns(rubric, "scores"))
-        names = [n for n in names if n in have]
+        of_a = {str(n) for c, n in summarised if c == a}
+        names = sorted({str(n) for c, n in summarised if c == b and n in of_a}, key=lambda n: (rank(config, n), n))
         if "judge_identity" in present:
             who = dict(
                 s.query_rows(
@@ -86,64 +87,83 @@ def compare_page(
             )
             page.judge_a, page.judge_b = who.get(a), who.get(b)
             page.comparable = page.judge_a == page.judge_b
+        if not page.comparable:
+            page.notes.append(
+                f"judged by different judges ({page.judge_a or 'unknown'} vs {page.judge_b or 'unknown'}): a change "
+                "below mixes the judge's change with the model's; re-judge one with the other's judge to compare them"
+            )
         if not names:
             return page
-        parts = []
-        for n in names:
-            c = f'"{check_identifier(n, "score name")}"'
-            d = f"(y.{c} - x.{c})"
-            better, worse = (f"{d} < 0", f"{d} > 0") if n in lower else (f"{d} > 0", f"{d} < 0")
-            parts.append(
-                f"count({d}), avg(x.{c}) FILTER (WHERE {d} IS NOT NULL), avg(y.{c}) FILTER (WHERE {d} IS NOT NULL), "
-                f"avg({d}), stddev_samp({d}), avg(CASE WHEN {better} THEN 1 WHEN {d} IS NOT NULL THEN 0 END), "
-                f"avg(CASE WHEN {worse} THEN 1 WHEN {d} IS NOT NULL THEN 0 END)"
-            )
-        pairs = (
-            f'FROM "{rubric}".scores x JOIN "{rubric}".scores y USING (sample_id) '
-            "WHERE x.checkpoint_id = ? AND y.checkpoint_id = ?"
+        # the pairs fetched once, as Arrow (one join); the changes, intervals and the samples that moved are
+        # computed from them in numpy: one scan of the scores table, and only the ids shown become Python text
+        cols = ", ".join(f'x."{check_identifier(n, "score name")}" AS "a_{n}", y."{n}" AS "b_{n}"' for n in names)
+        pairs = s.query_arrow(
+            f'SELECT sample_id, {cols} FROM "{rubric}".scores x JOIN "{rubric}".scores y USING (sample_id) '
+            "WHERE x.checkpoint_id = ? AND y.checkpoint_id = ?",
+            [a, b],
         )
-        row = s.query_rows(f"SELECT {', '.join(parts)} {pairs}", [a, b])[0]
-        for i, n in enumerate(names):
-            cnt, mean_a, mean_b, delta, sd, share_better, share_worse = row[i * 7 : i * 7 + 7]
-            half = _t975(int(cnt) - 1) * float(sd) / math.sqrt(int(cnt)) if cnt and cnt > 1 and sd is not None else None
-            page.scores.append(
-                dict(
-                    score=n,
-                    n_pairs=int(cnt or 0),
-                    mean_a=mean_a,
-                    mean_b=mean_b,
-                    delta=delta,
-                    ci_low=None if half is None else delta - half,
-                    ci_high=None if half is None else delta + half,
-                    share_better=share_better,
-                    share_worse=share_worse,
-                    lower_is_better=n in lower,
-                    significant=half is not None and (delta - half > 0 or delta + half < 0),
-                )
-            )
-        headline = config.headline if config and config.headline in names else None
-        page.score = score if score in names else (headline or names[0])
-        c = f'"{page.score}"'
-        d = f"(y.{c} - x.{c})"
-        lower_better = page.score in lower
-        cond = {
-            "moved": f"{d} <> 0",
-            "better": f"{d} < 0" if lower_better else f"{d} > 0",
-            "worse": f"{d} > 0" if lower_better else f"{d} < 0",
-        }[direction]
-        page.moved = records(
-            s.query_df(
-                f"SELECT sample_id, x.{c} AS score_a, y.{c} AS score_b, {d} AS delta {pairs} AND {cond} "
-                f"ORDER BY abs({d}) DESC, sample_id LIMIT ?",
-                [a, b, limit],
-            )
-        )
-    if not page.comparable:
-        page.notes.append(
-            f"judged by different judges ({page.judge_a or 'unknown'} vs {page.judge_b or 'unknown'}): a change "
-            "below mixes the judge's change with the model's; re-judge one with the other's judge to compare them"
-        )
+    columns = {n: _paired(pairs, n) for n in names}
+    page.scores = [_change(n, *columns[n], n in lower) for n in names]
+    headline = config.headline if config and config.headline in names else None
+    page.score = score if score in names else (headline or names[0])
+    page.moved = _moved(pairs, *columns[page.score], page.score in lower, direction, limit)
     return page
+
+
+def _paired(pairs: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    xa = pairs.column(f"a_{name}").to_numpy(zero_copy_only=False).astype(float)
+    xb = pairs.column(f"b_{name}").to_numpy(zero_copy_only=False).astype(float)
+    return xa, xb, xb - xa
+
+
+def _change(name: str, xa: np.ndarray, xb: np.ndarray, d: np.ndarray, lower: bool) -> dict[str, Any]:
+    """One score's paired change: the means over the pairs with both scores, the mean change and its t-interval,
+    the shares better and worse."""
+    ok = ~np.isnan(d)
+    dd = d[ok]
+    cnt = len(dd)
+    delta = float(dd.mean()) if cnt else None
+    half = _t975(cnt - 1) * float(dd.std(ddof=1)) / math.sqrt(cnt) if cnt > 1 else None
+    better, worse = (dd < 0, dd > 0) if lower else (dd > 0, dd < 0)
+    return dict(
+        score=name,
+        n_pairs=cnt,
+        mean_a=float(xa[ok].mean()) if cnt else None,
+        mean_b=float(xb[ok].mean()) if cnt else None,
+        delta=delta,
+        ci_low=None if half is None or delta is None else delta - half,
+        ci_high=None if half is None or delta is None else delta + half,
+        share_better=float(better.mean()) if cnt else None,
+        share_worse=float(worse.mean()) if cnt else None,
+        lower_is_better=lower,
+        significant=half is not None and delta is not None and (delta - half > 0 or delta + half < 0),
+    )
+
+
+def _moved(
+    pairs: pa.Table, xa: np.ndarray, xb: np.ndarray, d: np.ndarray, lower: bool, direction: str, limit: int
+) -> list[dict[str, Any]]:
+    """The ``limit`` samples whose change is largest in ``direction`` (largest first, then by id)."""
+    with np.errstate(invalid="ignore"):
+        keep = (
+            ~np.isnan(d)
+            & {
+                "moved": d != 0,
+                "better": d < 0 if lower else d > 0,
+                "worse": d > 0 if lower else d < 0,
+            }[direction]
+        )
+    idx = np.flatnonzero(keep)
+    size = np.abs(d[idx])
+    if len(idx) > limit:  # the changes at least as large as the limit-th largest (ties kept), then ordered exactly
+        bar = -np.partition(-size, limit - 1)[limit - 1]
+        idx, size = idx[size >= bar], size[size >= bar]
+    ids = pairs.column("sample_id").take(pa.array(idx, pa.int64())).to_pylist()
+    order = sorted(range(len(idx)), key=lambda k: (-size[k], ids[k]))[:limit]
+    return [
+        dict(sample_id=ids[k], score_a=float(xa[idx[k]]), score_b=float(xb[idx[k]]), delta=float(d[idx[k]]))
+        for k in order
+    ]
 
 
 def leaderboard_matrix(rows: list[dict[str, Any]]) -> dict[str, Any]:
