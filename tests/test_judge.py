@@ -222,7 +222,8 @@ def test_timeouts_end_as_missing(rubrics, openai_env, warehouse_path):
         mode="openai",
         overrides=dict(FAST, timeout_s=0.3, max_retries=1),
     )
-    assert _panel(df).reason.str.contains("timeout after 0.3s").all()
+    # the time-out doubles after the first (an endpoint slower than asked converges): 0.3 s, then 0.6 s
+    assert _panel(df).reason.str.contains("timeout after 0.6s").all()
 
 
 def test_connection_refused_is_missing_with_reason(rubrics, monkeypatch, warehouse_path):

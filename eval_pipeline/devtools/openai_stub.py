@@ -87,7 +87,11 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
             fault = admit(state, body)
             try:
                 r = reply(state, body, fault, self.headers.get("Authorization", ""))
-                if r.delay_s:
+                if state.slots:  # a server with few slots (llama-server -np N): the rest wait their turn, and a
+                    # request the client gave up on is still worked through, as a real server does
+                    with state.slot_gate():
+                        time.sleep(r.delay_s)
+                elif r.delay_s:
                     time.sleep(r.delay_s)
                 self._send(r)
             finally:

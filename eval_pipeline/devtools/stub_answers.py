@@ -44,6 +44,8 @@ class StubState:
     fault_kind: str = "500"
     seed: int = 0
     score_noise: float = 0.0  # each score moves one step (inwards at the scale's ends) with this probability
+    slots: int = 0  # > 0: at most this many requests are worked on at once (each for latency_s); the rest queue
+    _slot_sem: Any = None
     requests: int = 0
     completions: int = 0
     in_flight: int = 0
@@ -52,6 +54,12 @@ class StubState:
     keep_bodies: bool = True  # tests assert on every request; a long-running server keeps none
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
+
+    def slot_gate(self) -> Any:
+        with self.lock:
+            if self._slot_sem is None:
+                self._slot_sem = threading.Semaphore(self.slots)
+        return self._slot_sem
 
     def reset_counts(self) -> None:
         with self.lock:

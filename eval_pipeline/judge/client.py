@@ -118,6 +118,8 @@ class ClientStats:
     latency_ms: list[float] = field(default_factory=list)
     max_in_flight: int = 0
     processes: int = 1
+    timeout_cuts: int = 0  # how often a time-out halved the calls in flight (an endpoint slower than asked of it)
+    final_concurrency: int = 0  # calls allowed in flight when the batch ended (0: never cut)
 
     def add(self, other: ClientStats) -> None:
         """Fold in another client's counts (a worker's, or the re-ask pass); peaks add up to an upper bound."""
@@ -127,6 +129,8 @@ class ClientStats:
         self.completion_tokens += other.completion_tokens
         self.max_in_flight += other.max_in_flight
         self.latency_ms += other.latency_ms
+        self.timeout_cuts += other.timeout_cuts
+        self.final_concurrency = max(self.final_concurrency, other.final_concurrency)
 
 
 def _retry_after_seconds(exc: openai.APIStatusError) -> float | None:
@@ -158,6 +162,9 @@ def _retry_after_seconds(exc: openai.APIStatusError) -> float | None:
 # The longest answer text read: a rubric's answer is scores and a rationale the schema bounds (600 characters);
 # a larger one is a missing score with its reason, so neither judge_scores nor the cache holds megabytes.
 MAX_ANSWER_CHARS = 64 * 1024
+
+
+TIMEOUT_GROWTH = 4  # a call's time-out grows (doubling on time-outs) to at most this many times EVAL_JUDGE_TIMEOUT
 
 
 class _NotJSON(ValueError):
@@ -211,10 +218,18 @@ class OpenAIJudgeClient:
         self._client = openai.AsyncOpenAI(
             api_key=self._api_key or "not-needed",
             base_url=base_url,
-            timeout=settings.timeout_s,
+            timeout=settings.timeout_s * TIMEOUT_GROWTH,  # each call is bounded by ours (wait_for), which grows
             max_retries=0,  # retries are ours: bounded, jittered, Retry-After aware
         )
-        self._sem = asyncio.Semaphore(max(1, settings.concurrency))
+        # adaptive: calls in flight at most ``_limit`` (halved when a call times out, one more per ``_limit``
+        # answers, never past the configured concurrency); the time-out doubles when calls time out, up to
+        # TIMEOUT_GROWTH times the configured one. A slow server (few slots, long answers) then converges on what
+        # it can serve instead of every call being cut and asked again from the start.
+        self._limit = max(1, settings.concurrency)
+        self._timeout = settings.timeout_s
+        self._epoch = 0  # bumped at each cut: a time-out of a call started before it does not cut again
+        self._answered_since_change = 0
+        self._gate = asyncio.Condition()
         self._use_schema = True
         self._in_flight = 0
         self._unreachable_in_a_row = 0
@@ -223,6 +238,38 @@ class OpenAIJudgeClient:
 
     async def close(self) -> None:
         await self._client.close()
+
+    async def _enter(self) -> int:
+        async with self._gate:
+            await self._gate.wait_for(lambda: self._in_flight < self._limit)
+            self._in_flight += 1
+            self.stats.max_in_flight = max(self.stats.max_in_flight, self._in_flight)
+            return self._epoch
+
+    async def _leave(self) -> None:
+        async with self._gate:
+            self._in_flight -= 1
+            self._gate.notify_all()
+
+    def _timed_out(self, epoch: int) -> bool:
+        """A call started in ``epoch`` timed out: the first of its epoch halves the limit and doubles the time-out.
+        True when it counts toward the circuit breaker (it ran under the current limit and time-out)."""
+        if epoch != self._epoch:
+            return False
+        self._limit = max(1, self._limit // 2)
+        self._timeout = min(self.settings.timeout_s * TIMEOUT_GROWTH, self._timeout * 2)
+        self._epoch += 1
+        self._answered_since_change = 0
+        self.stats.timeout_cuts += 1
+        self.stats.final_concurrency = self._limit
+        return True
+
+    def _answered(self) -> None:
+        self._answered_since_change += 1
+        if self._answered_since_change >= self._limit and self._limit < self.settings.concurrency:
+            self._limit += 1
+            self._answered_since_change = 0
+            self.stats.final_concurrency = self._limit
 
     def _backoff(self, attempt: int) -> float:
         cap = min(self.settings.backoff_max_s, self.settings.backoff_base_s * (2**attempt))
@@ -261,94 +308,92 @@ class OpenAIJudgeClient:
             if use_schema:
                 kwargs["response_format"] = {"type": "json_schema", "json_schema": schema}
             delay = None
-            async with self._sem:
-                self._in_flight += 1
-                self.stats.max_in_flight = max(self.stats.max_in_flight, self._in_flight)
-                t0 = time.perf_counter()
-                try:
-                    self.stats.http_attempts += 1
-                    result.attempts += 1
-                    # the client's documented low-level POST: the same transport, auth and typed errors as
-                    # `chat.completions.create`, but the messages are not re-walked through its TypedDict
-                    # transform and the answer is read as plain JSON instead of building pydantic models:
-                    # 3.1 -> ~2 ms of CPU per call (bench/bench_judge_throughput.py)
-                    # the timeout bounds the whole call: the client's own bounds each read, so a server sending a
-                    # byte now and then would hold a call forever
-                    data = await asyncio.wait_for(
-                        self._client.post("/chat/completions", body=kwargs, cast_to=object), timeout=s.timeout_s
-                    )
-                    result.latency_ms = (time.perf_counter() - t0) * 1000
-                    self.stats.latency_ms.append(result.latency_ms)
-                    self._unreachable_in_a_row = 0
-                    if not isinstance(data, dict):  # a 200 that is not JSON (a proxy's page): retried
-                        raise _NotJSON(redact(str(data), self._api_key)[:120])
-                    usage: dict = data.get("usage") or {} if isinstance(data.get("usage"), dict) else {}
-                    result.prompt_tokens = _int(usage.get("prompt_tokens"))
-                    result.completion_tokens = _int(usage.get("completion_tokens"))
-                    self.stats.prompt_tokens += result.prompt_tokens
-                    self.stats.completion_tokens += result.completion_tokens
-                    choices = data.get("choices")
-                    if not isinstance(choices, list) or not choices:
-                        result.error = "answer has no choices"
-                        return result
-                    msg = choices[0].get("message") if isinstance(choices[0], dict) else None
-                    if not isinstance(msg, dict):
-                        result.error = "answer has no message"
-                        return result
-                    # cut off where max_tokens ran out: kept (it is the judge's answer) but never read as a score
-                    result.truncated = choices[0].get("finish_reason") == "length"
-                    content = msg.get("content")
-                    if isinstance(content, str) and len(content) > MAX_ANSWER_CHARS:
-                        # not a rubric's answer (a schema bounds its rationale): never a score, never cached whole
-                        result.error = (
-                            f"answer of {len(content):,} characters, more than {MAX_ANSWER_CHARS:,} (not stored)"
-                        )
-                        return result
-                    # everything the endpoint sends back is stored or shown somewhere: never with the key in it
-                    result.text = redact(content, self._api_key) if isinstance(content, str) else None
-                    result.logprobs = _token_logprobs(choices[0].get("logprobs"))
-                    if result.text is None and msg.get("refusal"):
-                        result.error = f"refusal: {redact(str(msg['refusal']), self._api_key)[:200]}"
+            epoch = await self._enter()
+            t0 = time.perf_counter()
+            try:
+                self.stats.http_attempts += 1
+                result.attempts += 1
+                # the client's documented low-level POST: the same transport, auth and typed errors as
+                # `chat.completions.create`, but the messages are not re-walked through its TypedDict
+                # transform and the answer is read as plain JSON instead of building pydantic models:
+                # 3.1 -> ~2 ms of CPU per call (bench/bench_judge_throughput.py)
+                # the timeout bounds the whole call: the client's own bounds each read, so a server sending a
+                # byte now and then would hold a call forever
+                data = await asyncio.wait_for(
+                    self._client.post("/chat/completions", body=kwargs, cast_to=object), timeout=self._timeout
+                )
+                result.latency_ms = (time.perf_counter() - t0) * 1000
+                self.stats.latency_ms.append(result.latency_ms)
+                self._unreachable_in_a_row = 0
+                self._answered()
+                if not isinstance(data, dict):  # a 200 that is not JSON (a proxy's page): retried
+                    raise _NotJSON(redact(str(data), self._api_key)[:120])
+                usage: dict = data.get("usage") or {} if isinstance(data.get("usage"), dict) else {}
+                result.prompt_tokens = _int(usage.get("prompt_tokens"))
+                result.completion_tokens = _int(usage.get("completion_tokens"))
+                self.stats.prompt_tokens += result.prompt_tokens
+                self.stats.completion_tokens += result.completion_tokens
+                choices = data.get("choices")
+                if not isinstance(choices, list) or not choices:
+                    result.error = "answer has no choices"
                     return result
-                except openai.BadRequestError as exc:
-                    if use_schema and _schema_unsupported(exc):
-                        self._use_schema = False  # endpoint without structured output: free text from now on
-                        continue
-                    result.error = f"bad request (400): {redact(str(exc), self._api_key)[:300]}"
+                msg = choices[0].get("message") if isinstance(choices[0], dict) else None
+                if not isinstance(msg, dict):
+                    result.error = "answer has no message"
                     return result
-                except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as exc:
-                    result.error = f"{type(exc).__name__} ({exc.status_code}): {redact(str(exc), self._api_key)[:300]}"
+                # cut off where max_tokens ran out: kept (it is the judge's answer) but never read as a score
+                result.truncated = choices[0].get("finish_reason") == "length"
+                content = msg.get("content")
+                if isinstance(content, str) and len(content) > MAX_ANSWER_CHARS:
+                    # not a rubric's answer (a schema bounds its rationale): never a score, never cached whole
+                    result.error = f"answer of {len(content):,} characters, more than {MAX_ANSWER_CHARS:,} (not stored)"
                     return result
-                except openai.RateLimitError as exc:
-                    last_error = "rate limited (429)"
-                    ra = _retry_after_seconds(exc)
-                    delay = min(60.0, ra) if ra is not None else self._backoff(attempt)
-                except (openai.APITimeoutError, asyncio.TimeoutError):
-                    last_error = f"timeout after {s.timeout_s:g}s"
-                    delay = self._backoff(attempt)
+                # everything the endpoint sends back is stored or shown somewhere: never with the key in it
+                result.text = redact(content, self._api_key) if isinstance(content, str) else None
+                result.logprobs = _token_logprobs(choices[0].get("logprobs"))
+                if result.text is None and msg.get("refusal"):
+                    result.error = f"refusal: {redact(str(msg['refusal']), self._api_key)[:200]}"
+                return result
+            except openai.BadRequestError as exc:
+                if use_schema and _schema_unsupported(exc):
+                    self._use_schema = False  # endpoint without structured output: free text from now on
+                    continue
+                result.error = f"bad request (400): {redact(str(exc), self._api_key)[:300]}"
+                return result
+            except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as exc:
+                result.error = f"{type(exc).__name__} ({exc.status_code}): {redact(str(exc), self._api_key)[:300]}"
+                return result
+            except openai.RateLimitError as exc:
+                last_error = "rate limited (429)"
+                ra = _retry_after_seconds(exc)
+                delay = min(60.0, ra) if ra is not None else self._backoff(attempt)
+            except (openai.APITimeoutError, asyncio.TimeoutError):
+                last_error = f"timeout after {self._timeout:g}s"
+                delay = self._backoff(attempt)
+                if self._timed_out(epoch):
                     self._unreachable(last_error)
-                except openai.APIConnectionError as exc:
-                    last_error = f"connection error: {redact(str(exc), self._api_key)[:200]}"
-                    delay = self._backoff(attempt)
-                    self._unreachable(last_error)
-                except openai.APIStatusError as exc:
-                    last_error = f"server error ({exc.status_code})"
-                    if exc.status_code < 500 and exc.status_code not in (408, 409):
-                        result.error = f"{last_error}: {redact(str(exc), self._api_key)[:300]}"
-                        return result
-                    delay = self._backoff(attempt)
-                except openai.APIResponseValidationError as exc:
-                    last_error = f"malformed response: {redact(str(exc), self._api_key)[:200]}"
-                    delay = self._backoff(attempt)
-                except (
-                    json.JSONDecodeError,
-                    UnicodeDecodeError,
-                    _NotJSON,
-                ) as exc:  # a 200 whose body is not JSON (a proxy's HTML page)
-                    last_error = f"response body is not JSON: {redact(str(exc), self._api_key)[:120]}"
-                    delay = self._backoff(attempt)
-                finally:
-                    self._in_flight -= 1
+            except openai.APIConnectionError as exc:
+                last_error = f"connection error: {redact(str(exc), self._api_key)[:200]}"
+                delay = self._backoff(attempt)
+                self._unreachable(last_error)
+            except openai.APIStatusError as exc:
+                last_error = f"server error ({exc.status_code})"
+                if exc.status_code < 500 and exc.status_code not in (408, 409):
+                    result.error = f"{last_error}: {redact(str(exc), self._api_key)[:300]}"
+                    return result
+                delay = self._backoff(attempt)
+            except openai.APIResponseValidationError as exc:
+                last_error = f"malformed response: {redact(str(exc), self._api_key)[:200]}"
+                delay = self._backoff(attempt)
+            except (
+                json.JSONDecodeError,
+                UnicodeDecodeError,
+                _NotJSON,
+            ) as exc:  # a 200 whose body is not JSON (a proxy's HTML page)
+                last_error = f"response body is not JSON: {redact(str(exc), self._api_key)[:120]}"
+                delay = self._backoff(attempt)
+            finally:
+                await self._leave()
             attempt += 1
             if attempt <= s.max_retries and delay is not None:
                 await asyncio.sleep(delay)
