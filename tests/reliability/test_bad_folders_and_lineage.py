@@ -217,3 +217,21 @@ def test_created_at_outside_the_calendar_in_utc_names_the_field(tmp_path):
 
     with pytest.raises(CheckpointError, match="'created_at' '0001-01-01T00:00:00\\+14:00' falls outside the years"):
         normalise_created_at("0001-01-01T00:00:00+14:00", "m.json")
+
+
+def test_a_failed_step_is_one_line_without_dagsters_stack_unless_debug(tmp_path, monkeypatch, capfd):
+    """#36.24: a failed step printed Dagster's stack (90 lines, 26 frames) without --debug."""
+    root = tmp_path / "ckpts"
+    write_checkpoint(root, "ckpt-x", {"empathetic_dialogue": ['{"bad": 1}']})
+    monkeypatch.setenv("EVAL_CHECKPOINT_DIR", str(root))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("EVAL_WAREHOUSE", str(tmp_path / "w.duckdb"))
+    assert cli(["run"]) == 1
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err and "Stack Trace" not in out + err and "dagster._core" not in out + err
+    failed = [line for line in out.splitlines() if "step FAILED" in line]
+    assert failed == [
+        "    step FAILED empathetic_dialogue__samples: checkpoint 'ckpt-x': none of the 1 lines of "
+        "empathetic_dialogue.jsonl is a valid sample (1 quarantined; see main.quarantine)"
+    ]
+    assert len((out + err).splitlines()) <= 6

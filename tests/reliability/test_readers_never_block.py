@@ -169,3 +169,38 @@ def test_maintain_runs_while_a_reader_reads_and_the_reader_sees_every_row(tmp_pa
         reader.close()
     assert errors == [] and seen and set(seen) == {(600, 12 * sum(range(50)))}
     assert "merged small files" in capfd.readouterr().out
+
+
+def test_the_viewer_on_a_file_reads_beside_a_held_reader_and_creates_nothing(tmp_path):
+    """#36.21 (the viewer's pages on real results are in tests/test_viewer.py): the viewer's warehouse is read-only,
+    so a plain read-only reader holding a DuckDB file never makes it wait, and a missing warehouse is not created."""
+    import subprocess
+    import sys
+    import time
+
+    from starlette.testclient import TestClient
+
+    from eval_pipeline.publish.viewer.app import create_app
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    path = tmp_path / "w.duckdb"
+    Warehouse(str(path)).execute("CREATE TABLE main.t AS SELECT 42 AS x")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1], read_only=True); "
+         "print('held', flush=True); time.sleep(60)", str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        viewer = TestClient(create_app(Warehouse(str(path), read_only=True, lock_timeout_s=3)))
+        t0 = time.monotonic()
+        assert viewer.get("/").status_code == 200
+        assert time.monotonic() - t0 < 3
+    finally:
+        holder.kill()
+        holder.wait()
+    missing = tmp_path / "none" / "w.duckdb"
+    page = TestClient(create_app(Warehouse(str(missing), read_only=True))).get("/")
+    assert page.status_code == 200 and "No results yet" in page.text
+    assert not missing.parent.exists()
