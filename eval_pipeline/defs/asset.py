@@ -113,7 +113,9 @@ def _with_table_metadata(fn: Callable, schema: str, table: str) -> Callable:
         cols = list((seen or wh.columns(schema, table)).items())
         if not cols:
             return result
-        (n,) = wh.query_rows(f'SELECT count(*) FROM "{schema}"."{table}" WHERE checkpoint_id = ?', [ckpt_id])[0]
+        n = wh.rows_written(schema, table, {"checkpoint_id": ckpt_id})
+        if n is None:  # not written through this object's partition replacement: counted
+            (n,) = wh.query_rows(f'SELECT count(*) FROM "{schema}"."{table}" WHERE checkpoint_id = ?', [ckpt_id])[0]
         extra: dict[str, Any] = {
             "dagster/row_count": dg.MetadataValue.int(int(n)),
             "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(c, t) for c, t in cols]),

@@ -88,8 +88,7 @@ def extract(
             for r in records
         ]
         costs.record(stats)
-        costs.record(stats)
-    return pd.DataFrame(rows, columns=EXTRACTION_COLUMNS), stats
+        return pd.DataFrame(rows, columns=EXTRACTION_COLUMNS), stats
     spec = (rubric.panel.judges or [JudgeSpec(name="default")])[0]
     settings = settings_from_env(spec, **(overrides or {}))
     stats.judges, stats.judge_kind = [settings.name], "llm"

@@ -5,6 +5,7 @@ from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
+import numpy as np
 import pandas as pd
 
 from eval_pipeline.agreement.reliability import calibration_rows
@@ -86,7 +87,10 @@ def _usage_frame(ckpt: str, step: str, run_id: str, batches: list[JudgeRunStats]
 
 
 def _spent_by_run(wh: Any, run_id: str) -> float:
-    """What this run's earlier judge steps recorded as spent (steps in other processes of the same run)."""
+    """What this run's earlier judge steps recorded as spent (steps in other processes of the same run); asked
+    only when a budget is set."""
+    if settings.judge_budget() is None:
+        return 0.0
     try:
         rows = wh.query_rows("SELECT coalesce(sum(cost), 0) FROM main.judge_usage WHERE run_id = ?", [run_id])
     except Exception:  # noqa: BLE001 - no usage view yet: nothing recorded
@@ -173,6 +177,8 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         # scored JUDGE_CHUNK samples at a time and staged, the partition replaced at once: a questionnaire rubric
         # has ~35 rows a sample, so a 100k-sample checkpoint's rows would not fit in memory as one frame; who
         # judged is recorded in the same transaction
+        sums: dict[str, list[float]] = {}  # the panel's ok scores per dimension, and every row's latency, kept
+        latencies: list[np.ndarray] = []  # from the chunks as they are written (no query of the table after)
         with wh.partition_writer() as writer:
             who = pd.DataFrame([identity.row(ckpt_id)], columns=IDENTITY_COLUMNS)
             writer.write(rubric.name, "judge_identity", who, {"checkpoint_id": ckpt_id})
@@ -181,18 +187,15 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
                 df, st = judge_samples(rubric, ckpt_id, chunk, wh, mode=judge.mode, overrides=judge.overrides())
                 writer.write(rubric.name, "judge_scores", df, {"checkpoint_id": ckpt_id})
                 stats.merge(st)
-        table = f'"{rubric.name}".judge_scores'
-        means = {
-            str(dim): round(float(mean), 3)
-            for dim, mean in wh.query_rows(
-                f"SELECT dimension, avg(score) FROM {table} WHERE checkpoint_id = ? AND judge = ? AND status = 'ok' "
-                "GROUP BY dimension",
-                [ckpt_id, PANEL],
-            )
-        }
-        (latency_p50,) = wh.query_rows(
-            f"SELECT median(latency_ms) FROM {table} WHERE checkpoint_id = ? AND latency_ms IS NOT NULL", [ckpt_id]
-        )[0]
+                ok = df[(df.judge == PANEL) & (df.status == "ok")]
+                for dim, scores in ok.groupby("dimension").score:
+                    acc = sums.setdefault(str(dim), [0.0, 0])
+                    acc[0] += float(scores.sum())
+                    acc[1] += int(scores.count())
+                latencies.append(df.latency_ms.dropna().to_numpy(float))
+        means = {dim: round(total / n, 3) for dim, (total, n) in sums.items() if n}
+        every = np.concatenate(latencies) if latencies else np.zeros(0)
+        latency_p50 = float(np.median(every)) if len(every) else 0.0
         metadata = _judge_metadata(stats, len(records), means, float(latency_p50 or 0.0))
         metadata["judge_identity"] = dg.MetadataValue.text(identity.id)
         metadata["judge"] = dg.MetadataValue.text(identity.label)
