@@ -304,6 +304,14 @@ def test_browser_walks_leaderboard_checkpoint_regressions_sample_and_parent_diff
         parent = visit(_links(sample, rf"/r/npc_dialogue/ckpt-0200/s/{re.escape(known)}$")[0], "5_parent.png")
         assert known in parent and "ckpt-0100" not in parent.split("Response")[0]
         assert (artifacts / "4_sample.png").stat().st_size > 10_000
+        # the matrix's compare link, then the samples that got worse on the guarded score (#34.3)
+        assert board.count('class="matrix-row"') == 2
+        compare = visit(_links(board, r"^/r/npc_dialogue/compare\?a=ckpt-0200&b=ckpt-0300$")[0], "6_compare.png")
+        assert compare.count('class="compare-row"') >= 5 and "judged by different judges" not in compare
+        worse = visit(f"/r/npc_dialogue/compare?a=ckpt-0200&b=ckpt-0300&score={GUARDED}&dir=worse", "7_worse.png")
+        shown = re.findall(r'class="moved-row"><td class="key id"><a href="[^"]+">([^<]+)</a>', worse)
+        assert shown and set(shown) <= regressed
+        assert (artifacts / "6_compare.png").stat().st_size > 10_000
     finally:
         server.terminate()
         server.wait(timeout=30)
