@@ -366,6 +366,22 @@ def cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
+def for_terminal(line: str) -> bool:
+    """Whether a line of the daemon's output (or a run's it launched) is shown in `ui`'s terminal: all but
+    Dagster's per-event DEBUG lines."""
+    return " - DEBUG - " not in line
+
+
+def _relay(stream: Any, log_path: Path) -> None:
+    with open(log_path, "a", encoding="utf-8") as log:
+        for line in stream:
+            log.write(line)
+            log.flush()
+            if for_terminal(line):
+                sys.stdout.write(line)
+                sys.stdout.flush()
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     """The Dagster webserver and the project's daemon (eval_pipeline/defs/daemon.py: Dagster's daemon with a
     backfill loop of EVAL_BACKFILL_INTERVAL_SECONDS, not 30 s) on one workspace, until Ctrl-C or until either
@@ -373,6 +389,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     import os
     import signal
     import subprocess
+    import threading
     import time
 
     from eval_pipeline.core import settings
@@ -392,12 +409,23 @@ def cmd_ui(args: argparse.Namespace) -> int:
             start_new_session=True,
         ),
         "daemon": subprocess.Popen(
-            [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", *workspace], start_new_session=True
+            [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", *workspace],
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
         ),
     }
+    # the daemon's output and that of the runs it launches: every line to a log file, the terminal without the
+    # runs' DEBUG events (one per step event: 1,370 lines in 22 minutes); the whole log stays in the instance
+    log_path = home / "logs" / "daemon.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    threading.Thread(target=_relay, args=(procs["daemon"].stdout, log_path), daemon=True, name="daemon-log").start()
     print(
         f"eval-pipeline ui: http://{args.host}:{args.port}/ (DAGSTER_HOME={home}; backfills "
-        f"looked at every {settings.backfill_interval_seconds():g} s; Ctrl-C stops it)",
+        f"looked at every {settings.backfill_interval_seconds():g} s; runs' DEBUG events only in {log_path}; "
+        "Ctrl-C stops it)",
         flush=True,
     )
     code = 0
