@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The viewer on a big checkpoint: latency of the samples page (filtered, sorted, paged) and of a sample page
-on a checkpoint of 100,000 samples with a 100,000-sample parent, the compare page and the leaderboard matrix, against the same pages on the 60-sample
+on a checkpoint of 100,000 samples with a 100,000-sample parent, the compare page and the leaderboard
+matrix, against the same pages on the 60-sample
 demo checkpoint (the baseline, in the same process). Goal: under 200 ms a page on this machine.
 
 The big warehouse is built from a real materialization of npc_dialogue (ckpt-0200 and ckpt-0300, offline
@@ -41,7 +42,10 @@ PAGES = [
     ("sample page with parent diff", "/r/npc_dialogue/ckpt-0300/s/npc-007"),
     ("checkpoint page", "/r/npc_dialogue/ckpt-0300"),
     ("compare page (any two)", "/r/npc_dialogue/compare?a=ckpt-0200&b=ckpt-0300"),
-    ("compare, worse on a score", "/r/npc_dialogue/compare?a=ckpt-0200&b=ckpt-0300&score=persona_consistency&dir=worse"),
+    (
+        "compare, worse on a score",
+        "/r/npc_dialogue/compare?a=ckpt-0200&b=ckpt-0300&score=persona_consistency&dir=worse",
+    ),
     ("leaderboard with matrix", "/"),
 ]
 

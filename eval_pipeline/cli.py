@@ -403,7 +403,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     _port_free(args.host, args.port)
     # each server in a process group of its own, so stopping it stops its code servers too (they would otherwise
     # wait for a missed heartbeat, 20 s or more, before ending)
-    procs = {
+    procs: dict[str, subprocess.Popen[Any]] = {
         "dagster-webserver": subprocess.Popen(
             [sys.executable, "-m", "dagster_webserver", *workspace, "-h", args.host, "-p", str(args.port)],
             start_new_session=True,

@@ -176,8 +176,8 @@ class _RatingsReader:
             except StopIteration:
                 break
             except csv.Error as exc:
-                values, end = None, start
-                reason = f"unreadable CSV: {exc}"
+                values, end = [], start
+                reason: str | None = f"unreadable CSV: {exc}"
             else:
                 reason = self._swallowed(lines, start, end, dialect, len(cols)) if end > start else None
             if reason:

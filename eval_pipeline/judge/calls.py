@@ -142,8 +142,8 @@ async def _call_all(
             loop.default_exception_handler(context)
 
     loop.set_exception_handler(quiet)
-    calls = asyncio.gather(*(one(s) for s in specs))
-    watch = asyncio.ensure_future(until_stopped())
+    calls: asyncio.Future[Any] = asyncio.gather(*(one(s) for s in specs))
+    watch: asyncio.Future[Any] = asyncio.ensure_future(until_stopped())
     try:
         await asyncio.wait([calls, watch], return_when=asyncio.FIRST_COMPLETED)
         if not calls.done():

@@ -145,7 +145,8 @@ def spending(run_id: str, spent_before: float = 0.0) -> Iterator[Budget | None]:
 def metering() -> Iterator[list[Any]]:
     """Within: every judging batch of this thread adds its statistics to the yielded list (``record``)."""
     previous = getattr(_CURRENT, "meter", None)
-    _CURRENT.meter = meter = []
+    meter: list[Any] = []
+    _CURRENT.meter = meter
     try:
         yield meter
     finally:

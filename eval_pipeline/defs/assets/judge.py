@@ -71,12 +71,13 @@ def _usage_frame(ckpt: str, step: str, run_id: str, batches: list[JudgeRunStats]
     frame = pd.DataFrame([row], columns=costs.USAGE_COLUMNS).astype(
         {c: "float64" for c in ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "cost")}
     )
-    metadata = {
+    p90 = row["latency_p90_ms"]
+    metadata: dict[str, Any] = {
         "usage_calls": dg.MetadataValue.int(total.calls),
         "usage_cache_hits": dg.MetadataValue.int(total.cache_hits),
         "usage_prompt_tokens": dg.MetadataValue.int(total.prompt_tokens),
         "usage_completion_tokens": dg.MetadataValue.int(total.completion_tokens),
-        "usage_latency_p90_ms": dg.MetadataValue.float(round(row["latency_p90_ms"] or 0.0, 1)),
+        "usage_latency_p90_ms": dg.MetadataValue.float(round(float(p90) if isinstance(p90, float) else 0.0, 1)),
     }
     if total.cost is not None and total.calls:
         metadata["usage_cost"] = dg.MetadataValue.float(round(total.cost, 6))

@@ -176,7 +176,7 @@ def leaderboard_matrix(rows: list[dict[str, Any]]) -> dict[str, Any]:
     cell = {(r["checkpoint_id"], r["rubric"]): r for r in rows}
     matrix = []
     for i, ck in enumerate(ckpts):
-        cells = []
+        cells: list[dict[str, Any] | None] = []
         for rub in rubrics:
             r = cell.get((ck, rub))
             if r is None:
