@@ -115,3 +115,21 @@ def test_one_broken_rubric_file_leaves_the_other_groups_and_their_sensor_in_the_
     assert not result.success
     with pytest.raises(RubricConfigError, match="broken.yaml"):
         load_rubrics(tmp_path)
+
+
+def test_every_unit_kind_is_one_registry_with_the_same_contract():
+    """#35: four registry patterns (pkgutil loops, a union built at import, a _loaded global) are one
+    ``Registry[T]``: registered by a decorator, loaded on first read, a repeat or an unknown name said plainly."""
+    from eval_pipeline.core.derived import KINDS
+    from eval_pipeline.core.registry import Registry
+    from eval_pipeline.judge.heuristic import FEATURES
+    from eval_pipeline.metrics import METRICS
+
+    for registry, known in ((METRICS, "triple_coverage"), (GATES, "regression"), (FEATURES, None), (KINDS, None)):
+        assert isinstance(registry, Registry) and len(registry) > 0
+        assert known is None or known in registry
+        with pytest.raises(KeyError, match=rf"unknown {registry.kind} 'no_such' \(known: "):
+            registry.get_unit("no_such")
+        name = next(iter(registry))
+        with pytest.raises(ValueError, match="registered twice"):
+            registry.add(name, registry[name])

@@ -7,32 +7,27 @@ rubric config accepts every registered kind (a discriminated union built at impo
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, Union, get_args
 
 import pandas as pd
 from pydantic import Field
 
 from eval_pipeline.core.derived.base import DerivedKind
+from eval_pipeline.core.registry import Registry
 
-KINDS: dict[str, type[DerivedKind]] = {}
+KINDS: Registry[type[DerivedKind]] = Registry("derived-score kind", __name__, skip=("base",))
 K = TypeVar("K", bound=type[DerivedKind])
 
 
 def derived_kind(cls: K) -> K:
     """Register a derived-score kind under the value of its ``kind`` literal."""
     (name,) = get_args(cls.model_fields["kind"].annotation)  # type: ignore[call-overload]
-    if name in KINDS:
-        raise ValueError(f"derived-score kind {name!r} registered twice")
     cls.kind_name = name
-    KINDS[name] = cls
+    KINDS.add(name, cls)
     return cls
 
 
-for _module in pkgutil.iter_modules(__path__):
-    if _module.name != "base":
-        importlib.import_module(f"{__name__}.{_module.name}")
+KINDS.load()  # now: the discriminated union below is built from every kind
 
 # every registered kind, told apart by its `kind` (a Union built at run time; type checkers see the base class)
 if TYPE_CHECKING:

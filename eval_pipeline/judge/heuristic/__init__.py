@@ -28,37 +28,27 @@ describe the heuristic's declared noise, not an LLM's.
 from __future__ import annotations
 
 import functools
-import importlib
 import math
-import pkgutil
 import statistics
 from collections.abc import Callable
 from typing import Any
 
 from eval_pipeline.core.config import HeuristicTerm, RubricConfig
+from eval_pipeline.core.registry import Registry
 from eval_pipeline.core.resampling import seed_of
 
 Feature = Callable[[dict[str, Any], dict[str, Any]], "float | None"]
-FEATURES: dict[str, Feature] = {}
+FEATURES: Registry[Feature] = Registry("heuristic feature", __name__)
 
 
 def feature(name: str) -> Callable[[Feature], Feature]:
-    def register(fn: Feature) -> Feature:
-        if name in FEATURES:
-            raise ValueError(f"heuristic feature {name!r} registered twice")
-        FEATURES[name] = fn
-        return fn
-
-    return register
+    """Register a heuristic feature under ``name`` (a new feature is one function in this package)."""
+    return FEATURES.register(name)
 
 
-@functools.cache
-def load_features() -> dict[str, Feature]:
-    """Every feature: importing this package's modules registers them (a new feature is one function). Once a
-    process: listing the package's modules costs ~0.1 ms, and every term of every sample asks."""
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
-    return FEATURES
+def load_features() -> Registry[Feature]:
+    """Every feature (importing this package's modules registers them, once)."""
+    return FEATURES.load()
 
 
 def estimate(terms: list[HeuristicTerm], sample: dict) -> tuple[float | None, dict[str, float | None]]:

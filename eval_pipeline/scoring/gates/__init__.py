@@ -11,8 +11,6 @@ missing (they shrink n), never as passes.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +19,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from eval_pipeline.core.contracts import GATE_COLUMNS
+from eval_pipeline.core.registry import Registry
 from eval_pipeline.core.resampling import in_item_order
 from eval_pipeline.scoring.gates.base import FAILED, PENDING, GateInputs, GateResult, GateSpec
 
@@ -37,20 +36,13 @@ class GateKind:
     parts: Callable[[Any, Any], list[str]] | None  # names of its per-part results, known from the config
 
 
-GATES: dict[str, GateKind] = {}
-_loaded = False
+# loaded on first read, so the kinds' own imports (e.g. agreement) may import this package's base without a cycle
+GATES: Registry[GateKind] = Registry("gate kind", __name__, skip=("base",))
 
 
-def load_kinds() -> dict[str, GateKind]:
-    """Every gate kind: importing this package's modules registers them (on first use, so the kinds'
-    own imports, e.g. agreement, may import this package's base without a cycle)."""
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        for module in pkgutil.iter_modules(__path__):
-            if module.name != "base":
-                importlib.import_module(f"{__name__}.{module.name}")
-    return GATES
+def load_kinds() -> Registry[GateKind]:
+    """Every gate kind (importing this package's modules registers them)."""
+    return GATES.load()
 
 
 def gate(
@@ -64,19 +56,14 @@ def gate(
     """Register a gate kind under ``name``."""
 
     def register(fn: GateFn) -> GateFn:
-        if name in GATES:
-            raise ValueError(f"gate kind {name!r} registered twice")
-        GATES[name] = GateKind(name, fn, spec, tuple(needs), check_target, parts)
+        GATES.add(name, GateKind(name, fn, spec, tuple(needs), check_target, parts))
         return fn
 
     return register
 
 
 def gate_kind(name: str) -> GateKind:
-    kind = load_kinds().get(name)
-    if kind is None:
-        raise KeyError(f"unknown gate kind {name!r} (known: {', '.join(sorted(GATES))})")
-    return kind
+    return GATES.get_unit(name)
 
 
 def typed(g: Any) -> GateSpec:
