@@ -26,12 +26,21 @@ def requested() -> bool:
     return _STOP.is_set()
 
 
+def is_interrupt(exc: BaseException | None) -> bool:
+    """Whether an exception is a signal's doing (Python's KeyboardInterrupt, Dagster's interrupt error, or one
+    raised while handling either): it may surface anywhere the signal landed, e.g. inside a socket write."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "DagsterExecutionInterruptedError":
+            return True
+        exc, seen = exc.__context__, seen + 1
+    return False
+
+
 def _quiet_unraisable(previous: Any) -> Any:
     def hook(unraisable: Any) -> None:
         # an interrupt raised inside a callback (a weakref's, an event loop's) is the interrupt, already seen
-        if isinstance(unraisable.exc_value, KeyboardInterrupt) or type(unraisable.exc_value).__name__ == (
-            "DagsterExecutionInterruptedError"
-        ):
+        if is_interrupt(unraisable.exc_value):
             return
         previous(unraisable)
 

@@ -134,8 +134,9 @@ async def _call_all(
     default = loop.get_exception_handler()
 
     def quiet(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        if interrupts.requested() or isinstance(context.get("exception"), KeyboardInterrupt | asyncio.CancelledError):
-            return  # calls cancelled by Ctrl-C: nothing to tell but the interruption itself
+        exc = context.get("exception")
+        if interrupts.requested() or isinstance(exc, asyncio.CancelledError) or interrupts.is_interrupt(exc):
+            return  # a signal landed inside the loop (a socket write, a callback): only the interruption is told
         if default is not None:
             default(loop, context)
         else:
