@@ -44,7 +44,7 @@ demo: provision
 	$(PY) -m eval_pipeline.demo
 
 test: provision provision-browser provision-postgres
-	$(PY) -m pytest -q -n 2 --durations=10
+	$(PY) -m pytest -q -n 3 --durations=10
 
 # ruff (lint and format), mypy on the package, and every rubric loaded into valid Dagster definitions;
 # CI runs it before the tests

@@ -123,3 +123,26 @@ def postgres_port():
     finally:
         subprocess.run([*as_user, pg_ctl, "-D", str(db), "-m", "immediate", "stop"], capture_output=True)
         shutil.rmtree(data, ignore_errors=True)
+
+
+# The modules holding the suite's longest tests (each 40-150 s, measured with --durations), scheduled first so the
+# workers start on them at once and the short tests fill in around them: started last, one of them alone set the
+# suite's end (longest-first scheduling). Each module stays whole, so its module-scoped fixtures are set up once
+# per worker as before.
+LONG_FIRST = (
+    "tests/test_pipeline.py",
+    "tests/test_concurrent_runs.py",
+    "tests/reliability/test_interruptions_and_concurrency.py",
+    "tests/reliability/test_readers_never_block.py",
+    "tests/test_ui_browser.py",
+    "tests/reliability/test_ducklake.py",
+    "tests/test_viewer.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        path = item.nodeid.split("::")[0]
+        return LONG_FIRST.index(path) if path in LONG_FIRST else len(LONG_FIRST)
+
+    items.sort(key=rank)  # stable: the order within each module and among the others is kept
