@@ -229,6 +229,7 @@ class OpenAIJudgeClient:
         self._timeout = settings.timeout_s
         self._epoch = 0  # bumped at each cut: a time-out of a call started before it does not cut again
         self._answered_since_change = 0
+        self._ever_answered = False
         self._gate = asyncio.Condition()
         self._use_schema = True
         self._in_flight = 0
@@ -265,6 +266,7 @@ class OpenAIJudgeClient:
         return True
 
     def _answered(self) -> None:
+        self._ever_answered = True
         self._answered_since_change += 1
         if self._answered_since_change >= self._limit and self._limit < self.settings.concurrency:
             self._limit += 1
@@ -370,7 +372,9 @@ class OpenAIJudgeClient:
             except (openai.APITimeoutError, asyncio.TimeoutError):
                 last_error = f"timeout after {self._timeout:g}s"
                 delay = self._backoff(attempt)
-                if self._timed_out(epoch):
+                # a cut's own time-out counts toward the breaker; the others of its epoch do not, unless the
+                # endpoint never answered at all (a black hole is given up as fast as a refusing one)
+                if self._timed_out(epoch) or not self._ever_answered:
                     self._unreachable(last_error)
             except openai.APIConnectionError as exc:
                 last_error = f"connection error: {redact(str(exc), self._api_key)[:200]}"

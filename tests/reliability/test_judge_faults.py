@@ -190,3 +190,23 @@ def test_a_slow_server_with_few_slots_converges_instead_of_livelocking(rubrics, 
     panel = df[df.judge == PANEL]
     assert (panel.status == "ok").all(), panel.reason.dropna().unique()[:3]
     assert stub.state.completions <= 24 * 3  # converged: not every call asked max_retries + 1 times
+
+
+def test_an_endpoint_that_never_answers_is_given_up_fast_despite_the_adaptive_limit(rubrics, stub, warehouse_path):
+    """The adaptive limit counts one time-out per cut toward the circuit breaker (a slow server is not a dead one),
+    but an endpoint that has never answered counts every time-out: a black hole is given up in one wave."""
+    import time
+
+    stub.state.fault_rate, stub.state.fault_kind, stub.state.timeout_sleep_s = 1.0, "timeout", 5.0
+    t0 = time.perf_counter()
+    df, _ = judge_samples(
+        rubrics["empathetic_dialogue"],
+        "c",
+        records(24),
+        Warehouse(warehouse_path),
+        mode="openai",
+        overrides=dict(FAST, timeout_s=0.3, max_retries=4, concurrency=16, max_consecutive_failures=8),
+    )
+    panel = df[df.judge == PANEL]
+    assert (panel.status == "missing").all() and panel.reason.str.contains("stopped asking").all()
+    assert time.perf_counter() - t0 < 5  # one wave of 0.3 s time-outs, not eight doubling ones (~40 s)
