@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import signal
+import time
 
 import pytest
 
@@ -253,3 +254,22 @@ def test_the_ratings_template_goes_where_ratings_are_read_and_unfilled_rows_are_
     assert "unsafe evaluator name" in capfd.readouterr().err
     line = report_lines(RubricReport(rubric="kg_qa", lines=60, valid=60, rating_unrated=60))[0]
     assert "60 rows not rated yet" in line and "INCOMPLETE" not in line
+
+
+def test_a_ctrl_c_is_forgotten_once_its_command_has_ended(env, rubrics, monkeypatch):
+    """A stop belongs to the command it interrupted: judge calls made afterwards in the same process (the next
+    command, a notebook, the next test) are not cancelled by it."""
+    from eval_pipeline.core import interrupts
+    from eval_pipeline.defs.runner import interruptible
+
+    with interruptible() as state:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # our handler raises at once
+            time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+        deadline = time.monotonic() + 2
+        while not interrupts.requested() and time.monotonic() < deadline:  # the watcher reads the pipe soon after
+            time.sleep(0.01)
+        assert state.check() and interrupts.requested()
+    assert not interrupts.requested()

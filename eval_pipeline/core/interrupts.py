@@ -22,7 +22,7 @@ _STOPPING = (signal.SIGINT, signal.SIGTERM)
 
 
 def requested() -> bool:
-    """Whether Ctrl-C or SIGTERM arrived since ``watching()`` began."""
+    """Whether Ctrl-C or SIGTERM arrived since ``watching()`` began (False outside a watch)."""
     return _STOP.is_set()
 
 
@@ -75,3 +75,4 @@ def watching() -> Iterator[None]:
         os.close(write)  # the reader sees the end of the pipe and ends
         thread.join(timeout=1)
         os.close(read)
+        _STOP.clear()  # a stop belongs to this watch: later work in the same process (the next command) goes on
