@@ -311,6 +311,7 @@ class OpenAIJudgeClient:
                 kwargs["response_format"] = {"type": "json_schema", "json_schema": schema}
             delay = None
             epoch = await self._enter()
+            used_timeout = self._timeout
             t0 = time.perf_counter()
             try:
                 self.stats.http_attempts += 1
@@ -322,7 +323,7 @@ class OpenAIJudgeClient:
                 # the timeout bounds the whole call: the client's own bounds each read, so a server sending a
                 # byte now and then would hold a call forever
                 data = await asyncio.wait_for(
-                    self._client.post("/chat/completions", body=kwargs, cast_to=object), timeout=self._timeout
+                    self._client.post("/chat/completions", body=kwargs, cast_to=object), timeout=used_timeout
                 )
                 result.latency_ms = (time.perf_counter() - t0) * 1000
                 self.stats.latency_ms.append(result.latency_ms)
@@ -372,9 +373,10 @@ class OpenAIJudgeClient:
             except (openai.APITimeoutError, asyncio.TimeoutError):
                 last_error = f"timeout after {self._timeout:g}s"
                 delay = self._backoff(attempt)
-                # a cut's own time-out counts toward the breaker; the others of its epoch do not, unless the
-                # endpoint never answered at all (a black hole is given up as fast as a refusing one)
-                if self._timed_out(epoch) or not self._ever_answered:
+                # a cut's own time-out counts toward the breaker, the others of its epoch do not; an endpoint that
+                # has never answered counts every time-out after the first cut (a slow server's first wave may all
+                # time out and it still gets a second, slower chance; a black hole is given up in the second wave)
+                if self._timed_out(epoch) or (not self._ever_answered and epoch > 0):
                     self._unreachable(last_error)
             except openai.APIConnectionError as exc:
                 last_error = f"connection error: {redact(str(exc), self._api_key)[:200]}"

@@ -194,7 +194,8 @@ def test_a_slow_server_with_few_slots_converges_instead_of_livelocking(rubrics, 
 
 def test_an_endpoint_that_never_answers_is_given_up_fast_despite_the_adaptive_limit(rubrics, stub, warehouse_path):
     """The adaptive limit counts one time-out per cut toward the circuit breaker (a slow server is not a dead one),
-    but an endpoint that has never answered counts every time-out: a black hole is given up in one wave."""
+    but an endpoint that has never answered counts every time-out after the first cut: a black hole is given up
+    in the second wave."""
     import time
 
     stub.state.fault_rate, stub.state.fault_kind, stub.state.timeout_sleep_s = 1.0, "timeout", 5.0
@@ -209,4 +210,6 @@ def test_an_endpoint_that_never_answers_is_given_up_fast_despite_the_adaptive_li
     )
     panel = df[df.judge == PANEL]
     assert (panel.status == "missing").all() and panel.reason.str.contains("stopped asking").all()
-    assert time.perf_counter() - t0 < 5  # one wave of 0.3 s time-outs, not eight doubling ones (~40 s)
+    # the first wave's time-outs count once (a slow server gets a second chance), the second wave's all count:
+    # ~16 s here with retries and back-off; counting one per cut throughout took ~40 s
+    assert time.perf_counter() - t0 < 30
