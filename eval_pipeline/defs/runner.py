@@ -51,22 +51,26 @@ def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]
     return new
 
 
+def runs_of_checkpoint(
+    instance: dg.DagsterInstance, checkpoint_id: str, statuses: list[dg.DagsterRunStatus] | None = None, limit: int = 5
+) -> list[dg.DagsterRun]:
+    """The newest runs tagged with this checkpoint (of these statuses, when given)."""
+    tags = {"eval/checkpoint": checkpoint_id}
+    records = instance.get_run_records(filters=dg.RunsFilter(tags=tags, statuses=statuses), limit=limit)
+    return [r.dagster_run for r in records]
+
+
+IN_FLIGHT = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+
 def in_flight_elsewhere(instance: dg.DagsterInstance, checkpoint_id: str) -> str | None:
     """The id of a run of this checkpoint that is queued or running in another process, or None."""
-    records = instance.get_run_records(
-        filters=dg.RunsFilter(
-            tags={"eval/checkpoint": checkpoint_id},
-            statuses=[
-                dg.DagsterRunStatus.QUEUED,
-                dg.DagsterRunStatus.NOT_STARTED,
-                dg.DagsterRunStatus.STARTING,
-                dg.DagsterRunStatus.STARTED,
-            ],
-        ),
-        limit=5,
-    )
-    for record in records:
-        run = record.dagster_run
+    for run in runs_of_checkpoint(instance, checkpoint_id, IN_FLIGHT):
         if run.tags.get(PID_TAG) != str(os.getpid()) or run.tags.get(HOST_TAG) != socket.gethostname():
             return run.run_id
     return None

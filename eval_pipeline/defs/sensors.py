@@ -14,14 +14,15 @@ import dagster as dg
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.defs.partitions import CHECKPOINTS, CHECKPOINTS_PARTITION
+from eval_pipeline.defs.runner import runs_of_checkpoint
 from eval_pipeline.ingest.checkpoints import scan_checkpoints
 from eval_pipeline.publish.report import redraw_report
 
 
 def evaluated_elsewhere(instance: dg.DagsterInstance, checkpoint_id: str) -> str | None:
     """The id of a run of this checkpoint that exists already (queued, in flight or done), or None."""
-    records = instance.get_run_records(filters=dg.RunsFilter(tags={"eval/checkpoint": checkpoint_id}), limit=1)
-    return records[0].dagster_run.run_id if records else None
+    runs = runs_of_checkpoint(instance, checkpoint_id, limit=1)
+    return runs[0].run_id if runs else None
 
 
 def build_checkpoint_sensor(

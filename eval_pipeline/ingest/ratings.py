@@ -158,13 +158,13 @@ class _RatingsReader:
             self.out.problems.append(f"{path.name}: empty file")
             return
         except csv.Error as exc:
-            self._reject_file(path, lines, [], text, f"an unreadable header ({exc})")
+            self._reject_file(path, lines, [], dialect.delimiter, f"an unreadable header ({exc})")
             return
         self.out.files.append(path.name)
         cols = [self.aliases.get(h.strip().lower(), h.strip().lower()) for h in header]
         problem = self._header_problem(cols)
         if problem:
-            self._reject_file(path, lines, cols, text, problem)
+            self._reject_file(path, lines, cols, dialect.delimiter, problem)
             return
         self._note_unknown_columns(path, cols)
         rated = [c for c in cols if c in self.scales]
@@ -247,8 +247,8 @@ class _RatingsReader:
             return f"a quote opened on line {start} is never closed"
         return None
 
-    def _reject_file(self, path: Path, lines: list[str], cols: list[str], text: str, problem: str) -> None:
-        reason = f"{problem}; found {cols} (delimiter detected: {_dialect(text).delimiter!r})"
+    def _reject_file(self, path: Path, lines: list[str], cols: list[str], delimiter: str, problem: str) -> None:
+        reason = f"{problem}; found {cols} (delimiter detected: {delimiter!r})"
         self.out.problems.append(f"{path.name}: {reason}")
         # the header line, and every row: which checkpoint a row rates cannot be read, so none is dropped unseen
         self.quarantine(path.name, 1, lines[0] if lines else "", reason)

@@ -21,6 +21,7 @@ model, the step fails with one line: a budget that cannot be counted is not a bu
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Iterator, Sequence
@@ -52,12 +53,22 @@ class Prices:
 
 
 def load_prices(path: str | Path | None = None) -> Prices:
-    """The price table at ``path`` (default ``EVAL_PRICES``); none configured: an empty table."""
-    import yaml
-
+    """The price table at ``path`` (default ``EVAL_PRICES``); none configured: an empty table. Read once per
+    version of the file (every judging batch asks)."""
     where = path or settings.prices_path()
     if not where:
         return Prices()
+    try:
+        version = Path(where).stat().st_mtime_ns
+    except OSError as exc:
+        raise BudgetError(f"price table {where}: cannot be read ({exc})") from None
+    return _read_prices(str(where), version)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_prices(where: str, version: int) -> Prices:
+    import yaml
+
     try:
         data = yaml.safe_load(Path(where).read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
@@ -127,7 +138,10 @@ def current() -> Budget | None:
 @contextmanager
 def spending(run_id: str, spent_before: float = 0.0) -> Iterator[Budget | None]:
     """Within: the judge calls of this thread draw on the run's budget (``EVAL_JUDGE_BUDGET``), if one is set."""
-    limit = settings.judge_budget()
+    try:
+        limit = settings.judge_budget()
+    except ValueError as exc:
+        raise BudgetError(str(exc)) from None
     if limit is None:
         yield None
         return

@@ -50,7 +50,6 @@ def export_checkpoint(
     if fmt not in FORMATS:
         raise ValueError(f"--format must be one of {', '.join(FORMATS)}")
     ext = {"parquet": "parquet", "csv": "csv", "json": "jsonl"}[fmt]
-    found = wh.tables()
     keyed = {
         (str(sch), str(t))
         for sch, t in wh.query_rows(
@@ -75,7 +74,7 @@ def export_checkpoint(
         "quarantine": f"SELECT * FROM main.quarantine WHERE checkpoint_id = {ck} AND rubric IN ({rubric_list})",
         "judge_usage": f"SELECT * FROM main.judge_usage WHERE checkpoint_id = {ck} AND rubric IN ({rubric_list})",
     }
-    plan += [("main", t, sql) for t, sql in main_tables.items() if ("main", t) in found]
+    plan += [("main", t, sql) for t, sql in main_tables.items() if ("main", t) in keyed]
     written: list[Exported] = []
     with wh.sandboxed_reader() as con:  # one reader, one snapshot for every file
         con.execute("BEGIN TRANSACTION")

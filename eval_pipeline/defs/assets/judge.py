@@ -90,13 +90,20 @@ def _usage_frame(ckpt: str, step: str, run_id: str, batches: list[JudgeRunStats]
 def _spent_by_run(wh: Any, run_id: str) -> float:
     """What this run's earlier judge steps recorded as spent (steps in other processes of the same run); asked
     only when a budget is set."""
-    if settings.judge_budget() is None:
+    if not settings.prices_path() or not _budget_set():
         return 0.0
     try:
         rows = wh.query_rows("SELECT coalesce(sum(cost), 0) FROM main.judge_usage WHERE run_id = ?", [run_id])
     except Exception:  # noqa: BLE001 - no usage view yet: nothing recorded
         return 0.0
     return float(rows[0][0] or 0.0)
+
+
+def _budget_set() -> bool:
+    try:
+        return settings.judge_budget() is not None
+    except ValueError:
+        return True  # unreadable: costs.spending says so as a BudgetError
 
 
 def _metered(rubric: RubricConfig, step: str) -> Callable:
@@ -112,10 +119,8 @@ def _metered(rubric: RubricConfig, step: str) -> Callable:
                 spending = costs.spending(run_id, _spent_by_run(wh, run_id))
                 with spending, costs.metering() as batches:
                     result = fn(context, warehouse, *args, **kwargs)
-            except (costs.BudgetError, ValueError) as exc:
-                if isinstance(exc, costs.BudgetError) or "EVAL_JUDGE_BUDGET" in str(exc):
-                    raise dg.Failure(description=str(exc), allow_retries=False) from None
-                raise
+            except costs.BudgetError as exc:
+                raise dg.Failure(description=str(exc), allow_retries=False) from None
             frame, metadata = _usage_frame(context.partition_key, step, run_id, batches)
             wh.replace_partition(
                 rubric.name, "judge_usage", frame, {"checkpoint_id": context.partition_key, "step": step}
