@@ -42,6 +42,7 @@ class StubState:
     faults: deque = field(default_factory=deque)  # consumed one per request, before normal answers
     fault_rate: float = 0.0  # with fault_kind: a seeded share of requests fail this way
     fault_kind: str = "500"
+    fault_when: dict = field(default_factory=dict)  # marker text -> fault for every request whose prompt holds it
     seed: int = 0
     score_noise: float = 0.0  # each score moves one step (inwards at the scale's ends) with this probability
     slots: int = 0  # > 0: at most this many requests are worked on at once (each for latency_s); the rest queue
@@ -185,6 +186,9 @@ def admit(state: StubState, body: dict) -> str | None:
         if state.keep_bodies:
             state.bodies.append(body)
         fault = state.faults.popleft() if state.faults else None
+        if state.fault_when:
+            prompt = json.dumps(body.get("messages", ""))
+            fault = next((f for marker, f in state.fault_when.items() if marker in prompt), fault)
         if fault is None and state.fault_rate and state.rng.random() < state.fault_rate:
             fault = state.fault_kind
     return fault
