@@ -189,9 +189,17 @@ def report_lines(r: RubricReport, verbose: bool = False) -> list[str]:
     trust = by_kind.pop("judge_reliability", [])
     if trust:
         overall = min(trust, key=lambda g: len(g[0]))  # the gate itself; its parts are named <gate>_<dimension>
-        dims = [g[0].removeprefix(overall[0] + "_") for g in trust if g is not overall]
-        line = shorten(overall[3], width) if verbose or not dims else shorten(overall[3].split(":")[0], 60)
-        out.append(f"      judge {line}" + (f" on {', '.join(dims)}" if dims and not verbose else ""))
+        parts = [(g[0].removeprefix(overall[0] + "_"), g[3]) for g in trust if g is not overall]
+        untrusted = [d for d, why in parts if not why.startswith("trusted")]  # the judge's verdict on the dimension
+        drifts = [d for d, why in parts if why.startswith("trusted, but drifts")]  # this checkpoint's own ratings
+        if verbose or not parts:
+            out.append(f"      judge {shorten(overall[3], width)}")
+        else:
+            said = [f"untrusted on {', '.join(untrusted)}"] if untrusted else []
+            said += [f"drifts on this checkpoint on {', '.join(drifts)}"] if drifts else []
+            rest = [d for d, _ in parts if d not in untrusted and d not in drifts]
+            said += [f"{shorten(overall[3].split(':')[0], 40)} on {', '.join(rest)}"] if rest else []
+            out.append(f"      judge {'; '.join(said)}")
     for kind, gates in sorted(by_kind.items()):
         if verbose:
             for name, value, threshold, reason in gates:
@@ -287,45 +295,65 @@ def evaluate(args: Any, ckpts: list, defs: Any, rubrics: dict[str, Any], instanc
     register_checkpoints(instance, [c.checkpoint_id for c in ckpts])
     reap_dead_runs(instance)  # a run whose process died is not "in flight" below
     selected = set(args.rubric) if args.rubric else None
-    for i, c in enumerate(ckpts, start=1):
-        head = f"[{i}/{len(ckpts)}] {clean(c.checkpoint_id)} ({clean(c.model)})"
+    heads = {
+        c.checkpoint_id: f"[{i}/{len(ckpts)}] {clean(c.checkpoint_id)} ({clean(c.model)})"
+        for i, c in enumerate(ckpts, 1)
+    }
+    todo = []
+    for c in ckpts:
         busy = in_flight_elsewhere(instance, c.checkpoint_id)
         if busy:
-            print(f"{head}: SKIPPED: run {busy} is evaluating it now (the UI or the sensor); not run twice", flush=True)
+            why = f"SKIPPED: run {busy} is evaluating it now (the UI or the sensor); not run twice"
+            print(f"{heads[c.checkpoint_id]}: {why}", flush=True)
             continue
-        bar = Progress(prefix=f"{head} ")
-        with progress.listening(bar):
-            out = materialize_checkpoints(
-                defs, instance, [c.checkpoint_id], selected, log_level=_dagster_log_level(args)
-            )
+        todo.append(c)
+        for refused in getattr(c, "refused_files", {}).values():
+            print(clean(f"{heads[c.checkpoint_id]}: file REFUSED {refused}"), flush=True)
+    bar = Progress()
+
+    def starting(ckpt_id: str) -> None:
         bar.clear()
-        for why in getattr(c, "refused_files", {}).values():
-            print(clean(f"{head}: file REFUSED {why}"), flush=True)
-        for o in out:
-            outcomes.append(o)
-            # an interrupted run is not read back (what it wrote is partial, and Ctrl-C should end the command now)
-            mine = (
-                [assess(wh, rubrics[name], o.checkpoint_id) for name in o.rubrics]
-                if wh.exists() and not o.interrupted
-                else []
-            )
-            reports += mine
-            print(checkpoint_line(head, o, mine), flush=True)
-            usage = usage_line(wh, o.checkpoint_id, o.rubrics, o.run_id) if wh.exists() and not o.interrupted else None
-            if usage:
-                print(f"    {usage}", flush=True)
-            for failure in o.failures:
-                print(f"    step FAILED {shorten(failure, 300)}", flush=True)
-            for r in mine:
-                print("\n".join(report_lines(r, verbose=args.verbose)), flush=True)
-        if any(o.interrupted for o in out):
-            done = [o.checkpoint_id for o in outcomes if not o.interrupted]
-            print(
-                f"eval-pipeline: interrupted; finished before: {', '.join(done) or 'none'}; "
-                f"not started: {', '.join(x.checkpoint_id for x in ckpts[i:]) or 'none'}",
-                file=sys.stderr,
-            )
-            break
+        bar.prefix = f"{heads[ckpt_id]} "
+
+    def finished(o: Any) -> None:
+        bar.clear()
+        head = heads[o.checkpoint_id]
+        outcomes.append(o)
+        # an interrupted run is not read back (what it wrote is partial, and Ctrl-C should end the command now)
+        mine = (
+            [assess(wh, rubrics[name], o.checkpoint_id) for name in o.rubrics]
+            if wh.exists() and not o.interrupted
+            else []
+        )
+        reports.extend(mine)
+        print(checkpoint_line(head, o, mine), flush=True)
+        usage = usage_line(wh, o.checkpoint_id, o.rubrics, o.run_ids) if wh.exists() and not o.interrupted else None
+        if usage:
+            print(f"    {usage}", flush=True)
+        for failure in o.failures:
+            print(f"    step FAILED {shorten(failure, 300)}", flush=True)
+        for r in mine:
+            print("\n".join(report_lines(r, verbose=args.verbose)), flush=True)
+
+    with progress.listening(bar):
+        materialize_checkpoints(
+            defs,
+            instance,
+            [c.checkpoint_id for c in todo],
+            selected,
+            log_level=_dagster_log_level(args),
+            on_outcome=finished,
+            on_start=starting,
+        )
+    bar.clear()
+    if any(o.interrupted for o in outcomes):
+        done = [o.checkpoint_id for o in outcomes if not o.interrupted]
+        reached = {o.checkpoint_id for o in outcomes}
+        print(
+            f"eval-pipeline: interrupted; finished before: {', '.join(done) or 'none'}; "
+            f"not started: {', '.join(c.checkpoint_id for c in todo if c.checkpoint_id not in reached) or 'none'}",
+            file=sys.stderr,
+        )
     code = exit_code(outcomes, reports, fail_on_gates=not args.no_fail_on_gates)
     refused = sum(len(getattr(c, "refused_files", {})) for c in ckpts)
     if not outcomes:
@@ -342,21 +370,22 @@ def evaluate(args: Any, ckpts: list, defs: Any, rubrics: dict[str, Any], instanc
     return code
 
 
-def usage_line(wh: Warehouse, ckpt: str, rubrics: list[str], run_id: str | None = None) -> str | None:
-    """What judging this checkpoint cost in this run (``run_id``; else its latest rows): calls, cache hits,
+def usage_line(wh: Warehouse, ckpt: str, rubrics: list[str], run_ids: list[str] | None = None) -> str | None:
+    """What judging this checkpoint cost in these runs (``run_ids``; else its latest rows): calls, cache hits,
     tokens, latency percentiles (the slowest step's), money when the price table covers the model."""
     try:
         with wh.session() as s:
             if not s.table_exists("main", "judge_usage"):
                 return None
             marks = ", ".join("?" for _ in rubrics)
-            where = f"checkpoint_id = ? AND rubric IN ({marks})" + (" AND run_id = ?" if run_id else "")
+            runs = ", ".join("?" for _ in run_ids or [])
+            where = f"checkpoint_id = ? AND rubric IN ({marks})" + (f" AND run_id IN ({runs})" if run_ids else "")
             row = s.query_rows(
                 "SELECT sum(calls), sum(cache_hits), sum(prompt_tokens), sum(completion_tokens), "
                 "max(latency_p50_ms), max(latency_p90_ms), sum(cost), "
                 "count(*) FILTER (WHERE cost IS NULL AND calls > 0), "
                 f"any_value(currency), sum(not_asked_budget) FROM main.judge_usage WHERE {where}",
-                [ckpt, *rubrics, *([run_id] if run_id else [])],
+                [ckpt, *rubrics, *(run_ids or [])],
             )[0]
     except Exception:  # noqa: BLE001 - a warehouse from before usage was recorded: no line
         return None

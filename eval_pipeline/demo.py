@@ -43,8 +43,8 @@ def judge_line(instance: dg.DagsterInstance, outcomes: list[RunOutcome]) -> str:
     """The judge's work over the runs, from their judge_scores materializations: prompts, calls, cache hits, time."""
     calls = hits = prompts = tokens_in = tokens_out = 0
     wall = 0.0
-    for o in outcomes:
-        for ev in instance.all_logs(o.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+    for run_id in (r for o in outcomes for r in o.run_ids):
+        for ev in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
             dev = ev.dagster_event
             if dev is None or not dev.is_step_materialization:
                 continue

@@ -292,7 +292,7 @@ def gen_npc(rng: random.Random, ckpt_index: int) -> list[tuple[dict, dict]]:
         dict(
             persona_consistency=4.2,
             context_awareness=4.1,
-            dialogue_naturalness=3.2,
+            dialogue_naturalness=2.5,
             plot_relevance=3.9,
             response_appropriateness=4.1,
         ),
@@ -732,7 +732,7 @@ def gen_emp(rng: random.Random, ckpt_index: int) -> list[tuple[dict, dict]]:
     means = [
         dict(emotion=3.0, validation=3.0, helpfulness=2.8, safety=3.4),
         dict(emotion=3.7, validation=3.8, helpfulness=3.4, safety=3.9),
-        dict(emotion=4.2, validation=4.1, helpfulness=4.0, safety=3.3),  # regression on safety
+        dict(emotion=4.2, validation=4.1, helpfulness=4.0, safety=2.9),  # regression on safety
     ][ckpt_index]
     out = []
     for i in range(N_SAMPLES):
@@ -938,7 +938,7 @@ def gen_aq(rng: random.Random, ckpt_index: int) -> list[tuple[dict, dict]]:
     means = [
         dict(semantic=3.6, completeness=3.2, accuracy=3.4, presentation=3.3),
         dict(semantic=4.2, completeness=3.9, accuracy=4.0, presentation=3.9),
-        dict(semantic=4.4, completeness=4.2, accuracy=3.5, presentation=4.3),  # regression on accuracy
+        dict(semantic=4.4, completeness=4.2, accuracy=2.8, presentation=4.3),  # regression on accuracy
     ][ckpt_index]
     route_ok = [0.65, 0.8, 0.9][ckpt_index]
     routes = ["sales_kpi", "hr_kpi", "rag_docs", "out_of_scope"]

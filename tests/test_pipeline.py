@@ -278,6 +278,18 @@ def test_judge_scores_in_chunks_are_one_partition_replaced_at_once(checkpoint_ro
     pd.testing.assert_frame_equal(tables[7], tables[5000])
 
 
+# what scripts/generate_sample_data.py plants in ckpt-0300, one per rubric, as the comparison flags it: through the
+# people's ratings (the human-calibrated change) where the offline judge is not trusted on the dimension, through
+# the readability metric (roleplay_style); the untrusted judge's own drops are shown and not counted
+PLANTED_REGRESSIONS = {
+    ("npc_dialogue", "ckpt-0300", "dialogue_naturalness_calibrated"),
+    ("kg_qa", "ckpt-0300", "fluency_calibrated"),
+    ("empathetic_dialogue", "ckpt-0300", "safety_calibrated"),
+    ("answer_quality", "ckpt-0300", "accuracy_calibrated"),
+    ("roleplay_style", "ckpt-0300", "ertd"),
+}
+
+
 @pytest.mark.slow
 def test_the_demo_as_make_demo_runs_it(tmp_path):
     """`python -m eval_pipeline.demo` (what `make demo` runs) on a fresh DAGSTER_HOME and warehouse: every sample
@@ -310,6 +322,21 @@ def test_the_demo_as_make_demo_runs_it(tmp_path):
     assert "demo wall time" in done.stdout and "report: " in done.stdout
     assert "eval_pipeline.defs.event_log" in (home / "dagster.yaml").read_text()
     runs = sorted(p.name.rsplit(".", 1)[-1] for p in (home / "history" / "runs").iterdir())
-    assert runs == ["db"] * 4, runs  # three runs and the index, nothing beside them
+    assert runs == ["db"] * 7, runs  # two runs a checkpoint (calibration inputs, then the rest) and the index
     with Warehouse(f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}").session() as wh:
         assert wh.query_rows("SELECT count(DISTINCT checkpoint_id) FROM npc_dialogue.summary") == [(3,)]
+        for rubric in ("npc_dialogue", "kg_qa", "empathetic_dialogue", "answer_quality", "roleplay_style"):
+            # the verdict on the judge comes from its pooled calibration set: the same for every checkpoint it judged
+            verdicts = wh.query_rows(
+                f"SELECT dimension, count(DISTINCT verdict), min(n_checkpoints), count(*) FROM {rubric}.judge_trust "
+                "GROUP BY dimension"
+            )
+            assert verdicts and all(v == (d, 1, 3, 3) for v, d in zip(verdicts, [r[0] for r in verdicts])), verdicts
+        # every planted regression (ckpt-0300) flagged, and nothing else
+        rubrics = ("npc_dialogue", "kg_qa", "empathetic_dialogue", "answer_quality", "roleplay_style")
+        flagged = {
+            (rubric, ckpt, score)
+            for rubric in rubrics
+            for ckpt, score in wh.query_rows(f"SELECT checkpoint_id, score FROM {rubric}.comparison WHERE regression")
+        }
+        assert flagged == PLANTED_REGRESSIONS, flagged

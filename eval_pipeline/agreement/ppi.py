@@ -128,3 +128,82 @@ def calibrated_means(checkpoint_id: str, judge: pd.DataFrame, human: pd.DataFram
             )
         )
     return pd.DataFrame(rows, columns=CALIBRATED_COLUMNS)
+
+
+@dataclass(frozen=True)
+class Change:
+    """The human-calibrated change of a mean from a parent checkpoint to a child: the estimate, its 95 % interval,
+    a two-sided p-value that it is 0, the smallest change the design detects (power 0.8), how it was paired."""
+
+    delta: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    mde: float
+    n_shared: int
+    n_rated: int
+    paired: bool
+    reason: str = ""
+
+
+MDE_Z = 1.959963984540054 + 0.8416212335729143  # z(1 - 0.05/2) + z(0.8)
+
+
+def _z_change(delta: float, se: float, n_shared: int, n_rated: int, paired: bool, alpha: float) -> Change:
+    if math.isnan(se) or math.isnan(delta):
+        return Change(math.nan, math.nan, math.nan, math.nan, math.nan, n_shared, n_rated, paired, "no estimate")
+    z = float(stats.norm.ppf(1 - alpha / 2))
+    if se == 0.0:
+        p = 1.0 if delta == 0.0 else 0.0
+    else:
+        p = float(2 * stats.norm.sf(abs(delta) / se))
+    return Change(delta, delta - z * se, delta + z * se, p, MDE_Z * se, n_shared, n_rated, paired)
+
+
+def ppi_change(
+    f_child: pd.Series,
+    y_child: pd.Series,
+    f_parent: pd.Series,
+    y_parent: pd.Series,
+    alpha: float = 0.05,
+) -> Change:
+    """The PPI++ estimate of how the people's mean moved from parent to child. ``f_*``: the judge's score per
+    sample id (every judged sample); ``y_*``: the people's mean per rated sample id.
+
+    Paired when the samples rated in both checkpoints are at least half of the fewer rated (the usual design: the
+    same prompts rated each time): PPI++ over the per-sample differences, the judge's differences on every shared
+    sample corrected by the judge-human differences of differences on the samples rated in both. Otherwise
+    (each checkpoint rated on its own random subset) the difference of the two checkpoints' PPI++ estimates with
+    the sum of their variances, which is conservative when the two share prompts (their covariance is then
+    positive). Fewer than 2 rated samples on a side: NaN with the reason."""
+    f_child, f_parent = f_child.dropna(), f_parent.dropna()
+    y_child, y_parent = y_child.dropna(), y_parent.dropna()
+    shared = f_child.index.intersection(f_parent.index).sort_values()
+    rated_both = shared.intersection(y_child.index).intersection(y_parent.index).sort_values()
+    fewer = min(len(y_child.index.intersection(f_child.index)), len(y_parent.index.intersection(f_parent.index)))
+    if fewer < 2:
+        reason = f"{fewer} rated sample(s) on the less rated side: at least 2 needed"
+        return Change(math.nan, math.nan, math.nan, math.nan, math.nan, len(shared), fewer, False, reason)
+    if len(rated_both) >= 2 and 2 * len(rated_both) >= fewer:
+        df = f_child.loc[shared] - f_parent.loc[shared]
+        dy = (y_child.loc[rated_both] - y_parent.loc[rated_both]).to_numpy(dtype=float)
+        unrated = shared.difference(rated_both)
+        est = ppi_mean(dy, df.loc[rated_both].to_numpy(dtype=float), df.loc[unrated].to_numpy(dtype=float), alpha)
+        if est.reason:  # every shared sample rated in both: the people's paired mean change
+            m, lo, _ = classical_mean(dy, alpha)
+            z = float(stats.norm.ppf(1 - alpha / 2))
+            return _z_change(m, (m - lo) / z, len(shared), len(rated_both), True, alpha)
+        z = float(stats.norm.ppf(1 - alpha / 2))
+        return _z_change(est.mean, (est.mean - est.ci_low) / z, len(shared), len(rated_both), True, alpha)
+    z = float(stats.norm.ppf(1 - alpha / 2))
+    sides = []
+    for f, y in ((f_child, y_child), (f_parent, y_parent)):
+        rated = f.index.intersection(y.index).sort_values()
+        est = ppi_mean(y.loc[rated].to_numpy(), f.loc[rated].to_numpy(), f.loc[f.index.difference(rated)].to_numpy())
+        if est.reason:
+            m, lo, _ = classical_mean(y.loc[rated].to_numpy(), alpha)
+            sides.append((m, (m - lo) / z))
+        else:
+            sides.append((est.mean, (est.mean - est.ci_low) / z))
+    (mc, sc), (mp, sp) = sides
+    return _z_change(mc - mp, math.sqrt(sc**2 + sp**2), len(shared), fewer, False, alpha)

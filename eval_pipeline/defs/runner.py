@@ -1,4 +1,5 @@
-"""Materialize checkpoints in-process: register the partitions, then one run per checkpoint.
+"""Materialize checkpoints in-process: register the partitions, then run each checkpoint (with several, their
+judges' calibration inputs first, then the rest of each; see materialize_checkpoints).
 
 Used by ``make demo``, the CLI and the tests. A run covers exactly the rubric groups the checkpoint has a
 file for. Dagster's own console log is kept at ``log_level`` (WARNING for the CLI; the full log stays in
@@ -41,6 +42,7 @@ class RunOutcome:
     interrupted: bool = False
     report: Path | None = None  # the report, when it was redrawn after this run (see REPORT_EVERY_S)
     report_error: str | None = None  # why it could not be (the run's outcome does not depend on it)
+    run_ids: list[str] = field(default_factory=list)  # every run of this checkpoint in the command, run_id last
 
 
 def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]) -> list[str]:
@@ -169,6 +171,57 @@ def interruptible() -> Iterator[Interrupted]:
 REPORT_EVERY_S = 60.0
 
 
+# the asset whose inputs are a judge's calibration set (every rated sample it judged, pooled across checkpoints)
+CALIBRATED_BY = "agreement"
+
+
+def _calibration_inputs(assets: list[dg.AssetsDefinition]) -> dg.AssetSelection:
+    """What the judge's calibration set is made of: every asset upstream of a rubric's agreement asset."""
+    keys = [k for a in assets for k in a.keys if k.path[-1] == CALIBRATED_BY]
+    return dg.AssetSelection.assets(*keys).upstream() - dg.AssetSelection.assets(*keys)
+
+
+@dataclass
+class _Batch:
+    """One command's checkpoints and what every run of it shares."""
+
+    defs: dg.Definitions
+    instance: dg.DagsterInstance
+    assets: list[dg.AssetsDefinition]
+    raise_on_error: bool
+    log_level: str
+
+
+def _run(batch: _Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> RunOutcome:
+    """One run of ``selection`` (within the checkpoint's rubric groups) for one checkpoint."""
+    t0 = time.perf_counter()
+    try:
+        result = dg.materialize(
+            [*batch.assets, *(batch.defs.asset_checks or [])],
+            instance=batch.instance,
+            partition_key=ckpt_id,
+            resources=batch.defs.resources or {},
+            selection=selection,
+            tags={
+                "eval/checkpoint": ckpt_id,
+                "eval/model": model,
+                "eval/rubrics": ",".join(names),
+                HOST_TAG: socket.gethostname(),
+                PID_TAG: str(os.getpid()),
+            },
+            raise_on_error=batch.raise_on_error,
+            run_config={"loggers": {"console": {"config": {"log_level": batch.log_level}}}},
+        )
+    except KeyboardInterrupt:
+        return RunOutcome(ckpt_id, names, False, time.perf_counter() - t0, "", ["interrupted"], True)
+    failures = [] if result.success else step_failures(batch.instance, result.run_id)
+    interrupted = any(f.endswith("interrupted (Ctrl-C)") for f in failures)
+    seconds = time.perf_counter() - t0
+    return RunOutcome(
+        ckpt_id, names, result.success, seconds, result.run_id, failures, interrupted, run_ids=[result.run_id]
+    )
+
+
 def materialize_checkpoints(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
@@ -177,7 +230,12 @@ def materialize_checkpoints(
     raise_on_error: bool = False,
     log_level: str = "DEBUG",
     on_outcome: Callable[[RunOutcome], None] | None = None,
+    on_start: Callable[[str], None] | None = None,
 ) -> list[RunOutcome]:
+    """Evaluate ``checkpoint_ids`` in order, one outcome each. With more than one, every checkpoint's calibration
+    inputs (samples, judge scores, ratings: what a judge's pooled calibration set is made of) are materialized
+    first, then the rest of each: the verdict on a judge then comes from every rated sample of the command, and
+    the checkpoints it judged carry the same verdict whatever their order."""
     resources = defs.resources or {}
     root = Path(resources["checkpoints"].root)
     wh = resources["warehouse"].get()
@@ -185,52 +243,57 @@ def materialize_checkpoints(
     register_checkpoints(instance, checkpoint_ids)
     assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]
     groups = {k.path[0] for a in assets for k in a.keys}
+    batch = _Batch(defs, instance, assets, raise_on_error, log_level)
+    todo = []
+    for ckpt_id in checkpoint_ids:
+        ckpt = read_checkpoint(root / ckpt_id)
+        names = sorted(set(ckpt.rubric_files) & groups & (rubrics or groups))
+        if names:
+            todo.append((ckpt_id, ckpt.model, names))
+    first = _calibration_inputs(assets) if len(todo) > 1 else None
     outcomes: list[RunOutcome] = []
     drawn_at = time.monotonic()
     # the DuckDB file stays open from one run to the next, as from one step to the next within a run (it still
-    # yields to another process that waits for it): closing it after each run wrote its log into the file and
-    # the next run opened it and read its catalog again, ~0.4 s a run of the demo's
+    # yields to another process that waits for it)
     with interruptible() as interrupt, wh.lingering():
-        for ckpt_id in checkpoint_ids:
-            ckpt = read_checkpoint(root / ckpt_id)
-            names = sorted(set(ckpt.rubric_files) & groups & (rubrics or groups))
-            if not names:
-                continue
-            t0 = time.perf_counter()
-            try:
-                result = dg.materialize(
-                    [*assets, *(defs.asset_checks or [])],
-                    instance=instance,
-                    partition_key=ckpt_id,
-                    resources=resources,
-                    selection=dg.AssetSelection.groups(*names),
-                    tags={
-                        "eval/checkpoint": ckpt_id,
-                        "eval/model": ckpt.model,
-                        "eval/rubrics": ",".join(names),
-                        HOST_TAG: socket.gethostname(),
-                        PID_TAG: str(os.getpid()),
-                    },
-                    raise_on_error=raise_on_error,
-                    run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
-                )
-            except KeyboardInterrupt:
-                interrupt.flag = True
+        before: dict[str, RunOutcome] = {}
+        if first is not None:
+            for ckpt_id, model, names in todo:
+                if on_start is not None:
+                    on_start(ckpt_id)
+                before[ckpt_id] = _run(batch, ckpt_id, model, names, dg.AssetSelection.groups(*names) & first)
+                interrupt.flag |= before[ckpt_id].interrupted
                 interrupt.check()
-                outcome = RunOutcome(ckpt_id, names, False, time.perf_counter() - t0, "", ["interrupted"], True)
+                if interrupt.flag:
+                    break
+        if interrupt.flag and before:  # stopped in the first pass: the checkpoint it stopped in is reported
+            stopped = list(before.values())[-1]
+            stopped.interrupted = True
+            outcomes.append(stopped)
+            if on_outcome is not None:
+                on_outcome(stopped)
+        for ckpt_id, model, names in todo:
+            if interrupt.flag:
+                break
+            selection = dg.AssetSelection.groups(*names)
+            earlier = before.get(ckpt_id)
+            if earlier is not None and not earlier.success:
+                outcome = earlier  # its calibration inputs failed: the rest would only fail on them
             else:
-                failures = [] if result.success else step_failures(instance, result.run_id)
-                interrupt.flag |= any(f.endswith("interrupted (Ctrl-C)") for f in failures)
-                interrupt.check()
-                seconds = time.perf_counter() - t0
-                outcome = RunOutcome(ckpt_id, names, result.success, seconds, result.run_id, failures, interrupt.flag)
+                if on_start is not None:
+                    on_start(ckpt_id)
+                outcome = _run(batch, ckpt_id, model, names, selection - first if first is not None else selection)
+                if earlier is not None:
+                    outcome.seconds += earlier.seconds
+                    outcome.run_ids = earlier.run_ids + outcome.run_ids
+            interrupt.flag |= outcome.interrupted
+            interrupt.check()
+            outcome.interrupted = interrupt.flag
             if outcome.run_id and time.monotonic() - drawn_at >= REPORT_EVERY_S:
                 drawn_at = _draw_report(wh, resources, outcome)
             outcomes.append(outcome)
             if on_outcome is not None:
                 on_outcome(outcome)
-            if interrupt.flag:
-                break  # Ctrl-C stops the whole sequence, not just this checkpoint
     ran = [o for o in outcomes if o.run_id]
     if (
         ran and not interrupt.flag and ran[-1].report is None and ran[-1].report_error is None

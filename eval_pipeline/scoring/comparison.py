@@ -5,6 +5,11 @@ change is tested (a paired t-test, two-sided), the p-values of a rubric's scores
 a score whose corrected p-value is below ALPHA with the change on the worse side is a regression, whatever the
 score; beside it, the smallest change the shared samples could detect (MDE, power 0.8). Two checkpoints judged
 by different judges (judge.identity) are never compared: the rows say ``not_comparable`` and why.
+
+Where people rated samples of both checkpoints, each judged dimension also gets a human-calibrated row
+(``<dimension>_calibrated``): the PPI++ estimate of how the people's mean moved (agreement.ppi.ppi_change), on the
+people's scale, tested in the same Holm family. A judge that cannot see a drop (saturated, or untrusted on that
+dimension) does not hide one the people's ratings show.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from eval_pipeline.agreement.ppi import ppi_change, ppi_mean
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, COMPARISON_COLUMNS
 from eval_pipeline.core.resampling import in_item_order, mean_intervals
@@ -27,6 +33,7 @@ N_BOOT = 2000
 ALPHA = 0.05
 MDE_Z = 1.959963984540054 + 0.8416212335729143  # z(1 - alpha/2) + z(power 0.8)
 COMPARED, NOT_COMPARABLE = "compared", "not_comparable"
+CALIBRATED_SUFFIX = "_calibrated"
 DTYPES = {
     "checkpoint_id": "object",
     "parent_id": "object",
@@ -126,10 +133,15 @@ def compare(
     child: pd.DataFrame,
     parent: pd.DataFrame,
     judge_noise_sd: dict[str, float] | None = None,
+    calibrated: list[dict[str, Any]] | None = None,
+    untrusted: set[str] | None = None,
 ) -> pd.DataFrame:
     """Per score: the paired change against the parent with its bootstrap CI. ``judge_noise_sd`` (the judge's
     within-sample SD per dimension, from judge_repeatability): beside each change, the 95 % band that repeat noise
-    alone gives a mean change over the shared samples, and whether the change is beyond it."""
+    alone gives a mean change over the shared samples, and whether the change is beyond it. ``calibrated``: the
+    human-calibrated rows (calibrated_rows), tested in the same Holm family. ``untrusted``: the dimensions whose
+    judge the pooled calibration set does not trust (agreement.trust): their judged change is tested and shown
+    but is no evidence of a regression (the note points to the calibrated row, which is)."""
     from eval_pipeline.judge.repeat import noise_band
 
     rows: list[dict[str, Any]] = []
@@ -181,11 +193,81 @@ def compare(
                 note=None,
             )
         )
+    rows.extend(calibrated or [])
     for row, adjusted in zip(rows, holm([r["p_value"] for r in rows])):
         row["p_holm"] = adjusted
         worse = row["delta"] is not None and ((row["delta"] > 0) if row["lower_is_better"] else (row["delta"] < 0))
-        row["regression"] = bool(worse and adjusted == adjusted and adjusted < ALPHA)
+        significant = bool(worse and adjusted == adjusted and adjusted < ALPHA)
+        if significant and row["score"] in (untrusted or set()):
+            row["note"] = (
+                f"a significant drop by a judge not trusted on {row['score']}: not counted as a regression "
+                f"(see {row['score']}{CALIBRATED_SUFFIX} where people rated both checkpoints)"
+            )
+            significant = False
+        row["regression"] = significant
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS).astype(DTYPES)
+
+
+def calibrated_rows(
+    rubric: RubricConfig,
+    checkpoint_id: str,
+    parent_id: str,
+    judge: pd.DataFrame,
+    humans: pd.DataFrame,
+) -> list[dict[str, Any]]:
+    """Per judged dimension people rated in both checkpoints: the PPI++ change of the people's mean (one row,
+    score ``<dimension>_calibrated``). ``judge``: (checkpoint_id, sample_id, dimension, score) of the panel on the
+    people's scale, both checkpoints; ``humans``: the people's ratings of both (checkpoint_id, sample_id,
+    dimension, score). A dimension without at least 2 rated samples on each side has no row."""
+    rows: list[dict[str, Any]] = []
+    if judge.empty or humans.empty:
+        return rows
+    f_by = judge.dropna(subset=["score"]).groupby(["checkpoint_id", "dimension", "sample_id"]).score.mean()
+    y_by = humans.dropna(subset=["score"]).groupby(["checkpoint_id", "dimension", "sample_id"]).score.mean()
+    empty = pd.Series(dtype=float)
+
+    def side(series: pd.Series, ckpt: str, dim: str) -> pd.Series:
+        try:
+            return series.loc[(ckpt, dim)]
+        except KeyError:
+            return empty
+
+    for dim in sorted(set(rubric.rating_scales) & set(judge.dimension.unique())):
+        f_c, f_p = side(f_by, checkpoint_id, dim), side(f_by, parent_id, dim)
+        y_c, y_p = side(y_by, checkpoint_id, dim), side(y_by, parent_id, dim)
+        ch = ppi_change(f_c, y_c, f_p, y_p, ALPHA)
+        if ch.reason:
+            continue
+        rated = f_p.index.intersection(y_p.index)
+        base = ppi_mean(y_p.loc[rated].to_numpy(), f_p.loc[rated].to_numpy(), f_p.drop(rated).to_numpy()).mean
+        base = float(y_p.loc[rated].mean()) if base != base else base  # every sample rated: the people's mean
+        low = dim in rubric.lower_is_better
+        how = f"paired over {ch.n_rated} samples rated in both" if ch.paired else f"unpaired, {ch.n_rated}+ rated"
+        rows.append(
+            dict(
+                checkpoint_id=checkpoint_id,
+                parent_id=parent_id,
+                score=f"{dim}{CALIBRATED_SUFFIX}",
+                n_pairs=ch.n_shared,
+                parent_mean=base,
+                mean=base + ch.delta,
+                delta=ch.delta,
+                ci_low=ch.ci_low,
+                ci_high=ch.ci_high,
+                share_better=None,
+                share_worse=None,
+                lower_is_better=low,
+                guarded=dim in rubric.guarded_dimensions,
+                regression=False,
+                judge_noise_95=None,
+                beyond_judge_noise=None,
+                p_value=ch.p_value,
+                mde=ch.mde,
+                status=COMPARED,
+                note=f"human-calibrated change (PPI++, {how}; the parent's mean is its PPI++ estimate)",
+            )
+        )
+    return rows
 
 
 def evaluate_regression(

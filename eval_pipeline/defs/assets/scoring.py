@@ -5,6 +5,8 @@ import base64
 import dagster as dg
 import pandas as pd
 
+from eval_pipeline.agreement.compute import judge_on_human_scale, rater_sets
+from eval_pipeline.agreement.trust import UNTRUSTED
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.defs.asset import (
@@ -20,7 +22,7 @@ from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.ingest.samples import load_samples
 from eval_pipeline.publish.report import trend_svg
 from eval_pipeline.publish.views import refresh_views
-from eval_pipeline.scoring.comparison import compare, empty_comparison, not_comparable, parent_of
+from eval_pipeline.scoring.comparison import calibrated_rows, compare, empty_comparison, not_comparable, parent_of
 from eval_pipeline.scoring.gates import GateInputs, evaluate_gates, gate_kind
 from eval_pipeline.scoring.scores import compute_scores
 from eval_pipeline.scoring.summary import headline, summarise
@@ -147,9 +149,43 @@ def _judges(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, parent: str) -> t
     return recorded_judge(wh, rubric, parent) or unknown, recorded_judge(wh, rubric, ckpt_id) or unknown
 
 
+def _calibrated_changes(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, parent: str) -> list[dict]:
+    """The human-calibrated changes of the judged dimensions (comparison.calibrated_rows) from the panel's scores
+    and the people's ratings of both checkpoints."""
+    ids = [ckpt_id, parent]
+    if not wh.table_exists(rubric.name, "human_ratings"):
+        return []
+    humans = wh.query_df(
+        f'SELECT * FROM "{rubric.name}".human_ratings WHERE checkpoint_id IN (?, ?) AND score IS NOT NULL', ids
+    )
+    if humans.empty:
+        return []
+    judge = wh.query_df(
+        f'SELECT checkpoint_id, sample_id, dimension, kind, judge, score FROM "{rubric.name}".judge_scores '
+        "WHERE checkpoint_id IN (?, ?) AND judge = ?",
+        [*ids, PANEL],
+    )
+    return calibrated_rows(
+        rubric, ckpt_id, parent, judge_on_human_scale(rubric, judge), rater_sets(rubric, humans)["human"]
+    )
+
+
+def _untrusted(wh: Warehouse, rubric: RubricConfig, ckpt_id: str) -> set[str]:
+    """The dimensions this checkpoint's judge is not trusted on (its judge_trust rows)."""
+    if not wh.table_exists(rubric.name, "judge_trust"):
+        return set()
+    rows = wh.query_rows(
+        f'SELECT dimension FROM "{rubric.name}".judge_trust WHERE checkpoint_id = ? AND verdict = ?',
+        [ckpt_id, UNTRUSTED],
+    )
+    return {str(d) for (d,) in rows}
+
+
 def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
-    repeats = bool(rubric.repeat and (rubric.judged_dimensions or rubric.questionnaire))
+    judged = bool(rubric.judged_dimensions or rubric.questionnaire)
+    repeats = bool(rubric.repeat and judged)
     deps = [asset_key(rubric, "scores")] + ([asset_key(rubric, "judge_repeatability")] if repeats else [])
+    deps += [asset_key(rubric, "human_ratings"), asset_key(rubric, "agreement")] if judged else []
 
     @rubric_asset(
         rubric,
@@ -181,7 +217,8 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         else:
             noise = partition_rows(wh, rubric, "judge_repeatability", ckpt_id) if repeats else None
             sd = dict(zip(noise.dimension, noise.mean_within_sd)) if noise is not None and len(noise) else None
-            df = compare(rubric, ckpt_id, parent, child, prev, sd)
+            calibrated = _calibrated_changes(wh, rubric, ckpt_id, parent) if judged else None
+            df = compare(rubric, ckpt_id, parent, child, prev, sd, calibrated, _untrusted(wh, rubric, ckpt_id))
             note = f"compared with {parent}"
         wh.replace_partition(rubric.name, "comparison", df, {"checkpoint_id": ckpt_id})
         reg = df[df.regression] if len(df) else df
