@@ -189,15 +189,15 @@ def report_lines(r: RubricReport, verbose: bool = False) -> list[str]:
     trust = by_kind.pop("judge_reliability", [])
     if trust:
         overall = min(trust, key=lambda g: len(g[0]))  # the gate itself; its parts are named <gate>_<dimension>
-        parts = [(g[0].removeprefix(overall[0] + "_"), g[3]) for g in trust if g is not overall]
-        untrusted = [d for d, why in parts if not why.startswith("trusted")]  # the judge's verdict on the dimension
-        drifts = [d for d, why in parts if why.startswith("trusted, but drifts")]  # this checkpoint's own ratings
-        if verbose or not parts:
+        dims = [(g[0].removeprefix(overall[0] + "_"), g[3]) for g in trust if g is not overall]
+        untrusted = [d for d, why in dims if not why.startswith("trusted")]  # the judge's verdict on the dimension
+        drifts = [d for d, why in dims if why.startswith("trusted, but drifts")]  # this checkpoint's own ratings
+        if verbose or not dims:
             out.append(f"      judge {shorten(overall[3], width)}")
         else:
             said = [f"untrusted on {', '.join(untrusted)}"] if untrusted else []
             said += [f"drifts on this checkpoint on {', '.join(drifts)}"] if drifts else []
-            rest = [d for d, _ in parts if d not in untrusted and d not in drifts]
+            rest = [d for d, _ in dims if d not in untrusted and d not in drifts]
             said += [f"{shorten(overall[3].split(':')[0], 40)} on {', '.join(rest)}"] if rest else []
             out.append(f"      judge {'; '.join(said)}")
     for kind, gates in sorted(by_kind.items()):
