@@ -555,7 +555,7 @@ def test_the_endpoint_is_part_of_the_judge_identity(rubrics, openai_env, warehou
 def test_repeat_scorings_send_their_own_seeds_so_a_noisy_judge_looks_noisy(rubrics, openai_env, warehouse_path):
     """#37.2: a server that honours the seed answers a repeat exactly as the first scoring when the seed is the
     same; each repeat therefore asks with its own seed, derived from (seed, judge, repeat), the same every run."""
-    from eval_pipeline.judge.runner import repeat_seed
+    from eval_pipeline.judge.backends.openai import repeat_seed
 
     wh = Warehouse(warehouse_path)
     rubric = rubrics["empathetic_dialogue"]
@@ -576,7 +576,7 @@ def test_server_specific_options_reach_the_server_and_are_part_of_the_judge(
 ):
     """#37.8: no way to pass a server's own sampling options (repeat_penalty, top_k, ...) through a judge."""
     from eval_pipeline.core.config import RubricConfigError
-    from eval_pipeline.judge.identity import identity_of
+    from eval_pipeline.judge.backends import identity_of
 
     data = yaml.safe_load((RUBRIC_DIR / "empathetic_dialogue.yaml").read_text())
     data["panel"] = {"judges": [{"name": "a", "extra_body": {"repeat_penalty": 1.1, "top_k": 40}}]}

@@ -122,10 +122,12 @@ def test_every_unit_kind_is_one_registry_with_the_same_contract():
     ``Registry[T]``: registered by a decorator, loaded on first read, a repeat or an unknown name said plainly."""
     from eval_pipeline.core.derived import KINDS
     from eval_pipeline.core.registry import Registry
+    from eval_pipeline.judge.backends import BACKENDS
     from eval_pipeline.judge.heuristic import FEATURES
     from eval_pipeline.metrics import METRICS
 
-    for registry, known in ((METRICS, "triple_coverage"), (GATES, "regression"), (FEATURES, None), (KINDS, None)):
+    units = ((METRICS, "triple_coverage"), (GATES, "regression"), (FEATURES, None), (KINDS, None), (BACKENDS, "openai"))
+    for registry, known in units:
         assert isinstance(registry, Registry) and len(registry) > 0
         assert known is None or known in registry
         with pytest.raises(KeyError, match=rf"unknown {registry.kind} 'no_such' \(known: "):
@@ -133,3 +135,42 @@ def test_every_unit_kind_is_one_registry_with_the_same_contract():
         name = next(iter(registry))
         with pytest.raises(ValueError, match="registered twice"):
             registry.add(name, registry[name])
+
+
+def test_a_judge_backend_is_one_registration(tmp_path):
+    """#35: a judge backend is a class registered in judge.backends: the runner, the identity recorded with the
+    scores and the extraction step ask the registry, never a mode string."""
+    from eval_pipeline.judge.backends import BACKENDS, backend_for, identity_of
+    from eval_pipeline.judge.identity import JudgeIdentity
+    from eval_pipeline.judge.rows import _row
+    from eval_pipeline.judge.runner import judge_samples
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    rubric = load_rubric(RUBRIC_DIR / "empathetic_dialogue.yaml")
+
+    class Threes:
+        calls_out = False
+
+        def identity(self, rubric):
+            return JudgeIdentity("threes", "always-3", "", rubric.judge_version, "{}", "chosen", "{}")
+
+        def score(self, rubric, ckpt, records, wh, stats, overrides, repeat):
+            stats.judges, stats.judge_kind, stats.prompts = ["threes"], "rule", len(records)
+            return [
+                _row(ckpt, r["sample_id"], "threes", "rule", "always-3", d.key, "dimension", 3.0, None)
+                for r in records
+                for d in rubric.judged_dimensions
+            ]
+
+    BACKENDS.add("threes", Threes)
+    try:
+        records = [dict(sample_id=f"s{i}", topic="t", user_statement="hi", response="hello") for i in range(3)]
+        df, stats = judge_samples(rubric, "c", records, Warehouse(str(tmp_path / "w.duckdb")), mode="threes")
+        panel = df[df.judge == "panel"]
+        assert len(panel) == 3 * len(rubric.judged_dimensions) and (panel.score == 3.0).all()
+        assert stats.judges == ["threes"] and identity_of(rubric, "threes").models == "always-3"
+        assert backend_for("threes").calls_out is False
+    finally:
+        BACKENDS._units.pop("threes")
+    with pytest.raises(ValueError, match=r"EVAL_JUDGE must be one of heuristic, openai, got 'threes'"):
+        backend_for("threes")

@@ -69,7 +69,8 @@ class PublishTargets(dg.ConfigurableResource):
 
 
 class JudgeResource(dg.ConfigurableResource):
-    """Which judge scores samples: 'heuristic' (offline, rule-based, the default) or 'openai'.
+    """Which judge scores samples: a judge backend (judge.backends): 'heuristic' (offline, rule-based, the default) or
+    'openai'.
 
     The endpoint and key come from OPENAI_BASE_URL / OPENAI_API_KEY in the environment
     and are never stored in run config, metadata or the warehouse.

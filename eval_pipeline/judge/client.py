@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from eval_pipeline.core import settings as env_settings
+from eval_pipeline.core.config import JudgeSpec
 
 if TYPE_CHECKING:  # imported where a client is made: the openai package costs ~0.4 s to import, paid by every
     import openai  # run's process that loads the definitions, most of which never call an endpoint
@@ -405,3 +406,28 @@ class OpenAIJudgeClient:
                 await asyncio.sleep(delay)
         result.error = self._down or f"gave up after {result.attempts} attempts: {last_error}"
         return result
+
+
+def settings_from_env(spec: JudgeSpec | None = None, **overrides: Any) -> JudgeSettings:
+    """A judge's settings: the panel entry ``spec`` over EVAL_JUDGE_* (model, time-out, retries, concurrency),
+    ``overrides`` (the resource's) over both."""
+    spec = spec or JudgeSpec(name="default")
+    env = env_settings.judge_env()
+    values: dict[str, Any] = dict(
+        name=spec.name,
+        model=spec.model or env.model,
+        base_url=spec.base_url,
+        identity=spec.identity,
+        temperature=spec.temperature,
+        seed=spec.seed,
+        max_tokens=spec.max_tokens,
+        top_logprobs=spec.top_logprobs,
+        extra_body=tuple(sorted(spec.extra_body.items())),
+        timeout_s=env.timeout_s,
+        max_retries=env.max_retries,
+        concurrency=env.concurrency,
+        processes=env.processes,
+        max_consecutive_failures=env.max_consecutive_failures,
+    )
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return JudgeSettings(**values)

@@ -16,10 +16,12 @@ import pandas as pd
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.contracts import EXTRACTION_COLUMNS
 from eval_pipeline.judge import cache, costs
+from eval_pipeline.judge.backends import backend_for
+from eval_pipeline.judge.cached import JudgeRunStats, cached_calls
 from eval_pipeline.judge.calls import CallSpec
+from eval_pipeline.judge.client import settings_from_env
 from eval_pipeline.judge.parsing import JudgeParseError, _first_object
 from eval_pipeline.judge.prompts import INJECTION_NOTICE, data_block
-from eval_pipeline.judge.runner import JudgeRunStats, cached_calls, settings_from_env
 from eval_pipeline.storage.warehouse import Warehouse
 
 
@@ -72,7 +74,7 @@ def extract(
     ex = rubric.extraction
     assert ex is not None
     stats = JudgeRunStats()
-    if mode != "openai":
+    if not backend_for(mode).calls_out:
         rows = [
             dict(
                 checkpoint_id=ckpt,

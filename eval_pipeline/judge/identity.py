@@ -15,9 +15,6 @@ import json
 from dataclasses import asdict, dataclass
 from urllib.parse import urlsplit
 
-from eval_pipeline.core import settings
-from eval_pipeline.core.config import JudgeSpec, RubricConfig
-
 HEURISTIC = "heuristic"
 
 
@@ -71,44 +68,3 @@ IDENTITY_COLUMNS = [
     "score_source",
     "panel",
 ]
-
-
-def identity_of(rubric: RubricConfig, mode: str | None = None) -> JudgeIdentity:
-    """The identity of the judge that scores ``rubric`` under ``mode`` (EVAL_JUDGE by default) now."""
-    mode = (mode or settings.judge_env().mode).lower()
-    panel = rubric.panel
-    if mode == HEURISTIC:
-        return JudgeIdentity(
-            backend=HEURISTIC,
-            models=HEURISTIC,
-            endpoint="",
-            prompt_version=rubric.judge_version,
-            params="{}",
-            score_source="chosen",
-            panel=json.dumps({"judges": [HEURISTIC], "aggregate": panel.aggregate}),
-        )
-    specs = panel.judges or [JudgeSpec(name="default")]
-    env = settings.judge_env()
-    models, endpoints, params = [], [], {}
-    for spec in specs:
-        model = spec.model or env.model
-        models.append(model)
-        endpoints.append(spec.identity or endpoint_identity(spec.base_url or settings.openai_base_url()))
-        params[spec.name] = {
-            "model": model,
-            "temperature": spec.temperature,
-            "seed": spec.seed,
-            "max_tokens": spec.max_tokens,
-            "top_logprobs": spec.top_logprobs,
-            **({"extra_body": spec.extra_body} if spec.extra_body else {}),
-        }
-    source = panel.score_source if any(s.top_logprobs for s in specs) else "chosen"
-    return JudgeIdentity(
-        backend=mode,
-        models=", ".join(models),
-        endpoint=", ".join(sorted(set(endpoints))) or endpoint_identity("https://api.openai.com/v1"),
-        prompt_version=rubric.judge_version,
-        params=json.dumps(params, sort_keys=True),
-        score_source=source,
-        panel=json.dumps({"judges": [s.name for s in specs], "aggregate": panel.aggregate}),
-    )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
+from eval_pipeline.judge.logprobs import Reading, expected
 
 
 def _row(
@@ -175,3 +177,23 @@ def source_of(rows: list[dict[str, Any]]) -> str | None:
     if not sources:
         return None
     return sources.pop() if len(sources) == 1 else "mixed"
+
+
+def reading(
+    chosen: float | None, dist: dict[int, float] | None, source: str, found: Reading | None = None
+) -> tuple[float | None, dict[str, Any]]:
+    """The score that feeds the results (the expected score over ``dist`` when there is one and ``source`` says
+    so, else the written one) and the row's written / expected / distribution columns, which say which fed it
+    (``score_source``) and, when probabilities were read but not used, why (``found``, logprobs.Reading)."""
+    exp = expected(dist) if dist else None
+    use_expected = exp is not None and source == "expected"
+    score = exp if use_expected else chosen
+    columns = dict(
+        chosen_score=None if chosen is None else float(chosen),
+        expected_score=exp,
+        score_distribution=json.dumps({str(k): round(p, 6) for k, p in dist.items()}) if dist else None,
+        score_source=None if score is None else ("expected" if use_expected else "chosen"),
+        prob_on_scale=None if found is None else found.share,
+        distribution_note=None if found is None or found.dist is not None else found.note,
+    )
+    return score, columns

@@ -1,0 +1,61 @@
+"""Judge backends: who scores a rubric's samples. One module each, registered in ``BACKENDS`` under the name
+``EVAL_JUDGE`` selects (``heuristic``: offline and rule-based; ``openai``: any OpenAI-compatible endpoint).
+
+A backend says who it is (``identity``: recorded with every judge_scores partition, so numbers from different
+judges are never compared), scores records into judge_scores rows (``score``), and says whether it asks a model
+over the network (``calls_out``: extraction prompts, usage and budgets apply). The runner (judge.runner) adds
+the panel's aggregate and the statistics; adding a backend is adding a module here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from eval_pipeline.core import settings
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.registry import Registry
+from eval_pipeline.judge.cached import JudgeRunStats
+from eval_pipeline.judge.identity import JudgeIdentity
+from eval_pipeline.storage.warehouse import Warehouse
+
+
+class JudgeBackend(Protocol):
+    """What a judge backend provides (see the module's docstring)."""
+
+    calls_out: bool
+
+    def identity(self, rubric: RubricConfig) -> JudgeIdentity:
+        """Who judges ``rubric`` with this backend now (model, endpoint, prompt version, parameters, panel)."""
+        ...
+
+    def score(
+        self,
+        rubric: RubricConfig,
+        ckpt: str,
+        records: list[dict[str, Any]],
+        wh: Warehouse,
+        stats: JudgeRunStats,
+        overrides: dict[str, Any],
+        repeat: int,
+    ) -> list[dict[str, Any]]:
+        """judge_scores rows (judge.rows) of every record and judge of the panel, missing with the reason where
+        an answer could not be used; ``stats`` counts prompts, calls and judges; ``repeat`` > 0 scores the same
+        prompts again under their own cache keys (the judge's repeatability)."""
+        ...
+
+
+BACKENDS: Registry[type[JudgeBackend]] = Registry("judge backend", __name__)
+
+
+def backend_for(mode: str | None = None) -> JudgeBackend:
+    """The backend named ``mode`` (EVAL_JUDGE by default); a ValueError naming the known ones otherwise."""
+    name = (mode or settings.judge_env().mode).lower()
+    try:
+        return BACKENDS[name]()
+    except KeyError:
+        raise ValueError(f"EVAL_JUDGE must be one of {', '.join(sorted(BACKENDS))}, got {name!r}") from None
+
+
+def identity_of(rubric: RubricConfig, mode: str | None = None) -> JudgeIdentity:
+    """The identity of the judge that scores ``rubric`` under ``mode`` (EVAL_JUDGE by default) now."""
+    return backend_for(mode).identity(rubric)

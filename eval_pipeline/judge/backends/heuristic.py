@@ -1,0 +1,78 @@
+"""The offline judge: rule-based scores from observable features of a response (judge.heuristic), no model."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.judge.backends import BACKENDS
+from eval_pipeline.judge.cached import JudgeRunStats
+from eval_pipeline.judge.heuristic import HeuristicJudge
+from eval_pipeline.judge.identity import HEURISTIC, JudgeIdentity
+from eval_pipeline.judge.rows import _questionnaire_rows, _row, reading
+from eval_pipeline.storage.warehouse import Warehouse
+
+
+@BACKENDS.register(HEURISTIC)
+class HeuristicBackend:
+    calls_out = False
+
+    def identity(self, rubric: RubricConfig) -> JudgeIdentity:
+        panel = rubric.panel
+        return JudgeIdentity(
+            backend=HEURISTIC,
+            models=HEURISTIC,
+            endpoint="",
+            prompt_version=rubric.judge_version,
+            params="{}",
+            score_source="chosen",
+            panel=json.dumps({"judges": [HEURISTIC], "aggregate": panel.aggregate}),
+        )
+
+    def score(
+        self,
+        rubric: RubricConfig,
+        ckpt: str,
+        records: list[dict[str, Any]],
+        wh: Warehouse,
+        stats: JudgeRunStats,
+        overrides: dict[str, Any],
+        repeat: int,
+    ) -> list[dict[str, Any]]:
+        stats.judges = [HEURISTIC]
+        stats.judge_kind = HEURISTIC
+        stats.prompts = len(records)
+        return _heuristic_rows(rubric, ckpt, records, repeat)
+
+
+def _heuristic_rows(
+    rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], repeat: int = 0
+) -> list[dict[str, Any]]:
+    judge = HeuristicJudge(rubric)
+    item_ids = {i.id for m in rubric.questionnaire.metrics for i in m.items} if rubric.questionnaire else set()
+    rows = []
+    for rec in records:
+        sample_rows = []
+        for key, (chosen, why, dist) in judge.score(rec, repeat).items():
+            kind = "questionnaire_item" if key in item_ids else "dimension"
+            score, columns = reading(chosen, dist, rubric.panel.score_source)
+            row = _row(
+                ckpt,
+                rec["sample_id"],
+                judge.name,
+                judge.kind,
+                judge.model,
+                key,
+                kind,
+                score,
+                None if score is not None else why,
+                why if score is not None else "",
+                False,
+                rubric.version,
+            )
+            row.update(columns)
+            sample_rows.append(row)
+        rows += sample_rows
+        rows += _questionnaire_rows(rubric, [r for r in sample_rows if r["kind"] == "questionnaire_item"])
+    return rows

@@ -1,0 +1,186 @@
+"""Any OpenAI-compatible endpoint (OPENAI_BASE_URL, OPENAI_API_KEY): each judge of the rubric's panel asks the
+model through the cached, metered, adaptive client (judge.cached, judge.calls, judge.client); expected scores
+from token probabilities where the judge asks for them (judge.logprobs)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+from eval_pipeline.core import settings
+from eval_pipeline.core.config import JudgeSpec, RubricConfig
+from eval_pipeline.judge import cache
+from eval_pipeline.judge.backends import BACKENDS
+from eval_pipeline.judge.cached import JudgeRunStats, cached_calls
+from eval_pipeline.judge.calls import CallSpec
+from eval_pipeline.judge.client import JudgeSettings, settings_from_env
+from eval_pipeline.judge.identity import JudgeIdentity, endpoint_identity
+from eval_pipeline.judge.logprobs import Reading, read_distributions
+from eval_pipeline.judge.parsing import parse_answer
+from eval_pipeline.judge.prompts import build_messages, response_schema
+from eval_pipeline.judge.rows import _questionnaire_rows, _row, reading
+from eval_pipeline.storage.warehouse import Warehouse
+
+OPENAI = "openai"
+
+
+@BACKENDS.register(OPENAI)
+class OpenAIBackend:
+    calls_out = True
+
+    def identity(self, rubric: RubricConfig) -> JudgeIdentity:
+        panel = rubric.panel
+        specs = panel.judges or [JudgeSpec(name="default")]
+        env = settings.judge_env()
+        models, endpoints, params = [], [], {}
+        for spec in specs:
+            model = spec.model or env.model
+            models.append(model)
+            endpoints.append(spec.identity or endpoint_identity(spec.base_url or settings.openai_base_url()))
+            params[spec.name] = {
+                "model": model,
+                "temperature": spec.temperature,
+                "seed": spec.seed,
+                "max_tokens": spec.max_tokens,
+                "top_logprobs": spec.top_logprobs,
+                **({"extra_body": spec.extra_body} if spec.extra_body else {}),
+            }
+        source = panel.score_source if any(s.top_logprobs for s in specs) else "chosen"
+        return JudgeIdentity(
+            backend=OPENAI,
+            models=", ".join(models),
+            endpoint=", ".join(sorted(set(endpoints))) or endpoint_identity("https://api.openai.com/v1"),
+            prompt_version=rubric.judge_version,
+            params=json.dumps(params, sort_keys=True),
+            score_source=source,
+            panel=json.dumps({"judges": [s.name for s in specs], "aggregate": panel.aggregate}),
+        )
+
+    def score(
+        self,
+        rubric: RubricConfig,
+        ckpt: str,
+        records: list[dict[str, Any]],
+        wh: Warehouse,
+        stats: JudgeRunStats,
+        overrides: dict[str, Any],
+        repeat: int,
+    ) -> list[dict[str, Any]]:
+        specs = rubric.panel.judges or [JudgeSpec(name="default")]
+        stats.judges = [s.name for s in specs]
+        stats.judge_kind = "llm"
+        rows: list[dict[str, Any]] = []
+        for spec in specs:
+            rows += _llm_rows(rubric, ckpt, settings_from_env(spec, **overrides), records, wh, stats, repeat)
+        return rows
+
+
+def repeat_seed(seed: int | None, judge: str, repeat: int) -> int | None:
+    """The sampling seed of repeat scoring ``repeat`` by ``judge``: the configured seed for the first scoring, a
+    seed derived from (seed, judge, repeat) for each repeat. The same seed would make a server that honours it
+    answer a repeat exactly as the first time, and a pure-noise judge would look perfectly repeatable."""
+    if seed is None or repeat == 0:
+        return seed
+    digest = hashlib.sha256(f"{seed}:{judge}:{repeat}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def repeat_settings(settings: JudgeSettings, repeat: int) -> JudgeSettings:
+    """``settings`` with the seed of repeat scoring ``repeat`` (see ``repeat_seed``)."""
+    seed = repeat_seed(settings.seed, settings.name, repeat)
+    return settings if seed == settings.seed else replace(settings, seed=seed)
+
+
+def _score_specs(
+    rubric: RubricConfig, settings: JudgeSettings, records: list[dict[str, Any]], repeat: int = 0
+) -> list[tuple[dict, bool, dict, CallSpec]]:
+    kinds = ([False] if rubric.judged_dimensions else []) + ([True] if rubric.questionnaire else [])
+    specs = []
+    for rec in records:
+        for qn in kinds:
+            messages = build_messages(rubric, rec, questionnaire=qn)
+            schema = response_schema(rubric, qn)
+            if qn:
+                q = rubric.questionnaire
+                assert q is not None
+                scales = {i.id: (q.scale.min, q.scale.max) for m in q.metrics for i in m.items}
+            else:
+                scales = {d.key: (rubric.scale_of(d).min, rubric.scale_of(d).max) for d in rubric.judged_dimensions}
+            container = "answers" if qn else "scores"
+            params = settings.cache_params()
+            if repeat:  # a repeat scoring of the same prompt: its own cache key, so it is asked again
+                params = {**params, "repeat": repeat}
+            key = cache.cache_key(params, rubric.judge_version, messages, schema)
+            specs.append(
+                (
+                    rec,
+                    qn,
+                    scales,
+                    CallSpec(key, messages, schema, partial(parse_answer, container=container, scales=scales)),
+                )
+            )
+    return specs
+
+
+def _llm_rows(
+    rubric: RubricConfig,
+    ckpt: str,
+    settings: JudgeSettings,
+    records: list[dict[str, Any]],
+    wh: Warehouse,
+    stats: JudgeRunStats,
+    repeat: int = 0,
+) -> list[dict[str, Any]]:
+    settings = repeat_settings(settings, repeat)
+    specs = _score_specs(rubric, settings, records, repeat)
+    outcomes = cached_calls(rubric, settings, [s for *_, s in specs], wh, stats)
+    rows: list[dict[str, Any]] = []
+    counted: set[str] = set()
+    for rec, qn, scales, spec in specs:
+        o = outcomes[spec.key]
+        first_use = spec.key not in counted  # tokens and latency are counted once per call
+        counted.add(spec.key)
+        kind = "questionnaire_item" if qn else "dimension"
+        task_rows = []
+        found = (
+            read_distributions(o.answer_text, o.logprobs, scales, o.parsed.scores)
+            if o.parsed is not None and settings.top_logprobs
+            else {}
+        )
+        for i, dim in enumerate(scales):
+            m = (
+                (o.prompt_tokens, o.completion_tokens, o.latency_ms, o.attempts)
+                if (i == 0 and first_use)
+                else (0, 0, None, 0)
+            )
+            chosen = None if o.parsed is None else o.parsed.scores[dim]
+            got = found.get(dim)
+            if got is None and o.parsed is not None and settings.top_logprobs:
+                got = Reading(None, note="the endpoint returned no token probabilities")
+            score, columns = reading(chosen, got.dist if got else None, rubric.panel.score_source, got)
+            rationale = "" if o.parsed is None else o.parsed.rationale[:500]
+            task_rows.append(
+                _row(
+                    ckpt,
+                    rec["sample_id"],
+                    settings.name,
+                    "llm",
+                    settings.model,
+                    dim,
+                    kind,
+                    score,
+                    o.error if score is None else None,
+                    rationale,
+                    o.cached,
+                    rubric.version,
+                    *m,
+                )
+            )
+            task_rows[-1].update(columns)
+        rows += task_rows
+        if qn:
+            rows += _questionnaire_rows(rubric, task_rows)
+    return rows
