@@ -203,16 +203,30 @@ def test_openai_judge_end_to_end_then_zero_calls(checkpoint_root, warehouse_path
             "WHERE judge = 'panel' GROUP BY ALL"
         )
         assert rows == [("llm", "ok", 60 * 5)]
-        second = materialize_checkpoints(
-            defs, instance, ["ckpt-0100"], rubrics={"empathetic_dialogue", "roleplay_style"}
+        # the steps that ask the judge, again: every answer from the cache
+        judged = [
+            k
+            for a in defs.assets
+            if isinstance(a, dg.AssetsDefinition)
+            for k in a.keys
+            if k.path[0] in ("empathetic_dialogue", "roleplay_style")
+            and k.path[-1] in ("judge_scores", "extractions", "judge_calibration", "judge_repeatability")
+        ]
+        assert len(judged) == 6, judged  # roleplay_style has no worked examples
+        again = dg.materialize(
+            [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)],
+            instance=instance,
+            partition_key="ckpt-0100",
+            resources=defs.resources,
+            selection=dg.AssetSelection.assets(*judged),
         )
-        assert second[0].success and stub.state.requests == n_cached  # all answered from the cache
+        assert again.success and stub.state.requests == n_cached  # all answered from the cache
         mat = instance.get_latest_materialization_event(
             dg.AssetKey(["roleplay_style", "judge_scores"])
         ).asset_materialization
         md = {k: v.value for k, v in mat.metadata.items()}
         assert md["calls"] == 0 and md["cache_hit_rate"] == 1.0
-        logs = "".join(str(e) for e in instance.all_logs(second[0].run_id))
+        logs = "".join(str(e) for e in instance.all_logs(again.run_id))
         assert "NOTLOGGED999" not in logs and "NOTLOGGED999" not in str(md)
 
 

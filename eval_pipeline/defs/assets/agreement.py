@@ -45,9 +45,11 @@ def _judge_trust(
     own: pd.DataFrame,
     all_ratings: pd.DataFrame,
     all_judge: pd.DataFrame,
+    overall: pd.DataFrame,
 ) -> pd.DataFrame | None:
     """The verdict on this checkpoint's judge identity from its pooled calibration set: every rated sample of every
-    checkpoint the same identity judged (agreement.trust); None before the judge recorded who it is."""
+    checkpoint the same identity judged (agreement.trust); None before the judge recorded who it is. ``overall``:
+    the agreement over every checkpoint's rows, which is the pooled set's when one judge scored them all."""
     who = recorded_judge(wh, rubric, ckpt_id)
     if who is None:
         return None
@@ -60,7 +62,10 @@ def _judge_trust(
     }
     ratings = all_ratings[all_ratings.checkpoint_id.isin(same)]
     judge = all_judge[all_judge.checkpoint_id.isin(same)]
-    pooled = compute_agreement(rubric, f"judge:{identity}", ratings, judge)
+    if len(ratings) == len(all_ratings) and len(judge) == len(all_judge):
+        pooled = overall  # the same rows: computed once
+    else:
+        pooled = compute_agreement(rubric, f"judge:{identity}", ratings, judge)
     rated_ckpts = int(ratings.checkpoint_id.nunique()) if len(ratings) else 0
     return trust_rows(rubric, ckpt_id, identity, label, pooled, own, rated_ckpts)
 
@@ -99,7 +104,9 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         df = compute_agreement(rubric, ckpt_id, ratings, judge)
         all_ratings = wh.query_df(f'SELECT * FROM "{rubric.name}".human_ratings')
         overall = compute_agreement(rubric, ALL_CHECKPOINTS, all_ratings, all_judge)
-        trust = _judge_trust(wh, rubric, ckpt_id, df, all_ratings, all_judge) if all_judge is not None else None
+        trust = (
+            _judge_trust(wh, rubric, ckpt_id, df, all_ratings, all_judge, overall) if all_judge is not None else None
+        )
         calibrated = _calibrated(wh, rubric, ckpt_id, ratings) if has_judge else None
         with wh.partition_writer() as w:  # the checkpoint's rows and the pooled ones in one transaction
             w.write(rubric.name, "agreement", df, {"checkpoint_id": ckpt_id})
