@@ -14,21 +14,19 @@ from __future__ import annotations
 
 import sys
 
-from dagster._daemon import controller
-
 from eval_pipeline.core import settings
+from eval_pipeline.defs.dagster_private import daemon_cli, daemon_controller
 
 
 def set_backfill_interval() -> float:
     """Set the daemons' loop interval (the backfill loop's sleep) in this process from the setting; returns it."""
     value = settings.backfill_interval_seconds()
-    controller.DEFAULT_DAEMON_INTERVAL_SECONDS = value  # type: ignore[assignment]  # an int in Dagster; a float sleeps as well
+    daemon_controller.DEFAULT_DAEMON_INTERVAL_SECONDS = value  # type: ignore[assignment]  # an int in Dagster; a float sleeps as well
     return value
 
 
 def main() -> None:
-    from dagster._daemon.cli import main as dagster_daemon
-
+    dagster_daemon = daemon_cli()
     set_backfill_interval()
     sys.argv[0] = "dagster-daemon"  # the arguments are dagster-daemon's: run -w workspace.yaml ...
     dagster_daemon()

@@ -25,22 +25,23 @@ from contextlib import contextmanager
 from typing import Any
 
 from dagster import DagsterEventType, Field, StringSource
-from dagster._core.event_api import EventHandlerFn
-from dagster._core.events.log import EventLogEntry
-from dagster._core.instance.ref import _event_logs_directory
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
-    INDEX_SHARD_NAME,
-    SqliteEventLogStorage,
-    SqliteEventLogStorageWatchdog,
-)
-from dagster._core.storage.sql import create_engine
-from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
-from dagster._serdes import ConfigurableClassData
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
 from watchdog.events import FileSystemEvent
 from watchdog.observers import Observer
+
+from eval_pipeline.defs.dagster_private import (
+    INDEX_SHARD_NAME,
+    SQLITE_BUSY_TIMEOUT_SECONDS,
+    ConfigurableClassData,
+    EventHandlerFn,
+    EventLogEntry,
+    SqliteEventLogStorage,
+    SqliteEventLogStorageWatchdog,
+    create_engine,
+    event_logs_directory,
+)
 
 KEPT_SHARDS = 8  # run shards whose connection stays open (the index's always does)
 _RUN_ENDED = {DagsterEventType.RUN_SUCCESS, DagsterEventType.RUN_FAILURE, DagsterEventType.RUN_CANCELED}
@@ -89,7 +90,7 @@ class EventLogStorage(SqliteEventLogStorage):
             home = os.environ.get("DAGSTER_HOME")
             if not home:
                 raise ValueError("EventLogStorage: set base_dir in dagster.yaml, or DAGSTER_HOME")
-            base_dir = _event_logs_directory(home)
+            base_dir = event_logs_directory(home)
         return cls(base_dir, inst_data=inst_data)
 
     def _engine(self, shard: str) -> Engine:

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster._core.storage.dagster_run import DagsterRunStatus
 
 from eval_pipeline.core import interrupts
 from eval_pipeline.core.processes import pid_alive
@@ -117,7 +116,7 @@ def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     (the daemon's run monitoring watches the runs it launched)."""
     host = socket.gethostname()
     reaped = []
-    active = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.CANCELING]
+    active = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.CANCELING]
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=active)):
         pid = run.tags.get(PID_TAG, "")
         if run.tags.get(HOST_TAG) != host or not pid.isdigit() or pid_alive(int(pid)) or int(pid) == os.getpid():

@@ -1,0 +1,52 @@
+"""The project's reach past Dagster's public API is one module (``defs/dagster_private.py``), and this test fails,
+naming what moved, when a Dagster release changes any of it."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import dagster
+
+PACKAGE = Path(__file__).resolve().parents[2] / "eval_pipeline"
+ONE_MODULE = PACKAGE / "defs" / "dagster_private.py"
+
+
+def test_only_one_module_imports_dagster_private_names():
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        if path == ONE_MODULE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            offenders += [f"{path.relative_to(PACKAGE)}: {n}" for n in names if n.startswith("dagster._")]
+    assert not offenders, offenders
+
+
+def test_the_private_names_the_project_uses_are_still_there_and_shaped_as_it_expects():
+    from eval_pipeline.defs import dagster_private as dp
+
+    assert dagster.__version__.startswith("1.13."), dagster.__version__  # the release these were read from
+    storage = dp.SqliteEventLogStorage
+    missing = [m for m in dp.EVENT_LOG_MEMBERS if not callable(getattr(storage, m, None))]
+    assert not missing, f"SqliteEventLogStorage lost {missing}"
+    assert list(inspect.signature(storage.__init__).parameters)[:3] == ["self", "base_dir", "inst_data"]
+    assert list(inspect.signature(storage.store_event).parameters) == ["self", "event"]
+    assert list(inspect.signature(storage.watch).parameters) == ["self", "run_id", "cursor", "callback"]
+    watchdog = inspect.signature(dp.SqliteEventLogStorageWatchdog.__init__).parameters
+    assert list(watchdog)[:5] == ["self", "event_log_storage", "run_id", "callback", "cursor"], list(watchdog)
+    assert callable(getattr(dp.SqliteEventLogStorageWatchdog, "_process_log", None))
+    assert isinstance(dp.daemon_controller.DEFAULT_DAEMON_INTERVAL_SECONDS, (int, float))
+    assert isinstance(dp.INDEX_SHARD_NAME, str) and isinstance(dp.SQLITE_BUSY_TIMEOUT_SECONDS, (int, float))
+    assert callable(dp.daemon_cli()) and callable(dp.create_engine) and callable(dp.event_logs_directory)
+    # the event log is still a storage Dagster accepts in dagster.yaml (a ConfigurableClass)
+    from eval_pipeline.defs.event_log import EventLogStorage
+
+    assert issubclass(EventLogStorage, dagster._core.storage.event_log.EventLogStorage)  # noqa: SLF001
