@@ -51,7 +51,8 @@ def registry_problems(cfg: RubricConfig) -> list[tuple[str, str]]:
     for m in cfg.metrics:
         if m.function in metrics:
             problems += [
-                (f"metrics.{m.function}.params", msg) for msg in params.problems(METRICS[m.function], m.params)
+                (f"metrics.{m.function}.params", msg)
+                for msg in params.problems(params.params_model(METRICS[m.function]), m.params)
             ]
         else:
             problems.append(
@@ -71,6 +72,6 @@ def registry_problems(cfg: RubricConfig) -> list[tuple[str, str]]:
             else:
                 problems += [
                     (f"{where}.heuristic.{term.feature}.params", msg)
-                    for msg in params.problems(features[term.feature], term.params)
+                    for msg in params.problems(params.params_model(features[term.feature]), term.params)
                 ]
     return problems

@@ -13,16 +13,24 @@ from typing import Any
 
 import pandas as pd
 
+from eval_pipeline.core.params import NoParams, Params, typed
 from eval_pipeline.core.registry import Registry
 
-MetricFn = Callable[[list[dict[str, Any]], dict[str, Any]], dict[str, list[Any]]]
+MetricFn = Callable[[list[dict[str, Any]], Any], dict[str, list[Any]]]
 METRICS: Registry[MetricFn] = Registry("metric function", __name__)
 METRIC_BLOCK = 2048  # records each metric sees at once (core.text keeps the last TEXT_CACHE texts' words)
 
 
-def metric(name: str) -> Callable[[MetricFn], MetricFn]:
-    """Register a metric function under ``name`` (a new metric is one function in one module of this package)."""
-    return METRICS.register(name)
+def metric(name: str, params: type[Params] = NoParams) -> Callable[[MetricFn], MetricFn]:
+    """Register a metric function under ``name`` with its parameters' model (a new metric is one function and its
+    ``Params`` in one module of this package); the function receives the validated ``params``."""
+
+    def add(fn: MetricFn) -> MetricFn:
+        unit = typed(params)(fn)
+        METRICS.add(name, unit)
+        return unit
+
+    return add
 
 
 def compute_metrics(specs: list, records: list[dict[str, Any]]) -> pd.DataFrame:

@@ -15,17 +15,25 @@ import math
 from collections import Counter
 from typing import Any
 
+from eval_pipeline.core.params import Params
 from eval_pipeline.core.text import content_words, numbers, stem
 from eval_pipeline.metrics import metric
 
 
-@metric("route_score")
-def route_score(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, list[Any]]:
+class RouteParams(Params):
+    actual_field: str = "actual_route"
+    preferred_field: str = "preferred_route"
+    acceptable_field: str = "acceptable_routes"
+    preferred: float = 1.0
+    acceptable: float = 0.7
+    wrong: float = 0.0
+
+
+@metric("route_score", params=RouteParams)
+def route_score(records: list[dict[str, Any]], p: RouteParams) -> dict[str, list[Any]]:
     """1.0 when the actual route is the preferred one, 0.7 when it is an acceptable alternative, else 0.0."""
-    a_f = params.get("actual_field", "actual_route")
-    p_f = params.get("preferred_field", "preferred_route")
-    acc_f = params.get("acceptable_field", "acceptable_routes")
-    v_pref, v_acc, v_wrong = params.get("preferred", 1.0), params.get("acceptable", 0.7), params.get("wrong", 0.0)
+    a_f, p_f, acc_f = p.actual_field, p.preferred_field, p.acceptable_field
+    v_pref, v_acc, v_wrong = p.preferred, p.acceptable, p.wrong
     scores, status = [], []
     for r in records:
         actual = (r.get(a_f) or "").strip().lower()
@@ -60,13 +68,17 @@ def length_band(n: int) -> str:
     return "short" if n < 50 else "reasonable" if n <= 200 else "detailed"
 
 
-@metric("answer_criteria")
-def answer_criteria(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, list[Any]]:
-    c_f = params.get("criteria_field", "answer_criteria")
-    gt_f = params.get("ground_truth_field", "ground_truth")
-    r_f = params.get("response_field", "response")
-    q_f = params.get("query_field", "query")
-    tol = float(params.get("tolerance", 0.05))
+class CriteriaParams(Params):
+    criteria_field: str = "answer_criteria"
+    ground_truth_field: str = "ground_truth"
+    response_field: str = "response"
+    query_field: str = "query"
+    tolerance: float = 0.05  # a number within this share of the reference is right
+
+
+@metric("answer_criteria", params=CriteriaParams)
+def answer_criteria(records: list[dict[str, Any]], p: CriteriaParams) -> dict[str, list[Any]]:
+    c_f, gt_f, r_f, q_f, tol = p.criteria_field, p.ground_truth_field, p.response_field, p.query_field, p.tolerance
     cols: dict[str, list[Any]] = {
         k: []
         for k in (

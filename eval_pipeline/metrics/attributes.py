@@ -25,6 +25,7 @@ from typing import Any
 from rapidfuzz import fuzz, process
 
 from eval_pipeline.core import derived_cache
+from eval_pipeline.core.params import Params
 from eval_pipeline.core.text import STOPWORDS, import_nltk
 from eval_pipeline.metrics import metric
 from eval_pipeline.provision import require_wordnet
@@ -193,12 +194,16 @@ def almp_score(
     return sum(m["rule"] != "none" for m in matches) / len(attributes), matches
 
 
-@metric("almp")
-def almp(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, list[Any]]:
-    a_f = params.get("attributes_field", "attributes")
-    t_f = params.get("text_field", "response")
-    threshold = float(params.get("fuzzy_threshold", 85))
-    extracted_f = params.get("extracted_field")  # attributes extracted by an LLM, when available
+class AlmpParams(Params):
+    attributes_field: str = "attributes"
+    text_field: str = "response"
+    fuzzy_threshold: float = 85
+    extracted_field: str | None = None  # attributes extracted by an LLM, when available
+
+
+@metric("almp", params=AlmpParams)
+def almp(records: list[dict[str, Any]], p: AlmpParams) -> dict[str, list[Any]]:
+    a_f, t_f, threshold, extracted_f = p.attributes_field, p.text_field, p.fuzzy_threshold, p.extracted_field
     scores, details, extracted, extractor = [], [], [], []
     for r in records:
         if extracted_f and r.get(extracted_f) is not None:

@@ -208,6 +208,7 @@ def ertd_batch(references: list[str], responses: list[str]) -> tuple[list[float]
 
 # --- registered metrics -----------------------------------------------------------------------
 
+from eval_pipeline.core.params import Params  # noqa: E402
 from eval_pipeline.core.text import TEXT_CACHE  # noqa: E402
 from eval_pipeline.metrics import metric  # noqa: E402
 
@@ -225,21 +226,25 @@ def _stripped_field(record: dict, field: str) -> str:
     return _stripped(value if isinstance(value, str) else tuple(value))
 
 
-@metric("nvcs")
-def nvcs(records: list[dict], params: dict) -> dict[str, list]:
-    ref_f = params.get("reference_field", "sample_dialogues")
-    txt_f = params.get("text_field", "response")
-    n = int(params.get("n", 3))
-    refs = [_stripped_field(r, ref_f) for r in records]
-    resps = [_stripped_field(r, txt_f) for r in records]
-    return {"nvcs": nvcs_batch(refs, resps, n).tolist()}
+class StyleParams(Params):
+    reference_field: str = "sample_dialogues"  # the character's sample lines (a text or a list of lines)
+    text_field: str = "response"
 
 
-@metric("ertd")
-def ertd(records: list[dict], params: dict) -> dict[str, list]:
-    ref_f = params.get("reference_field", "sample_dialogues")
-    txt_f = params.get("text_field", "response")
-    refs = [_stripped_field(r, ref_f) for r in records]
-    resps = [_stripped_field(r, txt_f) for r in records]
+class NvcsParams(StyleParams):
+    n: int = 3  # character n-gram length
+
+
+@metric("nvcs", params=NvcsParams)
+def nvcs(records: list[dict], p: NvcsParams) -> dict[str, list]:
+    refs = [_stripped_field(r, p.reference_field) for r in records]
+    resps = [_stripped_field(r, p.text_field) for r in records]
+    return {"nvcs": nvcs_batch(refs, resps, p.n).tolist()}
+
+
+@metric("ertd", params=StyleParams)
+def ertd(records: list[dict], p: StyleParams) -> dict[str, list]:
+    refs = [_stripped_field(r, p.reference_field) for r in records]
+    resps = [_stripped_field(r, p.text_field) for r in records]
     diff, a, b = ertd_batch(refs, resps)
     return {"ertd": diff, "fre_reference": a, "fre_response": b, "textstat_version": [TEXTSTAT_VERSION] * len(records)}

@@ -9,6 +9,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
+from eval_pipeline.core.params import Params
 from eval_pipeline.core.text import (
     any_phrase,
     content_stems,
@@ -76,11 +77,16 @@ def _value_words(value: str) -> frozenset[str]:
     return frozenset(content_words(value))
 
 
-@metric("context_coverage")
-def context_coverage(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, list[Any]]:
-    elements = params["elements"]
-    text_field = params.get("text_field", "response")
-    cues = {**CONTEXT_CUES, **params.get("cues", {})}
+class ContextParams(Params):
+    elements: list[str]  # the game-state fields whose values the text should reflect
+    text_field: str = "response"
+    cues: dict[str, Any] = {}  # phrases per element (and per value) beside the built-in ones
+
+
+@metric("context_coverage", params=ContextParams)
+def context_coverage(records: list[dict[str, Any]], p: ContextParams) -> dict[str, list[Any]]:
+    elements, text_field = p.elements, p.text_field
+    cues = {**CONTEXT_CUES, **p.cues}
     cols: dict[str, list[Any]] = {f"ctx_{e}": [] for e in elements}
     cov = []
     for r in records:
@@ -97,11 +103,15 @@ def context_coverage(records: list[dict[str, Any]], params: dict[str, Any]) -> d
     return cols
 
 
-@metric("persona_keyword_overlap")
-def persona_keyword_overlap(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, list[Any]]:
-    kw_field = params.get("keywords_field", "persona_keywords")
-    p_field = params.get("persona_field", "persona")
-    text_field = params.get("text_field", "response")
+class PersonaParams(Params):
+    keywords_field: str = "persona_keywords"
+    persona_field: str = "persona"  # its content words when a sample has no keywords
+    text_field: str = "response"
+
+
+@metric("persona_keyword_overlap", params=PersonaParams)
+def persona_keyword_overlap(records: list[dict[str, Any]], p: PersonaParams) -> dict[str, list[Any]]:
+    kw_field, p_field, text_field = p.keywords_field, p.persona_field, p.text_field
     hits_col, share_col = [], []
     for r in records:
         kws = r.get(kw_field) or content_words(r.get(p_field) or "")
@@ -112,11 +122,15 @@ def persona_keyword_overlap(records: list[dict[str, Any]], params: dict[str, Any
     return {"persona_keyword_hits": hits_col, "persona_keyword_overlap": share_col}
 
 
-@metric("distinct_n")
-def distinct_n(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, list[Any]]:
-    ns = params.get("n", [1, 2])
-    ns = ns if isinstance(ns, list) else [ns]
-    text_field = params.get("text_field", "response")
+class DistinctParams(Params):
+    n: int | list[int] = [1, 2]
+    text_field: str = "response"
+
+
+@metric("distinct_n", params=DistinctParams)
+def distinct_n(records: list[dict[str, Any]], p: DistinctParams) -> dict[str, list[Any]]:
+    ns = p.n if isinstance(p.n, list) else [p.n]
+    text_field = p.text_field
     cols: dict[str, list[Any]] = {f"distinct_{n}": [] for n in ns}
     for r in records:
         text = r.get(text_field) or ""
@@ -125,11 +139,14 @@ def distinct_n(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[st
     return cols
 
 
-@metric("repetition")
-def repetition(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, list[Any]]:
-    text_field = params.get("text_field", "response")
-    n = params.get("n", 3)
-    return {"repetition_rate": [repetition_rate(r.get(text_field) or "", n) for r in records]}
+class RepetitionParams(Params):
+    text_field: str = "response"
+    n: int = 3
+
+
+@metric("repetition", params=RepetitionParams)
+def repetition(records: list[dict[str, Any]], p: RepetitionParams) -> dict[str, list[Any]]:
+    return {"repetition_rate": [repetition_rate(r.get(p.text_field) or "", p.n) for r in records]}
 
 
 def _term_score(term: str, text_low: str) -> float:
@@ -139,13 +156,17 @@ def _term_score(term: str, text_low: str) -> float:
     return 100.0 if t in text_low else fuzz.partial_ratio(t, text_low)
 
 
-@metric("triple_coverage")
-def triple_coverage(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, list[Any]]:
+class TripleParams(Params):
+    triples_field: str = "kg_triples"
+    text_fields: list[str] = ["answer"]
+    fuzzy_threshold: float = 85
+
+
+@metric("triple_coverage", params=TripleParams)
+def triple_coverage(records: list[dict[str, Any]], p: TripleParams) -> dict[str, list[Any]]:
     """A triple is covered when its subject and its object both occur in the text (exact, or rapidfuzz
     partial ratio above the threshold)."""
-    t_field = params.get("triples_field", "kg_triples")
-    fields = params.get("text_fields", ["answer"])
-    threshold = float(params.get("fuzzy_threshold", 85))
+    t_field, fields, threshold = p.triples_field, p.text_fields, p.fuzzy_threshold
     total, covered, share, detail = [], [], [], []
     for r in records:
         triples = r.get(t_field) or []
@@ -169,11 +190,15 @@ def triple_coverage(records: list[dict[str, Any]], params: dict[str, Any]) -> di
     return {"triples_total": total, "triples_covered": covered, "triple_coverage": share, "triple_matches": detail}
 
 
-@metric("grounding_overlap")
-def grounding_overlap(records: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, list[Any]]:
+class GroundingParams(Params):
+    source_field: str = "source_chunk"
+    text_field: str = "answer"
+
+
+@metric("grounding_overlap", params=GroundingParams)
+def grounding_overlap(records: list[dict[str, Any]], p: GroundingParams) -> dict[str, list[Any]]:
     """Share of the answer's content words (stemmed) that occur in the source chunk."""
-    src_field = params.get("source_field", "source_chunk")
-    text_field = params.get("text_field", "answer")
+    src_field, text_field = p.source_field, p.text_field
     # text.overlap, with the source's stems computed once per distinct source chunk
     return {
         "grounding_overlap": [

@@ -34,16 +34,30 @@ from collections.abc import Callable
 from typing import Any
 
 from eval_pipeline.core.config import HeuristicTerm, RubricConfig
+from eval_pipeline.core.params import NoParams, Params, typed
 from eval_pipeline.core.registry import Registry
 from eval_pipeline.core.resampling import seed_of
 
-Feature = Callable[[dict[str, Any], dict[str, Any]], "float | None"]
+Feature = Callable[[dict[str, Any], Any], "float | None"]
 FEATURES: Registry[Feature] = Registry("heuristic feature", __name__)
 
 
-def feature(name: str) -> Callable[[Feature], Feature]:
-    """Register a heuristic feature under ``name`` (a new feature is one function in this package)."""
-    return FEATURES.register(name)
+def feature(name: str, params: type[Params] = NoParams) -> Callable[[Feature], Feature]:
+    """Register a heuristic feature under ``name`` with its parameters' model (a new feature is one function and
+    its ``Params`` in this package); the function receives the validated ``params``."""
+
+    def add(fn: Feature) -> Feature:
+        unit = typed(params)(fn)
+        FEATURES.add(name, unit)
+        return unit
+
+    return add
+
+
+class TextParams(Params):
+    """The field a feature reads its text from."""
+
+    text_field: str = "response"
 
 
 def load_features() -> Registry[Feature]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from eval_pipeline.core.params import Params
 from eval_pipeline.core.text import (
     any_phrase,
     content_words,
@@ -19,8 +20,14 @@ REFUSAL = ["cannot provide", "can't provide", "out of scope", "cannot answer", "
 UNCERTAIN = ["i don't have", "not available", "couldn't find", "don't state", "i can't"]
 
 
-def _criteria(sample: dict, p: dict) -> dict:
-    c = sample.get(p.get("criteria_field", "answer_criteria"))
+class AnswerParams(Params):
+    criteria_field: str = "answer_criteria"
+    ground_truth_field: str = "ground_truth"
+    tolerance: float = 0.05  # a number within this share of the reference is right
+
+
+def _criteria(sample: dict, p: AnswerParams) -> dict:
+    c = sample.get(p.criteria_field)
     return c if isinstance(c, dict) else {}
 
 
@@ -37,8 +44,8 @@ def numbers_match(response: str, ground_truth: dict | None, criteria: dict, tole
     return sum(checks) / len(checks) if checks else None
 
 
-@feature("aq_semantic")
-def aq_semantic(sample: dict, p: dict) -> float | None:
+@feature("aq_semantic", params=AnswerParams)
+def aq_semantic(sample: dict, p: AnswerParams) -> float | None:
     r = _text(sample, "response")
     q = _text(sample, "query")
     if any_phrase(r, CLARIFY) or any_phrase(r, REFUSAL):
@@ -55,8 +62,8 @@ def aq_semantic(sample: dict, p: dict) -> float | None:
     return min(1.0, score) * (0.6 if uncertain else 1.0)
 
 
-@feature("aq_completeness")
-def aq_completeness(sample: dict, p: dict) -> float | None:
+@feature("aq_completeness", params=AnswerParams)
+def aq_completeness(sample: dict, p: AnswerParams) -> float | None:
     r = _text(sample, "response")
     c = _criteria(sample, p)
     must = c.get("must_contain") or []
@@ -71,11 +78,11 @@ def aq_completeness(sample: dict, p: dict) -> float | None:
     return score
 
 
-@feature("aq_accuracy")
-def aq_accuracy(sample: dict, p: dict) -> float | None:
+@feature("aq_accuracy", params=AnswerParams)
+def aq_accuracy(sample: dict, p: AnswerParams) -> float | None:
     r = _text(sample, "response")
-    gt = sample.get(p.get("ground_truth_field", "ground_truth"))
-    match = numbers_match(r, gt if isinstance(gt, dict) else None, _criteria(sample, p), p.get("tolerance", 0.05))
+    gt = sample.get(p.ground_truth_field)
+    match = numbers_match(r, gt if isinstance(gt, dict) else None, _criteria(sample, p), p.tolerance)
     if any_phrase(r, UNCERTAIN) and not numbers(r):
         return 0.6  # honest uncertainty: not penalised, not verified
     if match is None:
@@ -84,8 +91,8 @@ def aq_accuracy(sample: dict, p: dict) -> float | None:
     return 0.2 + 0.8 * match
 
 
-@feature("aq_presentation")
-def aq_presentation(sample: dict, p: dict) -> float | None:
+@feature("aq_presentation", params=AnswerParams)
+def aq_presentation(sample: dict, p: AnswerParams) -> float | None:
     r = _text(sample, "response")
     structured = (
         1.0 if ("\n" in r or re.search(r"^\s*[-•*\d]+[.)]?\s", r, re.M)) else 0.5 if len(sentences(r)) >= 2 else 0.3

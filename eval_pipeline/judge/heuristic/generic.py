@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import Field
 
 from eval_pipeline.core.text import (
     any_phrase,
@@ -16,8 +19,11 @@ from eval_pipeline.core.text import (
     stems,
     words,
 )
-from eval_pipeline.judge.heuristic import feature
+from eval_pipeline.judge.heuristic import TextParams, feature
 from eval_pipeline.judge.heuristic.base import _saturate, _text
+from eval_pipeline.metrics.text_metrics import CONTEXT_CUES, element_reflected, triple_coverage
+from eval_pipeline.metrics.text_metrics import ContextParams as ContextCoverage
+from eval_pipeline.metrics.text_metrics import TripleParams as TripleCoverage
 
 ASSISTANT_VOICE = [
     "how can i assist",
@@ -31,32 +37,48 @@ ASSISTANT_VOICE = [
 ]
 
 
-@feature("keyword_presence")
-def keyword_presence(sample: dict, p: dict) -> float | None:
+class KeywordParams(TextParams):
+    keywords_field: str | None = None  # a list field of each sample; else the fixed ``keywords``
+    keywords: list[str] | None = None
+    saturate_at: float | None = None  # hits that count as full marks (default: half the keywords, at least 1)
+
+
+@feature("keyword_presence", params=KeywordParams)
+def keyword_presence(sample: dict, p: KeywordParams) -> float | None:
     """Share of keywords (a list field or a param) that appear in the text, saturating at `saturate_at` hits."""
-    kws = sample.get(p["keywords_field"]) if "keywords_field" in p else p.get("keywords")
+    kws = sample.get(p.keywords_field) if p.keywords_field is not None else p.keywords
     if not kws:
         return None
-    text_stems = stems(_text(sample, p.get("text_field", "response")))
+    text_stems = stems(_text(sample, p.text_field))
     hits = sum(1 for k in kws if stems(k) & text_stems)
-    return _saturate(hits, p.get("saturate_at", max(1, len(kws) / 2)))
+    return _saturate(hits, p.saturate_at if p.saturate_at is not None else max(1, len(kws) / 2))
 
 
-@feature("field_overlap")
-def field_overlap(sample: dict, p: dict) -> float | None:
+class OverlapParams(TextParams):
+    reference_field: str
+    saturate_at: float = 0.5
+
+
+@feature("field_overlap", params=OverlapParams)
+def field_overlap(sample: dict, p: OverlapParams) -> float | None:
     """Share of a reference field's content words found in the text, saturating at `saturate_at`."""
-    ref = content_words(_text(sample, p["reference_field"]))
+    ref = content_words(_text(sample, p.reference_field))
     if not ref:
         return None
-    ov = overlap(ref, content_words(_text(sample, p.get("text_field", "response"))))
-    return _saturate(ov or 0.0, p.get("saturate_at", 0.5))
+    ov = overlap(ref, content_words(_text(sample, p.text_field)))
+    return _saturate(ov or 0.0, p.saturate_at)
 
 
-@feature("grounding")
-def grounding(sample: dict, p: dict) -> float | None:
+class GroundingParams(TextParams):
+    source_field: str
+    saturate_at: float = 0.9
+
+
+@feature("grounding", params=GroundingParams)
+def grounding(sample: dict, p: GroundingParams) -> float | None:
     """Share of the text's content words (and numbers) that occur in a source field."""
-    text = _text(sample, p.get("text_field", "response"))
-    src = _text(sample, p["source_field"])
+    text = _text(sample, p.text_field)
+    src = _text(sample, p.source_field)
     tw = content_words(text)
     if not tw:
         return 0.0
@@ -65,20 +87,29 @@ def grounding(sample: dict, p: dict) -> float | None:
     if nums:
         src_nums = set(numbers(src))
         ov = 0.7 * ov + 0.3 * (sum(1 for n in nums if n in src_nums) / len(nums))
-    return _saturate(ov, p.get("saturate_at", 0.9))
+    return _saturate(ov, p.saturate_at)
 
 
-@feature("not_assistant_voice")
-def not_assistant_voice(sample: dict, p: dict) -> float | None:
-    text = _text(sample, p.get("text_field", "response"))
-    return max(0.0, 1.0 - 0.5 * count_phrases(text, p.get("phrases", ASSISTANT_VOICE)))
+class VoiceParams(TextParams):
+    phrases: list[str] = ASSISTANT_VOICE
 
 
-@feature("fluency")
-def fluency(sample: dict, p: dict) -> float | None:
+@feature("not_assistant_voice", params=VoiceParams)
+def not_assistant_voice(sample: dict, p: VoiceParams) -> float | None:
+    text = _text(sample, p.text_field)
+    return max(0.0, 1.0 - 0.5 * count_phrases(text, p.phrases))
+
+
+class FluencyParams(TextParams):
+    typos: list[str] = ["teh", "recieve", "alot", "definately"]
+    words: Annotated[list[int], Field(min_length=2, max_length=2)] = [5, 160]  # a sane length in words: from, to
+
+
+@feature("fluency", params=FluencyParams)
+def fluency(sample: dict, p: FluencyParams) -> float | None:
     """Observable fluency: sentence case, end punctuation, no repeated n-grams, no doubled words,
     no space before punctuation, a sane length."""
-    text = _text(sample, p.get("text_field", "response"))
+    text = _text(sample, p.text_field)
     sents = sentences(text)
     if not sents:
         return 0.0
@@ -88,9 +119,9 @@ def fluency(sample: dict, p: dict) -> float | None:
     toks = words(text)
     doubled = sum(1 for a, b in zip(toks, toks[1:]) if a == b and a.isalpha()) / max(1, len(toks))
     spacing = 1.0 - min(1.0, len(re.findall(r"\s[,.;:!?]", text)) / 3)
-    typos = count_phrases(text, p.get("typos", ["teh", "recieve", "alot", "definately"]))
+    typos = count_phrases(text, p.typos)
     n = len(toks)
-    lo, hi = p.get("words", [5, 160])
+    lo, hi = p.words
     length = 1.0 if lo <= n <= hi else 0.6
     stock = 1.0 - min(1.0, 0.5 * count_phrases(text, ASSISTANT_VOICE))
     score = (
@@ -106,47 +137,56 @@ def fluency(sample: dict, p: dict) -> float | None:
     return max(0.0, min(1.0, score))
 
 
-@feature("distinctness")
-def distinctness(sample: dict, p: dict) -> float | None:
-    d = distinct_n(_text(sample, p.get("text_field", "response")), p.get("n", 2))
+class DistinctParams(TextParams):
+    n: int = 2
+
+
+@feature("distinctness", params=DistinctParams)
+def distinctness(sample: dict, p: DistinctParams) -> float | None:
+    d = distinct_n(_text(sample, p.text_field), p.n)
     return None if d is None else d
 
 
-@feature("off_topic_penalty")
-def off_topic_penalty(sample: dict, p: dict) -> float | None:
-    text = _text(sample, p.get("text_field", "response"))
-    return (
-        0.0
-        if any_phrase(text, p.get("phrases", ["by the way", "weather has been", "have you tried the bread"]))
-        else 1.0
-    )
+class OffTopicParams(TextParams):
+    phrases: list[str] = ["by the way", "weather has been", "have you tried the bread"]
+
+
+@feature("off_topic_penalty", params=OffTopicParams)
+def off_topic_penalty(sample: dict, p: OffTopicParams) -> float | None:
+    text = _text(sample, p.text_field)
+    return 0.0 if any_phrase(text, p.phrases) else 1.0
 
 
 # --- game-state context and KG triples (the metrics' own definitions) ---------------------------
 
 
-@feature("context_mentions")
-def context_mentions(sample: dict, p: dict) -> float | None:
-    """Share of game-state elements the text reflects (by value words or cue words)."""
-    from eval_pipeline.metrics.text_metrics import CONTEXT_CUES, element_reflected
+class ContextParams(ContextCoverage):
+    saturate_at: float = 0.8
 
-    elements = [e for e in p["elements"] if sample.get(e) is not None]
+
+@feature("context_mentions", params=ContextParams)
+def context_mentions(sample: dict, p: ContextParams) -> float | None:
+    """Share of game-state elements the text reflects (by value words or cue words)."""
+    elements = [e for e in p.elements if sample.get(e) is not None]
     if not elements:
         return None
-    text = _text(sample, p.get("text_field", "response"))
-    cues = {**CONTEXT_CUES, **p.get("cues", {})}
+    text = _text(sample, p.text_field)
+    cues = {**CONTEXT_CUES, **p.cues}
     hits = sum(element_reflected(sample, e, text, cues) for e in elements)
-    return _saturate(hits / len(elements), p.get("saturate_at", 0.8))
+    return _saturate(hits / len(elements), p.saturate_at)
 
 
-@feature("triple_coverage")
-def triple_coverage_feature(sample: dict, p: dict) -> float | None:
-    from eval_pipeline.metrics.text_metrics import triple_coverage
+class TripleParams(TripleCoverage):
+    saturate_at: float = 0.4
 
-    if not sample.get(p.get("triples_field", "kg_triples")):
+
+@feature("triple_coverage", params=TripleParams)
+def triple_coverage_feature(sample: dict, p: TripleParams) -> float | None:
+    if not sample.get(p.triples_field):
         return None
-    share = triple_coverage([sample], {**p, "fuzzy_threshold": p.get("fuzzy_threshold", 85)})["triple_coverage"][0]
-    return _saturate(share or 0.0, p.get("saturate_at", 0.4))
+    metric_params = TripleCoverage(**p.model_dump(exclude={"saturate_at"}))
+    share = triple_coverage([sample], metric_params)["triple_coverage"][0]
+    return _saturate(share or 0.0, p.saturate_at)
 
 
 # --- empathetic dialogue ----------------------------------------------------------------------

@@ -4,27 +4,37 @@ from __future__ import annotations
 
 from rapidfuzz import fuzz
 
-from eval_pipeline.judge.heuristic import feature
+from eval_pipeline.judge.heuristic import TextParams, feature
 from eval_pipeline.judge.heuristic.base import _saturate, _text
+from eval_pipeline.metrics.style import char_ngram_cosine, strip_speaker_prefixes
 
 
-@feature("style_similarity")
-def style_similarity(sample: dict, p: dict) -> float | None:
-    from eval_pipeline.metrics.style import char_ngram_cosine, strip_speaker_prefixes
-
-    ref = strip_speaker_prefixes(sample.get(p.get("reference_field", "sample_dialogues")) or [])
-    val = char_ngram_cosine(ref, _text(sample, p.get("text_field", "response")), p.get("n", 3))
-    return _saturate(val, p.get("saturate_at", 0.6))
+class StyleParams(TextParams):
+    reference_field: str = "sample_dialogues"
+    n: int = 3  # character n-gram length
+    saturate_at: float = 0.6
 
 
-@feature("attribute_presence")
-def attribute_presence(sample: dict, p: dict) -> float | None:
-    attrs = sample.get(p.get("attributes_field", "attributes")) or []
+@feature("style_similarity", params=StyleParams)
+def style_similarity(sample: dict, p: StyleParams) -> float | None:
+    ref = strip_speaker_prefixes(sample.get(p.reference_field) or [])
+    val = char_ngram_cosine(ref, _text(sample, p.text_field), p.n)
+    return _saturate(val, p.saturate_at)
+
+
+class AttributeParams(TextParams):
+    attributes_field: str = "attributes"
+    saturate_at: float = 0.6
+
+
+@feature("attribute_presence", params=AttributeParams)
+def attribute_presence(sample: dict, p: AttributeParams) -> float | None:
+    attrs = sample.get(p.attributes_field) or []
     if not attrs:
         return None
-    text = _text(sample, p.get("text_field", "response")).lower()
+    text = _text(sample, p.text_field).lower()
     hits = sum(1 for a in attrs if a.lower() in text or fuzz.partial_ratio(a.lower(), text) > 85)
-    return _saturate(hits / len(attrs), p.get("saturate_at", 0.6))
+    return _saturate(hits / len(attrs), p.saturate_at)
 
 
 # --- the judge --------------------------------------------------------------------------------
