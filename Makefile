@@ -8,7 +8,7 @@ export EVAL_WAREHOUSE ?= ducklake:sqlite:$(CURDIR)/data/lake/catalog.sqlite
 export EVAL_CHECKPOINT_DIR ?= $(CURDIR)/data/checkpoints
 export NLTK_DATA ?= $(CURDIR)/.nltk_data
 
-.PHONY: lint install provision provision-browser provision-postgres dagster-home demo test test-fast ui view report sample-data bench clean
+.PHONY: lint install provision provision-browser provision-postgres dagster-home demo test test-fast ui view report reference sample-data bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,10 @@ view: install
 
 report: install
 	$(VENV)/bin/eval-pipeline report --out reports
+
+# the rubric YAML reference, from the config models and the registries (a test fails when it is out of date)
+reference: install
+	$(VENV)/bin/eval-pipeline reference --out docs/rubric-reference.md
 
 sample-data: install
 	$(PY) scripts/generate_sample_data.py

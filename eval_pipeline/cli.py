@@ -352,6 +352,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reference(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from eval_pipeline.publish.reference import reference
+
+    text = reference()
+    if args.out == "-":
+        sys.stdout.write(text)
+        return 0
+    Path(args.out).write_text(text, encoding="utf-8")
+    print(f"rubric YAML reference written to {args.out}")
+    return 0
+
+
 def cmd_view(args: argparse.Namespace) -> int:
     from eval_pipeline.core import settings
     from eval_pipeline.publish.viewer.app import serve
@@ -560,6 +574,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", default="reports")
     rp.add_argument("--warehouse")
     rp.set_defaults(fn=cmd_report)
+    rf = sub.add_parser("reference", help="write the rubric YAML reference (from the code)", parents=[common])
+    rf.add_argument("--out", default="docs/rubric-reference.md", help="a file, or - for standard output")
+    rf.set_defaults(fn=cmd_reference)
     return ap
 
 

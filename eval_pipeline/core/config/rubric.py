@@ -32,20 +32,22 @@ from eval_pipeline.core.strict import Strict
 
 
 class RubricConfig(Strict):
-    name: str
-    title: str
+    name: str = Field(description="The rubric's name: its asset group and warehouse schema (letters, digits, _).")
+    title: str = Field(description="A human title.")
     source: str = Field(description="The rubric document this config is written from.")
-    description: str
-    scale: Scale
-    inputs: InputsSpec
-    dimensions: list[Dimension] = Field(default_factory=list)
-    examples: list[Example] = Field(default_factory=list)
-    questionnaire: Questionnaire | None = None
-    extraction: Extraction | None = None
-    judge_instructions: str = ""
-    metrics: list[MetricSpec] = Field(default_factory=list)
-    adjustments: list[Adjustment] = Field(default_factory=list)
-    derived: list[DerivedScore] = Field(default_factory=list)
+    description: str = Field(description="What the rubric evaluates, for people.")
+    scale: Scale = Field(description="The default scale of its dimensions.")
+    inputs: InputsSpec = Field(description="The raw sample's fields: types and checks (the validation schema).")
+    dimensions: list[Dimension] = Field(default_factory=list, description="What is scored, by the judge or by people.")
+    examples: list[Example] = Field(
+        default_factory=list, description="The document's worked examples: re-scored by the judge (judge_calibration)."
+    )
+    questionnaire: Questionnaire | None = Field(None, description="A Likert questionnaire the judge answers.")
+    extraction: Extraction | None = Field(None, description="LLM extraction prompts a metric reads (e.g. ALMP).")
+    judge_instructions: str = Field("", description="Added to the judge's prompt.")
+    metrics: list[MetricSpec] = Field(default_factory=list, description="Deterministic metrics (see Metric functions).")
+    adjustments: list[Adjustment] = Field(default_factory=list, description="Rules that cap or change a score.")
+    derived: list[DerivedScore] = Field(default_factory=list, description="Scores computed from other scores.")
     headline: str = Field(description="The score that ranks checkpoints on the leaderboard.")
     breakdowns: list[list[str]] = Field(default_factory=list, description="Input fields to break summaries down by.")
     guarded_dimensions: list[str] = Field(
@@ -54,10 +56,10 @@ class RubricConfig(Strict):
     lower_is_better: list[str] = Field(
         default_factory=list, description="Scores where a decrease is an improvement (e.g. ERTD)."
     )
-    gates: list[Gate] = Field(default_factory=list)
-    panel: JudgePanel = Field(default_factory=JudgePanel)
-    human_ratings: HumanRatingsSpec = Field(default_factory=HumanRatingsSpec)
-    worklists: WorklistSpec = Field(default_factory=WorklistSpec)
+    gates: list[Gate] = Field(default_factory=list, description="Threshold gates, each an asset check.")
+    panel: JudgePanel = Field(default_factory=JudgePanel, description="The LLM judges and how they are aggregated.")
+    human_ratings: HumanRatingsSpec = Field(default_factory=HumanRatingsSpec, description="How rating CSVs are read.")
+    worklists: WorklistSpec = Field(default_factory=WorklistSpec, description="Samples written out for people to rate.")
     completeness: Completeness = Field(default_factory=Completeness)
     repeat: RepeatSpec | None = Field(None, description="Score a subset again to measure the judge's own noise.")
 

@@ -1,5 +1,7 @@
-"""``regression``: no guarded score's paired-bootstrap interval of the change against the parent lies wholly
-on the worse side."""
+"""``regression``: no score dropped significantly against the parent (scoring.comparison: a paired test per score and
+a human-calibrated change per judged dimension people rated in both, Holm-corrected within the rubric; a judged
+drop on a dimension the judge is not trusted on does not count). ``params.ignore``: scores it does not gate on.
+Pending when the parent was judged by another judge; not applicable without a parent."""
 
 from eval_pipeline.scoring.comparison import evaluate_regression
 from eval_pipeline.scoring.gates import gate

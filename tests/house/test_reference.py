@@ -1,0 +1,25 @@
+"""docs/rubric-reference.md is what the code says: every config field and every registered unit, written by
+`eval-pipeline reference`; this fails when a field, a parameter or a unit changes and the file was not rewritten."""
+
+from pathlib import Path
+
+from eval_pipeline.cli import main as cli
+from eval_pipeline.core.params import params_model
+from eval_pipeline.metrics import METRICS
+from eval_pipeline.publish.reference import reference
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "rubric-reference.md"
+
+
+def test_the_committed_reference_is_the_generated_one(tmp_path, capsys):
+    assert DOC.read_text(encoding="utf-8") == reference(), "run `make reference` and commit docs/rubric-reference.md"
+    out = tmp_path / "ref.md"
+    assert cli(["reference", "--out", str(out)]) == 0 and out.read_text(encoding="utf-8") == reference()
+
+
+def test_every_metric_and_its_parameters_are_in_it():
+    text = DOC.read_text(encoding="utf-8")
+    for name in METRICS:
+        assert f"### `{name}`" in text
+        for param in params_model(METRICS[name]).model_fields:
+            assert f"| `{param}` |" in text
