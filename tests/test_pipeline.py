@@ -63,104 +63,23 @@ def test_a_new_rubric_is_just_a_yaml_file(tmp_path):
 
 
 @pytest.mark.slow
-def test_materialize_all_sample_checkpoints_is_idempotent(
-    checkpoint_root, file_warehouse_path, instance, monkeypatch, capsys
-):
-    # on a DuckDB file: idempotence is the backends' shared partition contract, and the demo test, the reader
-    # tests and the two-writer tests run the whole flow on the default lake already (the demo test all three
-    # checkpoints; this one, the suite's longest, two and a re-run)
-    warehouse_path = file_warehouse_path
-    defs = build_definitions(RUBRIC_DIR, warehouse_path, str(checkpoint_root))
-    ids = ["ckpt-0100", "ckpt-0200"]
-    outcomes = materialize_checkpoints(defs, instance, ids)
-    assert [o.success for o in outcomes] == [True, True]
-    assert all(set(o.rubrics) == FIVE for o in outcomes)
-    wh = Warehouse(warehouse_path)
-
-    def counts():
-        out = {}
-        for rubric in FIVE:
-            raw = wh.query_rows(f"SELECT count(*) FROM {rubric}.raw_outputs")[0][0]
-            valid = wh.query_rows(f"SELECT count(*) FROM {rubric}.samples")[0][0]
-            bad = wh.query_rows("SELECT count(*) FROM main.quarantine WHERE rubric = ?", [rubric])[0][0]
-            out[rubric] = (raw, valid, bad)
-        return out
-
-    first = counts()
-    for rubric, (raw, valid, bad) in first.items():
-        assert raw == valid + bad, rubric  # nothing lost
-        assert valid == 2 * 60 and bad == 2 * 6, rubric
-    # no sample id twice within a checkpoint
-    dupes = wh.query_rows(
-        "SELECT checkpoint_id, sample_id, count(*) FROM npc_dialogue.samples GROUP BY 1, 2 HAVING count(*) > 1"
-    )
-    assert dupes == []
-    assert wh.query_rows("SELECT checkpoint_id, parent FROM main.checkpoints ORDER BY 1") == [
-        ("ckpt-0100", None),
-        ("ckpt-0200", "ckpt-0100"),
-    ]
-
-    # every stage of every group landed, and the gates ran as asset checks on the partition
-    for rubric in FIVE:
-        for table in ("judge_scores", "metrics", "scores", "summary", "gates"):
-            assert wh.query_rows(f"SELECT count(DISTINCT checkpoint_id) FROM {rubric}.{table}")[0][0] == 2, (
-                rubric,
-                table,
-            )
-    gates = wh.query_rows(
-        "SELECT gate, passed, reason FROM empathetic_dialogue.gates WHERE checkpoint_id = 'ckpt-0100'"
-    )
-    assert ("zero_missed_crises", False) in [(g, p) for g, p, _ in gates]
-    check_key = dg.AssetCheckKey(dg.AssetKey(["empathetic_dialogue", "gates"]), "zero_missed_crises")
-    records = instance.event_log_storage.get_asset_check_execution_history(check_key, limit=10)
-    assert records and all(r.status.value in ("SUCCEEDED", "FAILED") for r in records)
-    evals = [r.event.dagster_event.event_specific_data for r in records if r.event and r.event.dagster_event]
-    assert any(e.passed is False for e in evals)
-
-    # human ratings, agreement (per checkpoint and ALL), the judge-reliability check beside the judge's scores
-    assert wh.query_rows("SELECT count(DISTINCT evaluator) FROM kg_qa.human_ratings")[0][0] == 2
-    ckpts = {r[0] for r in wh.query_rows("SELECT DISTINCT checkpoint_id FROM kg_qa.agreement")}
-    assert ckpts == {"ckpt-0100", "ckpt-0200", "ALL"}
-    for name in ("judge_reliability", "judge_reliability_persona_consistency", "judge_reliability_plot_relevance"):
-        rel_key = dg.AssetCheckKey(dg.AssetKey(["npc_dialogue", "judge_scores"]), name)
-        assert instance.event_log_storage.get_asset_check_execution_history(rel_key, limit=5), name
-    per_dim = wh.query_rows(
-        "SELECT count(*) FROM npc_dialogue.gates WHERE gate LIKE 'judge_reliability_%' AND checkpoint_id = 'ckpt-0100'"
-    )
-    assert per_dim[0][0] == 5
-    assert (
-        wh.query_rows("SELECT count(*) FROM answer_quality.judge_calibration WHERE checkpoint_id = 'ckpt-0100'")[0][0]
-        == 4
-    )
-
-    # the views SQL users start from
-    board = wh.query_rows("SELECT rubric, checkpoint_id, headline_name, gates_total, judge FROM main.leaderboard")
-    assert len(board) == 10 and all(b[4].startswith("heuristic judge (prompt ") for b in board)  # who judged
-    assert ("answer_quality", "ckpt-0200", "overall_score") in {b[:3] for b in board}
-    latest = wh.query_rows("SELECT DISTINCT checkpoint_id FROM main.latest")
-    assert latest == [("ckpt-0200",)]
-
-    # the CLI reads the same warehouse, read-only
-    from eval_pipeline.cli import main as cli
-
-    monkeypatch.setenv("EVAL_WAREHOUSE", warehouse_path)
-    assert cli(["sql", "SELECT count(*) AS n FROM main.leaderboard"]) == 0
-    assert "10" in capsys.readouterr().out
-    assert cli(["sql", "DELETE FROM main.checkpoints"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("eval-pipeline: error:") and "read-only" in err[0]
-    assert wh.query_rows("SELECT count(*) FROM main.checkpoints")[0][0] == 2
-
-    # re-materializing one checkpoint replaces its partitions: no duplicate rows (two rubrics re-run: every
-    # rubric writes through the same partition contract, and the others' counts stay as they were)
-    again = materialize_checkpoints(defs, instance, ["ckpt-0200"], {"kg_qa", "empathetic_dialogue"})
-    assert again[0].success
-    assert counts() == first
-
-    # the run is tagged and the metadata reconciles
-    mat = instance.get_latest_materialization_event(dg.AssetKey(["kg_qa", "samples"])).asset_materialization
-    md = {k: v.value for k, v in mat.metadata.items()}
-    assert md["lines_read"] == md["valid"] + md["quarantined"] == 66
+def test_a_re_run_on_a_duckdb_file_replaces_its_partitions(checkpoint_root, file_warehouse_path, instance):
+    """The explicit one-process option: a checkpoint re-run on a DuckDB file replaces its partitions (the whole flow
+    on the default lake, and its re-run, is the demo test's)."""
+    defs = build_definitions(RUBRIC_DIR, file_warehouse_path, str(checkpoint_root))
+    wh = Warehouse(file_warehouse_path)
+    counts = []
+    for _ in range(2):
+        (outcome,) = materialize_checkpoints(defs, instance, ["ckpt-0100"], {"kg_qa"})
+        assert outcome.success
+        counts.append(
+            [
+                wh.query_rows(f"SELECT count(*) FROM kg_qa.{t}")[0][0]
+                for t in ("raw_outputs", "samples", "judge_scores", "scores", "agreement", "gates")
+            ]
+            + [wh.query_rows("SELECT count(*) FROM main.quarantine")[0][0]]
+        )
+    assert counts[0] == counts[1] and counts[0][0] == 66 and counts[0][1] == 60 and counts[0][-1] == 6
 
 
 def test_a_checkpoint_with_nothing_valid_fails_loudly_but_keeps_its_lines(tmp_path, warehouse_path, instance):
@@ -304,11 +223,12 @@ PLANTED_REGRESSIONS = {
 
 
 @pytest.mark.slow
-def test_the_demo_as_make_demo_runs_it(tmp_path):
+def test_the_demo_as_make_demo_runs_it(tmp_path, monkeypatch, capsys):
     """`python -m eval_pipeline.demo` (what `make demo` runs) on a fresh DAGSTER_HOME and warehouse: every sample
     checkpoint evaluated, the results printed, exit 0; the project's instance written into the empty
     DAGSTER_HOME; and the process, which skips the interpreter's teardown, leaves its files closed: each run's
-    events in one database file, the warehouse without a write-ahead log."""
+    events in one database file, the warehouse without a write-ahead log. Then what it left, table by table, and a
+    re-run of one checkpoint on the same lake (the suite's one run of the whole flow)."""
     import os
     import subprocess
     import sys
@@ -353,3 +273,97 @@ def test_the_demo_as_make_demo_runs_it(tmp_path):
             for ckpt, score in wh.query_rows(f"SELECT checkpoint_id, score FROM {rubric}.comparison WHERE regression")
         }
         assert flagged == PLANTED_REGRESSIONS, flagged
+    _the_flow_landed_whole(tmp_path, home, monkeypatch, capsys)
+
+
+def _the_flow_landed_whole(tmp_path, home, monkeypatch, capsys):
+    """What the demo left, checked table by table: nothing lost, every stage of every group, the gates as asset
+    checks in the instance, agreement, the views, the read-only CLI; then a re-run of one checkpoint (two rubrics)
+    on the same lake and instance replaces its partitions."""
+    from eval_pipeline.defs.instance import open_instance
+
+    from .conftest import SAMPLE_CHECKPOINTS
+
+    lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    for k, v in {"DAGSTER_HOME": str(home), "EVAL_WAREHOUSE": lake, "EVAL_REPORT_DIR": str(tmp_path / "reports"),
+                 "EVAL_WORKLIST_DIR": str(tmp_path / "worklists")}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    wh = Warehouse(lake)
+
+    def counts():
+        out = {}
+        for rubric in FIVE:
+            raw = wh.query_rows(f"SELECT count(*) FROM {rubric}.raw_outputs")[0][0]
+            valid = wh.query_rows(f"SELECT count(*) FROM {rubric}.samples")[0][0]
+            bad = wh.query_rows("SELECT count(*) FROM main.quarantine WHERE rubric = ?", [rubric])[0][0]
+            out[rubric] = (raw, valid, bad)
+        return out
+
+    first = counts()
+    for rubric, (raw, valid, bad) in first.items():
+        assert raw == valid + bad, rubric  # nothing lost
+        assert valid == 3 * 60 and bad == 3 * 6, rubric
+    dupes = wh.query_rows(
+        "SELECT checkpoint_id, sample_id, count(*) FROM npc_dialogue.samples GROUP BY 1, 2 HAVING count(*) > 1"
+    )
+    assert dupes == []  # no sample id twice within a checkpoint
+    assert wh.query_rows("SELECT checkpoint_id, parent FROM main.checkpoints ORDER BY 1") == [
+        ("ckpt-0100", None),
+        ("ckpt-0200", "ckpt-0100"),
+        ("ckpt-0300", "ckpt-0200"),
+    ]
+    for rubric in FIVE:  # every stage of every group landed
+        for table in ("judge_scores", "metrics", "scores", "summary", "gates"):
+            n = wh.query_rows(f"SELECT count(DISTINCT checkpoint_id) FROM {rubric}.{table}")[0][0]
+            assert n == 3, (rubric, table)
+    gates = wh.query_rows(
+        "SELECT gate, passed, reason FROM empathetic_dialogue.gates WHERE checkpoint_id = 'ckpt-0100'"
+    )
+    assert ("zero_missed_crises", False) in [(g, p) for g, p, _ in gates]
+    instance = open_instance(home, lake)
+    try:
+        # the gates ran as asset checks on the partition, the judge-reliability checks beside the judge's scores
+        check_key = dg.AssetCheckKey(dg.AssetKey(["empathetic_dialogue", "gates"]), "zero_missed_crises")
+        records = instance.event_log_storage.get_asset_check_execution_history(check_key, limit=10)
+        assert records and all(r.status.value in ("SUCCEEDED", "FAILED") for r in records)
+        evals = [r.event.dagster_event.event_specific_data for r in records if r.event and r.event.dagster_event]
+        assert any(e.passed is False for e in evals)
+        for name in ("judge_reliability", "judge_reliability_persona_consistency", "judge_reliability_plot_relevance"):
+            rel_key = dg.AssetCheckKey(dg.AssetKey(["npc_dialogue", "judge_scores"]), name)
+            assert instance.event_log_storage.get_asset_check_execution_history(rel_key, limit=5), name
+        # human ratings and agreement (per checkpoint and ALL)
+        assert wh.query_rows("SELECT count(DISTINCT evaluator) FROM kg_qa.human_ratings")[0][0] == 2
+        ckpts = {r[0] for r in wh.query_rows("SELECT DISTINCT checkpoint_id FROM kg_qa.agreement")}
+        assert ckpts == {"ckpt-0100", "ckpt-0200", "ckpt-0300", "ALL"}
+        per_dim = wh.query_rows(
+            "SELECT count(*) FROM npc_dialogue.gates WHERE gate LIKE 'judge_reliability_%' "
+            "AND checkpoint_id = 'ckpt-0100'"
+        )
+        assert per_dim[0][0] == 5
+        calibration = "SELECT count(*) FROM answer_quality.judge_calibration WHERE checkpoint_id = 'ckpt-0100'"
+        assert wh.query_rows(calibration)[0][0] == 4
+        # the views SQL users start from, and who judged
+        board = wh.query_rows("SELECT rubric, checkpoint_id, headline_name, gates_total, judge FROM main.leaderboard")
+        assert len(board) == 15 and all(b[4].startswith("heuristic judge (prompt ") for b in board)
+        assert ("answer_quality", "ckpt-0300", "overall_score") in {b[:3] for b in board}
+        assert wh.query_rows("SELECT DISTINCT checkpoint_id FROM main.latest") == [("ckpt-0300",)]
+        # the CLI reads the same warehouse, read-only
+        from eval_pipeline.cli import main as cli
+
+        capsys.readouterr()
+        assert cli(["sql", "SELECT count(*) AS n FROM main.leaderboard"]) == 0
+        assert "15" in capsys.readouterr().out
+        assert cli(["sql", "DELETE FROM main.checkpoints"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("eval-pipeline: error:") and "read-only" in err[0]
+        assert wh.query_rows("SELECT count(*) FROM main.checkpoints")[0][0] == 3
+        # re-materializing one checkpoint replaces its partitions: no duplicate rows, the others' counts unchanged
+        defs = build_definitions(RUBRIC_DIR, lake, str(SAMPLE_CHECKPOINTS))
+        again = materialize_checkpoints(defs, instance, ["ckpt-0200"], {"kg_qa", "empathetic_dialogue"})
+        assert again[0].success
+        assert counts() == first
+        mat = instance.get_latest_materialization_event(dg.AssetKey(["kg_qa", "samples"])).asset_materialization
+        md = {k: v.value for k, v in mat.metadata.items()}
+        assert md["lines_read"] == md["valid"] + md["quarantined"] == 66  # the run's metadata reconciles
+    finally:
+        instance.dispose()
