@@ -142,7 +142,7 @@ def test_a_judge_backend_is_one_registration(tmp_path):
     scores and the extraction step ask the registry, never a mode string."""
     from eval_pipeline.judge.backends import BACKENDS, backend_for, identity_of
     from eval_pipeline.judge.identity import JudgeIdentity
-    from eval_pipeline.judge.rows import _row
+    from eval_pipeline.judge.rows import score_row
     from eval_pipeline.judge.runner import judge_samples
     from eval_pipeline.storage.warehouse import Warehouse
 
@@ -157,7 +157,17 @@ def test_a_judge_backend_is_one_registration(tmp_path):
         def score(self, rubric, ckpt, records, wh, stats, overrides, repeat):
             stats.judges, stats.judge_kind, stats.prompts = ["threes"], "rule", len(records)
             return [
-                _row(ckpt, r["sample_id"], "threes", "rule", "always-3", d.key, "dimension", 3.0, None)
+                score_row(
+                    checkpoint_id=ckpt,
+                    sample_id=r["sample_id"],
+                    judge="threes",
+                    judge_kind="rule",
+                    model="always-3",
+                    dimension=d.key,
+                    kind="dimension",
+                    score=3.0,
+                    reason=None,
+                )  # fmt: skip
                 for r in records
                 for d in rubric.judged_dimensions
             ]

@@ -11,32 +11,35 @@ from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.judge.logprobs import Reading, expected
 
 
-def _row(
-    ckpt: str,
-    sid: str,
+def score_row(
+    *,
+    checkpoint_id: str,
+    sample_id: str,
     judge: str,
-    kind: str,
+    judge_kind: str,
     model: str,
-    dim: str,
-    dim_kind: str,
+    dimension: str,
+    kind: str,
     score: float | None,
     reason: str | None,
     rationale: str = "",
     cached: bool = False,
-    version: str = "",
-    pt: int = 0,
-    ct: int = 0,
-    lat: float | None = None,
+    rubric_version: str = "",
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+    latency_ms: float | None = None,
     attempts: int = 0,
 ) -> dict[str, Any]:
+    """One judge_scores row (its columns are core.contracts.SCORE_COLUMNS): ``score`` None is a missing score with
+    its ``reason``; the score source is the written score until ``reading`` says otherwise."""
     return dict(
-        checkpoint_id=ckpt,
-        sample_id=sid,
+        checkpoint_id=checkpoint_id,
+        sample_id=sample_id,
         judge=judge,
-        judge_kind=kind,
+        judge_kind=judge_kind,
         model=model,
-        dimension=dim,
-        kind=dim_kind,
+        dimension=dimension,
+        kind=kind,
         score=None if score is None else float(score),
         chosen_score=None if score is None else float(score),
         expected_score=None,
@@ -48,10 +51,10 @@ def _row(
         reason=reason,
         rationale=rationale,
         cached=cached,
-        rubric_version=version,
-        prompt_tokens=pt,
-        completion_tokens=ct,
-        latency_ms=lat,
+        rubric_version=rubric_version,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        latency_ms=latency_ms,
         attempts=attempts,
     )
 
@@ -140,19 +143,19 @@ def _panel_rows(rubric: RubricConfig, rows: list[dict[str, Any]], aggregate: str
             reason = "; ".join(sorted({f"{r['judge']}: {r['reason']}" for r in rs}))[:500]
         base = rs[0]
         out.append(
-            _row(
-                base["checkpoint_id"],
-                sid,
-                PANEL,
-                "+".join(kinds),
-                ",".join(judges),
-                dim,
-                base["kind"],
-                score,
-                reason,
-                f"{aggregate} of {len(ok)} judge(s)",
-                all(r["cached"] for r in rs),
-                rubric.version,
+            score_row(
+                checkpoint_id=base["checkpoint_id"],
+                sample_id=sid,
+                judge=PANEL,
+                judge_kind="+".join(kinds),
+                model=",".join(judges),
+                dimension=dim,
+                kind=base["kind"],
+                score=score,
+                reason=reason,
+                rationale=f"{aggregate} of {len(ok)} judge(s)",
+                cached=all(r["cached"] for r in rs),
+                rubric_version=rubric.version,
             )
         )
         if score is not None and reason is not None:

@@ -10,7 +10,7 @@ from eval_pipeline.judge.backends import BACKENDS
 from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.heuristic import HeuristicJudge
 from eval_pipeline.judge.identity import HEURISTIC, JudgeIdentity
-from eval_pipeline.judge.rows import _questionnaire_rows, _row, reading
+from eval_pipeline.judge.rows import _questionnaire_rows, reading, score_row
 from eval_pipeline.storage.warehouse import Warehouse
 
 
@@ -57,19 +57,18 @@ def _heuristic_rows(
         for key, (chosen, why, dist) in judge.score(rec, repeat).items():
             kind = "questionnaire_item" if key in item_ids else "dimension"
             score, columns = reading(chosen, dist, rubric.panel.score_source)
-            row = _row(
-                ckpt,
-                rec["sample_id"],
-                judge.name,
-                judge.kind,
-                judge.model,
-                key,
-                kind,
-                score,
-                None if score is not None else why,
-                why if score is not None else "",
-                False,
-                rubric.version,
+            row = score_row(
+                checkpoint_id=ckpt,
+                sample_id=rec["sample_id"],
+                judge=judge.name,
+                judge_kind=judge.kind,
+                model=judge.model,
+                dimension=key,
+                kind=kind,
+                score=score,
+                reason=None if score is not None else why,
+                rationale=why if score is not None else "",
+                rubric_version=rubric.version,
             )
             row.update(columns)
             sample_rows.append(row)

@@ -21,7 +21,7 @@ from eval_pipeline.judge.identity import JudgeIdentity, endpoint_identity
 from eval_pipeline.judge.logprobs import Reading, read_distributions
 from eval_pipeline.judge.parsing import parse_answer
 from eval_pipeline.judge.prompts import build_messages, response_schema
-from eval_pipeline.judge.rows import _questionnaire_rows, _row, reading
+from eval_pipeline.judge.rows import _questionnaire_rows, reading, score_row
 from eval_pipeline.storage.warehouse import Warehouse
 
 OPENAI = "openai"
@@ -151,11 +151,7 @@ def _llm_rows(
             else {}
         )
         for i, dim in enumerate(scales):
-            m = (
-                (o.prompt_tokens, o.completion_tokens, o.latency_ms, o.attempts)
-                if (i == 0 and first_use)
-                else (0, 0, None, 0)
-            )
+            once = i == 0 and first_use  # a call's tokens, latency and attempts on its first row only
             chosen = None if o.parsed is None else o.parsed.scores[dim]
             got = found.get(dim)
             if got is None and o.parsed is not None and settings.top_logprobs:
@@ -163,20 +159,23 @@ def _llm_rows(
             score, columns = reading(chosen, got.dist if got else None, rubric.panel.score_source, got)
             rationale = "" if o.parsed is None else o.parsed.rationale[:500]
             task_rows.append(
-                _row(
-                    ckpt,
-                    rec["sample_id"],
-                    settings.name,
-                    "llm",
-                    settings.model,
-                    dim,
-                    kind,
-                    score,
-                    o.error if score is None else None,
-                    rationale,
-                    o.cached,
-                    rubric.version,
-                    *m,
+                score_row(
+                    checkpoint_id=ckpt,
+                    sample_id=rec["sample_id"],
+                    judge=settings.name,
+                    judge_kind="llm",
+                    model=settings.model,
+                    dimension=dim,
+                    kind=kind,
+                    score=score,
+                    reason=o.error if score is None else None,
+                    rationale=rationale,
+                    cached=o.cached,
+                    rubric_version=rubric.version,
+                    prompt_tokens=o.prompt_tokens if once else 0,
+                    completion_tokens=o.completion_tokens if once else 0,
+                    latency_ms=o.latency_ms if once else None,
+                    attempts=o.attempts if once else 0,
                 )
             )
             task_rows[-1].update(columns)
