@@ -344,6 +344,7 @@ def test_cache_writer_stores_answers_while_the_calls_go_on(warehouse_path):
     assert writer.batches < 2500 / 10  # batched, not a transaction per answer
 
 
+@pytest.mark.slow
 def test_calls_spread_over_worker_processes_score_exactly_as_in_one(rubrics, openai_env, tmp_path):
     rubric, recs = rubrics["empathetic_dialogue"], emp_records(600)
     openai_env.state.faults.extend(["garbage"] * 3)  # unparseable: asked once more, by the parent
@@ -368,6 +369,7 @@ def test_calls_spread_over_worker_processes_score_exactly_as_in_one(rubrics, ope
     assert int(multi.prompt_tokens.sum()) > int(single.prompt_tokens.sum())  # the 3 re-asks are paid for and counted
 
 
+@pytest.mark.slow
 def test_a_judge_worker_that_dies_fails_the_step_clearly(rubrics, openai_env, tmp_path):
     """A worker killed mid-batch (SIGKILL, as the OOM killer does): the step fails with the worker named, the
     other workers are ended too, and the next batch starts fresh workers and scores everything."""
@@ -400,6 +402,7 @@ def test_a_judge_worker_that_dies_fails_the_step_clearly(rubrics, openai_env, tm
     assert 100 <= st.cache_hits < 600 and st.calls == 600 - st.cache_hits  # ...reusing what was answered before
 
 
+@pytest.mark.slow
 def test_judge_workers_are_started_once_and_reused_never_forked(rubrics, openai_env, tmp_path, monkeypatch):
     """Workers are fresh interpreters (subprocess), never forks of this threaded process, and a second batch
     reuses them."""

@@ -179,6 +179,7 @@ def test_chunked_ingest_catches_repeats_across_chunks(tmp_path, warehouse_path, 
     assert wh.query_rows("SELECT count(*) FROM empathetic_dialogue.raw_outputs")[0][0] == 11
 
 
+@pytest.mark.slow
 def test_judge_scores_in_chunks_are_one_partition_replaced_at_once(checkpoint_root, tmp_path, instance, monkeypatch):
     """judge_scores scores and stages a few thousand samples at a time (a questionnaire rubric has ~35 rows a
     sample): chunked or not, the partition is the same, written once, and a re-run replaces it."""

@@ -1,4 +1,5 @@
 import dagster as dg
+import pytest
 
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.partitions import CHECKPOINTS
@@ -85,6 +86,7 @@ def test_folder_with_only_unknown_rubric_files_is_not_registered(tmp_path, insta
     assert isinstance(result, dg.SkipReason)
 
 
+@pytest.mark.slow
 def test_the_report_is_redrawn_once_after_each_run_the_daemon_sees_end(tmp_path, instance, monkeypatch):
     """Runs launched from the UI, a backfill or the checkpoint sensor: a run-status sensor redraws the report
     (it covers every rubric and checkpoint, so it is drawn once a run, never in a step)."""

@@ -153,6 +153,7 @@ def test_fast_reading_ease_equals_textstat_exactly():
         assert flesch_reading_ease_fast(t) == textstat.flesch_reading_ease(t), t
 
 
+@pytest.mark.slow
 def test_wordnet_read_from_its_index_cache_equals_nltks_own_parse(tmp_path, monkeypatch):
     """A new process reads WordNet's parsed indexes from the cache beside the corpus (~0.1 s instead of ~1.2 s);
     what it reads is exactly what nltk's reader parses from the files, and a changed corpus gets a new cache."""
@@ -190,6 +191,7 @@ def test_wordnet_read_from_its_index_cache_equals_nltks_own_parse(tmp_path, monk
     assert attr_mod._index_cache(corpus) != caches[0]
 
 
+@pytest.mark.slow
 def test_syllable_table_is_read_back_from_its_cache_as_parsed(tmp_path, monkeypatch):
     """The CMU syllable counts are parsed once and kept in EVAL_CACHE_DIR; a new process reads exactly what the
     dictionary gives (every word's first pronunciation), and a damaged cache file is parsed again and replaced."""

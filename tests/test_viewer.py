@@ -22,6 +22,10 @@ from eval_pipeline.storage.warehouse import Warehouse
 
 from .conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
 
+# every test here reads one evaluated warehouse (two checkpoints, a module fixture of ~20 s): the whole suite runs
+# them; `make test-fast` leaves them out
+pytestmark = pytest.mark.slow
+
 RUBRICS = {"npc_dialogue", "answer_quality"}
 # drops from ckpt-0200 to ckpt-0300 in the sample data (-0.095, paired p 0.03): below what 60 pairs detect once
 # the rubric's 7 scores are corrected together (Holm p 0.09), so shown as a drop, not flagged as a regression

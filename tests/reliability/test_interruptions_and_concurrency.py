@@ -182,6 +182,7 @@ print("opened")
 """
 
 
+@pytest.mark.slow
 def test_two_first_runs_on_an_empty_dagster_home_leave_one_schema(tmp_path):
     """#36.19: two processes opening an empty DAGSTER_HOME at the same moment left runs.db with two alembic heads
     (2 of 3 tries) and every later run failed."""

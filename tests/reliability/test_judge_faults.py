@@ -194,6 +194,7 @@ def test_a_slow_server_with_few_slots_converges_instead_of_livelocking(rubrics, 
     assert stub.state.completions <= 24 * 3  # converged: not every call asked max_retries + 1 times
 
 
+@pytest.mark.slow
 def test_an_endpoint_that_never_answers_is_given_up_fast_despite_the_adaptive_limit(rubrics, stub, warehouse_path):
     """The adaptive limit counts one time-out per cut toward the circuit breaker (a slow server is not a dead one),
     but an endpoint that has never answered counts every time-out after the first cut: a black hole is given up
