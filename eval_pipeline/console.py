@@ -279,7 +279,7 @@ class Progress:
             self.stream.flush()
 
 
-def evaluate(args: Any, ckpts: list, defs: Any, rubrics: dict[str, Any], instance: Any) -> int:
+def evaluate(args: Any, ckpts: list[Any], defs: Any, rubrics: dict[str, Any], instance: Any) -> int:
     """Run each checkpoint in turn: a progress line while it runs, a summary after it, an exit code at the end."""
     from eval_pipeline.core import progress, settings
     from eval_pipeline.defs.runner import (
@@ -431,7 +431,7 @@ def checkpoint_line(head: str, outcome: Any, reports: list[RubricReport]) -> str
     return f"{head}: {verdict}" + (f" ({detail})" if detail else "") + f" in {outcome.seconds:.1f}s"
 
 
-def _verdict(code: int, outcomes: list, reports: list) -> str:
+def _verdict(code: int, outcomes: list[Any], reports: list[Any]) -> str:
     failed_gates = sum(len(r.gates_failed) for r in reports)
     summary = {
         EXIT_OK: f"eval-pipeline: ok: {len(outcomes)} checkpoint(s) evaluated, every gate passed, data complete",

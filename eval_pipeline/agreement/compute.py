@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -48,7 +49,9 @@ def judge_on_human_scale(rubric: RubricConfig, judge_long: pd.DataFrame, column:
     return panel[["checkpoint_id", "sample_id", "dimension", "score"]]
 
 
-def _kappa_rows(base: dict, a: np.ndarray, b: np.ndarray, labels: list[float], top: float, seed: int) -> list[dict]:
+def _kappa_rows(
+    base: dict[str, Any], a: np.ndarray, b: np.ndarray, labels: list[float], top: float, seed: int
+) -> list[dict[str, Any]]:
     rows = []
     both = np.concatenate([a, b])
     prev, ceil = st.prevalence(both), st.ceiling_share(both, top)
@@ -131,12 +134,12 @@ def _dimension_rows(
     items: np.ndarray,
     judge: tuple[np.ndarray, np.ndarray],
     chosen: tuple[np.ndarray, np.ndarray] | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """``ratings``: the dimension's (indexed by position), with their item codes ``items``; ``judge`` (and
     ``chosen``, the written scores beside expected ones): the panel's item codes and scores of ``dim``."""
     scale = rubric.rating_scales[dim]
     labels = [float(x) for x in scale.labels]
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for kind, subset in rater_sets(rubric, ratings).items():
         if subset.empty:
             continue
@@ -158,7 +161,7 @@ def _dimension_rows(
     return rows
 
 
-def _rank_rows(base: dict, a: np.ndarray, b: np.ndarray, seed: int) -> list[dict]:
+def _rank_rows(base: dict[str, Any], a: np.ndarray, b: np.ndarray, seed: int) -> list[dict[str, Any]]:
     """Spearman and Kendall with their seeded bootstrap CIs (the same for any two raters)."""
     rows = []
     for name, fn, resampled in (
@@ -170,8 +173,10 @@ def _rank_rows(base: dict, a: np.ndarray, b: np.ndarray, seed: int) -> list[dict
     return rows
 
 
-def _human_pair_rows(ckpt: str, dim: str, panel: Panel, labels: list[float], top: float, seed: int) -> list[dict]:
-    rows: list[dict] = []
+def _human_pair_rows(
+    ckpt: str, dim: str, panel: Panel, labels: list[float], top: float, seed: int
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
     rated = ~np.isnan(panel.scores)
     # rater vs rater, pairwise
     for (i, e1), (j, e2) in itertools.combinations(enumerate(panel.raters), 2):
@@ -197,7 +202,7 @@ def _human_pair_rows(ckpt: str, dim: str, panel: Panel, labels: list[float], top
     return rows
 
 
-def _rater_vs_others_rows(ckpt: str, dim: str, panel: Panel, labels: list[float]) -> list[dict]:
+def _rater_vs_others_rows(ckpt: str, dim: str, panel: Panel, labels: list[float]) -> list[dict[str, Any]]:
     """Each rater against the rest of the panel, for panels past ``pairwise_up_to`` (every pair would cost
     n(n-1)/2 bootstraps): the share of the rater's rating pairs on shared items that agree (exactly the pooled
     mean of its pairwise percent agreements, weighted by shared items), and the Spearman correlation with the
@@ -207,7 +212,7 @@ def _rater_vs_others_rows(ckpt: str, dim: str, panel: Panel, labels: list[float]
     n_item = rated.sum(axis=1)
     sums = np.where(rated, scores, 0.0).sum(axis=1)
     same = {lab: (scores == lab).sum(axis=1) for lab in labels}  # per item: how many raters gave each label
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for r, name in enumerate(panel.raters):
         mine = rated[:, r] & (n_item >= 2)
         if not mine.any():
@@ -267,8 +272,8 @@ def pooled_counts(long: pd.DataFrame, labels: list[float]) -> tuple[np.ndarray, 
 
 def _all_human_rows(
     ckpt: str, dim: str, panel: Panel, long: pd.DataFrame, labels: list[float], top: float, group: str
-) -> list[dict]:
-    rows: list[dict] = []
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
     evaluators = panel.raters
     # all raters of the set together
     if len(evaluators) >= 2:
@@ -326,10 +331,10 @@ def _judge_rows(
     seed: int,
     mean_name: str = HUMAN_MEAN,
     judge_name: str = JUDGE,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """``judge``: the panel's item codes (ascending: the panel's order, in which the bootstrap draws items by
     position) and scores, against the raters' mean of each item they rated."""
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     evaluators = panel.raters
     labels = [float(x) for x in scale.labels]
     top = float(scale.max)
@@ -396,7 +401,7 @@ def compute_agreement(
         rows = at[k](dim)
         return codes[k][rows], scores[k][rows]
 
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for dim in rubric.rating_scales:
         mine = at[0](dim)
         rows += _dimension_rows(

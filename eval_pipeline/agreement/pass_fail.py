@@ -4,6 +4,7 @@ threshold (after its derived scores), then Cohen's kappa on the two labels, per 
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,7 @@ from eval_pipeline.core.derived import per_rater
 from eval_pipeline.core.resampling import seed_of
 
 
-def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> list[dict]:
+def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> list[dict[str, Any]]:
     pf = rubric.human_ratings.pass_fail
     if pf is None or ratings.empty:
         return []
@@ -55,7 +56,7 @@ def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> li
     return rows
 
 
-def _pooled_row(rubric: RubricConfig, ckpt: str, per: pd.DataFrame) -> dict:
+def _pooled_row(rubric: RubricConfig, ckpt: str, per: pd.DataFrame) -> dict[str, Any]:
     """Past ``pairwise_up_to`` raters, one row for the panel instead of a kappa per pair: Krippendorff's alpha
     (nominal) on the pass/fail labels, missing ratings allowed."""
     pf = rubric.human_ratings.pass_fail

@@ -129,7 +129,7 @@ def joint_bootstrap_ci(
 
 
 def mean_intervals(
-    values: dict[Any, np.ndarray], about: tuple, n_boot: int, min_n: int = 1
+    values: dict[Any, np.ndarray], about: tuple[Any, ...], n_boot: int, min_n: int = 1
 ) -> dict[Any, tuple[float, float]]:
     """The bootstrap CI of the mean of every series (NaN where an item lacks it). Series present on the same
     items share one set of resamples (joint_bootstrap_ci), seeded by what they are ``about`` and, unless every

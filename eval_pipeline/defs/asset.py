@@ -37,13 +37,13 @@ def rubric_asset(
     deps: Sequence[dg.AssetKey] = (),
     metadata: dict[str, Any] | None = None,
     table: bool = True,
-) -> Callable[[Callable], dg.AssetsDefinition]:
+) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
     """Every step runs inside the backend's step scope (``Warehouse.hold``)."""
     md: dict[str, Any] = {"rubric_version": rubric.version, **(metadata or {})}
     if table:
         md["dagster/table_name"] = f"{rubric.name}.{name}"
 
-    def decorate(fn: Callable) -> dg.AssetsDefinition:
+    def decorate(fn: Callable[..., Any]) -> dg.AssetsDefinition:
         body = _with_table_metadata(fn, rubric.name, name) if table else fn
         body = _holding_the_warehouse(body)
         body = _announced(body, rubric.name, name)
@@ -61,7 +61,7 @@ def rubric_asset(
     return decorate
 
 
-def _announced(fn: Callable, rubric: str, name: str) -> Callable:
+def _announced(fn: Callable[..., Any], rubric: str, name: str) -> Callable[..., Any]:
     """Progress events for a listening console: this step starting and ending."""
 
     @functools.wraps(fn)
@@ -76,11 +76,11 @@ def _announced(fn: Callable, rubric: str, name: str) -> Callable:
     return step
 
 
-def _warehouse_of(args: tuple, kwargs: dict) -> WarehouseResource:
+def _warehouse_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> WarehouseResource:
     return kwargs.get("warehouse") or next(a for a in args if isinstance(a, WarehouseResource))
 
 
-def _holding_the_warehouse(fn: Callable) -> Callable:
+def _holding_the_warehouse(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Run a warehouse step inside the backend's step scope (Warehouse.hold): its many short connections share
     what the backend keeps open."""
 
@@ -98,7 +98,7 @@ def _holding_the_warehouse(fn: Callable) -> Callable:
     return step
 
 
-def _with_table_metadata(fn: Callable, schema: str, table: str) -> Callable:
+def _with_table_metadata(fn: Callable[..., Any], schema: str, table: str) -> Callable[..., Any]:
     """Add the partition's row count and the table's column schema to what the asset returns."""
 
     @functools.wraps(fn)

@@ -5,6 +5,7 @@ demo and the tests build their own, and one more build at import cost each of th
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -68,7 +69,9 @@ def executor_from_env() -> dg.ExecutorDefinition:
     if kind == "multiprocess":
         # steps start from a forkserver that has imported the code location once: ~0.1 s a step instead of the
         # ~4 s a spawned process spends importing Dagster, pandas and the rubric groups again
-        config: dict = {"start_method": {"forkserver": {"preload_modules": ["eval_pipeline.defs.definitions"]}}}
+        config: dict[str, Any] = {
+            "start_method": {"forkserver": {"preload_modules": ["eval_pipeline.defs.definitions"]}}
+        }
         limit = settings.max_concurrent_steps()
         if limit > 0:
             config["max_concurrent"] = limit

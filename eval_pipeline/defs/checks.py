@@ -1,6 +1,8 @@
 """Every gate of a rubric as a Dagster asset check, in one step per checkpoint (one step per gate costs ~0.4 s
 each in Dagster). A gate kind may show its check on another asset (judge reliability: beside judge_scores)."""
 
+from typing import Any
+
 import dagster as dg
 import pandas as pd
 
@@ -36,7 +38,7 @@ def _check_specs(rubric: RubricConfig, assets: set[str]) -> tuple[list[dg.AssetC
     return specs, targets
 
 
-def _result(name: str, target: dg.AssetKey, row: dict | None) -> dg.AssetCheckResult:
+def _result(name: str, target: dg.AssetKey, row: dict[str, Any] | None) -> dg.AssetCheckResult:
     if row is None:
         return dg.AssetCheckResult(
             check_name=name,

@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from pydantic import Field, PrivateAttr
@@ -16,7 +17,7 @@ from eval_pipeline.ingest.checkpoints import Checkpoint, CheckpointError, checkp
 from eval_pipeline.storage.warehouse import Warehouse
 
 
-class WarehouseResource(dg.ConfigurableResource):
+class WarehouseResource(dg.ConfigurableResource[Any]):
     """The warehouse every asset writes to (EVAL_WAREHOUSE; default the DuckLake ``data/lake/catalog.sqlite``).
     For the run (or, under the multiprocess executor, the step) it serves, one ``Warehouse`` and its backend:
     what the backend keeps open (a lake's attachment, a file's connection) lives as long as the run."""
@@ -43,7 +44,7 @@ class WarehouseResource(dg.ConfigurableResource):
             self._warehouse = None
 
 
-class CheckpointSource(dg.ConfigurableResource):
+class CheckpointSource(dg.ConfigurableResource[Any]):
     """Where checkpoint folders land (EVAL_CHECKPOINT_DIR, default data/checkpoints)."""
 
     root: str = Field(default_factory=lambda: str(settings.checkpoint_dir()))
@@ -55,20 +56,20 @@ class CheckpointSource(dg.ConfigurableResource):
         return read_checkpoint(folder)
 
 
-class RatingsSource(dg.ConfigurableResource):
+class RatingsSource(dg.ConfigurableResource[Any]):
     """Human rating CSVs, one folder per rubric (EVAL_RATINGS_DIR, default data/human_ratings)."""
 
     root: str = Field(default_factory=lambda: str(settings.ratings_dir()))
 
 
-class PublishTargets(dg.ConfigurableResource):
+class PublishTargets(dg.ConfigurableResource[Any]):
     """Where files for people are written: worklists (EVAL_WORKLIST_DIR) and the report (EVAL_REPORT_DIR)."""
 
     worklist_dir: str = Field(default_factory=lambda: str(settings.worklist_dir()))
     report_dir: str = Field(default_factory=lambda: str(settings.report_dir()))
 
 
-class JudgeResource(dg.ConfigurableResource):
+class JudgeResource(dg.ConfigurableResource[Any]):
     """Which judge scores samples: a judge backend (judge.backends): 'heuristic' (offline, rule-based, the default) or
     'openai'.
 
@@ -81,7 +82,7 @@ class JudgeResource(dg.ConfigurableResource):
     timeout_s: float = Field(default_factory=lambda: settings.judge_env().timeout_s)
     max_retries: int = Field(default_factory=lambda: settings.judge_env().max_retries)
 
-    def overrides(self) -> dict:
+    def overrides(self) -> dict[str, Any]:
         return {"concurrency": self.concurrency, "timeout_s": self.timeout_s, "max_retries": self.max_retries}
 
 
@@ -97,7 +98,7 @@ def warehouse_resource(warehouse_path: str | None = None) -> WarehouseResource:
 
 def default_resources(
     warehouse_path: str | None = None, checkpoint_root: str | None = None
-) -> dict[str, dg.ConfigurableResource]:
+) -> dict[str, dg.ConfigurableResource[Any]]:
     return {
         "warehouse": warehouse_resource(warehouse_path),
         "checkpoints": CheckpointSource(root=checkpoint_root) if checkpoint_root else CheckpointSource(),

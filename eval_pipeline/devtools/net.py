@@ -6,6 +6,7 @@ import socket
 import subprocess
 import time
 import urllib.request
+from typing import Any
 
 
 def free_port() -> int:
@@ -14,7 +15,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_until_serving(url: str, proc: subprocess.Popen | None = None, timeout_s: float = 60.0) -> None:
+def wait_until_serving(url: str, proc: subprocess.Popen[Any] | None = None, timeout_s: float = 60.0) -> None:
     """Return once ``url`` answers; RuntimeError if ``proc`` exits first or ``timeout_s`` passes."""
     deadline = time.monotonic() + timeout_s
     while True:

@@ -104,7 +104,7 @@ def make_asgi_app(state: StubState) -> Callable[..., Awaitable[None]]:
     """The same server as an ASGI app, for uvicorn (uvloop + httptools): one event loop instead of a
     thread per connection, so the benchmark's endpoint costs little CPU and adds no GIL hand-off delay."""
 
-    async def app(scope: dict, receive: Callable, send: Callable) -> None:
+    async def app(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
         chunks = []
         while True:
             msg = await receive()

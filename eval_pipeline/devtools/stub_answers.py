@@ -39,10 +39,12 @@ class StubState:
     retry_after_header: str | None = None  # sent as is in Retry-After when set ("soon", "30s", a date)
     drip_interval_s: float = 0.5  # "drip": the answer's bytes one at a time, this far apart
     timeout_sleep_s: float = 5.0
-    faults: deque = field(default_factory=deque)  # consumed one per request, before normal answers
+    faults: deque[Any] = field(default_factory=deque)  # consumed one per request, before normal answers
     fault_rate: float = 0.0  # with fault_kind: a seeded share of requests fail this way
     fault_kind: str = "500"
-    fault_when: dict = field(default_factory=dict)  # marker text -> fault for every request whose prompt holds it
+    fault_when: dict[str, Any] = field(
+        default_factory=dict
+    )  # marker text -> fault for every request whose prompt holds it
     seed: int = 0
     score_noise: float = 0.0  # each score moves one step (inwards at the scale's ends) with this probability
     slots: int = 0  # > 0: at most this many requests are worked on at once (each for latency_s); the rest queue
@@ -51,7 +53,7 @@ class StubState:
     completions: int = 0
     in_flight: int = 0
     max_in_flight: int = 0
-    bodies: list = field(default_factory=list)
+    bodies: list[Any] = field(default_factory=list)
     keep_bodies: bool = True  # tests assert on every request; a long-running server keeps none
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
@@ -72,7 +74,7 @@ LIST_RE = re.compile(r'\{"([a-z_]+)": \["<string>"')
 WORD_RE = re.compile(r"[A-Za-z][A-Za-z\-]{3,}")
 
 
-def _list_request(body: dict) -> str | None:
+def _list_request(body: dict[str, Any]) -> str | None:
     """The key of a list answer (extraction prompts), if the request asks for one."""
     rf = body.get("response_format") or {}
     schema = (rf.get("json_schema") or {}).get("schema")
@@ -86,7 +88,7 @@ def _list_request(body: dict) -> str | None:
     return m.group(1) if m else None
 
 
-def _list_answer(body: dict) -> list[str]:
+def _list_answer(body: dict[str, Any]) -> list[str]:
     user = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
     words = [w.lower() for w in WORD_RE.findall(user.split("BEGIN_SAMPLE_DATA", 1)[-1])]
     return list(
@@ -94,7 +96,7 @@ def _list_answer(body: dict) -> list[str]:
     )[:8]
 
 
-def _keys(body: dict) -> tuple[str, dict[str, tuple[int, int]]]:
+def _keys(body: dict[str, Any]) -> tuple[str, dict[str, tuple[int, int]]]:
     rf = body.get("response_format") or {}
     schema = (rf.get("json_schema") or {}).get("schema")
     if schema:
@@ -106,7 +108,7 @@ def _keys(body: dict) -> tuple[str, dict[str, tuple[int, int]]]:
     return container, {k: (int(lo), int(hi)) for k, lo, hi in TEMPLATE_RE.findall(system)}
 
 
-def _scores(body: dict, scales: dict[str, tuple[int, int]]) -> dict[str, int]:
+def _scores(body: dict[str, Any], scales: dict[str, tuple[int, int]]) -> dict[str, int]:
     digest = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).digest()
     out = {}
     for i, (k, (lo, hi)) in enumerate(sorted(scales.items())):
@@ -141,7 +143,7 @@ def stub_distribution(value: int, lo: int, hi: int) -> dict[str, float]:
     return out
 
 
-def token_logprobs(answer: str, scales: dict[str, tuple[int, int]], top: int) -> dict:
+def token_logprobs(answer: str, scales: dict[str, tuple[int, int]], top: int) -> dict[str, Any]:
     """The answer as tokens (every number a token of its own) with ``top`` alternatives each, as OpenAI's
     ``logprobs.content``; a score token's alternatives follow :func:`stub_distribution`."""
     scored = {m.start(2): m.group(1) for m in SCORE_AT.finditer(answer) if m.group(1) in scales}
@@ -177,7 +179,7 @@ class Reply:
         return self.raw if self.raw is not None else json.dumps(self.payload).encode()
 
 
-def admit(state: StubState, body: dict) -> str | None:
+def admit(state: StubState, body: dict[str, Any]) -> str | None:
     """Count a request in and pick its fault, if any."""
     with state.lock:
         state.requests += 1
@@ -200,7 +202,7 @@ def release(state: StubState) -> None:
 
 
 # long by design: one branch per injected fault, side by side so the fault table reads as one list
-def reply(state: StubState, body: dict, fault: str | None, authorization: str) -> Reply:
+def reply(state: StubState, body: dict[str, Any], fault: str | None, authorization: str) -> Reply:
     """The answer to one chat-completions request (transport-independent)."""
     if fault == "401_echo":  # like providers that echo the offending key back in the error message
         return Reply(

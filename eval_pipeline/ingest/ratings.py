@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -101,7 +102,9 @@ def _checkpoint_of(cell: str, checkpoint_id: str) -> str:
 _ASCII_NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?")
 
 
-def _score_problems(rec: dict[str, str], rated: list[str], scales: dict) -> tuple[list[str], dict[str, float]]:
+def _score_problems(
+    rec: dict[str, str], rated: list[str], scales: dict[str, Any]
+) -> tuple[list[str], dict[str, float]]:
     """Each rated cell as a score on its scale; an empty cell is a missing rating."""
     problems, scores = [], {}
     for dim in rated:
@@ -129,8 +132,8 @@ class _RatingsReader:
         self.scales = rubric.rating_scales
         self.aliases = {k.lower(): v for k, v in rubric.human_ratings.column_aliases.items()}
         self.out = RatingsLoad(pd.DataFrame(columns=RATING_COLUMNS), empty_quarantine())
-        self.rows: list[dict] = []
-        self.bad: list[dict] = []
+        self.rows: list[dict[str, Any]] = []
+        self.bad: list[dict[str, Any]] = []
         self.seen: set[tuple[str, str]] = set()
 
     def quarantine(self, file: str, line: int, raw: str, reason: str) -> None:

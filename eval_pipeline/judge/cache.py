@@ -44,7 +44,9 @@ def _encode_text(text: str) -> str:
     return _ENCODED[text]
 
 
-def cache_key(params: dict[str, Any], rubric_version: str, messages: list[dict[str, str]], schema: dict | None) -> str:
+def cache_key(
+    params: dict[str, Any], rubric_version: str, messages: list[dict[str, str]], schema: dict[str, Any] | None
+) -> str:
     """SHA-256 of the canonical JSON (sorted keys, compact) of params, rubric version, messages and schema."""
     if all(isinstance(m, dict) and m.keys() == {"role", "content"} and isinstance(m["content"], str) for m in messages):
         # the same bytes as _dumps of the whole blob, without re-encoding the long system message every call

@@ -57,7 +57,7 @@ class CallOutcome:
     latency_ms: float | None = None
     attempts: int = 0
     answer_text: str | None = None
-    logprobs: list | None = None  # the used answer's token log probabilities, when the judge returned them
+    logprobs: list[Any] | None = None  # the used answer's token log probabilities, when the judge returned them
 
     def add(self, res: CallResult) -> None:
         self.attempts += res.attempts
@@ -257,7 +257,7 @@ def _in_workers(
     for j, spec in enumerate(specs):
         shards[pattern[j % len(pattern)]].append(spec)
     by_key = {s.key: s for s in specs}
-    events: queue.Queue = queue.Queue()
+    events: queue.Queue[Any] = queue.Queue()
     workers = _workers(n)
 
     def pump(i: int, pipe: Any) -> None:  # stops at the end of its batch, leaving the pipe to the next one

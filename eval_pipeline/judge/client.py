@@ -106,7 +106,7 @@ class CallResult:
     completion_tokens: int = 0
     latency_ms: float = 0.0
     attempts: int = 0
-    logprobs: list | None = None  # [[token, [[alternative, logprob], ...]], ...] when asked and returned
+    logprobs: list[Any] | None = None  # [[token, [[alternative, logprob], ...]], ...] when asked and returned
     truncated: bool = False  # the endpoint stopped at max_tokens (finish_reason "length")
 
 
@@ -172,7 +172,7 @@ class _NotJSON(ValueError):
     """A 200 answer whose body is not a JSON object."""
 
 
-def _token_logprobs(block: Any) -> list | None:
+def _token_logprobs(block: Any) -> list[Any] | None:
     """The answer's tokens with their top alternatives, compact: [[token, [[alt, logprob], ...]], ...]."""
     content = block.get("content") if isinstance(block, dict) else None
     if not isinstance(content, list):
@@ -332,7 +332,7 @@ class OpenAIJudgeClient:
                 self._answered()
                 if not isinstance(data, dict):  # a 200 that is not JSON (a proxy's page): retried
                     raise _NotJSON(redact(str(data), self._api_key)[:120])
-                usage: dict = data.get("usage") or {} if isinstance(data.get("usage"), dict) else {}
+                usage: dict[str, Any] = data.get("usage") or {} if isinstance(data.get("usage"), dict) else {}
                 result.prompt_tokens = _int(usage.get("prompt_tokens"))
                 result.completion_tokens = _int(usage.get("completion_tokens"))
                 self.stats.prompt_tokens += result.prompt_tokens

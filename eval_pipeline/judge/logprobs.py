@@ -18,6 +18,7 @@ import bisect
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 Distribution = dict[int, float]
 MIN_PROB_ON_SCALE = 0.5  # below this share of probability on the scale, the alternatives say little about it
@@ -41,7 +42,7 @@ def _probability(logprob: object) -> float | None:
     return math.exp(min(float(logprob), 0.0))
 
 
-def _alternatives(entry: list) -> list[tuple[str, float]] | None:
+def _alternatives(entry: list[Any]) -> list[tuple[str, float]] | None:
     out = []
     for alt in entry[1] if len(entry) > 1 and isinstance(entry[1], list) else []:
         if not isinstance(alt, list | tuple) or len(alt) < 2 or not isinstance(alt[0], str):
@@ -55,7 +56,7 @@ def _alternatives(entry: list) -> list[tuple[str, float]] | None:
 
 def read_distributions(
     text: str | None,
-    logprobs: list | None,
+    logprobs: list[Any] | None,
     scales: dict[str, tuple[int, int]],
     written: dict[str, int] | None = None,
     floor: float = MIN_PROB_ON_SCALE,
@@ -82,7 +83,9 @@ def read_distributions(
     return out
 
 
-def _at(logprobs: list, tokens: list[str], starts: list[int], at: int, digits: str, lo: int, hi: int, floor: float):
+def _at(
+    logprobs: list[Any], tokens: list[str], starts: list[int], at: int, digits: str, lo: int, hi: int, floor: float
+):
     i = bisect.bisect_right(starts, at) - 1
     token = tokens[i]
     lead = len(token) - len(token.lstrip())
@@ -130,7 +133,7 @@ def _at(logprobs: list, tokens: list[str], starts: list[int], at: int, digits: s
 
 
 def score_distributions(
-    text: str | None, logprobs: list | None, scales: dict[str, tuple[int, int]]
+    text: str | None, logprobs: list[Any] | None, scales: dict[str, tuple[int, int]]
 ) -> dict[str, Distribution]:
     """The usable distributions only (see ``read_distributions``)."""
     return {k: r.dist for k, r in read_distributions(text, logprobs, scales).items() if r.dist is not None}

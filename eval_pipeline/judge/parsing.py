@@ -13,6 +13,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 FENCE_RE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.S)
 
@@ -27,7 +28,7 @@ class Parsed:
     rationale: str
 
 
-def _first_object(text: str) -> dict:
+def _first_object(text: str) -> dict[str, Any]:
     text = text.strip()
     if not text:
         raise JudgeParseError("empty answer")

@@ -68,7 +68,7 @@ def _questionnaire_rows(rubric: RubricConfig, rows: list[dict[str, Any]]) -> lis
     base = {**rows[0], "score_distribution": None, "prob_on_scale": None, "distribution_note": None}
     lo_hi = q.scale.max + q.scale.min
 
-    def summed(column: str, items: list) -> float | None:
+    def summed(column: str, items: list[Any]) -> float | None:
         """The sum of the items' ``column`` (reverse items mirrored), None when an item lacks it."""
         vals: list[float] = []
         for i in items:

@@ -33,7 +33,7 @@ def metric(name: str, params: type[Params] = NoParams) -> Callable[[MetricFn], M
     return add
 
 
-def compute_metrics(specs: list, records: list[dict[str, Any]]) -> pd.DataFrame:
+def compute_metrics(specs: list[Any], records: list[dict[str, Any]]) -> pd.DataFrame:
     """All declared metrics for the records, one row per record (sample_id first). Every metric runs on a block
     of ``METRIC_BLOCK`` records before the next block starts, so a text the metrics share is tokenised once
     while it is still in ``core.text``'s cache (100k NPC samples: four tokenisations per response before)."""

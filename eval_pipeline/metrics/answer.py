@@ -99,8 +99,8 @@ def answer_criteria(records: list[dict[str, Any]], p: CriteriaParams) -> dict[st
     for r in records:
         text = r.get(r_f) or ""
         low = text.lower()
-        crit: dict = r.get(c_f) or {} if isinstance(r.get(c_f), dict) else {}
-        gt: dict = r.get(gt_f) or {} if isinstance(r.get(gt_f), dict) else {}
+        crit: dict[str, Any] = r.get(c_f) or {} if isinstance(r.get(c_f), dict) else {}
+        gt: dict[str, Any] = r.get(gt_f) or {} if isinstance(r.get(gt_f), dict) else {}
         must = [str(m) for m in crit.get("must_contain") or []]
         missing = [m for m in must if m.lower() not in low]
         cols["must_contain_all"].append(not missing if must else None)

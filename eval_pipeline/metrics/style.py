@@ -12,6 +12,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 SPEAKER_PREFIX = re.compile(r"^\s*(?:\{\{\s*char\s*\}\}|\{\{\s*user\s*\}\}|[A-Z][\w .'\-]{0,40}?)\s*:\s+")
 
@@ -22,7 +23,7 @@ def strip_speaker_prefixes(lines: Iterable[str] | str) -> str:
     return " ".join(SPEAKER_PREFIX.sub("", line, count=1).strip() for line in lines if line and line.strip())
 
 
-def char_ngrams(text: str, n: int) -> Counter:
+def char_ngrams(text: str, n: int) -> Counter[Any]:
     return Counter(text[i : i + n] for i in range(len(text) - n + 1))
 
 
@@ -220,7 +221,7 @@ def _stripped(lines: str | tuple[str, ...]) -> str:
     return strip_speaker_prefixes(lines)
 
 
-def _stripped_field(record: dict, field: str) -> str:
+def _stripped_field(record: dict[str, Any], field: str) -> str:
     """A record's text, or its list of lines joined, without speaker prefixes."""
     value = record.get(field) or ""
     return _stripped(value if isinstance(value, str) else tuple(value))
@@ -236,14 +237,14 @@ class NvcsParams(StyleParams):
 
 
 @metric("nvcs", params=NvcsParams)
-def nvcs(records: list[dict], p: NvcsParams) -> dict[str, list]:
+def nvcs(records: list[dict[str, Any]], p: NvcsParams) -> dict[str, list[Any]]:
     refs = [_stripped_field(r, p.reference_field) for r in records]
     resps = [_stripped_field(r, p.text_field) for r in records]
     return {"nvcs": nvcs_batch(refs, resps, p.n).tolist()}
 
 
 @metric("ertd", params=StyleParams)
-def ertd(records: list[dict], p: StyleParams) -> dict[str, list]:
+def ertd(records: list[dict[str, Any]], p: StyleParams) -> dict[str, list[Any]]:
     refs = [_stripped_field(r, p.reference_field) for r in records]
     resps = [_stripped_field(r, p.text_field) for r in records]
     diff, a, b = ertd_batch(refs, resps)

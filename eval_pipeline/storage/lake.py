@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -123,7 +123,9 @@ class LakeBackend:
             options.append(f"DATA_INLINING_ROW_LIMIT {settings.lake_inline_rows()}")
         return ", ".join(options)
 
-    def _new_base(self, read_only: bool, config: dict, as_of: str | None = None, data_path: str | None = None):
+    def _new_base(
+        self, read_only: bool, config: dict[str, Any], as_of: str | None = None, data_path: str | None = None
+    ):
         con = duckdb.connect(":memory:", config={**config, **readonly.BASE_CONFIG})
         try:
             con.execute(f"LOAD {literal(extension_file(self.catalog_kind))}")

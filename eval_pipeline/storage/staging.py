@@ -84,11 +84,11 @@ class PartitionWriter:
     def __init__(self, wh: Warehouse, buffer_rows: int | None = None):
         self._wh = wh
         self._buffer_rows = BUFFER_ROWS if buffer_rows is None else buffer_rows
-        self._pending: dict[tuple, list[Frame]] = {}  # (schema, table, partition) -> chunks not yet written
+        self._pending: dict[tuple[Any, ...], list[Frame]] = {}  # (schema, table, partition) -> chunks not yet written
         self._pending_rows = 0
         self._staging = False  # past buffer_rows: every chunk is staged
-        self._stages: dict[tuple, str] = {}  # (schema, table, partition) -> staging table
-        self._where: dict[tuple, dict[str, Any]] = {}
+        self._stages: dict[tuple[Any, ...], str] = {}  # (schema, table, partition) -> staging table
+        self._where: dict[tuple[Any, ...], dict[str, Any]] = {}
         drop_stale_staging(wh)
 
     def write(self, schema: str, table: str, df: Frame, where: dict[str, Any]) -> int:
@@ -117,7 +117,7 @@ class PartitionWriter:
             rows += self.write(schema, table, pa.Table.from_batches([batch]), where)
         return rows
 
-    def _stage(self, key: tuple, df: Frame) -> None:
+    def _stage(self, key: tuple[Any, ...], df: Frame) -> None:
         """Append one chunk to its staging table (committed on its own)."""
         stage = self._stages.get(key)
         if stage is None:
@@ -183,7 +183,7 @@ class TransactionWriter:
         self._stack = ExitStack()
         self._con: duckdb.DuckDBPyConnection | None = None
         self._columns: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        self._started: set[tuple] = set()
+        self._started: set[tuple[Any, ...]] = set()
         drop_stale_staging(wh)
 
     def write(self, schema: str, table: str, df: Frame, where: dict[str, Any]) -> int:

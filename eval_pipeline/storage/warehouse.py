@@ -64,7 +64,7 @@ class Warehouse:
         self._write_lock = threading.RLock()  # this object's writers take turns (one connection's transaction each)
         # the rows the last committed replacement of each partition wrote, through this object: a step's row count
         # for Dagster's metadata comes from its write, not from one more query (on a DuckLake ~20 ms each)
-        self._written: dict[tuple[str, str, tuple], int] = {}
+        self._written: dict[tuple[str, str, tuple[Any, ...]], int] = {}
 
     def exists(self) -> bool:
         return self.backend.exists()
@@ -162,7 +162,7 @@ class Warehouse:
                     break
                 yield df
 
-    def query_rows(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
+    def query_rows(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         if self._session is not None:
             return self._session.execute(sql, params or []).fetchall()
         with self.connect() as con:

@@ -213,7 +213,7 @@ def rubric_hash(cfg: RubricConfig) -> str:
 _ITEM_KEYS = ("key", "name", "id", "function", "feature")
 
 
-def _field_path(raw: Any, loc: tuple) -> str:
+def _field_path(raw: Any, loc: tuple[Any, ...]) -> str:
     """A pydantic location with list indices replaced by the item's own key (dimensions.0.key ->
     dimensions.persona_consistency.key), so the path names what the reader sees in the file."""
     parts, node = [], raw

@@ -1,5 +1,7 @@
 """Agreement: human-human and judge-human statistics per dimension, for this checkpoint and for all."""
 
+from typing import Any
+
 import dagster as dg
 import pandas as pd
 
@@ -95,7 +97,7 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         "judge vs humans: Spearman, Kendall, MAE, bias and kappa; prevalence and ceiling share beside every kappa. "
         f"Rows for this checkpoint and, refreshed on every run, for {ALL_CHECKPOINTS} checkpoints.",
     )
-    def agreement(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    def agreement(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         ratings = required_rows(wh, rubric, "human_ratings", ckpt_id)
@@ -159,7 +161,7 @@ def length_bias_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "mean (the score's log-length slope taken out at the parent's mean length, as AlpacaEval's "
         "length-controlled win rate does).",
     )
-    def length_bias_(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    def length_bias_(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         scores = required_rows(wh, rubric, "scores", ckpt_id)

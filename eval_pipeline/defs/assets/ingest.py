@@ -3,6 +3,7 @@
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -30,7 +31,7 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     )
     def raw_outputs(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, checkpoints: CheckpointSource
-    ) -> dg.MaterializeResult:
+    ) -> dg.MaterializeResult[Any]:
         ckpt = checkpoints.load(context.partition_key)
         path = ckpt.file_for(rubric.name)
         if path is None:
@@ -86,7 +87,7 @@ def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         description=f"Validated samples of '{rubric.title}' (pandera schema from the rubric's input fields). "
         "Rejected lines go to main.quarantine with their reason; valid + quarantined = lines read.",
     )
-    def samples(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    def samples(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         where = {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "validate"}
@@ -147,7 +148,7 @@ def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         warehouse: WarehouseResource,
         ratings: RatingsSource,
         checkpoints: CheckpointSource,
-    ) -> dg.MaterializeResult:
+    ) -> dg.MaterializeResult[Any]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         ids = {

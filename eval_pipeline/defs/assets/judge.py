@@ -25,7 +25,7 @@ from eval_pipeline.judge.repeat import pick_subset, repeatability, repeated_scor
 from eval_pipeline.judge.runner import JudgeRunStats, judge_samples
 
 
-def _redacting(fn: Callable) -> Callable:
+def _redacting(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Whatever escapes a judge step leaves it with every key-like string redacted, and without the original
     exception chained (its message, e.g. an error body echoing the key, would reach the event log)."""
 
@@ -42,7 +42,9 @@ def _redacting(fn: Callable) -> Callable:
     return step
 
 
-def _usage_frame(ckpt: str, step: str, run_id: str, batches: list[JudgeRunStats]) -> tuple[pd.DataFrame, dict]:
+def _usage_frame(
+    ckpt: str, step: str, run_id: str, batches: list[JudgeRunStats]
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The step's row of ``<rubric>.judge_usage`` and its Dagster metadata, from every judging batch it made."""
     total = JudgeRunStats()
     for b in batches:
@@ -107,11 +109,11 @@ def _budget_set() -> bool:
         return True  # unreadable: costs.spending says so as a BudgetError
 
 
-def _metered(rubric: RubricConfig, step: str) -> Callable:
+def _metered(rubric: RubricConfig, step: str) -> Callable[..., Any]:
     """A judge step that draws on the run's budget (EVAL_JUDGE_BUDGET) and records what it used in
     ``<rubric>.judge_usage`` (one row per checkpoint and step) and in its metadata."""
 
-    def wrap(fn: Callable) -> Callable:
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def step_fn(context: dg.AssetExecutionContext, warehouse: WarehouseResource, *args: Any, **kwargs: Any) -> Any:
             wh = warehouse.get()
@@ -133,7 +135,7 @@ def _metered(rubric: RubricConfig, step: str) -> Callable:
     return wrap
 
 
-def _judge_metadata(stats: JudgeRunStats, samples: int, means: dict, latency_p50: float) -> dict:
+def _judge_metadata(stats: JudgeRunStats, samples: int, means: dict[str, Any], latency_p50: float) -> dict[str, Any]:
     label = "heuristic (rule-based, not an LLM)" if stats.judge_kind == "heuristic" else ", ".join(stats.judges)
     return {
         "judge": dg.MetadataValue.text(label),
@@ -175,7 +177,7 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @_metered(rubric, "judge_scores")
     def judge_scores(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
-    ) -> dg.MaterializeResult:
+    ) -> dg.MaterializeResult[Any]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
@@ -227,7 +229,7 @@ def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @_metered(rubric, "extractions")
     def extractions(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
-    ) -> dg.MaterializeResult:
+    ) -> dg.MaterializeResult[Any]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
@@ -260,7 +262,7 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @_metered(rubric, "judge_calibration")
     def judge_calibration(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
-    ) -> dg.MaterializeResult:
+    ) -> dg.MaterializeResult[Any]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         id_field, response_field = rubric.inputs.id_field, rubric.inputs.response_field
@@ -301,7 +303,7 @@ def judge_repeatability_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @_metered(rubric, "judge_repeatability")
     def judge_repeatability(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
-    ) -> dg.MaterializeResult:
+    ) -> dg.MaterializeResult[Any]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         subset = pick_subset(rubric, ckpt_id, to_records(rubric, load_samples(wh, rubric, ckpt_id)), spec)

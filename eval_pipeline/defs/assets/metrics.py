@@ -39,7 +39,7 @@ def metrics_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         description="Deterministic per-sample metrics: " + ", ".join(m.function for m in rubric.metrics) + ".",
         metadata={"textstat_version": TEXTSTAT_VERSION},
     )
-    def metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    def metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         records = _with_extractions(wh, rubric, ckpt_id, to_records(rubric, load_samples(wh, rubric, ckpt_id)))

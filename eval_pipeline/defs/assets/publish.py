@@ -1,6 +1,7 @@
 """Publishing for people: evaluator worklists (the report is redrawn by the gates asset, views by summary)."""
 
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -24,7 +25,7 @@ def worklists_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     )
     def worklists(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, publish: PublishTargets
-    ) -> dg.MaterializeResult:
+    ) -> dg.MaterializeResult[Any]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         samples = load_samples(wh, rubric, ckpt_id)

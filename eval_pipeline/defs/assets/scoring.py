@@ -1,6 +1,7 @@
 """Scoring: per-sample scores, per-checkpoint summaries, the comparison against the parent, and the gates."""
 
 import base64
+from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -44,7 +45,7 @@ def scores_asset(rubric: RubricConfig, has_judge: bool, has_metrics: bool) -> dg
         description="One row per sample: the judge panel's dimension scores, metrics, adjustments (with the judge's "
         "original score and the reason) and the derived scores the rubric declares.",
     )
-    def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         samples = load_samples(wh, rubric, ckpt_id)
@@ -117,7 +118,7 @@ def summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         description="Per checkpoint and score: n, mean, standard deviation, seeded 95 % bootstrap CI and pass rate; "
         "overall and by " + (", ".join(" x ".join(b) for b in rubric.breakdowns) or "no breakdown") + ".",
     )
-    def summary(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    def summary(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         df = summarise(rubric, ckpt_id, required_rows(wh, rubric, "scores", ckpt_id))
@@ -140,7 +141,9 @@ def summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     return summary
 
 
-def _judges(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, parent: str) -> tuple[tuple, tuple] | None:
+def _judges(
+    wh: Warehouse, rubric: RubricConfig, ckpt_id: str, parent: str
+) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
     """((identity, label) of the parent's judge, the same of this checkpoint's), or None for a rubric without a
     judge."""
     if not (rubric.judged_dimensions or rubric.questionnaire):
@@ -149,7 +152,7 @@ def _judges(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, parent: str) -> t
     return recorded_judge(wh, rubric, parent) or unknown, recorded_judge(wh, rubric, ckpt_id) or unknown
 
 
-def _calibrated_changes(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, parent: str) -> list[dict]:
+def _calibrated_changes(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, parent: str) -> list[dict[str, Any]]:
     """The human-calibrated changes of the judged dimensions (comparison.calibrated_rows) from the panel's scores
     and the people's ratings of both checkpoints."""
     ids = [ckpt_id, parent]
@@ -197,7 +200,7 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "rubric's scores (Holm) and the minimum detectable effect; a significant drop is a regression. Checkpoints "
         "judged by different judges are never compared (not_comparable, with the command that re-judges the parent).",
     )
-    def comparison(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    def comparison(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         parent = parent_of(wh, ckpt_id)
@@ -250,7 +253,7 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.AssetsD
         description="Threshold gates from the rubric YAML (" + ", ".join(g.name for g in rubric.gates) + "); "
         "each is also an asset check. Too little data fails closed. The report is redrawn once the run ends.",
     )
-    def gates(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    def gates(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         with wh.session() as reader:

@@ -96,7 +96,7 @@ def repeat_settings(settings: JudgeSettings, repeat: int) -> JudgeSettings:
 
 def _score_specs(
     rubric: RubricConfig, settings: JudgeSettings, records: list[dict[str, Any]], repeat: int = 0
-) -> list[tuple[dict, bool, dict, CallSpec]]:
+) -> list[tuple[dict[str, Any], bool, dict[str, Any], CallSpec]]:
     kinds = ([False] if rubric.judged_dimensions else []) + ([True] if rubric.questionnaire else [])
     specs = []
     for rec in records:

@@ -65,7 +65,7 @@ def load_features() -> Registry[Feature]:
     return FEATURES.load()
 
 
-def estimate(terms: list[HeuristicTerm], sample: dict) -> tuple[float | None, dict[str, float | None]]:
+def estimate(terms: list[HeuristicTerm], sample: dict[str, Any]) -> tuple[float | None, dict[str, float | None]]:
     """Weighted mean of the applicable terms, and each term's value (for the rationale)."""
     values: dict[str, float | None] = {}
     num = den = 0.0
@@ -153,7 +153,7 @@ class HeuristicJudge:
             missing += [m.key for m in rubric.questionnaire.metrics if not m.heuristic]
         self.unsupported = set(missing)
 
-    def score(self, sample: dict, repeat: int = 0) -> dict[str, Scored]:
+    def score(self, sample: dict[str, Any], repeat: int = 0) -> dict[str, Scored]:
         """Dimension (or questionnaire item) -> (score or None, rationale, distribution over the scale or None).
         ``repeat`` 0: the most likely score; > 0: a seeded draw from the distribution (asked again)."""
         out: dict[str, Scored] = {}

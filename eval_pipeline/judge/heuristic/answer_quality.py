@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from eval_pipeline.core.params import Params
 from eval_pipeline.core.text import (
@@ -26,12 +27,14 @@ class AnswerParams(Params):
     tolerance: float = 0.05  # a number within this share of the reference is right
 
 
-def _criteria(sample: dict, p: AnswerParams) -> dict:
+def _criteria(sample: dict[str, Any], p: AnswerParams) -> dict[str, Any]:
     c = sample.get(p.criteria_field)
     return c if isinstance(c, dict) else {}
 
 
-def numbers_match(response: str, ground_truth: dict | None, criteria: dict, tolerance: float = 0.05) -> float | None:
+def numbers_match(
+    response: str, ground_truth: dict[str, Any] | None, criteria: dict[str, Any], tolerance: float = 0.05
+) -> float | None:
     """Share of reference numbers matched within ±tolerance (or numbers in numerical_range); None if none apply."""
     found = numbers(response)
     refs = [float(v) for v in (ground_truth or {}).values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
@@ -45,7 +48,7 @@ def numbers_match(response: str, ground_truth: dict | None, criteria: dict, tole
 
 
 @feature("aq_semantic", params=AnswerParams)
-def aq_semantic(sample: dict, p: AnswerParams) -> float | None:
+def aq_semantic(sample: dict[str, Any], p: AnswerParams) -> float | None:
     r = _text(sample, "response")
     q = _text(sample, "query")
     if any_phrase(r, CLARIFY) or any_phrase(r, REFUSAL):
@@ -63,7 +66,7 @@ def aq_semantic(sample: dict, p: AnswerParams) -> float | None:
 
 
 @feature("aq_completeness", params=AnswerParams)
-def aq_completeness(sample: dict, p: AnswerParams) -> float | None:
+def aq_completeness(sample: dict[str, Any], p: AnswerParams) -> float | None:
     r = _text(sample, "response")
     c = _criteria(sample, p)
     must = c.get("must_contain") or []
@@ -79,7 +82,7 @@ def aq_completeness(sample: dict, p: AnswerParams) -> float | None:
 
 
 @feature("aq_accuracy", params=AnswerParams)
-def aq_accuracy(sample: dict, p: AnswerParams) -> float | None:
+def aq_accuracy(sample: dict[str, Any], p: AnswerParams) -> float | None:
     r = _text(sample, "response")
     gt = sample.get(p.ground_truth_field)
     match = numbers_match(r, gt if isinstance(gt, dict) else None, _criteria(sample, p), p.tolerance)
@@ -92,7 +95,7 @@ def aq_accuracy(sample: dict, p: AnswerParams) -> float | None:
 
 
 @feature("aq_presentation", params=AnswerParams)
-def aq_presentation(sample: dict, p: AnswerParams) -> float | None:
+def aq_presentation(sample: dict[str, Any], p: AnswerParams) -> float | None:
     r = _text(sample, "response")
     structured = (
         1.0 if ("\n" in r or re.search(r"^\s*[-•*\d]+[.)]?\s", r, re.M)) else 0.5 if len(sentences(r)) >= 2 else 0.3

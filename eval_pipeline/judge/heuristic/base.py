@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
 
-def _text(sample: dict, field: str) -> str:
+
+def _text(sample: dict[str, Any], field: str) -> str:
     v = sample.get(field)
     if v is None:
         return ""

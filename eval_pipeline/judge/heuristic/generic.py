@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -44,7 +44,7 @@ class KeywordParams(TextParams):
 
 
 @feature("keyword_presence", params=KeywordParams)
-def keyword_presence(sample: dict, p: KeywordParams) -> float | None:
+def keyword_presence(sample: dict[str, Any], p: KeywordParams) -> float | None:
     """Share of keywords (a list field or a param) that appear in the text, saturating at `saturate_at` hits."""
     kws = sample.get(p.keywords_field) if p.keywords_field is not None else p.keywords
     if not kws:
@@ -60,7 +60,7 @@ class OverlapParams(TextParams):
 
 
 @feature("field_overlap", params=OverlapParams)
-def field_overlap(sample: dict, p: OverlapParams) -> float | None:
+def field_overlap(sample: dict[str, Any], p: OverlapParams) -> float | None:
     """Share of a reference field's content words found in the text, saturating at `saturate_at`."""
     ref = content_words(_text(sample, p.reference_field))
     if not ref:
@@ -75,7 +75,7 @@ class GroundingParams(TextParams):
 
 
 @feature("grounding", params=GroundingParams)
-def grounding(sample: dict, p: GroundingParams) -> float | None:
+def grounding(sample: dict[str, Any], p: GroundingParams) -> float | None:
     """Share of the text's content words (and numbers) that occur in a source field."""
     text = _text(sample, p.text_field)
     src = _text(sample, p.source_field)
@@ -95,7 +95,7 @@ class VoiceParams(TextParams):
 
 
 @feature("not_assistant_voice", params=VoiceParams)
-def not_assistant_voice(sample: dict, p: VoiceParams) -> float | None:
+def not_assistant_voice(sample: dict[str, Any], p: VoiceParams) -> float | None:
     text = _text(sample, p.text_field)
     return max(0.0, 1.0 - 0.5 * count_phrases(text, p.phrases))
 
@@ -106,7 +106,7 @@ class FluencyParams(TextParams):
 
 
 @feature("fluency", params=FluencyParams)
-def fluency(sample: dict, p: FluencyParams) -> float | None:
+def fluency(sample: dict[str, Any], p: FluencyParams) -> float | None:
     """Observable fluency: sentence case, end punctuation, no repeated n-grams, no doubled words,
     no space before punctuation, a sane length."""
     text = _text(sample, p.text_field)
@@ -142,7 +142,7 @@ class DistinctParams(TextParams):
 
 
 @feature("distinctness", params=DistinctParams)
-def distinctness(sample: dict, p: DistinctParams) -> float | None:
+def distinctness(sample: dict[str, Any], p: DistinctParams) -> float | None:
     d = distinct_n(_text(sample, p.text_field), p.n)
     return None if d is None else d
 
@@ -152,7 +152,7 @@ class OffTopicParams(TextParams):
 
 
 @feature("off_topic_penalty", params=OffTopicParams)
-def off_topic_penalty(sample: dict, p: OffTopicParams) -> float | None:
+def off_topic_penalty(sample: dict[str, Any], p: OffTopicParams) -> float | None:
     text = _text(sample, p.text_field)
     return 0.0 if any_phrase(text, p.phrases) else 1.0
 
@@ -165,7 +165,7 @@ class ContextParams(ContextCoverage):
 
 
 @feature("context_mentions", params=ContextParams)
-def context_mentions(sample: dict, p: ContextParams) -> float | None:
+def context_mentions(sample: dict[str, Any], p: ContextParams) -> float | None:
     """Share of game-state elements the text reflects (by value words or cue words)."""
     elements = [e for e in p.elements if sample.get(e) is not None]
     if not elements:
@@ -181,7 +181,7 @@ class TripleParams(TripleCoverage):
 
 
 @feature("triple_coverage", params=TripleParams)
-def triple_coverage_feature(sample: dict, p: TripleParams) -> float | None:
+def triple_coverage_feature(sample: dict[str, Any], p: TripleParams) -> float | None:
     if not sample.get(p.triples_field):
         return None
     metric_params = TripleCoverage(**p.model_dump(exclude={"saturate_at"}))

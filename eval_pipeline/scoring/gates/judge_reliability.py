@@ -11,11 +11,12 @@ import pandas as pd
 
 from eval_pipeline.agreement.reliability import within_tolerance
 from eval_pipeline.agreement.trust import OVERALL, PENDING, TRUSTED
+from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.scoring.gates import gate
-from eval_pipeline.scoring.gates.base import GateResult, GateSpec, pending
+from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec, pending
 
 
-def _parts(g, rubric) -> list[str]:
+def _parts(g: GateSpec, rubric: RubricConfig) -> list[str]:
     judged = bool(rubric.judged_dimensions or rubric.questionnaire)
     return [f"{g.name}_{d}" for d in rubric.rating_scales] if judged else []
 
@@ -57,7 +58,7 @@ def _one(g: GateSpec, name: str, row: pd.Series, calibration: pd.DataFrame | Non
 
 
 @gate("judge_reliability", needs=("agreement", "judge_calibration"), check_target="judge_scores", parts=_parts)
-def judge_reliability(g, rubric, scores, inputs) -> list[GateResult]:
+def judge_reliability(g: GateSpec, rubric: RubricConfig, scores: pd.DataFrame, inputs: GateInputs) -> list[GateResult]:
     trust = inputs.table("judge_trust")
     calibration = inputs.table("judge_calibration")
     if trust is None or trust.empty:

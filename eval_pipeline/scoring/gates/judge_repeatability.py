@@ -2,13 +2,16 @@
 scorings of the rubric's ``repeat:`` subset is at least ``threshold`` on every judged dimension (or the listed
 ``dimensions``), each on at least ``min_samples`` samples scored every time; without repeats it fails closed."""
 
+import pandas as pd
+
+from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.judge.repeat import repeated_scores
 from eval_pipeline.scoring.gates import gate
-from eval_pipeline.scoring.gates.base import GateResult
+from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec
 
 
 @gate("judge_repeatability", needs=("judge_repeatability",), check_target="judge_scores")
-def judge_repeatability(g, rubric, scores, inputs) -> GateResult:
+def judge_repeatability(g: GateSpec, rubric: RubricConfig, scores: pd.DataFrame, inputs: GateInputs) -> GateResult:
     table = inputs.table("judge_repeatability")
     wanted = g.dimensions or repeated_scores(rubric)
     rows = table[table.dimension.isin(wanted)] if table is not None else None

@@ -1,7 +1,10 @@
 """``metric_min`` and ``metric_max``: the mean of a score (often a metric) at least / at most the threshold."""
 
+import pandas as pd
+
+from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.scoring.gates import gate
-from eval_pipeline.scoring.gates.base import GateResult, GateSpec, too_few, values_of
+from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec, too_few, values_of
 
 
 class MetricBoundSpec(GateSpec):
@@ -29,10 +32,10 @@ def _bound(g: MetricBoundSpec, scores, at_least: bool) -> GateResult:
 
 
 @gate("metric_min", spec=MetricBoundSpec)
-def metric_min(g: MetricBoundSpec, rubric, scores, inputs) -> GateResult:
+def metric_min(g: MetricBoundSpec, rubric: RubricConfig, scores: pd.DataFrame, inputs: GateInputs) -> GateResult:
     return _bound(g, scores, at_least=True)
 
 
 @gate("metric_max", spec=MetricBoundSpec)
-def metric_max(g: MetricBoundSpec, rubric, scores, inputs) -> GateResult:
+def metric_max(g: MetricBoundSpec, rubric: RubricConfig, scores: pd.DataFrame, inputs: GateInputs) -> GateResult:
     return _bound(g, scores, at_least=False)

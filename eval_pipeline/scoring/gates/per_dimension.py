@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pandas as pd
 
+from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.scoring.gates import gate
-from eval_pipeline.scoring.gates.base import GateResult, GateSpec, too_few, values_of
+from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec, too_few, values_of
 
 
 def per_dimension(
@@ -31,13 +33,13 @@ def per_dimension(
 
 
 @gate("dimension_mean")
-def dimension_mean(g, rubric, scores, inputs) -> GateResult:
+def dimension_mean(g: GateSpec, rubric: RubricConfig, scores: pd.DataFrame, inputs: GateInputs) -> GateResult:
     dims = g.dimensions or [d.key for d in rubric.judged_dimensions]
     return per_dimension(g, dims, scores, lambda v, _k: float(v.mean()), "means")
 
 
 @gate("dimension_pass_rate")
-def dimension_pass_rate(g, rubric, scores, inputs) -> GateResult:
+def dimension_pass_rate(g: GateSpec, rubric: RubricConfig, scores: pd.DataFrame, inputs: GateInputs) -> GateResult:
     pass_thr = {d.key: d.pass_threshold for d in rubric.dimensions}
     dims = g.dimensions or [d.key for d in rubric.judged_dimensions if pass_thr.get(d.key) is not None]
     return per_dimension(

@@ -3,13 +3,16 @@ a human-calibrated change per judged dimension people rated in both, Holm-correc
 drop on a dimension the judge is not trusted on does not count). ``params.ignore``: scores it does not gate on.
 Pending when the parent was judged by another judge; not applicable without a parent."""
 
+import pandas as pd
+
+from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.scoring.comparison import evaluate_regression
 from eval_pipeline.scoring.gates import gate
-from eval_pipeline.scoring.gates.base import GateResult
+from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec
 
 
 @gate("regression", needs=("comparison",))
-def regression(g, rubric, scores, inputs) -> GateResult:
+def regression(g: GateSpec, rubric: RubricConfig, scores: pd.DataFrame, inputs: GateInputs) -> GateResult:
     comparison = inputs.table("comparison")
     if not inputs.lineage_known:
         return GateResult(g.name, g.kind, None, g.threshold, False, 0, "fails closed: no comparison available")

@@ -2,8 +2,9 @@
 
 import pandas as pd
 
+from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.scoring.gates import gate
-from eval_pipeline.scoring.gates.base import GateResult, GateSpec, too_few
+from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec, too_few
 
 
 class ScoreShareSpec(GateSpec):
@@ -12,7 +13,7 @@ class ScoreShareSpec(GateSpec):
 
 
 @gate("score_share", spec=ScoreShareSpec)
-def score_share(g: ScoreShareSpec, rubric, scores, inputs) -> GateResult:
+def score_share(g: ScoreShareSpec, rubric: RubricConfig, scores: pd.DataFrame, inputs: GateInputs) -> GateResult:
     col = scores[g.score] if g.score in scores.columns else pd.Series(dtype=object)
     known = col.dropna()
     if len(known) < g.min_samples:

@@ -194,7 +194,7 @@ def leaderboard_matrix(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(rubrics=rubrics, rows=matrix)
 
 
-def _previous(ckpts: list[str], i: int, rubric: str, cell: dict) -> str | None:
+def _previous(ckpts: list[str], i: int, rubric: str, cell: dict[tuple[str, str], Any]) -> str | None:
     for c in reversed(ckpts[:i]):
         if (c, rubric) in cell:
             return c
