@@ -163,6 +163,23 @@ def test_a_parameter_of_the_wrong_type_is_refused(tmp_path):
         load_rubric(path)
 
 
+def test_a_gate_parameter_its_kind_never_reads_is_refused(tmp_path):
+    """#35: a gate's params are typed per kind: a name the kind never reads (answer_quality once carried
+    ``pass_fail_kappa`` under judge_reliability, silently ignored) or a value of another type is refused at load."""
+    data = yaml.safe_load((RUBRIC_DIR / "answer_quality.yaml").read_text())
+    rel = next(g for g in data["gates"] if g["kind"] == "judge_reliability")
+    rel["params"]["pass_fail_kappa"] = 0.6
+    reg = next(g for g in data["gates"] if g["kind"] == "regression")
+    reg["params"] = {"ignore": "route_score"}  # a list is wanted
+    path = tmp_path / "answer_quality.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(RubricConfigError) as exc:
+        load_rubric(path)
+    msg = str(exc.value)
+    assert "gates.judge_reliability.params.pass_fail_kappa" in msg and "Extra inputs are not permitted" in msg
+    assert f"gates.{reg['name']}.params.ignore" in msg
+
+
 def test_one_broken_file_does_not_hide_the_others(tmp_path):
     for name in ("kg_qa", "npc_dialogue", "roleplay_style"):
         (tmp_path / f"{name}.yaml").write_text((RUBRIC_DIR / f"{name}.yaml").read_text())

@@ -153,10 +153,18 @@ def reference() -> str:
         ]
         doc = _doc(kind.fn) or _doc(inspect.getmodule(kind.fn))
         doc += f" Reads: {', '.join(kind.needs)}." if kind.needs else ""
-        table = ["Fields as this kind needs them:", ""] + _fields_table(
-            kind.spec, skip=tuple(f for f in kind.spec.model_fields if f not in own)
+        own_fields = [f for f in own if f != "params"]
+        table = (
+            ["Fields as this kind needs them:", ""]
+            + _fields_table(kind.spec, skip=tuple(f for f in kind.spec.model_fields if f not in own_fields))
+            + [""]
+            if own_fields
+            else []
         )
-        gate_units.append((name, doc.strip(), table if own else []))
+        params = kind.spec.model_fields["params"].annotation
+        if isinstance(params, type) and issubclass(params, BaseModel):
+            table += ["`params`:", ""] + _fields_table(params) + [""]
+        gate_units.append((name, doc.strip(), table))
     out += _unit_section(
         "Gate kinds",
         "Threshold gates (`gates:`), each an asset check. Every gate has these fields; a kind may require some "

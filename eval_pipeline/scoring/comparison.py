@@ -25,7 +25,7 @@ from eval_pipeline.agreement.ppi import ppi_change, ppi_mean
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, COMPARISON_COLUMNS
 from eval_pipeline.core.resampling import in_item_order, mean_intervals
-from eval_pipeline.scoring.gates.base import GateResult, GateSpec, pending
+from eval_pipeline.scoring.gates.base import GateResult, RegressionSpec, pending
 from eval_pipeline.scoring.summary import numeric_scores
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -271,7 +271,7 @@ def calibrated_rows(
 
 
 def evaluate_regression(
-    g: GateSpec, comparison: pd.DataFrame | None, parent_id: str | None, note: str | None
+    g: RegressionSpec, comparison: pd.DataFrame | None, parent_id: str | None, note: str | None
 ) -> GateResult:
     """Fails when a score the gate covers (every score but ``params.ignore``) dropped significantly (Holm-corrected
     p < ALPHA); pending when the parent was judged by another judge or has no scores yet; not applicable (passed,
@@ -283,7 +283,7 @@ def evaluate_regression(
     status = comparison["status"] if "status" in comparison.columns else pd.Series(COMPARED, index=comparison.index)
     if (status == NOT_COMPARABLE).any():
         return pending(g, 0, str(comparison.loc[status == NOT_COMPARABLE, "note"].iloc[0]))
-    ignore = set(g.params.get("ignore", []))
+    ignore = set(g.params.ignore)
     covered = comparison[~comparison.score.isin(ignore)]
     n = int(covered.n_pairs.min()) if len(covered) else 0
     if n < g.min_samples:

@@ -90,7 +90,7 @@ def evaluate_gate(g: Any, rubric: Any, scores: pd.DataFrame, inputs: GateInputs 
     for r in results:
         if r.value is not None and r.value == r.value:
             r.value = round(float(r.value), 12) + 0.0  # -2.2e-16 is 0: a value's last bits are not a result
-        if r.status == PENDING and spec.params.get("pending_fails"):
+        if r.status == PENDING and spec.params.pending_fails:
             r.status = FAILED  # the rubric asks that "not enough data yet" fail
     return results
 

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
 from pydantic import ConfigDict, Field
 
+from eval_pipeline.core.params import Params
 from eval_pipeline.core.strict import Strict
+
+
+class GateParams(Params):
+    """A gate's ``params``: what every kind takes; a kind that takes more declares a subclass (and a ``GateSpec``
+    subclass whose ``params`` is it), so the loader refuses a name the kind never reads."""
+
+    pending_fails: bool = Field(False, description="Count a pending result (not enough data yet) as failed.")
+
+
+class RegressionParams(GateParams):
+    ignore: list[str] = Field(default_factory=list, description="Scores the regression gate does not gate on.")
 
 
 class GateSpec(Strict):
@@ -26,8 +37,12 @@ class GateSpec(Strict):
     values: list[str] | None = None
     threshold: float
     min_samples: int = Field(1, ge=1)
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: GateParams = Field(default_factory=GateParams)
     description: str = ""
+
+
+class RegressionSpec(GateSpec):
+    params: RegressionParams = Field(default_factory=RegressionParams)
 
 
 PASSED, FAILED, PENDING = "passed", "failed", "pending"

@@ -8,12 +8,22 @@ one, shown beside the judge's scores."""
 from __future__ import annotations
 
 import pandas as pd
+from pydantic import Field
 
 from eval_pipeline.agreement.reliability import within_tolerance
 from eval_pipeline.agreement.trust import OVERALL, PENDING, TRUSTED
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.scoring.gates import gate
-from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec, pending
+from eval_pipeline.scoring.gates.base import GateInputs, GateParams, GateResult, GateSpec, pending
+
+
+class ReliabilityParams(GateParams):
+    min_spearman: float = Field(0.5, description="The judge's Spearman with the people's mean must reach it too.")
+    example_tolerance: float = Field(1.0, description="How far the judge may be from a worked example's stated score.")
+
+
+class ReliabilitySpec(GateSpec):
+    params: ReliabilityParams = Field(default_factory=ReliabilityParams)
 
 
 def _parts(g: GateSpec, rubric: RubricConfig) -> list[str]:
@@ -21,14 +31,14 @@ def _parts(g: GateSpec, rubric: RubricConfig) -> list[str]:
     return [f"{g.name}_{d}" for d in rubric.rating_scales] if judged else []
 
 
-def _examples(g: GateSpec, calibration: pd.DataFrame | None, dim: str | None) -> tuple[bool, str]:
+def _examples(g: ReliabilitySpec, calibration: pd.DataFrame | None, dim: str | None) -> tuple[bool, str]:
     """Whether the worked examples (of ``dim``, or all) are within tolerance, and what to say about them."""
     if calibration is None or calibration.empty:
         return True, "no worked examples in the document" + (" for this dimension" if dim else "")
     cal = calibration if dim is None else calibration[calibration.dimension == dim]
     if cal.empty:
         return True, "no worked examples for this dimension"
-    tol = float(g.params.get("example_tolerance", 1))
+    tol = g.params.example_tolerance
     bad = cal[~within_tolerance(cal.judged - cal.stated, tol)]
     if bad.empty:
         return True, f"all {len(cal)} worked-example scores within ±{tol:g}"
@@ -40,7 +50,9 @@ def _examples(g: GateSpec, calibration: pd.DataFrame | None, dim: str | None) ->
     return False, f"worked examples off by more than ±{tol:g}: {shown}"
 
 
-def _one(g: GateSpec, name: str, row: pd.Series, calibration: pd.DataFrame | None, dim: str | None) -> GateResult:
+def _one(
+    g: ReliabilitySpec, name: str, row: pd.Series, calibration: pd.DataFrame | None, dim: str | None
+) -> GateResult:
     n = int(row.n_rated)
     value = None if row.kappa_quadratic != row.kappa_quadratic else float(row.kappa_quadratic)
     examples_ok, examples = _examples(g, calibration, dim)
@@ -57,8 +69,16 @@ def _one(g: GateSpec, name: str, row: pd.Series, calibration: pd.DataFrame | Non
     return GateResult(name, g.kind, value, g.threshold, passed, n, f"{head}: {row.reason}; {examples}")
 
 
-@gate("judge_reliability", needs=("agreement", "judge_calibration"), check_target="judge_scores", parts=_parts)
-def judge_reliability(g: GateSpec, rubric: RubricConfig, scores: pd.DataFrame, inputs: GateInputs) -> list[GateResult]:
+@gate(
+    "judge_reliability",
+    spec=ReliabilitySpec,
+    needs=("agreement", "judge_calibration"),
+    check_target="judge_scores",
+    parts=_parts,
+)
+def judge_reliability(
+    g: ReliabilitySpec, rubric: RubricConfig, scores: pd.DataFrame, inputs: GateInputs
+) -> list[GateResult]:
     trust = inputs.table("judge_trust")
     calibration = inputs.table("judge_calibration")
     if trust is None or trust.empty:
