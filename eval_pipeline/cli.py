@@ -432,7 +432,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         ),
     }
     # the daemon's output and that of the runs it launches: every line to a log file, the terminal without the
-    # runs' DEBUG events (one per step event: 1,370 lines in 22 minutes); the whole log stays in the instance
+    # runs' DEBUG events (one per step event); the whole log stays in the instance
     log_path = home / "logs" / "daemon.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     threading.Thread(target=_relay, args=(procs["daemon"].stdout, log_path), daemon=True, name="daemon-log").start()

@@ -32,7 +32,7 @@ from eval_pipeline.storage.warehouse import Warehouse
 def get_instance() -> dg.DagsterInstance:
     """The instance in DAGSTER_HOME, given the project's instance (`deploy/dagster.yaml` fitted to the warehouse,
     as `make dagster-home` writes it) when it has none yet: written here, not by a process of its own, which
-    spent ~1 s importing Dagster to write a file. Ephemeral without DAGSTER_HOME."""
+    would import Dagster again to write a file. Ephemeral without DAGSTER_HOME."""
     home = os.environ.get("DAGSTER_HOME")
     if not home:
         return dg.DagsterInstance.ephemeral()
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def exit_now(code: int) -> NoReturn:
     """End the process without the interpreter's teardown, which frees what the run built one object at a time
-    (WordNet's indexes alone are ~10^6 objects: 0.4 s; the demo's whole teardown took ~1.2 s). Everything is
+    (WordNet's indexes alone are about a million objects). Everything is
     closed by then (the warehouse after each use, a run's event database when the run ends); the exit handlers
     still run (logging's flush among them) and the output is flushed."""
     atexit._run_exitfuncs()

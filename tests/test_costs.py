@@ -77,6 +77,7 @@ def test_a_run_never_spends_more_than_its_budget(env, monkeypatch, capfd):
     assert reasons.str.contains("EVAL_JUDGE_BUDGET").all()
 
 
+@pytest.mark.slow
 def test_a_budget_without_a_price_for_the_model_stops_the_step_with_one_line(env, monkeypatch, capfd):
     monkeypatch.setenv("EVAL_JUDGE_BUDGET", "1")
     monkeypatch.setenv("EVAL_JUDGE_MODEL", "unpriced-model")

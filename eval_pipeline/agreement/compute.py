@@ -244,8 +244,8 @@ def pooled_counts(long: pd.DataFrame, labels: list[float]) -> tuple[np.ndarray, 
     """Fleiss's design: a pool of raters, the same number of ratings per item, whoever gave them. Items x
     categories counts over the items rated by the most common number of raters (at least 2; the larger on a
     tie), that number, and how many items were rated by 2 or more (the rest are left out, and the row says so).
-    Items are counted by their codes (one factorization and two bincounts: a groupby and a crosstab cost ~10 ms
-    a call, and agreement makes a few dozen calls a run); the rows are in no particular order, which no
+    Items are counted by their codes (one factorization and two bincounts, not a groupby and a crosstab per call:
+    agreement makes a few dozen calls a run); the rows are in no particular order, which no
     statistic of the table depends on, and a score off the labels is not counted, as a crosstab reindexed to
     the labels left it out."""
     rated = long[long["score"].notna()]

@@ -117,8 +117,8 @@ def icc(matrix: np.ndarray) -> tuple[float, float]:
 def spearman(a: Values, b: Values) -> float:
     """Spearman's rho: the Pearson correlation of average ranks (scipy.stats.spearmanr's, which the tests compare
     it with), computed as ``spearman_resamples`` of the items as they are; NaN below 3 items, when a side is
-    constant, or when a value is missing (scipy's default). Not scipy's own: importing scipy.stats costs each
-    run's process ~0.6 s."""
+    constant, or when a value is missing (scipy's default). Not scipy's own: importing scipy.stats is slow, and
+    each run is a process of its own."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     if len(a) < 3 or np.std(a) == 0 or np.std(b) == 0 or np.isnan(a).any() or np.isnan(b).any():
         return float("nan")

@@ -22,8 +22,7 @@ import pandas as pd
 Statistic = Callable[..., np.ndarray]  # (*arrays, idx) -> one value per row of idx
 BLOCK_CELLS = 2_000_000  # indices drawn (and resampled values held) at once: 16 MB of int64
 # A mean over at most FEW_VALUES distinct values, and at most one per COUNTS_PER_ITEM items, is resampled from its
-# value counts: drawing n_boot x d counts costs ~45 ns a count, the shared n_boot x n index draws ~8 ns an index
-# (60 items with 60 distinct values: 5.3 ms against 1.3 ms; 100k items with 256 values: ~25 ms against ~2 s)
+# value counts: a count costs several index draws, so this pays only when the items far outnumber their values
 FEW_VALUES = 256
 COUNTS_PER_ITEM = 6
 
@@ -101,7 +100,7 @@ def joint_bootstrap_ci(
     A resample's mean depends only on how often each distinct value is drawn, and those counts are
     multinomial (n, each value's share): a column with few distinct values for its items (a Likert score, a
     pass/fail share, a sum of a few of them; see FEW_VALUES) draws them directly, n_boot x d numbers instead of
-    n_boot x n indices (a 100k-sample group: ~1 ms against ~2 s), with the very same distribution of resampled
+    n_boot x n indices, with the very same distribution of resampled
     means. Which way a column goes depends on the column alone.
     Each such column uses the seed alone, so its interval is the one it gets on its own. The other columns
     share one index matrix (``_index_blocks``): each resample's counts times the matrix give every column's

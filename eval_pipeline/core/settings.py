@@ -35,8 +35,8 @@ def warehouse_data_path() -> str | None:
 
 def lake_inline_rows() -> int:
     """EVAL_LAKE_INLINE_ROWS: DuckLake keeps the rows of an insert this small in its catalog instead of a Parquet
-    file (DuckLake's own default is 10). 0, the default here: the demo on a SQLite catalog took 60 s with it off
-    against 75-80 s with 10 or 1,000 (bench/bench_backends.py), and a leaderboard query 95 ms against 145 ms."""
+    file (DuckLake's own default is 10). 0, the default here: the demo and a leaderboard query are faster with it off
+    (bench/bench_backends.py; docs/design/code-measurements.md)."""
     return int(_env("EVAL_LAKE_INLINE_ROWS", "0"))
 
 
@@ -84,7 +84,7 @@ def cache_dir() -> Path:
 def ingest_chunk_lines() -> int:
     """EVAL_INGEST_CHUNK_LINES: lines judged per range (bounds memory; raw files are read in blocks). Two of
     DuckDB's row groups (122,880 rows each), so both cores measure each range; pandera's Polars backend costs
-    ~0.1 s a range whatever its size."""
+    the same a range whatever its size."""
     return int(_env("EVAL_INGEST_CHUNK_LINES", "245760"))
 
 

@@ -199,7 +199,7 @@ def stem(word: str) -> str:
 
 # Optional imports nltk's own modules try (each in a try/except ImportError) that nothing here uses: its
 # scikit-learn classifier wrapper and its scipy.stats helpers (Fisher's exact test for collocations, a normal
-# distribution for sentence alignment): 0.8 s of a process's first `import nltk`, 0.2 s without them.
+# distribution for sentence alignment): most of a process's first `import nltk`.
 _NLTK_OPTIONAL = ("sklearn", "scipy.stats")
 
 

@@ -1,6 +1,6 @@
 """The Dagster definitions: one asset group per rubric config, merged, with the checkpoint sensor, the resources
 and the executor. They are not built at import (``definitions`` is the code location that does): the CLI, the
-demo and the tests build their own, and one more build at import cost each of them ~0.2 s."""
+demo and the tests build their own, and one more build at import would cost each of them."""
 
 from __future__ import annotations
 
@@ -67,8 +67,8 @@ def executor_from_env() -> dg.ExecutorDefinition:
     if kind == "in_process":
         return dg.in_process_executor
     if kind == "multiprocess":
-        # steps start from a forkserver that has imported the code location once: ~0.1 s a step instead of the
-        # ~4 s a spawned process spends importing Dagster, pandas and the rubric groups again
+        # steps start from a forkserver that has imported the code location once, instead of a spawned process
+        # importing Dagster, pandas and the rubric groups again for every step
         config: dict[str, Any] = {
             "start_method": {"forkserver": {"preload_modules": ["eval_pipeline.defs.definitions"]}}
         }

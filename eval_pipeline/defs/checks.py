@@ -1,5 +1,5 @@
-"""Every gate of a rubric as a Dagster asset check, in one step per checkpoint (one step per gate costs ~0.4 s
-each in Dagster). A gate kind may show its check on another asset (judge reliability: beside judge_scores)."""
+"""Every gate of a rubric as a Dagster asset check, in one step per checkpoint (a step per gate would pay Dagster's
+per-step cost for each). A gate kind may show its check on another asset (judge reliability: beside judge_scores)."""
 
 from typing import Any
 

@@ -50,9 +50,9 @@ _RUN_ENDED = {DagsterEventType.RUN_SUCCESS, DagsterEventType.RUN_FAILURE, Dagste
 def _synchronous_normal(dbapi_connection: Any, _record: Any) -> None:
     """WAL at ``synchronous=NORMAL``: a commit is not synced on its own; the WAL is synced before each checkpoint
     and the file after it. A crash of the process loses nothing committed; a power cut may lose the last commits
-    before a checkpoint. At Dagster's FULL each event waited on one to three syncs: 0.2-0.3 s of the ~1.4 s a
-    78-step run spent storing its ~600 events. (A deployment that needs every event on disk at once runs the
-    instance on PostgreSQL: docs/design/scaling-history.md.)"""
+    before a checkpoint. At Dagster's FULL each event waited on one to three syncs (a sixth of the time a run
+    spent storing its events: docs/design/code-measurements.md). A deployment that needs every event on disk at
+    once runs the instance on PostgreSQL (docs/design/scaling-history.md)."""
     dbapi_connection.execute("PRAGMA synchronous=NORMAL")
 
 

@@ -166,7 +166,7 @@ def interruptible() -> Iterator[Interrupted]:
 
 
 # The report covers every rubric and checkpoint: drawn after the last run of a sequence, and after an earlier
-# one when the last drawing is older than this (~0.25 s each: the demo's three runs drew it three times).
+# one when the last drawing is older than this (not after every run of a sequence).
 REPORT_EVERY_S = 60.0
 
 

@@ -108,7 +108,7 @@ def iter_jsonl(
     at_start = True
     with open(path, "rb") as fh:
         while True:
-            # no larger than what is left of the file (a fresh buffer is zeroed: 16 MB cost a small file ~5 ms);
+            # no larger than what is left of the file (a fresh buffer is zeroed, which a small file need not pay for);
             # a file that grows meanwhile is read on in the next block
             left = max(os.fstat(fh.fileno()).st_size - fh.tell(), 1)
             buf = bytearray(len(tail) + min(BLOCK_BYTES, left))
@@ -137,9 +137,8 @@ def iter_jsonl(
         yield RawRead(_empty(), 0, pending)
 
 
-# raw_line is stored with zstd where the warehouse file allows it (tables.COMPRESSION): 1M JSONL lines of the
-# ingest benchmark in 2.2 s instead of 4.1 s with DuckDB's default (FSST), 40 MB on disk instead of 415 MB, peak
-# RSS 0.77 GB instead of 1.07-1.16 GB
+# raw_line is stored with zstd where the warehouse file allows it (tables.COMPRESSION): faster, a tenth of the
+# disk and a lower peak than DuckDB's default (FSST) on the ingest benchmark (docs/design/code-measurements.md)
 RAW_SCHEMA = pa.schema(
     [
         ("checkpoint_id", pa.string()),

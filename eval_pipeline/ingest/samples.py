@@ -21,7 +21,7 @@ def load_samples(wh: Warehouse, rubric: RubricConfig, checkpoint_id: str) -> pd.
 
 def to_records(rubric: RubricConfig, df: pd.DataFrame) -> list[dict[str, Any]]:
     """One dict per sample: declared fields with JSON columns decoded, missing values as None, numbers and
-    booleans as Python's own. Built column by column (a row-by-row pass over 100k samples took ~1.5 s)."""
+    booleans as Python's own. Built column by column, not row by row."""
     json_fields = {f.name for f in rubric.inputs.fields if f.type in JSON_TYPES}
     names = [f.name for f in rubric.inputs.fields]
     columns = []

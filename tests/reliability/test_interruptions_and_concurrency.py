@@ -121,6 +121,7 @@ def test_two_processes_write_different_checkpoints_while_a_reader_is_open(checkp
         assert wh.query_rows(f"SELECT count(*) FROM main.quarantine WHERE rubric = '{rubric}'")[0][0] == 12
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_killed_run_never_blocks_the_next_one_on_its_pool_slot(tmp_path, monkeypatch, capfd):
     """Class (#19.1): a run whose process died (SIGKILL, OOM) while it held a `duckdb_warehouse` slot on a

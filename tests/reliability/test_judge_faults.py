@@ -110,6 +110,7 @@ def test_gates_count_missing_as_missing(rubrics, stub, warehouse_path):
         assert row.n == n_safety
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("processes", [1, 2])
 def test_a_rerun_after_garbage_every_seventh_answer_makes_no_call_and_changes_no_score(
     rubrics, stub, warehouse_path, processes

@@ -99,7 +99,7 @@ def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         # samples made from raw_outputs inside the engine, so a checkpoint with nothing valid still keeps its
         # quarantined lines
         with wh.connect() as con:
-            from eval_pipeline.ingest.engine import EngineValidation  # pandera and polars (~0.5 s): this step only
+            from eval_pipeline.ingest.engine import EngineValidation  # pandera, polars: slow to import
 
             engine = EngineValidation(con, rubric, src, ckpt_id, chunk_lines=settings.ingest_chunk_lines())
             engine.run()
