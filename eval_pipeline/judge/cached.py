@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from eval_pipeline.core import progress
@@ -162,7 +163,9 @@ def cached_calls(
     return out
 
 
-def _progress(rubric: RubricConfig, settings: JudgeSettings, total: int, hits: int, missing: int):
+def _progress(
+    rubric: RubricConfig, settings: JudgeSettings, total: int, hits: int, missing: int
+) -> Callable[..., None]:
     """Judge progress events for a listening console: done / total, cache hits, missing so far; one now, then
     one per answer (the returned ``tick``)."""
     t0 = time.perf_counter()

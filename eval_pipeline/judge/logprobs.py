@@ -85,7 +85,7 @@ def read_distributions(
 
 def _at(
     logprobs: list[Any], tokens: list[str], starts: list[int], at: int, digits: str, lo: int, hi: int, floor: float
-):
+) -> Reading:
     i = bisect.bisect_right(starts, at) - 1
     token = tokens[i]
     lead = len(token) - len(token.lstrip())

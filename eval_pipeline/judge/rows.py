@@ -78,7 +78,9 @@ def _questionnaire_rows(rubric: RubricConfig, rows: list[dict[str, Any]]) -> lis
             vals.append(lo_hi - v if i.reverse else v)
         return float(sum(vals))
 
-    def row(dim: str, kind: str, score: float | None, reason: str | None, chosen, expected) -> dict[str, Any]:
+    def row(
+        dim: str, kind: str, score: float | None, reason: str | None, chosen: float | None, expected: float | None
+    ) -> dict[str, Any]:
         return {
             **base,
             "dimension": dim,

@@ -54,7 +54,7 @@ def _index_cache(root: Path) -> Path:
     return derived_cache.cache_file(root, ".eval_pipeline_index", [root / f for f in INDEX_FILES], nltk.__version__)
 
 
-def wordnet():
+def wordnet() -> Any:
     """WordNet 3.0 from $NLTK_DATA (provisioned from Debian's wordnet-base by `make provision`).
 
     nltk's reader parses every index file when it is made, in each new process, which every Dagster run
@@ -80,7 +80,9 @@ def wordnet():
         class _WordNet30(WordNetCorpusReader):
             _parsed = False  # whether the indexes came from the cache (set by the first of the three parses)
 
-            def map_wn(self, version: str = "wordnet"):  # Debian's files ship no index.sense; no OMW mapping needed
+            def map_wn(
+                self, version: str = "wordnet"
+            ) -> None:  # Debian's files ship no index.sense; no OMW mapping needed
                 return None
 
             def _scan_satellites(self) -> None:  # the first of the three parses nltk's __init__ makes

@@ -125,7 +125,7 @@ class LakeBackend:
 
     def _new_base(
         self, read_only: bool, config: dict[str, Any], as_of: str | None = None, data_path: str | None = None
-    ):
+    ) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect(":memory:", config={**config, **readonly.BASE_CONFIG})
         try:
             con.execute(f"LOAD {literal(extension_file(self.catalog_kind))}")

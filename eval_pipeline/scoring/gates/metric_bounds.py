@@ -11,7 +11,7 @@ class MetricBoundSpec(GateSpec):
     score: str
 
 
-def _bound(g: MetricBoundSpec, scores, at_least: bool) -> GateResult:
+def _bound(g: MetricBoundSpec, scores: pd.DataFrame, at_least: bool) -> GateResult:
     vals = values_of(scores, g.score)
     if len(vals) < g.min_samples:
         return too_few(g, len(vals), f"samples with a {g.score}")

@@ -13,7 +13,7 @@ from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec, t
 
 
 def per_dimension(
-    g: GateSpec, dims: list[str], scores, stat: Callable[[np.ndarray, str], float], label: str
+    g: GateSpec, dims: list[str], scores: pd.DataFrame, stat: Callable[[np.ndarray, str], float], label: str
 ) -> GateResult:
     parts, fails, values, ns = [], [], [], []
     for k in dims:
