@@ -32,6 +32,7 @@ class Estimate:
     n_unrated: int
     lam: float
     reason: str = ""
+    se: float = math.nan  # the standard error the interval is drawn from
 
 
 def _nan(n: int, big_n: int, reason: str) -> Estimate:
@@ -60,7 +61,7 @@ def ppi_mean(
     point = float(np.mean(lam * fu) + np.mean(y - lam * f))
     se = math.sqrt(float(np.std(lam * fu)) ** 2 / big_n + float(np.std(y - lam * f)) ** 2 / n)
     z = float(stats.norm.ppf(1 - alpha / 2))
-    return Estimate(point, point - z * se, point + z * se, n, big_n, float(lam))
+    return Estimate(point, point - z * se, point + z * se, n, big_n, float(lam), se=se)
 
 
 def classical_mean(values: np.ndarray, alpha: float = 0.05) -> tuple[float, float, float]:
@@ -160,6 +161,25 @@ def _z_change(delta: float, se: float, n_shared: int, n_rated: int, paired: bool
     return Change(delta, delta - z * se, delta + z * se, p, MDE_Z * se, n_shared, n_rated, paired)
 
 
+def _mean_and_se(y: np.ndarray, f_rated: np.ndarray, f_unrated: np.ndarray) -> tuple[float, float]:
+    """The PPI++ estimate of the people's mean and its standard error; the people's own mean (and its) when the
+    judge has fewer than 2 unrated samples to add."""
+    est = ppi_mean(y, f_rated, f_unrated)
+    if not est.reason:
+        return est.mean, est.se
+    v = np.asarray(y, dtype=float)
+    return float(v.mean()), float(np.std(v)) / math.sqrt(len(v))
+
+
+def people_mean(f: pd.Series, y: pd.Series) -> tuple[float, float]:
+    """One checkpoint's human-calibrated mean and its standard error: ``f`` the judge's score per sample id,
+    ``y`` the people's mean per rated sample id (at least 2 rated)."""
+    f, y = f.dropna(), y.dropna()
+    rated = f.index.intersection(y.index).sort_values()
+    unrated = f.index.difference(rated)
+    return _mean_and_se(y.loc[rated].to_numpy(float), f.loc[rated].to_numpy(float), f.loc[unrated].to_numpy(float))
+
+
 def ppi_change(
     f_child: pd.Series,
     y_child: pd.Series,
@@ -188,22 +208,7 @@ def ppi_change(
         df = f_child.loc[shared] - f_parent.loc[shared]
         dy = (y_child.loc[rated_both] - y_parent.loc[rated_both]).to_numpy(dtype=float)
         unrated = shared.difference(rated_both)
-        est = ppi_mean(dy, df.loc[rated_both].to_numpy(dtype=float), df.loc[unrated].to_numpy(dtype=float), alpha)
-        if est.reason:  # every shared sample rated in both: the people's paired mean change
-            m, lo, _ = classical_mean(dy, alpha)
-            z = float(stats.norm.ppf(1 - alpha / 2))
-            return _z_change(m, (m - lo) / z, len(shared), len(rated_both), True, alpha)
-        z = float(stats.norm.ppf(1 - alpha / 2))
-        return _z_change(est.mean, (est.mean - est.ci_low) / z, len(shared), len(rated_both), True, alpha)
-    z = float(stats.norm.ppf(1 - alpha / 2))
-    sides = []
-    for f, y in ((f_child, y_child), (f_parent, y_parent)):
-        rated = f.index.intersection(y.index).sort_values()
-        est = ppi_mean(y.loc[rated].to_numpy(), f.loc[rated].to_numpy(), f.loc[f.index.difference(rated)].to_numpy())
-        if est.reason:
-            m, lo, _ = classical_mean(y.loc[rated].to_numpy(), alpha)
-            sides.append((m, (m - lo) / z))
-        else:
-            sides.append((est.mean, (est.mean - est.ci_low) / z))
-    (mc, sc), (mp, sp) = sides
-    return _z_change(mc - mp, math.sqrt(sc**2 + sp**2), len(shared), fewer, False, alpha)
+        m, se = _mean_and_se(dy, df.loc[rated_both].to_numpy(dtype=float), df.loc[unrated].to_numpy(dtype=float))
+        return _z_change(m, se, len(shared), len(rated_both), True, alpha)
+    (mc, sc), (mp, sp) = people_mean(f_child, y_child), people_mean(f_parent, y_parent)
+    return _z_change(mc - mp, math.hypot(sc, sp), len(shared), fewer, False, alpha)

@@ -17,8 +17,10 @@ from urllib.parse import quote
 import dagster as dg
 import pandas as pd
 
+from eval_pipeline.agreement.compute import judge_on_human_scale
 from eval_pipeline.core import progress, settings
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.storage.warehouse import Warehouse
@@ -172,6 +174,18 @@ def required_rows(
     df = partition_rows(wh, rubric, table, checkpoint_id, required=True, columns=columns, where=where)
     assert df is not None  # required=True raised otherwise
     return df
+
+
+def panel_on_human_scale(wh: Warehouse, rubric: RubricConfig, checkpoint_ids: Sequence[str]) -> pd.DataFrame:
+    """The panel's judge_scores of these checkpoints on the scale people rate (checkpoint_id, sample_id,
+    dimension, score): what the human-calibrated estimates read beside the ratings."""
+    marks = ", ".join("?" for _ in checkpoint_ids)
+    judge = wh.query_df(
+        f'SELECT checkpoint_id, sample_id, dimension, kind, judge, score FROM "{rubric.name}".judge_scores '
+        f"WHERE checkpoint_id IN ({marks}) AND judge = ?",
+        [*checkpoint_ids, PANEL],
+    )
+    return judge_on_human_scale(rubric, judge)
 
 
 def recorded_judge(wh: Warehouse, rubric: RubricConfig, checkpoint_id: str) -> tuple[str, str] | None:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from eval_pipeline.agreement.ppi import ppi_change, ppi_mean
+from eval_pipeline.agreement.ppi import people_mean, ppi_change
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, COMPARISON_COLUMNS
 from eval_pipeline.core.resampling import in_item_order, mean_intervals
@@ -238,9 +238,7 @@ def calibrated_rows(
         ch = ppi_change(f_c, y_c, f_p, y_p, ALPHA)
         if ch.reason:
             continue
-        rated = f_p.index.intersection(y_p.index)
-        base = ppi_mean(y_p.loc[rated].to_numpy(), f_p.loc[rated].to_numpy(), f_p.drop(rated).to_numpy()).mean
-        base = float(y_p.loc[rated].mean()) if base != base else base  # every sample rated: the people's mean
+        base, _ = people_mean(f_p, y_p)  # the parent's calibrated mean, from which the change is counted
         low = dim in rubric.lower_is_better
         how = f"paired over {ch.n_rated} samples rated in both" if ch.paired else f"unpaired, {ch.n_rated}+ rated"
         rows.append(

@@ -5,7 +5,7 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
-from eval_pipeline.agreement.compute import compute_agreement, judge_on_human_scale, rater_sets
+from eval_pipeline.agreement.compute import compute_agreement, rater_sets
 from eval_pipeline.agreement.length_bias import length_bias, log_words
 from eval_pipeline.agreement.ppi import calibrated_means
 from eval_pipeline.agreement.trust import OVERALL, trust_rows
@@ -13,6 +13,7 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import ALL_CHECKPOINTS, JUDGE_VS_HUMAN_MEAN, PANEL
 from eval_pipeline.defs.asset import (
     asset_key,
+    panel_on_human_scale,
     partition_rows,
     recorded_judge,
     required_rows,
@@ -74,13 +75,8 @@ def _judge_trust(
 
 def _calibrated(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, ratings: pd.DataFrame) -> pd.DataFrame:
     """The judge's means corrected by this checkpoint's human ratings (PPI++, agreement.ppi)."""
-    judge = wh.query_df(
-        f'SELECT checkpoint_id, sample_id, dimension, kind, judge, score FROM "{rubric.name}".judge_scores '
-        "WHERE checkpoint_id = ? AND judge = ?",
-        [ckpt_id, PANEL],
-    )
     humans = rater_sets(rubric, ratings)["human"] if len(ratings) else ratings
-    return calibrated_means(ckpt_id, judge_on_human_scale(rubric, judge), humans)
+    return calibrated_means(ckpt_id, panel_on_human_scale(wh, rubric, [ckpt_id]), humans)
 
 
 def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:

@@ -6,12 +6,13 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
-from eval_pipeline.agreement.compute import judge_on_human_scale, rater_sets
+from eval_pipeline.agreement.compute import rater_sets
 from eval_pipeline.agreement.trust import UNTRUSTED
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.defs.asset import (
     asset_key,
+    panel_on_human_scale,
     partition_rows,
     recorded_judge,
     required_rows,
@@ -163,14 +164,8 @@ def _calibrated_changes(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, paren
     )
     if humans.empty:
         return []
-    judge = wh.query_df(
-        f'SELECT checkpoint_id, sample_id, dimension, kind, judge, score FROM "{rubric.name}".judge_scores '
-        "WHERE checkpoint_id IN (?, ?) AND judge = ?",
-        [*ids, PANEL],
-    )
-    return calibrated_rows(
-        rubric, ckpt_id, parent, judge_on_human_scale(rubric, judge), rater_sets(rubric, humans)["human"]
-    )
+    judge = panel_on_human_scale(wh, rubric, ids)
+    return calibrated_rows(rubric, ckpt_id, parent, judge, rater_sets(rubric, humans)["human"])
 
 
 def _untrusted(wh: Warehouse, rubric: RubricConfig, ckpt_id: str) -> set[str]:
