@@ -23,13 +23,26 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+from pydantic import Field
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.config.gates import GateParams
 from eval_pipeline.core.contracts import JUDGE_VS_HUMAN_MEAN
 
 TRUSTED, UNTRUSTED, PENDING = "trusted", "untrusted", "pending"
 OVERALL = "ALL"
-DEFAULT_KAPPA, DEFAULT_SPEARMAN, DEFAULT_MIN_SAMPLES = 0.6, 0.5, 30
+DEFAULT_KAPPA, DEFAULT_MIN_SAMPLES = 0.6, 30
+
+
+class ReliabilityParams(GateParams):
+    """The judge_reliability gate's ``params`` (its kappa bar is the gate's threshold, its minimum the gate's
+    min_samples)."""
+
+    min_spearman: float = Field(0.5, description="The judge's Spearman with the people's mean must reach it too.")
+    example_tolerance: float = Field(1.0, description="How far the judge may be from a worked example's stated score.")
+
+
+_PARAMS = ReliabilityParams()
 
 TRUST_COLUMNS = [
     "checkpoint_id",
@@ -72,21 +85,17 @@ class JudgeBar:
     """What a judge must reach, from the rubric's judge_reliability gate (else the defaults)."""
 
     kappa: float = DEFAULT_KAPPA
-    spearman: float = DEFAULT_SPEARMAN
+    spearman: float = _PARAMS.min_spearman
     min_samples: int = DEFAULT_MIN_SAMPLES
-    example_tolerance: float = 1.0
+    example_tolerance: float = _PARAMS.example_tolerance
 
 
 def judge_bar(rubric: RubricConfig) -> JudgeBar:
     """The rubric's bar for its judge: the one place its judge_reliability gate is looked up."""
     for g in rubric.gates:
         if g.kind == "judge_reliability":
-            return JudgeBar(
-                float(g.threshold),
-                float(g.params.get("min_spearman", DEFAULT_SPEARMAN)),
-                int(g.min_samples),
-                float(g.params.get("example_tolerance", 1)),
-            )
+            p = ReliabilityParams.model_validate(g.params)
+            return JudgeBar(float(g.threshold), p.min_spearman, int(g.min_samples), p.example_tolerance)
     return JudgeBar()
 
 

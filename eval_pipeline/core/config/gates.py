@@ -8,7 +8,15 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from eval_pipeline.core.ids import IDENTIFIER_RE
+from eval_pipeline.core.params import Params
 from eval_pipeline.core.strict import Strict
+
+
+class GateParams(Params):
+    """A gate's ``params``: what every kind takes; a kind that takes more declares a subclass (and a ``GateSpec``
+    subclass whose ``params`` is it), so the loader refuses a name the kind never reads."""
+
+    pending_fails: bool = Field(False, description="Count a pending result (not enough data yet) as failed.")
 
 
 class Gate(Strict):

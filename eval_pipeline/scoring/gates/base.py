@@ -9,15 +9,8 @@ import numpy as np
 import pandas as pd
 from pydantic import ConfigDict, Field
 
-from eval_pipeline.core.params import Params
+from eval_pipeline.core.config.gates import GateParams
 from eval_pipeline.core.strict import Strict
-
-
-class GateParams(Params):
-    """A gate's ``params``: what every kind takes; a kind that takes more declares a subclass (and a ``GateSpec``
-    subclass whose ``params`` is it), so the loader refuses a name the kind never reads."""
-
-    pending_fails: bool = Field(False, description="Count a pending result (not enough data yet) as failed.")
 
 
 class RegressionParams(GateParams):

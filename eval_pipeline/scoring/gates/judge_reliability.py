@@ -11,15 +11,10 @@ import pandas as pd
 from pydantic import Field
 
 from eval_pipeline.agreement.reliability import within_tolerance
-from eval_pipeline.agreement.trust import OVERALL, PENDING, TRUSTED
+from eval_pipeline.agreement.trust import OVERALL, PENDING, TRUSTED, ReliabilityParams
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.scoring.gates import gate
-from eval_pipeline.scoring.gates.base import GateInputs, GateParams, GateResult, GateSpec, pending
-
-
-class ReliabilityParams(GateParams):
-    min_spearman: float = Field(0.5, description="The judge's Spearman with the people's mean must reach it too.")
-    example_tolerance: float = Field(1.0, description="How far the judge may be from a worked example's stated score.")
+from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec, pending
 
 
 class ReliabilitySpec(GateSpec):
