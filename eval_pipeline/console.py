@@ -320,14 +320,11 @@ def evaluate(args: Any, ckpts: list[Any], defs: Any, rubrics: dict[str, Any], in
         head = heads[o.checkpoint_id]
         outcomes.append(o)
         # an interrupted run is not read back (what it wrote is partial, and Ctrl-C should end the command now)
-        mine = (
-            [assess(wh, rubrics[name], o.checkpoint_id) for name in o.rubrics]
-            if wh.exists() and not o.interrupted
-            else []
-        )
+        readable = wh.exists() and not o.interrupted
+        mine = [assess(wh, rubrics[name], o.checkpoint_id) for name in o.rubrics] if readable else []
         reports.extend(mine)
         print(checkpoint_line(head, o, mine), flush=True)
-        usage = usage_line(wh, o.checkpoint_id, o.rubrics, o.run_ids) if wh.exists() and not o.interrupted else None
+        usage = usage_line(wh, o.checkpoint_id, o.rubrics, o.run_ids) if readable else None
         if usage:
             print(f"    {usage}", flush=True)
         for failure in o.failures:

@@ -16,6 +16,17 @@ from .conftest import RUBRIC_DIR, write_checkpoint
 FIVE = {"answer_quality", "empathetic_dialogue", "kg_qa", "npc_dialogue", "roleplay_style"}
 
 
+def _materialize(defs, instance, partition_key, keys):
+    """These assets of one registered partition, in one run (upstream ones already materialized)."""
+    return dg.materialize(
+        [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)],
+        instance=instance,
+        partition_key=partition_key,
+        resources=defs.resources,
+        selection=dg.AssetSelection.assets(*keys),
+    )
+
+
 def test_factory_yields_one_group_per_rubric_with_code_versions(tmp_path):
     defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(tmp_path))
     graph = defs.resolve_asset_graph()
@@ -132,13 +143,7 @@ def test_openai_judge_end_to_end_then_zero_calls(checkpoint_root, warehouse_path
             and k.path[-1] in ("judge_scores", "extractions", "judge_calibration", "judge_repeatability")
         ]
         assert len(judged) == 6, judged  # roleplay_style has no worked examples
-        again = dg.materialize(
-            [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)],
-            instance=instance,
-            partition_key="ckpt-0100",
-            resources=defs.resources,
-            selection=dg.AssetSelection.assets(*judged),
-        )
+        again = _materialize(defs, instance, "ckpt-0100", judged)
         assert again.success and stub.state.requests == n_cached  # all answered from the cache
         mat = instance.get_latest_materialization_event(
             dg.AssetKey(["roleplay_style", "judge_scores"])
@@ -159,16 +164,8 @@ def test_chunked_ingest_catches_repeats_across_chunks(tmp_path, warehouse_path, 
     from eval_pipeline.defs.runner import register_checkpoints
 
     register_checkpoints(instance, ["ckpt-c"])
-    sel = dg.AssetSelection.assets(
-        dg.AssetKey(["empathetic_dialogue", "raw_outputs"]), dg.AssetKey(["empathetic_dialogue", "samples"])
-    )
-    res = dg.materialize(
-        [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)],
-        instance=instance,
-        partition_key="ckpt-c",
-        resources=defs.resources,
-        selection=sel,
-    )
+    keys = [dg.AssetKey(["empathetic_dialogue", "raw_outputs"]), dg.AssetKey(["empathetic_dialogue", "samples"])]
+    res = _materialize(defs, instance, "ckpt-c", keys)
     assert res.success
     wh = Warehouse(warehouse_path)
     ids = [r[0] for r in wh.query_rows("SELECT sample_id FROM empathetic_dialogue.samples ORDER BY line_number")]
@@ -194,13 +191,7 @@ def test_judge_scores_in_chunks_are_one_partition_replaced_at_once(checkpoint_ro
         register_checkpoints(instance, ["ckpt-0100"])
         keys = [dg.AssetKey(["roleplay_style", a]) for a in ("raw_outputs", "samples", "judge_scores")]
         for _ in range(2):  # the second run replaces the partition
-            res = dg.materialize(
-                [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)],
-                instance=instance,
-                partition_key="ckpt-0100",
-                resources=defs.resources,
-                selection=dg.AssetSelection.assets(*keys),
-            )
+            res = _materialize(defs, instance, "ckpt-0100", keys)
             assert res.success
         tables[chunk] = Warehouse(path).query_df(
             "SELECT * EXCLUDE (latency_ms) FROM roleplay_style.judge_scores ORDER BY sample_id, judge, dimension"

@@ -249,28 +249,30 @@ def materialize_checkpoints(
         names = sorted(set(ckpt.rubric_files) & groups & (rubrics or groups))
         if names:
             todo.append((ckpt_id, ckpt.model, names))
-    first = _calibration_inputs(assets) if len(todo) > 1 else None
+    first = _calibration_inputs(assets)  # the first pass's selection, when several checkpoints make two
     outcomes: list[RunOutcome] = []
     drawn_at = time.monotonic()
     # the DuckDB file stays open from one run to the next, as from one step to the next within a run (it still
     # yields to another process that waits for it)
+    starting = on_start or (lambda _ckpt: None)
+    finished = on_outcome or (lambda _outcome: None)
     with interruptible() as interrupt, wh.lingering():
-        before: dict[str, RunOutcome] = {}
-        if first is not None:
-            for ckpt_id, model, names in todo:
-                if on_start is not None:
-                    on_start(ckpt_id)
-                before[ckpt_id] = _run(batch, ckpt_id, model, names, dg.AssetSelection.groups(*names) & first)
-                interrupt.flag |= before[ckpt_id].interrupted
-                interrupt.check()
-                if interrupt.flag:
-                    break
-        if interrupt.flag and before:  # stopped in the first pass: the checkpoint it stopped in is reported
-            stopped = list(before.values())[-1]
-            stopped.interrupted = True
-            outcomes.append(stopped)
-            if on_outcome is not None:
-                on_outcome(stopped)
+
+        def run(ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> RunOutcome:
+            starting(ckpt_id)
+            outcome = _run(batch, ckpt_id, model, names, selection)
+            interrupt.flag |= outcome.interrupted
+            interrupt.check()
+            return outcome
+
+        before: dict[str, RunOutcome] = {}  # each checkpoint's calibration inputs, when they go first
+        for ckpt_id, model, names in todo if len(todo) > 1 else []:
+            before[ckpt_id] = run(ckpt_id, model, names, dg.AssetSelection.groups(*names) & first)
+            if interrupt.flag:  # stopped in the first pass: the checkpoint it stopped in is reported
+                before[ckpt_id].interrupted = True
+                outcomes.append(before[ckpt_id])
+                finished(before[ckpt_id])
+                break
         for ckpt_id, model, names in todo:
             if interrupt.flag:
                 break
@@ -278,21 +280,17 @@ def materialize_checkpoints(
             earlier = before.get(ckpt_id)
             if earlier is not None and not earlier.success:
                 outcome = earlier  # its calibration inputs failed: the rest would only fail on them
+            elif earlier is not None:
+                outcome = run(ckpt_id, model, names, selection - first)
+                outcome.seconds += earlier.seconds
+                outcome.run_ids = earlier.run_ids + outcome.run_ids
             else:
-                if on_start is not None:
-                    on_start(ckpt_id)
-                outcome = _run(batch, ckpt_id, model, names, selection - first if first is not None else selection)
-                if earlier is not None:
-                    outcome.seconds += earlier.seconds
-                    outcome.run_ids = earlier.run_ids + outcome.run_ids
-            interrupt.flag |= outcome.interrupted
-            interrupt.check()
+                outcome = run(ckpt_id, model, names, selection)
             outcome.interrupted = interrupt.flag
             if outcome.run_id and time.monotonic() - drawn_at >= REPORT_EVERY_S:
                 drawn_at = _draw_report(wh, resources, outcome)
             outcomes.append(outcome)
-            if on_outcome is not None:
-                on_outcome(outcome)
+            finished(outcome)
     ran = [o for o in outcomes if o.run_id]
     if (
         ran and not interrupt.flag and ran[-1].report is None and ran[-1].report_error is None

@@ -13,7 +13,6 @@ from typing import Any
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.derived import KINDS
@@ -62,15 +61,10 @@ def _type(annotation: Any) -> str:
 def _default(field: FieldInfo) -> str:
     if field.is_required():
         return "**required**"
-    if field.default_factory is not None:
-        value = field.default_factory()  # type: ignore[call-arg]
-    else:
-        value = field.default
-    if value is PydanticUndefined:
-        return ""
+    value = field.get_default(call_default_factory=True)
     if isinstance(value, BaseModel):
         return "(its defaults)"
-    return f"`{value!r}`" if value not in ("", None, [], {}) else ("none" if value is None else f"`{value!r}`")
+    return "none" if value is None else f"`{value!r}`"
 
 
 def _doc(obj: Any) -> str:

@@ -28,6 +28,11 @@ def records(n):
     ]
 
 
+def ask(rubric, warehouse_path, recs, **overrides):
+    """The rubric's samples judged over HTTP by the stub, with FAST settings (and these overrides)."""
+    return judge_samples(rubric, "c", recs, Warehouse(warehouse_path), mode="openai", overrides={**FAST, **overrides})
+
+
 @pytest.fixture
 def stub(monkeypatch):
     with StubServer() as s:
@@ -43,7 +48,7 @@ def test_a_storm_of_mixed_faults_completes_and_invents_nothing(rubrics, stub, wa
     stub.state.retry_after_s = 0.01
     stub.state.faults.extend(kinds * 8)
     n = 40
-    df, stats = judge_samples(rubric, "c", records(n), Warehouse(warehouse_path), mode="openai", overrides=FAST)
+    df, stats = ask(rubric, warehouse_path, records(n))
     panel = df[df.judge == PANEL]
     assert len(panel) == n * 5
     missing = panel[panel.status == "missing"]
@@ -95,7 +100,7 @@ def test_gates_count_missing_as_missing(rubrics, stub, warehouse_path):
     rubric = rubrics["empathetic_dialogue"]
     stub.state.fault_rate, stub.state.fault_kind = 0.5, "garbage"
     recs = records(40)
-    df, _ = judge_samples(rubric, "c", recs, Warehouse(warehouse_path), mode="openai", overrides=FAST)
+    df, _ = ask(rubric, warehouse_path, recs)
     samples = pd.DataFrame(recs)
     from eval_pipeline.metrics import compute_metrics
 
@@ -120,15 +125,14 @@ def test_a_rerun_after_garbage_every_seventh_answer_makes_no_call_and_changes_no
     rubric = rubrics["empathetic_dialogue"]
     stub.state.faults.extend(([None] * 6 + ["garbage"]) * 200)  # every 7th request answers garbage
     stub.state.fault_when = {"thing 13.": "garbage", "thing 101.": "garbage"}  # these two, every time they are asked
-    wh = Warehouse(warehouse_path)
     n = 520  # 2 workers need 512+ calls
-    first, s1 = judge_samples(rubric, "c", records(n), wh, mode="openai", overrides=dict(FAST, processes=processes))
+    first, s1 = ask(rubric, warehouse_path, records(n), processes=processes)
     p1 = first[first.judge == PANEL].set_index(["sample_id", "dimension"]).sort_index()
     assert s1.calls > n + 2 and s1.processes == processes  # the garbage answers were asked again
     gone = p1[p1.status == "missing"].reset_index()
     assert {"s13", "s101"} <= set(gone.sample_id) and gone.reason.str.len().gt(5).all()  # garbage twice: missing
     requests = stub.state.requests
-    second, s2 = judge_samples(rubric, "c", records(n), wh, mode="openai", overrides=dict(FAST, processes=processes))
+    second, s2 = ask(rubric, warehouse_path, records(n), processes=processes)
     p2 = second[second.judge == PANEL].set_index(["sample_id", "dimension"]).sort_index()
     assert stub.state.requests == requests and s2.calls == 0 and s2.cache_hits == n
     pd.testing.assert_series_equal(p1.score, p2.score)
@@ -143,9 +147,7 @@ def test_any_retry_after_is_survived_and_a_key_echoed_in_the_body_is_never_kept(
     not a number or a date falls back to our own backoff); a key the server echoes back reaches no row or log."""
     stub.state.retry_after_header = header
     stub.state.faults.extend(["429_echo", "429_echo"])
-    df, stats = judge_samples(
-        rubrics["empathetic_dialogue"], "c", records(3), Warehouse(warehouse_path), mode="openai", overrides=FAST
-    )
+    df, stats = ask(rubrics["empathetic_dialogue"], warehouse_path, records(3))
     panel = df[df.judge == PANEL]
     assert (panel.status == "ok").all() and stats.http_attempts == 5
     text = df.astype(str).to_string() + caplog.text
@@ -161,14 +163,7 @@ def test_the_timeout_bounds_the_whole_call_not_each_read(rubrics, stub, warehous
     stub.state.drip_interval_s = 0.2  # the answer would take about a minute to arrive
     stub.state.faults.extend(["drip"] * 3)
     t0 = time.perf_counter()
-    df, _ = judge_samples(
-        rubrics["empathetic_dialogue"],
-        "c",
-        records(1),
-        Warehouse(warehouse_path),
-        mode="openai",
-        overrides=dict(FAST, timeout_s=0.5, max_retries=2),
-    )
+    df, _ = ask(rubrics["empathetic_dialogue"], warehouse_path, records(1), timeout_s=0.5, max_retries=2)
     elapsed = time.perf_counter() - t0
     panel = df[df.judge == PANEL]
     assert (panel.status == "missing").all() and panel.reason.str.contains("timeout after 2s").all()
@@ -182,14 +177,10 @@ def test_a_slow_server_with_few_slots_converges_instead_of_livelocking(rubrics, 
     server still works through them), round after round. The client halves what it keeps in flight and doubles
     the time-out on time-outs, so every prompt is answered, and the endpoint is never declared down."""
     stub.state.slots, stub.state.latency_s = 2, 0.4
-    df, stats = judge_samples(
-        rubrics["empathetic_dialogue"],
-        "c",
-        records(24),
-        Warehouse(warehouse_path),
-        mode="openai",
-        overrides=dict(FAST, timeout_s=1.0, max_retries=4, concurrency=16, max_consecutive_failures=8),
-    )
+    df, stats = ask(
+        rubrics["empathetic_dialogue"], warehouse_path, records(24),
+        timeout_s=1.0, max_retries=4, concurrency=16, max_consecutive_failures=8,
+    )  # fmt: skip
     panel = df[df.judge == PANEL]
     assert (panel.status == "ok").all(), panel.reason.dropna().unique()[:3]
     assert stub.state.completions <= 24 * 3  # converged: not every call asked max_retries + 1 times
@@ -204,14 +195,10 @@ def test_an_endpoint_that_never_answers_is_given_up_fast_despite_the_adaptive_li
 
     stub.state.fault_rate, stub.state.fault_kind, stub.state.timeout_sleep_s = 1.0, "timeout", 5.0
     t0 = time.perf_counter()
-    df, _ = judge_samples(
-        rubrics["empathetic_dialogue"],
-        "c",
-        records(24),
-        Warehouse(warehouse_path),
-        mode="openai",
-        overrides=dict(FAST, timeout_s=0.3, max_retries=4, concurrency=16, max_consecutive_failures=8),
-    )
+    df, _ = ask(
+        rubrics["empathetic_dialogue"], warehouse_path, records(24),
+        timeout_s=0.3, max_retries=4, concurrency=16, max_consecutive_failures=8,
+    )  # fmt: skip
     panel = df[df.judge == PANEL]
     assert (panel.status == "missing").all() and panel.reason.str.contains("stopped asking").all()
     # the first wave's time-outs count once (a slow server gets a second chance), the second wave's all count:

@@ -28,9 +28,6 @@ def _rubric_dir(tmp_path):
     out = tmp_path / "rubrics"
     out.mkdir()
     (out / f"{RUBRIC}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    for extra in RUBRIC_DIR.iterdir():  # the rubric's document and anything else it names, beside it
-        if extra.is_dir():
-            shutil.copytree(extra, out / extra.name)
     return out
 
 

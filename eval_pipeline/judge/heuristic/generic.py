@@ -21,9 +21,7 @@ from eval_pipeline.core.text import (
 )
 from eval_pipeline.judge.heuristic import TextParams, feature
 from eval_pipeline.judge.heuristic.base import _saturate, _text
-from eval_pipeline.metrics.text_metrics import CONTEXT_CUES, element_reflected, triple_coverage
-from eval_pipeline.metrics.text_metrics import ContextParams as ContextCoverage
-from eval_pipeline.metrics.text_metrics import TripleParams as TripleCoverage
+from eval_pipeline.metrics import text_metrics
 
 ASSISTANT_VOICE = [
     "how can i assist",
@@ -160,32 +158,36 @@ def off_topic_penalty(sample: dict[str, Any], p: OffTopicParams) -> float | None
 # --- game-state context and KG triples (the metrics' own definitions) ---------------------------
 
 
-class ContextParams(ContextCoverage):
+class ContextMentionParams(text_metrics.ContextParams):
+    """The context_coverage metric's parameters, and the share that counts as full marks."""
+
     saturate_at: float = 0.8
 
 
-@feature("context_mentions", params=ContextParams)
-def context_mentions(sample: dict[str, Any], p: ContextParams) -> float | None:
+@feature("context_mentions", params=ContextMentionParams)
+def context_mentions(sample: dict[str, Any], p: ContextMentionParams) -> float | None:
     """Share of game-state elements the text reflects (by value words or cue words)."""
     elements = [e for e in p.elements if sample.get(e) is not None]
     if not elements:
         return None
     text = _text(sample, p.text_field)
-    cues = {**CONTEXT_CUES, **p.cues}
-    hits = sum(element_reflected(sample, e, text, cues) for e in elements)
+    cues = {**text_metrics.CONTEXT_CUES, **p.cues}
+    hits = sum(text_metrics.element_reflected(sample, e, text, cues) for e in elements)
     return _saturate(hits / len(elements), p.saturate_at)
 
 
-class TripleParams(TripleCoverage):
+class TripleFeatureParams(text_metrics.TripleParams):
+    """The triple_coverage metric's parameters (the feature's are theirs: the metric reads them as they are), and
+    the share that counts as full marks."""
+
     saturate_at: float = 0.4
 
 
-@feature("triple_coverage", params=TripleParams)
-def triple_coverage_feature(sample: dict[str, Any], p: TripleParams) -> float | None:
+@feature("triple_coverage", params=TripleFeatureParams)
+def triple_coverage_feature(sample: dict[str, Any], p: TripleFeatureParams) -> float | None:
     if not sample.get(p.triples_field):
         return None
-    metric_params = TripleCoverage(**p.model_dump(exclude={"saturate_at"}))
-    share = triple_coverage([sample], metric_params)["triple_coverage"][0]
+    share = text_metrics.triple_coverage([sample], p)["triple_coverage"][0]
     return _saturate(share or 0.0, p.saturate_at)
 
 
