@@ -40,19 +40,58 @@ def configured_rubrics() -> set[str]:
     return {p.stem for p in [*folder.glob("*.yaml"), *folder.glob("*.yml")]} if folder.is_dir() else set()
 
 
+_TABLES = ("summary", "gates", "judge_scores", "checkpoints", "judge_identity", "judge_usage")
+_DONE = "views.fingerprint"  # Warehouse.memo: the views this object last found or made
+
+
 def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str]:
     """Rebuild the views. A rubric whose results are in the warehouse but whose config file is gone stays in
-    the leaderboard, marked ``rubric_configured = false``, so nobody reads it as current."""
+    the leaderboard, marked ``rubric_configured = false``, so nobody reads it as current.
+
+    Nothing is asked of the warehouse when the tables this object knows of give the views it last found or made
+    (a step of a run that changed no schema): the views are only ever made again when a schema came or went."""
     configured = configured_rubrics() if configured is None else configured
+    known = wh.known_tables()
+    if known is not None and _DONE in wh.memo:
+        found: dict[str, set[str]] = {t: set() for t in _TABLES}
+        for schema, table in known:
+            if table in found:
+                found[table].add(schema)
+        sql = _view_sql(found, configured)
+        if sql is not None and sql[2] == wh.memo[_DONE]:
+            return sorted(found["summary"] - {"main"})
     with wh.session() as reader:
-        found = _schemas_with(
-            reader, ["summary", "gates", "judge_scores", "checkpoints", "judge_identity", "judge_usage"]
-        )
+        found = _schemas_with(reader, list(_TABLES))
         made = _view_fingerprints(reader)
+    sql = _view_sql(found, configured)
+    if sql is None:
+        return []
+    union, latest, fingerprint = sql
+    summaries = found["summary"] - {"main"}
+    if made.get("leaderboard") == fingerprint and made.get("latest") == fingerprint:
+        wh.memo[_DONE] = fingerprint
+        return sorted(summaries)
+
+    def replace_views() -> None:
+        with wh.writing() as con, transaction(con):
+            con.execute(f"CREATE OR REPLACE VIEW main.leaderboard AS {union}")
+            for statement in latest.split(";\n"):
+                con.execute(statement)
+            for view in ("leaderboard", "latest"):
+                con.execute(f"COMMENT ON VIEW main.{view} IS '{fingerprint}'")
+
+    wh.retrying(replace_views)
+    wh.memo[_DONE] = fingerprint
+    return sorted(summaries)
+
+
+def _view_sql(found: dict[str, set[str]], configured: set[str]) -> tuple[str, str, str] | None:
+    """The leaderboard's SQL, the other views' statements and their fingerprint; None when there is nothing to
+    show yet (no summary, or no checkpoints table)."""
     summaries, gates, judged = found["summary"] - {"main"}, found["gates"], found["judge_scores"]
     identified = found["judge_identity"]
     if not summaries or "main" not in found["checkpoints"]:
-        return []
+        return None
     parts = []
     for r in sorted(summaries):
         check_identifier(r, "rubric name")
@@ -111,16 +150,4 @@ def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str
     # a view is created again only when its SQL changed (a rubric came or went): on a DuckLake each CREATE
     # costs every process its catalog cache
     fingerprint = hashlib.sha256(f"{union}\n{latest}".encode()).hexdigest()[:16]
-    if made.get("leaderboard") == fingerprint and made.get("latest") == fingerprint:
-        return sorted(summaries)
-
-    def replace_views() -> None:
-        with wh.writing() as con, transaction(con):
-            con.execute(f"CREATE OR REPLACE VIEW main.leaderboard AS {union}")
-            for statement in latest.split(";\n"):
-                con.execute(statement)
-            for view in ("leaderboard", "latest"):
-                con.execute(f"COMMENT ON VIEW main.{view} IS '{fingerprint}'")
-
-    wh.retrying(replace_views)
-    return sorted(summaries)
+    return union, latest, fingerprint

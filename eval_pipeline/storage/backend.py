@@ -32,6 +32,7 @@ class WarehouseBackend(Protocol):
     pool: str | None  # the Dagster concurrency pool warehouse steps share (None: they may overlap)
     runs_at_once: int  # runs of one UI backfill that may go at once
     concurrent_writers: bool  # other processes may commit between two of ours (commits can lose races)
+    ddl_in_transaction: bool  # a table made and written in one transaction (a DuckDB file refuses some)
 
     def exists(self) -> bool: ...
 
@@ -41,6 +42,11 @@ class WarehouseBackend(Protocol):
 
     def connect(self, read_only: bool = False) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
         """A connection for one unit of work; the warehouse is the current database on it."""
+        ...
+
+    def writer(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
+        """A connection for one write, in autocommit mode (the write makes its own transactions): whatever this
+        thread's step held open for its reads is ended first, so the step's next read sees the write."""
         ...
 
     def open_reader(self, as_of: str | None = None) -> duckdb.DuckDBPyConnection:
@@ -54,7 +60,13 @@ class WarehouseBackend(Protocol):
         ...
 
     def step_scope(self) -> AbstractContextManager[None]:
-        """One warehouse step (many short connections in a row)."""
+        """One warehouse step (many short connections in a row, on one thread): what its reads may share (a
+        held connection, one read transaction)."""
+        ...
+
+    def bulk(self) -> AbstractContextManager[None]:
+        """Heavy work ahead (a whole checkpoint's lines through the engine): every core for it, whatever the
+        backend uses for the small statements most steps make."""
         ...
 
     def known(self) -> Known | None:

@@ -49,6 +49,7 @@ class FileBackend:
 
     pool: str | None = None  # a run holds the file whole: steps of two runs cannot interleave on it anyway
     runs_at_once = 1
+    ddl_in_transaction = False
     concurrent_writers = False
 
     def __init__(self, path: str, lock_timeout_s: float = 120.0):
@@ -103,6 +104,15 @@ class FileBackend:
             yield con
         finally:
             con.close()
+
+    @contextmanager
+    def bulk(self) -> Iterator[None]:
+        yield  # a held DuckDB file always uses every core: its small statements cost little anyway
+
+    @contextmanager
+    def writer(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self.connect() as con:  # reads take no transaction of their own here: nothing to end first
+            yield con
 
     def open_reader(self, as_of: str | None = None) -> duckdb.DuckDBPyConnection:
         if as_of is not None:

@@ -19,7 +19,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
@@ -30,13 +30,13 @@ import duckdb
 import eval_pipeline.storage.readonly as readonly
 from eval_pipeline.core import settings
 from eval_pipeline.storage.backend import BackendError
+from eval_pipeline.storage.cursors import Cursors
 from eval_pipeline.storage.file import duckdb_config
 from eval_pipeline.storage.tables import CATALOG_SQL, Known, literal
 
 T = TypeVar("T")
 PREFIX = "ducklake:"
 ALIAS = "lake"
-_IDLE_CURSORS = 8  # per thread: cursors kept with the lake in use (a new cursor's USE costs a catalog read)
 
 
 def extension_file(name: str) -> str:
@@ -76,10 +76,14 @@ class LakeBackend:
     """A DuckLake attached to an in-memory DuckDB held by this object (one per access mode); each use gets a
     cursor on it, taken from this thread's idle cursors when there is one. The catalog's tables and columns are
     read once and kept (tables are only ever added outside the staging schema); a write that finds a remembered
-    table gone forgets them and runs again."""
+    table gone forgets them and runs again.
+
+    Within a step (``step_scope``) the thread's reads share one cursor and one transaction, so one snapshot
+    (``storage.cursors``)."""
 
     pool: str | None = None  # writers may overlap: commits are serialised by the catalog
     runs_at_once = 2  # one run's process starts while the other works (docs/design/warehouse.md)
+    ddl_in_transaction = True
     concurrent_writers = True
     catalog_kind = ""  # "sqlite" or "postgres": the scanner extension that reads the catalog
 
@@ -90,7 +94,8 @@ class LakeBackend:
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._bases: dict[bool, duckdb.DuckDBPyConnection] = {}
-        self._idle = threading.local()
+        self._cursors = Cursors(self._base, ALIAS)
+        self._bulk = 0  # bulk() blocks under way: every core meanwhile
         self._known: Known | None = None
 
     # --- what differs between catalogs ----------------------------------------------------------
@@ -151,41 +156,43 @@ class LakeBackend:
     def _base(self, read_only: bool) -> duckdb.DuckDBPyConnection:
         with self._lock:
             if self._pid != os.getpid():  # a forked child never shares its parent's handles
-                self._bases, self._idle, self._known, self._pid = {}, threading.local(), None, os.getpid()
+                self._bases, self._known, self._pid = {}, None, os.getpid()
+                self._cursors = Cursors(self._base, ALIAS)
             base = self._bases.get(read_only)
             if base is None:
                 if not read_only:
                     self._prepare()
                 base = self._bases[read_only] = self._new_base(read_only, duckdb_config())
+                if self._bulk == 0:
+                    base.execute("SET threads = 1")
             return base
 
-    def _idle_cursors(self, read_only: bool) -> list[duckdb.DuckDBPyConnection]:
-        pools = getattr(self._idle, "pools", None)
-        if pools is None:
-            pools = self._idle.pools = {False: [], True: []}
-        return pools[read_only]
-
     @contextmanager
-    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    def bulk(self) -> Iterator[None]:
+        """Every core for the pipeline's connections meanwhile; one thread otherwise. Most of a run's statements
+        are small, and on a lake each reads the catalog through a few small queries, for which waking DuckDB's
+        other threads costs more than they save (docs/design/warehouse.md)."""
+        with self._lock:
+            self._bulk += 1
+            if self._bulk == 1:
+                for base in self._bases.values():
+                    base.execute("RESET threads")
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._bulk -= 1
+                if self._bulk == 0:
+                    for base in self._bases.values():
+                        base.execute("SET threads = 1")
+
+    def connect(self, read_only: bool = False) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
         if read_only and not self.exists():
             raise FileNotFoundError(f"warehouse {self.describe()} does not exist yet: run the pipeline first")
-        base = self._base(read_only)
-        idle = self._idle_cursors(read_only)
-        if idle:
-            con = idle.pop()
-        else:
-            con = base.cursor()
-            con.execute(f"USE {ALIAS}")
-        healthy = False
-        try:
-            yield con
-            healthy = True
-        finally:
-            # a kept cursor never sees stale data: each statement outside a transaction reads the newest snapshot
-            if healthy and len(idle) < _IDLE_CURSORS:
-                idle.append(con)
-            else:
-                con.close()
+        return self._cursors.connect(read_only)
+
+    def writer(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
+        return self._cursors.writer()
 
     def open_reader(self, as_of: str | None = None) -> duckdb.DuckDBPyConnection:
         if not self.exists():
@@ -205,9 +212,8 @@ class LakeBackend:
     def run_scope(self) -> Iterator[None]:
         yield
 
-    @contextmanager
-    def step_scope(self) -> Iterator[None]:
-        yield
+    def step_scope(self) -> AbstractContextManager[None]:
+        return self._cursors.step()
 
     def known(self) -> Known | None:
         with self._lock:
@@ -307,7 +313,8 @@ class LakeBackend:
 
     def close(self) -> None:
         with self._lock:
-            bases, self._bases, self._idle, self._known = self._bases, {}, threading.local(), None
+            bases, self._bases, self._known = self._bases, {}, None
+            self._cursors = Cursors(self._base, ALIAS)
         for base in bases.values():
             base.close()
 

@@ -65,6 +65,8 @@ class Warehouse:
         # the rows the last committed replacement of each partition wrote, through this object: a step's row count
         # for Dagster's metadata comes from its write, not from one more query (each costs a DuckLake a catalog read)
         self._written: dict[tuple[str, str, tuple[Any, ...]], int] = {}
+        # what callers learnt of the warehouse and may trust for as long as this object lives (one run)
+        self.memo: dict[str, Any] = {}
 
     def exists(self) -> bool:
         return self.backend.exists()
@@ -124,6 +126,12 @@ class Warehouse:
             yield self
 
     @contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Heavy work: every core for this process's warehouse connections meanwhile (see the backend)."""
+        with self.backend.bulk():
+            yield
+
+    @contextmanager
     def lingering(self) -> Iterator[None]:
         """One run in this process: the backend may keep the warehouse open from one step to the next."""
         with self.backend.run_scope():
@@ -148,19 +156,8 @@ class Warehouse:
         with self.connect() as con:
             view = Warehouse(backend=self.backend, read_only=self.read_only)
             view._session = con
+            view.memo = self.memo
             yield view
-
-    def stream_df(self, sql: str, params: Sequence[Any] | None = None, rows: int = 25_000) -> Iterator[pd.DataFrame]:
-        """A query's result in DataFrames of about ``rows`` rows, read from one streaming result on a
-        connection of its own (one sort or scan, not one query per page); every chunk is read whole."""
-        vectors = max(1, rows // 2048)
-        with self.connect() as con:
-            result = con.execute(sql, params or [])
-            while True:
-                df = result.fetch_df_chunk(vectors)
-                if df.empty:
-                    break
-                yield df
 
     def query_rows(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         if self._session is not None:
@@ -207,8 +204,9 @@ class Warehouse:
 
     @contextmanager
     def writing(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection for writes, taking turns with this object's other writers."""
-        with self._write_lock, self.connect() as con:
+        """A connection for writes, taking turns with this object's other writers, in autocommit mode (a write
+        makes its own transactions); read-only on a read-only warehouse, so a write there fails."""
+        with self._write_lock, self.connect() if self.read_only else self.backend.writer() as con:
             yield con
 
     def retrying(self, write: Callable[[], T]) -> T:
@@ -249,11 +247,21 @@ class Warehouse:
         def write() -> list[int]:
             with self.writing() as con:
                 known = self.known_tables()
+                # a table nobody has made yet is made inside the transaction where the backend allows it (one
+                # commit, not two); a table to widen or heal is changed before it, as DuckDB files need
+                inside = self.backend.ddl_in_transaction and known is not None
+                made_inside = []
                 for schema, table, _, frames in parts:
                     for df in frames:
-                        ensure_table(con, schema, table, df.like if isinstance(df, Select) else df, known)
+                        like = df.like if isinstance(df, Select) else df
+                        if inside and known is not None and (schema, table) not in known:
+                            made_inside.append((schema, table, like))
+                        else:
+                            ensure_table(con, schema, table, like, known)
                 counts = []
                 with transaction(con):
+                    for schema, table, like in made_inside:
+                        ensure_table(con, schema, table, like, known)
                     for schema, table, where, frames in parts:
                         target = qualified(schema, table)
                         con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
@@ -267,7 +275,14 @@ class Warehouse:
                         counts.append(n)
                 return counts
 
-        counts = self.retrying(write)
+        def write_or_forget() -> list[int]:
+            try:
+                return write()
+            except BaseException:
+                self.forget_tables()  # tables made inside a transaction that did not commit are not there
+                raise
+
+        counts = self.retrying(write_or_forget)
         for (schema, table, where, _), n in zip(parts, counts):
             self._written[(schema, table, tuple(sorted(where.items())))] = n
         return counts

@@ -219,7 +219,9 @@ def test_views_are_created_again_only_when_their_sql_changes(lake):
     assert snapshots() > made
     assert wh.query_rows("SELECT rubric, rubric_configured FROM main.leaderboard") == [("r1", False)]
     wh.execute("CREATE OR REPLACE VIEW main.latest AS SELECT 1 AS x")  # a view replaced by hand loses its mark
-    refresh_views(wh, configured=set())
+    refresh_views(wh, configured=set())  # within a run, what it found or made is trusted
+    assert wh.query_rows("SELECT * FROM main.latest") == [(1,)]
+    refresh_views(Warehouse(lake), configured=set())  # the next run looks again and mends it
     assert wh.query_rows("SELECT rubric FROM main.latest") == [("r1",)]
 
 
@@ -236,3 +238,68 @@ def test_a_small_partition_written_in_chunks_is_one_snapshot_with_no_staging_tab
     assert after == before + 1  # held in memory, then one transaction: no staging table made or dropped
     assert wh.query_rows("SELECT x FROM r1.t ORDER BY x") == [(1,), (2,), (3,)]
     assert not wh.tables(schema="staging")
+
+
+def test_a_steps_reads_see_one_snapshot_and_its_own_writes(lake):
+    """Within a step, every read sees the lake as it was at the step's first read (another process's commit in
+    between is not mixed in), until the step writes: its next read sees its own write and what others wrote."""
+    import pandas as pd
+
+    other = Warehouse(lake)  # another writer (its own backend, as another process would have)
+    other.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [1]}), {"checkpoint_id": "a"})
+    wh = Warehouse(lake)
+    with wh.hold():
+        assert wh.query_rows("SELECT x FROM r1.t") == [(1,)]
+        other.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["b"], "x": [2]}), {"checkpoint_id": "b"})
+        assert wh.query_rows("SELECT x FROM r1.t ORDER BY x") == [(1,)]  # the step's snapshot
+        assert wh.query_df("SELECT count(*) AS n FROM r1.t").n.iloc[0] == 1
+        wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["c"], "x": [3]}), {"checkpoint_id": "c"})
+        assert wh.query_rows("SELECT x FROM r1.t ORDER BY x") == [(1,), (2,), (3,)]
+    assert wh.query_rows("SELECT x FROM r1.t ORDER BY x") == [(1,), (2,), (3,)]
+
+
+def test_a_failed_read_in_a_step_does_not_spoil_the_next(lake):
+    import duckdb
+    import pandas as pd
+
+    wh = Warehouse(lake)
+    wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [1]}), {"checkpoint_id": "a"})
+    with wh.hold():
+        with pytest.raises(duckdb.Error):
+            wh.query_rows("SELECT no_such_column FROM r1.t")
+        assert wh.query_rows("SELECT x FROM r1.t") == [(1,)]
+        wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [5]}), {"checkpoint_id": "a"})
+    assert wh.query_rows("SELECT x FROM r1.t") == [(5,)]
+
+
+def test_a_new_table_is_made_and_written_in_one_snapshot_and_a_failed_first_write_leaves_none(lake):
+    import pandas as pd
+
+    wh = Warehouse(lake)
+    wh.execute("CREATE TABLE main.ping AS SELECT 1 AS x")
+
+    def snapshot() -> int:
+        return wh.query_rows("SELECT max(snapshot_id) FROM ducklake_snapshots('lake')")[0][0]
+
+    before = snapshot()
+    wh.replace_partitions(
+        [
+            ("r2", "a", {"checkpoint_id": "c"}, [pd.DataFrame({"checkpoint_id": ["c"], "x": [1]})]),
+            ("r2", "b", {"checkpoint_id": "c"}, [pd.DataFrame({"checkpoint_id": ["c"], "y": ["v"]})]),
+        ]
+    )
+    assert snapshot() == before + 1  # schema, two tables and their rows: one commit
+    assert wh.query_rows("SELECT x FROM r2.a") == [(1,)] and wh.query_rows("SELECT y FROM r2.b") == [("v",)]
+    import duckdb
+
+    bad = pd.DataFrame({"checkpoint_id": ["c"], "z": ["not a number"]})
+    with pytest.raises(duckdb.ConversionException):  # the second part cannot be inserted: nothing of it stays
+        wh.replace_partitions(
+            [
+                ("r3", "a", {"checkpoint_id": "c"}, [pd.DataFrame({"checkpoint_id": ["c"], "x": [1]})]),
+                ("r2", "a", {"checkpoint_id": "c"}, [bad.rename(columns={"z": "x"})]),
+            ]
+        )
+    assert ("r3", "a") not in wh.tables(schema="r3") and wh.query_rows("SELECT x FROM r2.a") == [(1,)]
+    wh.replace_partition("r3", "a", pd.DataFrame({"checkpoint_id": ["c"], "x": [7]}), {"checkpoint_id": "c"})
+    assert wh.query_rows("SELECT x FROM r3.a") == [(7,)]

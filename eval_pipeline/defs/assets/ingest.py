@@ -51,7 +51,7 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
                 yield from chunk.table.to_batches()
 
         # streamed in blocks of the file, the partition replaced at once
-        with wh.partition_writer(fixed_columns=True) as w:
+        with wh.bulk(), wh.partition_writer(fixed_columns=True) as w:
             stream = pa.RecordBatchReader.from_batches(RAW_SCHEMA, batches())
             lines = w.write_stream(rubric.name, "raw_outputs", stream, {"checkpoint_id": ckpt.checkpoint_id})
         row = {
@@ -98,18 +98,19 @@ def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         # judged in the engine, range by range of line numbers; then one transaction replaces both partitions, the
         # samples made from raw_outputs inside the engine, so a checkpoint with nothing valid still keeps its
         # quarantined lines
-        with wh.connect() as con:
-            from eval_pipeline.ingest.engine import EngineValidation  # pandera, polars: slow to import
+        with wh.bulk():
+            with wh.connect() as con:
+                from eval_pipeline.ingest.engine import EngineValidation  # pandera, polars: slow to import
 
-            engine = EngineValidation(con, rubric, src, ckpt_id, chunk_lines=settings.ingest_chunk_lines())
-            engine.run()
-            quarantine = engine.quarantine()
-        written, _ = wh.replace_partitions(
-            [
-                (rubric.name, "samples", {"checkpoint_id": ckpt_id}, [engine.samples()]),
-                (*QUARANTINE, where, [quarantine]),
-            ]
-        )
+                engine = EngineValidation(con, rubric, src, ckpt_id, chunk_lines=settings.ingest_chunk_lines())
+                engine.run()
+                quarantine = engine.quarantine()
+            written, _ = wh.replace_partitions(
+                [
+                    (rubric.name, "samples", {"checkpoint_id": ckpt_id}, [engine.samples()]),
+                    (*QUARANTINE, where, [quarantine]),
+                ]
+            )
         n_read, n_valid, n_bad, reasons = engine.lines_read, engine.valid, len(quarantine), engine.reason_counts()
         if written != n_valid or n_valid + n_bad != n_read:  # pragma: no cover - invariant
             raise dg.Failure(
