@@ -16,6 +16,7 @@ import glob
 import importlib
 import os
 import random
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -162,7 +163,9 @@ class LakeBackend:
             if base is None:
                 if not read_only:
                     self._prepare()
-                base = self._bases[read_only] = self._new_base(read_only, duckdb_config())
+                # what a process stages in memory spills to the temporary folder, not to the working one
+                config = {**duckdb_config(), "temp_directory": os.path.join(tempfile.gettempdir(), "eval_pipeline")}
+                base = self._bases[read_only] = self._new_base(read_only, config)
                 if self._bulk == 0:
                     base.execute("SET threads = 1")
             return base

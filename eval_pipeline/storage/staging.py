@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import socket
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack
@@ -19,12 +21,15 @@ from eval_pipeline.core.processes import pid_alive
 from eval_pipeline.storage.tables import (
     Frame,
     Known,
+    Select,
     check_partition,
     column_types,
     columns_of,
+    copy_to_parquet,
     ensure_columns,
     ensure_table,
     insert_by_name,
+    literal,
     partition_condition,
     qualified,
     transaction,
@@ -246,3 +251,69 @@ class TransactionWriter:
                 self._wh.forget_tables()  # the tables and columns it made are gone with it
         finally:
             self._stack.close()
+
+
+class FileStagedWriter:
+    """For a warehouse whose commits can lose races (a DuckLake), chunks that share their columns: each written as
+    it comes to a Parquet file of this writer's own temporary folder (streamed, compressed, memory bounded), then
+    one short transaction replaces each partition from its files, retried whole when its commit loses a race:
+    the files are still there to read again. No lake snapshot or catalog change is made for a chunk, and the
+    lake's transaction is as short as one insert."""
+
+    def __init__(self, wh: Warehouse):
+        self._wh = wh
+        self._folder: str | None = None
+        # (schema, table, partition) -> (its files, where, an empty table of the chunks' columns)
+        self._stages: dict[tuple[Any, ...], tuple[list[str], dict[str, Any], pa.Table]] = {}
+
+    def _file(self, schema: str, table: str, df: Frame | pa.RecordBatchReader, where: dict[str, Any]) -> str:
+        key = (schema, table, tuple(sorted(where.items())))
+        if key not in self._stages:
+            if isinstance(df, pa.RecordBatchReader):
+                like = df.schema.empty_table()
+            else:
+                like = df.schema.empty_table() if isinstance(df, pa.Table) else pa.Table.from_pandas(df.iloc[:0])
+            self._stages[key] = ([], dict(where), like)
+        if self._folder is None:
+            self._folder = tempfile.mkdtemp(prefix="eval_pipeline_stage_")
+        files = self._stages[key][0]
+        files.append(os.path.join(self._folder, f"{uuid.uuid4().hex}.parquet"))
+        return files[-1]
+
+    def write(self, schema: str, table: str, df: Frame, where: dict[str, Any]) -> int:
+        check_partition(schema, table, df, where)
+        path = self._file(schema, table, df, where)
+        with self._wh.writing() as con:
+            copy_to_parquet(con, df, path)
+        return len(df)
+
+    def write_stream(self, schema: str, table: str, stream: pa.RecordBatchReader, where: dict[str, Any]) -> int:
+        """A whole partition from a stream of Arrow batches, staged by one statement."""
+        rows = 0
+
+        def checked() -> Iterator[pa.RecordBatch]:
+            nonlocal rows
+            for batch in stream:
+                check_partition(schema, table, pa.Table.from_batches([batch]), where)
+                rows += batch.num_rows
+                yield batch
+
+        path = self._file(schema, table, stream, where)
+        with self._wh.writing() as con:
+            copy_to_parquet(con, pa.RecordBatchReader.from_batches(stream.schema, checked()), path)
+        return rows
+
+    def commit(self) -> None:
+        parts = []
+        for key, (files, where, like) in self._stages.items():
+            listed = ", ".join(literal(f) for f in files)
+            parts.append((key[0], key[1], where, [Select(f"SELECT * FROM read_parquet([{listed}])", [], like)]))
+        if parts:
+            self._wh.replace_partitions(parts)
+
+    def close(self) -> None:
+        """Remove the staged files."""
+        self._stages.clear()
+        folder, self._folder = self._folder, None
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)

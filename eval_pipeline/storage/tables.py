@@ -87,6 +87,12 @@ def insert_by_name(con: duckdb.DuckDBPyConnection, target: str, df: Frame | pa.R
     con.execute(f"INSERT INTO {target} ({collist}) SELECT {collist} FROM incoming_frame")
 
 
+def copy_to_parquet(con: duckdb.DuckDBPyConnection, df: Frame | pa.RecordBatchReader, path: str) -> None:
+    """Write a frame, or a stream of Arrow batches (read once, never whole in memory), to a Parquet file."""
+    outgoing_frame = df  # noqa: F841
+    con.execute(f"COPY (SELECT * FROM outgoing_frame) TO {literal(path)} (FORMAT parquet, COMPRESSION zstd)")
+
+
 @dataclass
 class Select:
     """Rows a query makes inside the warehouse, inserted without leaving the engine (1M validated samples:

@@ -23,7 +23,7 @@ from eval_pipeline.core import settings
 from eval_pipeline.core.ids import check_identifier
 from eval_pipeline.storage.backend import WarehouseBackend
 from eval_pipeline.storage.registry import open_backend
-from eval_pipeline.storage.staging import PartitionWriter, TransactionWriter
+from eval_pipeline.storage.staging import FileStagedWriter, PartitionWriter, TransactionWriter
 from eval_pipeline.storage.tables import (
     COLUMNS_SQL,
     Frame,
@@ -293,20 +293,26 @@ class Warehouse:
         return self._written.get((schema, table, tuple(sorted(where.items()))))
 
     @contextmanager
-    def partition_writer(self, *, fixed_columns: bool = False) -> Iterator[PartitionWriter | TransactionWriter]:
+    def partition_writer(
+        self, *, fixed_columns: bool = False
+    ) -> Iterator[PartitionWriter | TransactionWriter | FileStagedWriter]:
         """Replace partitions of several tables chunk by chunk, all visible at once; readers never see half a
         partition, and on an exception nothing changes.
 
         ``fixed_columns``: every chunk of a table has the columns and types of its first (Arrow chunks of one
         schema) and comes from local work, not from waiting on the network. On a DuckDB file one transaction
         then runs from the first chunk to the end (``TransactionWriter``: each row written once, memory bounded
-        by DuckDB's optimistic writes). Otherwise (a DuckLake, or chunks whose columns vary, such as the
-        judge's) chunks are held in memory and written by one transaction at the end, retried whole when its
-        commit loses a race; past ``staging.BUFFER_ROWS`` rows they go to staging tables instead, each chunk
-        committed on its own, swapped in by one transaction at the end (``PartitionWriter``).
+        by DuckDB's optimistic writes); on a DuckLake the chunks are staged in this process's in-memory
+        the chunks go to Parquet files of the process's own, and one short transaction replaces the partitions
+        from them (``FileStagedWriter``). Otherwise
+        (chunks whose columns vary, such as the judge's) chunks are held in memory and written by one
+        transaction at the end, retried whole when its commit loses a race; past ``staging.BUFFER_ROWS`` rows
+        they go to staging tables instead, each chunk committed on its own, swapped in by one transaction at the
+        end (``PartitionWriter``).
         """
-        one_writer = not self.backend.concurrent_writers
-        writer = TransactionWriter(self) if one_writer and fixed_columns else PartitionWriter(self)
+        writer: PartitionWriter | TransactionWriter | FileStagedWriter = PartitionWriter(self)
+        if fixed_columns:
+            writer = FileStagedWriter(self) if self.backend.concurrent_writers else TransactionWriter(self)
         try:
             yield writer
             writer.commit()

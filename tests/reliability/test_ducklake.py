@@ -303,3 +303,36 @@ def test_a_new_table_is_made_and_written_in_one_snapshot_and_a_failed_first_writ
     assert ("r3", "a") not in wh.tables(schema="r3") and wh.query_rows("SELECT x FROM r2.a") == [(1,)]
     wh.replace_partition("r3", "a", pd.DataFrame({"checkpoint_id": ["c"], "x": [7]}), {"checkpoint_id": "c"})
     assert wh.query_rows("SELECT x FROM r3.a") == [(7,)]
+
+
+def test_a_streamed_partition_is_staged_on_disk_then_one_snapshot_and_a_failed_stream_changes_nothing(
+    lake, tmp_path, monkeypatch
+):
+    import tempfile
+
+    import duckdb
+    import pyarrow as pa
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    wh = Warehouse(lake)
+    schema = pa.schema([("checkpoint_id", pa.string()), ("n", pa.int64())])
+
+    def batches(count: int, fail_at: int | None = None):
+        for i in range(count):
+            if i == fail_at:
+                raise RuntimeError("the source broke off")
+            yield pa.record_batch([["c"] * 1000, list(range(i * 1000, (i + 1) * 1000))], schema=schema)
+
+    with wh.partition_writer(fixed_columns=True) as w:
+        w.write_stream("r1", "raw", pa.RecordBatchReader.from_batches(schema, batches(5)), {"checkpoint_id": "c"})
+    (before,) = wh.query_rows("SELECT max(snapshot_id) FROM ducklake_snapshots('lake')")[0]
+    assert wh.query_rows("SELECT count(*), sum(n) FROM r1.raw") == [(5000, sum(range(5000)))]
+    with pytest.raises(duckdb.Error, match="broke off"):  # DuckDB read the stream and says why it stopped
+        with wh.partition_writer(fixed_columns=True) as w:
+            w.write_stream(
+                "r1", "raw", pa.RecordBatchReader.from_batches(schema, batches(5, 3)), {"checkpoint_id": "c"}
+            )
+    assert wh.query_rows("SELECT count(*) FROM r1.raw") == [(5000,)]  # the partition as it was
+    assert wh.query_rows("SELECT max(snapshot_id) FROM ducklake_snapshots('lake')")[0] == (before,)
+    assert list((tmp_path / "tmp").iterdir()) == []  # staged files removed either way

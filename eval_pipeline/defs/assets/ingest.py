@@ -51,7 +51,7 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
                 yield from chunk.table.to_batches()
 
         # streamed in blocks of the file, the partition replaced at once
-        with wh.bulk(), wh.partition_writer(fixed_columns=True) as w:
+        with wh.partition_writer(fixed_columns=True) as w:
             stream = pa.RecordBatchReader.from_batches(RAW_SCHEMA, batches())
             lines = w.write_stream(rubric.name, "raw_outputs", stream, {"checkpoint_id": ckpt.checkpoint_id})
         row = {
