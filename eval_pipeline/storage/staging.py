@@ -78,6 +78,24 @@ def drop_stale_staging(wh: Warehouse) -> None:
             wh.execute(f"DROP TABLE IF EXISTS {qualified(STAGING_SCHEMA, name)}")
 
 
+class CheckedStream:
+    """A stream of Arrow batches of one partition, each checked to be inside it as it passes (read once);
+    ``rows``: how many have passed."""
+
+    def __init__(self, stream: pa.RecordBatchReader, schema: str, table: str, where: dict[str, Any]):
+        self._stream, self._schema, self._table, self._where = stream, schema, table, where
+        self.rows = 0
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        for batch in self._stream:
+            check_partition(self._schema, self._table, pa.Table.from_batches([batch]), self._where)
+            self.rows += batch.num_rows
+            yield batch
+
+    def reader(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(self._stream.schema, self._batches())
+
+
 class PartitionWriter:
     """Chunks held in memory up to ``buffer_rows`` rows, then written in one transaction that deletes each
     partition and inserts its chunks (retried whole when its commit loses a race with another process's).
@@ -221,18 +239,10 @@ class TransactionWriter:
         third of the time); every batch is checked to be inside the partition as it passes."""
         first = stream.schema.empty_table()
         self.write(schema, table, first, where)  # declares the table and deletes the partition
-        rows = 0
-
-        def checked() -> Iterator[pa.RecordBatch]:
-            nonlocal rows
-            for batch in stream:
-                check_partition(schema, table, pa.Table.from_batches([batch]), where)
-                rows += batch.num_rows
-                yield batch
-
+        checked = CheckedStream(stream, schema, table, where)
         assert self._con is not None
-        insert_by_name(self._con, qualified(schema, table), pa.RecordBatchReader.from_batches(stream.schema, checked()))
-        return rows
+        insert_by_name(self._con, qualified(schema, table), checked.reader())
+        return checked.rows
 
     def commit(self) -> None:
         if self._con is not None:
@@ -289,19 +299,11 @@ class FileStagedWriter:
 
     def write_stream(self, schema: str, table: str, stream: pa.RecordBatchReader, where: dict[str, Any]) -> int:
         """A whole partition from a stream of Arrow batches, staged by one statement."""
-        rows = 0
-
-        def checked() -> Iterator[pa.RecordBatch]:
-            nonlocal rows
-            for batch in stream:
-                check_partition(schema, table, pa.Table.from_batches([batch]), where)
-                rows += batch.num_rows
-                yield batch
-
+        checked = CheckedStream(stream, schema, table, where)
         path = self._file(schema, table, stream, where)
         with self._wh.writing() as con:
-            copy_to_parquet(con, pa.RecordBatchReader.from_batches(stream.schema, checked()), path)
-        return rows
+            copy_to_parquet(con, checked.reader(), path)
+        return checked.rows
 
     def commit(self) -> None:
         parts = []
