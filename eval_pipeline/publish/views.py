@@ -8,7 +8,8 @@ and its CI, gates passed / total, and the judge used.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.contracts import PANEL
@@ -16,11 +17,12 @@ from eval_pipeline.core.ids import check_identifier
 from eval_pipeline.storage.warehouse import Warehouse, transaction
 
 
-def _schemas_with(wh: Warehouse, tables: Sequence[str]) -> dict[str, set[str]]:
-    """For each table name, the schemas that have it (one catalog query)."""
+def _schemas_with(pairs: Iterable[tuple[str, str]], tables: Sequence[str]) -> dict[str, set[str]]:
+    """For each table name of ``tables``, the schemas of ``pairs`` (schema, table) that have it."""
     found: dict[str, set[str]] = {t: set() for t in tables}
-    for schema, table in wh.tables(tables):
-        found[table].add(schema)
+    for schema, table in pairs:
+        if table in found:
+            found[table].add(schema)
     return found
 
 
@@ -40,6 +42,12 @@ def configured_rubrics() -> set[str]:
     return {p.stem for p in [*folder.glob("*.yaml"), *folder.glob("*.yml")]} if folder.is_dir() else set()
 
 
+class ViewSql(NamedTuple):
+    leaderboard: str  # the leaderboard's query
+    latest: str  # the other views' statements, separated by ";\n"
+    fingerprint: str  # of both: a view's comment says which SQL made it
+
+
 _TABLES = ("summary", "gates", "judge_scores", "checkpoints", "judge_identity", "judge_usage")
 _DONE = "views.fingerprint"  # Warehouse.memo: the views this object last found or made
 
@@ -53,15 +61,12 @@ def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str
     configured = configured_rubrics() if configured is None else configured
     known = wh.known_tables()
     if known is not None and _DONE in wh.memo:
-        found: dict[str, set[str]] = {t: set() for t in _TABLES}
-        for schema, table in known:
-            if table in found:
-                found[table].add(schema)
+        found = _schemas_with(known, _TABLES)
         sql = _view_sql(found, configured)
-        if sql is not None and sql[2] == wh.memo[_DONE]:
+        if sql is not None and sql.fingerprint == wh.memo[_DONE]:
             return sorted(found["summary"] - {"main"})
     with wh.session() as reader:
-        found = _schemas_with(reader, list(_TABLES))
+        found = _schemas_with(reader.tables(_TABLES), _TABLES)
         made = _view_fingerprints(reader)
     sql = _view_sql(found, configured)
     if sql is None:
@@ -85,7 +90,7 @@ def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str
     return sorted(summaries)
 
 
-def _view_sql(found: dict[str, set[str]], configured: set[str]) -> tuple[str, str, str] | None:
+def _view_sql(found: dict[str, set[str]], configured: set[str]) -> ViewSql | None:
     """The leaderboard's SQL, the other views' statements and their fingerprint; None when there is nothing to
     show yet (no summary, or no checkpoints table)."""
     summaries, gates, judged = found["summary"] - {"main"}, found["gates"], found["judge_scores"]
@@ -150,4 +155,4 @@ def _view_sql(found: dict[str, set[str]], configured: set[str]) -> tuple[str, st
     # a view is created again only when its SQL changed (a rubric came or went): on a DuckLake each CREATE
     # costs every process its catalog cache
     fingerprint = hashlib.sha256(f"{union}\n{latest}".encode()).hexdigest()[:16]
-    return union, latest, fingerprint
+    return ViewSql(union, latest, fingerprint)

@@ -163,12 +163,14 @@ class LakeBackend:
             if base is None:
                 if not read_only:
                     self._prepare()
-                # what a process stages in memory spills to the temporary folder, not to the working one
+                # DuckDB spills this in-memory database to the temporary folder, not to the working one
                 config = {**duckdb_config(), "temp_directory": os.path.join(tempfile.gettempdir(), "eval_pipeline")}
                 base = self._bases[read_only] = self._new_base(read_only, config)
-                if self._bulk == 0:
-                    base.execute("SET threads = 1")
+                self._set_threads(base)
             return base
+
+    def _set_threads(self, base: duckdb.DuckDBPyConnection) -> None:
+        base.execute("RESET threads" if self._bulk else "SET threads = 1")
 
     @contextmanager
     def bulk(self) -> Iterator[None]:
@@ -179,7 +181,7 @@ class LakeBackend:
             self._bulk += 1
             if self._bulk == 1:
                 for base in self._bases.values():
-                    base.execute("RESET threads")
+                    self._set_threads(base)
         try:
             yield
         finally:
@@ -187,7 +189,7 @@ class LakeBackend:
                 self._bulk -= 1
                 if self._bulk == 0:
                     for base in self._bases.values():
-                        base.execute("SET threads = 1")
+                        self._set_threads(base)
 
     def connect(self, read_only: bool = False) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
         if read_only and not self.exists():

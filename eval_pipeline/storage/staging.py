@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager, ExitStack
 from typing import Any, Protocol, TypeVar
 
 import duckdb
+import pandas as pd
 import pyarrow as pa
 
 from eval_pipeline.core.processes import pid_alive
@@ -279,10 +280,7 @@ class FileStagedWriter:
     def _file(self, schema: str, table: str, df: Frame | pa.RecordBatchReader, where: dict[str, Any]) -> str:
         key = (schema, table, tuple(sorted(where.items())))
         if key not in self._stages:
-            if isinstance(df, pa.RecordBatchReader):
-                like = df.schema.empty_table()
-            else:
-                like = df.schema.empty_table() if isinstance(df, pa.Table) else pa.Table.from_pandas(df.iloc[:0])
+            like = pa.Table.from_pandas(df.iloc[:0]) if isinstance(df, pd.DataFrame) else df.schema.empty_table()
             self._stages[key] = ([], dict(where), like)
         if self._folder is None:
             self._folder = tempfile.mkdtemp(prefix="eval_pipeline_stage_")

@@ -241,48 +241,46 @@ class Warehouse:
     ) -> list[int]:
         """Each (schema, table, where, rows): the rows matching ``where`` replaced by the rows of the frames (or
         of the queries, run in the engine), every partition in one transaction, run again whole when its commit
-        loses a race with another process's. Tables and columns are made first, outside it: DuckDB refuses a
-        commit that changed a table it wrote. The rows inserted, per part."""
+        loses a race with another process's. A table nobody has made yet is made inside that transaction where
+        the backend allows it (one commit, not two); a table to widen or heal is changed before it, outside (a
+        DuckDB file refuses a commit that changed a table it wrote). The rows inserted, per part."""
 
         def write() -> list[int]:
             with self.writing() as con:
                 known = self.known_tables()
-                # a table nobody has made yet is made inside the transaction where the backend allows it (one
-                # commit, not two); a table to widen or heal is changed before it, as DuckDB files need
-                inside = self.backend.ddl_in_transaction and known is not None
                 made_inside = []
                 for schema, table, _, frames in parts:
                     for df in frames:
                         like = df.like if isinstance(df, Select) else df
-                        if inside and known is not None and (schema, table) not in known:
+                        if self.backend.ddl_in_transaction and known is not None and (schema, table) not in known:
                             made_inside.append((schema, table, like))
                         else:
                             ensure_table(con, schema, table, like, known)
                 counts = []
-                with transaction(con):
-                    for schema, table, like in made_inside:
-                        ensure_table(con, schema, table, like, known)
-                    for schema, table, where, frames in parts:
-                        target = qualified(schema, table)
-                        con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
-                        n = 0
-                        for df in frames:
-                            if isinstance(df, Select):
-                                n += df.insert_into(con, target)
-                            elif len(df) > 0:
-                                insert_by_name(con, target, df)
-                                n += len(df)
-                        counts.append(n)
+                try:
+                    with transaction(con):
+                        for schema, table, like in made_inside:
+                            ensure_table(con, schema, table, like, known)
+                        for schema, table, where, frames in parts:
+                            target = qualified(schema, table)
+                            con.execute(
+                                f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values())
+                            )
+                            n = 0
+                            for df in frames:
+                                if isinstance(df, Select):
+                                    n += df.insert_into(con, target)
+                                elif len(df) > 0:
+                                    insert_by_name(con, target, df)
+                                    n += len(df)
+                            counts.append(n)
+                except BaseException:
+                    if made_inside:
+                        self.forget_tables()  # the tables it made did not commit: they are not there
+                    raise
                 return counts
 
-        def write_or_forget() -> list[int]:
-            try:
-                return write()
-            except BaseException:
-                self.forget_tables()  # tables made inside a transaction that did not commit are not there
-                raise
-
-        counts = self.retrying(write_or_forget)
+        counts = self.retrying(write)
         for (schema, table, where, _), n in zip(parts, counts):
             self._written[(schema, table, tuple(sorted(where.items())))] = n
         return counts
