@@ -290,6 +290,15 @@ def test_a_new_table_is_made_and_written_in_one_snapshot_and_a_failed_first_writ
     )
     assert snapshot() == before + 1  # schema, two tables and their rows: one commit
     assert wh.query_rows("SELECT x FROM r2.a") == [(1,)] and wh.query_rows("SELECT y FROM r2.b") == [("v",)]
+    # a new table written twice in one transaction: the second replacement of a partition replaces the first
+    wh.replace_partitions(
+        [
+            ("r4", "a", {"checkpoint_id": "c"}, [pd.DataFrame({"checkpoint_id": ["c", "c"], "x": [1, 2]})]),
+            ("r4", "a", {"checkpoint_id": "d"}, [pd.DataFrame({"checkpoint_id": ["d"], "x": [3]})]),
+            ("r4", "a", {"checkpoint_id": "c"}, [pd.DataFrame({"checkpoint_id": ["c"], "x": [4]})]),
+        ]
+    )
+    assert wh.query_rows("SELECT checkpoint_id, x FROM r4.a ORDER BY x") == [("d", 3), ("c", 4)]
     import duckdb
 
     bad = pd.DataFrame({"checkpoint_id": ["c"], "z": ["not a number"]})
