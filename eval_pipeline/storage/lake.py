@@ -136,9 +136,6 @@ class LakeBackend:
         try:
             con.execute(f"LOAD {literal(extension_file(self.catalog_kind))}")
             con.execute(f"LOAD {literal(extension_file('ducklake'))}")
-            # a lake never rewrites a data file in place (a change is a new file under a new name): each file's
-            # Parquet footer is read once per connection, not at every scan (docs/design/warehouse.md)
-            con.execute("SET parquet_metadata_cache = true")
             if data_path is not None:
                 con.register_filesystem(readonly.ReadOnlyFileSystem())
             options = self.attach_options(read_only, as_of, data_path)
