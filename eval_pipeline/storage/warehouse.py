@@ -257,19 +257,15 @@ class Warehouse:
                         else:
                             ensure_table(con, schema, table, like, known)
                 counts = []
-                empty = {(schema, table) for schema, table, _ in made_inside}  # made here: nothing to delete yet
                 try:
                     with transaction(con):
                         for schema, table, like in made_inside:
                             ensure_table(con, schema, table, like, known)
                         for schema, table, where, frames in parts:
                             target = qualified(schema, table)
-                            if (schema, table) in empty:
-                                empty.discard((schema, table))
-                            else:
-                                con.execute(
-                                    f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values())
-                                )
+                            con.execute(
+                                f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values())
+                            )
                             n = 0
                             for df in frames:
                                 if isinstance(df, Select):
