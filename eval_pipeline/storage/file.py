@@ -9,6 +9,8 @@ or to run several writers.
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +39,12 @@ def duckdb_config() -> dict[str, str | bool | int | float | list[str]]:
         "preserve_insertion_order": "false",
         "storage_compatibility_version": STORAGE_VERSION,
     }
+
+
+def in_memory_config() -> dict[str, str | bool | int | float | list[str]]:
+    """``duckdb_config`` for an in-memory database: it spills to the system's temporary folder, not to the working
+    one (DuckDB's default for a database with no file)."""
+    return {**duckdb_config(), "temp_directory": os.path.join(tempfile.gettempdir(), "eval_pipeline")}
 
 
 class WarehouseBusy(RuntimeError):

@@ -16,7 +16,6 @@ import glob
 import importlib
 import os
 import random
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +31,7 @@ import eval_pipeline.storage.readonly as readonly
 from eval_pipeline.core import settings
 from eval_pipeline.storage.backend import BackendError
 from eval_pipeline.storage.cursors import Cursors
-from eval_pipeline.storage.file import duckdb_config
+from eval_pipeline.storage.file import duckdb_config, in_memory_config
 from eval_pipeline.storage.tables import CATALOG_SQL, Known, literal
 
 T = TypeVar("T")
@@ -163,9 +162,7 @@ class LakeBackend:
             if base is None:
                 if not read_only:
                     self._prepare()
-                # DuckDB spills this in-memory database to the temporary folder, not to the working one
-                config = {**duckdb_config(), "temp_directory": os.path.join(tempfile.gettempdir(), "eval_pipeline")}
-                base = self._bases[read_only] = self._new_base(read_only, config)
+                base = self._bases[read_only] = self._new_base(read_only, in_memory_config())
                 self._set_threads(base)
             return base
 

@@ -18,7 +18,9 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
+import eval_pipeline.storage.readonly as readonly
 from eval_pipeline.core.processes import pid_alive
+from eval_pipeline.storage.file import in_memory_config
 from eval_pipeline.storage.tables import (
     Frame,
     Known,
@@ -32,6 +34,7 @@ from eval_pipeline.storage.tables import (
     insert_by_name,
     literal,
     partition_condition,
+    partition_key,
     qualified,
     transaction,
 )
@@ -118,7 +121,7 @@ class PartitionWriter:
     def write(self, schema: str, table: str, df: Frame, where: dict[str, Any]) -> int:
         """Take one chunk of the partition ``where`` of ``schema.table``."""
         check_partition(schema, table, df, where)
-        key = (schema, table, tuple(sorted(where.items())))
+        key = partition_key(schema, table, where)
         self._where.setdefault(key, dict(where))
         if self._staging:
             self._stage(key, df)
@@ -227,7 +230,7 @@ class TransactionWriter:
         if declared is None:
             ensure_table(con, schema, table, df, self._wh.known_tables())  # before any row of it is written
             self._columns[(schema, table)] = cols
-        key = (schema, table, tuple(sorted(where.items())))
+        key = partition_key(schema, table, where)
         if key not in self._started:
             self._started.add(key)
             con.execute(f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values()))
@@ -269,18 +272,24 @@ class FileStagedWriter:
     it comes to a Parquet file of this writer's own temporary folder (streamed, compressed, memory bounded), then
     one short transaction replaces each partition from its files, retried whole when its commit loses a race:
     the files are still there to read again. No lake snapshot or catalog change is made for a chunk, and the
-    lake's transaction is as short as one insert."""
+    lake's transaction is as short as one insert. The files are written by an in-memory DuckDB of the writer's
+    own: staging touches neither the warehouse's connections nor its writers' turns."""
 
     def __init__(self, wh: Warehouse):
         self._wh = wh
         self._folder: str | None = None
+        self._con: duckdb.DuckDBPyConnection | None = None
         # (schema, table, partition) -> (its files, where, an empty table of the chunks' columns)
         self._stages: dict[tuple[Any, ...], tuple[list[str], dict[str, Any], pa.Table]] = {}
 
     def _file(self, schema: str, table: str, df: Frame | pa.RecordBatchReader, where: dict[str, Any]) -> str:
-        key = (schema, table, tuple(sorted(where.items())))
+        key = partition_key(schema, table, where)
         if key not in self._stages:
-            like = pa.Table.from_pandas(df.iloc[:0]) if isinstance(df, pd.DataFrame) else df.schema.empty_table()
+            like = (
+                pa.Table.from_pandas(df.iloc[:0], preserve_index=False)
+                if isinstance(df, pd.DataFrame)
+                else df.schema.empty_table()
+            )
             self._stages[key] = ([], dict(where), like)
         if self._folder is None:
             self._folder = tempfile.mkdtemp(prefix="eval_pipeline_stage_")
@@ -288,19 +297,20 @@ class FileStagedWriter:
         files.append(os.path.join(self._folder, f"{uuid.uuid4().hex}.parquet"))
         return files[-1]
 
+    def _copy(self, rows: Frame | pa.RecordBatchReader, path: str) -> None:
+        if self._con is None:
+            self._con = duckdb.connect(":memory:", config={**in_memory_config(), **readonly.BASE_CONFIG})
+        copy_to_parquet(self._con, rows, path)
+
     def write(self, schema: str, table: str, df: Frame, where: dict[str, Any]) -> int:
         check_partition(schema, table, df, where)
-        path = self._file(schema, table, df, where)
-        with self._wh.writing() as con:
-            copy_to_parquet(con, df, path)
+        self._copy(df, self._file(schema, table, df, where))
         return len(df)
 
     def write_stream(self, schema: str, table: str, stream: pa.RecordBatchReader, where: dict[str, Any]) -> int:
         """A whole partition from a stream of Arrow batches, staged by one statement."""
         checked = CheckedStream(stream, schema, table, where)
-        path = self._file(schema, table, stream, where)
-        with self._wh.writing() as con:
-            copy_to_parquet(con, checked.reader(), path)
+        self._copy(checked.reader(), self._file(schema, table, stream, where))
         return checked.rows
 
     def commit(self) -> None:
@@ -314,6 +324,9 @@ class FileStagedWriter:
     def close(self) -> None:
         """Remove the staged files."""
         self._stages.clear()
+        con, self._con = self._con, None
+        if con is not None:
+            con.close()
         folder, self._folder = self._folder, None
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)

@@ -182,6 +182,11 @@ def partition_condition(where: dict[str, Any]) -> str:
     return " AND ".join(f'"{c}" = ?' for c in where) or "TRUE"
 
 
+def partition_key(schema: str, table: str, where: dict[str, Any]) -> tuple[Any, ...]:
+    """One partition of one table, as a dictionary key (the order of ``where`` does not matter)."""
+    return (schema, table, tuple(sorted(where.items())))
+
+
 Known = dict[tuple[str, str], dict[str, str]]  # (schema, table) -> {column: type}, as last seen in the catalog
 
 

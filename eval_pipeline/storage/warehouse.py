@@ -33,6 +33,7 @@ from eval_pipeline.storage.tables import (
     ensure_table,
     insert_by_name,
     partition_condition,
+    partition_key,
     qualified,
     transaction,
 )
@@ -282,13 +283,13 @@ class Warehouse:
 
         counts = self.retrying(write)
         for (schema, table, where, _), n in zip(parts, counts):
-            self._written[(schema, table, tuple(sorted(where.items())))] = n
+            self._written[partition_key(schema, table, where)] = n
         return counts
 
     def rows_written(self, schema: str, table: str, where: dict[str, Any]) -> int | None:
         """The rows this object's last committed replacement of that partition wrote, or None (not written here,
         or by a writer that does not count them)."""
-        return self._written.get((schema, table, tuple(sorted(where.items()))))
+        return self._written.get(partition_key(schema, table, where))
 
     @contextmanager
     def partition_writer(
@@ -300,13 +301,11 @@ class Warehouse:
         ``fixed_columns``: every chunk of a table has the columns and types of its first (Arrow chunks of one
         schema) and comes from local work, not from waiting on the network. On a DuckDB file one transaction
         then runs from the first chunk to the end (``TransactionWriter``: each row written once, memory bounded
-        by DuckDB's optimistic writes); on a DuckLake the chunks are staged in this process's in-memory
-        the chunks go to Parquet files of the process's own, and one short transaction replaces the partitions
-        from them (``FileStagedWriter``). Otherwise
-        (chunks whose columns vary, such as the judge's) chunks are held in memory and written by one
-        transaction at the end, retried whole when its commit loses a race; past ``staging.BUFFER_ROWS`` rows
-        they go to staging tables instead, each chunk committed on its own, swapped in by one transaction at the
-        end (``PartitionWriter``).
+        by DuckDB's optimistic writes); on a DuckLake the chunks go to Parquet files of the process's own, and one
+        short transaction replaces the partitions from them (``FileStagedWriter``). Otherwise (chunks whose
+        columns vary, such as the judge's) chunks are held in memory and written by one transaction at the end,
+        retried whole when its commit loses a race; past ``staging.BUFFER_ROWS`` rows they go to staging tables
+        instead, each chunk committed on its own, swapped in by one transaction at the end (``PartitionWriter``).
         """
         writer: PartitionWriter | TransactionWriter | FileStagedWriter = PartitionWriter(self)
         if fixed_columns:
