@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from eval_pipeline.core.settings import REPO_ROOT
+from eval_pipeline.core.settings import REPO_ROOT, in_project, project_root
 
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
 LEXNAMES = Path(__file__).resolve().parent / "package_data" / "wordnet_lexnames"
@@ -28,7 +28,13 @@ class MissingDataError(RuntimeError):
 
 
 def nltk_data_dir() -> Path:
-    return Path(os.environ.get("NLTK_DATA") or (REPO_ROOT / ".nltk_data"))
+    """NLTK_DATA (relative: from the project folder), else the project's .nltk_data, else the one beside the
+    installed package (a project folder that shares an environment with another)."""
+    named = os.environ.get("NLTK_DATA", "").strip()
+    if named:
+        return in_project(named)
+    own = project_root() / ".nltk_data"
+    return own if own.is_dir() or project_root() == REPO_ROOT else REPO_ROOT / ".nltk_data"
 
 
 def wordnet_dir() -> Path:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_MARKER = "rubric_configs"  # a folder holding it is a project folder
 
 
 def _env(name: str, default: str) -> str:
@@ -19,18 +20,55 @@ def _env(name: str, default: str) -> str:
     return value or default
 
 
+def project_root() -> Path:
+    """EVAL_PROJECT_DIR, else the nearest folder at or above the working folder that holds ``rubric_configs/``,
+    else the repository this package was installed from. Every relative path a setting names (the defaults
+    included) is relative to it, so ``make X`` and ``.venv/bin/eval-pipeline X`` typed in any folder of the
+    project open the same warehouse and read the same files."""
+    named = os.environ.get("EVAL_PROJECT_DIR", "").strip()
+    if named:
+        return Path(named).expanduser().resolve()
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / PROJECT_MARKER).is_dir():
+            return folder
+    return REPO_ROOT
+
+
+def in_project(path: str | Path) -> Path:
+    """``path`` made absolute: a relative one is taken from the project folder (``project_root``)."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else project_root() / p
+
+
 DEFAULT_WAREHOUSE = "ducklake:sqlite:data/lake/catalog.sqlite"
+
+
+def absolute_warehouse(spec: str) -> str:
+    """A warehouse spec whose file paths (a SQLite catalog, a DuckDB file) are absolute, relative ones taken from
+    the project folder; a PostgreSQL conninfo and ``:memory:`` are left as they are."""
+    sqlite = "ducklake:sqlite:"
+    if spec.startswith(sqlite):
+        return sqlite + str(in_project(spec.removeprefix(sqlite)))
+    if spec.startswith("ducklake:") or spec == ":memory:":
+        return spec
+    return str(in_project(spec))
 
 
 def warehouse_path() -> str:
     """EVAL_WAREHOUSE: the warehouse: ducklake:sqlite:<catalog> (the default, under data/lake/),
-    ducklake:postgres:<conninfo>, or a DuckDB file (a path ending .duckdb: one process at a time)."""
-    return _env("EVAL_WAREHOUSE", DEFAULT_WAREHOUSE)
+    ducklake:postgres:<conninfo>, or a DuckDB file (a path ending .duckdb: one process at a time). A relative path
+    is relative to the project folder (``project_root``)."""
+    return absolute_warehouse(_env("EVAL_WAREHOUSE", DEFAULT_WAREHOUSE))
 
 
 def warehouse_data_path() -> str | None:
-    """EVAL_WAREHOUSE_DATA: where a DuckLake warehouse's Parquet files go (default: beside a SQLite catalog)."""
-    return os.environ.get("EVAL_WAREHOUSE_DATA", "").strip() or None
+    """EVAL_WAREHOUSE_DATA: where a DuckLake warehouse's Parquet files go (default: beside a SQLite catalog). A
+    local relative path is relative to the project folder; a URL (``s3://...``) is kept as it is."""
+    raw = os.environ.get("EVAL_WAREHOUSE_DATA", "").strip()
+    if not raw or "://" in raw:
+        return raw or None
+    return str(in_project(raw)) + ("/" if raw.endswith("/") else "")
 
 
 def lake_inline_rows() -> int:
@@ -47,22 +85,22 @@ def duckdb_memory_limit() -> str:
 
 def checkpoint_dir() -> Path:
     """EVAL_CHECKPOINT_DIR: where checkpoint folders land."""
-    return Path(_env("EVAL_CHECKPOINT_DIR", "data/checkpoints"))
+    return in_project(_env("EVAL_CHECKPOINT_DIR", "data/checkpoints"))
 
 
 def rubric_dir() -> Path:
     """EVAL_RUBRIC_DIR: the rubric YAML files (default: rubric_configs/ in the repository)."""
-    return Path(_env("EVAL_RUBRIC_DIR", str(REPO_ROOT / "rubric_configs")))
+    return in_project(_env("EVAL_RUBRIC_DIR", PROJECT_MARKER))
 
 
 def ratings_dir() -> Path:
     """EVAL_RATINGS_DIR: human rating CSVs, one folder per rubric."""
-    return Path(_env("EVAL_RATINGS_DIR", "data/human_ratings"))
+    return in_project(_env("EVAL_RATINGS_DIR", "data/human_ratings"))
 
 
 def worklist_dir() -> Path:
     """EVAL_WORKLIST_DIR: where worklist CSVs are written."""
-    return Path(_env("EVAL_WORKLIST_DIR", "data/worklists"))
+    return in_project(_env("EVAL_WORKLIST_DIR", "data/worklists"))
 
 
 def view_url() -> str:
@@ -72,7 +110,7 @@ def view_url() -> str:
 
 def report_dir() -> Path:
     """EVAL_REPORT_DIR: where report.html is written."""
-    return Path(_env("EVAL_REPORT_DIR", "reports"))
+    return in_project(_env("EVAL_REPORT_DIR", "reports"))
 
 
 def cache_dir() -> Path:
@@ -108,8 +146,11 @@ def backfill_interval_seconds() -> float:
 
 
 def dagster_home() -> Path:
-    """DAGSTER_HOME, set to the repository's .dagster_home when unset (the CLI's persistent instance)."""
-    return Path(os.environ.setdefault("DAGSTER_HOME", str(REPO_ROOT / ".dagster_home")))
+    """DAGSTER_HOME, set to the project's .dagster_home when unset (the CLI's persistent instance); a relative
+    one is taken from the project folder, as Dagster itself needs an absolute path."""
+    home = in_project(os.environ.get("DAGSTER_HOME", "").strip() or ".dagster_home")
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
 
 
 @dataclass(frozen=True)

@@ -87,10 +87,13 @@ class LakeBackend:
     concurrent_writers = True
     catalog_kind = ""  # "sqlite" or "postgres": the scanner extension that reads the catalog
 
-    def __init__(self, spec: str, catalog: str, data_path: str):
+    def __init__(self, spec: str, catalog: str, data_path: str, data_beside: bool = False):
         self.spec = spec
         self.catalog = catalog  # "sqlite:<path>" or "postgres:<conninfo>"
         self.data_path = data_path
+        # the data is wherever the catalog is (``<catalog>.files/``), not the path the catalog recorded: a project
+        # folder moved, copied or renamed keeps its lake
+        self.data_beside = data_beside
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._bases: dict[bool, duckdb.DuckDBPyConnection] = {}
@@ -117,7 +120,7 @@ class LakeBackend:
     def attach_options(self, read_only: bool, as_of: str | None = None, data_path: str | None = None) -> str:
         """ATTACH options: the data path, the catalog's own, a snapshot to read (``as_of``), the access mode."""
         options = [f"DATA_PATH {literal(data_path or self.data_path)}"]
-        if data_path:
+        if data_path or self.data_beside:
             options.append("OVERRIDE_DATA_PATH true")
         if as_of is not None:
             options.append(_snapshot_option(as_of))
@@ -144,6 +147,8 @@ class LakeBackend:
                     con.execute(sql)
                     break
                 except duckdb.Error as exc:
+                    if "does not match existing data path" in str(exc):
+                        raise BackendError(_moved_data(self.describe(), data_path or self.data_path, exc)) from None
                     if attempt == 19 or not ("already exists" in str(exc) or is_retryable(exc)):
                         raise
                     time.sleep(0.1 + 0.1 * attempt)
@@ -352,12 +357,23 @@ class PostgresLake(LakeBackend):
         return f"ducklake:postgres (data in {self.data_path})"  # a conninfo may hold a password
 
 
+def _moved_data(lake: str, asked: str, exc: BaseException) -> str:
+    """The one line for a lake whose recorded data path is not the one asked for: both paths and the fix."""
+    recorded = str(exc).split("in the catalog", 1)[-1].split('"')[1] if '"' in str(exc) else "?"
+    return (
+        f"the lake {lake} keeps its data in {recorded}, but EVAL_WAREHOUSE_DATA says {asked}: set "
+        f"EVAL_WAREHOUSE_DATA={recorded} (or unset it when the files are beside the catalog), or move the files "
+        "there"
+    )
+
+
 def lake_backend(spec: str, data_path: str | None = None) -> LakeBackend:
     """The DuckLake backend ``spec`` names (``ducklake:sqlite:<file>`` or ``ducklake:postgres:<conninfo>``)."""
     catalog = spec.removeprefix(PREFIX)
     if catalog.startswith("sqlite:"):
-        path = Path(catalog.removeprefix("sqlite:"))
-        return SqliteLake(spec, f"sqlite:{path}", data_path or str(path.with_name(path.name + ".files")))
+        path = Path(catalog.removeprefix("sqlite:")).expanduser().absolute()
+        beside = str(path.with_name(path.name + ".files")) + "/"
+        return SqliteLake(spec, f"sqlite:{path}", data_path or beside, data_beside=not data_path)
     if catalog.startswith("postgres:"):
         if not data_path:
             raise BackendError("a DuckLake with a PostgreSQL catalog needs EVAL_WAREHOUSE_DATA (where its rows go)")
