@@ -16,11 +16,9 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import IO, Any
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import UNPLACED, UNRATED
 from eval_pipeline.core.terminal import (
     EXIT_GATES,
     EXIT_INCOMPLETE,
@@ -29,124 +27,21 @@ from eval_pipeline.core.terminal import (
     EXIT_RUN_FAILED,
     clean,
 )
+from eval_pipeline.scoring.verdict import VERDICTS, Verdict, worst
+from eval_pipeline.scoring.verdict import read as read_verdicts
 from eval_pipeline.storage.warehouse import Warehouse
 
-# a rubric's verdict, worst first (a checkpoint's is the worst of its rubrics')
-VERDICTS = ("incomplete", "regressed", "failed gates", "judge untrusted", "pending ratings", "passed")
+UNDECIDED = "not decided"  # a run that failed before its verdict step
 
 
-@dataclass
-class RubricReport:
-    rubric: str
-    lines: int = 0
-    valid: int = 0
-    quarantined: int = 0
-    judge_scores: int = 0
-    judge_missing: int = 0
-    judge_reasons: dict[str, int] = field(default_factory=dict)
-    rating_rows: int = 0
-    rating_rejected: int = 0
-    rating_unplaced: int = 0  # rows of the ratings folder naming no known checkpoint (not this one's to count)
-    rating_unrated: int = 0  # rows with no score written yet (a template being filled in)
-    rating_files_rejected: list[str] = field(default_factory=list)
-    gates_total: int = 0
-    gates_failed: list[tuple[str, float | None, float, str]] = field(default_factory=list)
-    gates_pending: list[tuple[str, str]] = field(default_factory=list)  # (gate, reason): not enough data yet
-    failed_kinds: dict[str, str] = field(default_factory=dict)  # failed or pending gate -> its kind
-
-    @property
-    def verdict(self) -> str:
-        """The first of VERDICTS that holds."""
-        kinds = {self.failed_kinds.get(g[0], "") for g in self.gates_failed}
-        if self.incomplete:
-            return "incomplete"
-        if "regression" in kinds:
-            return "regressed"
-        if kinds - {"judge_reliability"}:
-            return "failed gates"
-        if "judge_reliability" in kinds:
-            return "judge untrusted"
-        if self.gates_pending:
-            return "pending ratings"
-        return "passed"
-
-    incomplete: list[str] = field(default_factory=list)
-
-
-def _count(wh: Warehouse, schema: str, table: str, where: str, params: list[Any]) -> int:
-    if not wh.table_exists(schema, table):
-        return 0
-    return int(wh.query_rows(f'SELECT count(*) FROM "{schema}"."{table}" WHERE {where}', params)[0][0])
-
-
-def assess(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> RubricReport:
-    """What one rubric's evaluation of one checkpoint left in the warehouse, against its completeness rules."""
-    from eval_pipeline.defs.checks import missing_judge_scores
-
-    r, c = RubricReport(rubric.name), rubric.completeness
-    with wh.session() as s:
-        r.lines = _count(s, rubric.name, "raw_outputs", "checkpoint_id = ?", [ckpt])
-        r.valid = _count(s, rubric.name, "samples", "checkpoint_id = ?", [ckpt])
-        where = "rubric = ? AND checkpoint_id = ? AND stage = ?"
-        r.quarantined = _count(s, "main", "quarantine", where, [rubric.name, ckpt, "validate"])
-        r.judge_missing, r.judge_scores, r.judge_reasons = missing_judge_scores(s, rubric, ckpt)
-        rejected = (
-            s.query_df(
-                f"SELECT source_file, line_number, reason FROM main.quarantine WHERE {where}",
-                [rubric.name, ckpt, "ratings"],
-            )
-            if s.table_exists("main", "quarantine")
-            else None
-        )
-        if s.table_exists(rubric.name, "human_ratings"):
-            r.rating_rows = int(
-                s.query_rows(
-                    f'SELECT count(DISTINCT (source_file, line_number)) FROM "{rubric.name}".human_ratings '
-                    "WHERE checkpoint_id = ?",
-                    [ckpt],
-                )[0][0]
-            )
-        if rejected is not None and len(rejected):
-            unplaced = rejected.reason.str.startswith(UNPLACED)
-            unrated = rejected.reason.str.startswith(UNRATED)
-            r.rating_unplaced, r.rating_unrated = int(unplaced.sum()), int(unrated.sum())
-            rejected = rejected[~unplaced & ~unrated]
-            whole = rejected[rejected.reason.str.startswith(("file header lacks", "file refused"))]
-            r.rating_files_rejected = sorted(set(whole.source_file))
-            r.rating_rejected = int(len(rejected) - (whole.line_number == 1).sum())
-            r.rating_rows += r.rating_rejected
-        if s.table_exists(rubric.name, "gates"):
-            gates = s.query_df(f'SELECT * FROM "{rubric.name}".gates WHERE checkpoint_id = ? ORDER BY gate', [ckpt])
-            if "status" not in gates.columns:  # written before gates could be pending
-                gates["status"] = None
-            status = gates.status.where(gates.status.notna(), gates.passed.map({True: "passed", False: "failed"}))
-            r.gates_total = len(gates)
-            r.gates_failed = [
-                (g.gate, None if g.value != g.value else float(g.value), float(g.threshold), g.reason)
-                for g, st in zip(gates.itertuples(), status)
-                if st == "failed"
-            ]
-            r.gates_pending = [(g.gate, g.reason) for g, st in zip(gates.itertuples(), status) if st == "pending"]
-            r.failed_kinds = {str(g.gate): str(g.kind) for g, st in zip(gates.itertuples(), status) if st != "passed"}
-    if r.judge_scores and r.judge_missing / r.judge_scores > c.max_missing_judge_scores:
-        top = next(iter(r.judge_reasons), "")
-        r.incomplete.append(
-            f"{r.judge_missing} of {r.judge_scores} judge scores missing "
-            f"({r.judge_missing / r.judge_scores:.0%}, at most {c.max_missing_judge_scores:.0%}): {top}"
-        )
-    if r.lines and r.quarantined / r.lines > c.max_quarantined_lines:
-        r.incomplete.append(
-            f"{r.quarantined} of {r.lines} lines quarantined "
-            f"({r.quarantined / r.lines:.0%}, at most {c.max_quarantined_lines:.0%})"
-        )
-    if r.rating_rows and r.rating_rejected / r.rating_rows > c.max_rejected_rating_rows:
-        r.incomplete.append(
-            f"{r.rating_rejected} of {r.rating_rows} rating rows rejected "
-            f"({r.rating_rejected / r.rating_rows:.0%}, at most {c.max_rejected_rating_rows:.0%})"
-        )
-    if r.rating_files_rejected and not c.rating_files_rejected:
-        r.incomplete.append(f"rating file(s) rejected whole: {', '.join(r.rating_files_rejected)}")
-    return r
+def decided(wh: Warehouse, rubric: RubricConfig, ckpt: str, run_ids: list[str] | None = None) -> Verdict:
+    """The stored verdict of one rubric on one checkpoint (scoring.verdict decided it once, in the run). With
+    ``run_ids``, only a verdict those runs decided counts: a run that failed before deciding leaves an
+    ``undecided`` one saying so, never the verdict of an earlier run."""
+    found = read_verdicts(wh, rubric.name, [ckpt])
+    if found and (run_ids is None or found[0].run_id in run_ids):
+        return found[0]
+    return Verdict(rubric.name, ckpt, verdict=UNDECIDED, reasons=[("not decided", "the run ended before its verdict")])
 
 
 def shorten(text: object, width: int = 150) -> str:
@@ -158,74 +53,29 @@ def shorten(text: object, width: int = 150) -> str:
     return cut + "…"
 
 
-def _number(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3g}"
-
-
-def report_lines(r: RubricReport, verbose: bool = False) -> list[str]:
-    """The rubric's verdict first, then what decided it: regressions, incompleteness, trust in the judge (one
-    line), the other failed gates grouped by kind, pending gates. ``verbose``: every gate on its own line, whole."""
-    width = 10_000 if verbose else 150
-    parts = [f"{r.valid}/{r.lines} lines valid"]
-    if r.judge_scores:
-        parts.append(f"judge {r.judge_scores - r.judge_missing}/{r.judge_scores}")
-    if r.rating_rows:
-        parts.append(f"{r.rating_rows} rating rows" + (f" ({r.rating_rejected} rejected)" if r.rating_rejected else ""))
-    if r.rating_unplaced:
-        parts.append(f"{r.rating_unplaced} unplaced rating rows")
-    if r.rating_unrated:
-        parts.append(f"{r.rating_unrated} rows not rated yet")
-    if r.gates_total:
-        passed = r.gates_total - len(r.gates_failed) - len(r.gates_pending)
-        pend = f", {len(r.gates_pending)} pending" if r.gates_pending else ""
-        parts.append(f"gates {passed}/{r.gates_total} passed{pend}")
-    out = [f"  {r.rubric:<20} {r.verdict.upper():<16} " + " · ".join(parts)]
-    by_kind: dict[str, list[tuple[str, float | None, float, str]]] = {}
-    for g in r.gates_failed:
-        by_kind.setdefault(r.failed_kinds.get(g[0], ""), []).append(g)
-    for _name, _, _, reason in by_kind.pop("regression", []):
-        out.append(f"      REGRESSED {shorten(reason, width)}")
-    out += [f"      INCOMPLETE {shorten(msg, width)}" for msg in r.incomplete]
-    trust = by_kind.pop("judge_reliability", [])
-    if trust:
-        overall = min(trust, key=lambda g: len(g[0]))  # the gate itself; its parts are named <gate>_<dimension>
-        dims = [(g[0].removeprefix(overall[0] + "_"), g[3]) for g in trust if g is not overall]
-        untrusted = [d for d, why in dims if not why.startswith("trusted")]  # the judge's verdict on the dimension
-        drifts = [d for d, why in dims if why.startswith("trusted, but drifts")]  # this checkpoint's own ratings
-        if verbose or not dims:
-            out.append(f"      judge {shorten(overall[3], width)}")
-        else:
-            said = [f"untrusted on {', '.join(untrusted)}"] if untrusted else []
-            said += [f"drifts on this checkpoint on {', '.join(drifts)}"] if drifts else []
-            rest = [d for d, _ in dims if d not in untrusted and d not in drifts]
-            said += [f"{shorten(overall[3].split(':')[0], 40)} on {', '.join(rest)}"] if rest else []
-            out.append(f"      judge {'; '.join(said)}")
-    for kind, gates in sorted(by_kind.items()):
-        if verbose:
-            for name, value, threshold, reason in gates:
-                shown = f"value {_number(value)}, threshold {threshold:g}"
-                out.append(f"      gate FAILED {name}: {shown} ({shorten(reason, width)})")
-            continue
-        shown = "; ".join(f"{name} {_number(value)} (threshold {threshold:g})" for name, value, threshold, _ in gates)
-        out.append(f"      failed {kind or 'gate'}: {shorten(shown, width)}")
-    pending = r.gates_pending
-    trust_pending = [p for p in pending if r.failed_kinds.get(p[0]) == "judge_reliability"]
-    if trust_pending and not verbose:  # the judge's verdict once, not once per dimension
-        pending = [p for p in pending if p not in trust_pending]
-        out.append(f"      judge pending: {shorten(trust_pending[0][1].split('pending: ')[-1], width - 21)}")
-    for name, reason in pending:
-        out.append(f"      pending {name}: {shorten(reason.removeprefix('pending: '), width)}")
+def report_lines(v: Verdict, verbose: bool = False) -> list[str]:
+    """The rubric's verdict first, then what decided it, whole (a reason is never cut: the part a person needs is
+    often at its end, such as the command that re-judges a parent). ``verbose``: every failed gate as well."""
+    out = [f"  {v.rubric:<20} {v.verdict.upper():<16} {clean(v.summary)}"]
+    for tag, text in v.reasons:
+        out.append(f"      {tag} {shorten(text, 2000)}")
+    if verbose:
+        for g in v.failed_gates:
+            value = "n/a" if g["value"] is None else f"{g['value']:.4g}"
+            out.append(
+                f"      gate FAILED {g['gate']}: value {value}, threshold {g['threshold']:g} ({clean(g['reason'])})"
+            )
     return out
 
 
-def exit_code(outcomes: list[Any], reports: list[RubricReport], fail_on_gates: bool = True) -> int:
+def exit_code(outcomes: list[Any], verdicts: list[Verdict], fail_on_gates: bool = True) -> int:
     if any(o.interrupted for o in outcomes):
         return EXIT_INTERRUPTED
     if any(not o.success for o in outcomes):
         return EXIT_RUN_FAILED
-    if any(r.incomplete for r in reports):
+    if any(v.verdict == "incomplete" for v in verdicts):
         return EXIT_INCOMPLETE
-    if fail_on_gates and any(r.gates_failed for r in reports):
+    if fail_on_gates and any(v.gates_failed for v in verdicts):
         return EXIT_GATES
     return EXIT_OK
 
@@ -321,7 +171,7 @@ def evaluate(args: Any, ckpts: list[Any], defs: Any, rubrics: dict[str, Any], in
         outcomes.append(o)
         # an interrupted run is not read back (what it wrote is partial, and Ctrl-C should end the command now)
         readable = wh.exists() and not o.interrupted
-        mine = [assess(wh, rubrics[name], o.checkpoint_id) for name in o.rubrics] if readable else []
+        mine = [decided(wh, rubrics[name], o.checkpoint_id, o.run_ids) for name in o.rubrics] if readable else []
         reports.extend(mine)
         print(checkpoint_line(head, o, mine), flush=True)
         usage = usage_line(wh, o.checkpoint_id, o.rubrics, o.run_ids) if readable else None
@@ -414,7 +264,7 @@ def _dagster_log_level(args: Any) -> str:
     return "ERROR" if getattr(args, "debug", False) else "CRITICAL"
 
 
-def checkpoint_line(head: str, outcome: Any, reports: list[RubricReport]) -> str:
+def checkpoint_line(head: str, outcome: Any, reports: list[Verdict]) -> str:
     """One line per checkpoint, the verdict first: the worst rubric verdict (never "ok" for an incomplete or failed
     run), the rubrics behind it, the time."""
     if outcome.interrupted:
@@ -422,22 +272,25 @@ def checkpoint_line(head: str, outcome: Any, reports: list[RubricReport]) -> str
     elif not outcome.success:
         verdict = "RUN FAILED"
     else:
-        verdict = min((r.verdict for r in reports), key=VERDICTS.index, default="passed").upper()
+        verdict = worst([r.verdict for r in reports if r.verdict in VERDICTS]).upper()
     counts = Counter(r.verdict for r in reports)
-    detail = ", ".join(f"{n} {v}" for v, n in counts.items())
+    order = [*VERDICTS, UNDECIDED]
+    detail = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: order.index(kv[0])))
+    detail = f"rubrics: {detail}" if detail else ""
     return f"{head}: {verdict}" + (f" ({detail})" if detail else "") + f" in {outcome.seconds:.1f}s"
 
 
-def _verdict(code: int, outcomes: list[Any], reports: list[Any]) -> str:
-    failed_gates = sum(len(r.gates_failed) for r in reports)
+def _verdict(code: int, outcomes: list[Any], reports: list[Verdict]) -> str:
+    failed_gates = sum(r.gates_failed for r in reports)
+    failing = sum(bool(r.gates_failed) for r in reports)
     summary = {
         EXIT_OK: f"eval-pipeline: ok: {len(outcomes)} checkpoint(s) evaluated, every gate passed, data complete",
         EXIT_RUN_FAILED: f"eval-pipeline: FAILED: {sum(not o.success for o in outcomes)} of {len(outcomes)} run(s) "
         "failed (exit 1)",
-        EXIT_INCOMPLETE: f"eval-pipeline: INCOMPLETE: {sum(bool(r.incomplete) for r in reports)} checkpoint x rubric "
-        "result(s) rest on incomplete data (exit 4)",
-        EXIT_GATES: f"eval-pipeline: GATES FAILED: {failed_gates} gate(s) failed "
-        "(exit 3; --no-fail-on-gates to ignore)",
+        EXIT_INCOMPLETE: f"eval-pipeline: INCOMPLETE: {sum(r.verdict == 'incomplete' for r in reports)} checkpoint x "
+        "rubric result(s) rest on incomplete data (exit 4)",
+        EXIT_GATES: f"eval-pipeline: GATES FAILED: {failed_gates} gate(s) failed in {failing} checkpoint x rubric "
+        "result(s) (exit 3; --no-fail-on-gates to ignore)",
         EXIT_INTERRUPTED: "eval-pipeline: interrupted (exit 130)",
     }
     text = summary.get(code, f"eval-pipeline: exit {code}")

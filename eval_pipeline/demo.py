@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import dagster as dg
 
-from eval_pipeline.console import Progress, RubricReport, assess, checkpoint_line, exit_code, report_lines, shorten
+from eval_pipeline.console import Progress, checkpoint_line, decided, exit_code, report_lines, shorten
 from eval_pipeline.core import progress, settings
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.instance import open_instance
@@ -26,6 +26,7 @@ from eval_pipeline.defs.runner import RunOutcome, materialize_checkpoints
 from eval_pipeline.ingest.checkpoints import scan_checkpoints
 from eval_pipeline.publish.report_table import results_table
 from eval_pipeline.rubrics import load_rubrics
+from eval_pipeline.scoring.verdict import Verdict
 from eval_pipeline.storage.warehouse import Warehouse
 
 
@@ -79,12 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     rubrics = {r.name: r for r in load_rubrics()}
     wh = Warehouse(settings.warehouse_path())
-    reports: list[RubricReport] = []
+    reports: list[Verdict] = []
 
     def summary(o: RunOutcome) -> None:  # after each checkpoint, as it finishes
         bar.clear()
         with wh.hold():  # one opening of the file for the checkpoint's rubrics, not one each
-            mine = [assess(wh, rubrics[name], o.checkpoint_id) for name in o.rubrics]
+            mine = [decided(wh, rubrics[name], o.checkpoint_id, o.run_ids) for name in o.rubrics]
         reports.extend(mine)
         print(checkpoint_line(o.checkpoint_id, o, mine))
         for failure in o.failures:

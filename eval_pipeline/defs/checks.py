@@ -7,12 +7,11 @@ import dagster as dg
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.defs.asset import _holding_the_warehouse, asset_key, partition_rows
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring.gates import gate_kind, typed
-from eval_pipeline.storage.warehouse import Warehouse
+from eval_pipeline.scoring.verdict import missing_judge_scores
 
 
 def _check_specs(rubric: RubricConfig, assets: set[str]) -> tuple[list[dg.AssetCheckSpec], dict[str, dg.AssetKey]]:
@@ -82,25 +81,6 @@ def gate_checks(rubric: RubricConfig, assets: set[str]) -> dg.AssetChecksDefinit
                 yield _result(name, target, by_gate.get(name))
 
     return checks
-
-
-def missing_judge_scores(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> tuple[int, int, dict[str, int]]:
-    """(missing, total, the most frequent reasons) over the panel's dimension and questionnaire-metric scores of
-    a checkpoint; (0, 0, {}) before judge_scores exists. Reads only those rows' status and reason (a
-    questionnaire rubric has ~35 rows a sample: the full rows of 100k samples are GBs)."""
-    panel = partition_rows(
-        wh,
-        rubric,
-        "judge_scores",
-        ckpt,
-        columns="status, reason",
-        where=f"judge = '{PANEL}' AND kind IN ('dimension', 'questionnaire_metric')",
-    )
-    if panel is None:
-        return 0, 0, {}
-    missing = panel[panel.status == "missing"]
-    reasons = missing.reason.fillna("no reason").map(lambda r: str(r).split(";")[0][:120]).value_counts()
-    return len(missing), len(panel), {str(k): int(v) for k, v in reasons.head(5).items()}
 
 
 def judge_completeness_check(rubric: RubricConfig) -> dg.AssetChecksDefinition:

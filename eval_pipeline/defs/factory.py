@@ -24,6 +24,7 @@ from eval_pipeline.defs.assets.judge import (
 from eval_pipeline.defs.assets.metrics import metrics_asset
 from eval_pipeline.defs.assets.publish import worklists_asset
 from eval_pipeline.defs.assets.scoring import comparison_asset, gate_tables, gates_asset, scores_asset, summary_asset
+from eval_pipeline.defs.assets.verdict import verdict_asset
 from eval_pipeline.defs.checks import gate_checks, judge_completeness_check
 
 # the report drawn after the gates reads these, so the gates come after them whatever the gate kinds read
@@ -55,4 +56,6 @@ def rubric_definitions(rubric: RubricConfig) -> dg.Definitions:
         upstream = sorted(set(gate_tables(rubric)) | set(REPORTED_BEFORE_GATES))
         assets.append(gates_asset(rubric, [asset_key(rubric, t) for t in upstream if t in names]))
         checks.append(gate_checks(rubric, names))
+    decided_from = sorted(key for a in assets for key in a.keys if key.path[-1] != "worklists")
+    assets.append(verdict_asset(rubric, decided_from))
     return dg.Definitions(assets=assets, asset_checks=checks)

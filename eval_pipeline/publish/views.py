@@ -48,7 +48,7 @@ class ViewSql(NamedTuple):
     fingerprint: str  # of both: a view's comment says which SQL made it
 
 
-_TABLES = ("summary", "gates", "judge_scores", "checkpoints", "judge_identity", "judge_usage")
+_TABLES = ("summary", "gates", "judge_scores", "checkpoints", "judge_identity", "judge_usage", "verdict")
 _DONE = "views.fingerprint"  # Warehouse.memo: the views this object last found or made
 
 
@@ -130,12 +130,24 @@ def _view_sql(found: dict[str, set[str]], configured: set[str]) -> ViewSql | Non
                 "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::VARCHAR AS judge, NULL::VARCHAR AS "
                 "judge_models, NULL::VARCHAR AS judge_identity) j USING (checkpoint_id)"
             )
+        # the verdict decided once (scoring.verdict): a checkpoint judged before verdicts were stored has none
+        v = (
+            "LEFT JOIN (SELECT checkpoint_id, verdict, headline_reason AS verdict_reason, trust AS judge_trust, "
+            "gates_failed, gates_pending, last_complete_snapshot "
+            f'FROM "{r}".verdict) v USING (checkpoint_id)'
+            if r in found["verdict"]
+            else "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::VARCHAR AS verdict, NULL::VARCHAR AS "
+            "verdict_reason, NULL::VARCHAR AS judge_trust, NULL::BIGINT AS gates_failed, NULL::BIGINT AS "
+            "gates_pending, NULL::BIGINT AS last_complete_snapshot) v USING (checkpoint_id)"
+        )
         parts.append(
             f"SELECT '{r}' AS rubric, {str(r in configured).upper()} AS rubric_configured, s.checkpoint_id, "
             "c.model, c.created_at, c.parent, s.score AS headline_name, "
             "s.mean AS headline, s.ci_low, s.ci_high, s.n, g.gates_passed, g.gates_total, "
-            "j.judge, j.judge_models, j.judge_identity "
-            f'FROM "{r}".summary s LEFT JOIN main.checkpoints c USING (checkpoint_id) {g} {j} '
+            "j.judge, j.judge_models, j.judge_identity, v.verdict, v.verdict_reason, v.judge_trust, "
+            "v.gates_failed, v.gates_pending, coalesce(v.verdict <> 'incomplete', TRUE) AS result_complete, "
+            "v.last_complete_snapshot "
+            f'FROM "{r}".summary s LEFT JOIN main.checkpoints c USING (checkpoint_id) {g} {j} {v} '
             f"WHERE s.breakdown = 'all' AND s.headline"
         )
     union = "\nUNION ALL\n".join(parts)
@@ -151,6 +163,11 @@ def _view_sql(found: dict[str, set[str]], configured: set[str]) -> ViewSql | Non
     )
     if usage:
         latest += f";\nCREATE OR REPLACE VIEW main.judge_usage AS {usage}"
+    decided = "\nUNION ALL BY NAME\n".join(
+        f'SELECT * FROM "{r}".verdict' for r in sorted(found["verdict"] - {"main"}) if check_identifier(r, "rubric")
+    )
+    if decided:  # one verdict per checkpoint and rubric, every rubric's in one place
+        latest += f";\nCREATE OR REPLACE VIEW main.verdicts AS {decided}"
 
     # a view is created again only when its SQL changed (a rubric came or went): on a DuckLake each CREATE
     # costs every process its catalog cache

@@ -75,6 +75,14 @@ class Warehouse:
     def describe(self) -> str:
         return self.backend.describe()
 
+    def current_snapshot(self) -> int | None:
+        """The newest committed snapshot of a DuckLake (what a reader opened ``as_of`` it would see); None for a
+        DuckDB file, which keeps no snapshots."""
+        if not getattr(self.backend, "catalog_kind", ""):
+            return None
+        rows = self.query_rows("SELECT max(snapshot_id) FROM ducklake_snapshots('lake')")
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
     def close(self) -> None:
         self.backend.close()
 

@@ -1,0 +1,421 @@
+"""One verdict per checkpoint and rubric, decided here once and stored (``<rubric>.verdict``, ``main.verdicts``):
+the console, the viewer, the report, ``export`` and ``main.leaderboard`` read it and never decide again.
+
+Verdicts, worst first (``VERDICTS``):
+
+* ``incomplete``: the data is short of the rubric's ``completeness`` rules (judge scores missing, lines
+  quarantined, rating rows rejected, a rating file refused whole). Its numbers are not a result: the row keeps
+  ``last_complete_snapshot``, the lake snapshot that still holds the last complete one.
+* ``regressed``: a significant change for the worse against the parent (a regression gate failed, or, for a
+  rubric without one, a change the comparison flags).
+* ``failed gates``: another gate failed.
+* ``judge untrusted``: the judge is untrusted, or drifts, on a dimension (its ``judge_trust`` rows), whether or
+  not the rubric has a ``judge_reliability`` gate.
+* ``pending ratings``: not enough data yet (a pending gate, or the judge's verdict pending): no failure of the
+  model, said as such.
+* ``passed``.
+
+Counts agree by construction: ``gates_passed + gates_failed + gates_pending == gates_total``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import PANEL, UNPLACED, UNRATED
+from eval_pipeline.storage.warehouse import Warehouse
+
+VERDICTS = ("incomplete", "regressed", "failed gates", "judge untrusted", "pending ratings", "passed")
+TABLE = "verdict"
+# what a reason line is about: the console prints the tag, the viewer colours by it
+REGRESSED, INCOMPLETE, JUDGE, FAILED, PENDING = "REGRESSED", "INCOMPLETE", "judge", "failed", "pending"
+
+
+def worst(verdicts: list[str]) -> str:
+    """The worst of ``verdicts`` (``passed`` for none)."""
+    return min(verdicts, key=VERDICTS.index, default="passed")
+
+
+@dataclass
+class Verdict:
+    """What one rubric's evaluation of one checkpoint comes to; one row of ``<rubric>.verdict``."""
+
+    rubric: str
+    checkpoint_id: str
+    verdict: str = "passed"
+    reasons: list[tuple[str, str]] = field(default_factory=list)  # (tag, text), what decided it first
+    lines: int = 0
+    valid: int = 0
+    quarantined: int = 0
+    judge_total: int = 0
+    judge_missing: int = 0
+    judge_reasons: dict[str, int] = field(default_factory=dict)
+    rating_rows: int = 0
+    rating_rejected: int = 0
+    rating_unplaced: int = 0  # rows of the ratings folder naming no known checkpoint (not this one's to count)
+    rating_unrated: int = 0  # rows with no score written yet (a template being filled in)
+    rating_files_rejected: list[str] = field(default_factory=list)
+    gates_total: int = 0
+    gates_passed: int = 0
+    gates_failed: int = 0
+    gates_pending: int = 0
+    failed_gates: list[dict[str, Any]] = field(default_factory=list)  # gate, kind, value, threshold, reason
+    trust: str = "no judge"  # trusted / untrusted / pending / no judge / not assessed
+    untrusted: list[str] = field(default_factory=list)
+    drifting: list[str] = field(default_factory=list)
+    trust_pending: list[str] = field(default_factory=list)
+    ratings_needed: int = 0  # more rated samples that would settle a pending judge
+    judge: str = ""
+    regressions: list[dict[str, Any]] = field(default_factory=list)
+    headline_name: str = ""
+    headline: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int = 0
+    incomplete: list[str] = field(default_factory=list)
+    run_id: str = ""  # the run that decided it
+    snapshot: int | None = None  # a complete verdict: the lake snapshot holding its results
+    last_complete_snapshot: int | None = None  # an incomplete one: the snapshot of the last complete result
+
+    @property
+    def summary(self) -> str:
+        """The counts in one line, the same wherever shown."""
+        parts = [f"{self.valid}/{self.lines} lines valid"]
+        if self.judge_total:
+            parts.append(f"judge {self.judge_total - self.judge_missing}/{self.judge_total}")
+        if self.rating_rows:
+            rejected = f" ({self.rating_rejected} rejected)" if self.rating_rejected else ""
+            parts.append(f"{self.rating_rows} rating rows{rejected}")
+        if self.rating_unplaced:
+            parts.append(f"{self.rating_unplaced} unplaced rating rows")
+        if self.rating_unrated:
+            parts.append(f"{self.rating_unrated} rows not rated yet")
+        if self.gates_total:
+            pend = f", {self.gates_pending} pending" if self.gates_pending else ""
+            parts.append(f"gates {self.gates_passed}/{self.gates_total} passed{pend}")
+        return " · ".join(parts)
+
+    def row(self) -> dict[str, Any]:
+        """The stored row: scalars as columns, lists and maps as JSON text."""
+        out: dict[str, Any] = {}
+        for key, value in asdict(self).items():
+            out[key] = json.dumps(value) if isinstance(value, list | dict) else value
+        out["summary"] = self.summary
+        out["headline_reason"] = self.reasons[0][1] if self.reasons else ""
+        return out
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Verdict:
+        names = {f for f in cls.__dataclass_fields__}
+        kwargs: dict[str, Any] = {}
+        for key, value in row.items():
+            if key not in names:
+                continue
+            default = cls.__dataclass_fields__[key].default_factory
+            if isinstance(value, str) and default in (list, dict):
+                value = json.loads(value)
+            if value is pd.NA or (isinstance(value, float) and value != value):
+                value = None
+            if key in ("snapshot", "last_complete_snapshot") and value is not None:
+                value = int(value)
+            if key == "run_id":
+                value = str(value or "")
+            kwargs[key] = value
+        kwargs["reasons"] = [tuple(r) for r in kwargs.get("reasons", [])]
+        return cls(**kwargs)
+
+
+def _count(wh: Warehouse, schema: str, table: str, where: str, params: list[Any]) -> int:
+    if not wh.table_exists(schema, table):
+        return 0
+    return int(wh.query_rows(f'SELECT count(*) FROM "{schema}"."{table}" WHERE {where}', params)[0][0])
+
+
+def missing_judge_scores(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> tuple[int, int, dict[str, int]]:
+    """(missing, total, the most frequent reasons) over the panel's dimension and questionnaire-metric scores of
+    a checkpoint; (0, 0, {}) before judge_scores exists. Reads only those rows' status and reason (a
+    questionnaire rubric has ~35 rows a sample: the full rows of 100k samples are GBs)."""
+    if not wh.table_exists(rubric.name, "judge_scores"):
+        return 0, 0, {}
+    panel = wh.query_df(
+        f'SELECT status, reason FROM "{rubric.name}".judge_scores WHERE checkpoint_id = ? AND judge = ? '
+        "AND kind IN ('dimension', 'questionnaire_metric')",
+        [ckpt, PANEL],
+    )
+    missing = panel[panel.status == "missing"]
+    reasons = missing.reason.fillna("no reason").map(lambda r: str(r).split(";")[0][:120]).value_counts()
+    return len(missing), len(panel), {str(k): int(v) for k, v in reasons.head(5).items()}
+
+
+def _read_counts(s: Warehouse, v: Verdict, rubric: RubricConfig, ckpt: str) -> None:
+    v.lines = _count(s, rubric.name, "raw_outputs", "checkpoint_id = ?", [ckpt])
+    v.valid = _count(s, rubric.name, "samples", "checkpoint_id = ?", [ckpt])
+    where = "rubric = ? AND checkpoint_id = ? AND stage = ?"
+    v.quarantined = _count(s, "main", "quarantine", where, [rubric.name, ckpt, "validate"])
+    v.judge_missing, v.judge_total, v.judge_reasons = missing_judge_scores(s, rubric, ckpt)
+    if s.table_exists(rubric.name, "human_ratings"):
+        v.rating_rows = int(
+            s.query_rows(
+                f'SELECT count(DISTINCT (source_file, line_number)) FROM "{rubric.name}".human_ratings '
+                "WHERE checkpoint_id = ?",
+                [ckpt],
+            )[0][0]
+        )
+    if not s.table_exists("main", "quarantine"):
+        return
+    rejected = s.query_df(
+        f"SELECT source_file, line_number, reason FROM main.quarantine WHERE {where}", [rubric.name, ckpt, "ratings"]
+    )
+    if not len(rejected):
+        return
+    unplaced = rejected.reason.str.startswith(UNPLACED)
+    unrated = rejected.reason.str.startswith(UNRATED)
+    v.rating_unplaced, v.rating_unrated = int(unplaced.sum()), int(unrated.sum())
+    rejected = rejected[~unplaced & ~unrated]
+    whole = rejected[rejected.reason.str.startswith(("file header lacks", "file refused"))]
+    v.rating_files_rejected = sorted(set(whole.source_file))
+    v.rating_rejected = int(len(rejected) - (whole.line_number == 1).sum())
+    v.rating_rows += v.rating_rejected
+
+
+def _incompleteness(v: Verdict, rubric: RubricConfig) -> list[str]:
+    c, out = rubric.completeness, []
+    if v.judge_total and v.judge_missing / v.judge_total > c.max_missing_judge_scores:
+        top = next(iter(v.judge_reasons), "")
+        out.append(
+            f"{v.judge_missing} of {v.judge_total} judge scores missing ({v.judge_missing / v.judge_total:.0%}; "
+            f"the rubric allows {c.max_missing_judge_scores:.0%}): {top}"
+        )
+    if v.lines and v.quarantined / v.lines > c.max_quarantined_lines:
+        out.append(
+            f"{v.quarantined} of {v.lines} lines quarantined ({v.quarantined / v.lines:.0%}; the rubric allows "
+            f"{c.max_quarantined_lines:.0%}): see main.quarantine"
+        )
+    if v.rating_rows and v.rating_rejected / v.rating_rows > c.max_rejected_rating_rows:
+        out.append(
+            f"{v.rating_rejected} of {v.rating_rows} rating rows rejected ({v.rating_rejected / v.rating_rows:.0%}; "
+            f"the rubric allows {c.max_rejected_rating_rows:.0%}): see main.quarantine"
+        )
+    if v.rating_files_rejected and not c.rating_files_rejected:
+        out.append(f"rating file(s) rejected whole: {', '.join(v.rating_files_rejected)}")
+    return out
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None or value != value else f"{value:.3g}"
+
+
+_BELOW = re.compile(r"^below \S+ on ([^;]+);")
+
+
+def _gate_text(g: dict[str, Any]) -> str:
+    """``<gate> [on <what failed>] <value> (threshold t)``: the value named after what it is the value of."""
+    on = _BELOW.match(str(g["reason"] or ""))
+    subject = f" on {on.group(1)}" if on else ""
+    return f"{g['gate']}{subject} {_number(g['value'])} (threshold {g['threshold']:g})"
+
+
+def _gates(v: Verdict, gates: pd.DataFrame) -> tuple[list[str], list[tuple[str, str]]]:
+    """Fills the gate counts and failed gates; returns (kinds of failed gates, pending (gate, reason))."""
+    if "status" not in gates.columns:  # written before gates could be pending
+        gates["status"] = None
+    status = gates.status.where(gates.status.notna(), gates.passed.map({True: "passed", False: "failed"}))
+    v.gates_total = len(gates)
+    v.gates_passed = int((status == "passed").sum())
+    v.gates_failed = int((status == "failed").sum())
+    v.gates_pending = v.gates_total - v.gates_passed - v.gates_failed
+    kinds: list[str] = []
+    pending: list[tuple[str, str]] = []
+    for g, st in zip(gates.itertuples(), status):
+        if st == "failed":
+            value = None if g.value != g.value else float(g.value)
+            v.failed_gates.append(
+                {"gate": g.gate, "kind": g.kind, "value": value, "threshold": float(g.threshold), "reason": g.reason}
+            )
+            kinds.append(str(g.kind))
+        elif st != "passed":
+            pending.append((str(g.gate), str(g.reason)))
+    return kinds, pending
+
+
+def _trust(v: Verdict, trust: pd.DataFrame | None) -> None:
+    if trust is None or trust.empty:
+        return
+    dims = trust[trust.dimension != "ALL"]
+    v.judge = str(trust.judge_label.iloc[0]) if "judge_label" in trust.columns else ""
+    v.untrusted = sorted(str(d) for d in dims.dimension[dims.verdict == "untrusted"])
+    v.trust_pending = sorted(str(d) for d in dims.dimension[dims.verdict == "pending"])
+    drift = dims.drift.fillna(False).astype(bool) if "drift" in dims.columns else pd.Series(False, index=dims.index)
+    v.drifting = sorted(str(d) for d in dims.dimension[drift & (dims.verdict == "trusted")])
+    needed = pd.to_numeric(dims.needed, errors="coerce").fillna(0) if "needed" in dims.columns else None
+    v.ratings_needed = int(needed[dims.verdict == "pending"].max()) if needed is not None and v.trust_pending else 0
+    v.trust = "untrusted" if v.untrusted else "pending" if v.trust_pending else "trusted"
+
+
+def _regressions(v: Verdict, rubric: RubricConfig, comparison: pd.DataFrame | None) -> None:
+    if comparison is None or comparison.empty or "regression" not in comparison.columns:
+        return
+    for r in comparison[comparison.regression.fillna(False).astype(bool)].itertuples():
+        lower = bool(getattr(r, "lower_is_better", False))
+        v.regressions.append(
+            {
+                "score": str(r.score),
+                "parent": str(r.parent_id),
+                "delta": float(r.delta),
+                "ci_low": float(r.ci_low),
+                "ci_high": float(r.ci_high),
+                "p_holm": None if r.p_holm != r.p_holm else float(r.p_holm),
+                "lower_is_better": lower,
+                "calibrated": str(r.score).endswith("_calibrated"),
+            }
+        )
+
+
+def regression_text(r: dict[str, Any]) -> str:
+    """One regression as the console, the viewer and the report say it (the direction said when lower is
+    better)."""
+    p = "" if r.get("p_holm") is None else f" p_holm {r['p_holm']:.2g}"
+    way = " (lower is better)" if r.get("lower_is_better") else ""
+    calibrated = ", human-calibrated" if r.get("calibrated") else ""
+    return (
+        f"{r['score']} {r['delta']:+.3g} [{r['ci_low']:.3g}, {r['ci_high']:.3g}]{p}{way} vs {r['parent']}{calibrated}"
+    )
+
+
+def decide(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> Verdict:
+    """The verdict on what one rubric's evaluation of one checkpoint left in the warehouse."""
+    v = Verdict(rubric.name, ckpt)
+    kinds: list[str] = []
+    pending: list[tuple[str, str]] = []
+    with wh.session() as s:
+        _read_counts(s, v, rubric, ckpt)
+        if s.table_exists(rubric.name, "gates"):
+            gates = s.query_df(f'SELECT * FROM "{rubric.name}".gates WHERE checkpoint_id = ? ORDER BY gate', [ckpt])
+            kinds, pending = _gates(v, gates)
+        if s.table_exists(rubric.name, "judge_trust"):
+            _trust(v, s.query_df(f'SELECT * FROM "{rubric.name}".judge_trust WHERE checkpoint_id = ?', [ckpt]))
+        if s.table_exists(rubric.name, "comparison"):
+            _regressions(
+                v, rubric, s.query_df(f'SELECT * FROM "{rubric.name}".comparison WHERE checkpoint_id = ?', [ckpt])
+            )
+            notes = s.query_rows(
+                f'SELECT DISTINCT note FROM "{rubric.name}".comparison WHERE checkpoint_id = ? '
+                "AND status = 'not_comparable'",
+                [ckpt],
+            )
+        else:
+            notes = []
+        if s.table_exists(rubric.name, "summary"):
+            head = s.query_rows(
+                f'SELECT score, mean, ci_low, ci_high, n FROM "{rubric.name}".summary WHERE checkpoint_id = ? '
+                "AND breakdown = 'all' AND headline LIMIT 1",
+                [ckpt],
+            )
+            if head:
+                name, mean, lo, hi, n = head[0]
+                v.headline_name, v.n = str(name), int(n or 0)
+                v.headline, v.ci_low, v.ci_high = (None if x != x else x for x in (mean, lo, hi))
+        if not v.judge and s.table_exists(rubric.name, "judge_identity"):
+            label = s.query_rows(
+                f'SELECT any_value(label) FROM "{rubric.name}".judge_identity WHERE checkpoint_id = ?', [ckpt]
+            )
+            v.judge = str(label[0][0] or "") if label else ""
+    if (rubric.judged_dimensions or rubric.questionnaire) and v.trust == "no judge":
+        v.trust = "not assessed"
+    v.incomplete = _incompleteness(v, rubric)
+    _reasons(v, kinds, pending, [str(n) for (n,) in notes], any(g.kind == "regression" for g in rubric.gates))
+    return v
+
+
+def _reasons(
+    v: Verdict, kinds: list[str], pending: list[tuple[str, str]], notes: list[str], regression_gate: bool
+) -> None:
+    # a rubric with a regression gate decides by it (its params may ignore a score); one without, by the comparison
+    regressed = "regression" in kinds or (bool(v.regressions) and not regression_gate)
+    shown_regressions = v.regressions if regressed else []
+    other = [g for g in v.failed_gates if g["kind"] not in ("regression", "judge_reliability")]
+    untrusted = bool(v.untrusted or v.drifting) or "judge_reliability" in kinds
+    v.verdict = (
+        "incomplete"
+        if v.incomplete
+        else "regressed"
+        if regressed
+        else "failed gates"
+        if other
+        else "judge untrusted"
+        if untrusted
+        else "pending ratings"
+        if pending or v.trust_pending
+        else "passed"
+    )
+    out: list[tuple[str, str]] = [(INCOMPLETE, m) for m in v.incomplete]
+    out += [(REGRESSED, regression_text(r)) for r in shown_regressions]
+    if regressed and not shown_regressions:  # a regression gate's own reason
+        out += [(REGRESSED, str(g["reason"])) for g in v.failed_gates if g["kind"] == "regression"]
+    out += [(JUDGE, n) for n in notes]
+    said = []
+    if v.untrusted:
+        said.append(f"untrusted on {', '.join(v.untrusted)}")
+    if v.drifting:
+        said.append(f"drifts on this checkpoint on {', '.join(v.drifting)}")
+    if v.trust_pending:
+        more = f": about {v.ratings_needed} more rated samples would settle it" if v.ratings_needed else ""
+        said.append(f"pending on {', '.join(v.trust_pending)}{more}")
+    if said:
+        out.append((JUDGE, "; ".join(said)))
+    elif "judge_reliability" in kinds:
+        out += [(JUDGE, str(g["reason"])) for g in v.failed_gates if g["kind"] == "judge_reliability"][:1]
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for g in other:
+        by_kind.setdefault(str(g["kind"]), []).append(g)
+    for kind, gates in sorted(by_kind.items()):
+        out.append((FAILED, f"{kind}: " + "; ".join(_gate_text(g) for g in gates)))
+    trust_gate_pending = any(name.startswith("judge_reliability") for name, _ in pending) and v.trust_pending
+    for name, reason in pending:
+        if trust_gate_pending and name.startswith("judge_reliability"):
+            continue  # said once above, per dimension
+        out.append((PENDING, f"{name}: {reason.removeprefix('pending: ')}"))
+    v.reasons = out
+
+
+def store(wh: Warehouse, v: Verdict, run_id: str, snapshot: int | None) -> None:
+    """Replace this checkpoint's verdict row. A complete verdict records ``snapshot`` (the lake's snapshot that
+    holds the results it speaks of); an incomplete one carries the last complete one forward."""
+    last: Any = None
+    if wh.table_exists(v.rubric, TABLE):
+        prev = wh.query_rows(
+            f'SELECT verdict, snapshot, last_complete_snapshot FROM "{v.rubric}".{TABLE} WHERE checkpoint_id = ?',
+            [v.checkpoint_id],
+        )
+        if prev:
+            verdict, snap, carried = prev[0]
+            last = snap if verdict != "incomplete" else carried
+    v.run_id = run_id
+    v.snapshot = None if v.verdict == "incomplete" else snapshot
+    v.last_complete_snapshot = last if v.verdict == "incomplete" else None
+    row = v.row()
+    row["decided_at"] = pd.Timestamp.now(tz="UTC")
+    df = pd.DataFrame([row])
+    for col in ("snapshot", "last_complete_snapshot"):
+        df[col] = df[col].astype("Int64")
+    for col in ("headline", "ci_low", "ci_high"):
+        df[col] = df[col].astype("float64")
+    wh.replace_partition(v.rubric, TABLE, df, {"checkpoint_id": v.checkpoint_id})
+
+
+def read(wh: Warehouse, rubric: str, checkpoint_ids: list[str] | None = None) -> list[Verdict]:
+    """Stored verdicts of a rubric (of ``checkpoint_ids``, else all), with their run id as ``run_id`` attribute."""
+    if not wh.table_exists(rubric, TABLE):
+        return []
+    where, params = "", []
+    if checkpoint_ids is not None:
+        where = f" WHERE checkpoint_id IN ({', '.join('?' for _ in checkpoint_ids)})"
+        params = list(checkpoint_ids)
+    df = wh.query_df(f'SELECT * FROM "{rubric}".{TABLE}{where} ORDER BY checkpoint_id', params)
+    return [Verdict.from_row(row) for row in df.to_dict("records")]
