@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from eval_pipeline.publish.overview import TONE, Overview, overview
 from eval_pipeline.storage.warehouse import Warehouse
 
 PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6", "#9D755D", "#BAB0AC", "#EECA3B"]
@@ -235,7 +236,84 @@ CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}
 table{border-collapse:collapse;font-size:12px;margin:8px 0}
 td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}th{background:#f5f5f5}
 .pass{background:#e3f4e1}
-.fail{background:#fbe3e3}.charts{display:flex;flex-wrap:wrap;gap:12px}.muted{color:#888}section{margin-bottom:36px}"""
+.fail{background:#fbe3e3}.good{color:#1b7f3b;font-weight:600}.bad{color:#b3261e;font-weight:600}
+.tag{display:inline-block;padding:0 .45em;border-radius:.7em;font-size:.85em;background:#e6e8ef}
+.tag.bad{background:#fbe2df}.tag.good{background:#dff3e4}.tag.warn{background:#fdefc8}.tag.incomplete{background:#3a3f4b;color:#fff}
+td.v-bad{background:#fdf0ee}td.v-good{background:#f0faf3}td.v-warn{background:#fff8e6}td.v-incomplete{background:#ececf0}
+.verdict{text-transform:uppercase;font-size:.85em}.charts{display:flex;flex-wrap:wrap;gap:12px}.muted{color:#888}section{margin-bottom:36px}"""
+
+
+def _num(v: float | None) -> str:
+    return "–" if v is None or v != v else f"{v:.4g}"
+
+
+def overview_html(ov: Overview) -> str:
+    """The report's first screen: the stored verdicts (the console's), what regressed, the judge's trust."""
+    if not ov.checkpoints:
+        return "<p class='muted'>No verdicts yet.</p>"
+    head = "".join(f"<th>{_esc(r)}</th>" for r in ov.rubrics)
+    rows = []
+    for c in ov.checkpoints:
+        ck = c["checkpoint_id"]
+        best = " <span class='tag good'>best</span>" if ck == ov.best_overall else ""
+        cells = [
+            f"<td>{_esc(ck)}{best}</td><td><span class='tag {TONE[c['verdict']]}'>{_esc(c['verdict'])}</span></td>"
+        ]
+        for r in ov.rubrics:
+            v = ov.cell(ck, r)
+            if v is None:
+                cells.append("<td class='muted'>–</td>")
+                continue
+            if v.verdict == "incomplete":
+                shown = "<span class='muted'>no result (incomplete data)</span>"
+            else:
+                change = ""
+                if v.headline_delta is not None:
+                    cls = {"better": "good", "worse": "bad"}.get(v.headline_change, "muted")
+                    way = " (lower is better)" if v.headline_lower_is_better else ""
+                    change = (
+                        f" <span class='{cls}' title='{_esc(v.headline_change + way)}'>{v.headline_delta:+.3g}</span>"
+                    )
+                star = " ★" if ov.best.get(r) == ck else ""
+                shown = f"{_num(v.headline)}{change}{star}"
+            cells.append(
+                f"<td class='v-{TONE[v.verdict]}' data-rubric='{_esc(r)}'><b class='verdict'>{_esc(v.verdict)}</b>"
+                f"<br>{shown}<br><small class='muted'>judge {_esc(v.trust)}</small></td>"
+            )
+        rows.append(f"<tr class='verdict-row' data-checkpoint='{_esc(ck)}'>{''.join(cells)}</tr>")
+    matrix = f"<table class='verdicts'><tr><th>checkpoint</th><th>verdict</th>{head}</tr>{''.join(rows)}</table>"
+    regressed = "".join(
+        f"<li><span class='tag bad'>REGRESSED</span> <b>{_esc(g['rubric'])}</b> · {_esc(g['checkpoint'])}: "
+        f"{_esc(g['text'])}</li>"
+        for g in ov.regressions
+    )
+    trust = "".join(
+        f"<tr><td>{_esc(v.rubric)}</td><td>{_esc(v.judge or '–')}</td><td>{_esc(v.trust)}</td><td>"
+        + _esc(
+            "; ".join(
+                x
+                for x in (
+                    f"untrusted on {', '.join(v.untrusted)}" if v.untrusted else "",
+                    f"drifts on {v.checkpoint_id} on {', '.join(v.drifting)}" if v.drifting else "",
+                    f"pending on {', '.join(v.trust_pending)}"
+                    + (f": about {v.ratings_needed} more rated samples would settle it" if v.ratings_needed else "")
+                    if v.trust_pending
+                    else "",
+                )
+                if x
+            )
+        )
+        + "</td></tr>"
+        for v in ov.trust
+    )
+    return (
+        "<section id='overview'><h2>Verdicts</h2><p class='muted'>One verdict per checkpoint and rubric, the one the "
+        "console printed. A change is coloured only when it is significant, by the score's own direction.</p>"
+        f"{matrix}<h2>What regressed</h2>"
+        + (f"<ul>{regressed}</ul>" if regressed else "<p class='muted'>Nothing regressed.</p>")
+        + "<h2>Can the judge be trusted?</h2><table><tr><th>rubric</th><th>judge</th><th>trust</th>"
+        f"<th>what it rests on</th></tr>{trust}</table></section>"
+    )
 
 
 def build_report(wh: Warehouse) -> str:
@@ -244,7 +322,8 @@ def build_report(wh: Warehouse) -> str:
         wh.query_df(
             "SELECT rubric || CASE WHEN rubric_configured THEN '' ELSE ' (rubric file removed)' END AS rubric, "
             "checkpoint_id AS checkpoint, model, headline_name AS headline, headline AS score, "
-            "ci_low, ci_high, gates_passed, gates_total, judge FROM main.leaderboard ORDER BY rubric, created_at"
+            "ci_low, ci_high, gates_passed, gates_total, verdict, judge_trust, judge "
+            "FROM main.leaderboard ORDER BY rubric, created_at"
         )
         if rubrics
         else pd.DataFrame()
@@ -257,7 +336,7 @@ def build_report(wh: Warehouse) -> str:
         f"report</title><style>{CSS}</style></head>"
         f"<body><h1>eval_pipeline report</h1><p class='muted'>generated {stamp} from "
         f"{_esc(Path(wh.describe()).name)}</p>"
-        f"<p>{nav}</p><h2>Leaderboard</h2>{_table(board)}{body}</body></html>"
+        f"<p>{nav}</p>{overview_html(overview(wh))}<h2>Leaderboard</h2>{_table(board)}{body}</body></html>"
     )
 
 

@@ -78,6 +78,11 @@ class Verdict:
     ci_low: float | None = None
     ci_high: float | None = None
     n: int = 0
+    # the headline's change against the parent: "better" / "worse" when significant (Holm-corrected p < 0.05, or
+    # its interval clear of zero where no p was computed), in the score's declared direction; else "no clear change"
+    headline_delta: float | None = None
+    headline_change: str = ""
+    headline_lower_is_better: bool = False
     incomplete: list[str] = field(default_factory=list)
     run_id: str = ""  # the run that decided it
     snapshot: int | None = None  # a complete verdict: the lake snapshot holding its results
@@ -258,6 +263,28 @@ def _trust(v: Verdict, trust: pd.DataFrame | None) -> None:
     v.trust = "untrusted" if v.untrusted else "pending" if v.trust_pending else "trusted"
 
 
+def change_of(delta: float, ci_low: float, ci_high: float, p_holm: float | None, lower_is_better: bool) -> str:
+    """ "better", "worse" or "no clear change": significance first, then the direction the score declares."""
+    if delta != delta:
+        return ""
+    significant = p_holm < 0.05 if p_holm is not None and p_holm == p_holm else (ci_low > 0 or ci_high < 0)
+    if not significant or delta == 0:
+        return "no clear change"
+    return "better" if (delta > 0) != lower_is_better else "worse"
+
+
+def _headline_change(v: Verdict, comparison: pd.DataFrame) -> None:
+    row = comparison[comparison.score == v.headline_name] if v.headline_name else comparison.iloc[:0]
+    if row.empty or "delta" not in row.columns:
+        return
+    r = row.iloc[0]
+    p = None if "p_holm" not in row.columns or r.p_holm != r.p_holm else float(r.p_holm)
+    v.headline_lower_is_better = bool(r.get("lower_is_better", False))
+    if r.delta == r.delta:
+        v.headline_delta = float(r.delta)
+        v.headline_change = change_of(float(r.delta), float(r.ci_low), float(r.ci_high), p, v.headline_lower_is_better)
+
+
 def _regressions(v: Verdict, rubric: RubricConfig, comparison: pd.DataFrame | None) -> None:
     if comparison is None or comparison.empty or "regression" not in comparison.columns:
         return
@@ -300,10 +327,10 @@ def decide(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> Verdict:
             kinds, pending = _gates(v, gates)
         if s.table_exists(rubric.name, "judge_trust"):
             _trust(v, s.query_df(f'SELECT * FROM "{rubric.name}".judge_trust WHERE checkpoint_id = ?', [ckpt]))
+        changes = None
         if s.table_exists(rubric.name, "comparison"):
-            _regressions(
-                v, rubric, s.query_df(f'SELECT * FROM "{rubric.name}".comparison WHERE checkpoint_id = ?', [ckpt])
-            )
+            changes = s.query_df(f'SELECT * FROM "{rubric.name}".comparison WHERE checkpoint_id = ?', [ckpt])
+            _regressions(v, rubric, changes)
             notes = s.query_rows(
                 f'SELECT DISTINCT note FROM "{rubric.name}".comparison WHERE checkpoint_id = ? '
                 "AND status = 'not_comparable'",
@@ -326,6 +353,8 @@ def decide(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> Verdict:
                 f'SELECT any_value(label) FROM "{rubric.name}".judge_identity WHERE checkpoint_id = ?', [ckpt]
             )
             v.judge = str(label[0][0] or "") if label else ""
+    if changes is not None and len(changes):
+        _headline_change(v, changes)
     if (rubric.judged_dimensions or rubric.questionnaire) and v.trust == "no judge":
         v.trust = "not assessed"
     v.incomplete = _incompleteness(v, rubric)

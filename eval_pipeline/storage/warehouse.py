@@ -61,6 +61,7 @@ class Warehouse:
         self.path = backend.spec
         self.read_only = read_only  # every connection read-only: nothing is created, written or locked for writing
         self._session: duckdb.DuckDBPyConnection | None = None
+        self._past = False  # reads a past snapshot (as_of): the catalog this process knows is not its catalog
         self.staging_swept = False  # stale staging tables looked for (storage.staging)
         self._write_lock = threading.RLock()  # this object's writers take turns (one connection's transaction each)
         # the rows the last committed replacement of each partition wrote, through this object: a step's row count
@@ -160,8 +161,23 @@ class Warehouse:
             return con.execute(sql, params or []).df()
 
     @contextmanager
+    def as_of(self, snapshot: str) -> Iterator[Warehouse]:
+        """The warehouse as it was at a DuckLake snapshot (an id or a timestamp), read-only, for as long as the
+        block lasts: every read of the object it gives sees that snapshot."""
+        con = self.backend.open_reader(snapshot)
+        try:
+            view = Warehouse(backend=self.backend, read_only=True)
+            view._session, view._past = con, True
+            yield view
+        finally:
+            con.close()
+
+    @contextmanager
     def session(self) -> Iterator[Warehouse]:
         """Many reads on one connection (opening a DuckDB file costs more than a small query)."""
+        if self._past:  # already one connection, at a snapshot
+            yield self
+            return
         with self.connect() as con:
             view = Warehouse(backend=self.backend, read_only=self.read_only)
             view._session = con
@@ -179,7 +195,7 @@ class Warehouse:
 
     def known_tables(self) -> Known | None:
         """The tables and columns the backend remembers, or None when it asks the catalog each time."""
-        return self.backend.known()
+        return None if self._past else self.backend.known()
 
     def forget_tables(self) -> None:
         """Ask the catalog again from now on (a transaction that changed it was rolled back)."""

@@ -28,8 +28,9 @@ from starlette.routing import Route
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.ids import UnsafeIdentifierError
+from eval_pipeline.publish.overview import TONE, overview
 from eval_pipeline.publish.viewer import queries
-from eval_pipeline.publish.viewer.queries.compare import compare_page, leaderboard_matrix
+from eval_pipeline.publish.viewer.queries.compare import compare_page
 from eval_pipeline.publish.viewer.render import input_groups, num, signed, word_diff
 from eval_pipeline.rubrics import load_rubrics
 from eval_pipeline.storage.file import WarehouseBusy
@@ -102,7 +103,7 @@ def table_response(request: Request, rows: list[dict[str, Any]], name: str, defa
 def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> Starlette:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
     env.filters.update(num=num, signed=signed)
-    env.globals.update(samples_url=samples_url, sample_url=sample_url, quote=quote)
+    env.globals.update(samples_url=samples_url, sample_url=sample_url, quote=quote, tone=TONE)
 
     folder = Path(rubric_dir) if rubric_dir else settings.rubric_dir()
     loaded: dict[str, Any] = {"stamp": None, "rubrics": {}}
@@ -134,7 +135,13 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
         by_rubric: dict[str, list[dict[str, Any]]] = {}
         for r in rows:
             by_rubric.setdefault(r["rubric"], []).append(r)
-        return page("leaderboard.html", title="Leaderboard", by_rubric=by_rubric, matrix=leaderboard_matrix(rows))
+        return page("leaderboard.html", title="Leaderboard", by_rubric=by_rubric, ov=overview(warehouse))
+
+    def verdicts(request: Request) -> Response:
+        """Every stored verdict (main.verdicts) as CSV or JSON: what the front page shows."""
+        ov = overview(warehouse) if warehouse.exists() else None
+        rows = [v.row() for v in ov.cells.values()] if ov else []
+        return table_response(request, rows, "verdicts", default="csv")
 
     def compare(request: Request) -> Response:
         rubric = request.path_params["rubric"]
@@ -155,15 +162,22 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
 
     def checkpoint(request: Request) -> Response:
         rubric, ckpt = request.path_params["rubric"], request.path_params["checkpoint"]
+        as_of = request.query_params.get("as_of") or None
+        if as_of is not None and not as_of.isdecimal():
+            return missing("as_of: give a snapshot id")
         try:
-            data = queries.checkpoint_page(warehouse, rubric, ckpt)
+            if as_of is None:
+                data = queries.checkpoint_page(warehouse, rubric, ckpt)
+            else:
+                with warehouse.as_of(as_of) as past:
+                    data = queries.checkpoint_page(past, rubric, ckpt)
         except UnsafeIdentifierError:
             return missing(f"no rubric {rubric!r}")
         if not data.scores and not data.gates and not data.quarantine_total:
             return missing(f"no results for {rubric} / {ckpt}")
         config = rubrics().get(rubric)
         data.scores.sort(key=lambda r: (queries.rank(config, r["score"]), r["score"]))
-        return page("checkpoint.html", title=f"{rubric} · {ckpt}", d=data, config=config)
+        return page("checkpoint.html", title=f"{rubric} · {ckpt}", d=data, config=config, as_of=as_of)
 
     def samples(request: Request) -> Response:
         rubric, ckpt = request.path_params["rubric"], request.path_params["checkpoint"]
@@ -235,6 +249,7 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
     routes = [
         Route("/", leaderboard),
         Route("/healthz", health),
+        Route("/verdicts", verdicts),
         Route("/r/{rubric}/compare", compare),
         Route("/r/{rubric}/{checkpoint}", checkpoint),
         Route("/r/{rubric}/{checkpoint}/table/{name}", table),

@@ -15,6 +15,8 @@ from eval_pipeline.publish.viewer.queries.common import (
     tables,
 )
 from eval_pipeline.scoring.comparison import parent_of
+from eval_pipeline.scoring.verdict import Verdict
+from eval_pipeline.scoring.verdict import read as read_verdicts
 from eval_pipeline.storage.warehouse import Warehouse
 
 
@@ -35,6 +37,7 @@ class CheckpointPage:
     length_bias: list[dict[str, Any]] = field(default_factory=list)
     repeatability: list[dict[str, Any]] = field(default_factory=list)
     usage: list[dict[str, Any]] = field(default_factory=list)  # what each judge step cost (judge_usage)
+    verdict: Verdict | None = None  # the stored verdict (scoring.verdict), never decided here
 
 
 def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int = 200) -> CheckpointPage:
@@ -86,6 +89,7 @@ def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int
             if "judge_usage" in present
             else []
         )
+        decided = read_verdicts(s, rubric, [ckpt]) if "verdict" in present else []
         q_total, quarantine = 0, []
         if s.table_exists("main", "quarantine"):
             q_total = s.query_rows(
@@ -103,7 +107,9 @@ def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int
     scores = []
     for r in records(overall):
         c = comp.get(r["score"], {})
-        scores.append({**r, "comparison": c or None})
+        # a judged dimension's human-calibrated change, beside its raw one (the one a regression may rest on)
+        calibrated = comp.get(f"{r['score']}_calibrated") or None
+        scores.append({**r, "comparison": c or None, "calibrated": calibrated})
     breakdowns = records(summary[summary.breakdown != "all"]) if len(summary) else []
     headline = next((r["score"] for r in scores if r.get("headline")), None)
     return CheckpointPage(
@@ -122,6 +128,7 @@ def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int
         length,
         repeat,
         usage,
+        decided[0] if decided else None,
     )
 
 

@@ -1,4 +1,4 @@
-"""Any two checkpoints of a rubric side by side, and the checkpoint x rubric matrix of the leaderboard.
+"""Any two checkpoints of a rubric side by side, and the trend line of a score.
 
 The compare page pairs the samples both checkpoints scored (same sample id): per score the two means, the mean
 paired change with its t-interval, the shares better and worse; then the samples whose chosen score moved most,
@@ -164,41 +164,6 @@ def _moved(
         dict(sample_id=ids[k], score_a=float(xa[idx[k]]), score_b=float(xb[idx[k]]), delta=float(d[idx[k]]))
         for k in order
     ]
-
-
-def leaderboard_matrix(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The leaderboard's rows as a checkpoint x rubric matrix: each cell the headline mean, its change against
-    the checkpoint's parent (same rubric), and the headline's trend over the checkpoints up to it (creation
-    order), drawn as a few block characters."""
-    rubrics = sorted({r["rubric"] for r in rows})
-    order = sorted({(r.get("created_at") or "", r["checkpoint_id"]) for r in rows})
-    ckpts = [c for _, c in order]
-    cell = {(r["checkpoint_id"], r["rubric"]): r for r in rows}
-    matrix = []
-    for i, ck in enumerate(ckpts):
-        cells: list[dict[str, Any] | None] = []
-        for rub in rubrics:
-            r = cell.get((ck, rub))
-            if r is None:
-                cells.append(None)
-                continue
-            parent = cell.get((r.get("parent") or _previous(ckpts, i, rub, cell), rub))
-            delta = None
-            if parent is not None and r.get("headline") is not None and parent.get("headline") is not None:
-                delta = float(r["headline"]) - float(parent["headline"])
-            history = [cell[(c, rub)]["headline"] for c in ckpts[: i + 1] if (c, rub) in cell]
-            cells.append(dict(mean=r.get("headline"), delta=delta, trend=spark(history), name=r.get("headline_name")))
-        matrix.append(
-            dict(checkpoint_id=ck, model=next(r.get("model") for r in rows if r["checkpoint_id"] == ck), cells=cells)
-        )
-    return dict(rubrics=rubrics, rows=matrix)
-
-
-def _previous(ckpts: list[str], i: int, rubric: str, cell: dict[tuple[str, str], Any]) -> str | None:
-    for c in reversed(ckpts[:i]):
-        if (c, rubric) in cell:
-            return c
-    return None
 
 
 _BLOCKS = "▁▂▃▄▅▆▇█"

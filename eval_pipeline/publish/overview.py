@@ -1,0 +1,94 @@
+"""The first screen of the viewer and of the report, from the stored verdicts (``main.verdicts``) alone: which
+checkpoint is best, what regressed, whether the judge can be trusted. Nothing here decides a verdict again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from eval_pipeline.scoring.verdict import TABLE, VERDICTS, Verdict, read, regression_text, worst
+from eval_pipeline.storage.warehouse import Warehouse
+
+# a verdict's colour class, the same in the viewer and the report
+TONE = {
+    "incomplete": "incomplete",
+    "regressed": "bad",
+    "failed gates": "bad",
+    "judge untrusted": "warn",
+    "pending ratings": "pending",
+    "passed": "good",
+}
+
+
+@dataclass
+class Overview:
+    rubrics: list[str] = field(default_factory=list)
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)  # checkpoint_id, model, created_at, verdict
+    cells: dict[tuple[str, str], Verdict] = field(default_factory=dict)  # (checkpoint, rubric)
+    best: dict[str, str] = field(default_factory=dict)  # rubric -> checkpoint with the best complete headline
+    best_overall: str | None = None  # the checkpoint whose worst verdict is least bad (newest on a tie)
+    regressions: list[dict[str, Any]] = field(default_factory=list)  # rubric, checkpoint, text, score, parent
+    trust: list[Verdict] = field(default_factory=list)  # each rubric's newest verdict: its judge's trust
+
+    def cell(self, checkpoint: str, rubric: str) -> Verdict | None:
+        return self.cells.get((checkpoint, rubric))
+
+
+def _signed(v: Verdict) -> float:
+    """The headline with larger meaning better (a lower-is-better score negated)."""
+    h = float(v.headline if v.headline is not None else float("-inf"))
+    return -h if v.headline_lower_is_better else h
+
+
+def overview(wh: Warehouse) -> Overview:
+    """Every stored verdict, arranged for the first screen."""
+    out = Overview()
+    with wh.session() as s:
+        if not s.table_exists("main", "checkpoints"):
+            return out
+        rubrics = sorted(schema for schema, _ in s.tables([TABLE]) if schema != "main")
+        ckpts = s.query_df(
+            "SELECT checkpoint_id, model, created_at FROM main.checkpoints ORDER BY created_at, checkpoint_id"
+        )
+        verdicts = [v for r in rubrics for v in read(s, r)]
+    out.rubrics = rubrics
+    for v in verdicts:
+        out.cells[(v.checkpoint_id, v.rubric)] = v
+    seen = {v.checkpoint_id for v in verdicts}
+    for c in ckpts.to_dict("records"):
+        if c["checkpoint_id"] not in seen:
+            continue
+        mine = [v.verdict for v in verdicts if v.checkpoint_id == c["checkpoint_id"]]
+        out.checkpoints.append({**c, "created_at": str(c["created_at"] or ""), "verdict": worst(mine)})
+    order = [c["checkpoint_id"] for c in out.checkpoints]
+    for r in rubrics:
+        complete = [v for v in verdicts if v.rubric == r and v.verdict != "incomplete" and v.headline is not None]
+        complete = [v for v in complete if v.checkpoint_id in order]
+        if complete:  # the best headline in the score's direction; the newest on a tie
+            best = max(complete, key=lambda v: (_signed(v), order.index(v.checkpoint_id)))
+            out.best[r] = best.checkpoint_id
+        mine = [v for v in verdicts if v.rubric == r and v.checkpoint_id in order]
+        if mine:
+            out.trust.append(max(mine, key=lambda v: order.index(v.checkpoint_id)))
+    if out.checkpoints:  # least bad worst verdict; the newest of those
+        rank = {c["checkpoint_id"]: VERDICTS.index(c["verdict"]) for c in out.checkpoints}
+        out.best_overall = max(order, key=lambda c: (rank[c], order.index(c)))
+    for ck in reversed(order):  # newest first
+        for r in rubrics:
+            v = out.cells.get((ck, r))
+            if v is None or v.verdict != "regressed":
+                continue
+            for reg in v.regressions:
+                out.regressions.append(
+                    {
+                        "rubric": r,
+                        "checkpoint": ck,
+                        "parent": reg["parent"],
+                        "score": reg["score"],
+                        "sample_score": str(reg["score"]).removesuffix("_calibrated"),
+                        "calibrated": reg["calibrated"],
+                        "lower_is_better": reg["lower_is_better"],
+                        "text": regression_text(reg),
+                    }
+                )
+    return out
