@@ -15,7 +15,8 @@ from eval_pipeline.core.terminal import EXIT_INTERRUPTED, EXIT_RUN_FAILED, EXIT_
 EXIT_CODES = """exit codes:
   0    every checkpoint evaluated, every gate passed, the data complete
   1    a run failed (the failed step and its error are printed)
-  2    a usage or configuration error (bad arguments, an invalid rubric YAML)
+  2    a usage or configuration error (bad arguments, an invalid rubric YAML); a rubric file that does not
+       load is skipped in one line and the others run: the command exits 2 when it would have exited 0
   3    gates failed (--no-fail-on-gates: exit 0 instead)
   4    incomplete data (judge scores missing, lines quarantined or rating rows rejected above the rubric's
        completeness thresholds, or a rating file rejected whole)
@@ -64,14 +65,32 @@ def _select(scan, ids: list[str] | None):
 
 
 def _rubrics_and_defs(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The definitions and the rubrics that load. A rubric file that does not load is said in one line and
+    skipped; the others run (``args.skipped_rubrics``: the command then exits 2 if it would have exited 0). A
+    rubric asked for by name that does not load, or no rubric that loads at all, is a configuration error."""
+    from eval_pipeline.core.config import RubricConfigError
     from eval_pipeline.defs.build import build_definitions
-    from eval_pipeline.rubrics import load_rubrics
+    from eval_pipeline.rubrics import load_rubrics_leniently
 
-    rubrics = {r.name: r for r in load_rubrics()}
-    bad = sorted(set(args.rubric or []) - set(rubrics))
+    good, broken = load_rubrics_leniently()
+    rubrics = {r.name: r for r in good}
+    asked = set(args.rubric or [])
+    if asked & set(broken):
+        name = sorted(asked & set(broken))[0]
+        raise RubricConfigError(broken[name])
+    bad = sorted(asked - set(rubrics))
     if bad:
         raise CliError(f"unknown rubric(s) {', '.join(bad)}; known: {', '.join(sorted(rubrics))}")
-    return build_definitions(), rubrics
+    if not rubrics:
+        raise RubricConfigError("\n".join(broken.values()) or "no rubric configs found")
+    skipped = sorted(broken) if not asked else []
+    for name in skipped:
+        first = next((ln.strip() for ln in broken[name].splitlines()[1:] if ln.strip()), broken[name])
+        print(clean(f"eval-pipeline: rubric file {name}.yaml skipped (it does not load): {first}"), file=sys.stderr)
+    args.skipped_rubrics = skipped
+    if not asked and skipped:
+        args.rubric = sorted(rubrics)  # only the rubrics that load
+    return build_definitions(lenient=True), rubrics
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -87,7 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CliError("no complete checkpoint folders found" + (why if scan.refused else ""))
     from eval_pipeline.console import evaluate
 
-    return evaluate(args, ckpts, defs, rubrics, _instance())
+    return _with_skipped(args, evaluate(args, ckpts, defs, rubrics, _instance()))
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
@@ -228,7 +247,16 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         raise CliError(f"--from {args.start} comes after --to {args.end} in creation order ({' -> '.join(ids)})")
     from eval_pipeline.console import evaluate
 
-    return evaluate(args, ckpts[lo:hi], defs, rubrics, _instance())
+    return _with_skipped(args, evaluate(args, ckpts[lo:hi], defs, rubrics, _instance()))
+
+
+def _with_skipped(args: argparse.Namespace, code: int) -> int:
+    """A run that was otherwise clean exits 2 when a rubric file was skipped: a configuration error, said."""
+    skipped = getattr(args, "skipped_rubrics", [])
+    if skipped and code == 0:
+        print(f"eval-pipeline: exit 2: rubric file(s) skipped: {', '.join(skipped)}", file=sys.stderr)
+        return EXIT_USAGE
+    return code
 
 
 def cmd_ratings_template(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
@@ -306,3 +307,24 @@ def stem_share(sa: set[str] | frozenset[str], sb: set[str] | frozenset[str]) -> 
 def overlap(a: Iterable[str], b: Iterable[str]) -> float | None:
     """|a ∩ b| / |a| over stems; None when a is empty."""
     return stem_share({stem(x) for x in a}, {stem(x) for x in b})
+
+
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise(value: object) -> object:
+    """A cell a spreadsheet would run as a formula, made text. Compatibility forms count too: a spreadsheet
+    may read a full-width ＝ or ＋ as = and +, so the check is on the NFKC form of the first characters."""
+    if isinstance(value, str) and unicodedata.normalize("NFKC", value[:2]).startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
+def csv_cell(value: object) -> object:
+    """A value as a CSV cell for a person's spreadsheet: missing as empty, a float to 15 significant digits (what
+    a double holds, without the noise of its last bits), formula-like text neutralised."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.15g}"
+    return neutralise(value)

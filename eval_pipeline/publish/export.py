@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from eval_pipeline.core.ids import check_checkpoint_id, check_identifier
+from eval_pipeline.core.text import csv_cell, neutralise
 from eval_pipeline.storage.tables import literal
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -32,8 +33,14 @@ def _write(table: pa.Table, path: Path, fmt: str) -> None:
         import pyarrow.parquet as pq
 
         pq.write_table(table, path)
-    elif fmt == "csv":
-        table.to_pandas().to_csv(path, index=False)
+    elif fmt == "csv":  # a spreadsheet opening the file runs no formula a model wrote
+        import csv
+
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh)
+            writer.writerow([neutralise(c) for c in table.column_names])
+            for row in table.to_pylist():
+                writer.writerow([csv_cell(v) for v in row.values()])
     else:
         with path.open("w", encoding="utf-8") as fh:
             for row in table.to_pylist():
@@ -59,7 +66,7 @@ def export_checkpoint(
         if not str(t).startswith("_")
     }
     schemas = sorted({s for s, _ in keyed} - {"main"})
-    chosen = rubrics or schemas
+    chosen = list(dict.fromkeys(rubrics)) if rubrics else schemas  # a rubric named twice is exported once
     unknown = sorted(set(chosen) - set(schemas))
     if unknown:
         raise ValueError(f"no results for rubric(s) {', '.join(unknown)} in the warehouse")
@@ -76,8 +83,16 @@ def export_checkpoint(
     }
     plan += [("main", t, sql) for t, sql in main_tables.items() if ("main", t) in keyed]
     written: list[Exported] = []
+    decided: dict[str, Any] = {}
     with wh.sandboxed_reader() as con:  # one reader, one snapshot for every file
         con.execute("BEGIN TRANSACTION")
+        for r in chosen:  # the stored verdicts, as the console printed them
+            if (r, "verdict") in keyed:
+                got = con.execute(
+                    f'SELECT verdict, headline_reason, trust FROM "{r}".verdict WHERE checkpoint_id = {ck}'
+                ).fetchall()
+                if got:
+                    decided[r] = {"verdict": got[0][0], "because": got[0][1], "judge_trust": got[0][2]}
         for schema, table, sql in plan:
             result = con.execute(sql).to_arrow_table()
             if result.num_rows == 0:
@@ -96,6 +111,7 @@ def export_checkpoint(
         "warehouse": wh.describe(),
         "exported_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "format": fmt,
+        "verdicts": decided,
         "files": [{"path": str(e.path.relative_to(out_dir)), "table": e.table, "rows": e.rows} for e in written],
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

@@ -16,7 +16,6 @@ import csv
 import itertools
 import math
 import random
-import unicodedata
 from pathlib import Path
 
 import pandas as pd
@@ -25,16 +24,7 @@ from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.derived import per_rater
 from eval_pipeline.core.ids import check_checkpoint_id
-
-FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
-
-
-def neutralise(value: object) -> object:
-    """A cell a spreadsheet would run as a formula, made text. Compatibility forms count too: a spreadsheet
-    may read a full-width ＝ or ＋ as = and +, so the check is on the NFKC form of the first characters."""
-    if isinstance(value, str) and unicodedata.normalize("NFKC", value[:2]).startswith(FORMULA_PREFIXES):
-        return "'" + value
-    return value
+from eval_pipeline.core.text import neutralise
 
 
 def write_csv(path: Path, df: pd.DataFrame) -> None:

@@ -28,6 +28,7 @@ from starlette.routing import Route
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.ids import UnsafeIdentifierError
+from eval_pipeline.core.text import csv_cell, neutralise
 from eval_pipeline.publish.overview import TONE, overview
 from eval_pipeline.publish.viewer import queries
 from eval_pipeline.publish.viewer.queries.compare import compare_page
@@ -93,9 +94,9 @@ def table_response(request: Request, rows: list[dict[str, Any]], name: str, defa
         buf = io.StringIO()
         cols = list(rows[0]) if rows else []
         writer = csv.writer(buf)
-        writer.writerow(cols)
-        for r in rows:
-            writer.writerow(["" if r.get(c) is None else r.get(c) for c in cols])
+        writer.writerow([neutralise(c) for c in cols])
+        for r in rows:  # a spreadsheet opening the download runs no formula a model wrote
+            writer.writerow([csv_cell(r.get(c)) for c in cols])
         body, media = buf.getvalue(), "text/csv; charset=utf-8"
     return Response(body, media_type=media, headers={"Content-Disposition": f'attachment; filename="{safe}.{fmt}"'})
 
