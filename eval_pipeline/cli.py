@@ -117,22 +117,19 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 
     scan = scan_checkpoints()
     registered = set(_instance().get_dynamic_partitions(CHECKPOINTS.name))
-    gates: dict[str, str] = {}
+    status: dict[str, str] = {}
     wh = Warehouse(settings.warehouse_path())
     if wh.exists() and wh.table_exists("main", "checkpoints"):
-        try:
-            for ckpt, passed, total in wh.query_rows(
-                "SELECT checkpoint_id, sum(gates_passed), sum(gates_total) FROM main.leaderboard GROUP BY 1"
-            ):
-                gates[ckpt] = f"{int(passed or 0)}/{int(total or 0)} gates"
-        except Exception:  # views not built yet
-            pass
-    print(f"{'checkpoint':<16} {'model':<18} {'created':<22} {'parent':<12} {'status':<12} {'rubrics'}")
+        from eval_pipeline.publish.overview import overview
+
+        for c in overview(wh).checkpoints:  # the stored verdicts, the worst of the checkpoint's rubrics
+            status[c["checkpoint_id"]] = c["verdict"]
+    print(f"{'checkpoint':<16} {'model':<18} {'created':<22} {'parent':<12} {'verdict':<16} {'rubrics'}")
     for c in sorted(scan.complete, key=lambda c: (c.created_at, c.checkpoint_id)):
-        status = gates.get(c.checkpoint_id) or ("registered" if c.checkpoint_id in registered else "new")
+        shown = status.get(c.checkpoint_id) or ("registered" if c.checkpoint_id in registered else "new")
         print(
             clean(
-                f"{c.checkpoint_id:<16} {c.model:<18} {c.created_at:<22} {c.parent or '-':<12} {status:<12} "
+                f"{c.checkpoint_id:<16} {c.model:<18} {c.created_at:<22} {c.parent or '-':<12} {shown:<16} "
                 f"{', '.join(sorted(c.rubric_files))}"
             )
         )
@@ -347,6 +344,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from eval_pipeline.storage.warehouse import Warehouse
 
     source = Path(args.source)
+    if not source.exists():
+        raise CliError(f"{source}: no such file (nothing to migrate)")
     if not source.is_file():
         raise CliError(f"{source} is not a DuckDB file")
     wh = Warehouse(settings.warehouse_path())

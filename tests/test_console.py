@@ -236,7 +236,8 @@ def test_the_ratings_template_goes_where_ratings_are_read_and_unfilled_rows_are_
     """#34.5: it was written into the current folder without saying where it must go. By default it is written
     into the rubric's ratings folder, the path printed; rows not filled in yet are reported as such (quarantined
     with that reason), never as rejected ratings; an existing file is never overwritten."""
-    from eval_pipeline.console import RubricReport, report_lines
+    from eval_pipeline.console import report_lines
+    from eval_pipeline.scoring.verdict import Verdict
     from eval_pipeline.ingest.ratings import load_ratings
 
     monkeypatch.setenv("EVAL_RATINGS_DIR", str(env / "ratings"))
@@ -252,7 +253,7 @@ def test_the_ratings_template_goes_where_ratings_are_read_and_unfilled_rows_are_
     assert load.quarantine.reason.str.startswith("not rated yet: ").all()
     assert cli(["ratings-template", "--rubric", "kg_qa", "--checkpoint", "ckpt-0100", "--evaluator", "a b"]) == 2
     assert "unsafe evaluator name" in capfd.readouterr().err
-    line = report_lines(RubricReport(rubric="kg_qa", lines=60, valid=60, rating_unrated=60))[0]
+    line = report_lines(Verdict("kg_qa", "ckpt-0100", lines=60, valid=60, rating_unrated=60))[0]
     assert "60 rows not rated yet" in line and "INCOMPLETE" not in line
 
 

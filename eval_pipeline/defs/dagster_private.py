@@ -57,3 +57,28 @@ __all__ = [
     "daemon_controller",
     "event_logs_directory",
 ]
+
+
+class _OwnSessionSubprocess:
+    """``subprocess`` as Dagster's compute-log module sees it, but every process it starts in a session of its own."""
+
+    def __init__(self, real: Any):
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def Popen(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 - the name Dagster calls
+        kwargs.setdefault("start_new_session", True)
+        return self._real.Popen(*args, **kwargs)
+
+
+def compute_log_helpers_off_the_terminal() -> None:
+    """Dagster mirrors a step's output with a ``tail`` process and a ``watch_orphans.py`` helper per step. Started
+    in the terminal's process group, a Ctrl-C reaches them too and each helper prints a Python traceback; started in
+    a session of their own they are stopped by the step that started them (as always), or by the helper when the
+    step's process is gone, and a terminal's Ctrl-C reaches only the command. Idempotent."""
+    from dagster._core.execution import compute_logs
+
+    if not isinstance(compute_logs.subprocess, _OwnSessionSubprocess):
+        compute_logs.subprocess = _OwnSessionSubprocess(compute_logs.subprocess)  # type: ignore[assignment]

@@ -24,6 +24,7 @@ import dagster as dg
 
 from eval_pipeline.core import interrupts
 from eval_pipeline.core.processes import pid_alive
+from eval_pipeline.defs.dagster_private import compute_log_helpers_off_the_terminal
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.ingest.checkpoints import read_checkpoint
 from eval_pipeline.publish.report import redraw_report
@@ -235,6 +236,7 @@ def materialize_checkpoints(
     inputs (samples, judge scores, ratings: what a judge's pooled calibration set is made of) are materialized
     first, then the rest of each: the verdict on a judge then comes from every rated sample of the command, and
     the checkpoints it judged carry the same verdict whatever their order."""
+    compute_log_helpers_off_the_terminal()  # a terminal's Ctrl-C reaches the command, not Dagster's helpers
     resources = defs.resources or {}
     root = Path(resources["checkpoints"].root)
     wh = resources["warehouse"].get()

@@ -342,11 +342,11 @@ def build_report(wh: Warehouse) -> str:
 
 def write_report(wh: Warehouse, out_dir: str | Path) -> Path:
     out = Path(out_dir)
+    with wh.session() as reader:  # drawn first: a report that cannot be drawn leaves no folder behind
+        text = build_report(reader)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "report.html"
     tmp = out / ".report.html.tmp"
-    with wh.session() as reader:
-        text = build_report(reader)
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)  # atomic: a reader never sees half a report
     return path

@@ -50,3 +50,24 @@ def test_the_private_names_the_project_uses_are_still_there_and_shaped_as_it_exp
     from eval_pipeline.defs.event_log import EventLogStorage
 
     assert issubclass(EventLogStorage, dagster._core.storage.event_log.EventLogStorage)  # noqa: SLF001
+
+
+def test_the_compute_log_helpers_are_started_off_the_terminal(tmp_path):
+    """The tail and watch_orphans helpers Dagster starts per step are still started through the module attribute
+    this project wraps (a Dagster release that starts them another way fails here, not in a terminal)."""
+    import os
+    import sys
+
+    from dagster._core.execution import compute_logs
+
+    from eval_pipeline.defs.dagster_private import compute_log_helpers_off_the_terminal
+
+    assert hasattr(compute_logs, "execute_posix_tail") and "subprocess.Popen" in inspect.getsource(
+        compute_logs.execute_posix_tail
+    )
+    compute_log_helpers_off_the_terminal()
+    log = tmp_path / "out.log"
+    log.write_text("x\n")
+    with compute_logs.execute_posix_tail(str(log), sys.stdout) as (tail_pid, watcher_pid):
+        assert os.getsid(tail_pid) == tail_pid and os.getsid(watcher_pid) == watcher_pid
+        assert os.getsid(tail_pid) != os.getsid(0)

@@ -87,9 +87,26 @@ class ReReview(Strict):
     max_diff: float
 
 
+class CalibrationBands(Strict):
+    """What a pilot's PASS/FAIL kappa means (the answer-quality protocol's bands): at least ``proceed``: proceed; at
+    least ``discuss``: discuss and refine the guidelines; below: revise and re-pilot."""
+
+    proceed: float = Field(0.80, ge=-1, le=1)
+    discuss: float = Field(0.60, ge=-1, le=1)
+
+
 class WorklistSpec(Strict):
     strata: list[str] = Field(default_factory=list, description="Input fields the pilot set is stratified by.")
     pilot_size: int = Field(10, ge=1)
+    pilot_evaluators: list[str] = Field(
+        default_factory=list,
+        description="Who rates the pilot, every one of them every item (empty: whoever opens it; two or more make "
+        "the calibration).",
+    )
+    minutes_per_item: float | None = Field(
+        None, gt=0, description="The protocol's time budget per item, shown beside the time spent (None: no budget)."
+    )
+    bands: CalibrationBands = Field(default_factory=CalibrationBands)
     spot_check_share: float = Field(0.05, gt=0, le=1)
     rereview: ReReview | None = None
     sheet_fields: list[str] = Field(default_factory=list, description="Input fields shown on the blank scoring sheet.")

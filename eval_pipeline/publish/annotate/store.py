@@ -1,0 +1,207 @@
+"""Ratings given in the browser, written as the files the pipeline already reads.
+
+One file per rubric, checkpoint and evaluator: ``<EVAL_RATINGS_DIR>/<rubric>/<checkpoint>-<evaluator>.csv`` with the
+columns the ratings loader reads (``sample_id, evaluator, checkpoint, <each rated dimension>, notes``). What the CSV
+has no column for (seconds spent, checklist ticks, a skip or a flag and its reason) is kept beside it in
+``<EVAL_RATINGS_DIR>/.annotate/<rubric>/<checkpoint>-<evaluator>.json``, which the loader never reads.
+
+Durability: a submit rewrites the file whole into a temporary file in the same folder, fsyncs it, renames it over the
+old one and fsyncs the folder, before the page answers. A process killed at any moment leaves either the old file or
+the new one, never a mix; an acknowledged rating is on disk. Changing an earlier rating replaces its row: one row per
+(sample, evaluator). Writers of one file take turns (a lock file held with ``flock``, across processes too).
+
+A file edited by hand meanwhile is never overwritten silently: each write says which version of the file it read
+(its fingerprint); a file changed since is refused with :class:`EditedElsewhere`, and the page says so.
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import hashlib
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.ids import check_checkpoint_id, check_evaluator, check_identifier
+from eval_pipeline.core.text import neutralise
+
+
+class EditedElsewhere(Exception):
+    """The ratings file changed on disk since the page read it (edited by hand, or by another tab)."""
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """``data`` as ``path``, all or nothing, on disk when this returns (temporary file, fsync, rename, fsync)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def fingerprint(path: Path) -> str:
+    """What a version of a file is (its bytes' hash); ``absent`` for no file."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except FileNotFoundError:
+        return "absent"
+
+
+@dataclass
+class Rating:
+    """One evaluator's rating of one sample: a score per rated dimension (None: not rated), notes, and what the
+    CSV has no column for."""
+
+    sample_id: str
+    scores: dict[str, float | None]
+    notes: str = ""
+    seconds: float = 0.0
+    checklist: dict[str, list[int]] = field(default_factory=dict)  # dimension -> indexes of the ticked items
+    skipped: str = ""  # the reason, when skipped
+    flagged: str = ""  # the reason, when flagged
+
+
+class RatingsFile:
+    """The ratings one evaluator gave one checkpoint on one rubric, as a CSV the pipeline reads."""
+
+    def __init__(self, root: Path, rubric: RubricConfig, checkpoint_id: str, evaluator: str):
+        self.rubric = rubric
+        self.checkpoint_id = check_checkpoint_id(checkpoint_id)
+        self.evaluator = check_evaluator(evaluator)
+        check_identifier(rubric.name, "rubric name")
+        self.path = Path(root) / rubric.name / f"{checkpoint_id}-{evaluator}.csv"
+        self.extra = Path(root) / ".annotate" / rubric.name / f"{checkpoint_id}-{evaluator}.json"
+        self.lock = Path(root) / ".annotate" / rubric.name / f"{checkpoint_id}-{evaluator}.lock"
+        self.dims = list(rubric.rating_scales)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.lock.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.lock, "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def version(self) -> str:
+        return fingerprint(self.path)
+
+    def read(self) -> dict[str, Rating]:
+        """Every row of the file (the last one of a sample if a hand edit repeated it), with what the side file
+        keeps; rows of other evaluators or checkpoints (a file edited by hand) are left out."""
+        out: dict[str, Rating] = {}
+        try:
+            text = self.path.read_text(encoding="utf-8-sig")
+        except FileNotFoundError:
+            return out
+        extra = self._extra()
+        for row in csv.DictReader(io.StringIO(text)):
+            sid = (row.get("sample_id") or "").strip()
+            if not sid or (row.get("evaluator") or self.evaluator) != self.evaluator:
+                continue
+            if (row.get("checkpoint") or self.checkpoint_id) != self.checkpoint_id:
+                continue
+            scores: dict[str, float | None] = {}
+            for d in self.dims:
+                cell = (row.get(d) or "").strip()
+                try:
+                    scores[d] = float(cell) if cell else None
+                except ValueError:
+                    scores[d] = None
+            more = extra.get(sid, {})
+            out[sid] = Rating(
+                sid,
+                scores,
+                row.get("notes") or "",
+                float(more.get("seconds", 0.0)),
+                {k: list(v) for k, v in more.get("checklist", {}).items()},
+                str(more.get("skipped", "")),
+                str(more.get("flagged", "")),
+            )
+        for sid, more in extra.items():  # skipped or flagged without a row
+            if sid not in out and (more.get("skipped") or more.get("flagged")):
+                out[sid] = Rating(
+                    sid,
+                    dict.fromkeys(self.dims),
+                    seconds=float(more.get("seconds", 0.0)),
+                    skipped=str(more.get("skipped", "")),
+                    flagged=str(more.get("flagged", "")),
+                )
+        return out
+
+    def _extra(self) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads(self.extra.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def save(self, rating: Rating, read_version: str | None) -> str:
+        """Write ``rating`` (replacing this sample's row) durably; returns the file's new version. ``read_version``:
+        the version the page was drawn from; a file that changed since is refused (None: no check)."""
+        with self._locked():
+            now = self.version()
+            if read_version is not None and read_version != now:
+                raise EditedElsewhere(
+                    f"{self.path.name} changed on disk since this page was drawn (edited by hand or in another "
+                    "tab): nothing was written; reload the page to see the file as it is now"
+                )
+            rows = self.read()
+            rows[rating.sample_id] = rating
+            extra = self._extra()
+            extra[rating.sample_id] = {
+                "seconds": round(rating.seconds, 1),
+                "checklist": rating.checklist,
+                "skipped": rating.skipped,
+                "flagged": rating.flagged,
+            }
+            atomic_write(self.extra, json.dumps(extra, sort_keys=True).encode())
+            atomic_write(self.path, self._csv(rows))
+            return self.version()
+
+    def _csv(self, rows: dict[str, Rating]) -> bytes:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["sample_id", "evaluator", "checkpoint", *self.dims, "notes"])
+        for sid in sorted(rows):
+            r = rows[sid]
+            if r.skipped and not any(v is not None for v in r.scores.values()):
+                continue  # a skip is no rating: kept in the side file only
+            cells = ["" if r.scores.get(d) is None else _number(r.scores[d]) for d in self.dims]
+            w.writerow([sid, self.evaluator, self.checkpoint_id, *cells, neutralise(r.notes.replace("\r", " "))])
+        return buf.getvalue().encode("utf-8")
+
+
+def _number(v: float | None) -> str:
+    return "" if v is None else (str(int(v)) if float(v).is_integer() else f"{v:g}")
+
+
+def evaluators_of(root: Path, rubric: str, checkpoint_id: str) -> list[str]:
+    """The evaluators with a file of this app's naming for the checkpoint."""
+    folder = Path(root) / rubric
+    prefix = f"{checkpoint_id}-"
+    return sorted(p.stem[len(prefix) :] for p in folder.glob(f"{prefix}*.csv")) if folder.is_dir() else []

@@ -1,0 +1,224 @@
+"""Every command the README and the docs show, typed exactly as written, in a copy of the project after `make demo`,
+without the Makefile's environment (#43).
+
+A command is a line of a fenced ``bash`` block of README.md or docs/*.md (a line ending in ``\\`` goes on), or a
+command in backticks in the README's table of commands. Each runs through ``bash -c`` in the project folder with a
+bare environment (PATH, HOME, LANG: no EVAL_*, no DAGSTER_HOME, no NLTK_DATA) and must exit 0 (``run`` and
+``backfill`` may also exit 3: the sample data fails gates on purpose, and 3 is their documented answer to that),
+with no traceback and no error line. A server (``view``, ``ui``, the OpenAI-protocol stub) is started, must answer
+HTTP, and must stop on SIGTERM without a traceback; it keeps running for the rest of its block, so the next line
+can use it. Left out, each with its reason: the test commands themselves, lines marked ``[walk: slow]``, and a
+program the machine does not have (the docs say "if you have it").
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
+
+FENCE = re.compile(r"^\s*```(\w*)")
+SKIP = {
+    "make test": "the suite itself",
+    "make test-fast": "the suite itself",
+    "make lint": "CI runs it before the suite",
+    "make bench": "the benchmarks: minutes each, run by hand",
+    "make demo": "run first, as the set-up of this walk",
+}
+SERVERS = (  # (what the command contains, the port it serves on when it names none)
+    ("openai_stub", 8011),
+    ("make ui", 3000),
+    ("eval-pipeline ui", 3000),
+    ("make view", 8765),
+    ("eval-pipeline view", 8765),
+)
+ALLOWED = {"run": {0, 3}, "backfill": {0, 3}}  # documented outcomes of evaluating data that fails gates
+
+
+def documented_commands(root: Path) -> list[tuple[str, list[str]]]:
+    """(where, commands) per block: each fenced bash block of README.md and docs/*.md, and the README's table."""
+    blocks: list[tuple[str, list[str]]] = []
+    for doc in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        lines = doc.read_text(encoding="utf-8").splitlines()
+        inside, lang, current, start = False, "", [], 0
+        for n, line in enumerate(lines, 1):
+            m = FENCE.match(line)
+            if m:
+                if inside and lang in ("bash", "sh", "shell") and current:
+                    blocks.append((f"{doc.relative_to(root)}:{start}", current))
+                inside, lang, current, start = not inside, m.group(1), [], n
+                continue
+            if inside and lang in ("bash", "sh", "shell") and line.strip():
+                if current and current[-1].endswith("\\"):
+                    current[-1] = current[-1][:-1] + " " + line.strip()
+                else:
+                    current.append(line.strip())
+        if doc.name == "README.md":
+            table = re.findall(r"^\| `((?:make|\.venv/bin/)[^`]*)`(?: / `([^`]*)`)?", "\n".join(lines), re.M)
+            blocks.append(("README.md table", [c for pair in table for c in pair if c]))
+    return blocks
+
+
+def _skip_reason(cmd: str) -> str | None:
+    bare = cmd.split("#")[0].strip()
+    if bare in SKIP:
+        return SKIP[bare]
+    if "[walk: slow]" in cmd:
+        return "marked slow in the docs"
+    program = bare.split()[0] if bare else ""
+    if "=" not in program and not program.startswith(".venv/") and shutil.which(program) is None:
+        return f"{program} is not installed here (the docs say: if you have it)"
+    return None
+
+
+def _server_port(cmd: str) -> int | None:
+    for needle, port in SERVERS:
+        if needle in cmd:
+            m = re.search(r"--port[ =](\d+)", cmd)
+            return int(m.group(1)) if m else port
+    return None
+
+
+def _answers(port: int, seconds: float = 120) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+                return r.status < 500
+        except urllib.error.HTTPError as exc:
+            return exc.code < 500
+        except OSError:
+            time.sleep(0.5)
+    return False
+
+
+def _bad_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if "Traceback" in ln or re.search(r"\berror\b", ln, re.I)]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A copy of the project's files as they are now (the tracked ones), sharing its .venv, after `make demo`."""
+    if not (ROOT / ".venv" / "bin" / "eval-pipeline").exists():
+        pytest.fail("the project's .venv is missing: run `make install` first")
+    where = tmp_path_factory.mktemp("walk") / "project"
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for rel in filter(None, listed.decode().split("\0")):
+        src = ROOT / rel
+        if src.is_file():
+            (where / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, where / rel)  # mtimes kept: make sees the shared .venv as up to date
+    (where / ".venv").symlink_to(ROOT / ".venv")
+    home = where.parent / "home"
+    home.mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8", "TERM": "dumb"}
+    done = subprocess.run(["make", "demo"], cwd=where, env=env, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # a warehouse file of an earlier version, for `migrate` (the docs' example)
+    subprocess.run(
+        [
+            str(ROOT / ".venv/bin/python"),
+            "-c",
+            "import duckdb; c = duckdb.connect('data/warehouse.duckdb'); "
+            "c.execute('CREATE SCHEMA legacy'); c.execute('CREATE TABLE legacy.results AS SELECT 1 AS x')",
+        ],
+        cwd=where,
+        env=env,
+        check=True,
+    )
+    return where, env
+
+
+def test_every_documented_command_works_as_typed(project):
+    where, env = project
+    ran, skipped, failures = [], [], []
+    for place, commands in documented_commands(where):
+        servers: list[tuple[str, subprocess.Popen[str]]] = []
+        try:
+            for cmd in commands:
+                why = _skip_reason(cmd)
+                if why:
+                    skipped.append(f"{place}: {cmd} ({why})")
+                    continue
+                port = _server_port(cmd)
+                if port is not None:
+                    proc = subprocess.Popen(
+                        ["bash", "-c", f"exec {cmd}" if not cmd.startswith("make") else cmd],
+                        cwd=where,
+                        env=env,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        text=True,
+                        start_new_session=True,
+                    )
+                    servers.append((cmd, proc))
+                    if not _answers(port):
+                        failures.append(f"{place}: {cmd}: no HTTP answer on port {port}")
+                    ran.append(cmd)
+                    continue
+                t0 = time.monotonic()
+                done = subprocess.run(
+                    ["bash", "-c", cmd], cwd=where, env=env, capture_output=True, text=True, timeout=900
+                )
+                print(f"{time.monotonic() - t0:6.1f}s exit {done.returncode}  {cmd}", flush=True)
+                ran.append(cmd)
+                verb = next((w for w in cmd.split() if w in ALLOWED), "")
+                allowed = ALLOWED.get(verb, {0})
+                bad = _bad_lines(done.stderr) + [ln for ln in done.stdout.splitlines() if "Traceback" in ln]
+                if done.returncode not in allowed or bad:
+                    failures.append(
+                        f"{place}: {cmd}: exit {done.returncode}; " + " | ".join((bad or done.stderr.splitlines())[-3:])
+                    )
+        finally:
+            for cmd, proc in servers:  # SIGTERM, as a service manager or `kill` sends it
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    out, _ = proc.communicate(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    out, _ = proc.communicate()
+                    failures.append(f"{cmd}: still running 30 s after SIGTERM")
+                if "Traceback" in out:
+                    failures.append(f"{cmd}: a traceback on SIGTERM: {out[-600:]}")
+    assert not failures, "\n".join(failures)
+    assert len(ran) >= 20, ran  # the walk found the commands (a docs reshuffle that hides them fails here)
+    print(f"{len(ran)} commands ran; skipped: {skipped}")
+
+
+def test_the_project_moved_keeps_its_lake(project, tmp_path):
+    """A project folder copied (or moved, or renamed) opens its lake from the new place: the data path is where
+    the catalog is now, not where it was made."""
+    where, env = project
+    moved = tmp_path / "renamed"
+    shutil.copytree(where, moved, symlinks=True)
+    done = subprocess.run(
+        ["bash", "-c", '.venv/bin/eval-pipeline sql "SELECT count(*) AS n FROM main.verdicts" --format csv'],
+        cwd=moved,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1] == "15"  # 3 checkpoints x 5 rubrics
+    checkpoints = subprocess.run(
+        ["bash", "-c", "cd /tmp && " + str(moved / ".venv/bin/eval-pipeline") + " checkpoints"],
+        cwd=moved,
+        env={**env, "EVAL_PROJECT_DIR": str(moved)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert checkpoints.returncode == 0, checkpoints.stderr
+    assert "ckpt-0300" in checkpoints.stdout and "passed" not in checkpoints.stderr
