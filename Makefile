@@ -8,7 +8,7 @@ export EVAL_WAREHOUSE ?= ducklake:sqlite:$(CURDIR)/data/lake/catalog.sqlite
 export EVAL_CHECKPOINT_DIR ?= $(CURDIR)/data/checkpoints
 export NLTK_DATA ?= $(CURDIR)/.nltk_data
 
-.PHONY: lint install provision provision-browser provision-postgres dagster-home demo test test-fast ui view report reference sample-data bench clean
+.PHONY: lint install provision provision-browser provision-postgres dagster-home demo test test-fast ui view annotate report reference sample-data bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,10 @@ ui: provision dagster-home
 # the results viewer on the same warehouse as the demo (http://127.0.0.1:8765)
 view: install
 	$(VENV)/bin/eval-pipeline view
+
+# people rate in the browser (http://127.0.0.1:8766): the rubric's protocol as queues; ratings into data/human_ratings
+annotate: install
+	$(VENV)/bin/eval-pipeline annotate
 
 report: install
 	$(VENV)/bin/eval-pipeline report --out reports

@@ -407,6 +407,31 @@ def cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_annotate(args: argparse.Namespace) -> int:
+    """People rate in the browser, by their rubric's protocol; ratings go where the pipeline reads them."""
+    import os
+
+    from eval_pipeline.core import settings
+    from eval_pipeline.publish.annotate.app import AnnotateRefused, check_binding, serve
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    token = os.environ.get("EVAL_ANNOTATE_TOKEN", "").strip() or None
+    try:
+        check_binding(args.host, token)
+    except AnnotateRefused as exc:
+        raise CliError(str(exc)) from None
+    _, rubrics = _rubrics_and_defs(argparse.Namespace(rubric=None))
+    wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True, lock_timeout_s=3)
+    root = settings.ratings_dir()
+    _port_free(args.host, args.port)
+    print(
+        f"eval-pipeline annotate: http://{args.host}:{args.port}/ · ratings into {root} · on {wh.describe()} "
+        "(Ctrl-C stops it)"
+    )
+    serve(wh, rubrics, root, args.host, args.port, token)
+    return 0
+
+
 def for_terminal(line: str) -> bool:
     """Whether a line of the daemon's output (or a run's it launched) is shown in `ui`'s terminal: all but
     Dagster's per-event DEBUG lines."""
@@ -590,6 +615,15 @@ def build_parser() -> argparse.ArgumentParser:
     vw.add_argument("--host", default="127.0.0.1")
     vw.add_argument("--warehouse")
     vw.set_defaults(fn=cmd_view)
+    an = sub.add_parser(
+        "annotate",
+        help="people rate samples in the browser by the rubric's protocol (pilot, calibration, remainder, spot check)",
+        parents=[common],
+    )
+    an.add_argument("--port", type=int, default=8766)
+    an.add_argument("--host", default="127.0.0.1", help="past 127.0.0.1 it needs EVAL_ANNOTATE_TOKEN")
+    an.add_argument("--warehouse")
+    an.set_defaults(fn=cmd_annotate)
     ui = sub.add_parser(
         "ui", help="the Dagster UI with the project's daemon (sensors, run queue, backfills)", parents=[common]
     )

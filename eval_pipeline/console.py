@@ -163,7 +163,7 @@ def evaluate(args: Any, ckpts: list[Any], defs: Any, rubrics: dict[str, Any], in
 
     def starting(ckpt_id: str) -> None:
         bar.clear()
-        bar.prefix = f"{heads[ckpt_id]} "
+        bar.prefix = f"{heads.get(ckpt_id, ckpt_id)} "
 
     def finished(o: Any) -> None:
         bar.clear()
@@ -182,6 +182,8 @@ def evaluate(args: Any, ckpts: list[Any], defs: Any, rubrics: dict[str, Any], in
         for r in mine:
             print("\n".join(report_lines(r, verbose=args.verbose)), flush=True)
 
+    before = {(v.rubric, v.checkpoint_id): v for r in rubrics for v in read_verdicts(wh, r)} if wh.exists() else {}
+    followed: list[Any] = []
     with progress.listening(bar):
         materialize_checkpoints(
             defs,
@@ -191,8 +193,11 @@ def evaluate(args: Any, ckpts: list[Any], defs: Any, rubrics: dict[str, Any], in
             log_level=_dagster_log_level(args),
             on_outcome=finished,
             on_start=starting,
+            on_followed=followed.append,
         )
     bar.clear()
+    for line in followed_lines(wh, rubrics, followed, before):
+        print(line, flush=True)
     if any(o.interrupted for o in outcomes):
         done = [o.checkpoint_id for o in outcomes if not o.interrupted]
         reached = {o.checkpoint_id for o in outcomes}
@@ -215,6 +220,42 @@ def evaluate(args: Any, ckpts: list[Any], defs: Any, rubrics: dict[str, Any], in
         return EXIT_INCOMPLETE
     print(_verdict(code, outcomes, reports), file=sys.stderr if code else sys.stdout, flush=True)
     return code
+
+
+def followed_lines(
+    wh: Warehouse, rubrics: dict[str, RubricConfig], followed: list[Any], before: dict[tuple[str, str], Verdict]
+) -> list[str]:
+    """What new ratings changed for checkpoints outside the command: which were read again, and each verdict decided
+    again, before and after (none of it asked the judge)."""
+    if not followed:
+        return []
+    out = []
+    reread = [o for o in followed if o.purpose == "ratings"]
+    if reread:
+        names = ", ".join(f"{o.checkpoint_id} ({', '.join(o.rubrics)})" for o in reread)
+        out.append(f"ratings changed since these were decided, read again: {names}")
+    again = [o for o in followed if o.purpose == "decide again"]
+    if again:
+        out.append("decided again, the judge's pooled verdict having new ratings (no judge call):")
+    for o in again:
+        if not o.success:
+            out.append(f"  {o.checkpoint_id}: RUN FAILED {'; '.join(o.failures)[:300]}")
+            continue
+        for name in o.rubrics:
+            now = decided(wh, rubrics[name], o.checkpoint_id, o.run_ids)
+            was = before.get((name, o.checkpoint_id))
+            out.append("  " + clean(_moved(name, o.checkpoint_id, was, now)))
+    return out
+
+
+def _moved(rubric: str, ckpt: str, was: Verdict | None, now: Verdict) -> str:
+    if was is None:
+        return f"{rubric} {ckpt}: {now.verdict} (judge {now.trust}, {now.rated} rated samples)"
+    parts = [f"{was.verdict} -> {now.verdict}" if was.verdict != now.verdict else f"still {now.verdict}"]
+    parts.append(f"judge {was.trust} -> {now.trust}" if was.trust != now.trust else f"judge still {now.trust}")
+    if was.rated != now.rated:
+        parts.append(f"rated samples {was.rated} -> {now.rated}")
+    return f"{rubric} {ckpt}: " + "; ".join(parts)
 
 
 def usage_line(wh: Warehouse, ckpt: str, rubrics: list[str], run_ids: list[str] | None = None) -> str | None:

@@ -26,7 +26,10 @@ from eval_pipeline.core import interrupts
 from eval_pipeline.core.processes import pid_alive
 from eval_pipeline.defs.dagster_private import compute_log_helpers_off_the_terminal
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
+from eval_pipeline.defs.ratings_follow import ratings_keys, redecided_keys
 from eval_pipeline.ingest.checkpoints import read_checkpoint
+from eval_pipeline.ingest.ratings import evaluated, has_ratings
+from eval_pipeline.ingest.ratings import stale as stale_ratings
 from eval_pipeline.publish.report import redraw_report
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -43,6 +46,7 @@ class RunOutcome:
     report: Path | None = None  # the report, when it was redrawn after this run (see REPORT_EVERY_S)
     report_error: str | None = None  # why it could not be (the run's outcome does not depend on it)
     run_ids: list[str] = field(default_factory=list)  # every run of this checkpoint in the command, run_id last
+    purpose: str = "evaluate"  # or "ratings" / "decide again": a checkpoint outside the command, after new ratings
 
 
 def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]) -> list[str]:
@@ -231,6 +235,7 @@ def materialize_checkpoints(
     log_level: str = "DEBUG",
     on_outcome: Callable[[RunOutcome], None] | None = None,
     on_start: Callable[[str], None] | None = None,
+    on_followed: Callable[[RunOutcome], None] | None = None,
 ) -> list[RunOutcome]:
     """Evaluate ``checkpoint_ids`` in order, one outcome each. With more than one, every checkpoint's calibration
     inputs (samples, judge scores, ratings: what a judge's pooled calibration set is made of) are materialized
@@ -252,6 +257,19 @@ def materialize_checkpoints(
         if names:
             todo.append((ckpt_id, ckpt.model, names))
     first = _calibration_inputs(assets)  # the first pass's selection, when several checkpoints make two
+    present = {k for a in assets for k in a.keys}
+    ratings_root = Path(resources["ratings"].root)
+    command = {c for c, _, _ in todo}
+    run_rubrics = sorted({n for _, _, names in todo for n in names})
+    # ratings changed since the other evaluated checkpoints read them: read again first, so the pooled calibration
+    # set this command's checkpoints are decided on is the files as they are now (ratings_follow)
+    reread: dict[str, list[str]] = {}
+    unread: dict[str, set[str]] = {}  # per rubric: the checkpoints whose ratings the warehouse has not read as now
+    for rubric in run_rubrics:
+        old = set(stale_ratings(wh, rubric, ratings_root)[1])
+        unread[rubric] = old | (command - set(evaluated(wh, rubric)))
+        for c in sorted(old - command):
+            reread.setdefault(c, []).append(rubric)
     outcomes: list[RunOutcome] = []
     drawn_at = time.monotonic()
     # the DuckDB file stays open from one run to the next, as from one step to the next within a run (it still
@@ -267,6 +285,14 @@ def materialize_checkpoints(
             interrupt.check()
             return outcome
 
+        def follow(ckpt_id: str, names: list[str], keys: list[dg.AssetKey], purpose: str) -> None:
+            outcome = run(ckpt_id, _model_of(root, ckpt_id), names, dg.AssetSelection.assets(*keys))
+            outcome.purpose = purpose
+            if on_followed is not None:
+                on_followed(outcome)
+
+        for ckpt_id, names in sorted(reread.items()):
+            follow(ckpt_id, names, [k for n in names for k in ratings_keys(n, present)], "ratings")
         before: dict[str, RunOutcome] = {}  # each checkpoint's calibration inputs, when they go first
         for ckpt_id, model, names in todo if len(todo) > 1 else []:
             before[ckpt_id] = run(ckpt_id, model, names, dg.AssetSelection.groups(*names) & first)
@@ -293,12 +319,32 @@ def materialize_checkpoints(
                 drawn_at = _draw_report(wh, resources, outcome)
             outcomes.append(outcome)
             finished(outcome)
+        # the judge's pooled verdict moved for the other checkpoints of a rubric whose ratings changed, or one of
+        # this command's checkpoints brought ratings of its own: decide them again (no judge call)
+        moved = {n for names in reread.values() for n in names}
+        moved |= {n for c, _, names in todo for n in names if c in unread.get(n, set()) and has_ratings(wh, n, c)}
+        again: dict[str, list[str]] = {}
+        for rubric in sorted(moved):
+            for c in evaluated(wh, rubric):
+                if c not in command:
+                    again.setdefault(c, []).append(rubric)
+        for ckpt_id, names in sorted(again.items()):
+            if interrupt.flag:
+                break
+            follow(ckpt_id, names, [k for n in names for k in redecided_keys(n, present)], "decide again")
     ran = [o for o in outcomes if o.run_id]
     if (
         ran and not interrupt.flag and ran[-1].report is None and ran[-1].report_error is None
     ):  # the last run's, unless drawn after it
         _draw_report(wh, resources, ran[-1])
     return outcomes
+
+
+def _model_of(root: Path, ckpt_id: str) -> str:
+    try:
+        return read_checkpoint(root / ckpt_id).model
+    except Exception:  # noqa: BLE001 - a folder gone since: the run's tag says so, the warehouse has its rows
+        return "(folder gone)"
 
 
 def _draw_report(wh: Warehouse, resources: Mapping[str, Any], outcome: RunOutcome) -> float:

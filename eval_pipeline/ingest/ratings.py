@@ -34,6 +34,7 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import QUARANTINE_COLUMNS, RATER_KINDS, RATING_COLUMNS, UNPLACED, UNRATED
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_evaluator
 from eval_pipeline.ingest.files import not_a_file
+from eval_pipeline.storage.warehouse import Warehouse
 
 
 def empty_quarantine() -> pd.DataFrame:
@@ -369,6 +370,54 @@ def load_ratings(
                 continue
             reader.read_file(path)
     return reader.finish()
+
+
+SOURCES = "human_ratings_sources"  # per checkpoint: the version of the ratings folder its human_ratings was read from
+
+
+def folder_fingerprint(rubric_name: str, root: Path | None = None) -> str:
+    """The version of a rubric's ratings folder: the names, sizes and modification times of the files
+    ``load_ratings`` reads. A rating written, changed, added or removed changes it."""
+    import hashlib
+
+    folder = (root or settings.ratings_dir()) / rubric_name
+    parts = []
+    if folder.is_dir():
+        for p in sorted(folder.iterdir()):
+            if p.suffix.lower() == ".csv":
+                try:
+                    st = p.stat()
+                except OSError:
+                    continue
+                parts.append(f"{p.name}\0{st.st_size}\0{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def evaluated(wh: Warehouse, rubric: str) -> list[str]:
+    """The checkpoints this rubric has samples of."""
+    if not wh.exists() or not wh.table_exists(rubric, "samples"):
+        return []
+    return [str(c) for (c,) in wh.query_rows(f'SELECT DISTINCT checkpoint_id FROM "{rubric}".samples ORDER BY 1')]
+
+
+def stale(wh: Warehouse, rubric: str, root: Path, only: list[str] | None = None) -> tuple[str, list[str]]:
+    """(the ratings folder's version now, the evaluated checkpoints whose human_ratings were read from another)."""
+    now = folder_fingerprint(rubric, root)
+    ckpts = evaluated(wh, rubric) if only is None else only
+    if not ckpts:
+        return now, []
+    read: dict[str, str] = {}
+    if wh.table_exists(rubric, SOURCES):
+        rows = wh.query_rows(f'SELECT checkpoint_id, fingerprint FROM "{rubric}".{SOURCES}')
+        read = {str(c): str(f) for c, f in rows}
+    return now, [c for c in ckpts if read.get(c) != now]
+
+
+def has_ratings(wh: Warehouse, rubric: str, ckpt: str) -> bool:
+    if not wh.table_exists(rubric, "human_ratings"):
+        return False
+    rows = wh.query_rows(f'SELECT 1 FROM "{rubric}".human_ratings WHERE checkpoint_id = ? LIMIT 1', [ckpt])
+    return bool(rows)
 
 
 MAX_RATINGS_BYTES = 256 * 1024 * 1024

@@ -71,6 +71,7 @@ class Verdict:
     drifting: list[str] = field(default_factory=list)
     trust_pending: list[str] = field(default_factory=list)
     ratings_needed: int = 0  # more rated samples that would settle a pending judge
+    rated: int = 0  # the rated samples the judge's pooled verdict rests on
     judge: str = ""
     regressions: list[dict[str, Any]] = field(default_factory=list)
     headline_name: str = ""
@@ -261,6 +262,8 @@ def _trust(v: Verdict, trust: pd.DataFrame | None) -> None:
     needed = pd.to_numeric(dims.needed, errors="coerce").fillna(0) if "needed" in dims.columns else None
     v.ratings_needed = int(needed[dims.verdict == "pending"].max()) if needed is not None and v.trust_pending else 0
     v.trust = "untrusted" if v.untrusted else "pending" if v.trust_pending else "trusted"
+    if "n_rated" in trust.columns and trust.n_rated.notna().any():
+        v.rated = int(trust.n_rated.max())
 
 
 def change_of(delta: float, ci_low: float, ci_high: float, p_holm: float | None, lower_is_better: bool) -> str:

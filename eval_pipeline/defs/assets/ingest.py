@@ -16,7 +16,7 @@ from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, WarehouseResource
 from eval_pipeline.ingest.jsonl import RAW_SCHEMA, iter_jsonl
-from eval_pipeline.ingest.ratings import load_ratings
+from eval_pipeline.ingest.ratings import SOURCES, folder_fingerprint, load_ratings
 from eval_pipeline.storage.tables import literal
 
 
@@ -162,10 +162,16 @@ def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         root = Path(checkpoints.root)
         folders = {p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
         known = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION)) | folders
+        version = folder_fingerprint(rubric.name, Path(ratings.root))  # before reading: a later write is seen later
         load = load_ratings(rubric, ckpt_id, ids, root=Path(ratings.root), known_checkpoints=known | {ckpt_id})
-        with wh.partition_writer() as w:  # the ratings and their quarantine in one transaction
+        source = pd.DataFrame(
+            [{"checkpoint_id": ckpt_id, "fingerprint": version, "files": len(load.files), "rows": len(load.ratings),
+              "read_at": pd.Timestamp.now(tz="UTC")}]
+        )  # fmt: skip
+        with wh.partition_writer() as w:  # the ratings, their quarantine and the folder's version in one transaction
             w.write(*QUARANTINE, load.quarantine, {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "ratings"})
             w.write(rubric.name, "human_ratings", load.ratings, {"checkpoint_id": ckpt_id})
+            w.write(rubric.name, SOURCES, source, {"checkpoint_id": ckpt_id})
         r = load.ratings
         return dg.MaterializeResult(
             metadata={

@@ -1,0 +1,528 @@
+"""`eval-pipeline annotate`: people rate samples in the browser, by the protocol their rubric declares.
+
+Pages (each a stable URL):
+
+    /                                       who you are, then your queues per rubric and checkpoint
+    /q/<rubric>/<checkpoint>                your queues there: progress, time against the rubric's budget, the
+                                            judge's trust now and how many more ratings would settle it
+    /i/<rubric>/<checkpoint>/<queue>/<id>   one item: inputs and response, each dimension with its question,
+                                            anchors and checklist (or the questionnaire's statements); POST rates it
+    /c/<rubric>/<checkpoint>                the pilot's calibration, once two evaluators finished it
+
+Blind by construction: no page shows an item's judge score or another evaluator's rating of it before the
+calibration view opens (which needs both pilot evaluators done). Ratings are written as the rating files the
+pipeline reads (``store``), durably, before a page answers. On 127.0.0.1 nobody needs a token; bound to any other
+address the app refuses to start without ``EVAL_ANNOTATE_TOKEN``, and every request must carry it (``?token=`` once,
+then a cookie, or ``Authorization: Bearer``). Every state change is a POST whose origin and form token are checked;
+the evaluator is fixed for a session (a signed cookie), so no one submits under another's name in it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import os
+import secrets
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+import pandas as pd
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.ids import UnsafeIdentifierError, check_checkpoint_id, check_evaluator
+from eval_pipeline.ingest.ratings import load_ratings
+from eval_pipeline.publish.annotate import queues as q
+from eval_pipeline.publish.annotate.store import EditedElsewhere, Rating, RatingsFile, atomic_write
+from eval_pipeline.scoring.verdict import read as read_verdicts
+from eval_pipeline.storage.warehouse import Warehouse
+
+TEMPLATES = Path(__file__).with_name("templates")
+COOKIE = "eval_annotate"
+TOKEN_COOKIE = "eval_annotate_token"
+
+
+class AnnotateRefused(Exception):
+    """The app cannot start as asked (bound past loopback without a token)."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_binding(host: str, token: str | None) -> None:
+    if not is_loopback(host) and not token:
+        raise AnnotateRefused(
+            f"annotate on {host} would let anyone who reaches it write ratings: set EVAL_ANNOTATE_TOKEN (every "
+            "request must then carry it), or serve on 127.0.0.1"
+        )
+
+
+def _secret(root: Path) -> bytes:
+    """The key sessions are signed with, kept beside the ratings (sessions survive a restart)."""
+    path = root / ".annotate" / "secret"
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        key = secrets.token_bytes(32)
+        atomic_write(path, key)
+        os.chmod(path, 0o600)
+        return path.read_bytes()
+
+
+class Form:
+    """A posted URL-encoded form (this app's pages post nothing else), read without python-multipart."""
+
+    def __init__(self, body: bytes):
+        self._fields = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True, max_num_fields=2000)
+
+    def get(self, name: str, default: str = "") -> str:
+        values = self._fields.get(name)
+        return values[-1] if values else default
+
+    def getlist(self, name: str) -> list[str]:
+        return list(self._fields.get(name, []))
+
+
+MAX_FORM_BYTES = 1_000_000
+
+
+async def form_of(request: Request) -> Form:
+    body = await request.body()
+    return Form(body[:MAX_FORM_BYTES])
+
+
+@dataclass
+class Sample:
+    sample_id: str
+    fields: list[tuple[str, str, Any]]  # (name, description, value)
+    response: str
+
+
+class Workspace:
+    """What the pages read: the warehouse's samples and verdicts, the ratings folder; cached per checkpoint (the
+    item lists) and per version of the ratings folder (everybody's ratings)."""
+
+    def __init__(self, warehouse: Warehouse, rubrics: dict[str, RubricConfig], root: Path):
+        self.wh, self.rubrics, self.root = warehouse, rubrics, Path(root)
+        self._plans: dict[tuple[str, str], q.Plan] = {}
+        self._ratings: dict[tuple[str, str], tuple[tuple[Any, ...], pd.DataFrame]] = {}
+        self._lock = threading.Lock()
+
+    def rubric(self, name: str) -> RubricConfig:
+        if name not in self.rubrics:
+            raise KeyError(name)
+        return self.rubrics[name]
+
+    def checkpoints(self, rubric: str) -> list[str]:
+        if not self.wh.exists() or not self.wh.table_exists(rubric, "samples"):
+            return []
+        return [
+            str(c) for (c,) in self.wh.query_rows(f'SELECT DISTINCT checkpoint_id FROM "{rubric}".samples ORDER BY 1')
+        ]
+
+    def plan(self, rubric: RubricConfig, ckpt: str) -> q.Plan:
+        key = (rubric.name, ckpt)
+        with self._lock:
+            if key in self._plans:
+                return self._plans[key]
+        cols = [rubric.inputs.id_field, *rubric.worklists.strata, *[f.name for f in rubric.inputs.fields if f.allowed]]
+        cols = list(dict.fromkeys(cols))
+        select = ", ".join(f'"{c}"' for c in cols)
+        samples = self.wh.query_df(
+            f'SELECT {select} FROM "{rubric.name}".samples WHERE checkpoint_id = ? ORDER BY 1', [ckpt]
+        )
+        plan = q.Plan(rubric, samples)
+        with self._lock:
+            self._plans[key] = plan
+        return plan
+
+    def _folder_version(self, rubric: str) -> tuple[Any, ...]:
+        folder = self.root / rubric
+        if not folder.is_dir():
+            return ()
+        return tuple(sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in folder.glob("*.csv")))
+
+    def ratings(self, rubric: RubricConfig, ckpt: str) -> pd.DataFrame:
+        """Every evaluator's current ratings of the checkpoint, as the pipeline loads them (long form)."""
+        version = self._folder_version(rubric.name)
+        key = (rubric.name, ckpt)
+        with self._lock:
+            hit = self._ratings.get(key)
+            if hit and hit[0] == version:
+                return hit[1]
+        plan = self.plan(rubric, ckpt)
+        load = load_ratings(
+            rubric, ckpt, plan.ids, root=self.root, known_checkpoints=set(self.checkpoints(rubric.name))
+        )
+        with self._lock:
+            self._ratings[key] = (version, load.ratings)
+        return load.ratings
+
+    def sample(self, rubric: RubricConfig, ckpt: str, sid: str) -> Sample | None:
+        id_col = rubric.inputs.id_field
+        df = self.wh.query_df(
+            f'SELECT * FROM "{rubric.name}".samples WHERE checkpoint_id = ? AND "{id_col}" = ? LIMIT 1', [ckpt, sid]
+        )
+        if df.empty:
+            return None
+        row = df.iloc[0].to_dict()
+        fields = [
+            (f.name, f.description or "", row.get(f.name))
+            for f in rubric.inputs.fields
+            if f.name not in (id_col, rubric.inputs.response_field) and row.get(f.name) is not None
+        ]
+        return Sample(sid, fields, str(row.get(rubric.inputs.response_field) or ""))
+
+    def verdict(self, rubric: str, ckpt: str) -> Any:
+        try:
+            found = read_verdicts(self.wh, rubric, [ckpt]) if self.wh.exists() else []
+        except Exception:  # noqa: BLE001 - a warehouse being written for the first time: no verdict yet
+            return None
+        return found[0] if found else None
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (list, dict)):
+        import json
+
+        return json.dumps(value, ensure_ascii=False, indent=1, default=str)
+    if hasattr(value, "tolist"):
+        import json
+
+        return json.dumps(value.tolist(), ensure_ascii=False, indent=1, default=str)
+    return str(value)
+
+
+def create_app(
+    warehouse: Warehouse, rubrics: dict[str, RubricConfig], root: Path, token: str | None = None
+) -> Starlette:
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
+    env.filters["fmt"] = _fmt
+    env.globals.update(quote=quote)
+    ws = Workspace(warehouse, rubrics, root)
+    key = _secret(Path(root))
+
+    def sign(value: str) -> str:
+        return hmac.new(key, value.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def session(request: Request) -> tuple[str, str] | None:
+        """(evaluator, session id) from the signed cookie."""
+        raw = request.cookies.get(COOKIE, "")
+        try:
+            name, sid, mac = raw.split("|")
+        except ValueError:
+            return None
+        if not hmac.compare_digest(mac, sign(f"{name}|{sid}")):
+            return None
+        return name, sid
+
+    def csrf(sess: tuple[str, str]) -> str:
+        return sign(f"csrf|{sess[0]}|{sess[1]}")
+
+    def page(name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+        return HTMLResponse(env.get_template(name).render(**ctx), status_code=status)
+
+    def message(title: str, text: str, status: int) -> HTMLResponse:
+        return page("message.html", status=status, title=title, message=text)
+
+    def posted_ok(request: Request, form: Any, sess: tuple[str, str]) -> bool:
+        """A state change from this app's own page: the Origin (when sent) is this host, the form token matches."""
+        origin = request.headers.get("origin")
+        if origin and origin.split("://", 1)[-1] != request.headers.get("host", ""):
+            return False
+        return hmac.compare_digest(str(form.get("csrf", "")), csrf(sess))
+
+    async def login(request: Request) -> Response:
+        if request.method == "GET":
+            return page("login.html", title="Who is rating?", error="")
+        form = await form_of(request)
+        origin = request.headers.get("origin")
+        if origin and origin.split("://", 1)[-1] != request.headers.get("host", ""):
+            return message("Refused", "a sign-in from another site", 403)
+        name = str(form.get("evaluator", "")).strip()
+        try:
+            check_evaluator(name)
+        except UnsafeIdentifierError as exc:
+            return page("login.html", status=400, title="Who is rating?", error=str(exc))
+        sid = secrets.token_hex(8)
+        resp = RedirectResponse("/", status_code=303)
+        resp.set_cookie(COOKIE, f"{name}|{sid}|{sign(f'{name}|{sid}')}", httponly=True, samesite="strict")
+        return resp
+
+    async def logout(request: Request) -> Response:
+        sess = session(request)
+        form = await form_of(request)
+        if sess is None or not posted_ok(request, form, sess):
+            return message("Refused", "sign out from this app's own page", 403)
+        resp = RedirectResponse("/login", status_code=303)
+        resp.delete_cookie(COOKIE)
+        return resp
+
+    def home(request: Request) -> Response:
+        sess = session(request)
+        if sess is None:
+            return RedirectResponse("/login", status_code=303)
+        rows = []
+        for name, rubric in sorted(ws.rubrics.items()):
+            for ckpt in ws.checkpoints(name):
+                skipped = _skipped(rubric, ckpt, sess[0])
+                qs = q.queues(ws.plan(rubric, ckpt), ws.ratings(rubric, ckpt), sess[0], skipped)
+                rows.append({"rubric": name, "checkpoint": ckpt, "queues": qs, "verdict": ws.verdict(name, ckpt)})
+        return page("home.html", title="Your queues", evaluator=sess[0], rows=rows, csrf=csrf(sess))
+
+    def _skipped(rubric: RubricConfig, ckpt: str, evaluator: str) -> set[str]:
+        mine = RatingsFile(ws.root, rubric, ckpt, evaluator).read()
+        return {sid for sid, r in mine.items() if r.skipped}
+
+    def _resolve(request: Request) -> tuple[RubricConfig, str]:
+        rubric = ws.rubric(request.path_params["rubric"])
+        ckpt = check_checkpoint_id(request.path_params["checkpoint"])
+        return rubric, ckpt
+
+    def queue_page(request: Request) -> Response:
+        sess = session(request)
+        if sess is None:
+            return RedirectResponse("/login", status_code=303)
+        try:
+            rubric, ckpt = _resolve(request)
+        except (KeyError, UnsafeIdentifierError):
+            return message("Not found", "no such rubric or checkpoint", 404)
+        mine = RatingsFile(ws.root, rubric, ckpt, sess[0]).read()
+        skipped = {sid for sid, r in mine.items() if r.skipped}
+        plan = ws.plan(rubric, ckpt)
+        ratings = ws.ratings(rubric, ckpt)
+        qs = q.queues(plan, ratings, sess[0], skipped)
+        spent = {queue.kind: sum(mine[s].seconds for s in queue.items if s in mine) for queue in qs}
+        done = q.finished_pilot(plan, ratings) if plan.pilot else []
+        return page(
+            "queue.html",
+            title=f"{rubric.name} · {ckpt}",
+            evaluator=sess[0],
+            rubric=rubric,
+            ckpt=ckpt,
+            queues=qs,
+            skipped=skipped,
+            spent=spent,
+            budget=rubric.worklists.minutes_per_item,
+            finished=done,
+            verdict=ws.verdict(rubric.name, ckpt),
+            csrf=csrf(sess),
+        )
+
+    def item(request: Request) -> Response:
+        sess = session(request)
+        if sess is None:
+            return RedirectResponse("/login", status_code=303)
+        try:
+            rubric, ckpt = _resolve(request)
+        except (KeyError, UnsafeIdentifierError):
+            return message("Not found", "no such rubric or checkpoint", 404)
+        kind, sid = request.path_params["queue"], request.path_params["sample_id"]
+        sample = ws.sample(rubric, ckpt, sid)
+        if sample is None:
+            return message("Not found", f"no sample {sid!r} in {rubric.name} / {ckpt}", 404)
+        file = RatingsFile(ws.root, rubric, ckpt, sess[0])
+        mine = file.read().get(sid)  # only this evaluator's own rating: the page stays blind to the others
+        return page(
+            "item.html",
+            title=f"{rubric.name} · {ckpt} · {sid}",
+            evaluator=sess[0],
+            rubric=rubric,
+            ckpt=ckpt,
+            queue=kind,
+            sample=sample,
+            mine=mine,
+            version=file.version(),
+            csrf=csrf(sess),
+            scales=rubric.rating_scales,
+            error=request.query_params.get("error", ""),
+        )
+
+    async def rate(request: Request) -> Response:
+        sess = session(request)
+        if sess is None:
+            return message("Signed out", "sign in again: nothing was written", 403)
+        form = await form_of(request)
+        if not posted_ok(request, form, sess):
+            return message("Refused", "a rating must come from this app's own page: nothing was written", 403)
+        try:
+            rubric, ckpt = _resolve(request)
+        except (KeyError, UnsafeIdentifierError):
+            return message("Not found", "no such rubric or checkpoint", 404)
+        kind, sid = request.path_params["queue"], request.path_params["sample_id"]
+        plan = ws.plan(rubric, ckpt)
+        if sid not in plan.ids:
+            return message("Not found", f"no sample {sid!r} in {rubric.name} / {ckpt}", 404)
+        action = str(form.get("action", "submit"))
+        scores: dict[str, float | None] = {}
+        problems = []
+        for dim, scale in rubric.rating_scales.items():
+            cell = str(form.get(f"score_{dim}", "")).strip()
+            if not cell:
+                scores[dim] = None
+                continue
+            try:
+                value = float(cell)
+            except ValueError:
+                problems.append(f"{dim}: {cell!r} is not a number")
+                continue
+            if not value.is_integer() or not scale.min <= value <= scale.max:
+                problems.append(f"{dim}: {cell} is off the scale {scale.min:g}-{scale.max:g}")
+                continue
+            scores[dim] = value
+        if action == "submit" and not problems and all(v is None for v in scores.values()):
+            problems.append("no dimension rated: rate at least one, or skip with a reason")
+        reason = str(form.get("reason", "")).strip()[:500]
+        if action in ("skip", "flag") and not reason:
+            problems.append(f"say why you {action} this item")
+        if problems:
+            return RedirectResponse(
+                f"/i/{quote(rubric.name)}/{quote(ckpt)}/{quote(kind)}/{quote(sid, safe='')}?error="
+                + quote("; ".join(problems)),
+                status_code=303,
+            )
+        checklist: dict[str, list[int]] = {}
+        for d in rubric.dimensions:
+            ticked = [int(i) for i in form.getlist(f"check_{d.key}") if str(i).isdigit() and int(i) < len(d.checklist)]
+            if ticked:
+                checklist[d.key] = sorted(set(ticked))
+        try:
+            seconds = min(max(float(str(form.get("seconds", "0")) or 0), 0.0), 86400.0)
+        except ValueError:
+            seconds = 0.0
+        file = RatingsFile(ws.root, rubric, ckpt, sess[0])
+        old = file.read().get(sid)
+        rating = Rating(
+            sid,
+            scores if action != "skip" else dict.fromkeys(rubric.rating_scales),
+            notes=str(form.get("notes", ""))[:5000],
+            seconds=seconds + (old.seconds if old else 0.0),
+            checklist=checklist,
+            skipped=reason if action == "skip" else "",
+            flagged=reason if action == "flag" else "",
+        )
+        try:
+            file.save(rating, str(form.get("version", "")) or None)
+        except EditedElsewhere as exc:
+            return message("Not written", str(exc), 409)
+        queue_url = f"/q/{quote(rubric.name)}/{quote(ckpt)}"
+        skipped = _skipped(rubric, ckpt, sess[0])
+        for queue in q.queues(plan, ws.ratings(rubric, ckpt), sess[0], skipped):
+            if queue.kind == kind:
+                nxt = queue.next_item(after=sid, skipped=skipped)
+                if nxt is not None:
+                    return RedirectResponse(
+                        f"/i/{quote(rubric.name)}/{quote(ckpt)}/{quote(kind)}/{quote(nxt, safe='')}", status_code=303
+                    )
+        return RedirectResponse(queue_url + "?done=" + quote(kind), status_code=303)
+
+    def start(request: Request) -> Response:
+        """The next item of a queue (GET: reading only)."""
+        sess = session(request)
+        if sess is None:
+            return RedirectResponse("/login", status_code=303)
+        try:
+            rubric, ckpt = _resolve(request)
+        except (KeyError, UnsafeIdentifierError):
+            return message("Not found", "no such rubric or checkpoint", 404)
+        kind = request.path_params["queue"]
+        skipped = _skipped(rubric, ckpt, sess[0])
+        for queue in q.queues(ws.plan(rubric, ckpt), ws.ratings(rubric, ckpt), sess[0], skipped):
+            if queue.kind == kind:
+                nxt = queue.next_item(skipped=skipped)
+                if nxt is None:
+                    break
+                return RedirectResponse(
+                    f"/i/{quote(rubric.name)}/{quote(ckpt)}/{quote(kind)}/{quote(nxt, safe='')}", 303
+                )
+        return RedirectResponse(f"/q/{quote(rubric.name)}/{quote(ckpt)}?done={quote(kind)}", status_code=303)
+
+    def calibration_page(request: Request) -> Response:
+        sess = session(request)
+        if sess is None:
+            return RedirectResponse("/login", status_code=303)
+        try:
+            rubric, ckpt = _resolve(request)
+        except (KeyError, UnsafeIdentifierError):
+            return message("Not found", "no such rubric or checkpoint", 404)
+        plan = ws.plan(rubric, ckpt)
+        ratings = ws.ratings(rubric, ckpt)
+        cal = q.calibration(plan, ratings, ckpt)
+        if cal is None:
+            done = q.finished_pilot(plan, ratings)
+            return message(
+                "Not yet",
+                f"the calibration opens once two evaluators have rated every pilot item (finished so far: "
+                f"{', '.join(done) or 'nobody'}); until then each evaluator's ratings stay blind to the others",
+                200,
+            )
+        return page(
+            "calibration.html",
+            title=f"Calibration · {rubric.name} · {ckpt}",
+            evaluator=sess[0],
+            rubric=rubric,
+            ckpt=ckpt,
+            cal=cal,
+            verdict=ws.verdict(rubric.name, ckpt),
+        )
+
+    def health(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    routes = [
+        Route("/", home),
+        Route("/healthz", health),
+        Route("/login", login, methods=["GET", "POST"]),
+        Route("/logout", logout, methods=["POST"]),
+        Route("/q/{rubric}/{checkpoint}", queue_page),
+        Route("/q/{rubric}/{checkpoint}/{queue}/next", start),
+        Route("/c/{rubric}/{checkpoint}", calibration_page),
+        Route("/i/{rubric}/{checkpoint}/{queue}/{sample_id:path}", item, methods=["GET"]),
+        Route("/i/{rubric}/{checkpoint}/{queue}/{sample_id:path}", rate, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes)
+
+    if token:
+
+        @app.middleware("http")
+        async def require_token(request: Request, call_next: Any) -> Response:
+            given = (
+                request.query_params.get("token")
+                or request.cookies.get(TOKEN_COOKIE)
+                or request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            )
+            if request.url.path == "/healthz":
+                return await call_next(request)
+            if not given or not hmac.compare_digest(given, token):
+                return PlainTextResponse("a token is required (EVAL_ANNOTATE_TOKEN): add ?token=...", 401)
+            response: Response = await call_next(request)
+            if request.query_params.get("token"):
+                response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+            return response
+
+    return app
+
+
+def serve(
+    warehouse: Warehouse, rubrics: dict[str, RubricConfig], root: Path, host: str, port: int, token: str | None
+) -> None:
+    import uvicorn
+
+    check_binding(host, token)
+    uvicorn.run(create_app(warehouse, rubrics, root, token), host=host, port=port, log_level="warning")

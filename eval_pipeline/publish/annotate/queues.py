@@ -1,0 +1,248 @@
+"""What each evaluator rates next, from the protocol the rubric declares (its ``worklists`` block), and the pilot's
+calibration once two evaluators have finished it.
+
+Queues of one checkpoint, for one evaluator:
+
+* ``pilot``: the seeded, stratified pilot set (``worklists.pilot_size``, ``strata``); every pilot evaluator rates
+  every item, each blind to the others.
+* ``remainder``: the other samples, one evaluator each: an item leaves the queue once anybody rated it.
+* ``spot_check``: the protocol's share (``spot_check_share``) of the remainder items somebody else rated, for a
+  second rating.
+* ``rereview``: items where this evaluator's score and another's differ by more than ``rereview.max_diff``.
+
+A rubric that declares no ``worklists`` block gets one ``sample`` queue: a seeded, stratified sample of the
+checkpoint (``DEFAULT_SAMPLE`` items), said as such on the page.
+
+The calibration numbers come from the project's own agreement code (``agreement.compute``) over the pilot
+evaluators' ratings of the pilot items, so they equal the ``agreement`` table's rows for that pair.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from eval_pipeline.agreement.compute import compute_agreement
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.derived import per_rater
+from eval_pipeline.publish.worklists import pilot_set, spot_check
+
+DEFAULT_SAMPLE = 30
+
+
+@dataclass
+class Queue:
+    kind: str
+    title: str
+    items: list[str]
+    done: set[str] = field(default_factory=set)  # done by this evaluator (or, for the remainder, by anybody)
+    note: str = ""
+
+    @property
+    def total(self) -> int:
+        return len(self.items)
+
+    def next_item(self, after: str | None = None, skipped: set[str] | None = None) -> str | None:
+        """The first item not done (and not skipped), after ``after`` when given, else from the start."""
+        skipped = skipped or set()
+        start = self.items.index(after) + 1 if after in self.items else 0
+        for sid in [*self.items[start:], *self.items[:start]]:
+            if sid not in self.done and sid not in skipped:
+                return sid
+        return None
+
+
+def declares_protocol(rubric: RubricConfig) -> bool:
+    return "worklists" in rubric.model_fields_set
+
+
+def rated_by(ratings: pd.DataFrame) -> dict[str, set[str]]:
+    """sample id -> the evaluators with at least one score for it (long ratings: sample_id, evaluator, score)."""
+    out: dict[str, set[str]] = {}
+    if ratings.empty:
+        return out
+    scored = ratings[ratings.score.notna()]
+    for sid, who in zip(scored.sample_id, scored.evaluator):
+        out.setdefault(str(sid), set()).add(str(who))
+    return out
+
+
+class Plan:
+    """The item lists of one checkpoint: seeded, so every evaluator and every process gets the same ones."""
+
+    def __init__(self, rubric: RubricConfig, samples: pd.DataFrame):
+        self.rubric = rubric
+        id_col = rubric.inputs.id_field
+        ids = [str(s) for s in samples[id_col]]
+        seed = rubric.worklists.seed
+        if declares_protocol(rubric):
+            self.pilot = [str(s) for s in pilot_set(rubric, samples, seed).sample_id] if len(samples) else []
+            pilot = set(self.pilot)
+            rest = [s for s in ids if s not in pilot]
+            random.Random(seed + 2).shuffle(rest)
+            self.remainder = rest
+            self.sample: list[str] = []
+        else:
+            strata = [f.name for f in rubric.inputs.fields if f.allowed][:2]
+            spec = rubric.worklists.model_copy(update={"strata": strata, "pilot_size": DEFAULT_SAMPLE})
+            sub = rubric.model_copy(update={"worklists": spec})
+            self.sample = [str(s) for s in pilot_set(sub, samples, seed).sample_id] if len(samples) else []
+            self.pilot, self.remainder = [], []
+        self.ids = set(ids)
+
+
+def queues(plan: Plan, ratings: pd.DataFrame, evaluator: str, skipped: set[str]) -> list[Queue]:
+    """This evaluator's queues (``ratings``: every evaluator's current ratings of the checkpoint, long form)."""
+    rubric = plan.rubric
+    who = rated_by(ratings)
+    mine = {sid for sid, names in who.items() if evaluator in names} | skipped
+    if not declares_protocol(rubric):
+        note = (
+            f"This rubric declares no rating protocol (no worklists block): a seeded sample of {DEFAULT_SAMPLE} "
+            "samples, stratified by its categorical fields."
+        )
+        return [Queue("sample", "Sample", plan.sample, {s for s in plan.sample if s in mine}, note)]
+    spec = rubric.worklists
+    pilot_note = "Every pilot evaluator rates every item, blind to the others."
+    if spec.pilot_evaluators:
+        pilot_note += f" Named for it: {', '.join(spec.pilot_evaluators)}."
+    out = [Queue("pilot", "Pilot", plan.pilot, {s for s in plan.pilot if s in mine}, pilot_note)]
+    anybody = {sid for sid in plan.remainder if who.get(sid)}
+    out.append(
+        Queue(
+            "remainder",
+            "Remainder (one evaluator each)",
+            plan.remainder,
+            anybody | {s for s in plan.remainder if s in skipped},
+            "After the pilot's calibration, one evaluator rates the rest: an item leaves the queue once rated.",
+        )
+    )
+    others = sorted(s for s in anybody if who.get(s, set()) - {evaluator})
+    k = max(1, math.ceil(len(others) * spec.spot_check_share)) if others else 0
+    chosen = sorted(random.Random(spec.seed + 1).sample(others, k)) if k else []
+    out.append(
+        Queue(
+            "spot_check",
+            f"Spot check ({spec.spot_check_share:.0%} of what others rated)",
+            chosen,
+            {s for s in chosen if s in mine},
+            "A second rating of a share of the remainder, to verify consistency.",
+        )
+    )
+    if spec.rereview is not None:
+        diffs = discrepancies(rubric, ratings)
+        listed = sorted({r["sample_id"] for r in diffs if evaluator in (r["evaluator_a"], r["evaluator_b"])})
+        out.append(
+            Queue(
+                "rereview",
+                f"Re-review (|{spec.rereview.score} difference| > {spec.rereview.max_diff:g})",
+                listed,
+                set(),
+                "Items where your score and another evaluator's differ past the protocol's discrepancy: discuss, "
+                "then rate again if you change your mind.",
+            )
+        )
+    return out
+
+
+def discrepancies(rubric: RubricConfig, ratings: pd.DataFrame) -> list[dict[str, Any]]:
+    """Pairs of evaluators whose ``rereview.score`` differs by more than ``max_diff`` on an item."""
+    from eval_pipeline.publish.worklists import rereview
+
+    humans = ratings[ratings.rater_kind == "human"] if "rater_kind" in ratings.columns else ratings
+    if humans.empty:
+        return []
+    return list(rereview(rubric, humans).to_dict("records"))
+
+
+def spot_share(rubric: RubricConfig, samples: pd.DataFrame) -> list[str]:
+    """The worklist's spot-check ids (kept for the CSV worklists; the app's spot check is its own queue)."""
+    return [str(s) for s in spot_check(rubric, samples, rubric.worklists.seed + 1).sample_id]
+
+
+@dataclass
+class Calibration:
+    """The pilot compared once two or more evaluators finished it."""
+
+    evaluators: list[str]
+    items: list[dict[str, Any]]  # sample_id, then per dimension each evaluator's score
+    dimensions: list[str]
+    discrepant: list[dict[str, Any]]
+    pass_fail: list[dict[str, Any]]  # raters, value, band, meaning
+    weighted: list[dict[str, Any]]  # dimension, raters, value (quadratic-weighted kappa)
+    agreement: pd.DataFrame
+
+
+def band(rubric: RubricConfig, kappa: float | None) -> tuple[str, str]:
+    """(band, what it means) for a pilot kappa, by the rubric's calibration bands."""
+    b = rubric.worklists.bands
+    if kappa is None or kappa != kappa:
+        return "undefined", "kappa is undefined on these ratings (one category only): look at the items"
+    if kappa >= b.proceed:
+        return "proceed", f"kappa >= {b.proceed:g}: excellent agreement, proceed to the full evaluation"
+    if kappa >= b.discuss:
+        return "discuss", (
+            f"kappa {b.discuss:g}-{b.proceed:g}: good agreement; discuss the discrepancies, refine the rubric, "
+            "optionally re-pilot"
+        )
+    return "revise", f"kappa < {b.discuss:g}: poor agreement; revise the rubric, train, re-pilot"
+
+
+def finished_pilot(plan: Plan, ratings: pd.DataFrame) -> list[str]:
+    """The evaluators who rated every pilot item (named ones only, when the rubric names them)."""
+    who = rated_by(ratings)
+    names = sorted({n for sid in plan.pilot for n in who.get(sid, set())})
+    named = plan.rubric.worklists.pilot_evaluators
+    if named:
+        names = [n for n in names if n in named]
+    return [n for n in names if all(n in who.get(sid, set()) for sid in plan.pilot)]
+
+
+def calibration(plan: Plan, ratings: pd.DataFrame, checkpoint_id: str) -> Calibration | None:
+    """The pilot's calibration, or None until two evaluators have finished it."""
+    rubric = plan.rubric
+    done = finished_pilot(plan, ratings)
+    if len(done) < 2 or not plan.pilot:
+        return None
+    pilot = ratings[ratings.sample_id.isin(plan.pilot) & ratings.evaluator.isin(done)]
+    agreement = compute_agreement(rubric, checkpoint_id, pilot, None)
+    dims = list(rubric.rating_scales)
+    table = pilot.pivot_table(index="sample_id", columns=["dimension", "evaluator"], values="score", aggfunc="last")
+    items = []
+    for sid in plan.pilot:
+        row: dict[str, Any] = {"sample_id": sid}
+        for d in dims:
+            row[d] = {e: _cell(table, sid, d, e) for e in done}
+        items.append(row)
+    pf = agreement[agreement.statistic.str.startswith("pass_fail_kappa")]
+    pass_fail = []
+    for r in pf.itertuples():
+        name, meaning = band(rubric, r.value)
+        pass_fail.append(
+            {"raters": r.raters, "statistic": r.statistic, "value": r.value, "band": name, "meaning": meaning}
+        )
+    quad = agreement[(agreement.statistic == "cohen_kappa_quadratic") & agreement.raters.str.contains("~")]
+    weighted = [{"dimension": r.dimension, "raters": r.raters, "value": r.value} for r in quad.itertuples()]
+    humans = pilot.copy()
+    discrepant = discrepancies(rubric, humans) if rubric.worklists.rereview else []
+    return Calibration(done, items, dims, discrepant, pass_fail, weighted, agreement)
+
+
+def _cell(table: pd.DataFrame, sid: str, dim: str, evaluator: str) -> float | None:
+    try:
+        v = table.at[sid, (dim, evaluator)]
+    except KeyError:
+        return None
+    return None if v != v else float(v)
+
+
+def quality_scores(rubric: RubricConfig, ratings: pd.DataFrame) -> pd.DataFrame:
+    """Each evaluator's derived score per item (the protocol's quality score), for the calibration table."""
+    spec = rubric.worklists.rereview
+    if spec is None or ratings.empty:
+        return pd.DataFrame()
+    return per_rater(rubric, ratings, spec.score, ["sample_id"])
