@@ -33,6 +33,9 @@ def _port_free(host: str, port: int) -> None:
     import socket
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # as the server itself binds (uvicorn sets SO_REUSEADDR): a port whose last server was killed a moment ago
+        # (connections in TIME_WAIT) is free, one a server listens on is not
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:

@@ -208,13 +208,20 @@ def evaluate(args: Any, ckpts: list[Any], defs: Any, rubrics: dict[str, Any], in
         )
     code = exit_code(outcomes, reports, fail_on_gates=not args.no_fail_on_gates)
     refused = sum(len(getattr(c, "refused_files", {})) for c in ckpts)
-    if not outcomes:
+    if not outcomes and todo:
         print(
             "eval-pipeline: nothing evaluated: no selected rubric has a file in the selected checkpoint(s) (exit 4)",
             file=sys.stderr,
             flush=True,
         )
         return EXIT_INCOMPLETE
+    if not outcomes:  # every checkpoint is being evaluated by another run: that run decides, nothing failed here
+        print(
+            "eval-pipeline: nothing evaluated here: every selected checkpoint is being evaluated by another run "
+            "(see the SKIPPED lines; its verdict will be in main.verdicts)",
+            flush=True,
+        )
+        return EXIT_OK
     if refused and code in (EXIT_OK, EXIT_GATES):  # incomplete data outranks failed gates, as in exit_code
         print(f"eval-pipeline: INCOMPLETE: {refused} rubric file(s) refused (exit 4)", file=sys.stderr, flush=True)
         return EXIT_INCOMPLETE

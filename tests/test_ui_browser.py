@@ -4,96 +4,21 @@ Checks that the five asset groups, the lineage graph of one group, a materialize
 and the gate checks are shown, and saves screenshots to test-artifacts/ui/.
 """
 
-import base64
-import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 import time
-import urllib.request
-from contextlib import ExitStack
 from pathlib import Path
 
 import dagster as dg
 import pytest
-from websockets.sync.client import connect
 
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.net import free_port, wait_until_serving
 
 from .conftest import ROOT, RUBRIC_DIR
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-    "--window-size=1400,1000",
-]
-ARTIFACTS = ROOT / "test-artifacts" / "ui"
-PAGE_TIMEOUT_S = 120.0  # how long a page may take to show what the test looks for, with the whole suite beside it
-
-
-class Browser:
-    """One headless Chromium driven over the DevTools protocol, for every page of the test. A page is read once
-    it shows what the test looks for (or its time is up), in real time: `--dump-dom` with a virtual-time budget
-    waited for the page's network to be idle, and with the suite running beside it one launch never came back
-    (300 s, the test's whole limit)."""
-
-    def __init__(self, profile: Path):
-        port = free_port()
-        self.proc = subprocess.Popen(
-            [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--remote-debugging-port={port}", "about:blank"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_until_serving(f"http://127.0.0.1:{port}/json/version", self.proc, timeout_s=60)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
-            page = next(t for t in json.load(answer) if t["type"] == "page")
-        self.closing = ExitStack()
-        self.ws = self.closing.enter_context(connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=30))
-        self.calls = 0
-
-    def call(self, method: str, **params: object) -> dict:
-        self.calls += 1
-        self.ws.send(json.dumps({"id": self.calls, "method": method, "params": params}))
-        while True:  # events of domains never enabled do not come; anything else is not this call's answer
-            message = json.loads(self.ws.recv(timeout=PAGE_TIMEOUT_S))
-            if message.get("id") == self.calls:
-                if "error" in message:
-                    raise RuntimeError(f"{method}: {message['error']}")
-                return message["result"]
-
-    def page_text(self, url: str, shot: Path, expect: tuple[str, ...]) -> str:
-        """The page's text (tags, styles and scripts taken out) once it has every string of ``expect`` or its time
-        is up, and its screenshot."""
-        self.call("Page.navigate", url=url)
-        deadline = time.monotonic() + PAGE_TIMEOUT_S
-        while True:
-            html = self.call("Runtime.evaluate", expression="document.documentElement.outerHTML", returnByValue=True)
-            markup = html["result"].get("value") or ""  # none while the navigation replaces the document
-            text = " ".join(re.sub(r"<style.*?</style>|<script.*?</script>|<[^>]+>", " ", markup, flags=re.S).split())
-            if all(e in text for e in expect) or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        shot.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"]))
-        return text
-
-    def close(self) -> None:
-        self.closing.close()
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+from .helpers.browser import ARTIFACTS, CHROMIUM, Browser
 
 
 @pytest.mark.slow

@@ -33,6 +33,8 @@ from urllib.parse import parse_qs, quote
 import pandas as pd
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -156,13 +158,15 @@ class Workspace:
             return ()
         return tuple(sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in folder.glob("*.csv")))
 
-    def ratings(self, rubric: RubricConfig, ckpt: str) -> pd.DataFrame:
-        """Every evaluator's current ratings of the checkpoint, as the pipeline loads them (long form)."""
+    def ratings(self, rubric: RubricConfig, ckpt: str, fresh: bool = True) -> pd.DataFrame:
+        """Every evaluator's current ratings of the checkpoint, as the pipeline loads them (long form). ``fresh``
+        False: the last ones read will do (after a save, where only the saver's own file changed and the caller
+        reads that one itself)."""
         version = self._folder_version(rubric.name)
         key = (rubric.name, ckpt)
         with self._lock:
             hit = self._ratings.get(key)
-            if hit and hit[0] == version:
+            if hit and (hit[0] == version or not fresh):
                 return hit[1]
         plan = self.plan(rubric, ckpt)
         load = load_ratings(
@@ -422,9 +426,13 @@ def create_app(
         except EditedElsewhere as exc:
             return message("Not written", str(exc), 409)
         queue_url = f"/q/{quote(rubric.name)}/{quote(ckpt)}"
-        skipped = _skipped(rubric, ckpt, sess[0])
-        for queue in q.queues(plan, ws.ratings(rubric, ckpt), sess[0], skipped):
+        # the next item: the others' ratings as last read (only this evaluator's own file changed, read here)
+        mine = file.read()
+        skipped = {s for s, r in mine.items() if r.skipped}
+        rated = {s for s, r in mine.items() if any(v is not None for v in r.scores.values())}
+        for queue in q.queues(plan, ws.ratings(rubric, ckpt, fresh=False), sess[0], skipped):
             if queue.kind == kind:
+                queue.done |= rated
                 nxt = queue.next_item(after=sid, skipped=skipped)
                 if nxt is not None:
                     return RedirectResponse(
@@ -496,26 +504,22 @@ def create_app(
         Route("/i/{rubric}/{checkpoint}/{queue}/{sample_id:path}", item, methods=["GET"]),
         Route("/i/{rubric}/{checkpoint}/{queue}/{sample_id:path}", rate, methods=["POST"]),
     ]
-    app = Starlette(routes=routes)
 
-    if token:
+    async def require_token(request: Request, call_next: Any) -> Response:
+        given = (
+            request.query_params.get("token")
+            or request.cookies.get(TOKEN_COOKIE)
+            or request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        )
+        if request.url.path != "/healthz" and (not given or not hmac.compare_digest(given, token or "")):
+            return PlainTextResponse("a token is required (EVAL_ANNOTATE_TOKEN): add ?token=...", 401)
+        response: Response = await call_next(request)
+        if request.query_params.get("token"):
+            response.set_cookie(TOKEN_COOKIE, token or "", httponly=True, samesite="strict")
+        return response
 
-        @app.middleware("http")
-        async def require_token(request: Request, call_next: Any) -> Response:
-            given = (
-                request.query_params.get("token")
-                or request.cookies.get(TOKEN_COOKIE)
-                or request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-            )
-            if request.url.path == "/healthz":
-                return await call_next(request)
-            if not given or not hmac.compare_digest(given, token):
-                return PlainTextResponse("a token is required (EVAL_ANNOTATE_TOKEN): add ?token=...", 401)
-            response: Response = await call_next(request)
-            if request.query_params.get("token"):
-                response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
-            return response
-
+    middleware = [Middleware(BaseHTTPMiddleware, dispatch=require_token)] if token else []
+    app = Starlette(routes=routes, middleware=middleware)
     return app
 
 

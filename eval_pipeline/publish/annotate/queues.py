@@ -214,9 +214,10 @@ def calibration(plan: Plan, ratings: pd.DataFrame, checkpoint_id: str) -> Calibr
     table = pilot.pivot_table(index="sample_id", columns=["dimension", "evaluator"], values="score", aggfunc="last")
     items = []
     for sid in plan.pilot:
-        row: dict[str, Any] = {"sample_id": sid}
+        row: dict[str, Any] = {"sample_id": sid, "differs": {}}
         for d in dims:
             row[d] = {e: _cell(table, sid, d, e) for e in done}
+            row["differs"][d] = len({v for v in row[d].values() if v is not None}) > 1
         items.append(row)
     pf = agreement[agreement.statistic.str.startswith("pass_fail_kappa")]
     pass_fail = []

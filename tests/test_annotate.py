@@ -1,0 +1,541 @@
+"""People rate in the browser and trust follows (#44): `eval-pipeline annotate` over a real warehouse, real rating
+files, a real Dagster instance and Debian's Chromium.
+
+The warehouse: answer_quality evaluated on ckpt-0100 and ckpt-0200 by the offline judge, with ratings for 25
+samples of ckpt-0100 only: the judge's pooled verdict is *pending* (30 rated samples needed).
+"""
+
+from __future__ import annotations
+
+import csv
+import http.cookiejar
+import io
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from eval_pipeline.defs.build import build_definitions
+from eval_pipeline.defs.instance import open_instance
+from eval_pipeline.defs.runner import materialize_checkpoints
+from eval_pipeline.devtools.net import free_port, wait_until_serving
+from eval_pipeline.storage.warehouse import Warehouse
+
+from .conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
+from .helpers.browser import ARTIFACTS, CHROMIUM, Browser
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+RUBRIC = "answer_quality"
+EVAL = str(Path(sys.executable).with_name("eval-pipeline"))
+SHOTS = ARTIFACTS.parent / "annotate"
+
+
+def _seed_ratings(root: Path, samples: int = 25) -> None:
+    """The sample data's ratings of ckpt-0100, Evaluator1's rows of the first ``samples`` samples only."""
+    src = SAMPLE_CHECKPOINTS.parent / "human_ratings" / RUBRIC / "ckpt-0100.csv"
+    rows = list(csv.DictReader(src.open()))
+    keep = [r for r in rows if r["evaluator"] == "Evaluator1"][:samples]
+    (root / RUBRIC).mkdir(parents=True)
+    with (root / RUBRIC / "ckpt-0100.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(keep)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    """A project state to copy: the lake, the Dagster home, the checkpoints and the ratings folder."""
+    where = tmp_path_factory.mktemp("annotate_base")
+    shutil.copytree(SAMPLE_CHECKPOINTS, where / "checkpoints")
+    _seed_ratings(where / "ratings")
+    env = _env(where)
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        defs = build_definitions(RUBRIC_DIR, env["EVAL_WAREHOUSE"], str(where / "checkpoints"))
+        instance = open_instance(where / "home", env["EVAL_WAREHOUSE"])
+        outcomes = materialize_checkpoints(defs, instance, ["ckpt-0100", "ckpt-0200"], {RUBRIC})
+        assert all(o.success for o in outcomes), [o.failures for o in outcomes]
+        instance.dispose()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    return where
+
+
+def _env(where: Path) -> dict[str, str]:
+    return {
+        "EVAL_WAREHOUSE": f"ducklake:sqlite:{where / 'lake' / 'catalog.sqlite'}",
+        "EVAL_CHECKPOINT_DIR": str(where / "checkpoints"),
+        "EVAL_RATINGS_DIR": str(where / "ratings"),
+        "EVAL_WORKLIST_DIR": str(where / "worklists"),
+        "EVAL_REPORT_DIR": str(where / "reports"),
+        "DAGSTER_HOME": str(where / "home"),
+        "EVAL_RUBRIC_DIR": str(RUBRIC_DIR),
+    }
+
+
+@pytest.fixture
+def project(base, tmp_path, monkeypatch):
+    """A private copy of the base state, its settings in the environment."""
+    where = tmp_path / "p"
+    shutil.copytree(base, where)
+    for k, v in _env(where).items():
+        monkeypatch.setenv(k, v)
+    return where
+
+
+class Server:
+    """`eval-pipeline annotate` as a person starts it, in its own process."""
+
+    def __init__(self, where: Path, port: int | None = None, extra: dict[str, str] | None = None):
+        self.where, self.port = where, port or free_port()
+        self.env = {**os.environ, **_env(where), **(extra or {})}
+        self.log = open(where / f"annotate-{self.port}.log", "a")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Server:
+        self.proc = subprocess.Popen(
+            [EVAL, "annotate", "--port", str(self.port)], env=self.env, stdout=self.log, stderr=subprocess.STDOUT
+        )
+        wait_until_serving(f"http://127.0.0.1:{self.port}/healthz", self.proc, timeout_s=120)
+        return self
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+class Person:
+    """An evaluator's browser session without a browser: a cookie jar, the form token of the pages."""
+
+    def __init__(self, server: Server, name: str):
+        self.server, self.name = server, name
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar), _NoRedirect)
+        status, _ = self.post("/login", {"evaluator": name})
+        assert status == 303
+        self.csrf = self.form_token()
+
+    def get(self, path: str) -> tuple[int, str, str]:
+        try:
+            with self.opener.open(self.server.url + path, timeout=60) as r:
+                return r.status, r.read().decode(), r.headers.get("location", "")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(), exc.headers.get("location", "")
+
+    def post(self, path: str, fields: dict[str, object]) -> tuple[int, str]:
+        data = urllib.parse.urlencode(fields, doseq=True).encode()
+        try:
+            with self.opener.open(urllib.request.Request(self.server.url + path, data=data), timeout=60) as r:
+                return r.status, r.headers.get("location", "")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.headers.get("location", "") or exc.read().decode()[:300]
+
+    def form_token(self) -> str:
+        _, html, _ = self.get("/")
+        return html.split('name="csrf" value="')[1].split('"')[0]
+
+    def rate(self, ckpt: str, sid: str, scores: dict[str, int], queue: str = "remainder") -> int:
+        fields = {"csrf": self.csrf, "action": "submit", **{f"score_{d}": v for d, v in scores.items()}}
+        status, _ = self.post(f"/i/{RUBRIC}/{ckpt}/{queue}/{urllib.parse.quote(sid, safe='')}", fields)
+        return status
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):  # a 303 is the answer itself
+        return None
+
+
+def _ids(ckpt: str) -> list[str]:
+    wh = Warehouse()
+    return [
+        r[0]
+        for r in wh.query_rows(f"SELECT question_id FROM {RUBRIC}.samples WHERE checkpoint_id = ? ORDER BY 1", [ckpt])
+    ]
+
+
+def _file_rows(where: Path, ckpt: str, evaluator: str) -> list[dict[str, str]]:
+    path = where / "ratings" / RUBRIC / f"{ckpt}-{evaluator}.csv"
+    return list(csv.DictReader(io.StringIO(path.read_text()))) if path.exists() else []
+
+
+def _follow_ratings(where: Path) -> list[str]:
+    """The ratings sensor evaluated as the daemon would, each run it asks for executed, until it asks for none;
+    returns the asset keys the runs materialized."""
+    defs = build_definitions(RUBRIC_DIR, _env(where)["EVAL_WAREHOUSE"], str(where / "checkpoints"))
+    sensor = next(s for s in defs.sensors if s.name == "ratings_sensor")
+    assets = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
+    instance = open_instance(where / "home", _env(where)["EVAL_WAREHOUSE"])
+    cursor, done = None, []
+    try:
+        for _ in range(4):
+            ctx = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs)
+            result = sensor(ctx)
+            if isinstance(result, dg.SkipReason) or not result.run_requests:
+                return done
+            cursor = result.cursor
+            for req in result.run_requests:
+                out = dg.materialize(
+                    assets,
+                    instance=instance,
+                    partition_key=req.partition_key,
+                    resources=defs.resources,
+                    selection=req.asset_selection,
+                    tags=req.tags,
+                )
+                assert out.success
+                done += ["/".join(k.path) for k in req.asset_selection]
+        raise AssertionError("the ratings sensor never settled")
+    finally:
+        instance.dispose()
+
+
+def _trust(ckpt: str) -> tuple[str, int]:
+    wh = Warehouse()
+    ((trust, rated),) = wh.query_rows(f"SELECT trust, rated FROM {RUBRIC}.verdict WHERE checkpoint_id = ?", [ckpt])
+    return str(trust), int(rated)
+
+
+def _judge_materializations(where: Path) -> int:
+    instance = open_instance(where / "home", _env(where)["EVAL_WAREHOUSE"])
+    try:
+        key = dg.AssetKey([RUBRIC, "judge_scores"])
+        return len(instance.fetch_materializations(key, limit=1000).records)
+    finally:
+        instance.dispose()
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("CI"), reason="Chromium not installed (make provision-browser)"
+)
+def test_two_evaluators_rate_the_pilot_in_the_browser_and_the_judge_is_decided(project):
+    assert CHROMIUM is not None, "Chromium is not installed: 'make test' provisions it"
+    assert _trust("ckpt-0200") == ("pending", 25)
+    judged_before = _judge_materializations(project)
+    server = Server(project).start()
+    shots = SHOTS
+    try:
+        for n, name in enumerate(("ann", "bo")):
+            browser = Browser(project / f"profile-{name}")
+            try:
+                browser.navigate(server.url + "/login")
+                browser.type_text(name)  # the name field has the focus
+                browser.enter()
+                browser.wait_for("location.pathname === '/'")
+                browser.navigate(f"{server.url}/q/{RUBRIC}/ckpt-0200/pilot/next")
+                for i in range(10):
+                    browser.wait_for("document.readyState === 'complete' && !!document.getElementById('rating')")
+                    here = browser.evaluate("location.pathname")
+                    assert "/pilot/" in str(here), here
+                    text = str(browser.evaluate("document.body.innerText")).lower()
+                    assert "heuristic judge" not in text and ("bo" if name == "ann" else "ann") not in text.split()
+                    for d in range(4):  # each dimension's checklist: tick the first k items, then the next one
+                        k = 1 + (i + d + (n if i % 3 == 0 else 0)) % 5
+                        for item in range(1, k + 1):
+                            browser.type_text(str(item))
+                        browser.key("ArrowDown", code="ArrowDown", key_code=40)
+                    if i == 0:
+                        browser.screenshot(shots / f"item-{name}.png")
+                    browser.enter()
+                    browser.wait_for(f"location.pathname !== {json.dumps(here)}")
+                browser.wait_for("location.pathname.startsWith('/q/')")
+                assert len(_file_rows(project, "ckpt-0200", name)) == 10
+            finally:
+                browser.close()
+        # the calibration view, then the ratings sensor's runs
+        browser = Browser(project / "profile-cal")
+        try:
+            browser.navigate(server.url + "/login")
+            browser.type_text("ann")
+            browser.enter()
+            browser.wait_for("location.pathname === '/'")
+            browser.navigate(f"{server.url}/c/{RUBRIC}/ckpt-0200")
+            browser.wait_for("!!document.getElementById('pass-fail')")
+            browser.screenshot(shots / "calibration.png")
+            shown_pf = float(browser.evaluate("document.querySelector('#pass-fail td.kappa').dataset.value"))
+            shown_weighted = browser.evaluate(
+                "Array.from(document.querySelectorAll('#weighted tr.wk-row')).map(r => [r.cells[0].innerText, "
+                "parseFloat(r.cells[2].dataset.value)])"
+            )
+            band = browser.evaluate("document.querySelector('#pass-fail .band').innerText")
+            ran = _follow_ratings(project)
+            assert ran and not any(k.endswith("judge_scores") for k in ran)
+            browser.navigate(f"{server.url}/q/{RUBRIC}/ckpt-0200")
+            shown_trust = browser.evaluate("document.querySelector('.trust-state').innerText")
+            browser.screenshot(shots / "queue-after.png")
+        finally:
+            browser.close()
+    finally:
+        server.stop()
+    wh = Warehouse()
+    agreement = dict(
+        (stat, value)
+        for stat, value in wh.query_rows(
+            f"SELECT statistic || '|' || dimension, value FROM {RUBRIC}.agreement WHERE checkpoint_id = 'ckpt-0200' "
+            "AND raters = 'ann~bo'"
+        )
+    )
+    pf = next(v for k, v in agreement.items() if k.startswith("pass_fail_kappa"))
+    assert abs(pf - shown_pf) <= 1e-9 or (pf != pf and shown_pf != shown_pf)
+    for dim, value in shown_weighted:
+        assert abs(agreement[f"cohen_kappa_quadratic|{dim}"] - value) <= 1e-9
+    assert band in ("proceed", "discuss", "revise", "undefined")
+    trust, rated = _trust("ckpt-0200")
+    assert trust in ("trusted", "untrusted") and rated == 35, (trust, rated)
+    assert shown_trust == trust
+    assert _trust("ckpt-0100")[0] == trust  # the pooled verdict: the same on every checkpoint it judged
+    assert _judge_materializations(project) == judged_before  # no judge step ran again
+
+
+def test_a_server_killed_at_random_loses_no_acknowledged_rating(project):
+    """200 submits with SIGKILL at random moments: every acknowledged rating is in the file, no file is corrupt,
+    no (sample, evaluator) row twice."""
+    ids = _ids("ckpt-0200")
+    rng = random.Random(7)
+    server = Server(project).start()
+    person = Person(server, "kim")
+    acknowledged: dict[str, dict[str, int]] = {}
+    attempted: dict[str, list[dict[str, int]]] = {}
+    kills = 0
+    killer_stop = threading.Event()
+
+    def killer() -> None:
+        nonlocal kills
+        while not killer_stop.is_set() and kills < 15:
+            time.sleep(rng.uniform(0.2, 1.5))  # at a random moment: before, during or after a write
+            if killer_stop.is_set():
+                return
+            server.kill()
+            kills += 1
+            server.start()
+
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    try:
+        for _ in range(200):
+            sid = rng.choice(ids)
+            scores = {d: rng.randint(0, 5) for d in ("semantic", "completeness", "accuracy", "presentation")}
+            attempted.setdefault(sid, []).append(scores)
+            for _ in range(50):
+                try:
+                    status = person.rate("ckpt-0200", sid, scores)
+                except (OSError, urllib.error.URLError):
+                    time.sleep(0.1)  # the server is being restarted: the person presses save again
+                    continue
+                if status == 303:
+                    acknowledged[sid] = scores
+                    break
+                time.sleep(0.1)
+    finally:
+        killer_stop.set()
+        t.join()
+        server.stop()
+    assert kills >= 5
+    text = (project / "ratings" / RUBRIC / "ckpt-0200-kim.csv").read_text()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert rows and list(rows[0]) == ["sample_id", "evaluator", "checkpoint", "semantic", "completeness", "accuracy",
+                                      "presentation", "notes"]  # fmt: skip
+    sids = [r["sample_id"] for r in rows]
+    assert len(sids) == len(set(sids))
+    by_id = {r["sample_id"]: {d: int(r[d]) for d in acknowledged.get(r["sample_id"], {})} for r in rows}
+    for sid, scores in acknowledged.items():
+        # the last acknowledged one, or one sent after it whose answer the kill swallowed
+        later = attempted[sid][attempted[sid].index(scores) :]
+        assert by_id.get(sid) in later, (sid, by_id.get(sid), scores)
+    assert not list((project / "ratings" / RUBRIC).glob(".*.tmp"))
+
+
+def test_two_evaluators_a_cli_run_and_the_sensor_at_once_keep_every_rating_once(project):
+    ids = _ids("ckpt-0200")
+    server = Server(project).start()
+    people = [Person(server, "lee"), Person(server, "max")]
+    given: dict[str, dict[str, dict[str, int]]] = {"lee": {}, "max": {}}
+    errors: list[str] = []
+
+    def rate(person: Person, chosen: list[str]) -> None:
+        rng = random.Random(person.name)
+        for sid in chosen:
+            scores = {d: rng.randint(0, 5) for d in ("semantic", "completeness", "accuracy", "presentation")}
+            status = person.rate("ckpt-0200", sid, scores)
+            if status != 303:
+                errors.append(f"{person.name} {sid}: {status}")
+            given[person.name][sid] = scores
+
+    cli = subprocess.Popen(
+        [EVAL, "run", "--checkpoint", "ckpt-0300", "--rubric", RUBRIC, "--no-fail-on-gates"],
+        env={**os.environ, **_env(project)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    threads = [threading.Thread(target=rate, args=(p, ids[k::2][:30])) for k, p in enumerate(people)]
+    for t in threads:
+        t.start()
+    follow = threading.Thread(target=lambda: _follow_ratings(project))
+    follow.start()
+    for t in threads:
+        t.join()
+    follow.join()
+    out, _ = cli.communicate(timeout=600)
+    server.stop()
+    assert cli.returncode == 0, out[-2000:]
+    assert not errors, errors
+    _follow_ratings(project)  # what the sensor does next: the files as they are now
+    for name in ("lee", "max"):
+        rows = _file_rows(project, "ckpt-0200", name)
+        assert sorted(r["sample_id"] for r in rows) == sorted(given[name])
+    wh = Warehouse()
+    counts = wh.query_rows(
+        f"SELECT evaluator, count(*), count(DISTINCT (sample_id, dimension)) FROM {RUBRIC}.human_ratings "
+        "WHERE checkpoint_id = 'ckpt-0200' GROUP BY 1 ORDER BY 1"
+    )
+    assert counts == [("lee", 120, 120), ("max", 120, 120)], counts
+
+
+def test_ratings_added_later_reach_the_verdict_of_a_checkpoint_evaluated_alone(project):
+    """Ratings for two evaluated checkpoints arrive; a third is evaluated alone: its pooled verdict counts them, and
+    the first two are read again and decided again with no judge step."""
+    src = SAMPLE_CHECKPOINTS.parent / "human_ratings" / RUBRIC
+    for ckpt in ("ckpt-0100", "ckpt-0200"):
+        shutil.copy(src / f"{ckpt}.csv", project / "ratings" / RUBRIC / f"{ckpt}.csv")
+    defs = build_definitions(RUBRIC_DIR, _env(project)["EVAL_WAREHOUSE"], str(project / "checkpoints"))
+    instance = open_instance(project / "home", _env(project)["EVAL_WAREHOUSE"])
+    followed = []
+    try:
+        outcomes = materialize_checkpoints(defs, instance, ["ckpt-0300"], {RUBRIC}, on_followed=followed.append)
+        assert outcomes[0].success
+        selections = {o.purpose: instance.get_run_by_id(o.run_id).asset_selection for o in followed}
+    finally:
+        instance.dispose()
+    assert {o.checkpoint_id for o in followed} == {"ckpt-0100", "ckpt-0200"}
+    assert all(not any(k.path[-1] == "judge_scores" for k in keys) for keys in selections.values())
+    wh = Warehouse()
+    (n_rated,) = wh.query_rows(f"SELECT max(n_rated) FROM {RUBRIC}.judge_trust WHERE checkpoint_id = 'ckpt-0300'")[0]
+    assert n_rated == 80  # 40 rated samples on each of the two checkpoints with ratings
+    verdicts = {c: t for c, t in wh.query_rows(f"SELECT checkpoint_id, trust FROM {RUBRIC}.verdict")}
+    assert len(set(verdicts.values())) == 1, verdicts  # one pooled verdict, the same on every checkpoint
+    assert _trust("ckpt-0100")[1] == 80
+
+
+def test_who_may_write(project):
+    """Past loopback it needs a token; every request carries it; a POST from another site or without the page's
+    form token writes nothing; a session cannot rate under another name; model text is escaped."""
+    refused = subprocess.run(
+        [EVAL, "annotate", "--host", "0.0.0.0", "--port", str(free_port())],
+        env={k: v for k, v in {**os.environ, **_env(project)}.items() if k != "EVAL_ANNOTATE_TOKEN"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2 and "EVAL_ANNOTATE_TOKEN" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    server = Server(project, extra={"EVAL_ANNOTATE_TOKEN": "s3cret-token"}).start()
+    try:
+        with pytest.raises(urllib.error.HTTPError) as no_token:
+            urllib.request.urlopen(server.url + "/login", timeout=30)
+        assert no_token.value.code == 401
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar), _NoRedirect)
+        opener.open(server.url + "/login?token=s3cret-token", timeout=30).read()
+        try:
+            opener.open(server.url + "/login", data=b"evaluator=ann", timeout=30)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 303
+        html = opener.open(server.url + "/", timeout=30).read().decode()
+        csrf = html.split('name="csrf" value="')[1].split('"')[0]
+        sid = _ids("ckpt-0200")[0]
+        path = f"{server.url}/i/{RUBRIC}/ckpt-0200/remainder/{sid}"
+
+        def post(fields: dict[str, str], headers: dict[str, str] | None = None) -> int:
+            req = urllib.request.Request(path, data=urllib.parse.urlencode(fields).encode(), headers=headers or {})
+            try:
+                return opener.open(req, timeout=30).status
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        assert post({"action": "submit", "score_semantic": "3"}) == 403  # no form token
+        assert post({"csrf": csrf, "score_semantic": "3"}, {"Origin": "http://evil.example"}) == 403
+        assert post({"csrf": csrf, "score_semantic": "3", "evaluator": "bo"}) == 303
+        assert not (project / "ratings" / RUBRIC / "ckpt-0200-bo.csv").exists()
+        assert [r["evaluator"] for r in _file_rows(project, "ckpt-0200", "ann")] == ["ann"]
+        # model text is shown, never run
+        wh = Warehouse()
+        with wh.writing() as con:
+            con.execute(
+                f"UPDATE {RUBRIC}.samples SET response = '<script>alert(1)</script><img src=x onerror=alert(2)>' "
+                "WHERE checkpoint_id = 'ckpt-0200' AND question_id = ?",
+                [sid],
+            )
+        item = opener.open(f"{server.url}/i/{RUBRIC}/ckpt-0200/remainder/{sid}", timeout=30).read().decode()
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in item
+        assert "<script>alert" not in item and "<img src=x" not in item
+    finally:
+        server.stop()
+
+
+def test_a_file_edited_by_hand_is_never_overwritten_silently(project):
+    server = Server(project).start()
+    try:
+        person = Person(server, "ann")
+        sid = _ids("ckpt-0200")[0]
+        assert person.rate("ckpt-0200", sid, {"semantic": 3}) == 303
+        _, html, _ = person.get(f"/i/{RUBRIC}/ckpt-0200/remainder/{sid}")
+        version = html.split('name="version" value="')[1].split('"')[0]
+        path = project / "ratings" / RUBRIC / "ckpt-0200-ann.csv"
+        path.write_text(path.read_text().replace(",3,", ",4,"))  # a person edits the file meanwhile
+        status, body = person.post(
+            f"/i/{RUBRIC}/ckpt-0200/remainder/{sid}",
+            {"csrf": person.csrf, "action": "submit", "score_semantic": "1", "version": version},
+        )
+        assert status == 409 and "Not written" in body
+        assert ",4," in path.read_text()
+    finally:
+        server.stop()
+
+
+def test_the_item_page_shows_the_rubric_and_nothing_of_anyone_else(project):
+    """The sample's inputs and response, each dimension's question, anchors and checklist; no judge score, no other
+    evaluator's rating, before the item is rated."""
+    server = Server(project).start()
+    try:
+        other = Person(server, "Zorblax9")
+        sid = _ids("ckpt-0200")[0]
+        assert other.rate("ckpt-0200", sid, {"semantic": 5, "accuracy": 0}, queue="remainder") == 303
+        person = Person(server, "ann")
+        status, html, _ = person.get(f"/i/{RUBRIC}/ckpt-0200/pilot/{sid}")
+        assert status == 200
+        for text in (
+            "Does the answer address what the user asked?",
+            "Perfect alignment",
+            "Answer is related to the general",
+        ):
+            assert text in html
+        assert "Zorblax9" not in html and "heuristic judge" not in html and "prompt " not in html
+    finally:
+        server.stop()
