@@ -130,6 +130,8 @@ def postgres_port():
 # suite's end (longest-first scheduling). Each module stays whole, so its module-scoped fixtures are set up once
 # per worker as before.
 LONG_FIRST = (
+    "tests/test_docs_walk.py",
+    "tests/test_annotate.py",
     "tests/test_pipeline.py",
     "tests/test_concurrent_runs.py",
     "tests/reliability/test_interruptions_and_concurrency.py",

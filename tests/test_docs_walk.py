@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipeline.devtools.net import free_port
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -42,6 +43,8 @@ SERVERS = (  # (what the command contains, the port it serves on when it names n
     ("eval-pipeline ui", 3000),
     ("make view", 8765),
     ("eval-pipeline view", 8765),
+    ("make annotate", 8766),
+    ("eval-pipeline annotate", 8766),
 )
 ALLOWED = {"run": {0, 3}, "backfill": {0, 3}}  # documented outcomes of evaluating data that fails gates
 
@@ -120,11 +123,16 @@ def project(tmp_path_factory) -> tuple[Path, dict[str, str]]:
             (where / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, where / rel)  # mtimes kept: make sees the shared .venv as up to date
     (where / ".venv").symlink_to(ROOT / ".venv")
+    stamp = ROOT / ".venv" / ".installed"
+    if stamp.exists():  # the shared .venv is this checkout's, installed: make must not install it again
+        t = stamp.stat().st_mtime - 1
+        os.utime(where / "pyproject.toml", (t, t))
     home = where.parent / "home"
     home.mkdir()
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8", "TERM": "dumb"}
     done = subprocess.run(["make", "demo"], cwd=where, env=env, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (where / "demo-console.txt").write_text(done.stdout)
     # a warehouse file of an earlier version, for `migrate` (the docs' example)
     subprocess.run(
         [
@@ -140,11 +148,88 @@ def project(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     return where, env
 
 
-def test_every_documented_command_works_as_typed(project):
+def test_a_new_user_after_make_demo(project, tmp_path):
+    """One project, set up once (`make demo`): the verdicts the console printed are the ones the viewer's front page,
+    a checkpoint page and the report's first screen show; every documented command works as typed; the folder,
+    moved, keeps its lake."""
     where, env = project
-    ran, skipped, failures = [], [], []
+    verdicts_shown_alike(where, env)
+    every_documented_command_works_as_typed(where, env)
+    the_project_moved_keeps_its_lake(where, env, tmp_path)
+
+
+CONSOLE_RUBRIC = re.compile(r"^  (\w+)\s+([A-Z][A-Z ]*[A-Z])\s{2,}\S")
+
+
+def console_verdicts(text: str) -> dict[tuple[str, str], str]:
+    """(checkpoint, rubric) -> verdict, as `make demo` printed them."""
+    out, ckpt = {}, ""
+    for line in text.splitlines():
+        head = re.match(r"^(?:\[\d+/\d+\] )?(ckpt-[\w.-]+)(?: \(.*?\))?: ", line)
+        if head:
+            ckpt = head.group(1)
+            continue
+        m = CONSOLE_RUBRIC.match(line)
+        if m and ckpt:
+            out[(ckpt, m.group(1))] = m.group(2).lower()
+    return out
+
+
+MATRIX_JS = (
+    "Array.from(document.querySelectorAll('tr.verdict-row')).flatMap(r => Array.from(r.querySelectorAll("
+    "'td[data-rubric]')).map(c => [r.dataset.checkpoint, c.dataset.rubric, "
+    "(c.querySelector('.verdict') || {innerText: ''}).innerText.trim().toLowerCase()]))"
+)
+
+
+def verdicts_shown_alike(where: Path, env: dict[str, str]) -> None:
+    from tests.helpers.browser import ARTIFACTS, CHROMIUM, Browser
+
+    printed = console_verdicts((where / "demo-console.txt").read_text())
+    assert len(printed) == 15, printed  # 3 checkpoints x 5 rubrics
+    if CHROMIUM is None:
+        pytest.fail("Chromium is not installed: 'make test' provisions it")
+    port = free_port()
+    viewer = subprocess.Popen(
+        [".venv/bin/eval-pipeline", "view", "--port", str(port)],
+        cwd=where,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    shots = ARTIFACTS.parent / "verdicts"
+    browser = Browser(where.parent / "profile")
+    try:
+        assert _answers(port)
+        browser.navigate(f"http://127.0.0.1:{port}/")
+        browser.wait_for("document.querySelectorAll('tr.verdict-row').length > 0")
+        browser.screenshot(shots / "viewer-front.png")
+        front = {(c, r): v for c, r, v in browser.evaluate(MATRIX_JS)}
+        assert front == printed
+        browser.navigate(f"http://127.0.0.1:{port}/r/kg_qa/ckpt-0300")
+        browser.wait_for("!!document.querySelector('#verdict .verdict')")
+        browser.screenshot(shots / "viewer-checkpoint.png")
+        shown = browser.evaluate("document.querySelector('#verdict .verdict').innerText.trim().toLowerCase()")
+        assert shown == printed[("ckpt-0300", "kg_qa")]
+        calibrated = browser.evaluate("document.querySelectorAll('tr.calibrated-row').length")
+        assert calibrated and int(calibrated) >= 5  # the calibrated change beside each judged dimension's raw one
+        browser.navigate((where / "reports" / "report.html").as_uri())
+        browser.wait_for("document.querySelectorAll('tr.verdict-row').length > 0")
+        browser.screenshot(shots / "report-first-screen.png")
+        report = {(c, r): v for c, r, v in browser.evaluate(MATRIX_JS)}
+        assert report == printed
+    finally:
+        browser.close()
+        viewer.terminate()
+        viewer.wait(timeout=30)
+
+
+def every_documented_command_works_as_typed(where: Path, env: dict[str, str]) -> None:
+    ran: list[str] = []
+    skipped: list[str] = []
+    failures: list[str] = []
     for place, commands in documented_commands(where):
-        servers: list[tuple[str, subprocess.Popen[str]]] = []
+        servers: list[tuple[str, subprocess.Popen[str], int]] = []
         try:
             for cmd in commands:
                 why = _skip_reason(cmd)
@@ -153,6 +238,9 @@ def test_every_documented_command_works_as_typed(project):
                     continue
                 port = _server_port(cmd)
                 if port is not None:
+                    for other in [sv for sv in servers if sv[2] == port]:  # the same server typed another way
+                        _stop(other, failures)
+                        servers.remove(other)
                     proc = subprocess.Popen(
                         ["bash", "-c", f"exec {cmd}" if not cmd.startswith("make") else cmd],
                         cwd=where,
@@ -162,7 +250,7 @@ def test_every_documented_command_works_as_typed(project):
                         text=True,
                         start_new_session=True,
                     )
-                    servers.append((cmd, proc))
+                    servers.append((cmd, proc, port))
                     if not _answers(port):
                         failures.append(f"{place}: {cmd}: no HTTP answer on port {port}")
                     ran.append(cmd)
@@ -181,25 +269,30 @@ def test_every_documented_command_works_as_typed(project):
                         f"{place}: {cmd}: exit {done.returncode}; " + " | ".join((bad or done.stderr.splitlines())[-3:])
                     )
         finally:
-            for cmd, proc in servers:  # SIGTERM, as a service manager or `kill` sends it
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    out, _ = proc.communicate(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    out, _ = proc.communicate()
-                    failures.append(f"{cmd}: still running 30 s after SIGTERM")
-                if "Traceback" in out:
-                    failures.append(f"{cmd}: a traceback on SIGTERM: {out[-600:]}")
+            for server in servers:
+                _stop(server, failures)
     assert not failures, "\n".join(failures)
     assert len(ran) >= 20, ran  # the walk found the commands (a docs reshuffle that hides them fails here)
     print(f"{len(ran)} commands ran; skipped: {skipped}")
 
 
-def test_the_project_moved_keeps_its_lake(project, tmp_path):
+def _stop(server: tuple[str, subprocess.Popen[str], int], failures: list[str]) -> None:
+    """SIGTERM to the server's process group, as a service manager or `kill` sends it: it must end, quietly."""
+    cmd, proc, _ = server
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        out, _ = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        failures.append(f"{cmd}: still running 30 s after SIGTERM")
+    if "Traceback" in (out or ""):
+        failures.append(f"{cmd}: a traceback on SIGTERM: {out[-600:]}")
+
+
+def the_project_moved_keeps_its_lake(where: Path, env: dict[str, str], tmp_path: Path) -> None:
     """A project folder copied (or moved, or renamed) opens its lake from the new place: the data path is where
     the catalog is now, not where it was made."""
-    where, env = project
     moved = tmp_path / "renamed"
     shutil.copytree(where, moved, symlinks=True)
     done = subprocess.run(

@@ -213,11 +213,15 @@ def test_two_first_runs_on_an_empty_dagster_home_leave_one_schema(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_or_sigterm_while_judging_ends_the_command_at_once_without_a_traceback(tmp_path, sig):
+@pytest.mark.parametrize(
+    "sig, group", [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGINT, True)], ids=["int", "term", "tty"]
+)
+def test_ctrl_c_or_sigterm_while_judging_ends_the_command_at_once_without_a_traceback(tmp_path, sig, group):
     """#34 (Ctrl-C took 8.4 s and printed two Dagster tracebacks), #36.24 (SIGTERM was a failed run, exit 1):
     either signal, sent while calls are in flight against a slow endpoint, ends the command with exit 130, the
-    interruption named in one line, no traceback, and no call started after it."""
+    interruption named in one line, no traceback, and no call started after it. #43: ``tty`` sends SIGINT to the
+    whole foreground process group, as a terminal's Ctrl-C does (Dagster's per-step helper processes printed a
+    traceback each)."""
     from eval_pipeline.core.terminal import EXIT_INTERRUPTED
 
     with StubServer() as stub:
@@ -239,12 +243,16 @@ def test_ctrl_c_or_sigterm_while_judging_ends_the_command_at_once_without_a_trac
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            start_new_session=group,  # its own process group, as a shell's foreground job
         )
         deadline = time.monotonic() + 120
         while stub.state.requests < 20 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         t0 = time.monotonic()
-        proc.send_signal(sig)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         out = proc.communicate(timeout=60)[0]
         took = time.monotonic() - t0
         settled = stub.state.requests

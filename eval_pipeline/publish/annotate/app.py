@@ -430,7 +430,7 @@ def create_app(
         mine = file.read()
         skipped = {s for s, r in mine.items() if r.skipped}
         rated = {s for s, r in mine.items() if any(v is not None for v in r.scores.values())}
-        for queue in q.queues(plan, ws.ratings(rubric, ckpt, fresh=False), sess[0], skipped):
+        for queue in q.queues(plan, ws.ratings(rubric, ckpt, fresh=False), sess[0], skipped, only=kind):
             if queue.kind == kind:
                 queue.done |= rated
                 nxt = queue.next_item(after=sid, skipped=skipped)

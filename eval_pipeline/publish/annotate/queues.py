@@ -95,8 +95,11 @@ class Plan:
         self.ids = set(ids)
 
 
-def queues(plan: Plan, ratings: pd.DataFrame, evaluator: str, skipped: set[str]) -> list[Queue]:
-    """This evaluator's queues (``ratings``: every evaluator's current ratings of the checkpoint, long form)."""
+def queues(
+    plan: Plan, ratings: pd.DataFrame, evaluator: str, skipped: set[str], only: str | None = None
+) -> list[Queue]:
+    """This evaluator's queues (``ratings``: every evaluator's current ratings of the checkpoint, long form);
+    ``only``: that queue alone (the others are not worked out)."""
     rubric = plan.rubric
     who = rated_by(ratings)
     mine = {sid for sid, names in who.items() if evaluator in names} | skipped
@@ -111,6 +114,8 @@ def queues(plan: Plan, ratings: pd.DataFrame, evaluator: str, skipped: set[str])
     if spec.pilot_evaluators:
         pilot_note += f" Named for it: {', '.join(spec.pilot_evaluators)}."
     out = [Queue("pilot", "Pilot", plan.pilot, {s for s in plan.pilot if s in mine}, pilot_note)]
+    if only == "pilot":
+        return out
     anybody = {sid for sid in plan.remainder if who.get(sid)}
     out.append(
         Queue(
@@ -121,6 +126,8 @@ def queues(plan: Plan, ratings: pd.DataFrame, evaluator: str, skipped: set[str])
             "After the pilot's calibration, one evaluator rates the rest: an item leaves the queue once rated.",
         )
     )
+    if only == "remainder":
+        return out
     others = sorted(s for s in anybody if who.get(s, set()) - {evaluator})
     k = max(1, math.ceil(len(others) * spec.spot_check_share)) if others else 0
     chosen = sorted(random.Random(spec.seed + 1).sample(others, k)) if k else []
@@ -133,7 +140,7 @@ def queues(plan: Plan, ratings: pd.DataFrame, evaluator: str, skipped: set[str])
             "A second rating of a share of the remainder, to verify consistency.",
         )
     )
-    if spec.rereview is not None:
+    if spec.rereview is not None and only in (None, "rereview"):
         diffs = discrepancies(rubric, ratings)
         listed = sorted({r["sample_id"] for r in diffs if evaluator in (r["evaluator_a"], r["evaluator_b"])})
         out.append(

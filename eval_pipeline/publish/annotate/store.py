@@ -173,13 +173,18 @@ class RatingsFile:
             rows = self.read()
             rows[rating.sample_id] = rating
             extra = self._extra()
-            extra[rating.sample_id] = {
+            more = {
                 "seconds": round(rating.seconds, 1),
                 "checklist": rating.checklist,
                 "skipped": rating.skipped,
                 "flagged": rating.flagged,
             }
-            atomic_write(self.extra, json.dumps(extra, sort_keys=True).encode())
+            empty = not (more["seconds"] or more["checklist"] or more["skipped"] or more["flagged"])
+            if extra.get(rating.sample_id, {} if empty else None) != more and not (
+                empty and rating.sample_id not in extra
+            ):
+                extra[rating.sample_id] = more  # written only when it says something new
+                atomic_write(self.extra, json.dumps(extra, sort_keys=True).encode())
             atomic_write(self.path, self._csv(rows))
             return self.version()
 

@@ -7,8 +7,10 @@ from typing import Any
 
 import pandas as pd
 
+from eval_pipeline.core import settings
 from eval_pipeline.core.contracts import ALL_CHECKPOINTS
 from eval_pipeline.core.ids import check_identifier
+from eval_pipeline.ingest.ratings import stale as stale_ratings
 from eval_pipeline.publish.viewer.queries.common import (
     columns,
     records,
@@ -38,6 +40,7 @@ class CheckpointPage:
     repeatability: list[dict[str, Any]] = field(default_factory=list)
     usage: list[dict[str, Any]] = field(default_factory=list)  # what each judge step cost (judge_usage)
     verdict: Verdict | None = None  # the stored verdict (scoring.verdict), never decided here
+    stale: bool = False  # rating files changed since this checkpoint's ratings were read: the verdict is owed again
 
 
 def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int = 200) -> CheckpointPage:
@@ -90,6 +93,7 @@ def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int
             else []
         )
         decided = read_verdicts(s, rubric, [ckpt]) if "verdict" in present else []
+        owed = bool(decided) and bool(stale_ratings(s, rubric, settings.ratings_dir(), only=[ckpt])[1])
         q_total, quarantine = 0, []
         if s.table_exists("main", "quarantine"):
             q_total = s.query_rows(
@@ -129,6 +133,7 @@ def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int
         repeat,
         usage,
         decided[0] if decided else None,
+        owed,
     )
 
 

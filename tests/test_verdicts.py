@@ -1,0 +1,127 @@
+"""One verdict, decided once, told the same everywhere (#43): each item of the issue's "Why" as a test."""
+
+from __future__ import annotations
+
+import shutil
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from eval_pipeline.cli import main as cli
+from eval_pipeline.console import _verdict, report_lines
+from eval_pipeline.scoring.verdict import (
+    Verdict,
+    _gate_text,
+    _reasons,
+    change_of,
+    read,
+    regression_text,
+    store,
+)
+from eval_pipeline.storage.warehouse import Warehouse
+
+from .conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
+
+
+def test_a_rubric_without_a_reliability_gate_still_shows_its_untrusted_judge():
+    """roleplay_style ckpt-0200 printed PASSED 7/7 while its judge_trust said untrusted on creativity."""
+    v = Verdict("roleplay_style", "ckpt-0200", gates_total=7, gates_passed=7, untrusted=["creativity"])
+    v.drifting = ["consistency"]
+    _reasons(v, kinds=[], pending=[], notes=[], regression_gate=True)
+    assert v.verdict == "judge untrusted"
+    assert ("judge", "untrusted on creativity; drifts on this checkpoint on consistency") in v.reasons
+
+
+def test_a_pending_judge_is_pending_ratings_and_says_how_many_more():
+    v = Verdict("kg_qa", "c", trust_pending=["accuracy"], ratings_needed=12)
+    _reasons(v, kinds=[], pending=[], notes=[], regression_gate=False)
+    assert v.verdict == "pending ratings"
+    assert "about 12 more rated samples would settle it" in v.reasons[0][1]
+
+
+def test_the_failed_value_is_named_after_the_dimension_it_is_the_value_of():
+    """`failed dimension_mean: accuracy_mean 3.49` named accuracy while 3.49 was kg_alignment's mean."""
+    g = {"gate": "accuracy_mean", "value": 3.486, "threshold": 3.8, "reason": "below 3.8 on kg_alignment; means: ..."}
+    assert _gate_text(g) == "accuracy_mean on kg_alignment 3.49 (threshold 3.8)"
+
+
+def test_a_lower_is_better_regression_says_so():
+    r = {"score": "ertd", "parent": "ckpt-0200", "delta": 12.18, "ci_low": 7.2, "ci_high": 17.2, "p_holm": 0.0002,
+         "lower_is_better": True, "calibrated": False}  # fmt: skip
+    assert "(lower is better)" in regression_text(r)
+
+
+@pytest.mark.parametrize(
+    "delta, lo, hi, p, lower, expected",
+    [
+        (0.171, 0.07, 0.27, 0.009, False, "better"),  # significant, up, higher is better
+        (12.2, 7.3, 17.2, 0.0002, True, "worse"),  # significant, up, lower is better
+        (0.2, -0.1, 0.5, 0.4, False, "no clear change"),  # the sign alone is no colour
+        (-0.16, -0.25, -0.08, None, False, "worse"),  # no p: the interval decides
+    ],
+)
+def test_colour_means_significance_and_direction(delta, lo, hi, p, lower, expected):
+    assert change_of(delta, lo, hi, p, lower) == expected
+
+
+def test_a_reason_is_never_cut_before_the_part_a_person_needs():
+    note = (
+        "not comparable: parent ckpt-0200 judged by heuristic judge (prompt 8fbf16f5), this checkpoint by "
+        "gpt-4o-mini @ 127.0.0.1:8011 (prompt 8fbf16f5, temperature 0, seed 7); re-judge the parent with the "
+        "current judge: eval-pipeline run --checkpoint ckpt-0200 --rubric npc_dialogue"
+    )
+    v = Verdict("npc_dialogue", "ckpt-0300", reasons=[("judge", note)])
+    assert any(line.endswith("--rubric npc_dialogue") for line in report_lines(v))
+
+
+def test_counts_agree_with_each_other():
+    """ "FAILED GATES (1 failed gates)" counted rubrics, "GATES FAILED: 7 gate(s) failed" gates."""
+    v = Verdict("kg_qa", "c", gates_total=12, gates_passed=4, gates_failed=7, gates_pending=1)
+    assert "gates 4/12 passed, 1 pending" in v.summary
+    assert v.gates_passed + v.gates_failed + v.gates_pending == v.gates_total
+    w = Verdict("npc", "c", gates_total=10, gates_failed=3, gates_passed=7)
+    line = _verdict(3, [SimpleNamespace(success=True)], [v, w])
+    assert "10 gate(s) failed in 2 checkpoint x rubric result(s)" in line
+
+
+def test_an_incomplete_result_keeps_the_last_complete_one_a_click_away(tmp_path):
+    """A run against a dead endpoint replaced a complete result with NaN, n 0: the verdict row says incomplete and
+    names the lake snapshot that still holds the last complete result."""
+    wh = Warehouse(f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}")
+    complete = Verdict("kg_qa", "ckpt-0300", verdict="regressed", headline=4.2)
+    store(wh, complete, "run-1", 17)
+    bad = Verdict("kg_qa", "ckpt-0300", verdict="incomplete", incomplete=["300 of 300 judge scores missing"])
+    store(wh, bad, "run-2", 25)
+    (got,) = read(wh, "kg_qa", ["ckpt-0300"])
+    assert got.verdict == "incomplete" and got.last_complete_snapshot == 17 and got.snapshot is None
+    store(wh, bad, "run-3", 30)  # still incomplete: the last complete one is carried, not lost
+    assert read(wh, "kg_qa")[0].last_complete_snapshot == 17
+    wh.close()
+
+
+@pytest.mark.slow
+def test_one_broken_rubric_file_is_skipped_in_one_line_and_the_others_run(tmp_path, monkeypatch, capfd):
+    rubrics = tmp_path / "rubrics"
+    shutil.copytree(RUBRIC_DIR, rubrics)
+    (rubrics / "kg_qa.yaml").write_text("name: kg_qa\nscale: {min: 1}\n")
+    root = tmp_path / "ckpts"
+    (root / "ckpt-0100").mkdir(parents=True)
+    for name in ("kg_qa.jsonl", "npc_dialogue.jsonl", "checkpoint.json"):
+        shutil.copy(SAMPLE_CHECKPOINTS / "ckpt-0100" / name, root / "ckpt-0100" / name)
+    monkeypatch.setenv("EVAL_RUBRIC_DIR", str(rubrics))
+    monkeypatch.setenv("EVAL_CHECKPOINT_DIR", str(root))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("EVAL_WAREHOUSE", f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}")
+    code = cli(["run", "--no-fail-on-gates"])
+    out, err = capfd.readouterr()
+    skipped = [ln for ln in err.splitlines() if "kg_qa.yaml skipped" in ln]
+    assert len(skipped) == 1 and "Traceback" not in err
+    assert "npc_dialogue" in out and "  kg_qa " not in out
+    assert code == 2  # otherwise clean: the skipped file is the configuration error the exit code says
+    assert cli(["run", "--rubric", "npc_dialogue", "--no-fail-on-gates"]) == 0
+    assert cli(["run", "--rubric", "kg_qa"]) == 2  # asked for by name: its problems, exit 2
+    assert "scale" in capfd.readouterr().err
+    wh = Warehouse()
+    verdicts = pd.DataFrame(wh.query_rows("SELECT rubric, checkpoint_id, verdict FROM main.verdicts"))
+    assert list(verdicts[0]) == ["npc_dialogue"]
