@@ -279,7 +279,15 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
     from eval_pipeline.ingest.validation import validate_file
 
     # the valid samples only, validated as the pipeline does (ratings of others are refused)
-    ids: list[str] = validate_file(rubric, path, ckpt.checkpoint_id).samples[rubric.inputs.id_field].tolist()
+    samples = validate_file(rubric, path, ckpt.checkpoint_id).samples
+    ids: list[str] = samples[rubric.inputs.id_field].tolist()
+    # what a rater reads, after the columns they fill: the worklist's sheet fields, the other inputs and the
+    # response, prefixed read_ (the loader leaves them alone), formula-like text neutralised
+    inputs = [
+        f.name for f in rubric.inputs.fields if f.name not in (rubric.inputs.id_field, rubric.inputs.response_field)
+    ]
+    shown = list(dict.fromkeys([*rubric.worklists.sheet_fields, *inputs, rubric.inputs.response_field]))
+    shown = [c for c in shown if c in samples.columns]
     from eval_pipeline.core import settings
     from eval_pipeline.core.ids import UnsafeIdentifierError, check_evaluator
 
@@ -291,13 +299,18 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
     out = Path(args.out or settings.ratings_dir() / rubric.name / f"{ckpt.checkpoint_id}-{args.evaluator}.csv")
     if out.exists():
         raise CliError(f"{out} exists (ratings are never overwritten): fill that one in, or give --out")
+    from eval_pipeline.core.text import csv_cell
+
     header = ["sample_id", "evaluator", "rater_kind", "checkpoint", *rubric.rating_scales, "notes"]
+    header += [f"read_{c}" for c in shown]
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(header)
-        for sid in ids:
-            w.writerow([sid, args.evaluator, "human", ckpt.checkpoint_id, *([""] * len(rubric.rating_scales)), ""])
+        for sid, row in zip(ids, samples[shown].to_dict("records")):
+            context = [csv_cell(row[c] if isinstance(row[c], str) else str(row[c])) for c in shown]
+            blank = [""] * len(rubric.rating_scales)
+            w.writerow([sid, args.evaluator, "human", ckpt.checkpoint_id, *blank, "", *context])
     scales = ", ".join(f"{k} {s.min}-{s.max}" for k, s in rubric.rating_scales.items())
     print(
         f"wrote {out}: {len(ids)} samples; fill one score per column ({scales}); a row left empty is reported as "

@@ -227,7 +227,7 @@ def test_worklists_are_written_and_formulas_neutralised(tmp_path, rubrics):
     ratings = pd.DataFrame(
         [
             dict(sample_id="q1", evaluator=e, dimension=d, score=v)
-            for e, v in (("E1", 4.0), ("E2", 3.0))
+            for e, v in (("E1", 4.0), ("E2", 2.0))  # quality 0.8 vs 0.4: past the protocol's 0.2
             for d in ("semantic", "completeness", "accuracy", "presentation")
         ]
     )

@@ -6,7 +6,8 @@ did not rate and corrects it by the judge-human differences on the samples they 
 
     theta = mean(Y) + lambda * (mean(f_unrated) - mean(f_rated))
 
-with ``lambda`` chosen to minimise the variance (``lambda = 0`` is the people's mean, ``lambda = 1`` plain PPI),
+with ``lambda`` chosen to minimise the variance and clipped to [0, 1] (``lambda = 0`` is the people's mean,
+``lambda = 1`` plain PPI),
 and a normal interval from ``lambda**2 * var(f_unrated) / N + var(Y - lambda * f_rated) / n``. The formulas
 (including the ``lambda`` estimate and the variance conventions) are those of the reference implementation,
 ``ppi_py``'s ``ppi_mean_ci``, so values can be checked against it. The interval is valid when the rated samples
@@ -58,6 +59,7 @@ def ppi_mean(
         var_f = float(np.var(f_all, ddof=1))
         cov = float(np.mean((y - y.mean()) * (f - f.mean())))
         lam = 0.0 if var_f == 0.0 else cov / ((1.0 + n / big_n) * var_f)
+        lam = min(max(lam, 0.0), 1.0)  # clipped to [0, 1] as ppi_py clips it: never worse than people alone
     point = float(np.mean(lam * fu) + np.mean(y - lam * f))
     se = math.sqrt(float(np.std(lam * fu)) ** 2 / big_n + float(np.std(y - lam * f)) ** 2 / n)
     z = float(stats.norm.ppf(1 - alpha / 2))

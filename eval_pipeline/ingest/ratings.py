@@ -230,7 +230,8 @@ class _RatingsReader:
         return found
 
     def _note_unknown_columns(self, path: Path, cols: list[str]) -> None:
-        unknown = [c for c in cols if c not in self.scales and c not in KNOWN_COLUMNS]
+        # read_<field>: what a ratings template shows the rater (the sample's text), never read as a rating
+        unknown = [c for c in cols if c not in self.scales and c not in KNOWN_COLUMNS and not c.startswith("read_")]
         if unknown:
             self.out.problems.append(f"{path.name}: columns {unknown} are not read (not a dimension of this rubric)")
 

@@ -102,3 +102,20 @@ def test_a_calibrated_change_without_enough_ratings_is_nan_with_its_reason():
     assert np.isnan(ch.delta) and "at least 2" in ch.reason
     everything = ppi_change(f_c, pd.Series(f_c.to_numpy() - 0.3, f_c.index), f_p, pd.Series(f_p.to_numpy(), f_p.index))
     assert everything.paired and abs(everything.delta - ((f_c - 0.3) - f_p).mean()) < 1e-12  # all rated: their mean
+
+
+def test_lambda_is_clipped_to_the_unit_interval_as_ppi_py_clips_it():
+    """#48: a judge anti-correlated with people gave lambda -0.52 and 3.0437 [2.392, 3.696] where ppi_py (its
+    lambda clipped to [0, 1]) gives the people's own estimate: lambda 0."""
+    import numpy as np
+
+    from eval_pipeline.agreement.ppi import ppi_mean
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(1, 6, 40).astype(float)
+    f = 6 - y + rng.normal(0, 0.3, 40)  # the judge scores backwards
+    fu = rng.uniform(1, 5, 400)
+    est = ppi_mean(y, f, fu)
+    assert est.lam == 0.0
+    assert est.mean == y.mean()  # lambda 0: the people's mean alone
+    assert ppi_mean(y, y + 0.01 * rng.normal(size=40), fu * 0 + y.mean(), lam=None).lam <= 1.0
