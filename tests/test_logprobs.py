@@ -58,6 +58,17 @@ def test_server_token_streams_fences_two_digit_numbers_and_the_on_scale_floor():
            ["0", [["0", _lp(0.8)], ["}", _lp(0.2)]]], ["}}", [["}}", 0.0]]]]  # fmt: skip
     r = read_distributions('{"scores": {"a": 10}}', ten, {"a": (1, 10)}, written={"a": 10})["a"]
     assert r.dist == pytest.approx({1: 0.7 * 0.2, 9: 0.3, 10: 0.7 * 0.8}) and expected(r.dist) > 7
+    # #45: a written 10 whose "1" is mostly followed by digits making 11-19 (off the 1-10 scale, forbidden by
+    # the grammar): that mass is dropped, never booked as 1, and the rest renormalised (it was 1.1 expected)
+    after = [["0", _lp(0.02)], ["1", _lp(0.9)], ["2", _lp(0.07)], ["}", _lp(0.01)]]
+    teen = [['{"scores": {"a": ', [['{"', 0.0]]], ["1", [["1", _lp(0.99)], ["9", _lp(0.01)]]], ["0", after],
+            ["}}", [["}}", 0.0]]]]  # fmt: skip
+    r = read_distributions('{"scores": {"a": 10}}', teen, {"a": (1, 10)}, written={"a": 10}, floor=0.0)["a"]
+    on = 0.99 * 0.02 + 0.99 * 0.01 + 0.01
+    assert r.dist == pytest.approx({1: 0.99 * 0.01 / on, 9: 0.01 / on, 10: 0.99 * 0.02 / on})
+    assert expected(r.dist) > 5.5 and r.share == pytest.approx(on)
+    r = read_distributions('{"scores": {"a": 10}}', teen, {"a": (1, 10)}, written={"a": 10})["a"]
+    assert r.dist is None and "only 0.04" in r.note  # below the floor: the written 10, and why
     # a single-token 7 whose alternative "1" (which may begin 10) holds real probability: not read, said why
     amb = [['{"scores": {"a": ', [['{"', 0.0]]], ["7", [["7", _lp(0.7)], ["1", _lp(0.3)]]], ["}}", [["}}", 0.0]]]]
     r = read_distributions('{"scores": {"a": 7}}', amb, {"a": (1, 10)}, written={"a": 7})["a"]

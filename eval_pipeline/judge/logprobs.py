@@ -6,7 +6,9 @@ top_logprobs: N``) are laid end to end and searched for ``"<key>": <digits>``: t
 wrote, so a fence or whitespace a server strips from the message text does not hide it (the digits must still be
 the score the answer gives). The alternatives at the first digit's token that are whole numbers on the key's
 scale are the distribution; a number written over two tokens (``10`` as ``1`` + ``0``) is read as one number
-(P(10) = P(``1``) · P(``0`` after it)). A distribution is used only when it is unambiguous (an alternative that
+(P(10) = P(``1``) · P(``0`` after it); P(1) = P(``1``) · the probability that what follows cannot go on with a
+number; a longer number off the scale, ``11``-``19`` on 1-10, is dropped, never booked as ``1``, and the rest
+renormalised, or refused below the floor). A distribution is used only when it is unambiguous (an alternative that
 may begin a longer number on the scale, say ``1`` before ``10``, holds little probability) and when at least
 MIN_PROB_ON_SCALE of the probability lands on the scale; otherwise the written score is used and the reason is
 recorded (``distribution_note``).
@@ -109,13 +111,17 @@ def _at(
         if not re.fullmatch(r"-?\d+", alt):
             continue
         if nxt is not None and alt == chosen_first:  # split by what follows: a longer number or this one alone
-            more = 0.0
+            ends = 0.0  # the continuations that cannot go on with a number: the number is this one alone
             for alt2, q in nxt:
-                if re.fullmatch(r"\d+", alt2) and lo <= int(alt + alt2) <= hi:
-                    probs[int(alt + alt2)] = probs.get(int(alt + alt2), 0.0) + p * q
-                    more += q
+                if re.match(r"\d", alt2):
+                    # a longer number: booked as itself when on the scale; off it (11-19 on 1-10: the grammar
+                    # forbids them) dropped, never booked as this one, and the rest renormalised below
+                    if re.fullmatch(r"\d+", alt2) and lo <= int(alt + alt2) <= hi:
+                        probs[int(alt + alt2)] = probs.get(int(alt + alt2), 0.0) + p * q
+                else:
+                    ends += q
             if lo <= int(alt) <= hi:
-                probs[int(alt)] = probs.get(int(alt), 0.0) + p * max(0.0, 1.0 - more)
+                probs[int(alt)] = probs.get(int(alt), 0.0) + p * ends
             continue
         longer = any(str(v).startswith(alt) and len(str(v)) > len(alt) for v in range(max(lo, 0), hi + 1))
         if longer:  # "1" may begin "10": what follows it is unknown here
