@@ -275,28 +275,39 @@ def usage_line(wh: Warehouse, ckpt: str, rubrics: list[str], run_ids: list[str] 
             marks = ", ".join("?" for _ in rubrics)
             runs = ", ".join("?" for _ in run_ids or [])
             where = f"checkpoint_id = ? AND rubric IN ({marks})" + (f" AND run_id IN ({runs})" if run_ids else "")
+            cols = s.columns("main", "judge_usage")
+            cuts = "sum(timeout_cuts), min(nullif(final_concurrency, 0))" if "timeout_cuts" in cols else "0, NULL"
             row = s.query_rows(
                 "SELECT sum(calls), sum(cache_hits), sum(prompt_tokens), sum(completion_tokens), "
                 "max(latency_p50_ms), max(latency_p90_ms), sum(cost), "
                 "count(*) FILTER (WHERE cost IS NULL AND calls > 0), "
-                f"any_value(currency), sum(not_asked_budget) FROM main.judge_usage WHERE {where}",
+                f"any_value(currency), sum(not_asked_budget), {cuts} FROM main.judge_usage WHERE {where}",
                 [ckpt, *rubrics, *(run_ids or [])],
             )[0]
     except Exception:  # noqa: BLE001 - a warehouse from before usage was recorded: no line
         return None
-    calls, hits, tin, tout, p50, p90, cost, unpriced, currency, unasked = row
+    calls, hits, tin, tout, p50, p90, cost, unpriced, currency, unasked, cuts, settled = row
     if not calls and not hits:  # nothing asked of an LLM (the heuristic judge)
         return None
     text = f"judge usage: {int(calls)} calls, {int(hits)} cached, {_k(tin)} in / {_k(tout)} out tokens"
     if p50 is not None:
-        text += f", latency p50 {p50:.0f} ms p90 {p90:.0f} ms"
+        text += f", latency p50 {_ms(p50)} p90 {_ms(p90)}"
     if calls and not unpriced and cost is not None:
         text += f", cost {cost:.4f} {currency}"
     elif calls:
         text += " (no price: EVAL_PRICES)"
     if unasked:
         text += f"; {int(unasked)} prompts not asked: budget reached"
+    if cuts:
+        text += f"; throttled: halved {int(cuts)} time(s) on time-outs" + (
+            f", settled at {int(settled)} in flight" if settled else ""
+        )
     return text
+
+
+def _ms(value: float) -> str:
+    """A latency as a person reads it: ms below 10 s, seconds above ("p50 41.3 s", not "p50 41268 ms")."""
+    return f"{value:.0f} ms" if value < 10_000 else f"{value / 1000:.1f} s"
 
 
 def _k(n: Any) -> str:

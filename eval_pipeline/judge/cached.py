@@ -37,6 +37,11 @@ class JudgeRunStats:
     spent: float = 0.0  # in the price table's currency, for the calls made (cache hits cost nothing)
     priced: bool = True  # False once a call was made to a model the price table has no price for
     not_asked_budget: int = 0  # prompts left unasked because the run's budget would not cover them
+    # the client throttling itself: calls in flight at the start (an earlier step's learning, else the configured),
+    # halvings on time-outs, and where it settled (0: never changed)
+    start_concurrency: int = 0
+    timeout_cuts: int = 0
+    final_concurrency: int = 0
 
     def merge(self, other: JudgeRunStats) -> None:
         """Add another batch's figures (the same judges, scored in chunks)."""
@@ -59,6 +64,9 @@ class JudgeRunStats:
         self.priced &= other.priced
         self.max_in_flight = max(self.max_in_flight, other.max_in_flight)
         self.processes = max(self.processes, other.processes)
+        self.start_concurrency = self.start_concurrency or other.start_concurrency
+        self.timeout_cuts += other.timeout_cuts
+        self.final_concurrency = other.final_concurrency or self.final_concurrency
         for reason, n in other.missing_reasons.items():
             self.missing_reasons[reason] = self.missing_reasons.get(reason, 0) + n
 
@@ -152,6 +160,9 @@ def cached_calls(
         stats.completion_tokens += cs.completion_tokens
         stats.max_in_flight = max(stats.max_in_flight, cs.max_in_flight)
         stats.processes = max(stats.processes, cs.processes)
+        stats.start_concurrency = stats.start_concurrency or cs.start_concurrency
+        stats.timeout_cuts += cs.timeout_cuts
+        stats.final_concurrency = cs.final_concurrency or stats.final_concurrency
         stats.latencies_ms += cs.latency_ms
         spent = costs.load_prices().cost(settings.model, cs.prompt_tokens, cs.completion_tokens)
         if cs.calls:

@@ -18,6 +18,7 @@ import json
 import math
 import random
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -120,6 +121,8 @@ class ClientStats:
     max_in_flight: int = 0
     processes: int = 1
     timeout_cuts: int = 0  # how often a time-out halved the calls in flight (an endpoint slower than asked of it)
+    start_concurrency: int = 0  # calls allowed in flight at the start (what an earlier client learnt, else config)
+    start_timeout_s: float = 0.0
     final_concurrency: int = 0  # calls allowed in flight when the batch ended (0: never cut)
 
     def add(self, other: ClientStats) -> None:
@@ -132,6 +135,8 @@ class ClientStats:
         self.latency_ms += other.latency_ms
         self.timeout_cuts += other.timeout_cuts
         self.final_concurrency = max(self.final_concurrency, other.final_concurrency)
+        self.start_concurrency = max(self.start_concurrency, other.start_concurrency)
+        self.start_timeout_s = max(self.start_timeout_s, other.start_timeout_s)
 
 
 def _retry_after_seconds(exc: openai.APIStatusError) -> float | None:
@@ -207,8 +212,34 @@ def _schema_unsupported(exc: openai.BadRequestError) -> bool:
     return any(w in msg for w in ("response_format", "json_schema", "structured output", "schema"))
 
 
+@dataclass
+class Learnt:
+    """What clients learnt about one endpoint and model: how many calls in flight it serves, how long an answer
+    takes. Kept for the process, so the next step, rubric or checkpoint starts there instead of at the configured
+    values (which a slow server had already shown to be too much)."""
+
+    limit: int
+    timeout_s: float
+
+
+_LEARNT: dict[tuple[str, str], Learnt] = {}
+_LEARNT_LOCK = threading.Lock()
+
+
+def learnt(endpoint: str, model: str) -> Learnt | None:
+    with _LEARNT_LOCK:
+        return _LEARNT.get((endpoint, model))
+
+
+def forget_endpoints() -> None:
+    """Start from the configured values again (a test, or a server restarted with more slots)."""
+    with _LEARNT_LOCK:
+        _LEARNT.clear()
+
+
 class OpenAIJudgeClient:
-    """One judge (model + endpoint). Create inside the event loop that uses it."""
+    """One judge (model + endpoint). Create inside the event loop that uses it. It starts from what earlier clients
+    of this process learnt about the same endpoint and model (``learnt``), never past the configured concurrency."""
 
     def __init__(self, settings: JudgeSettings, api_key: str | None = None):
         self.settings = settings
@@ -228,6 +259,11 @@ class OpenAIJudgeClient:
         # it can serve instead of every call being cut and asked again from the start.
         self._limit = max(1, settings.concurrency)
         self._timeout = settings.timeout_s
+        self._key = (settings.endpoint(), settings.model)
+        known = learnt(*self._key)
+        if known is not None:  # where the last client of this endpoint settled
+            self._limit = max(1, min(self._limit, known.limit))
+            self._timeout = min(settings.timeout_s * TIMEOUT_GROWTH, max(settings.timeout_s, known.timeout_s))
         self._epoch = 0  # bumped at each cut: a time-out of a call started before it does not cut again
         self._answered_since_change = 0
         self._ever_answered = False
@@ -237,6 +273,11 @@ class OpenAIJudgeClient:
         self._unreachable_in_a_row = 0
         self._down: str | None = None  # why the endpoint was given up on (the circuit breaker)
         self.stats = ClientStats()
+        self.stats.start_concurrency, self.stats.start_timeout_s = self._limit, self._timeout
+
+    def _remember(self) -> None:
+        with _LEARNT_LOCK:
+            _LEARNT[self._key] = Learnt(self._limit, self._timeout)
 
     async def close(self) -> None:
         await self._client.close()
@@ -264,6 +305,7 @@ class OpenAIJudgeClient:
         self._answered_since_change = 0
         self.stats.timeout_cuts += 1
         self.stats.final_concurrency = self._limit
+        self._remember()
         return True
 
     def _answered(self) -> None:
@@ -273,6 +315,7 @@ class OpenAIJudgeClient:
             self._limit += 1
             self._answered_since_change = 0
             self.stats.final_concurrency = self._limit
+            self._remember()
 
     def _backoff(self, attempt: int) -> float:
         cap = min(self.settings.backoff_max_s, self.settings.backoff_base_s * (2**attempt))

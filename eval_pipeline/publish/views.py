@@ -158,7 +158,7 @@ def _view_sql(found: dict[str, set[str]], configured: set[str]) -> ViewSql | Non
     )
 
     # what judging cost, every rubric's judge steps in one place (the console, the viewer and budgets read it)
-    usage = "\nUNION ALL\n".join(
+    usage = "\nUNION ALL BY NAME\n".join(
         f"SELECT '{r}' AS rubric, * FROM \"{r}\".judge_usage" for r in sorted(found["judge_usage"] - {"main"})
     )
     if usage:

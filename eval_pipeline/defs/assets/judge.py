@@ -42,6 +42,18 @@ def _redacting(fn: Callable[..., Any]) -> Callable[..., Any]:
     return step
 
 
+def throttling_text(stats: JudgeRunStats) -> str:
+    """How the client throttled itself in this step, in words (the metadata's figure of calls in flight is the
+    peak; this says where it started and settled)."""
+    if not stats.calls:
+        return "no calls"
+    start = f"started at {stats.start_concurrency} in flight" if stats.start_concurrency else "started as configured"
+    if not stats.timeout_cuts:
+        return f"{start}; never throttled"
+    settled = f", settled at {stats.final_concurrency}" if stats.final_concurrency else ""
+    return f"{start}; halved {stats.timeout_cuts} time(s) on time-outs{settled}"
+
+
 def _usage_frame(
     ckpt: str, step: str, run_id: str, batches: list[JudgeRunStats]
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -67,6 +79,9 @@ def _usage_frame(
         latency_p90_ms=costs.percentile(lat, 90),
         latency_p99_ms=costs.percentile(lat, 99),
         wall_s=round(total.wall_s, 3),
+        start_concurrency=total.start_concurrency,
+        timeout_cuts=total.timeout_cuts,
+        final_concurrency=total.final_concurrency,
         cost=total.cost,
         currency=currency,
         not_asked_budget=total.not_asked_budget,
@@ -153,6 +168,7 @@ def _judge_metadata(stats: JudgeRunStats, samples: int, means: dict[str, Any], l
         "latency_ms_p50": dg.MetadataValue.float(round(latency_p50, 1)),
         "judge_wall_s": dg.MetadataValue.float(round(stats.wall_s, 3)),
         "max_in_flight": dg.MetadataValue.int(stats.max_in_flight),
+        "throttling": dg.MetadataValue.text(throttling_text(stats)),
         "worker_processes": dg.MetadataValue.int(stats.processes),
         "panel_means": dg.MetadataValue.json(means),
     }
