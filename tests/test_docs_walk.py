@@ -213,6 +213,10 @@ def verdicts_shown_alike(where: Path, env: dict[str, str]) -> None:
         assert shown == printed[("ckpt-0300", "kg_qa")]
         calibrated = browser.evaluate("document.querySelectorAll('tr.calibrated-row').length")
         assert calibrated and int(calibrated) >= 5  # the calibrated change beside each judged dimension's raw one
+        for rubric in sorted({r for _, r in printed}):  # #48: answer_quality's compare page was a 404
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/r/{rubric}/compare?a=ckpt-0200&b=ckpt-0300") as r:
+                page = r.read().decode()
+            assert r.status == 200 and "tested-row" in page, rubric
         browser.navigate((where / "reports" / "report.html").as_uri())
         browser.wait_for("document.querySelectorAll('tr.verdict-row').length > 0")
         browser.screenshot(shots / "report-first-screen.png")

@@ -91,3 +91,15 @@ def input_groups(rubric: RubricConfig | None, sample: dict[str, Any] | None) -> 
         group = groups.setdefault(title, FieldGroup(title, []))
         group.fields.append(FieldView(f.name, path[-1], f.description, f.type, parse_json_cell(sample[f.name])))
     return list(groups.values())
+
+
+def dist(value: object) -> str:
+    """A score distribution (JSON or a mapping, score -> probability) as a person reads it: "3: 10 % · 4: 70 %"."""
+    import json
+
+    try:
+        data = json.loads(value) if isinstance(value, str) else value
+        items = sorted(((float(k), float(v)) for k, v in dict(data).items()), key=lambda kv: kv[0])  # type: ignore[arg-type]
+    except (TypeError, ValueError, AttributeError):
+        return str(value)
+    return " · ".join(f"{k:g}: {v:.0%}" for k, v in items if v >= 0.005)

@@ -38,6 +38,9 @@ class ComparePage:
     judge_a: str | None = None
     judge_b: str | None = None
     comparable: bool = True
+    # the pipeline's own comparison of b against a, when a is b's parent: its rows (the human-calibrated changes
+    # among them), the same rows the verdict and the checkpoint page read
+    tested: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -76,7 +79,12 @@ def compare_page(
         if a not in page.checkpoints or b not in page.checkpoints:
             return page
         of_a = {str(n) for c, n in summarised if c == a}
-        names = sorted({str(n) for c, n in summarised if c == b and n in of_a}, key=lambda n: (rank(config, n), n))
+        # the scores both summarised that are columns of the scores table (a summary also has shares of a status,
+        # named "<score>=<value>", which are no column to pair)
+        columns = set(s.columns(rubric, "scores"))
+        names = sorted(
+            {str(n) for c, n in summarised if c == b and n in of_a and n in columns}, key=lambda n: (rank(config, n), n)
+        )
         if "judge_identity" in present:
             who = dict(
                 s.query_rows(
@@ -92,6 +100,14 @@ def compare_page(
                 f"judged by different judges ({page.judge_a or 'unknown'} vs {page.judge_b or 'unknown'}): a change "
                 "below mixes the judge's change with the model's; re-judge one with the other's judge to compare them"
             )
+        if "comparison" in present:
+            tested = s.query_df(
+                f'SELECT * FROM "{rubric}".comparison WHERE checkpoint_id = ? AND parent_id = ? ORDER BY score', [b, a]
+            )
+            page.tested = [
+                {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
+                for row in tested.to_dict("records")
+            ]
         if not names:
             return page
         # the pairs fetched once, as Arrow (one join); the changes, intervals and the samples that moved are
