@@ -256,7 +256,7 @@ def test_browser_walks_leaderboard_checkpoint_regressions_sample_and_parent_diff
     from eval_pipeline.devtools.net import free_port, wait_until_serving
 
     from .conftest import ROOT
-    from .test_ui_browser import FLAGS
+    from .helpers.browser import FLAGS
 
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
@@ -311,7 +311,7 @@ def test_browser_walks_leaderboard_checkpoint_regressions_sample_and_parent_diff
         assert known in parent and "ckpt-0100" not in parent.split("Response")[0]
         assert (artifacts / "4_sample.png").stat().st_size > 10_000
         # the matrix's compare link, then the samples that got worse on the guarded score (#34.3)
-        assert board.count('class="matrix-row"') == 2
+        assert board.count('class="verdict-row"') == 2
         compare = visit(_links(board, r"^/r/npc_dialogue/compare\?a=ckpt-0200&b=ckpt-0300$")[0], "6_compare.png")
         assert compare.count('class="compare-row"') >= 5 and "judged by different judges" not in compare
         worse = visit(f"/r/npc_dialogue/compare?a=ckpt-0200&b=ckpt-0300&score={GUARDED}&dir=worse", "7_worse.png")
@@ -407,14 +407,16 @@ def test_compare_any_two_checkpoints_paired_changes_and_the_samples_that_moved(c
 
 def test_the_leaderboard_matrix_and_downloads_of_every_table(client, evaluated):
     page = client.get("/").text
-    assert page.count('class="matrix-row"') == 2 and "compare?a=ckpt-0200&amp;b=ckpt-0300" in page
+    assert page.count('class="verdict-row"') == 2 and "compare?a=ckpt-0200&amp;b=ckpt-0300" in page
     wh = Warehouse(evaluated[0])
-    board = wh.query_df("SELECT * FROM main.leaderboard WHERE rubric = 'npc_dialogue' ORDER BY created_at")
-    delta = board.headline.iloc[1] - board.headline.iloc[0]
+    (verdict, delta, change) = wh.query_rows(
+        "SELECT verdict, headline_delta, headline_change FROM main.verdicts WHERE rubric = 'npc_dialogue' "
+        "AND checkpoint_id = 'ckpt-0300'"
+    )[0]
     from eval_pipeline.publish.viewer.render import signed
 
-    row = page.split('class="matrix-row"')[2]  # ckpt-0300's row: its change against ckpt-0200
-    assert signed(delta) in row
+    row = page.split('class="verdict-row"')[2]  # ckpt-0300's row: its verdict, its change against ckpt-0200
+    assert verdict in row and signed(delta) in row and f'title="{change}' in row
     n = wh.query_rows("SELECT count(*) FROM npc_dialogue.agreement WHERE checkpoint_id = 'ckpt-0300'")[0][0]
     csv = client.get("/r/npc_dialogue/ckpt-0300/table/agreement?format=csv")
     assert csv.status_code == 200 and "attachment" in csv.headers["content-disposition"]

@@ -265,10 +265,17 @@ def materialize_checkpoints(
     # set this command's checkpoints are decided on is the files as they are now (ratings_follow)
     reread: dict[str, list[str]] = {}
     unread: dict[str, set[str]] = {}  # per rubric: the checkpoints whose ratings the warehouse has not read as now
+    # only the checkpoints this instance knows as partitions and no other process is evaluating now are followed
+    # (another process's run decides its own checkpoint, from the files as they are when it gets there)
+    registered = set(instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
+
+    def followable(c: str) -> bool:
+        return c not in command and c in registered and in_flight_elsewhere(instance, c) is None
+
     for rubric in run_rubrics:
         old = set(stale_ratings(wh, rubric, ratings_root)[1])
         unread[rubric] = old | (command - set(evaluated(wh, rubric)))
-        for c in sorted(old - command):
+        for c in sorted(c for c in old if followable(c)):
             reread.setdefault(c, []).append(rubric)
     outcomes: list[RunOutcome] = []
     drawn_at = time.monotonic()
@@ -326,7 +333,7 @@ def materialize_checkpoints(
         again: dict[str, list[str]] = {}
         for rubric in sorted(moved):
             for c in evaluated(wh, rubric):
-                if c not in command:
+                if followable(c):
                     again.setdefault(c, []).append(rubric)
         for ckpt_id, names in sorted(again.items()):
             if interrupt.flag:
