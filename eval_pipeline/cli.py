@@ -125,8 +125,8 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     if wh.exists() and wh.table_exists("main", "checkpoints"):
         from eval_pipeline.publish.overview import overview
 
-        for c in overview(wh).checkpoints:  # the stored verdicts, the worst of the checkpoint's rubrics
-            status[c["checkpoint_id"]] = c["verdict"]
+        for row in overview(wh).checkpoints:  # the stored verdicts, the worst of the checkpoint's rubrics
+            status[row["checkpoint_id"]] = row["verdict"]
     print(f"{'checkpoint':<16} {'model':<18} {'created':<22} {'parent':<12} {'verdict':<16} {'rubrics'}")
     for c in sorted(scan.complete, key=lambda c: (c.created_at, c.checkpoint_id)):
         shown = status.get(c.checkpoint_id) or ("registered" if c.checkpoint_id in registered else "new")

@@ -41,7 +41,7 @@ def build_definitions(
     resources = default_resources(warehouse_path, checkpoint_root)
     present = {k for keys in keys_by_rubric.values() for k in keys}
     follow = build_ratings_sensor(
-        [r.name for r in rubrics], present, resources["ratings"].root, warehouse_path or settings.warehouse_path()
+        [r.name for r in rubrics], present, settings.ratings_dir(), warehouse_path or settings.warehouse_path()
     )
     shared = dg.Definitions(
         sensors=[

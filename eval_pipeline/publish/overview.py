@@ -58,8 +58,8 @@ def overview(wh: Warehouse) -> Overview:
     for c in ckpts.to_dict("records"):
         if c["checkpoint_id"] not in seen:
             continue
-        mine = [v.verdict for v in verdicts if v.checkpoint_id == c["checkpoint_id"]]
-        out.checkpoints.append({**c, "created_at": str(c["created_at"] or ""), "verdict": worst(mine)})
+        named = [v.verdict for v in verdicts if v.checkpoint_id == c["checkpoint_id"]]
+        out.checkpoints.append({**c, "created_at": str(c["created_at"] or ""), "verdict": worst(named)})
     order = [c["checkpoint_id"] for c in out.checkpoints]
     for r in rubrics:
         complete = [v for v in verdicts if v.rubric == r and v.verdict != "incomplete" and v.headline is not None]
@@ -75,10 +75,10 @@ def overview(wh: Warehouse) -> Overview:
         out.best_overall = max(order, key=lambda c: (rank[c], order.index(c)))
     for ck in reversed(order):  # newest first
         for r in rubrics:
-            v = out.cells.get((ck, r))
-            if v is None or v.verdict != "regressed":
+            cell = out.cells.get((ck, r))
+            if cell is None or cell.verdict != "regressed":
                 continue
-            for reg in v.regressions:
+            for reg in cell.regressions:
                 out.regressions.append(
                     {
                         "rubric": r,

@@ -81,9 +81,10 @@ def compare_page(
         of_a = {str(n) for c, n in summarised if c == a}
         # the scores both summarised that are columns of the scores table (a summary also has shares of a status,
         # named "<score>=<value>", which are no column to pair)
-        columns = set(s.columns(rubric, "scores"))
+        score_cols = set(s.columns(rubric, "scores"))
         names = sorted(
-            {str(n) for c, n in summarised if c == b and n in of_a and n in columns}, key=lambda n: (rank(config, n), n)
+            {str(n) for c, n in summarised if c == b and n in of_a and n in score_cols},
+            key=lambda n: (rank(config, n), n),
         )
         if "judge_identity" in present:
             who = dict(
