@@ -34,6 +34,22 @@ def redecided_keys(rubric: str, present: set[dg.AssetKey]) -> list[dg.AssetKey]:
     return [k for k in (dg.AssetKey([rubric, name]) for name in REDECIDED) if k in present]
 
 
+PURPOSE = {"ratings": "ratings changed", "redecide": "decide again"}
+
+
+def _requests(step: str, rubric: str, ckpts: list[str], keys: list[dg.AssetKey], version: str) -> list[dg.RunRequest]:
+    """One run per checkpoint, keyed by the folder version (a version is never asked for twice)."""
+    return [
+        dg.RunRequest(
+            run_key=f"{step}:{rubric}:{c}:{version}",
+            partition_key=c,
+            asset_selection=keys,
+            tags={"eval/checkpoint": c, "eval/rubrics": rubric, "eval/purpose": PURPOSE[step]},
+        )
+        for c in ckpts
+    ]
+
+
 def build_ratings_sensor(
     rubrics: list[str],
     present: set[dg.AssetKey],
@@ -70,25 +86,9 @@ def build_ratings_sensor(
                 now, old = stale(wh, rubric, Path(root), ckpts)
                 if old:  # first step: read the files again
                     owed[rubric] = now
-                    requests += [
-                        dg.RunRequest(
-                            run_key=f"ratings:{rubric}:{c}:{now}",
-                            partition_key=c,
-                            asset_selection=ratings_keys(rubric, present),
-                            tags={"eval/checkpoint": c, "eval/rubrics": rubric, "eval/purpose": "ratings changed"},
-                        )
-                        for c in old
-                    ]
+                    requests += _requests("ratings", rubric, old, ratings_keys(rubric, present), now)
                 elif owed.get(rubric) == now:  # second step, once every partition has read this version
-                    requests += [
-                        dg.RunRequest(
-                            run_key=f"redecide:{rubric}:{c}:{now}",
-                            partition_key=c,
-                            asset_selection=redecided_keys(rubric, present),
-                            tags={"eval/checkpoint": c, "eval/rubrics": rubric, "eval/purpose": "decide again"},
-                        )
-                        for c in ckpts
-                    ]
+                    requests += _requests("redecide", rubric, ckpts, redecided_keys(rubric, present), now)
                     owed.pop(rubric)
         finally:
             wh.close()

@@ -299,7 +299,9 @@ def create_app(
         ckpt = check_checkpoint_id(request.path_params["checkpoint"])
         return rubric, ckpt
 
-    def queue_page(request: Request) -> Response:
+    def entry(request: Request) -> tuple[tuple[str, str], RubricConfig, str] | Response:
+        """The signed-in evaluator's session and the page's rubric and checkpoint, or the answer instead (sign in
+        first; no such rubric or checkpoint)."""
         sess = session(request)
         if sess is None:
             return RedirectResponse("/login", status_code=303)
@@ -307,6 +309,13 @@ def create_app(
             rubric, ckpt = _resolve(request)
         except (KeyError, UnsafeIdentifierError):
             return message("Not found", "no such rubric or checkpoint", 404)
+        return sess, rubric, ckpt
+
+    def queue_page(request: Request) -> Response:
+        got = entry(request)
+        if isinstance(got, Response):
+            return got
+        sess, rubric, ckpt = got
         mine = RatingsFile(ws.root, rubric, ckpt, sess[0]).read()
         skipped = {sid for sid, r in mine.items() if r.skipped}
         plan = ws.plan(rubric, ckpt)
@@ -330,13 +339,10 @@ def create_app(
         )
 
     def item(request: Request) -> Response:
-        sess = session(request)
-        if sess is None:
-            return RedirectResponse("/login", status_code=303)
-        try:
-            rubric, ckpt = _resolve(request)
-        except (KeyError, UnsafeIdentifierError):
-            return message("Not found", "no such rubric or checkpoint", 404)
+        got = entry(request)
+        if isinstance(got, Response):
+            return got
+        sess, rubric, ckpt = got
         kind, sid = request.path_params["queue"], request.path_params["sample_id"]
         sample = ws.sample(rubric, ckpt, sid)
         if sample is None:
@@ -442,13 +448,10 @@ def create_app(
 
     def start(request: Request) -> Response:
         """The next item of a queue (GET: reading only)."""
-        sess = session(request)
-        if sess is None:
-            return RedirectResponse("/login", status_code=303)
-        try:
-            rubric, ckpt = _resolve(request)
-        except (KeyError, UnsafeIdentifierError):
-            return message("Not found", "no such rubric or checkpoint", 404)
+        got = entry(request)
+        if isinstance(got, Response):
+            return got
+        sess, rubric, ckpt = got
         kind = request.path_params["queue"]
         skipped = _skipped(rubric, ckpt, sess[0])
         for queue in q.queues(ws.plan(rubric, ckpt), ws.ratings(rubric, ckpt), sess[0], skipped):
@@ -462,13 +465,10 @@ def create_app(
         return RedirectResponse(f"/q/{quote(rubric.name)}/{quote(ckpt)}?done={quote(kind)}", status_code=303)
 
     def calibration_page(request: Request) -> Response:
-        sess = session(request)
-        if sess is None:
-            return RedirectResponse("/login", status_code=303)
-        try:
-            rubric, ckpt = _resolve(request)
-        except (KeyError, UnsafeIdentifierError):
-            return message("Not found", "no such rubric or checkpoint", 404)
+        got = entry(request)
+        if isinstance(got, Response):
+            return got
+        sess, rubric, ckpt = got
         plan = ws.plan(rubric, ckpt)
         ratings = ws.ratings(rubric, ckpt)
         cal = q.calibration(plan, ratings, ckpt)
