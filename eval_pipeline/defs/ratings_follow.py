@@ -76,6 +76,19 @@ def build_ratings_sensor(
     def ratings_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 
+        busy = context.instance.get_runs(
+            filters=dg.RunsFilter(
+                statuses=[
+                    dg.DagsterRunStatus.QUEUED,
+                    dg.DagsterRunStatus.NOT_STARTED,
+                    dg.DagsterRunStatus.STARTING,
+                    dg.DagsterRunStatus.STARTED,
+                ]
+            ),
+            limit=1,
+        )
+        if busy:  # a run reads the files as they are when it gets there; the rest is followed once runs end
+            return dg.SkipReason(f"run {busy[0].run_id} in flight: rating files are followed once runs end")
         owed: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
         wh = Warehouse(warehouse, read_only=True, lock_timeout_s=3)
         registered = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
