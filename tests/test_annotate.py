@@ -324,13 +324,16 @@ def test_a_server_killed_at_random_loses_no_acknowledged_rating(project):
     attempted: dict[str, list[dict[str, int]]] = {}
     kills = 0
     killer_stop = threading.Event()
+    due = threading.Event()
+    kill_at = set(rng.sample(range(5, 195), 12))  # before 12 of the submits, a kill some milliseconds into it
 
     def killer() -> None:
         nonlocal kills
-        while not killer_stop.is_set() and kills < 15:
-            time.sleep(rng.uniform(0.2, 1.5))  # at a random moment: before, during or after a write
-            if killer_stop.is_set():
-                return
+        while not killer_stop.is_set():
+            if not due.wait(0.1):
+                continue
+            due.clear()
+            time.sleep(rng.uniform(0.0, 0.03))  # before, during or after the write the submit makes
             server.kill()
             kills += 1
             server.start()
@@ -338,11 +341,13 @@ def test_a_server_killed_at_random_loses_no_acknowledged_rating(project):
     t = threading.Thread(target=killer, daemon=True)
     t.start()
     try:
-        for _ in range(200):
+        for n in range(200):
             sid = rng.choice(ids)
             scores = {d: rng.randint(0, 5) for d in ("semantic", "completeness", "accuracy", "presentation")}
             attempted.setdefault(sid, []).append(scores)
-            for _ in range(50):
+            if n in kill_at:
+                due.set()
+            for _ in range(200):
                 try:
                     status = person.rate("ckpt-0200", sid, scores)
                 except (OSError, urllib.error.URLError):
@@ -356,7 +361,7 @@ def test_a_server_killed_at_random_loses_no_acknowledged_rating(project):
         killer_stop.set()
         t.join()
         server.stop()
-    assert kills >= 5
+    assert kills == 12
     text = (project / "ratings" / RUBRIC / "ckpt-0200-kim.csv").read_text()
     rows = list(csv.DictReader(io.StringIO(text)))
     assert rows and list(rows[0]) == ["sample_id", "evaluator", "checkpoint", "semantic", "completeness", "accuracy",

@@ -164,6 +164,9 @@ class RatingsFile:
         """Write ``rating`` (replacing this sample's row) durably; returns the file's new version. ``read_version``:
         the version the page was drawn from; a file that changed since is refused (None: no check)."""
         with self._locked():
+            for target in (self.path, self.extra):  # a write a kill cut short left its temporary file: gone now
+                for tmp in target.parent.glob(f".{target.name}.*.tmp"):
+                    tmp.unlink(missing_ok=True)
             now = self.version()
             if read_version is not None and read_version != now:
                 raise EditedElsewhere(
