@@ -125,3 +125,27 @@ def test_one_broken_rubric_file_is_skipped_in_one_line_and_the_others_run(tmp_pa
     wh = Warehouse()
     verdicts = pd.DataFrame(wh.query_rows("SELECT rubric, checkpoint_id, verdict FROM main.verdicts"))
     assert list(verdicts[0]) == ["npc_dialogue"]
+
+
+def test_a_share_past_the_limit_never_prints_as_the_limit():
+    """#48: "10%, at most 10%" hid why data was incomplete."""
+    from eval_pipeline.scoring.verdict import _share
+
+    assert _share(26, 250, 0.10) == "10.4%; the rubric allows 10.0%"
+    assert _share(300, 300, 0.05) == "100%; the rubric allows 5%"
+
+
+def test_two_judges_of_one_name_and_an_extra_body_nested_too_deep_are_refused_in_one_line():
+    from pydantic import ValidationError
+
+    from eval_pipeline.core.config.protocol import JudgePanel, JudgeSpec
+
+    with pytest.raises(ValidationError, match="given twice"):
+        JudgePanel(judges=[JudgeSpec(name="a"), JudgeSpec(name="a")])
+    deep: dict = {}
+    node = deep
+    for _ in range(100_000):
+        node["x"] = {}
+        node = node["x"]
+    with pytest.raises(ValidationError, match="nested too deeply"):
+        JudgeSpec(name="a", extra_body=deep)

@@ -190,24 +190,28 @@ def _read_counts(s: Warehouse, v: Verdict, rubric: RubricConfig, ckpt: str) -> N
     v.rating_rows += v.rating_rejected
 
 
+def _share(part: int, whole: int, limit: float) -> str:
+    """``part`` of ``whole`` as a percentage beside the rubric's limit, with as many decimals as it takes for a
+    share past the limit not to print as the limit itself ("10.4%; the rubric allows 10%", never "10%, 10%")."""
+    share = part / whole
+    for digits in range(0, 4):
+        if f"{share:.{digits}%}" != f"{limit:.{digits}%}":
+            return f"{share:.{digits}%}; the rubric allows {limit:.{digits}%}"
+    return f"{share:.4%}; the rubric allows {limit:.4%}"
+
+
 def _incompleteness(v: Verdict, rubric: RubricConfig) -> list[str]:
     c, out = rubric.completeness, []
     if v.judge_total and v.judge_missing / v.judge_total > c.max_missing_judge_scores:
         top = next(iter(v.judge_reasons), "")
-        out.append(
-            f"{v.judge_missing} of {v.judge_total} judge scores missing ({v.judge_missing / v.judge_total:.0%}; "
-            f"the rubric allows {c.max_missing_judge_scores:.0%}): {top}"
-        )
+        share = _share(v.judge_missing, v.judge_total, c.max_missing_judge_scores)
+        out.append(f"{v.judge_missing} of {v.judge_total} judge scores missing ({share}): {top}")
     if v.lines and v.quarantined / v.lines > c.max_quarantined_lines:
-        out.append(
-            f"{v.quarantined} of {v.lines} lines quarantined ({v.quarantined / v.lines:.0%}; the rubric allows "
-            f"{c.max_quarantined_lines:.0%}): see main.quarantine"
-        )
+        share = _share(v.quarantined, v.lines, c.max_quarantined_lines)
+        out.append(f"{v.quarantined} of {v.lines} lines quarantined ({share}): see main.quarantine")
     if v.rating_rows and v.rating_rejected / v.rating_rows > c.max_rejected_rating_rows:
-        out.append(
-            f"{v.rating_rejected} of {v.rating_rows} rating rows rejected ({v.rating_rejected / v.rating_rows:.0%}; "
-            f"the rubric allows {c.max_rejected_rating_rows:.0%}): see main.quarantine"
-        )
+        share = _share(v.rating_rejected, v.rating_rows, c.max_rejected_rating_rows)
+        out.append(f"{v.rating_rejected} of {v.rating_rows} rating rows rejected ({share}): see main.quarantine")
     if v.rating_files_rejected and not c.rating_files_rejected:
         out.append(f"rating file(s) rejected whole: {', '.join(v.rating_files_rejected)}")
     return out

@@ -155,6 +155,8 @@ class JudgeSpec(Strict):
             raise ValueError(f"{owned} are set by the pipeline (use the judge's own fields), not in extra_body")
         try:
             json.dumps(value, allow_nan=False)
+        except RecursionError:
+            raise ValueError("extra_body is nested too deeply to send as JSON") from None
         except (TypeError, ValueError) as exc:
             raise ValueError(f"extra_body must be plain JSON values: {exc}") from None
         return value
@@ -168,6 +170,16 @@ class JudgePanel(Strict):
         description="What feeds the scores when a judge returned token probabilities: the expected score over the "
         "scale (G-Eval) or the score it wrote. Without probabilities the written score is used.",
     )
+
+    @field_validator("judges")
+    @classmethod
+    def _one_name_each(cls, judges: list[JudgeSpec]) -> list[JudgeSpec]:
+        """A judge's name keys its rows and its cache: two of one name would mix their scores."""
+        names = [j.name for j in judges]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"judge name(s) {twice} given twice: each judge of a panel needs its own name")
+        return judges
 
 
 class Completeness(Strict):

@@ -148,6 +148,9 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
         rubric = request.path_params["rubric"]
         q = request.query_params
         a, b = q.get("a", ""), q.get("b", "")
+        if not a and not b:  # no pair asked for: a checkpoint that happens to be named "compare"
+            request.path_params["checkpoint"] = "compare"
+            return checkpoint(request)
         try:
             data = compare_page(warehouse, rubrics().get(rubric), rubric, a, b, q.get("score"), q.get("dir", "moved"))
         except UnsafeIdentifierError:
