@@ -29,8 +29,11 @@ def trend_svg(df: pd.DataFrame, title: str, width: int = 460, height: int = 230)
     if df.empty:
         return ""
     ckpts = list(dict.fromkeys(df.checkpoint))
-    lo = float(np.nanmin(df[["mean", "ci_low"]].to_numpy(dtype=float)))
-    hi = float(np.nanmax(df[["mean", "ci_high"]].to_numpy(dtype=float)))
+    low = df[["mean", "ci_low"]].to_numpy(dtype=float)
+    high = df[["mean", "ci_high"]].to_numpy(dtype=float)
+    if np.isnan(low).all() or np.isnan(high).all():  # no score yet (every judge score missing): nothing to draw
+        return ""
+    lo, hi = float(np.nanmin(low)), float(np.nanmax(high))
     if not math.isfinite(lo) or not math.isfinite(hi):
         return ""
     if hi - lo < 1e-9:
