@@ -41,6 +41,7 @@ class Queue:
     items: list[str]
     done: set[str] = field(default_factory=set)  # done by this evaluator (or, for the remainder, by anybody)
     note: str = ""
+    positions: dict[str, int] | None = None  # item -> its place in ``items`` (the remainder's: 100k items)
 
     @property
     def total(self) -> int:
@@ -49,7 +50,10 @@ class Queue:
     def next_item(self, after: str | None = None, skipped: set[str] | None = None) -> str | None:
         """The first item not done (and not skipped), after ``after`` when given, else from the start."""
         skipped = skipped or set()
-        start = self.items.index(after) + 1 if after in self.items else 0
+        if self.positions is not None:
+            start = self.positions[after] + 1 if after in self.positions else 0
+        else:
+            start = self.items.index(after) + 1 if after in self.items else 0
         for sid in [*self.items[start:], *self.items[:start]]:
             if sid not in self.done and sid not in skipped:
                 return sid
@@ -85,6 +89,7 @@ class Plan:
             rest = [s for s in ids if s not in pilot]
             random.Random(seed + 2).shuffle(rest)
             self.remainder = rest
+            self.remainder_at = {sid: k for k, sid in enumerate(rest)}
             self.sample: list[str] = []
         else:
             strata = [f.name for f in rubric.inputs.fields if f.allowed][:2]
@@ -92,6 +97,7 @@ class Plan:
             sub = rubric.model_copy(update={"worklists": spec})
             self.sample = [str(s) for s in pilot_set(sub, samples, seed).sample_id] if len(samples) else []
             self.pilot, self.remainder = [], []
+            self.remainder_at = {}
         self.ids = set(ids)
 
 
@@ -116,14 +122,16 @@ def queues(
     out = [Queue("pilot", "Pilot", plan.pilot, {s for s in plan.pilot if s in mine}, pilot_note)]
     if only == "pilot":
         return out
-    anybody = {sid for sid in plan.remainder if who.get(sid)}
+    # from the rated and skipped ids, not by walking the remainder: it may hold 100,000 items
+    anybody = {sid for sid in who if sid in plan.remainder_at}
     out.append(
         Queue(
             "remainder",
             "Remainder (one evaluator each)",
             plan.remainder,
-            anybody | {s for s in plan.remainder if s in skipped},
+            anybody | {s for s in skipped if s in plan.remainder_at},
             "After the pilot's calibration, one evaluator rates the rest: an item leaves the queue once rated.",
+            positions=plan.remainder_at,
         )
     )
     if only == "remainder":
