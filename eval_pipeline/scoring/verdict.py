@@ -292,7 +292,7 @@ def _headline_change(v: Verdict, comparison: pd.DataFrame) -> None:
         v.headline_change = change_of(float(r.delta), float(r.ci_low), float(r.ci_high), p, v.headline_lower_is_better)
 
 
-def _regressions(v: Verdict, rubric: RubricConfig, comparison: pd.DataFrame | None) -> None:
+def _regressions(v: Verdict, comparison: pd.DataFrame | None) -> None:
     if comparison is None or comparison.empty or "regression" not in comparison.columns:
         return
     for r in comparison[comparison.regression.fillna(False).astype(bool)].itertuples():
@@ -337,7 +337,7 @@ def decide(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> Verdict:
         changes = None
         if s.table_exists(rubric.name, "comparison"):
             changes = s.query_df(f'SELECT * FROM "{rubric.name}".comparison WHERE checkpoint_id = ?', [ckpt])
-            _regressions(v, rubric, changes)
+            _regressions(v, changes)
             notes = s.query_rows(
                 f'SELECT DISTINCT note FROM "{rubric.name}".comparison WHERE checkpoint_id = ? '
                 "AND status = 'not_comparable'",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import json
 import os
 import secrets
 import threading
@@ -202,14 +203,10 @@ class Workspace:
 def _fmt(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
+    if hasattr(value, "tolist"):  # an array from the warehouse: as the list it holds
+        value = value.tolist()
     if isinstance(value, (list, dict)):
-        import json
-
         return json.dumps(value, ensure_ascii=False, indent=1, default=str)
-    if hasattr(value, "tolist"):
-        import json
-
-        return json.dumps(value.tolist(), ensure_ascii=False, indent=1, default=str)
     return str(value)
 
 
@@ -428,12 +425,11 @@ def create_app(
             flagged=reason if action == "flag" else "",
         )
         try:
-            file.save(rating, str(form.get("version", "")) or None)
+            mine = file.save(rating, str(form.get("version", "")) or None)
         except EditedElsewhere as exc:
             return message("Not written", str(exc), 409)
         queue_url = f"/q/{quote(rubric.name)}/{quote(ckpt)}"
-        # the next item: the others' ratings as last read (only this evaluator's own file changed, read here)
-        mine = file.read()
+        # the next item: the others' ratings as last read (only this evaluator's own file changed: ``mine``)
         skipped = {s for s, r in mine.items() if r.skipped}
         rated = {s for s, r in mine.items() if any(v is not None for v in r.scores.values())}
         for queue in q.queues(plan, ws.ratings(rubric, ckpt, fresh=False), sess[0], skipped, only=kind):

@@ -28,8 +28,7 @@ import pandas as pd
 
 from eval_pipeline.agreement.compute import compute_agreement
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.derived import per_rater
-from eval_pipeline.publish.worklists import pilot_set, spot_check
+from eval_pipeline.publish.worklists import pilot_set, rereview
 
 DEFAULT_SAMPLE = 30
 
@@ -166,17 +165,10 @@ def queues(
 
 def discrepancies(rubric: RubricConfig, ratings: pd.DataFrame) -> list[dict[str, Any]]:
     """Pairs of evaluators whose ``rereview.score`` differs by more than ``max_diff`` on an item."""
-    from eval_pipeline.publish.worklists import rereview
-
     humans = ratings[ratings.rater_kind == "human"] if "rater_kind" in ratings.columns else ratings
     if humans.empty:
         return []
     return list(rereview(rubric, humans).to_dict("records"))
-
-
-def spot_share(rubric: RubricConfig, samples: pd.DataFrame) -> list[str]:
-    """The worklist's spot-check ids (kept for the CSV worklists; the app's spot check is its own queue)."""
-    return [str(s) for s in spot_check(rubric, samples, rubric.worklists.seed + 1).sample_id]
 
 
 @dataclass
@@ -254,11 +246,3 @@ def _cell(table: pd.DataFrame, sid: str, dim: str, evaluator: str) -> float | No
     except KeyError:
         return None
     return None if v != v else float(v)
-
-
-def quality_scores(rubric: RubricConfig, ratings: pd.DataFrame) -> pd.DataFrame:
-    """Each evaluator's derived score per item (the protocol's quality score), for the calibration table."""
-    spec = rubric.worklists.rereview
-    if spec is None or ratings.empty:
-        return pd.DataFrame()
-    return per_rater(rubric, ratings, spec.score, ["sample_id"])

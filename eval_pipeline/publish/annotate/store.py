@@ -160,8 +160,9 @@ class RatingsFile:
             return {}
         return data if isinstance(data, dict) else {}
 
-    def save(self, rating: Rating, read_version: str | None) -> str:
-        """Write ``rating`` (replacing this sample's row) durably; returns the file's new version. ``read_version``:
+    def save(self, rating: Rating, read_version: str | None) -> dict[str, Rating]:
+        """Write ``rating`` (replacing this sample's row) durably; returns every rating the file now holds (what
+        ``read`` would give, without reading it again). ``read_version``:
         the version the page was drawn from; a file that changed since is refused (None: no check)."""
         with self._locked():
             for target in (self.path, self.extra):  # a write a kill cut short left its temporary file: gone now
@@ -189,7 +190,7 @@ class RatingsFile:
                 extra[rating.sample_id] = more  # written only when it says something new
                 atomic_write(self.extra, json.dumps(extra, sort_keys=True).encode())
             atomic_write(self.path, self._csv(rows))
-            return self.version()
+            return rows
 
     def _csv(self, rows: dict[str, Rating]) -> bytes:
         buf = io.StringIO()
