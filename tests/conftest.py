@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -152,9 +153,62 @@ LONG_FIRST = (
 )
 
 
+# The real-model tier (tests/real_model/): last, so the server's build, started in the background when the
+# session starts (pytest_configure), has the whole suite's run to finish in.
+LAST = ("tests/real_model/",)
+
+
 def pytest_collection_modifyitems(config, items):
     def rank(item):
         path = item.nodeid.split("::")[0]
+        if path.startswith(LAST):
+            return len(LONG_FIRST) + 1
         return LONG_FIRST.index(path) if path in LONG_FIRST else len(LONG_FIRST)
 
     items.sort(key=rank)  # stable: the order within each module and among the others is kept
+
+
+def _wants_real_model(config) -> bool:
+    """Whether this session runs the real-model tier: the whole suite (no paths named, or the real_model folder
+    named) and no -m that leaves it out."""
+    markexpr = config.option.markexpr or ""
+    if "not slow" in markexpr or "not real_model" in markexpr:
+        return False
+    named = [a for a in config.args if a not in ("tests", "tests/", str(ROOT / "tests"))]
+    return not named or any("real_model" in a for a in named)
+
+
+def pytest_configure(config):
+    """The whole suite on a machine without the llama-server build: the build (~12 min on 2 cores) starts now, in
+    the background at the lowest priority, so it uses what the other tests leave of the CPU; the real-model tests,
+    scheduled last, wait for it (its file lock) and fail loudly if it failed. Not in xdist's workers, not when the
+    session runs no real-model test, not with EVAL_LLAMA_PREBUILD=0."""
+    config.addinivalue_line("markers", "real_model: against llama.cpp's server and a real model (make test)")
+    if hasattr(config, "workerinput") or os.environ.get("EVAL_LLAMA_PREBUILD", "1") == "0":
+        return
+    from eval_pipeline.devtools import llama
+
+    if not _wants_real_model(config) or llama.server_binary().is_file():
+        return
+    llama.cache_root().mkdir(parents=True, exist_ok=True)
+    log = (llama.cache_root() / "prebuild.log").open("w")
+    subprocess.Popen(
+        ["nice", "-n", "19", sys.executable, "-m", "eval_pipeline.devtools.llama", "build"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def llama_server():
+    """llama.cpp's server on a free port with the pinned model, 4 slots, one thread; stopped at the session's end.
+    A build or start that fails is a test failure with its reason (never a skip)."""
+    from eval_pipeline.devtools import llama
+
+    try:
+        server = llama.start(slots=4)
+    except llama.BuildFailed as exc:
+        pytest.fail(f"the real-model tier needs llama-server: {exc}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()

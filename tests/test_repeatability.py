@@ -136,3 +136,19 @@ def test_the_offline_judge_states_a_distribution_and_is_noisy_only_when_asked_ag
     # the written score is a draw: noisier than the expected one, and it changes on most samples
     assert (df.mean_within_sd_chosen > 2 * df.mean_within_sd).all() and (df.share_changed_chosen > 0.3).all()
     assert (df.alpha_chosen < df.alpha_interval).all()
+
+
+def test_the_table_says_which_scores_the_scorings_compared():
+    """#45: a scoring whose scores are partly expected values (probabilities read) and partly written scores (no
+    distribution for some rows) is 'mixed', not 'chosen'; all read is 'expected'; none read is 'chosen'."""
+    from eval_pipeline.judge.repeat import score_source
+
+    def panel(sources):
+        return pd.DataFrame(
+            {"dimension": "d", "score": [3.0] * len(sources), "score_source": sources, "sample_id": ["a", "b"]}
+        )
+
+    assert score_source([panel(["expected", "expected"])] * 2, "d") == "expected"
+    assert score_source([panel(["expected", "chosen"]), panel(["expected", "expected"])], "d") == "mixed"
+    assert score_source([panel(["chosen", "chosen"])] * 2, "d") == "chosen"
+    assert score_source([panel(["chosen", "chosen"])] * 2, "other") == "chosen"

@@ -200,7 +200,7 @@ REPEATABILITY_COLUMNS = [
     "dimension",
     "n_samples",
     "times",
-    "score_source",  # what the next three measure: the score that feeds the results ('expected' or 'chosen')
+    "score_source",  # what the next three measure: 'expected' (read from probabilities), 'chosen' (written), 'mixed'
     "alpha_interval",
     "mean_within_sd",
     "share_changed",

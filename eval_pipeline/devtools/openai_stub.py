@@ -71,6 +71,9 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 pass
 
         def do_GET(self) -> None:  # noqa: N802
+            if self.path.rstrip("/") == "/props" and state.advertise_slots and state.slots:
+                self._send(Reply(200, {"total_slots": state.slots}))
+                return
             self._send(MODELS if self.path.rstrip("/").endswith("/models") else NOT_FOUND)
 
         def do_POST(self) -> None:  # noqa: N802

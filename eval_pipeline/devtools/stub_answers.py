@@ -28,6 +28,8 @@ FAULTS = (
     "401_echo",
     "429_echo",
     "drip",
+    "key_escaped",
+    "key_plain",
 )
 
 
@@ -48,6 +50,7 @@ class StubState:
     seed: int = 0
     score_noise: float = 0.0  # each score moves one step (inwards at the scale's ends) with this probability
     slots: int = 0  # > 0: at most this many requests are worked on at once (each for latency_s); the rest queue
+    advertise_slots: bool = False  # GET /props says total_slots, as llama-server does
     _slot_sem: Any = None
     requests: int = 0
     completions: int = 0
@@ -143,12 +146,16 @@ def stub_distribution(value: int, lo: int, hi: int) -> dict[str, float]:
     return out
 
 
-def token_logprobs(answer: str, scales: dict[str, tuple[int, int]], top: int) -> dict[str, Any]:
-    """The answer as tokens (every number a token of its own) with ``top`` alternatives each, as OpenAI's
-    ``logprobs.content``; a score token's alternatives follow :func:`stub_distribution`."""
+def token_logprobs(answer: str, scales: dict[str, tuple[int, int]], top: int, piece: int = 0) -> dict[str, Any]:
+    """The answer as tokens (every number a token of its own; other text in runs, or in pieces of at most ``piece``
+    characters, as a real tokenizer splits a key) with ``top`` alternatives each, as OpenAI's ``logprobs.content``;
+    a score token's alternatives follow :func:`stub_distribution`."""
     scored = {m.start(2): m.group(1) for m in SCORE_AT.finditer(answer) if m.group(1) in scales}
     content, pos = [], 0
-    for tok in re.findall(r"\d+|[^\d]+", answer):
+    runs = re.findall(r"\d+|[^\d]+", answer)
+    if piece:
+        runs = [t for r in runs for t in ([r] if r[0].isdigit() else [r[i : i + piece] for i in range(0, len(r), piece)])]
+    for tok in runs:
         key = scored.get(pos)
         if key is not None:
             dist = stub_distribution(int(tok), *scales[key])
@@ -254,6 +261,12 @@ def reply(state: StubState, body: dict[str, Any], fault: str | None, authorizati
             k = sorted(scores)[0]
             scores[k] = scales[k][1] + 4
         answer = json.dumps({container: scores, "rationale": "Deterministic stub judgement."})
+    key = authorization.removeprefix("Bearer ").strip()
+    if fault == "key_escaped" and not list_key:  # the key in the rationale, every character a JSON escape
+        escaped = "".join(f"\\u{ord(c):04x}" if i % 2 else c for i, c in enumerate(key))
+        answer = answer.replace('"Deterministic stub judgement."', f'"my key is {escaped} ok"')
+    elif fault == "key_plain" and not list_key:  # the key as it is: the text and its tokens carry it
+        answer = answer.replace('"Deterministic stub judgement."', json.dumps(f"my key is {key} ok"))
     if fault == "garbage":
         answer = "I think this response is pretty good overall!"
     elif fault == "truncated":
@@ -268,7 +281,7 @@ def reply(state: StubState, body: dict[str, Any], fault: str | None, authorizati
         answer = f"Here is my evaluation.\n```json\n{answer}\n```"
     logprobs = None
     if body.get("logprobs") and not list_key:
-        logprobs = token_logprobs(answer, scales, int(body.get("top_logprobs") or 1))
+        logprobs = token_logprobs(answer, scales, int(body.get("top_logprobs") or 1), 3 if fault == "key_plain" else 0)
     with state.lock:
         state.completions += 1
     prompt_chars = sum(len(m.get("content") or "") for m in body.get("messages", []))

@@ -25,11 +25,13 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from eval_pipeline.core import interrupts
+from eval_pipeline.core import settings as env_settings
 from eval_pipeline.judge.client import (
     CallResult,
     ClientStats,
     JudgeSettings,
     OpenAIJudgeClient,
+    advertised_slots,
 )
 from eval_pipeline.judge.parsing import JudgeParseError
 
@@ -58,6 +60,7 @@ class CallOutcome:
     attempts: int = 0
     answer_text: str | None = None
     logprobs: list[Any] | None = None  # the used answer's token log probabilities, when the judge returned them
+    cut_at: int = 0  # > 0: the last answer was cut off at this many tokens (finish_reason length)
 
     def add(self, res: CallResult) -> None:
         self.attempts += res.attempts
@@ -83,16 +86,29 @@ def worker_processes(settings: JudgeSettings, calls: int) -> int:
     return max(1, min(n, calls // MIN_CALLS_PER_PROCESS, settings.concurrency))
 
 
-def _settle(spec: CallSpec, out: CallOutcome, res: CallResult) -> bool:
-    """Fold one answer into the outcome; False when the answer could not be parsed (ask again)."""
+MAX_ROOM_TOKENS = 4096  # a cut-off answer is asked again with twice the room, up to this many tokens
+
+
+def more_room(cut_at: int) -> int | None:
+    """The ``max_tokens`` to ask a cut-off answer again with, or None: at temperature 0 the same room gives the same
+    cut, so it is asked again only with more room, and not at all past ``MAX_ROOM_TOKENS``."""
+    room = min(2 * cut_at, MAX_ROOM_TOKENS)
+    return room if room > cut_at else None
+
+
+def _settle(spec: CallSpec, out: CallOutcome, res: CallResult, room: int) -> bool:
+    """Fold one answer, asked with ``room`` tokens, into the outcome; False when it could not be used (ask again)."""
     out.add(res)
     if res.error:
         out.error = res.error
         return True
     if res.truncated:  # whatever its text would parse to, a cut-off answer is not the judge's whole answer
-        out.error = "answer cut off at max_tokens (finish_reason length): not used as a score (after one retry)"
+        again = "" if not out.cut_at else f" (asked again with {room} after a cut at {out.cut_at})"
+        out.error = f"answer cut off at max_tokens {room} (finish_reason length){again}: not used as a score"
+        out.cut_at = room
         out.answer_text = res.text
         return False
+    out.cut_at = 0
     try:
         out.parsed = spec.parse(res.text)
     except JudgeParseError as exc:
@@ -120,7 +136,13 @@ async def _call_all(
         out = outcomes.get(spec.key) or CallOutcome()
         tries = 1 if spec.key in outcomes else 2  # an answer already refused once by the parser gets one more
         for _ in range(tries):
-            if _settle(spec, out, await client.complete(spec.messages, spec.schema)):
+            room = settings.max_tokens
+            if out.cut_at:  # cut off: asked again only with more room, or not at all
+                room = more_room(out.cut_at) or 0
+                if not room:
+                    out.error = (out.error or "") + f"; not asked again (already {out.cut_at} tokens)"
+                    break
+            if _settle(spec, out, await client.complete(spec.messages, spec.schema, max_tokens=room), room):
                 break
         results[spec.key] = out
         if on_answer is not None:  # every final outcome: a score, a final unparseable answer, or an error
@@ -299,7 +321,7 @@ def _in_workers(
             spec = by_key[msg.pop("key")]
             out = CallOutcome()
             results[spec.key] = out
-            if not _settle(spec, out, CallResult(**msg)):
+            if not _settle(spec, out, CallResult(**msg), settings.max_tokens):
                 again.append(spec)
             elif on_answer is not None:
                 on_answer(spec.key, out)
@@ -328,7 +350,11 @@ def _in_workers(
 def call_specs(
     settings: JudgeSettings, specs: list[CallSpec], on_answer: OnAnswer | None = None
 ) -> tuple[dict[str, CallOutcome], ClientStats]:
-    """Outcome per spec key, and the client statistics. ``on_answer`` sees every final outcome as it arrives."""
+    """Outcome per spec key, and the client statistics. ``on_answer`` sees every final outcome as it arrives.
+    Never more calls in flight, over all worker processes, than the slots the server advertises."""
+    slots = advertised_slots(settings.endpoint(), env_settings.openai_api_key()) if specs else None
+    if slots is not None and slots < settings.concurrency:
+        settings = replace(settings, concurrency=slots)
     n = worker_processes(settings, len(specs))
     if n <= 1:
         return asyncio.run(_call_all(settings, specs, on_answer))

@@ -47,13 +47,82 @@ def secret_forms(secret: str) -> tuple[str, ...]:
     return tuple(sorted((f for f in forms if len(f) >= 8), key=len, reverse=True))
 
 
+# JSON escapes that spell a printable character other than a quote or backslash (``\u0073``, ``\/``): decoded
+# before redaction, so a key an endpoint wrote with escapes cannot survive to be decoded by a JSON parser later
+# (the text stays valid JSON: the characters that must stay escaped are left as they are)
+_ESCAPE_RE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(/)|\\)")  # an escaped backslash is read as one, kept
+
+
+def _plain_escapes(text: str) -> str:
+    def plain(m: re.Match[str]) -> str:
+        if m.group(2):
+            return "/"
+        if m.group(1) is None:
+            return m.group(0)
+        c = chr(int(m.group(1), 16))
+        return c if c.isprintable() and c not in '"\\' and not 0xD800 <= ord(c) <= 0xDFFF else m.group(0)
+
+    return _ESCAPE_RE.sub(plain, text)
+
+
 def redact(text: str, secret: str | None = None) -> str:
     """``text`` without the configured key (``secret``, in any of ``secret_forms``) and without anything shaped
-    like a key (``sk-...``, ``key-...``, a bearer token)."""
+    like a key (``sk-...``, ``key-...``, a bearer token), whether written plainly or with JSON escapes."""
+    if "\\" in text:
+        text = _plain_escapes(text)
     if secret:
         for form in secret_forms(secret):
             text = text.replace(form, "***")
     return KEY_RE.sub(lambda m: m.group(1) + "***", text)
+
+
+def _decoded_with_offsets(text: str) -> tuple[str, list[int]]:
+    """``_plain_escapes(text)`` and, for each of its characters and one past the end, where it starts in ``text``."""
+    out: list[str] = []
+    offsets: list[int] = []
+    pos = 0
+    for m in _ESCAPE_RE.finditer(text):
+        for i in range(pos, m.start()):
+            out.append(text[i])
+            offsets.append(i)
+        plain = _plain_escapes(m.group(0))
+        for c in plain:
+            out.append(c)
+            offsets.append(m.start())
+        pos = m.end()
+    for i in range(pos, len(text)):
+        out.append(text[i])
+        offsets.append(i)
+    offsets.append(len(text))
+    return "".join(out), offsets
+
+
+def redact_tokens(tokens: list[Any] | None, secret: str | None = None) -> list[Any] | None:
+    """Token log probabilities (``[[token, [[alternative, logprob], ...]], ...]``) without a key split over
+    tokens, plainly or in JSON escapes: where the tokens joined hold a key, every token of it (and its
+    alternatives) becomes ``***``."""
+    if not tokens:
+        return tokens
+    texts = [str(t[0]) for t in tokens]
+    joined = "".join(texts)
+    if redact(joined, secret) == joined:  # the usual case: nothing shaped like a key anywhere
+        return tokens
+    decoded, offsets = _decoded_with_offsets(joined)
+    found = [(m.start(), m.end()) for m in KEY_RE.finditer(decoded)]
+    for form in secret_forms(secret) if secret else ():
+        start = decoded.find(form)
+        while start >= 0:
+            found.append((start, start + len(form)))
+            start = decoded.find(form, start + 1)
+    spans = [(offsets[a], offsets[b]) for a, b in found]  # in the joined tokens' own characters
+    out: list[Any] = []
+    pos = 0
+    for token, text in zip(tokens, texts):
+        end = pos + len(text)
+        hit = any(a < end and pos < b for a, b in spans) or redact(text, secret) != text
+        out.append(["***", [["***", alt[1]] for alt in token[1]]] if hit else token)
+        pos = end
+    return out
 
 
 @dataclass(frozen=True)
@@ -235,11 +304,45 @@ def forget_endpoints() -> None:
     """Start from the configured values again (a test, or a server restarted with more slots)."""
     with _LEARNT_LOCK:
         _LEARNT.clear()
+        _ADVERTISED.clear()
+
+
+_ADVERTISED: dict[str, int | None] = {}
+HOSTED = ("openai.com", "azure.com", "anthropic.com", "googleapis.com")  # no capacity endpoint: never probed
+
+
+def advertised_slots(endpoint: str, api_key: str | None = None) -> int | None:
+    """How many requests the server says it serves at once, asked once per endpoint and process: llama.cpp's
+    ``GET /props`` (``total_slots``, the ``-np`` it was started with) beside the ``/v1`` base URL. None when it
+    says nothing (another server, a hosted API, no answer within 2 s)."""
+    with _LEARNT_LOCK:
+        if endpoint in _ADVERTISED:
+            return _ADVERTISED[endpoint]
+    slots: int | None = None
+    parts = urlsplit(endpoint)
+    if parts.scheme in ("http", "https") and not (parts.hostname or "").endswith(HOSTED):
+        import urllib.request
+
+        root = endpoint[: -len("/v1")] if endpoint.endswith("/v1") else endpoint
+        request = urllib.request.Request(root + "/props")
+        if api_key:
+            request.add_header("Authorization", f"Bearer {api_key}")
+        try:
+            with urllib.request.urlopen(request, timeout=2) as r:
+                body = json.loads(r.read(65536))
+            value = body.get("total_slots") if isinstance(body, dict) else None
+            slots = value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        except (OSError, ValueError):
+            slots = None
+    with _LEARNT_LOCK:
+        _ADVERTISED[endpoint] = slots
+    return slots
 
 
 class OpenAIJudgeClient:
     """One judge (model + endpoint). Create inside the event loop that uses it. It starts from what earlier clients
-    of this process learnt about the same endpoint and model (``learnt``), never past the configured concurrency."""
+    of this process learnt about the same endpoint and model (``learnt``), else from the slots the server advertises
+    (``advertised_slots``), never past the configured concurrency."""
 
     def __init__(self, settings: JudgeSettings, api_key: str | None = None):
         self.settings = settings
@@ -264,6 +367,10 @@ class OpenAIJudgeClient:
         if known is not None:  # where the last client of this endpoint settled
             self._limit = max(1, min(self._limit, known.limit))
             self._timeout = min(settings.timeout_s * TIMEOUT_GROWTH, max(settings.timeout_s, known.timeout_s))
+        else:  # the first client of this endpoint: start at the capacity the server advertises, if it does
+            slots = advertised_slots(settings.endpoint(), self._api_key)
+            if slots is not None:
+                self._limit = min(self._limit, slots)
         self._epoch = 0  # bumped at each cut: a time-out of a call started before it does not cut again
         self._answered_since_change = 0
         self._ever_answered = False
@@ -331,7 +438,11 @@ class OpenAIJudgeClient:
 
     # long by design: the retry loop: every HTTP outcome (answer, re-ask, retry, give up) classified in one place, so no
     # path escapes the bound
-    async def complete(self, messages: list[dict[str, str]], schema: dict[str, Any] | None) -> CallResult:
+    async def complete(
+        self, messages: list[dict[str, str]], schema: dict[str, Any] | None, max_tokens: int | None = None
+    ) -> CallResult:
+        """One answer, or its error after the bounded retries; ``max_tokens`` over the settings' (more room for
+        an answer that was cut off)."""
         s = self.settings
         import openai
 
@@ -344,7 +455,7 @@ class OpenAIJudgeClient:
                 result.error = self._down
                 return result
             kwargs: dict[str, Any] = dict(s.extra_body)  # the pipeline's own fields below always win
-            kwargs.update(model=s.model, messages=messages, temperature=s.temperature, max_tokens=s.max_tokens)
+            kwargs.update(model=s.model, messages=messages, temperature=s.temperature, max_tokens=max_tokens or s.max_tokens)
             if s.seed is not None:
                 kwargs["seed"] = s.seed
             if s.top_logprobs:
@@ -397,7 +508,7 @@ class OpenAIJudgeClient:
                     return result
                 # everything the endpoint sends back is stored or shown somewhere: never with the key in it
                 result.text = redact(content, self._api_key) if isinstance(content, str) else None
-                result.logprobs = _token_logprobs(choices[0].get("logprobs"))
+                result.logprobs = redact_tokens(_token_logprobs(choices[0].get("logprobs")), self._api_key)
                 if result.text is None and msg.get("refusal"):
                     result.error = f"refusal: {redact(str(msg['refusal']), self._api_key)[:200]}"
                 return result

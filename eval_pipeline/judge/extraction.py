@@ -8,6 +8,7 @@ the metric uses its own extractor.
 from __future__ import annotations
 
 import json
+import time
 from functools import partial
 from typing import Any
 
@@ -25,7 +26,14 @@ from eval_pipeline.judge.prompts import INJECTION_NOTICE, data_block
 from eval_pipeline.storage.warehouse import Warehouse
 
 
-def _list_schema(name: str, key: str) -> dict[str, Any]:
+OBSERVATIONS_MAX = 30  # observations asked of the first prompt
+ITEM_MAX_CHARS = 120  # one observation or attribute: a short phrase
+
+
+def _list_schema(name: str, key: str, max_items: int) -> dict[str, Any]:
+    """The answer's schema, bounded: at most ``max_items`` strings of at most ``ITEM_MAX_CHARS`` (a server that
+    constrains its output to the schema, as llama.cpp's grammar does, cannot run on past them)."""
+    item = {"type": "string", "maxLength": ITEM_MAX_CHARS}
     return {
         "name": name,
         "strict": True,
@@ -33,7 +41,7 @@ def _list_schema(name: str, key: str) -> dict[str, Any]:
             "type": "object",
             "additionalProperties": False,
             "required": [key],
-            "properties": {key: {"type": "array", "items": {"type": "string"}}},
+            "properties": {key: {"type": "array", "items": item, "maxItems": max_items}},
         },
     }
 
@@ -91,19 +99,20 @@ def extract(
         ]
         costs.record(stats)
         return pd.DataFrame(rows, columns=EXTRACTION_COLUMNS), stats
+    t0 = time.perf_counter()
     spec = (rubric.panel.judges or [JudgeSpec(name="default")])[0]
     settings = settings_from_env(spec, **(overrides or {}))
     stats.judges, stats.judge_kind = [settings.name], "llm"
     first = []
     for r in records:
         msgs = _messages(ex.extract_prompt, "observations", {ex.text_field: r.get(ex.text_field)})
-        schema = _list_schema(f"{rubric.name}_{ex.name}_observations", "observations")
+        schema = _list_schema(f"{rubric.name}_{ex.name}_observations", "observations", OBSERVATIONS_MAX)
         first.append(
             CallSpec(
                 cache.cache_key(settings.cache_params(), rubric.judge_version, msgs, schema),
                 msgs,
                 schema,
-                partial(parse_list, key="observations", max_items=100),
+                partial(parse_list, key="observations", max_items=OBSERVATIONS_MAX),
             )
         )
     obs = cached_calls(rubric, settings, first, wh, stats)
@@ -113,7 +122,7 @@ def extract(
         if o.parsed is None:
             continue
         msgs = _messages(ex.infer_prompt, "attributes", {"observations": o.parsed})
-        schema = _list_schema(f"{rubric.name}_{ex.name}_attributes", "attributes")
+        schema = _list_schema(f"{rubric.name}_{ex.name}_attributes", "attributes", ex.max_items)
         second[r["sample_id"]] = CallSpec(
             cache.cache_key(settings.cache_params(), rubric.judge_version, msgs, schema),
             msgs,
@@ -141,5 +150,6 @@ def extract(
                 reason=reason,
             )
         )
+    stats.wall_s = time.perf_counter() - t0
     costs.record(stats)
     return pd.DataFrame(rows, columns=EXTRACTION_COLUMNS), stats

@@ -76,10 +76,17 @@ def _spread(
     return n, missing, alpha, sd, changed
 
 
-def _from_probabilities(panel: pd.DataFrame, rows: np.ndarray) -> bool:
-    """Whether a scoring's scores of these rows are the expected values it read from token probabilities."""
-    expected = panel["expected_score"][rows]
-    return bool(expected.notna().any()) and panel["score"][rows].equals(expected)
+def score_source(panels: list[pd.DataFrame], dim: str) -> str:
+    """Which scores the scorings of ``dim`` compared: ``expected`` (every score an expected value read from token
+    probabilities), ``chosen`` (every score the one the judge wrote) or ``mixed``; from each row's own
+    ``score_source``."""
+    sources: set[str] = set()
+    for p in panels:
+        rows = p[(p["dimension"] == dim) & p["score"].notna()]
+        sources |= set(rows["score_source"].dropna().astype(str))
+    if sources <= {"chosen"}:
+        return "chosen"
+    return "expected" if sources == {"expected"} else "mixed"
 
 
 def repeatability(ckpt: str, repeats: list[pd.DataFrame], dimensions: list[str]) -> pd.DataFrame:
@@ -98,14 +105,13 @@ def repeatability(ckpt: str, repeats: list[pd.DataFrame], dimensions: list[str])
         at = dims == dim
         n, missing, alpha, sd, changed = _spread(sample[at], scoring[at], score[at], len(repeats))
         _, _, alpha_w, sd_w, changed_w = _spread(sample[at], scoring[at], chosen[at], len(repeats))
-        from_probabilities = any(_from_probabilities(p, (p["dimension"] == dim).to_numpy()) for p in panels)
         rows.append(
             dict(
                 checkpoint_id=ckpt,
                 dimension=dim,
                 n_samples=n,
                 times=len(repeats),
-                score_source="expected" if from_probabilities else "chosen",
+                score_source=score_source(panels, dim),
                 alpha_interval=alpha,
                 mean_within_sd=sd,
                 share_changed=changed,

@@ -202,3 +202,13 @@ def test_an_endpoint_that_never_answers_is_given_up_fast_despite_the_adaptive_li
     # the first wave's time-outs count once (a slow server gets a second chance), the second wave's all count:
     # ~16 s here with retries and back-off; counting one per cut throughout took ~40 s
     assert time.perf_counter() - t0 < 30
+
+
+def test_a_server_that_advertises_its_slots_is_never_sent_more_at_once(rubrics, stub, warehouse_path):
+    """#45: llama-server says how many requests it serves at once (GET /props total_slots, its -np). The first
+    client of that endpoint starts there, not at the configured 16: no wave of calls is cut while it learns."""
+    stub.state.slots, stub.state.latency_s, stub.state.advertise_slots = 2, 0.3, True
+    df, stats = ask(rubrics["empathetic_dialogue"], warehouse_path, records(8), timeout_s=1.0, concurrency=16)
+    assert (df[df.judge == PANEL].status == "ok").all()
+    assert stub.state.max_in_flight == 2  # both slots used, never more asked at once
+    assert (stats.start_concurrency, stats.timeout_cuts) == (2, 0)

@@ -172,3 +172,32 @@ def test_sql_with_no_statement_says_so(tmp_path, monkeypatch, capsys, query):
     assert cli(["sql", "--warehouse", str(wh_path), query]) == 2
     err = capsys.readouterr().err
     assert err.strip() == "eval-pipeline: error: no query given (the text holds no statement)"
+
+
+@pytest.mark.parametrize("key", [SECRET, "AZ9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c"])  # an sk- key and an Azure-style one
+@pytest.mark.parametrize("fault", ["key_escaped", "key_plain"])
+def test_a_key_the_judge_writes_back_is_stored_nowhere_however_it_is_spelled(rubrics, monkeypatch, tmp_path, key, fault):
+    """#48: the key in the answer written with JSON escapes (``s\\u006b-...``) decoded, after redaction, into
+    judge_scores.rationale; written plainly, it stayed whole in the cached token log probabilities, one piece per
+    token. Neither the answer's text, the rationale, the cached answer nor its tokens hold it."""
+    from eval_pipeline.core.config import JudgeSpec
+
+    rubric = rubrics["empathetic_dialogue"]
+    rubric = rubric.model_copy(
+        update={"panel": rubric.panel.model_copy(update={"judges": [JudgeSpec(name="j", top_logprobs=3)]})}
+    )
+    records = [{"sample_id": f"s{i}", "topic": "t", "user_statement": "I feel low.", "response": "Hm."} for i in range(3)]
+    wh = Warehouse(str(tmp_path / "w.duckdb"))
+    with StubServer() as stub:
+        stub.state.faults.extend([fault] * 3)
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", key)
+        df, _ = judge_samples(rubric, "c", records, wh, mode="openai")
+    assert df.rationale.str.contains("my key is \\*\\*\\*", regex=True).any()  # the answers were read, key redacted
+    cache = wh.query_df("SELECT answer_text, CAST(logprobs AS VARCHAR) AS logprobs FROM main.judge_cache")
+    tokens = "".join(str(t[0]) for lp in cache.logprobs.dropna() for t in json.loads(lp))
+    for text in [*df.rationale.dropna(), *cache.answer_text.dropna(), tokens]:
+        assert key[4:] not in text
+    for text in cache.answer_text.dropna():  # what a JSON parser reading the stored answer finds
+        assert key[4:] not in json.dumps(json.loads(text), ensure_ascii=False)
+    assert key[4:12] not in tokens  # not even a piece of it kept in a token

