@@ -167,17 +167,18 @@ def build_server(jobs: int | None = None, log: Path | None = None) -> Path:
                 tar.extractall(work, filter="data")
             source = next(work.glob("*/llama.cpp"))
             generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+            build = work / "build"
             steps = [
-                ["cmake", "-S", str(source), "-B", str(work / "build"), *generator, *CMAKE_FLAGS],
-                ["cmake", "--build", str(work / "build"), "--target", "llama-server", "-j", str(jobs or os.cpu_count() or 1)],
-            ]  # fmt: skip
+                ["cmake", "-S", str(source), "-B", str(build), *generator, *CMAKE_FLAGS],
+                ["cmake", "--build", str(build), "--target", "llama-server", "-j", str(jobs or os.cpu_count())],
+            ]
             with log.open("w") as out:
                 for step in steps:
                     out.write("$ " + " ".join(step) + "\n")
                     out.flush()
                     if subprocess.run(step, stdout=out, stderr=subprocess.STDOUT).returncode != 0:
                         raise BuildFailed(f"building llama-server failed ({step[1]}); log {log}:\n{_tail(log)}")
-            built = next((work / "build").rglob("llama-server"), None)
+            built = next(build.rglob("llama-server"), None)
             if built is None:
                 raise BuildFailed(f"the build made no llama-server binary; log {log}")
             binary.parent.mkdir(parents=True, exist_ok=True)
@@ -265,8 +266,8 @@ def start(slots: int = 4, ctx_per_slot: int = 2048, threads: int = 1, log: Path 
 
 
 @contextlib.contextmanager
-def serving(**kwargs: int) -> Iterator[LlamaServer]:
-    server = start(**kwargs)
+def serving(slots: int = 4) -> Iterator[LlamaServer]:
+    server = start(slots=slots)
     try:
         yield server
     finally:

@@ -154,7 +154,9 @@ def token_logprobs(answer: str, scales: dict[str, tuple[int, int]], top: int, pi
     content, pos = [], 0
     runs = re.findall(r"\d+|[^\d]+", answer)
     if piece:
-        runs = [t for r in runs for t in ([r] if r[0].isdigit() else [r[i : i + piece] for i in range(0, len(r), piece)])]
+        runs = [
+            t for r in runs for t in ([r] if r[0].isdigit() else [r[i : i + piece] for i in range(0, len(r), piece)])
+        ]  # noqa: E501
     for tok in runs:
         key = scored.get(pos)
         if key is not None:

@@ -455,7 +455,8 @@ class OpenAIJudgeClient:
                 result.error = self._down
                 return result
             kwargs: dict[str, Any] = dict(s.extra_body)  # the pipeline's own fields below always win
-            kwargs.update(model=s.model, messages=messages, temperature=s.temperature, max_tokens=max_tokens or s.max_tokens)
+            kwargs.update(model=s.model, messages=messages, temperature=s.temperature)
+            kwargs["max_tokens"] = max_tokens or s.max_tokens
             if s.seed is not None:
                 kwargs["seed"] = s.seed
             if s.top_logprobs:

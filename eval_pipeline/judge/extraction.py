@@ -25,7 +25,6 @@ from eval_pipeline.judge.parsing import JudgeParseError, _first_object
 from eval_pipeline.judge.prompts import INJECTION_NOTICE, data_block
 from eval_pipeline.storage.warehouse import Warehouse
 
-
 OBSERVATIONS_MAX = 30  # observations asked of the first prompt
 ITEM_MAX_CHARS = 120  # one observation or attribute: a short phrase
 

@@ -22,7 +22,6 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.core.config import JudgeSpec
-from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.devtools.llama import MODEL_NAME, small_checkpoint
 from eval_pipeline.judge.extraction import ITEM_MAX_CHARS, OBSERVATIONS_MAX, extract
 from eval_pipeline.judge.runner import judge_samples
@@ -155,9 +154,7 @@ def test_a_written_ten_on_a_one_to_ten_questionnaire_reads_near_ten(server_env, 
     assert items.expected_score.between(1, 10).all()
 
 
-def test_a_cut_off_answer_is_missing_with_its_reason_and_asked_again_only_with_more_room(
-    server_env, rubrics, tmp_path
-):
+def test_a_cut_off_answer_is_missing_with_its_reason_and_asked_again_only_with_more_room(server_env, rubrics, tmp_path):
     rubric = _with_judge(rubrics["npc_dialogue"], max_tokens=12)
     df, _ = judge_samples(rubric, "c", _records("npc_dialogue", 3), Warehouse(str(tmp_path / "w.duckdb")), "openai")
     rows = df[(df.judge == "smollm") & (df.kind == "dimension")]

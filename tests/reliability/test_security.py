@@ -176,7 +176,7 @@ def test_sql_with_no_statement_says_so(tmp_path, monkeypatch, capsys, query):
 
 @pytest.mark.parametrize("key", [SECRET, "AZ9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c"])  # an sk- key and an Azure-style one
 @pytest.mark.parametrize("fault", ["key_escaped", "key_plain"])
-def test_a_key_the_judge_writes_back_is_stored_nowhere_however_it_is_spelled(rubrics, monkeypatch, tmp_path, key, fault):
+def test_a_key_the_judge_writes_back_is_stored_nowhere_however_spelled(rubrics, monkeypatch, tmp_path, key, fault):
     """#48: the key in the answer written with JSON escapes (``s\\u006b-...``) decoded, after redaction, into
     judge_scores.rationale; written plainly, it stayed whole in the cached token log probabilities, one piece per
     token. Neither the answer's text, the rationale, the cached answer nor its tokens hold it."""
@@ -186,7 +186,7 @@ def test_a_key_the_judge_writes_back_is_stored_nowhere_however_it_is_spelled(rub
     rubric = rubric.model_copy(
         update={"panel": rubric.panel.model_copy(update={"judges": [JudgeSpec(name="j", top_logprobs=3)]})}
     )
-    records = [{"sample_id": f"s{i}", "topic": "t", "user_statement": "I feel low.", "response": "Hm."} for i in range(3)]
+    records = [dict(sample_id=f"s{i}", topic="t", user_statement="I feel low.", response="Hm.") for i in range(3)]
     wh = Warehouse(str(tmp_path / "w.duckdb"))
     with StubServer() as stub:
         stub.state.faults.extend([fault] * 3)
