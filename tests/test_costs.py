@@ -35,7 +35,8 @@ def env(tmp_path, monkeypatch):
 def _usage():
     wh = Warehouse()
     cols = "step, calls, cache_hits, prompt_tokens, completion_tokens, latency_p50_ms, latency_p90_ms, cost, currency"
-    return wh.run_readonly(f"SELECT {cols}, not_asked_budget FROM main.judge_usage ORDER BY step")
+    throttle = "start_concurrency, timeout_cuts, final_concurrency"
+    return wh.run_readonly(f"SELECT {cols}, not_asked_budget, {throttle} FROM main.judge_usage ORDER BY step")
 
 
 @pytest.mark.slow
@@ -49,6 +50,8 @@ def test_usage_and_cost_are_recorded_per_step_and_shown(env, capfd):
     expected = (usage.prompt_tokens * 0.15 + usage.completion_tokens * 0.60) / 1e6
     assert usage.cost.tolist() == pytest.approx(expected.tolist(), rel=1e-12)
     assert (usage.currency == "EUR").all() and (usage.latency_p90_ms >= usage.latency_p50_ms).all()
+    # how the client throttled itself is kept (#45): it started at the configured 16 and was never cut
+    assert usage.start_concurrency.tolist() == [16] * len(usage) and usage.timeout_cuts.sum() == 0
     line = next(x for x in out.splitlines() if "judge usage:" in x)
     assert f"{calls} calls" in line and "EUR" in line and "p90" in line
     # the viewer's checkpoint page shows the same figures

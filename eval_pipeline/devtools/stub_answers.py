@@ -30,6 +30,7 @@ FAULTS = (
     "drip",
     "key_escaped",
     "key_plain",
+    "context_full",
 )
 
 
@@ -271,7 +272,7 @@ def reply(state: StubState, body: dict[str, Any], fault: str | None, authorizati
         answer = answer.replace('"Deterministic stub judgement."', json.dumps(f"my key is {key} ok"))
     if fault == "garbage":
         answer = "I think this response is pretty good overall!"
-    elif fault == "truncated":
+    elif fault == "truncated" or fault == "context_full":
         answer = answer[: len(answer) // 2]
     elif fault == "cut_off":  # the scores whole, the rationale cut where max_tokens ran out (a parser could read it)
         answer = answer[: answer.index('"rationale"') + 20] if '"rationale"' in answer else answer
@@ -287,6 +288,8 @@ def reply(state: StubState, body: dict[str, Any], fault: str | None, authorizati
     with state.lock:
         state.completions += 1
     prompt_chars = sum(len(m.get("content") or "") for m in body.get("messages", []))
+    # a cut at max_tokens used them all, as a server reports it; other answers count a token per 4 characters
+    completion = int(body.get("max_tokens") or 0) if fault in ("truncated", "cut_off") else len(answer) // 4
     payload = {
         "id": f"chatcmpl-stub-{state.requests}",
         "object": "chat.completion",
@@ -297,15 +300,15 @@ def reply(state: StubState, body: dict[str, Any], fault: str | None, authorizati
         else [
             {
                 "index": 0,
-                "finish_reason": "length" if fault in ("truncated", "cut_off") else "stop",
+                "finish_reason": "length" if fault in ("truncated", "cut_off", "context_full") else "stop",
                 "message": {"role": "assistant", "content": answer},
                 **({"logprobs": logprobs} if logprobs else {}),
             }
         ],
         "usage": {
             "prompt_tokens": prompt_chars // 4,
-            "completion_tokens": len(answer) // 4,
-            "total_tokens": prompt_chars // 4 + len(answer) // 4,
+            "completion_tokens": completion,
+            "total_tokens": prompt_chars // 4 + completion,
         },
     }
     return Reply(200, payload, delay_s=delay, drip_s=drip)

@@ -102,6 +102,15 @@ def _settle(spec: CallSpec, out: CallOutcome, res: CallResult, room: int) -> boo
     if res.error:
         out.error = res.error
         return True
+    if res.truncated and 0 < res.completion_tokens < room:  # cut before max_tokens: the server ran out of context
+        out.error = (
+            f"answer cut off after {res.completion_tokens} tokens, before max_tokens {room}: the server's context "
+            f"is full (a prompt of {res.prompt_tokens} tokens); not asked again (more room cannot help; give the "
+            "server a larger context per slot)"
+        )
+        out.cut_at = 0
+        out.answer_text = res.text
+        return True
     if res.truncated:  # whatever its text would parse to, a cut-off answer is not the judge's whole answer
         again = "" if not out.cut_at else f" (asked again with {room} after a cut at {out.cut_at})"
         out.error = f"answer cut off at max_tokens {room} (finish_reason length){again}: not used as a score"

@@ -204,4 +204,8 @@ USAGE_COLUMNS = [
     "cost",
     "currency",
     "not_asked_budget",
+    # the client throttling itself: calls in flight at the start, halvings on time-outs, where it settled (0: never)
+    "start_concurrency",
+    "timeout_cuts",
+    "final_concurrency",
 ]

@@ -106,6 +106,12 @@ def _at(
         nxt = _alternatives(logprobs[i + 1])
         if nxt is None:
             return Reading(None, note="a log probability that is not one")
+    elif i + 1 < len(tokens) and _may_go_on(token.strip(), lo, hi):
+        # the number ended here ("1" then "," on 1-10): the alternatives the model had for the next token, after
+        # the same digit, say whether it might have gone on (P(10) = P("1") · P("0" there)) or stopped
+        nxt = _alternatives(logprobs[i + 1])
+        if nxt is None:
+            return Reading(None, note="a log probability that is not one")
     chosen_first = token.strip()
     for alt, p in first:
         if not re.fullmatch(r"-?\d+", alt):
@@ -123,8 +129,7 @@ def _at(
             if lo <= int(alt) <= hi:
                 probs[int(alt)] = probs.get(int(alt), 0.0) + p * ends
             continue
-        longer = any(str(v).startswith(alt) and len(str(v)) > len(alt) for v in range(max(lo, 0), hi + 1))
-        if longer:  # "1" may begin "10": what follows it is unknown here
+        if _may_go_on(alt, lo, hi):  # "1" may begin "10": what follows it is unknown here
             ambiguous += p
         if lo <= int(alt) <= hi:
             probs[int(alt)] = probs.get(int(alt), 0.0) + p
@@ -136,6 +141,11 @@ def _at(
     if share < floor:
         return Reading(None, share, f"only {share:.2f} of the probability on the scale (< {floor:g}): not read")
     return Reading({v: p / share for v, p in sorted(probs.items())}, share)
+
+
+def _may_go_on(digits: str, lo: int, hi: int) -> bool:
+    """Whether a number on the scale begins with ``digits`` and is longer ("1" on 1-10: "10")."""
+    return any(str(v).startswith(digits) and len(str(v)) > len(digits) for v in range(max(lo, 0), hi + 1))
 
 
 def score_distributions(

@@ -83,7 +83,11 @@ def score_source(panels: list[pd.DataFrame], dim: str) -> str:
     sources: set[str] = set()
     for p in panels:
         rows = p[(p["dimension"] == dim) & p["score"].notna()]
-        sources |= set(rows["score_source"].dropna().astype(str))
+        if "score_source" in rows:
+            sources |= set(rows["score_source"].dropna().astype(str))
+        else:  # frames without the column (written before it): a score equal to its expected value was read
+            read = rows["expected_score"].notna() & (rows["score"] == rows["expected_score"])
+            sources |= {"expected" if r else "chosen" for r in read}
     if sources <= {"chosen"}:
         return "chosen"
     return "expected" if sources == {"expected"} else "mixed"

@@ -55,10 +55,49 @@ def url(folder: str) -> str:
     return f"{PROTOCOL}://{os.path.abspath(folder).rstrip('/')}/"
 
 
+# Table functions that open files or servers themselves, past DuckDB's file systems (the SQLite and PostgreSQL
+# scanners), that run SQL held in a string, or that change a lake: refused by name before the text is parsed
+REACHING_OUT = ("sqlite_", "postgres_", "mysql_", "ducklake_")
+RUNS_SQL = {"query", "query_table", "json_execute_serialized_sql", "sql_auto_complete"}
+# the lake's functions that only read it
+DUCKLAKE_READS = {
+    "ducklake_snapshots",
+    "ducklake_table_info",
+    "ducklake_list_files",
+    "ducklake_table_changes",
+    "ducklake_table_insertions",
+    "ducklake_table_deletions",
+    "ducklake_current_snapshot",
+    "ducklake_last_committed_snapshot",
+    "ducklake_options",
+}
+# statements whose parsing alone reads files (IMPORT DATABASE reads a folder's schema.sql and load.sql)
+READS_WHEN_PARSED = {"import", "export"}
+
+
+def refuse_reaching_out(sql: str) -> None:
+    """Raise ``PermissionError`` naming the first word of ``sql`` (as DuckDB's tokenizer sees it: comments and
+    string literals are not words, quoted names are) that would reach past the sandbox. Called before the text
+    is parsed."""
+    tokens = duckdb.tokenize(sql)
+    words: list[str] = []
+    for i, (start, kind) in enumerate(tokens):
+        if kind not in (duckdb.token_type.identifier, duckdb.token_type.keyword):
+            continue
+        end = tokens[i + 1][0] if i + 1 < len(tokens) else len(sql)
+        words.append(sql[start:end].strip().strip('"').lower())
+    if words and words[0] in READS_WHEN_PARSED:
+        raise PermissionError(f"{words[0].upper()} DATABASE cannot run here (only queries of the warehouse)")
+    for word in words:
+        if word in RUNS_SQL or (word.startswith(REACHING_OUT) and word not in DUCKLAKE_READS):
+            raise PermissionError(f"{word}() cannot run here: it reaches past the warehouse (only queries of it)")
+
+
 def seal(con: duckdb.DuckDBPyConnection, readable: list[str]) -> None:
     """Take every file system but the read-only one away from ``con`` (its attachments stay open), allow reads
     below ``readable`` only (folders as given by :func:`url`), and lock the configuration so no statement can
     undo it."""
+    con.execute("SET temp_directory = ''")  # no spilling: a query past the memory limit is an out-of-memory error
     con.execute("SET allowed_directories = ?", [readable])
     con.execute("SET enable_external_access = false")
     con.execute("SET disabled_filesystems = 'LocalFileSystem'")

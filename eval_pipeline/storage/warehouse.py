@@ -22,6 +22,7 @@ import pyarrow as pa
 from eval_pipeline.core import settings
 from eval_pipeline.core.ids import check_identifier
 from eval_pipeline.storage.backend import WarehouseBackend
+from eval_pipeline.storage.readonly import refuse_reaching_out
 from eval_pipeline.storage.registry import open_backend
 from eval_pipeline.storage.staging import FileStagedWriter, PartitionWriter, TransactionWriter
 from eval_pipeline.storage.tables import (
@@ -117,6 +118,7 @@ class Warehouse:
         """A person's query on the sandboxed reader. Statements that are not queries are refused with a clear
         message first; what makes it safe is the reader itself, which cannot write whatever it runs (an
         ``EXPLAIN ANALYZE`` of a ``COPY`` included)."""
+        refuse_reaching_out(sql)
         statements = duckdb.extract_statements(sql) if sql.strip() else []
         if not statements:
             raise ValueError("no query given (the text holds no statement)")
@@ -124,10 +126,17 @@ class Warehouse:
         if bad:
             raise PermissionError(f"only queries may run here, not {', '.join(bad)} (the warehouse is read-only)")
         with self.sandboxed_reader(as_of) as con:
-            result = con.execute(sql)
-            if result is None or result.description is None:
-                raise ValueError("the statement returned no rows (only queries can run here)")
-            return result.to_arrow_table()
+            try:
+                result = con.execute(sql)
+                if result is None or result.description is None:
+                    raise ValueError("the statement returned no rows (only queries can run here)")
+                return result.to_arrow_table()
+            except duckdb.OutOfMemoryException:  # the sandbox may not spill to disk: it writes no file at all
+                raise MemoryError(
+                    f"the query needs more than the reader's memory ({settings.duckdb_memory_limit()}, "
+                    "EVAL_DUCKDB_MEMORY_LIMIT) and may not spill to disk here: select fewer rows or columns, "
+                    "or raise the limit"
+                ) from None
 
     @contextmanager
     def hold(self) -> Iterator[Warehouse]:

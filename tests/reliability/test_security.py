@@ -201,3 +201,60 @@ def test_a_key_the_judge_writes_back_is_stored_nowhere_however_spelled(rubrics, 
     for text in cache.answer_text.dropna():  # what a JSON parser reading the stored answer finds
         assert key[4:] not in json.dumps(json.loads(text), ensure_ascii=False)
     assert key[4:12] not in tokens  # not even a piece of it kept in a token
+
+
+@pytest.mark.parametrize(
+    "query, refused",
+    [
+        ("SELECT * FROM sqlite_scan('{runs}', 'runs')", "sqlite_scan() cannot run here"),
+        ("SELECT * FROM \"SQLITE_SCAN\"('{runs}', 'runs')", "sqlite_scan() cannot run here"),
+        ("CALL sqlite_attach('{runs}')", "sqlite_attach() cannot run here"),
+        ("SELECT * FROM query('SELECT * FROM sqlite_scan(''{runs}'', ''runs'')')", "query() cannot run here"),
+        ("IMPORT DATABASE '{tmp}/dump'", "IMPORT DATABASE cannot run here"),
+        ("SELECT * FROM ducklake_set_option('lake', 'data_inlining_row_limit', 10)", "ducklake_set_option()"),
+        ("SELECT * FROM postgres_scan('host=127.0.0.1', 'public', 't')", "postgres_scan() cannot run here"),
+    ],
+)
+def test_sql_on_the_default_lake_reaches_nothing_past_it(tmp_path, monkeypatch, capsys, query, refused):
+    """#48: on the default lake (its catalog is SQLite, so DuckDB's SQLite scanner is loaded) `sql` read any SQLite
+    file on the machine (the Dagster instance's runs.db included) and left -shm/-wal files beside it; IMPORT
+    DATABASE read a folder's schema.sql before the statement was checked and echoed its first word; a DuckLake
+    option call killed the process (exit 139). Each is one line, exit 2, and touches nothing."""
+    import sqlite3
+
+    from eval_pipeline.cli import main as cli
+
+    runs = tmp_path / "runs.db"
+    con = sqlite3.connect(runs)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("CREATE TABLE runs (secret TEXT)")
+    con.execute("INSERT INTO runs VALUES ('RUN-SECRET-42')")
+    con.commit()
+    con.close()
+    (tmp_path / "dump").mkdir()
+    (tmp_path / "dump" / "schema.sql").write_text("DUMPSECRET CREATE TABLE x (a INT);")
+    (tmp_path / "dump" / "load.sql").write_text("")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    Warehouse(lake).execute("CREATE TABLE t AS SELECT 42 AS x")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    code = cli(["sql", "--warehouse", lake, query.format(runs=runs, tmp=tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 2 and refused in err and len(err.strip().splitlines()) == 1, err
+    assert "RUN-SECRET" not in out + err and "DUMPSECRET" not in out + err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name not in ("lake", "home")) == before
+    assert cli(["sql", "--warehouse", lake, "SELECT count(*) AS n FROM ducklake_snapshots('lake')"]) == 0
+
+
+def test_a_query_larger_than_the_readers_memory_says_so(tmp_path, monkeypatch, capsys):
+    """#48: it failed with "LocalFileSystem disabled" (the sandbox may not spill to disk)."""
+    from eval_pipeline.cli import main as cli
+
+    lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    Warehouse(lake).execute("CREATE TABLE t AS SELECT 42 AS x")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("EVAL_DUCKDB_MEMORY_LIMIT", "30MB")
+    query = "SELECT sum(x) FROM (SELECT * FROM range(20000000) r(x) ORDER BY random())"
+    assert cli(["sql", "--warehouse", lake, query]) == 2
+    err = capsys.readouterr().err
+    assert "more than the reader's memory (30MB, EVAL_DUCKDB_MEMORY_LIMIT)" in err and "LocalFileSystem" not in err
