@@ -242,6 +242,15 @@ MAX_ANSWER_CHARS = 64 * 1024
 TIMEOUT_GROWTH = 4  # a call's time-out grows (doubling on time-outs) to at most this many times EVAL_JUDGE_TIMEOUT
 
 
+_GIVEN_UP = object()  # what a POST returns when the endpoint was given up on while it was in flight
+
+
+def _quiet(future: asyncio.Future[Any]) -> None:
+    """Retrieve a cancelled POST's outcome, so asyncio does not report it as never retrieved."""
+    if not future.cancelled():
+        future.exception()
+
+
 class _NotJSON(ValueError):
     """A 200 answer whose body is not a JSON object."""
 
@@ -379,6 +388,7 @@ class OpenAIJudgeClient:
         self._in_flight = 0
         self._unreachable_in_a_row = 0
         self._down: str | None = None  # why the endpoint was given up on (the circuit breaker)
+        self._tripped = asyncio.Event()  # set with _down: the calls in flight stop waiting for their answers
         self.stats = ClientStats()
         self.stats.start_concurrency, self.stats.start_timeout_s = self._limit, self._timeout
 
@@ -391,10 +401,19 @@ class OpenAIJudgeClient:
 
     async def _enter(self) -> int:
         async with self._gate:
-            await self._gate.wait_for(lambda: self._in_flight < self._limit)
+            await self._gate.wait_for(lambda: self._in_flight < self._limit or self._down is not None)
             self._in_flight += 1
             self.stats.max_in_flight = max(self.stats.max_in_flight, self._in_flight)
             return self._epoch
+
+    def _gate_wakeup(self) -> None:
+        """Wake every call waiting its turn (they find the endpoint given up and leave without an attempt)."""
+
+        async def wake() -> None:
+            async with self._gate:
+                self._gate.notify_all()
+
+        asyncio.ensure_future(wake())
 
     async def _leave(self) -> None:
         async with self._gate:
@@ -424,6 +443,24 @@ class OpenAIJudgeClient:
             self.stats.final_concurrency = self._limit
             self._remember()
 
+    async def _post(self, body: dict[str, Any], timeout: float) -> Any:
+        """The POST, bounded by ``timeout`` (``asyncio.TimeoutError``), or ``_GIVEN_UP`` as soon as the endpoint is
+        given up on (``_tripped``): the calls in flight to a black hole do not each wait out their time-out."""
+        post = asyncio.ensure_future(self._client.post("/chat/completions", body=body, cast_to=object))
+        tripped = asyncio.ensure_future(self._tripped.wait())
+        try:
+            done, _ = await asyncio.wait({post, tripped}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            tripped.cancel()
+            if not post.done():
+                post.cancel()
+                post.add_done_callback(_quiet)
+        if post in done:
+            return post.result()
+        if tripped in done:
+            return _GIVEN_UP
+        raise asyncio.TimeoutError
+
     def _backoff(self, attempt: int) -> float:
         cap = min(self.settings.backoff_max_s, self.settings.backoff_base_s * (2**attempt))
         return random.uniform(cap / 2, cap)
@@ -435,6 +472,8 @@ class OpenAIJudgeClient:
         if limit and self._unreachable_in_a_row >= limit and self._down is None:
             host = urlsplit(self.settings.endpoint()).netloc or self.settings.endpoint()
             self._down = f"endpoint {host} unreachable, stopped asking after {limit} failed attempts in a row: {error}"
+            self._tripped.set()
+            self._gate_wakeup()
 
     # long by design: the retry loop: every HTTP outcome (answer, re-ask, retry, give up) classified in one place, so no
     # path escapes the bound
@@ -467,6 +506,10 @@ class OpenAIJudgeClient:
                 kwargs["response_format"] = {"type": "json_schema", "json_schema": schema}
             delay = None
             epoch = await self._enter()
+            if self._down is not None:  # given up while this call waited its turn: no attempt
+                await self._leave()
+                result.error = self._down
+                return result
             used_timeout = self._timeout
             t0 = time.perf_counter()
             try:
@@ -478,9 +521,10 @@ class OpenAIJudgeClient:
                 # (a third less CPU per call: bench/bench_judge_throughput.py)
                 # the timeout bounds the whole call: the client's own bounds each read, so a server sending a
                 # byte now and then would hold a call forever
-                data = await asyncio.wait_for(
-                    self._client.post("/chat/completions", body=kwargs, cast_to=object), timeout=used_timeout
-                )
+                data = await self._post(kwargs, used_timeout)
+                if data is _GIVEN_UP:  # the breaker tripped while this call was in flight: it is dropped at once
+                    result.error = self._down
+                    return result
                 result.latency_ms = (time.perf_counter() - t0) * 1000
                 self.stats.latency_ms.append(result.latency_ms)
                 self._unreachable_in_a_row = 0
