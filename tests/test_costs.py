@@ -88,3 +88,49 @@ def test_a_budget_without_a_price_for_the_model_stops_the_step_with_one_line(env
     out = capfd.readouterr().out
     assert "price table has no price for model 'unpriced-model'" in out
     assert env.state.completions == 0  # not one call made
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault, density", [("cut_off", 0.25), (None, 1.0)])
+def test_a_budget_holds_whatever_is_asked_again_and_however_dense_the_tokenizer(env, monkeypatch, fault, density):
+    """#48: EVAL_JUDGE_BUDGET=20 spent 38.66 when answers were cut at max_tokens and asked again (with more room:
+    a second, larger request per prompt), and 51.41 with a tokenizer making a token of every character (the
+    estimate assumed 3 characters a token). Each request now holds its cost from above (a token per byte, its own
+    max_tokens) until its usage is known: what was spent never passes the budget."""
+    budget = 0.01
+    monkeypatch.setenv("EVAL_JUDGE_BUDGET", str(budget))
+    env.state.tokens_per_char = density
+    if fault:
+        env.state.fault_rate, env.state.fault_kind = 1.0, fault
+    cli(["run", "--rubric", "kg_qa", "--no-fail-on-gates"])
+    usage = _usage()
+    assert 0 < usage.cost.sum() <= budget  # something was bought, never more than the budget
+    assert usage.not_asked_budget.sum() > 0  # and the rest was left unasked, with its reason
+    assert usage.calls.sum() > 0
+
+
+def test_a_rubric_cannot_ask_for_a_negative_answer_length():
+    """#48: a negative max_tokens let every prompt through the budget (its estimate came out negative)."""
+    from pydantic import ValidationError
+
+    from eval_pipeline.core.config import JudgeSpec
+
+    with pytest.raises(ValidationError, match="max_tokens"):
+        JudgeSpec(name="j", max_tokens=-100)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("table", ["fifo", "malformed"])
+def test_a_price_table_that_cannot_be_read_stops_before_any_call(env, tmp_path, monkeypatch, capfd, table):
+    """#48: a malformed EVAL_PRICES without a budget failed only after every call was paid; a FIFO hung the step."""
+    import os
+
+    path = tmp_path / "prices-bad.yaml"
+    if table == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_text("models: [not, a, mapping]\n")
+    monkeypatch.setenv("EVAL_PRICES", str(path))
+    assert cli(["run", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 1
+    out = capfd.readouterr().out
+    assert f"price table {path}" in out and env.state.completions == 0

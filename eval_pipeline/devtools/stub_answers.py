@@ -52,6 +52,7 @@ class StubState:
     score_noise: float = 0.0  # each score moves one step (inwards at the scale's ends) with this probability
     slots: int = 0  # > 0: at most this many requests are worked on at once (each for latency_s); the rest queue
     advertise_slots: bool = False  # GET /props says total_slots, as llama-server does
+    tokens_per_char: float = 0.25  # the prompt tokens reported per character (a denser tokenizer reports more)
     _slot_sem: Any = None
     requests: int = 0
     completions: int = 0
@@ -306,9 +307,9 @@ def reply(state: StubState, body: dict[str, Any], fault: str | None, authorizati
             }
         ],
         "usage": {
-            "prompt_tokens": prompt_chars // 4,
+            "prompt_tokens": int(prompt_chars * state.tokens_per_char),
             "completion_tokens": completion,
-            "total_tokens": prompt_chars // 4 + completion,
+            "total_tokens": int(prompt_chars * state.tokens_per_char) + completion,
         },
     }
     return Reply(200, payload, delay_s=delay, drip_s=drip)

@@ -114,24 +114,17 @@ def cached_calls(
     if settings.model not in stats.models:
         stats.models.append(settings.model)
     tick = _progress(rubric, settings, len(out) + len(todo), len(out), sum(o.parsed is None for o in out.values()))
+    prices = costs.load_prices()  # a price table that cannot be read fails the step before any call is paid
     budget = costs.current()
     if budget is not None and todo:
-        keys = list(todo)
-        n = budget.admit(settings.model, settings.max_tokens, [todo[k].messages for k in keys])
-        why = (
-            f"budget: not asked: the run's EVAL_JUDGE_BUDGET ({budget.limit:g} {budget.prices.currency}) "
-            "would not cover it"
-        )
-        for key in keys[n:]:
-            out[key] = CallOutcome(error=why)
-            tick(out[key], called=False)
-            del todo[key]
-        stats.not_asked_budget += len(keys) - n
+        budget.price(settings.model)  # a budget that cannot be counted fails before any call
     if todo:
         with cache.BackgroundWriter(wh) as writer:
 
             def on_answer(key: str, o: CallOutcome) -> None:
-                tick(o)
+                not_asked = o.attempts == 0 and (o.error or "").startswith("budget:")
+                stats.not_asked_budget += not_asked
+                tick(o, called=not not_asked)
                 if o.answer_text is None:
                     return  # no answer (the endpoint failed): nothing to keep, a re-run asks again
                 # the answer that was used, usable or not, cached as it arrives: a re-run makes no call and
@@ -164,12 +157,10 @@ def cached_calls(
         stats.timeout_cuts += cs.timeout_cuts
         stats.final_concurrency = cs.final_concurrency or stats.final_concurrency
         stats.latencies_ms += cs.latency_ms
-        spent = costs.load_prices().cost(settings.model, cs.prompt_tokens, cs.completion_tokens)
+        spent = prices.cost(settings.model, cs.prompt_tokens, cs.completion_tokens)
         if cs.calls:
             stats.spent += spent or 0.0
             stats.priced &= spent is not None
-        if budget is not None:
-            budget.charge(spent)
         out.update(fresh)
     return out
 

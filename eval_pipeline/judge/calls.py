@@ -26,6 +26,7 @@ from typing import Any
 
 from eval_pipeline.core import interrupts
 from eval_pipeline.core import settings as env_settings
+from eval_pipeline.judge import costs
 from eval_pipeline.judge.client import (
     CallResult,
     ClientStats,
@@ -365,6 +366,8 @@ def call_specs(
     if slots is not None and slots < settings.concurrency:
         settings = replace(settings, concurrency=slots)
     n = worker_processes(settings, len(specs))
+    if costs.current() is not None:  # a budget is drawn on request by request, by this process's one client
+        n = 1
     if n <= 1:
         return asyncio.run(_call_all(settings, specs, on_answer))
     return _in_workers(settings, specs, n, on_answer)

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from eval_pipeline.core import settings as env_settings
 from eval_pipeline.core.config import JudgeSpec
+from eval_pipeline.judge import costs
 
 if TYPE_CHECKING:  # imported where a client is made: the openai package costs ~0.4 s to import, paid by every
     import openai  # run's process that loads the definitions, most of which never call an endpoint
@@ -275,14 +276,17 @@ def _token_logprobs(block: Any) -> list[Any] | None:
     return out
 
 
+MAX_TOKENS_A_CALL = 10**8  # no request's prompt or answer is this long: a larger count is not a count
+
+
 def _int(value: Any) -> int:
-    """A token count as the endpoint reports it; anything that is not a count a database can hold (text, NaN,
-    1e400, 10**30, negative) counts as 0."""
+    """A token count as the endpoint reports it; anything that is not a plausible count (text, NaN, 1e400, 10**14,
+    negative) counts as 0."""
     try:
         n = int(value or 0)
     except (TypeError, ValueError, OverflowError):
         return 0
-    return n if 0 <= n < 2**53 else 0
+    return n if 0 <= n < MAX_TOKENS_A_CALL else 0
 
 
 def _schema_unsupported(exc: openai.BadRequestError) -> bool:
@@ -389,6 +393,7 @@ class OpenAIJudgeClient:
         self._unreachable_in_a_row = 0
         self._down: str | None = None  # why the endpoint was given up on (the circuit breaker)
         self._tripped = asyncio.Event()  # set with _down: the calls in flight stop waiting for their answers
+        self._budget = costs.current()  # the run's budget (EVAL_JUDGE_BUDGET), drawn on request by request
         self.stats = ClientStats()
         self.stats.start_concurrency, self.stats.start_timeout_s = self._limit, self._timeout
 
@@ -486,7 +491,6 @@ class OpenAIJudgeClient:
         import openai
 
         result = CallResult()
-        self.stats.calls += 1
         last_error = "no attempt made"
         attempt = 0
         while attempt <= s.max_retries:
@@ -510,9 +514,19 @@ class OpenAIJudgeClient:
                 await self._leave()
                 result.error = self._down
                 return result
+            held = None  # this request's cost from above, reserved in the run's budget (judge.costs)
+            if self._budget is not None:
+                held = self._budget.reserve(s.model, messages, kwargs.get("response_format"), kwargs["max_tokens"])
+                if held is None:
+                    await self._leave()
+                    result.error = self._budget.why_not()
+                    return result
             used_timeout = self._timeout
             t0 = time.perf_counter()
+            usage_seen: tuple[int, int] | None = None
+            billed = False  # without usage: whether the request may still have been billed (it timed out)
             try:
+                self.stats.calls += result.attempts == 0
                 self.stats.http_attempts += 1
                 result.attempts += 1
                 # the client's documented low-level POST: the same transport, auth and typed errors as
@@ -534,6 +548,8 @@ class OpenAIJudgeClient:
                 usage: dict[str, Any] = data.get("usage") or {} if isinstance(data.get("usage"), dict) else {}
                 result.prompt_tokens = _int(usage.get("prompt_tokens"))
                 result.completion_tokens = _int(usage.get("completion_tokens"))
+                usage_seen = (result.prompt_tokens, result.completion_tokens) if usage else None
+                billed = usage_seen is None  # an answer without its usage: assume it cost what was held
                 self.stats.prompt_tokens += result.prompt_tokens
                 self.stats.completion_tokens += result.completion_tokens
                 choices = data.get("choices")
@@ -571,6 +587,7 @@ class OpenAIJudgeClient:
                 ra = _retry_after_seconds(exc)
                 delay = min(60.0, ra) if ra is not None else self._backoff(attempt)
             except (openai.APITimeoutError, asyncio.TimeoutError):
+                billed = True  # the server may have answered, and billed, after we stopped waiting
                 last_error = f"timeout after {self._timeout:g}s"
                 delay = self._backoff(attempt)
                 # a cut's own time-out counts toward the breaker, the others of its epoch do not; an endpoint that
@@ -599,6 +616,8 @@ class OpenAIJudgeClient:
                 last_error = f"response body is not JSON: {redact(str(exc), self._api_key)[:120]}"
                 delay = self._backoff(attempt)
             finally:
+                if held is not None and self._budget is not None:
+                    self._budget.settle(held, s.model, usage_seen, billed)
                 await self._leave()
             attempt += 1
             if attempt <= s.max_retries and delay is not None:

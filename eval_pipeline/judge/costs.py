@@ -10,10 +10,13 @@ Prices: ``EVAL_PRICES`` names a YAML file ::
 
 A model missing from it has no cost (null), never a guessed one.
 
-Budget: ``EVAL_JUDGE_BUDGET`` (in the table's currency) for one run. Before each batch of calls the judge
-estimates every prompt's cost from above (one token per 3 characters of the messages, and ``max_tokens`` for
-the answer) and asks only the prompts whose estimates fit in what is left; the rest are missing scores with the
-reason ``budget``. What the answers really cost is then charged. So a run never spends more than its budget. The
+Budget: ``EVAL_JUDGE_BUDGET`` (in the table's currency) for one run. Before each request it sends (a first ask, a
+retry, a re-ask with more room) the client reserves that request's cost from above: one token per byte of the
+messages and the schema (no tokenizer makes more tokens than bytes) plus the request's ``max_tokens``; a request
+the budget left (spent + reserved) does not cover is not sent, and its prompt is a missing score with the reason
+``budget``. When the answer arrives its reservation is replaced by what the endpoint reports it used; a request
+that timed out keeps its whole reservation (it may have been billed), one the endpoint refused keeps none. So a run
+never spends more than its budget, whatever is retried or asked again, however dense the tokenizer. The
 budget is the run's in one process (the CLI, the demo); under the UI's multiprocess executor each step also
 counts what the run's earlier steps recorded in ``judge_usage``. With a budget but no price for the judge's
 model, the step fails with one line: a budget that cannot be counted is not a budget.
@@ -22,17 +25,18 @@ model, the step fails with one line: a budget that cannot be counted is not a bu
 from __future__ import annotations
 
 import functools
+import json
 import math
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from eval_pipeline.core import settings
 
-CHARS_PER_TOKEN = 3  # the estimate from above of a prompt's tokens (English runs ~4 characters a token)
 MESSAGE_OVERHEAD_TOKENS = 8
 
 
@@ -59,9 +63,12 @@ def load_prices(path: str | Path | None = None) -> Prices:
     if not where:
         return Prices()
     try:
-        version = Path(where).stat().st_mtime_ns
+        stat = Path(where).stat()
     except OSError as exc:
         raise BudgetError(f"price table {where}: cannot be read ({exc})") from None
+    if not S_ISREG(stat.st_mode):  # a FIFO or a device would be read forever
+        raise BudgetError(f"price table {where}: not a regular file")
+    version = stat.st_mtime_ns
     return _read_prices(str(where), version)
 
 
@@ -90,10 +97,16 @@ def _read_prices(where: str, version: int) -> Prices:
     return Prices(str(data.get("currency") or "USD"), table)
 
 
-def estimate_tokens(messages: Sequence[dict[str, Any]]) -> int:
-    """A prompt's tokens estimated from above (CHARS_PER_TOKEN)."""
-    chars = sum(len(str(m.get("content") or "")) for m in messages)
-    return chars // CHARS_PER_TOKEN + MESSAGE_OVERHEAD_TOKENS * max(len(messages), 1)
+def prompt_bound(messages: Sequence[dict[str, Any]], schema: dict[str, Any] | None) -> int:
+    """A request's prompt tokens from above, whatever the tokenizer: one per byte of the messages and the schema
+    (byte-level tokenizers make at most one token a byte), and a chat template's few per message."""
+    size = sum(len(str(m.get("content") or "").encode()) for m in messages)
+    if schema is not None:
+        size += len(json.dumps(schema).encode())
+    return size + MESSAGE_OVERHEAD_TOKENS * (len(messages) + 1)
+
+
+NOT_COVERED = "budget: not asked: the run's EVAL_JUDGE_BUDGET ({limit:g} {currency}) would not cover it"
 
 
 class Budget:
@@ -101,29 +114,43 @@ class Budget:
 
     def __init__(self, limit: float, prices: Prices, spent_before: float = 0.0):
         self.limit, self.prices, self.spent = limit, prices, spent_before
+        self.held = 0.0  # reserved by requests in flight
         self._lock = threading.Lock()
 
-    def admit(self, model: str, max_tokens: int, prompts: Sequence[Sequence[dict[str, Any]]]) -> int:
-        """How many of ``prompts`` (in order) fit in what is left, each at its estimate from above."""
+    def price(self, model: str) -> tuple[float, float]:
         price = self.prices.per_mtok.get(model)
         if price is None:
             raise BudgetError(
                 f"EVAL_JUDGE_BUDGET is set but the price table has no price for model {model!r} (EVAL_PRICES)"
             )
-        with self._lock:
-            left = self.limit - self.spent
-        n = 0
-        for messages in prompts:
-            cost = (estimate_tokens(messages) * price[0] + max_tokens * price[1]) / 1e6
-            if cost > left:
-                break
-            left -= cost
-            n += 1
-        return n
+        return price
 
-    def charge(self, cost: float | None) -> None:
+    def reserve(
+        self, model: str, messages: Sequence[dict[str, Any]], schema: dict[str, Any] | None, max_tokens: int
+    ) -> float | None:
+        """Hold one request's cost from above; None (nothing held) when what is left does not cover it."""
+        pin, pout = self.price(model)
+        cost = (prompt_bound(messages, schema) * pin + max(max_tokens, 0) * pout) / 1e6
         with self._lock:
-            self.spent += cost or 0.0
+            if self.spent + self.held + cost > self.limit:
+                return None
+            self.held += cost
+        return cost
+
+    def settle(self, held: float, model: str, usage: tuple[int, int] | None, billed: bool) -> None:
+        """Replace a reservation by what the request cost: its reported ``usage`` (prompt, completion tokens), or,
+        without one, the whole reservation when it may have been ``billed`` (a time-out) and nothing otherwise."""
+        if usage is not None:
+            pin, pout = self.price(model)
+            cost = (usage[0] * pin + usage[1] * pout) / 1e6
+        else:
+            cost = held if billed else 0.0
+        with self._lock:
+            self.held -= held
+            self.spent += cost
+
+    def why_not(self) -> str:
+        return NOT_COVERED.format(limit=self.limit, currency=self.prices.currency)
 
 
 _RUN_BUDGETS: dict[str, Budget] = {}

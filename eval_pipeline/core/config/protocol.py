@@ -131,7 +131,7 @@ class JudgeSpec(Strict):
     )
     temperature: float = 0.0
     seed: int | None = 7
-    max_tokens: int = 800
+    max_tokens: int = Field(800, ge=1, le=100_000, description="The longest answer asked for, in tokens.")
     top_logprobs: int = Field(
         0,
         ge=0,
