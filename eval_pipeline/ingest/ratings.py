@@ -252,9 +252,21 @@ class _RatingsReader:
             return f"a quote opened on line {start} is never closed"
         return None
 
+    def names_others_only(self, path: Path, text: str) -> bool:
+        """Whether a file refused whole holds another checkpoint's ratings and not this one's: its name or text
+        names known checkpoints, this one not among them. A file that names none could be anyone's: it counts
+        against every checkpoint (nothing is dropped unseen)."""
+        if self.known is None:
+            return False
+        where = f"{path.stem}\n{text}"
+        named = {c for c in self.known if re.search(rf"(?<![A-Za-z0-9]){re.escape(c)}(?![A-Za-z0-9])", where)}
+        return bool(named) and self.checkpoint_id not in named
+
     def _reject_file(self, path: Path, lines: list[str], cols: list[str], delimiter: str, problem: str) -> None:
         reason = f"{problem}; found {cols} (delimiter detected: {delimiter!r})"
         self.out.problems.append(f"{path.name}: {reason}")
+        if self.names_others_only(path, "\n".join(lines)):
+            return  # another checkpoint's file: refused there, not here
         # the header line, and every row: which checkpoint a row rates cannot be read, so none is dropped unseen
         self.quarantine(path.name, 1, lines[0] if lines else "", reason)
         for i, raw in enumerate(lines[1:], start=2):
@@ -366,7 +378,8 @@ def load_ratings(
         for path in sorted(p for p in folder.iterdir() if p.suffix.lower() == ".csv"):
             why = _unreadable(path)
             if why:
-                reader.quarantine(path.name, 1, "", f"file refused: {path} is {why}")
+                if not reader.names_others_only(path, ""):  # unreadable: only its name can say whose it is
+                    reader.quarantine(path.name, 1, "", f"file refused: {path} is {why}")
                 reader.out.problems.append(f"{path.name}: refused ({why})")
                 continue
             reader.read_file(path)

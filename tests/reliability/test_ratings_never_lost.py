@@ -220,3 +220,26 @@ def test_a_row_with_every_score_empty_is_quarantined_not_uncounted(tmp_path, rub
 def test_evaluator_names_are_the_documented_alphabet(tmp_path, rubrics, name):
     load = _load(tmp_path, rubrics, "r.csv", f"{HEAD}\nkg-001,{name},ckpt-0100,,4,4,4,4,4\n")
     assert load.ratings.empty and "unsafe evaluator name" in load.quarantine.reason.iloc[0]
+
+
+@pytest.mark.parametrize(
+    "name, text, charged",
+    [
+        # a bad header, its rows naming ckpt-0100: ckpt-0100's file, refused there only
+        ("late.csv", "sample_id,rater,checkpoint,relevance\nkg-001,ann,ckpt-0100,4\n", {"ckpt-0100"}),
+        ("ckpt-0100_ann.csv", "sample_id,relevance\nkg-001,4\n", {"ckpt-0100"}),  # its name says whose it is
+        # naming no checkpoint: it could hold anyone's ratings, so it counts against every one (fail closed)
+        ("anon.csv", "sample_id,rater,relevance\nkg-001,ann,4\n", {"ckpt-0100", "ckpt-0300"}),
+    ],
+)
+def test_a_file_refused_whole_counts_only_against_the_checkpoints_it_names(tmp_path, rubrics, name, text, charged):
+    """#48: a rating file refused whole was charged to every checkpoint of the run, so an unrelated checkpoint was
+    reported incomplete (exit 4)."""
+    folder = tmp_path / "kg_qa"
+    folder.mkdir(parents=True)
+    (folder / name).write_text(text)
+    known = {"ckpt-0100", "ckpt-0300"}
+    for ckpt in sorted(known):
+        load = load_ratings(rubrics["kg_qa"], ckpt, IDS, root=tmp_path, known_checkpoints=known)
+        assert (len(load.quarantine) > 0) == (ckpt in charged), (ckpt, load.quarantine)
+        assert any(name in p for p in load.problems)  # said on every run, charged where it belongs
