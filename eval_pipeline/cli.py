@@ -665,6 +665,19 @@ def _ours(exc: BaseException) -> bool:
     return config is not None and isinstance(exc, config.RubricConfigError)
 
 
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM, from the first moment, is what Ctrl-C is: one line, exit 130 (by default it ended the process
+    with no word while the command was still starting). Dagster's own handlers take over while a run executes."""
+    import signal
+    import threading
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse first, import what the command needs after: `--help` and a usage error cost no heavy import."""
     args = build_parser().parse_args(argv)
@@ -690,5 +703,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_RUN_FAILED
 
 
+def entry() -> int:
+    """The `eval-pipeline` command: ``main`` with SIGTERM taken as Ctrl-C from its first moment."""
+    _sigterm_as_interrupt()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

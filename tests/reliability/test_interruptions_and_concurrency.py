@@ -260,3 +260,28 @@ def test_ctrl_c_or_sigterm_while_judging_ends_the_command_at_once_without_a_trac
     assert "Traceback" not in out and "interrupted (exit 130)" in out and "INTERRUPTED" in out
     assert len(out.splitlines()) <= 8, out
     # how fast is an ordering here: no call starts after the signal (above); the seconds are measured, not asserted
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("after_s", [0.3, 0.8, 1.5])
+def test_sigterm_while_the_command_is_starting_is_one_line_and_exit_130(tmp_path, after_s):
+    """#48: a SIGTERM in the first 2-3 s (the command still importing, opening the instance) ended the process with
+    no word at all (Python's default action). From the first moment it is what Ctrl-C is."""
+    from eval_pipeline.core.terminal import EXIT_INTERRUPTED
+
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "EVAL_WAREHOUSE": f"ducklake:sqlite:{tmp_path}/lake/catalog.sqlite",
+        "EVAL_REPORT_DIR": str(tmp_path / "rep"),
+        "EVAL_WORKLIST_DIR": str(tmp_path / "wl"),
+    }
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("eval-pipeline")), "run", "--rubric", "kg_qa"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=60)[0]
+    assert proc.returncode == EXIT_INTERRUPTED, out
+    assert "Traceback" not in out and "interrupted (exit 130)" in out, out
