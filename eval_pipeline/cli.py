@@ -332,7 +332,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     if args.keep_days < 0:
         raise CliError("--keep-days must be 0 or more")
     try:
-        steps = wh.backend.maintain(args.keep_days)
+        steps = wh.backend.repair() if args.repair else wh.backend.maintain(args.keep_days)
         if not wh.exists():
             raise CliError(f"warehouse {wh.describe()} does not exist yet")
         for what in steps:
@@ -621,6 +621,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.set_defaults(fn=cmd_export)
     mt = sub.add_parser("maintain", help="DuckLake upkeep: merge small files, expire old snapshots", parents=[common])
     mt.add_argument("--keep-days", type=int, default=30, help="snapshots kept for time travel (default 30)")
+    mt.add_argument(
+        "--repair", action="store_true", help="drop the tables whose data files are gone (a re-run rebuilds them)"
+    )
     mt.set_defaults(fn=cmd_maintain)
     vw = sub.add_parser(
         "view",
@@ -699,6 +702,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"eval-pipeline: error: {clean_table(str(exc).strip())}", file=sys.stderr)
             return EXIT_USAGE
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        from eval_pipeline.storage.lake import missing_file_hint
+
+        hint = missing_file_hint(msg)
+        if hint:
+            print(f"eval-pipeline: error: {clean(hint)}", file=sys.stderr)
+            return EXIT_RUN_FAILED
         print(f"eval-pipeline: error: {clean(msg)} (--debug for the traceback)", file=sys.stderr)
         return EXIT_RUN_FAILED
 

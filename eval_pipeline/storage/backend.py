@@ -85,6 +85,10 @@ class WarehouseBackend(Protocol):
         """Upkeep (merge small files, expire old snapshots); yields what it did, step by step."""
         ...
 
+    def repair(self) -> Iterator[str]:
+        """Drop the tables whose stored files are gone (a re-run rebuilds them); yields what it did."""
+        ...
+
     def attach_sql(self) -> str:
         """Statements that open this warehouse read-only in a plain DuckDB (the CLI, Python), offline."""
         ...

@@ -173,6 +173,10 @@ class FileBackend:
             "maintain is for a DuckLake warehouse (EVAL_WAREHOUSE=ducklake:...); a DuckDB file needs none"
         )
 
+    def repair(self) -> Iterator[str]:
+        """Refused: a DuckDB file keeps its rows in itself, there are no data files to lose."""
+        raise BackendError("repair is for a DuckLake warehouse, whose data files live in a folder of their own")
+
     def attach_sql(self) -> str:
         return f"ATTACH {literal(self.spec)} AS warehouse (READ_ONLY);\nUSE warehouse;\n"
 

@@ -16,6 +16,7 @@ import glob
 import importlib
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +33,7 @@ from eval_pipeline.core import settings
 from eval_pipeline.storage.backend import BackendError
 from eval_pipeline.storage.cursors import Cursors
 from eval_pipeline.storage.file import duckdb_config, in_memory_config
-from eval_pipeline.storage.tables import CATALOG_SQL, Known, literal
+from eval_pipeline.storage.tables import CATALOG_SQL, Known, literal, qualified
 
 T = TypeVar("T")
 PREFIX = "ducklake:"
@@ -270,6 +271,33 @@ class LakeBackend:
             self.retrying(partial(self._run, sql))
             yield what
 
+    def repair(self) -> Iterator[str]:
+        """A lake whose data folder lost files (deleted or changed outside the pipeline): every table the catalog
+        lists a missing file of is dropped (its rows cannot all be read; a re-run rebuilds it), the others are left
+        as they are. Yields what it did, table by table. Local data folders only (an object store's files are not
+        checked here)."""
+        if "://" in self.data_path:
+            raise BackendError(f"repair checks a local data folder; {self.data_path} is not one")
+        with self.connect() as con:
+            tables = con.execute(
+                "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ? ORDER BY 1, 2", [ALIAS]
+            ).fetchall()
+            damaged = []
+            for schema, table in tables:
+                files = con.execute(
+                    f"SELECT data_file FROM ducklake_list_files('{ALIAS}', ?, schema => ?)", [table, schema]
+                ).fetchall()
+                lost = sum(1 for (f,) in files if not os.path.exists(f))
+                if lost:
+                    damaged.append((schema, table, lost, len(files)))
+        if not damaged:
+            yield "every file the catalog lists is in the data folder: nothing to repair"
+            return
+        for schema, table, lost, total in damaged:
+            self.retrying(partial(self._run, f"DROP TABLE {ALIAS}.{qualified(schema, table)}"))
+            yield f"dropped {schema}.{table} ({lost} of its {total} data files are missing)"
+        yield "re-run the checkpoints (eval-pipeline run) to rebuild what was dropped"
+
     def _run(self, sql: str) -> None:
         with self.connect() as con:
             con.execute(sql)
@@ -355,6 +383,21 @@ class PostgresLake(LakeBackend):
 
     def describe(self) -> str:
         return f"ducklake:postgres (data in {self.data_path})"  # a conninfo may hold a password
+
+
+MISSING_FILE = re.compile(r'Cannot open file "([^"]+\.parquet)": No such file or directory')
+
+
+def missing_file_hint(message: str) -> str | None:
+    """The one line to say when a lake's data file is gone (its data folder was changed outside the pipeline),
+    instead of DuckDB's IO error; None for any other error."""
+    m = MISSING_FILE.search(message)
+    if not m:
+        return None
+    return (
+        f"the lake's data file {m.group(1)} is missing (its data folder was changed outside the pipeline): "
+        "'eval-pipeline maintain --repair' drops the tables that lost files, then 'eval-pipeline run' rebuilds them"
+    )
 
 
 def _moved_data(lake: str, asked: str, exc: BaseException) -> str:

@@ -345,3 +345,32 @@ def test_a_streamed_partition_is_staged_on_disk_then_one_snapshot_and_a_failed_s
     assert wh.query_rows("SELECT count(*) FROM r1.raw") == [(5000,)]  # the partition as it was
     assert wh.query_rows("SELECT max(snapshot_id) FROM ducklake_snapshots('lake')")[0] == (before,)
     assert list((tmp_path / "tmp").iterdir()) == []  # staged files removed either way
+
+
+@pytest.mark.slow
+def test_a_data_folder_deleted_under_the_lake_is_said_and_repaired(lake, checkpoint_root, tmp_path, monkeypatch, capfd):
+    """#48: deleting the lake's data folder broke every later run of every checkpoint for good (an IO error). The
+    run that meets a missing file says so in one line with the repair; `maintain --repair` drops the tables that
+    lost files; the next run rebuilds them and the lake is whole again."""
+    import shutil
+
+    from eval_pipeline.cli import main as cli
+
+    monkeypatch.setenv("EVAL_CHECKPOINT_DIR", str(checkpoint_root))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    run = ["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa", "--no-fail-on-gates"]
+    assert cli(run) == 0
+    before = Warehouse(lake).query_rows("SELECT count(*) FROM kg_qa.judge_scores")[0][0]
+    shutil.rmtree(tmp_path / "lake" / "catalog.sqlite.files")
+    capfd.readouterr()
+    assert cli(run) == 1
+    out = capfd.readouterr()
+    assert "is missing (its data folder was changed outside the pipeline)" in out.out + out.err
+    assert "maintain --repair" in out.out + out.err and "Traceback" not in out.out + out.err
+    assert cli(["maintain", "--repair"]) == 0
+    said = capfd.readouterr().out
+    assert "dropped kg_qa.judge_scores" in said and "eval-pipeline run" in said
+    assert cli(run) == 0
+    assert Warehouse(lake).query_rows("SELECT count(*) FROM kg_qa.judge_scores")[0][0] == before
+    assert cli(["maintain", "--repair"]) == 0
+    assert "nothing to repair" in capfd.readouterr().out
