@@ -140,7 +140,7 @@ class LakeBackend:
             con.execute(f"LOAD {literal(extension_file(self.catalog_kind))}")
             con.execute(f"LOAD {literal(extension_file('ducklake'))}")
             if data_path is not None:
-                con.register_filesystem(readonly.ReadOnlyFileSystem())
+                con.register_filesystem(readonly.ReadOnlyFileSystem(root=self.data_path))
             options = self.attach_options(read_only, as_of, data_path)
             sql = f"ATTACH {literal(PREFIX + self.catalog)} AS {ALIAS} ({options})"
             for attempt in range(20):  # a new catalog being made by another process at this moment: look again

@@ -28,14 +28,23 @@ BASE_CONFIG: dict[str, str | bool | int | float | list[str]] = {
 
 
 class ReadOnlyFileSystem(LocalFileSystem):
-    """The local disk, read-only: opening for anything but ``rb``, and every change, is refused."""
+    """The local disk, read-only: opening for anything but ``rb``, and every change, is refused; with ``root``,
+    so is opening a file whose real path (links followed) is outside that folder."""
 
     protocol = (PROTOCOL,)
     root_marker = "/"
 
+    def __init__(self, root: str | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.root = os.path.realpath(root) if root else None
+
     def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
         if mode != "rb":
             raise PermissionError("the warehouse is read-only here: nothing can be written")
+        if self.root is not None:
+            real = os.path.realpath(self._strip_protocol(path))
+            if os.path.commonpath([real, self.root]) != self.root:  # a link inside the folder pointing out of it
+                raise PermissionError(f"{path} leads outside the lake's data folder: not read")
         return super()._open(path, mode, **kwargs)
 
     @classmethod

@@ -258,3 +258,19 @@ def test_a_query_larger_than_the_readers_memory_says_so(tmp_path, monkeypatch, c
     assert cli(["sql", "--warehouse", lake, query]) == 2
     err = capsys.readouterr().err
     assert "more than the reader's memory (30MB, EVAL_DUCKDB_MEMORY_LIMIT)" in err and "LocalFileSystem" not in err
+
+
+def test_a_link_inside_the_lakes_data_folder_is_not_followed_out_of_it(tmp_path, monkeypatch, capsys):
+    """#48: a symlink inside the data folder was followed outside it (the reader may read that folder only)."""
+    from eval_pipeline.cli import main as cli
+
+    (tmp_path / "outside.csv").write_text("secret\nOUTSIDE-SECRET\n")
+    lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    Warehouse(lake).execute("CREATE TABLE t AS SELECT 42 AS x")
+    link = tmp_path / "lake" / "catalog.sqlite.files" / "link.csv"
+    link.symlink_to(tmp_path / "outside.csv")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli(["sql", "--warehouse", lake, f"SELECT * FROM read_csv('evalro://{link}')"]) == 2
+    out, err = capsys.readouterr()
+    assert "leads outside the lake's data folder" in err and "OUTSIDE-SECRET" not in out + err
+    assert cli(["sql", "--warehouse", lake, "SELECT x FROM t"]) == 0 and "42" in capsys.readouterr().out
