@@ -12,6 +12,7 @@ version): nothing is downloaded at run time.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import importlib
 import os
@@ -143,6 +144,7 @@ class LakeBackend:
                 con.register_filesystem(readonly.ReadOnlyFileSystem(root=self.data_path))
             options = self.attach_options(read_only, as_of, data_path)
             sql = f"ATTACH {literal(PREFIX + self.catalog)} AS {ALIAS} ({options})"
+            first: duckdb.Error | None = None  # the first failure that was not a name left by a failed attempt
             for attempt in range(20):  # a new catalog being made by another process at this moment: look again
                 try:
                     con.execute(sql)
@@ -150,8 +152,14 @@ class LakeBackend:
                 except duckdb.Error as exc:
                     if "does not match existing data path" in str(exc):
                         raise BackendError(_moved_data(self.describe(), data_path or self.data_path, exc)) from None
+                    if first is None and "already exists" not in str(exc):
+                        first = exc
                     if attempt == 19 or not ("already exists" in str(exc) or is_retryable(exc)):
-                        raise
+                        # what went wrong first (a full disk), not what a failed attempt left behind: 'database
+                        # with name "lake" already exists'
+                        raise (first or exc) from None
+                    with contextlib.suppress(duckdb.Error):  # a half-made attachment of the failed attempt
+                        con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
                     time.sleep(0.1 + 0.1 * attempt)
             con.execute(f"USE {ALIAS}")
         except BaseException:
