@@ -7,11 +7,16 @@ did not rate and corrects it by the judge-human differences on the samples they 
     theta = mean(Y) + lambda * (mean(f_unrated) - mean(f_rated))
 
 with ``lambda`` chosen to minimise the variance and clipped to [0, 1] (``lambda = 0`` is the people's mean,
-``lambda = 1`` plain PPI),
-and a normal interval from ``lambda**2 * var(f_unrated) / N + var(Y - lambda * f_rated) / n``. The formulas
-(including the ``lambda`` estimate and the variance conventions) are those of the reference implementation,
-``ppi_py``'s ``ppi_mean_ci``, so values can be checked against it. The interval is valid when the rated samples
-are a random subset of the checkpoint's samples.
+``lambda = 1`` plain PPI). The point estimate and ``lambda`` are those of the reference implementation, ``ppi_py``'s
+``ppi_mean_ci``, and can be checked against it.
+
+The interval carries a small-sample correction ppi_py's normal interval lacks: the standard error is
+``sqrt(lambda**2 * var(f_unrated) / N + var(Y - lambda * f_rated) / n)`` with the unrated variance on ``N - 1``
+degrees of freedom and the residual variance on ``n - 2`` when ``lambda`` was fitted on the same rated samples (a
+fitted slope spends one; ``n - 1`` for a given ``lambda``), and the quantile is Student's t on those degrees of
+freedom. As n grows it is ppi_py's interval. Its coverage is held to at least 94 % at nominal 95 % with 40 rated
+samples by simulation (``tests/stats/test_ppi_coverage.py``; figures in docs/trust.md). The interval is valid when
+the rated samples are a random subset of the checkpoint's samples.
 """
 
 from __future__ import annotations
@@ -50,8 +55,9 @@ def ppi_mean(
     n, big_n = len(y), len(fu)
     if n != len(f):
         raise ValueError(f"{n} human scores against {len(f)} judge scores of the rated samples")
-    if n < 2:
-        return _nan(n, big_n, f"{n} rated sample(s): at least 2 needed")
+    fitted = lam is None  # lambda fitted on the rated samples: one degree of freedom spent
+    if n < (3 if fitted else 2):
+        return _nan(n, big_n, f"{n} rated sample(s): at least {3 if fitted else 2} needed")
     if big_n < 2:
         return _nan(n, big_n, f"{big_n} unrated sample(s): nothing for the judge to add")
     if lam is None:
@@ -61,20 +67,21 @@ def ppi_mean(
         lam = 0.0 if var_f == 0.0 else cov / ((1.0 + n / big_n) * var_f)
         lam = min(max(lam, 0.0), 1.0)  # clipped to [0, 1] as ppi_py clips it: never worse than people alone
     point = float(np.mean(lam * fu) + np.mean(y - lam * f))
-    se = math.sqrt(float(np.std(lam * fu)) ** 2 / big_n + float(np.std(y - lam * f)) ** 2 / n)
-    z = float(stats.norm.ppf(1 - alpha / 2))
-    return Estimate(point, point - z * se, point + z * se, n, big_n, float(lam), se=se)
+    spent = 2 if fitted else 1
+    se = math.sqrt(float(np.var(lam * fu, ddof=1)) / big_n + float(np.var(y - lam * f, ddof=spent)) / n)
+    q = float(stats.t.ppf(1 - alpha / 2, n - spent))
+    return Estimate(point, point - q * se, point + q * se, n, big_n, float(lam), se=se)
 
 
 def classical_mean(values: np.ndarray, alpha: float = 0.05) -> tuple[float, float, float]:
-    """A mean with its normal interval (the same conventions as ``ppi_mean``): the people-only or judge-only
-    estimate PPI is compared with."""
+    """A mean with its t interval (the same conventions as ``ppi_mean``: the sample variance, Student's t on n - 1
+    degrees of freedom): the people-only or judge-only estimate PPI is compared with."""
     v = np.asarray(values, dtype=float)
     if len(v) < 2:
         return math.nan, math.nan, math.nan
-    z = float(stats.norm.ppf(1 - alpha / 2))
-    m, se = float(v.mean()), float(np.std(v)) / math.sqrt(len(v))
-    return m, m - z * se, m + z * se
+    q = float(stats.t.ppf(1 - alpha / 2, len(v) - 1))
+    m, se = float(v.mean()), float(np.std(v, ddof=1)) / math.sqrt(len(v))
+    return m, m - q * se, m + q * se
 
 
 CALIBRATED_COLUMNS = [
@@ -170,7 +177,7 @@ def _mean_and_se(y: np.ndarray, f_rated: np.ndarray, f_unrated: np.ndarray) -> t
     if not est.reason:
         return est.mean, est.se
     v = np.asarray(y, dtype=float)
-    return float(v.mean()), float(np.std(v)) / math.sqrt(len(v))
+    return float(v.mean()), float(np.std(v, ddof=1)) / math.sqrt(len(v))
 
 
 def people_mean(f: pd.Series, y: pd.Series) -> tuple[float, float]:

@@ -48,9 +48,20 @@ def test_ppi_matches_the_reference_formulas_and_its_edges():
     # the variance-minimising lambda, as ppi_py computes it
     lam = np.mean((y - y.mean()) * (f - f.mean())) / ((1 + len(y) / len(fu)) * np.var(np.r_[f, fu], ddof=1))
     assert abs(ppi_mean(y, f, fu).lam - lam) < 1e-12
-    # too little data: NaN with a reason, never a number
+    # the interval (#48): residual variance on n - 2 degrees of freedom (lambda fitted), t(n - 2)
+    from scipy import stats
+
+    est = ppi_mean(y, f, fu)
+    se = np.sqrt(np.var(lam * fu, ddof=1) / len(fu) + np.var(y - lam * f, ddof=2) / len(y))
+    q = stats.t.ppf(0.975, len(y) - 2)
+    assert abs(est.se - se) < 1e-12 and abs(est.ci_high - (est.mean + q * se)) < 1e-12
+    fixed = ppi_mean(y, f, fu, lam=1.0)  # lambda given, not fitted: n - 1
+    se1 = np.sqrt(np.var(fu, ddof=1) / len(fu) + np.var(y - f, ddof=1) / len(y))
+    assert abs(fixed.ci_low - (fixed.mean - stats.t.ppf(0.975, len(y) - 1) * se1)) < 1e-12
+    # too little data: NaN with a reason, never a number (a fitted lambda needs 3 rated samples)
     one = ppi_mean(y[:1], f[:1], fu)
-    assert np.isnan(one.mean) and "at least 2" in one.reason
+    assert np.isnan(one.mean) and "at least 3" in one.reason
+    assert "at least 3" in ppi_mean(y[:2], f[:2], fu).reason and not ppi_mean(y[:2], f[:2], fu, lam=1.0).reason
     assert "nothing for the judge" in ppi_mean(y, f, fu[:1]).reason
 
 
