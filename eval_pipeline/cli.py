@@ -113,6 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
+    from eval_pipeline.console import shorten
     from eval_pipeline.core import settings
     from eval_pipeline.defs.partitions import CHECKPOINTS
     from eval_pipeline.ingest.checkpoints import scan_checkpoints
@@ -132,7 +133,8 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
         shown = status.get(c.checkpoint_id) or ("registered" if c.checkpoint_id in registered else "new")
         print(
             clean(
-                f"{c.checkpoint_id:<16} {c.model:<18} {c.created_at:<22} {c.parent or '-':<12} {shown:<16} "
+                f"{c.checkpoint_id:<16} {shorten(c.model, 60):<18} {c.created_at:<22} {c.parent or '-':<12} "
+                f"{shown:<16} "
                 f"{', '.join(sorted(c.rubric_files))}"
             )
         )

@@ -146,7 +146,7 @@ def evaluate(args: Any, ckpts: list[Any], defs: Any, rubrics: dict[str, Any], in
     reap_dead_runs(instance)  # a run whose process died is not "in flight" below
     selected = set(args.rubric) if args.rubric else None
     heads = {
-        c.checkpoint_id: f"[{i}/{len(ckpts)}] {clean(c.checkpoint_id)} ({clean(c.model)})"
+        c.checkpoint_id: f"[{i}/{len(ckpts)}] {clean(c.checkpoint_id)} ({shorten(c.model, 60)})"
         for i, c in enumerate(ckpts, 1)
     }
     todo = []

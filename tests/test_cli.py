@@ -124,3 +124,23 @@ def test_export_writes_every_table_of_the_checkpoint_and_a_manifest(tmp_path, mo
     assert cli(["export", "--checkpoint", "ckpt-0100", "--out", str(out)]) == 2  # never into a folder with files
     assert cli(["export", "--checkpoint", "ckpt-9999", "--out", str(tmp_path / "x")]) == 2
     assert "no results for checkpoint 'ckpt-9999'" in capsys.readouterr().err
+
+
+def test_a_model_name_of_a_megabyte_is_shown_shortened(tmp_path, monkeypatch, capsys):
+    """#48: a 1 MB model name in checkpoint.json was printed whole by `checkpoints` (and `run`'s head line)."""
+    import json
+
+    from eval_pipeline.cli import main as cli
+
+    folder = tmp_path / "ckpts" / "ckpt-big"
+    folder.mkdir(parents=True)
+    (folder / "kg_qa.jsonl").write_text("")
+    (folder / "checkpoint.json").write_text(
+        json.dumps({"model": "m" * 1_000_000, "created_at": "2026-10-01T00:00:00Z"})
+    )
+    monkeypatch.setenv("EVAL_CHECKPOINT_DIR", str(tmp_path / "ckpts"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("EVAL_WAREHOUSE", str(tmp_path / "w.duckdb"))
+    assert cli(["checkpoints"]) == 0
+    out = capsys.readouterr().out
+    assert "ckpt-big" in out and max(len(line) for line in out.splitlines()) < 300
