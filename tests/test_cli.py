@@ -124,6 +124,25 @@ def test_export_writes_every_table_of_the_checkpoint_and_a_manifest(tmp_path, mo
     assert cli(["export", "--checkpoint", "ckpt-0100", "--out", str(out)]) == 2  # never into a folder with files
     assert cli(["export", "--checkpoint", "ckpt-9999", "--out", str(tmp_path / "x")]) == 2
     assert "no results for checkpoint 'ckpt-9999'" in capsys.readouterr().err
+    # #48: a disk that fills up midway left files without a manifest: now whole or nothing, said in one line
+    import errno
+
+    from eval_pipeline.publish import export
+
+    real, calls = export._write, []
+
+    def full_disk(table, path, fmt):
+        calls.append(path)
+        if len(calls) > 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(table, path, fmt)
+
+    monkeypatch.setattr(export, "_write", full_disk)
+    (tmp_path / "full").mkdir()
+    capsys.readouterr()
+    assert cli(["export", "--checkpoint", "ckpt-0100", "--out", str(tmp_path / "full")]) == 1
+    assert "No space left on device" in capsys.readouterr().err
+    assert list((tmp_path / "full").iterdir()) == [] and not list(tmp_path.glob(".full.partial-*"))
 
 
 def test_a_model_name_of_a_megabyte_is_shown_shortened(tmp_path, monkeypatch, capsys):

@@ -6,6 +6,8 @@ can change), written by Python (the reader itself cannot write files)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,7 +54,23 @@ def export_checkpoint(
 ) -> list[Exported]:
     """Write the checkpoint's rows of every table of ``rubrics`` (default: every rubric that has any) into
     ``out_dir/<rubric>/<table>.<fmt>``, and ``out_dir/main/<table>.<fmt>`` for its manifest, quarantine and
-    judge-usage rows; returns what was written (a table without rows for it is left out)."""
+    judge-usage rows; returns what was written (a table without rows for it is left out). Whole or not at all:
+    the files are written into a folder beside ``out_dir`` that becomes it once the manifest is written; an export
+    that fails midway (a full disk) leaves nothing."""
+    staging = out_dir.with_name(f".{out_dir.name}.partial-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        written = _export(wh, checkpoint_id, rubrics, staging, fmt)
+        if out_dir.is_dir():
+            out_dir.rmdir()  # empty (the CLI refuses a folder that is not): replaced by the whole export
+        os.replace(staging, out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return [Exported(out_dir / e.path.relative_to(staging), e.table, e.rows) for e in written]
+
+
+def _export(wh: Warehouse, checkpoint_id: str, rubrics: list[str] | None, out_dir: Path, fmt: str) -> list[Exported]:
     check_checkpoint_id(checkpoint_id)
     if fmt not in FORMATS:
         raise ValueError(f"--format must be one of {', '.join(FORMATS)}")
