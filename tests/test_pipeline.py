@@ -215,6 +215,7 @@ PLANTED_REGRESSIONS = {
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # ~2 min alone; the whole suite shares 2 cores with the llama-server build
 def test_the_demo_as_make_demo_runs_it(tmp_path, monkeypatch, capsys):
     """`python -m eval_pipeline.demo` (what `make demo` runs) on a fresh DAGSTER_HOME and warehouse: every sample
     checkpoint evaluated, the results printed, exit 0; the project's instance written into the empty

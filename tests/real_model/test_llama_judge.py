@@ -158,7 +158,7 @@ def test_every_score_has_its_distribution_or_the_reason_it_has_none(server_env, 
 
 def test_a_written_ten_on_a_one_to_ten_questionnaire_reads_near_ten(server_env, rubrics, tmp_path):
     rubric = _with_judge(rubrics["roleplay_style"], top_logprobs=5)
-    df, _ = judge_samples(rubric, "c", _records("roleplay_style", 4), Warehouse(str(tmp_path / "w.duckdb")), "openai")
+    df, _ = judge_samples(rubric, "c", _records("roleplay_style", 2), Warehouse(str(tmp_path / "w.duckdb")), "openai")
     ok = df[(df.judge == "smollm") & (df.kind == "questionnaire_item") & (df.status == "ok")]
     items = ok[ok.expected_score.notna()]
     # a written 1 is read too (what the model might have written after it says whether it was going on to 10)
@@ -180,7 +180,7 @@ def test_a_cut_off_answer_is_missing_with_its_reason_and_asked_again_only_with_m
 def test_answer_schemas_are_bounded_where_the_server_enforces_them(server_env, rubrics, tmp_path):
     rubric = _with_judge(rubrics["roleplay_style"])
     wh = Warehouse(str(tmp_path / "w.duckdb"))
-    rows, _ = extract(rubric, "c", _records("roleplay_style", 4), wh, "openai")
+    rows, _ = extract(rubric, "c", _records("roleplay_style", 2), wh, "openai")
     assert (rows.status == "ok").any(), rows.reason.unique()
     for r in rows[rows.status == "ok"].itertuples():
         observations, items = json.loads(r.observations), json.loads(r.items)
