@@ -19,6 +19,10 @@ from typing import Any
 
 _STOP = threading.Event()
 _STOPPING = (signal.SIGINT, signal.SIGTERM)
+# after Ctrl-C or SIGTERM, the command has this long to stop by itself; a step busy in native code (a DuckDB query,
+# a validation) sees no signal until it returns, so then the process ends here: as a SIGKILL would, which a
+# partition replaced in one transaction survives, and the next run marks the run failed and finishes the work
+GRACE_S = 1.5
 
 
 def requested() -> bool:
@@ -47,6 +51,15 @@ def _quiet_unraisable(previous: Any) -> Any:
     return hook
 
 
+def _give_up() -> None:
+    """The command did not stop within GRACE_S of the signal: end the process now, in one line."""
+    try:
+        sys.stderr.write("eval-pipeline: interrupted mid-step (exit 130); the next run finishes the work\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(130)
+
+
 @contextmanager
 def watching() -> Iterator[None]:
     """Note Ctrl-C and SIGTERM for ``requested()`` (main thread only; elsewhere a no-op)."""
@@ -60,16 +73,24 @@ def watching() -> Iterator[None]:
     old_hook = sys.unraisablehook
     sys.unraisablehook = _quiet_unraisable(old_hook)
 
+    deadline: list[threading.Timer] = []
+
     def reader() -> None:
         while data := os.read(read, 64):
             if any(sig in data for sig in _STOPPING):
                 _STOP.set()
+                if not deadline:
+                    deadline.append(threading.Timer(GRACE_S, _give_up))
+                    deadline[0].daemon = True
+                    deadline[0].start()
 
     thread = threading.Thread(target=reader, daemon=True, name="signal-watcher")
     thread.start()
     try:
         yield
     finally:
+        for timer in deadline:  # stopped in time: what follows (the summary) is the command's own
+            timer.cancel()
         signal.set_wakeup_fd(old_fd)
         sys.unraisablehook = old_hook
         os.close(write)  # the reader sees the end of the pipe and ends

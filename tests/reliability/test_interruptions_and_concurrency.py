@@ -285,3 +285,32 @@ def test_sigterm_while_the_command_is_starting_is_one_line_and_exit_130(tmp_path
     out = proc.communicate(timeout=60)[0]
     assert proc.returncode == EXIT_INTERRUPTED, out
     assert "Traceback" not in out and "interrupted (exit 130)" in out, out
+
+
+BUSY_IN_NATIVE_CODE = """
+import hashlib
+from eval_pipeline.cli import _sigterm_as_interrupt
+from eval_pipeline.core import interrupts
+_sigterm_as_interrupt()  # as the command does
+with interrupts.watching():
+    print("busy", flush=True)
+    hashlib.pbkdf2_hmac("sha256", b"x", b"y", 200_000_000)  # a minute in C that looks at no signal
+    print("QUERY DONE", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_signal_during_a_step_busy_in_native_code_still_ends_the_command_at_once(tmp_path):
+    """#48: Ctrl-C/SIGTERM took 4.8-12.3 s when it landed while a step was inside native code (a DuckDB query, a
+    validation): Python sees a signal only between its own instructions. The watcher gives the command a short
+    grace, then ends the process in one line, as a SIGKILL would (which the pipeline's writes survive). (DuckDB's
+    own queries look at signals; a hash, Polars or Dagster holding the signal back do not.)"""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BUSY_IN_NATIVE_CODE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "busy"
+    time.sleep(0.5)  # inside the query
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "QUERY DONE" not in out  # ended before the query could finish
+    assert err.strip() == "eval-pipeline: interrupted mid-step (exit 130); the next run finishes the work"
