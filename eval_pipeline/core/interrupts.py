@@ -22,7 +22,7 @@ _STOPPING = (signal.SIGINT, signal.SIGTERM)
 # after Ctrl-C or SIGTERM, the command has this long to stop by itself; a step busy in native code (a DuckDB query,
 # a validation) sees no signal until it returns, so then the process ends here: as a SIGKILL would, which a
 # partition replaced in one transaction survives, and the next run marks the run failed and finishes the work
-GRACE_S = 1.5
+GRACE_S = 3.0
 
 
 def requested() -> bool:
@@ -54,7 +54,7 @@ def _quiet_unraisable(previous: Any) -> Any:
 def _give_up() -> None:
     """The command did not stop within GRACE_S of the signal: end the process now, in one line."""
     try:
-        sys.stderr.write("eval-pipeline: interrupted mid-step (exit 130); the next run finishes the work\n")
+        sys.stderr.write("eval-pipeline: interrupted (exit 130): stopped mid-step; the next run finishes the work\n")
         sys.stderr.flush()
     finally:
         os._exit(130)

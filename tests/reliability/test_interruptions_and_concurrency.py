@@ -313,4 +313,4 @@ def test_a_signal_during_a_step_busy_in_native_code_still_ends_the_command_at_on
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "QUERY DONE" not in out  # ended before the query could finish
-    assert err.strip() == "eval-pipeline: interrupted mid-step (exit 130); the next run finishes the work"
+    assert err.strip() == "eval-pipeline: interrupted (exit 130): stopped mid-step; the next run finishes the work"
