@@ -720,7 +720,11 @@ def entry() -> int:
     took most of a second after the work was done, an interrupted command's included). Everything is closed by
     then; the exit handlers still run and the output is flushed."""
     _sigterm_as_interrupt()
-    code = main()
+    try:
+        code = main()
+    except KeyboardInterrupt:  # before main's own handling begins (its arguments still being read)
+        print("eval-pipeline: interrupted (exit 130)", file=sys.stderr)
+        code = EXIT_INTERRUPTED
     import atexit
     import os
 
