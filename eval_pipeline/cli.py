@@ -8,9 +8,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from eval_pipeline.core.terminal import EXIT_INTERRUPTED, EXIT_RUN_FAILED, EXIT_SERVER, EXIT_USAGE, clean
+from eval_pipeline.core.terminal import (
+    EXIT_INTERRUPTED,
+    EXIT_RUN_FAILED,
+    EXIT_SERVER,
+    EXIT_USAGE,
+    clean,
+    exit_now,
+)
 
 EXIT_CODES = """exit codes:
   0    every checkpoint evaluated, every gate passed, the data complete
@@ -690,8 +697,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except KeyboardInterrupt:
-        print("eval-pipeline: interrupted (exit 130)", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _interrupted()
     except ServerError as exc:
         if debug:
             raise
@@ -714,25 +720,21 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_RUN_FAILED
 
 
-def entry() -> int:
+def _interrupted() -> int:
+    print("eval-pipeline: interrupted (exit 130)", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def entry() -> NoReturn:
     """The `eval-pipeline` command: ``main`` with SIGTERM taken as Ctrl-C from its first moment, ended without the
-    interpreter's teardown (freeing what a run built one object at a time, WordNet's indexes alone a million,
-    took most of a second after the work was done, an interrupted command's included). Everything is closed by
-    then; the exit handlers still run and the output is flushed."""
+    interpreter's teardown (``exit_now``)."""
     _sigterm_as_interrupt()
     try:
         code = main()
     except KeyboardInterrupt:  # before main's own handling begins (its arguments still being read)
-        print("eval-pipeline: interrupted (exit 130)", file=sys.stderr)
-        code = EXIT_INTERRUPTED
-    import atexit
-    import os
-
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+        code = _interrupted()
+    exit_now(code)
 
 
 if __name__ == "__main__":
-    sys.exit(entry())
+    entry()

@@ -8,18 +8,18 @@ ephemeral instance when DAGSTER_HOME is unset.
 from __future__ import annotations
 
 import argparse
-import atexit
 import os
 import resource
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import dagster as dg
 
 from eval_pipeline.console import Progress, checkpoint_line, decided, exit_code, report_lines, shorten
 from eval_pipeline.core import progress, settings
+from eval_pipeline.core.terminal import exit_now
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.instance import open_instance
 from eval_pipeline.defs.runner import RunOutcome, materialize_checkpoints
@@ -124,17 +124,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"demo: exit {code} (see the FAILED / INCOMPLETE lines above)", file=sys.stderr)
     instance.dispose()  # the event databases closed: their write-ahead logs go into the files
     return code
-
-
-def exit_now(code: int) -> NoReturn:
-    """End the process without the interpreter's teardown, which frees what the run built one object at a time
-    (WordNet's indexes alone are about a million objects). Everything is
-    closed by then (the warehouse after each use, a run's event database when the run ends); the exit handlers
-    still run (logging's flush among them) and the output is flushed."""
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":

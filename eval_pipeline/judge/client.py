@@ -354,8 +354,8 @@ def advertised_slots(endpoint: str, api_key: str | None = None) -> int | None:
 
 class OpenAIJudgeClient:
     """One judge (model + endpoint). Create inside the event loop that uses it. It starts from what earlier clients
-    of this process learnt about the same endpoint and model (``learnt``), else from the slots the server advertises
-    (``advertised_slots``), never past the configured concurrency."""
+    of this process learnt about the same endpoint and model (``learnt``), never past the configured concurrency
+    (which ``judge.calls.call_specs`` caps at the slots the server advertises)."""
 
     def __init__(self, settings: JudgeSettings, api_key: str | None = None):
         self.settings = settings
@@ -380,10 +380,6 @@ class OpenAIJudgeClient:
         if known is not None:  # where the last client of this endpoint settled
             self._limit = max(1, min(self._limit, known.limit))
             self._timeout = min(settings.timeout_s * TIMEOUT_GROWTH, max(settings.timeout_s, known.timeout_s))
-        else:  # the first client of this endpoint: start at the capacity the server advertises, if it does
-            slots = advertised_slots(settings.endpoint(), self._api_key)
-            if slots is not None:
-                self._limit = min(self._limit, slots)
         self._epoch = 0  # bumped at each cut: a time-out of a call started before it does not cut again
         self._answered_since_change = 0
         self._ever_answered = False
@@ -392,7 +388,8 @@ class OpenAIJudgeClient:
         self._in_flight = 0
         self._unreachable_in_a_row = 0
         self._down: str | None = None  # why the endpoint was given up on (the circuit breaker)
-        self._tripped = asyncio.Event()  # set with _down: the calls in flight stop waiting for their answers
+        # done with _down: the calls in flight stop waiting for their answers (made in the loop, at the first POST)
+        self._tripped: asyncio.Future[None] | None = None
         self._budget = costs.current()  # the run's budget (EVAL_JUDGE_BUDGET), drawn on request by request
         self.stats = ClientStats()
         self.stats.start_concurrency, self.stats.start_timeout_s = self._limit, self._timeout
@@ -451,18 +448,21 @@ class OpenAIJudgeClient:
     async def _post(self, body: dict[str, Any], timeout: float) -> Any:
         """The POST, bounded by ``timeout`` (``asyncio.TimeoutError``), or ``_GIVEN_UP`` as soon as the endpoint is
         given up on (``_tripped``): the calls in flight to a black hole do not each wait out their time-out."""
-        post = asyncio.ensure_future(self._client.post("/chat/completions", body=body, cast_to=object))
-        tripped = asyncio.ensure_future(self._tripped.wait())
+        if self._tripped is None:
+            self._tripped = asyncio.get_running_loop().create_future()
+        post: asyncio.Future[Any] = asyncio.ensure_future(
+            self._client.post("/chat/completions", body=body, cast_to=object)
+        )
+        waiting: set[asyncio.Future[Any]] = {post, self._tripped}
         try:
-            done, _ = await asyncio.wait({post, tripped}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            tripped.cancel()
             if not post.done():
                 post.cancel()
                 post.add_done_callback(_quiet)
         if post in done:
             return post.result()
-        if tripped in done:
+        if self._tripped in done:
             return _GIVEN_UP
         raise asyncio.TimeoutError
 
@@ -477,7 +477,8 @@ class OpenAIJudgeClient:
         if limit and self._unreachable_in_a_row >= limit and self._down is None:
             host = urlsplit(self.settings.endpoint()).netloc or self.settings.endpoint()
             self._down = f"endpoint {host} unreachable, stopped asking after {limit} failed attempts in a row: {error}"
-            self._tripped.set()
+            if self._tripped is not None and not self._tripped.done():
+                self._tripped.set_result(None)
             self._gate_wakeup()
 
     # long by design: the retry loop: every HTTP outcome (answer, re-ask, retry, give up) classified in one place, so no
