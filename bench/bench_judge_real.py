@@ -84,9 +84,7 @@ def pipeline(server: llama.LlamaServer, samples: int) -> tuple[float, str]:
         (root / "rubric_configs").symlink_to(ROOT / "rubric_configs")
         llama.small_checkpoint(ROOT / "data" / "checkpoints" / "ckpt-0300", root / "data" / "checkpoints", samples)
         (root / "data" / "human_ratings").mkdir()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "OPENAI_", "DAGSTER_"))}
-        env |= dict(EVAL_PROJECT_DIR=str(root), DAGSTER_HOME=str(root / "home"), EVAL_JUDGE="openai")
-        env |= dict(EVAL_JUDGE_MODEL=llama.MODEL_NAME, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="none")
+        env = llama.judge_env(llama.without_settings(dict(os.environ)), server, root)
         cli = str(Path(sys.executable).with_name("eval-pipeline"))
         t0 = time.perf_counter()
         subprocess.run([cli, "run", "--checkpoint", "ckpt-llm", "--rubric", RUBRIC, "--no-fail-on-gates"], env=env,

@@ -303,6 +303,26 @@ def small_checkpoint(source: Path, root: Path, samples: int = 6, name: str = "ck
     return folder
 
 
+def judge_env(base: dict[str, str], server: LlamaServer, project: Path, api_key: str = "none") -> dict[str, str]:
+    """``base`` with what points a project's commands at the local model: the project folder, the OpenAI-protocol
+    judge at the server's address, the model's name, the key, and a Dagster home of the project's own (unless
+    ``base`` names one)."""
+    return {
+        "DAGSTER_HOME": str(project / ".dagster_home"),
+        **base,
+        "EVAL_PROJECT_DIR": str(project),
+        "EVAL_JUDGE": "openai",
+        "EVAL_JUDGE_MODEL": MODEL_NAME,
+        "OPENAI_BASE_URL": server.base_url,
+        "OPENAI_API_KEY": api_key,
+    }
+
+
+def without_settings(env: dict[str, str]) -> dict[str, str]:
+    """``env`` without any of the project's, the judge's or Dagster's settings (a clean start for a test)."""
+    return {k: v for k, v in env.items() if not k.startswith(("EVAL_", "OPENAI_", "DAGSTER_"))}
+
+
 def demo(project: Path, rubrics: list[str], samples: int = 6) -> int:
     """``make demo-llm``: six samples of ckpt-0300 judged by the local model through the whole pipeline (``make
     demo``'s own command), in a lake of their own (``data/llm_demo/``): a real LLM judge's numbers are never put
@@ -312,16 +332,10 @@ def demo(project: Path, rubrics: list[str], samples: int = 6) -> int:
     with serving(slots=4) as server:
         print(f"llama-server: {MODEL_NAME} at {server.base_url}, 4 slots, one thread; judging {samples} samples "
               f"of ckpt-0300 ({', '.join(rubrics) or 'every rubric'}): a few minutes on 2 cores")  # fmt: skip
-        env = dict(
-            os.environ,
-            EVAL_PROJECT_DIR=str(project),
-            EVAL_JUDGE="openai",
-            EVAL_JUDGE_MODEL=MODEL_NAME,
-            OPENAI_BASE_URL=server.base_url,
-            OPENAI_API_KEY="none",
+        env = judge_env({**os.environ, "DAGSTER_HOME": str(where / ".dagster_home")}, server, project)
+        env |= dict(
             EVAL_CHECKPOINT_DIR=str(where / "checkpoints"),
             EVAL_WAREHOUSE=f"ducklake:sqlite:{where / 'lake' / 'catalog.sqlite'}",
-            DAGSTER_HOME=str(where / ".dagster_home"),
         )
         cmd = [sys.executable, "-m", "eval_pipeline.demo", *[a for r in rubrics for a in ("--rubric", r)]]
         code = subprocess.run(cmd, env=env).returncode

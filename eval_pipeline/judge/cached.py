@@ -122,9 +122,8 @@ def cached_calls(
         with cache.BackgroundWriter(wh) as writer:
 
             def on_answer(key: str, o: CallOutcome) -> None:
-                not_asked = o.attempts == 0 and (o.error or "").startswith("budget:")
-                stats.not_asked_budget += not_asked
-                tick(o, called=not not_asked)
+                stats.not_asked_budget += o.not_asked
+                tick(o, called=not o.not_asked)
                 if o.answer_text is None:
                     return  # no answer (the endpoint failed): nothing to keep, a re-run asks again
                 # the answer that was used, usable or not, cached as it arrives: a re-run makes no call and

@@ -62,8 +62,10 @@ class CallOutcome:
     answer_text: str | None = None
     logprobs: list[Any] | None = None  # the used answer's token log probabilities, when the judge returned them
     cut_at: int = 0  # > 0: the last answer was cut off at this many tokens (finish_reason length)
+    not_asked: bool = False  # never sent: the run's budget would not cover it
 
     def add(self, res: CallResult) -> None:
+        self.not_asked = res.not_asked and not self.attempts
         self.attempts += res.attempts
         self.prompt_tokens += res.prompt_tokens
         self.completion_tokens += res.completion_tokens

@@ -54,16 +54,18 @@ def secret_forms(secret: str) -> tuple[str, ...]:
 _ESCAPE_RE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(/)|\\)")  # an escaped backslash is read as one, kept
 
 
-def _plain_escapes(text: str) -> str:
-    def plain(m: re.Match[str]) -> str:
-        if m.group(2):
-            return "/"
-        if m.group(1) is None:
-            return m.group(0)
-        c = chr(int(m.group(1), 16))
-        return c if c.isprintable() and c not in '"\\' and not 0xD800 <= ord(c) <= 0xDFFF else m.group(0)
+def _plain(m: re.Match[str]) -> str:
+    """One escape as the character it spells, or as it is (see ``_ESCAPE_RE``)."""
+    if m.group(2):
+        return "/"
+    if m.group(1) is None:
+        return m.group(0)
+    c = chr(int(m.group(1), 16))
+    return c if c.isprintable() and c not in '"\\' and not 0xD800 <= ord(c) <= 0xDFFF else m.group(0)
 
-    return _ESCAPE_RE.sub(plain, text)
+
+def _plain_escapes(text: str) -> str:
+    return _ESCAPE_RE.sub(_plain, text)
 
 
 def redact(text: str, secret: str | None = None) -> str:
@@ -83,18 +85,11 @@ def _decoded_with_offsets(text: str) -> tuple[str, list[int]]:
     offsets: list[int] = []
     pos = 0
     for m in _ESCAPE_RE.finditer(text):
-        for i in range(pos, m.start()):
-            out.append(text[i])
-            offsets.append(i)
-        plain = _plain_escapes(m.group(0))
-        for c in plain:
-            out.append(c)
-            offsets.append(m.start())
+        out.append(text[pos : m.start()] + _plain(m))
+        offsets += [*range(pos, m.start()), *[m.start()] * len(out[-1][m.start() - pos :])]
         pos = m.end()
-    for i in range(pos, len(text)):
-        out.append(text[i])
-        offsets.append(i)
-    offsets.append(len(text))
+    out.append(text[pos:])
+    offsets += [*range(pos, len(text) + 1)]
     return "".join(out), offsets
 
 
@@ -179,6 +174,7 @@ class CallResult:
     attempts: int = 0
     logprobs: list[Any] | None = None  # [[token, [[alternative, logprob], ...]], ...] when asked and returned
     truncated: bool = False  # the endpoint stopped at max_tokens (finish_reason "length")
+    not_asked: bool = False  # never sent: the run's budget would not cover it
 
 
 @dataclass
@@ -520,7 +516,7 @@ class OpenAIJudgeClient:
                 held = self._budget.reserve(s.model, messages, kwargs.get("response_format"), kwargs["max_tokens"])
                 if held is None:
                     await self._leave()
-                    result.error = self._budget.why_not()
+                    result.error, result.not_asked = self._budget.why_not(), result.attempts == 0
                     return result
             used_timeout = self._timeout
             t0 = time.perf_counter()

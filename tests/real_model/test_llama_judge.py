@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.core.config import JudgeSpec
-from eval_pipeline.devtools.llama import MODEL_NAME, small_checkpoint
+from eval_pipeline.devtools.llama import MODEL_NAME, judge_env, small_checkpoint, without_settings
 from eval_pipeline.judge.extraction import ITEM_MAX_CHARS, OBSERVATIONS_MAX, extract
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.storage.warehouse import Warehouse
@@ -67,15 +67,7 @@ def evaluated(tmp_path_factory, llama_server):
     shutil.copytree(RUBRIC_DIR, root / "rubric_configs")
     small_checkpoint(SAMPLE_CHECKPOINTS / "ckpt-0300", root / "data" / "checkpoints", samples=4)
     (root / "data" / "human_ratings").mkdir(parents=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "OPENAI_", "DAGSTER_"))}
-    env.update(
-        EVAL_PROJECT_DIR=str(root),
-        DAGSTER_HOME=str(root / ".dagster_home"),
-        EVAL_JUDGE="openai",
-        EVAL_JUDGE_MODEL=MODEL_NAME,
-        OPENAI_BASE_URL=llama_server.base_url,
-        OPENAI_API_KEY=KEY,
-    )
+    env = judge_env(without_settings(dict(os.environ)), llama_server, root, api_key=KEY)
     cmd = [EVAL, "run", "--checkpoint", "ckpt-llm", "--rubric", "npc_dialogue", "--no-fail-on-gates"]
     res = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1800)
     return res, root, env
@@ -206,7 +198,7 @@ def test_make_demo_llm_judges_end_to_end_in_a_lake_of_its_own(tmp_path, llama_se
     shutil.copytree(RUBRIC_DIR, tmp_path / "rubric_configs")
     shutil.copytree(SAMPLE_CHECKPOINTS / "ckpt-0300", tmp_path / "data" / "checkpoints" / "ckpt-0300")
     (tmp_path / "data" / "human_ratings").mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "OPENAI_", "DAGSTER_"))}
+    env = without_settings(dict(os.environ))
     cmd = [sys.executable, "-m", "eval_pipeline.devtools.llama", "demo", "--rubric", "kg_qa", "--samples", "2"]
     res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     out = res.stdout + res.stderr
