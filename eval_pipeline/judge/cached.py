@@ -42,6 +42,7 @@ class JudgeRunStats:
     start_concurrency: int = 0
     timeout_cuts: int = 0
     final_concurrency: int = 0
+    timeout_extensions: int = 0  # time-outs doubled for calls in flight within the server's slots (none cut)
 
     def merge(self, other: JudgeRunStats) -> None:
         """Add another batch's figures (the same judges, scored in chunks)."""
@@ -66,6 +67,7 @@ class JudgeRunStats:
         self.processes = max(self.processes, other.processes)
         self.start_concurrency = self.start_concurrency or other.start_concurrency
         self.timeout_cuts += other.timeout_cuts
+        self.timeout_extensions += other.timeout_extensions
         self.final_concurrency = other.final_concurrency or self.final_concurrency
         for reason, n in other.missing_reasons.items():
             self.missing_reasons[reason] = self.missing_reasons.get(reason, 0) + n
@@ -154,6 +156,7 @@ def cached_calls(
         stats.processes = max(stats.processes, cs.processes)
         stats.start_concurrency = stats.start_concurrency or cs.start_concurrency
         stats.timeout_cuts += cs.timeout_cuts
+        stats.timeout_extensions += cs.timeout_extensions
         stats.final_concurrency = cs.final_concurrency or stats.final_concurrency
         stats.latencies_ms += cs.latency_ms
         spent = prices.cost(settings.model, cs.prompt_tokens, cs.completion_tokens)

@@ -365,8 +365,8 @@ def call_specs(
     """Outcome per spec key, and the client statistics. ``on_answer`` sees every final outcome as it arrives.
     Never more calls in flight, over all worker processes, than the slots the server advertises."""
     slots = advertised_slots(settings.endpoint(), env_settings.openai_api_key()) if specs else None
-    if slots is not None and slots < settings.concurrency:
-        settings = replace(settings, concurrency=slots)
+    if slots is not None:
+        settings = replace(settings, concurrency=min(slots, settings.concurrency), server_slots=slots)
     n = worker_processes(settings, len(specs))
     if costs.current() is not None:  # a budget is drawn on request by request, by this process's one client
         n = 1

@@ -141,6 +141,9 @@ class JudgeSettings:
     # every call not yet answered is given up at once with that reason (0: never)
     max_consecutive_failures: int = 8
     extra_body: tuple[tuple[str, Any], ...] = ()  # server-specific options sent as they are (JudgeSpec.extra_body)
+    # the requests the server says it serves at once (judge.calls.call_specs sets it and caps ``concurrency`` there):
+    # a call that outlasts its time-out is then being worked on, not queued, and waits longer instead of being cut
+    server_slots: int | None = None
 
     def endpoint(self) -> str:
         """The endpoint that answers: the judge's base_url, else OPENAI_BASE_URL, else the client's default."""
@@ -187,6 +190,7 @@ class ClientStats:
     max_in_flight: int = 0
     processes: int = 1
     timeout_cuts: int = 0  # how often a time-out halved the calls in flight (an endpoint slower than asked of it)
+    timeout_extensions: int = 0  # how often calls in flight past their time-out were given twice as long instead
     start_concurrency: int = 0  # calls allowed in flight at the start (what an earlier client learnt, else config)
     start_timeout_s: float = 0.0
     final_concurrency: int = 0  # calls allowed in flight when the batch ended (0: never cut)
@@ -200,6 +204,7 @@ class ClientStats:
         self.max_in_flight += other.max_in_flight
         self.latency_ms += other.latency_ms
         self.timeout_cuts += other.timeout_cuts
+        self.timeout_extensions += other.timeout_extensions
         self.final_concurrency = max(self.final_concurrency, other.final_concurrency)
         self.start_concurrency = max(self.start_concurrency, other.start_concurrency)
         self.start_timeout_s = max(self.start_timeout_s, other.start_timeout_s)
@@ -443,15 +448,24 @@ class OpenAIJudgeClient:
 
     async def _post(self, body: dict[str, Any], timeout: float) -> Any:
         """The POST, bounded by ``timeout`` (``asyncio.TimeoutError``), or ``_GIVEN_UP`` as soon as the endpoint is
-        given up on (``_tripped``): the calls in flight to a black hole do not each wait out their time-out."""
+        given up on (``_tripped``): the calls in flight to a black hole do not each wait out their time-out.
+
+        Within the server's advertised slots (``server_slots``) the server is working on every call in flight, so a
+        call reaching its time-out does not cut it (its work would be lost and paid again): the time-out doubles
+        (up to ``TIMEOUT_GROWTH`` times the configured one) for this call and every other, and it keeps waiting."""
         if self._tripped is None:
             self._tripped = asyncio.get_running_loop().create_future()
         post: asyncio.Future[Any] = asyncio.ensure_future(
             self._client.post("/chat/completions", body=body, cast_to=object)
         )
         waiting: set[asyncio.Future[Any]] = {post, self._tripped}
+        t0 = time.perf_counter()
         try:
-            done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            while True:
+                left = max(timeout, self._timeout if self._within_slots() else 0.0) - (time.perf_counter() - t0)
+                done, _ = await asyncio.wait(waiting, timeout=max(0.0, left), return_when=asyncio.FIRST_COMPLETED)
+                if done or not self._extend(time.perf_counter() - t0):
+                    break
         finally:
             if not post.done():
                 post.cancel()
@@ -461,6 +475,25 @@ class OpenAIJudgeClient:
         if self._tripped in done:
             return _GIVEN_UP
         raise asyncio.TimeoutError
+
+    def _within_slots(self) -> bool:
+        slots = self.settings.server_slots
+        return slots is not None and self._limit <= slots
+
+    def _extend(self, waited: float) -> bool:
+        """A call waited ``waited`` s: whether it may wait longer (within the server's slots, the time-out doubled
+        while under its cap; once per doubling, however many calls reach it)."""
+        if not self._within_slots():
+            return False
+        if waited < self._timeout:  # another call already doubled it
+            return True
+        cap = self.settings.timeout_s * TIMEOUT_GROWTH
+        if self._timeout >= cap:
+            return False
+        self._timeout = min(cap, self._timeout * 2)
+        self.stats.timeout_extensions += 1
+        self._remember()
+        return True
 
     def _backoff(self, attempt: int) -> float:
         cap = min(self.settings.backoff_max_s, self.settings.backoff_base_s * (2**attempt))

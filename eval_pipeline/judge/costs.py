@@ -235,4 +235,5 @@ USAGE_COLUMNS = [
     "start_concurrency",
     "timeout_cuts",
     "final_concurrency",
+    "timeout_extensions",  # time-outs doubled while every call in flight was within the server's slots (none cut)
 ]

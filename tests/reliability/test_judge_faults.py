@@ -213,3 +213,30 @@ def test_a_server_that_advertises_its_slots_is_never_sent_more_at_once(rubrics, 
     assert (df[df.judge == PANEL].status == "ok").all()
     assert stub.state.max_in_flight == 2  # both slots used, never more asked at once
     assert (stats.start_concurrency, stats.timeout_cuts) == (2, 0)
+
+
+def test_within_the_advertised_slots_a_slow_answer_is_waited_for_not_cut(rubrics, stub, warehouse_path):
+    """#45: at or under the slots the server advertises, a call past its time-out is being worked on, not queued:
+    cutting it would throw its work away and pay it again (on ckpt-0300 the first step's wave of cut calls cost a
+    third of the bench's wall time). The time-out doubles for the calls in flight and they keep waiting."""
+    stub.state.slots, stub.state.latency_s, stub.state.advertise_slots = 2, 1.5, True
+    df, stats = ask(rubrics["empathetic_dialogue"], warehouse_path, records(6), timeout_s=1.0, concurrency=16)
+    assert (df[df.judge == PANEL].status == "ok").all(), df.reason.dropna().unique()[:3]
+    # every prompt asked once: no answer thrown away on a time-out, the limit never halved
+    assert stub.state.requests == stats.calls == stats.http_attempts
+    assert (stats.start_concurrency, stats.timeout_cuts, stats.timeout_extensions) == (2, 0, 1)
+    assert stub.state.max_in_flight == 2
+
+
+def test_past_the_grown_time_out_a_call_within_the_slots_is_still_cut(rubrics, stub, warehouse_path):
+    """The patience is bounded: the time-out grows to TIMEOUT_GROWTH times the configured one and no further, so a
+    server that takes longer still is cut, throttled and, past the breaker, given up."""
+    stub.state.slots, stub.state.advertise_slots = 2, True
+    stub.state.fault_rate, stub.state.fault_kind, stub.state.timeout_sleep_s = 1.0, "timeout", 60.0
+    df, stats = ask(
+        rubrics["empathetic_dialogue"], warehouse_path, records(4),
+        timeout_s=0.2, max_retries=1, concurrency=16, max_consecutive_failures=4,
+    )  # fmt: skip
+    panel = df[df.judge == PANEL]
+    assert (panel.status == "missing").all() and panel.reason.str.contains("timeout|stopped asking").all()
+    assert stats.timeout_extensions == 2 and stats.timeout_cuts >= 1  # 0.2 -> 0.4 -> 0.8 (4x), then cut

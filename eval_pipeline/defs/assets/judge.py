@@ -48,10 +48,15 @@ def throttling_text(stats: JudgeRunStats) -> str:
     if not stats.calls:
         return "no calls"
     start = f"started at {stats.start_concurrency} in flight" if stats.start_concurrency else "started as configured"
+    waited = (
+        f"; time-out doubled {stats.timeout_extensions} time(s) within the server's slots"
+        if stats.timeout_extensions
+        else ""
+    )
     if not stats.timeout_cuts:
-        return f"{start}; never throttled"
+        return f"{start}; never throttled{waited}"
     settled = f", settled at {stats.final_concurrency}" if stats.final_concurrency else ""
-    return f"{start}; halved {stats.timeout_cuts} time(s) on time-outs{settled}"
+    return f"{start}; halved {stats.timeout_cuts} time(s) on time-outs{settled}{waited}"
 
 
 def _usage_frame(
@@ -82,6 +87,7 @@ def _usage_frame(
         start_concurrency=total.start_concurrency,
         timeout_cuts=total.timeout_cuts,
         final_concurrency=total.final_concurrency,
+        timeout_extensions=total.timeout_extensions,
         cost=total.cost,
         currency=currency,
         not_asked_budget=total.not_asked_budget,
