@@ -103,17 +103,24 @@ def _rubrics_and_defs(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     return build_definitions(lenient=True), rubrics
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _scan() -> Any:
+    """The checkpoint folders of EVAL_CHECKPOINT_DIR as they are now (an ``s3://`` one mirrored first)."""
+    from eval_pipeline.defs.resources import CheckpointSource
     from eval_pipeline.ingest.checkpoints import scan_checkpoints
 
+    return scan_checkpoints(CheckpointSource().folder())
+
+
+def cmd_run(args: argparse.Namespace) -> int:
     defs, rubrics = _rubrics_and_defs(args)
-    scan = scan_checkpoints()
+    scan = _scan()
     ckpts = _select(scan, args.checkpoint)
     if not ckpts:
-        why = f"; refused: {scan.refused[0]}" + (
-            f" (and {len(scan.refused) - 1} more)" if len(scan.refused) > 1 else ""
-        )
-        raise CliError("no complete checkpoint folders found" + (why if scan.refused else ""))
+        why = ""
+        if scan.refused:
+            more = f" (and {len(scan.refused) - 1} more)" if len(scan.refused) > 1 else ""
+            why = f"; refused: {scan.refused[0]}{more}"
+        raise CliError("no complete checkpoint folders found" + why)
     from eval_pipeline.console import evaluate
 
     return _with_skipped(args, evaluate(args, ckpts, defs, rubrics, _instance()))
@@ -123,10 +130,9 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     from eval_pipeline.console import shorten
     from eval_pipeline.core import settings
     from eval_pipeline.defs.partitions import CHECKPOINTS
-    from eval_pipeline.ingest.checkpoints import scan_checkpoints
     from eval_pipeline.storage.warehouse import Warehouse
 
-    scan = scan_checkpoints()
+    scan = _scan()
     registered = set(_instance().get_dynamic_partitions(CHECKPOINTS.name))
     status: dict[str, str] = {}
     wh = Warehouse(settings.warehouse_path())
@@ -242,10 +248,9 @@ def _write_result(table: Any, args: argparse.Namespace) -> None:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    from eval_pipeline.ingest.checkpoints import scan_checkpoints
 
     defs, rubrics = _rubrics_and_defs(args)
-    ckpts = _select(scan_checkpoints(), None)
+    ckpts = _select(_scan(), None)
     ids = [c.checkpoint_id for c in ckpts]
     for name in (args.start, args.end):
         if name and name not in ids:
@@ -272,14 +277,13 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
     """A ratings CSV ready to fill: the columns the loader reads, one row per sample id of the checkpoint."""
     import csv
 
-    from eval_pipeline.ingest.checkpoints import scan_checkpoints
     from eval_pipeline.rubrics import load_rubrics
 
     rubrics = {r.name: r for r in load_rubrics()}
     rubric = rubrics.get(args.rubric)
     if rubric is None:
         raise CliError(f"unknown rubric {args.rubric!r}; known: {', '.join(sorted(rubrics))}")
-    ckpt = {c.checkpoint_id: c for c in scan_checkpoints().complete}.get(args.checkpoint)
+    ckpt = {c.checkpoint_id: c for c in _scan().complete}.get(args.checkpoint)
     if ckpt is None:
         raise CliError(f"no complete checkpoint folder for {args.checkpoint!r} (see 'eval-pipeline checkpoints')")
     path = ckpt.file_for(rubric.name)
@@ -473,6 +477,23 @@ def _relay(stream: Any, log_path: Path) -> None:
                 sys.stdout.flush()
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    """A worker of the distributed profile: Celery's worker on the app of ``eval_pipeline.defs.celery_app`` (the
+    broker EVAL_CELERY_BROKER), one run at a time per process, until Ctrl-C or SIGTERM (a run in progress is
+    finished first; a second signal stops at once)."""
+    import os
+    import socket
+
+    if not os.environ.get("EVAL_CELERY_BROKER", "").strip():
+        raise CliError("worker: EVAL_CELERY_BROKER is not set (the Redis URL the instance's run launcher uses)")
+    name = f"{args.name or 'worker'}@{socket.gethostname()}"
+    celery = [sys.executable, "-m", "celery", "-A", "eval_pipeline.defs.celery_app", "worker", "-n", name]
+    celery += ["-Q", "dagster", "-c", str(args.runs), "--prefetch-multiplier", "1", "-l", args.log_level]
+    celery += ["--without-gossip", "--without-mingle"]
+    os.execv(sys.executable, celery)
+    return 0  # not reached
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     """The Dagster webserver and the project's daemon (eval_pipeline/defs/daemon.py: Dagster's daemon with a
     backfill loop of EVAL_BACKFILL_INTERVAL_SECONDS, not 30 s) on one workspace, until Ctrl-C or until either
@@ -652,6 +673,15 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--host", default="127.0.0.1", help="past 127.0.0.1 it needs EVAL_ANNOTATE_TOKEN")
     an.add_argument("--warehouse")
     an.set_defaults(fn=cmd_annotate)
+    wk = sub.add_parser(
+        "worker",
+        help="a worker of the distributed profile: runs the instance's launched runs (Celery; docs/scaling.md)",
+        parents=[common],
+    )
+    wk.add_argument("--name", help="the worker's name (default: worker), shown on the runs it executes")
+    wk.add_argument("--runs", type=int, default=1, help="runs at once in this worker (default 1)")
+    wk.add_argument("--log-level", default="INFO")
+    wk.set_defaults(fn=cmd_worker)
     ui = sub.add_parser(
         "ui", help="the Dagster UI with the project's daemon (sensors, run queue, backfills)", parents=[common]
     )

@@ -83,9 +83,34 @@ def duckdb_memory_limit() -> str:
     return _env("EVAL_DUCKDB_MEMORY_LIMIT", "768MB")
 
 
+REMOTE = "s3://"  # a folder setting may name an object-storage folder (storage.objects): machines share it
+
+
+def location(name: str, default: str) -> str:
+    """A folder setting as given: an ``s3://`` URL, else the folder made absolute (``in_project``)."""
+    raw = _env(name, default)
+    return raw.rstrip("/") if raw.startswith(REMOTE) else str(in_project(raw))
+
+
+def local_folder(where: str) -> Path:
+    """Where a folder setting's files are on this machine: the folder itself, or for an ``s3://`` URL this
+    machine's mirror of it under ``cache_dir()`` (filled by ``storage.objects.mirror`` before it is read)."""
+    if not where.startswith(REMOTE):
+        return Path(where)
+    import hashlib
+
+    digest = hashlib.sha256(where.rstrip("/").encode()).hexdigest()[:16]
+    return cache_dir() / "mirror" / digest
+
+
+def checkpoint_location() -> str:
+    """EVAL_CHECKPOINT_DIR: where checkpoint folders land (a folder, or ``s3://bucket/prefix``)."""
+    return location("EVAL_CHECKPOINT_DIR", "data/checkpoints")
+
+
 def checkpoint_dir() -> Path:
-    """EVAL_CHECKPOINT_DIR: where checkpoint folders land."""
-    return in_project(_env("EVAL_CHECKPOINT_DIR", "data/checkpoints"))
+    """The checkpoint folders on this machine (``checkpoint_location``, or its mirror)."""
+    return local_folder(checkpoint_location())
 
 
 def rubric_dir() -> Path:
@@ -93,14 +118,24 @@ def rubric_dir() -> Path:
     return in_project(_env("EVAL_RUBRIC_DIR", PROJECT_MARKER))
 
 
+def ratings_location() -> str:
+    """EVAL_RATINGS_DIR: human rating CSVs, one folder per rubric (a folder, or ``s3://bucket/prefix``)."""
+    return location("EVAL_RATINGS_DIR", "data/human_ratings")
+
+
 def ratings_dir() -> Path:
-    """EVAL_RATINGS_DIR: human rating CSVs, one folder per rubric."""
-    return in_project(_env("EVAL_RATINGS_DIR", "data/human_ratings"))
+    """The rating files on this machine (``ratings_location``, or its mirror)."""
+    return local_folder(ratings_location())
+
+
+def worklist_location() -> str:
+    """EVAL_WORKLIST_DIR: where worklist CSVs are written (a folder, or ``s3://bucket/prefix``)."""
+    return location("EVAL_WORKLIST_DIR", "data/worklists")
 
 
 def worklist_dir() -> Path:
-    """EVAL_WORKLIST_DIR: where worklist CSVs are written."""
-    return in_project(_env("EVAL_WORKLIST_DIR", "data/worklists"))
+    """Where worklist CSVs are written on this machine (``worklist_location``, or the folder uploaded from)."""
+    return local_folder(worklist_location())
 
 
 def view_url() -> str:
@@ -143,6 +178,12 @@ def backfill_interval_seconds() -> float:
     if value <= 0:
         raise ValueError(f"EVAL_BACKFILL_INTERVAL_SECONDS must be > 0, got {value}")
     return value
+
+
+def dagster_url() -> str | None:
+    """EVAL_DAGSTER_URL: the Dagster webserver of a deployment whose runs execute on its workers (the distributed
+    profile): `eval-pipeline run` submits its runs there instead of running them in its own process."""
+    return os.environ.get("EVAL_DAGSTER_URL", "").strip().rstrip("/") or None
 
 
 def dagster_home() -> Path:

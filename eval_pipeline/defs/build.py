@@ -13,7 +13,7 @@ from eval_pipeline.core import settings
 from eval_pipeline.core.ids import IDENTIFIER_RE
 from eval_pipeline.defs.factory import rubric_definitions
 from eval_pipeline.defs.ratings_follow import build_ratings_sensor
-from eval_pipeline.defs.resources import default_resources
+from eval_pipeline.defs.resources import RatingsSource, default_resources
 from eval_pipeline.defs.sensors import build_checkpoint_sensor, build_report_sensors
 from eval_pipeline.rubrics import load_rubrics, load_rubrics_leniently
 
@@ -41,7 +41,7 @@ def build_definitions(
     resources = default_resources(warehouse_path, checkpoint_root)
     present = {k for keys in keys_by_rubric.values() for k in keys}
     follow = build_ratings_sensor(
-        [r.name for r in rubrics], present, settings.ratings_dir(), warehouse_path or settings.warehouse_path()
+        [r.name for r in rubrics], present, RatingsSource(), warehouse_path or settings.warehouse_path()
     )
     shared = dg.Definitions(
         sensors=[

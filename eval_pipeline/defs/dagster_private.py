@@ -1,9 +1,10 @@
 """Every Dagster name this project reaches past the public API for, in one place.
 
-Two things need them: the event log that keeps its SQLite connections (``defs/event_log.py``, a subclass of
-Dagster's ``SqliteEventLogStorage``) and the daemon entrypoint that shortens the backfill loop's sleep
-(``defs/daemon.py``). Nothing else imports ``dagster._``; ``tests/house/test_dagster_private.py`` fails when a
-Dagster release moves, renames or reshapes any of these, naming which.
+Three things need them: the event log that keeps its SQLite connections (``defs/event_log.py``, a subclass of
+Dagster's ``SqliteEventLogStorage``), the daemon entrypoint that shortens the backfill loop's sleep
+(``defs/daemon.py``) and the Celery worker reading which run a task executes (``defs/celery_app.py``: the
+arguments dagster-celery's launcher packs). Nothing else imports ``dagster._``; ``tests/house/test_dagster_private.py``
+fails when a Dagster release moves, renames or reshapes any of these, naming which.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
 from dagster._core.storage.sql import create_engine
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._daemon import controller as daemon_controller
-from dagster._serdes import ConfigurableClassData
+from dagster._serdes import ConfigurableClassData, unpack_value
 
 # what event_log.py overrides or calls on Dagster's SQLite event log (the house test checks each exists)
 EVENT_LOG_MEMBERS = (
@@ -56,6 +57,7 @@ __all__ = [
     "daemon_cli",
     "daemon_controller",
     "event_logs_directory",
+    "unpack_value",
 ]
 
 

@@ -15,10 +15,9 @@ checkpoints) and the ``ratings_sensor`` (the UI, the annotate app's saves), each
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import dagster as dg
 
+from eval_pipeline.defs.resources import RatingsSource
 from eval_pipeline.ingest.ratings import evaluated, stale
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -53,7 +52,7 @@ def _requests(step: str, rubric: str, ckpts: list[str], keys: list[dg.AssetKey],
 def build_ratings_sensor(
     rubrics: list[str],
     present: set[dg.AssetKey],
-    root: str | Path,
+    ratings: RatingsSource,
     warehouse: str,
     minimum_interval_seconds: int = 10,
 ) -> dg.SensorDefinition:
@@ -96,7 +95,7 @@ def build_ratings_sensor(
         try:
             for rubric in rubrics:
                 ckpts = [c for c in evaluated(wh, rubric) if c in registered]
-                now, old = stale(wh, rubric, Path(root), ckpts)
+                now, old = stale(wh, rubric, ratings.folder(rubric), ckpts)
                 if old:  # first step: read the files again
                     owed[rubric] = now
                     requests += _requests("ratings", rubric, old, ratings_keys(rubric, present), now)

@@ -14,6 +14,7 @@ from pydantic import Field, PrivateAttr
 
 from eval_pipeline.core import settings
 from eval_pipeline.ingest.checkpoints import Checkpoint, CheckpointError, checkpoint_folder, read_checkpoint
+from eval_pipeline.storage import objects
 from eval_pipeline.storage.warehouse import Warehouse
 
 
@@ -44,29 +45,73 @@ class WarehouseResource(dg.ConfigurableResource[Any]):
             self._warehouse = None
 
 
-class CheckpointSource(dg.ConfigurableResource[Any]):
-    """Where checkpoint folders land (EVAL_CHECKPOINT_DIR, default data/checkpoints)."""
+def _local(where: str, sub: str | None = None) -> Path:
+    """The folder ``where`` (or its ``sub`` folder) on this machine; an ``s3://`` one mirrored first, so what is
+    read is the store as it is now."""
+    local = settings.local_folder(where)
+    if objects.is_remote(where):
+        objects.mirror(objects.join(where, sub) if sub else where, local / sub if sub else local)
+    return local
 
-    root: str = Field(default_factory=lambda: str(settings.checkpoint_dir()))
+
+class CheckpointSource(dg.ConfigurableResource[Any]):
+    """Where checkpoint folders land (EVAL_CHECKPOINT_DIR, default data/checkpoints; an ``s3://`` folder on
+    several machines)."""
+
+    root: str = Field(default_factory=settings.checkpoint_location)
+
+    def folder(self, checkpoint_id: str | None = None) -> Path:
+        """The local folder of every checkpoint (an ``s3://`` root mirrored: only ``checkpoint_id``'s when given)."""
+        return _local(self.root, checkpoint_id)
+
+    def location(self, checkpoint_id: str) -> str:
+        """Where the checkpoint's folder is, as a person names it (its ``s3://`` URL, or the local folder)."""
+        if objects.is_remote(self.root):
+            return objects.join(self.root, checkpoint_id)
+        return str(checkpoint_folder(checkpoint_id, Path(self.root)))
+
+    def names(self) -> set[str]:
+        """Every checkpoint folder's name under the root, complete or not (an ``s3://`` root listed, not mirrored)."""
+        if objects.is_remote(self.root):
+            return {rel.split("/", 1)[0] for rel in objects.list_files(self.root) if "/" in rel}
+        root = Path(self.root)
+        return {p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
 
     def load(self, checkpoint_id: str) -> Checkpoint:
-        folder = checkpoint_folder(checkpoint_id, Path(self.root))
+        folder = checkpoint_folder(checkpoint_id, self.folder(checkpoint_id))
         if not folder.is_dir():
             raise CheckpointError(f"checkpoint {checkpoint_id!r}: no folder {folder}")
         return read_checkpoint(folder)
 
 
 class RatingsSource(dg.ConfigurableResource[Any]):
-    """Human rating CSVs, one folder per rubric (EVAL_RATINGS_DIR, default data/human_ratings)."""
+    """Human rating CSVs, one folder per rubric (EVAL_RATINGS_DIR, default data/human_ratings; an ``s3://``
+    folder on several machines)."""
 
-    root: str = Field(default_factory=lambda: str(settings.ratings_dir()))
+    root: str = Field(default_factory=settings.ratings_location)
+
+    def folder(self, rubric: str | None = None) -> Path:
+        """The local folder of every rubric's ratings (an ``s3://`` root mirrored: only ``rubric``'s when given)."""
+        return _local(self.root, rubric)
 
 
 class PublishTargets(dg.ConfigurableResource[Any]):
     """Where files for people are written: worklists (EVAL_WORKLIST_DIR) and the report (EVAL_REPORT_DIR)."""
 
-    worklist_dir: str = Field(default_factory=lambda: str(settings.worklist_dir()))
+    worklist_dir: str = Field(default_factory=settings.worklist_location)
     report_dir: str = Field(default_factory=lambda: str(settings.report_dir()))
+
+    def worklist_folder(self) -> Path:
+        """Where worklists are written on this machine (for an ``s3://`` target, the folder ``publish`` uploads)."""
+        return settings.local_folder(self.worklist_dir)
+
+    def publish(self, files: list[Path]) -> None:
+        """Worklist ``files`` written below ``worklist_folder()`` sent to an ``s3://`` target (a folder has them)."""
+        if not objects.is_remote(self.worklist_dir):
+            return
+        base = self.worklist_folder()
+        for f in files:
+            objects.upload(f, objects.join(self.worklist_dir, f.relative_to(base).as_posix()))
 
 
 class JudgeResource(dg.ConfigurableResource[Any]):

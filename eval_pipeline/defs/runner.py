@@ -9,6 +9,7 @@ checkpoint interrupted mid-run is reported as such and no further checkpoint sta
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -22,7 +23,7 @@ from typing import Any
 
 import dagster as dg
 
-from eval_pipeline.core import interrupts
+from eval_pipeline.core import interrupts, settings
 from eval_pipeline.core.processes import pid_alive
 from eval_pipeline.defs.dagster_private import compute_log_helpers_off_the_terminal
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
@@ -196,10 +197,76 @@ class _Batch:
     assets: list[dg.AssetsDefinition]
     raise_on_error: bool
     log_level: str
+    # the deployment's webserver when runs execute on its workers (EVAL_DAGSTER_URL); None: in this process
+    remote: str | None = None
+    launched: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)  # (ckpt, selection): run id
+
+
+def _tags(ckpt_id: str, model: str, names: list[str]) -> dict[str, str]:
+    return {"eval/checkpoint": ckpt_id, "eval/model": model, "eval/rubrics": ",".join(names)}
+
+
+def _client(url: str) -> Any:
+    from urllib.parse import urlsplit
+
+    from dagster_graphql import DagsterGraphQLClient
+
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    return DagsterGraphQLClient(
+        parts.hostname or "127.0.0.1", port_number=parts.port, use_https=parts.scheme == "https", timeout=60
+    )
+
+
+def launch(batch: _Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> str:
+    """Submit one run to the deployment at ``batch.remote`` (its queue, its launcher, its workers); its run id.
+    Submitted once per checkpoint and selection in a command: ``_run`` then waits for it."""
+    key = (ckpt_id, repr(selection))
+    if key not in batch.launched:
+        keys = sorted(selection.resolve(batch.assets), key=lambda k: k.to_user_string())
+        tags = {**_tags(ckpt_id, model, names), "dagster/partition": ckpt_id}
+        run_id = _client(batch.remote or "").submit_job_execution(
+            "__ASSET_JOB",
+            tags=tags,
+            asset_selection=keys,
+            run_config={"loggers": {"console": {"config": {"log_level": batch.log_level}}}},
+        )
+        batch.launched[key] = (run_id, time.perf_counter())
+    return batch.launched[key][0]
+
+
+FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+
+
+def _run_remote(batch: _Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> RunOutcome:
+    """The run submitted for this checkpoint and selection (submitted now when it was not yet), waited for. On
+    Ctrl-C every run this command submitted and that has not finished is terminated."""
+    run_id = launch(batch, ckpt_id, model, names, selection)
+    t0 = batch.launched[(ckpt_id, repr(selection))][1]
+    try:
+        while True:
+            run = batch.instance.get_run_by_id(run_id)
+            if run is not None and run.status in FINISHED:
+                break
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        for other, _t in batch.launched.values():
+            found = batch.instance.get_run_by_id(other)
+            if found is not None and found.status not in FINISHED:
+                with contextlib.suppress(Exception):  # the webserver gone as well: the daemon's monitoring ends it
+                    _client(batch.remote or "").terminate_run(other)
+        return RunOutcome(
+            ckpt_id, names, False, time.perf_counter() - t0, run_id, ["interrupted"], True, run_ids=[run_id]
+        )
+    success = run.status == dg.DagsterRunStatus.SUCCESS
+    failures = [] if success else step_failures(batch.instance, run_id) or [f"run {run.status.value.lower()}"]
+    return RunOutcome(ckpt_id, names, success, time.perf_counter() - t0, run_id, failures, run_ids=[run_id])
 
 
 def _run(batch: _Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> RunOutcome:
-    """One run of ``selection`` (within the checkpoint's rubric groups) for one checkpoint."""
+    """One run of ``selection`` (within the checkpoint's rubric groups) for one checkpoint: in this process, or
+    on the deployment's workers (``batch.remote``)."""
+    if batch.remote:
+        return _run_remote(batch, ckpt_id, model, names, selection)
     t0 = time.perf_counter()
     try:
         result = dg.materialize(
@@ -209,9 +276,7 @@ def _run(batch: _Batch, ckpt_id: str, model: str, names: list[str], selection: d
             resources=batch.defs.resources or {},
             selection=selection,
             tags={
-                "eval/checkpoint": ckpt_id,
-                "eval/model": model,
-                "eval/rubrics": ",".join(names),
+                **_tags(ckpt_id, model, names),
                 HOST_TAG: socket.gethostname(),
                 PID_TAG: str(os.getpid()),
             },
@@ -245,22 +310,22 @@ def materialize_checkpoints(
     the checkpoints it judged carry the same verdict whatever their order."""
     compute_log_helpers_off_the_terminal()  # a terminal's Ctrl-C reaches the command, not Dagster's helpers
     resources = defs.resources or {}
-    root = Path(resources["checkpoints"].root)
+    checkpoints = resources["checkpoints"]
     wh = resources["warehouse"].get()
     reap_dead_runs(instance)
     register_checkpoints(instance, checkpoint_ids)
     assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]
     groups = {k.path[0] for a in assets for k in a.keys}
-    batch = _Batch(defs, instance, assets, raise_on_error, log_level)
+    batch = _Batch(defs, instance, assets, raise_on_error, log_level, remote=settings.dagster_url())
     todo = []
     for ckpt_id in checkpoint_ids:
-        ckpt = read_checkpoint(root / ckpt_id)
+        ckpt = read_checkpoint(checkpoints.folder(ckpt_id) / ckpt_id)
         names = sorted(set(ckpt.rubric_files) & groups & (rubrics or groups))
         if names:
             todo.append((ckpt_id, ckpt.model, names))
     first = _calibration_inputs(assets)  # the first pass's selection, when several checkpoints make two
     present = {k for a in assets for k in a.keys}
-    ratings_root = Path(resources["ratings"].root)
+    ratings_root = resources["ratings"].folder()  # an s3:// folder mirrored now
     command = {c for c, _, _ in todo}
     run_rubrics = sorted({n for _, _, names in todo for n in names})
     # ratings changed since the other evaluated checkpoints read them: read again first, so the pooled calibration
@@ -295,7 +360,9 @@ def materialize_checkpoints(
             return outcome
 
         def follow(ckpt_id: str, names: list[str], keys: list[dg.AssetKey], purpose: str) -> None:
-            outcome = run(ckpt_id, _model_of(root, ckpt_id), names, dg.AssetSelection.assets(*keys))
+            outcome = run(
+                ckpt_id, _model_of(checkpoints.folder(ckpt_id), ckpt_id), names, dg.AssetSelection.assets(*keys)
+            )
             outcome.purpose = purpose
             if on_followed is not None:
                 on_followed(outcome)
@@ -303,6 +370,9 @@ def materialize_checkpoints(
         for ckpt_id, names in sorted(reread.items()):
             follow(ckpt_id, names, [k for n in names for k in ratings_keys(n, present)], "ratings")
         before: dict[str, RunOutcome] = {}  # each checkpoint's calibration inputs, when they go first
+        if batch.remote and len(todo) > 1:  # on workers: the whole pass submitted at once, then waited for
+            for ckpt_id, model, names in todo:
+                launch(batch, ckpt_id, model, names, dg.AssetSelection.groups(*names) & first)
         for ckpt_id, model, names in todo if len(todo) > 1 else []:
             before[ckpt_id] = run(ckpt_id, model, names, dg.AssetSelection.groups(*names) & first)
             if interrupt.flag:  # stopped in the first pass: the checkpoint it stopped in is reported
@@ -310,6 +380,12 @@ def materialize_checkpoints(
                 outcomes.append(before[ckpt_id])
                 finished(before[ckpt_id])
                 break
+        if batch.remote and not interrupt.flag:
+            for ckpt_id, model, names in todo:
+                earlier = before.get(ckpt_id)
+                if earlier is None or earlier.success:
+                    whole = dg.AssetSelection.groups(*names)
+                    launch(batch, ckpt_id, model, names, whole - first if earlier is not None else whole)
         for ckpt_id, model, names in todo:
             if interrupt.flag:
                 break

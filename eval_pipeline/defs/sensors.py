@@ -14,6 +14,7 @@ import dagster as dg
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.defs.partitions import CHECKPOINTS, CHECKPOINTS_PARTITION
+from eval_pipeline.defs.resources import CheckpointSource
 from eval_pipeline.defs.runner import runs_of_checkpoint
 from eval_pipeline.ingest.checkpoints import scan_checkpoints
 from eval_pipeline.publish.report import redraw_report
@@ -43,7 +44,8 @@ def build_checkpoint_sensor(
         default_status=dg.DefaultSensorStatus.RUNNING,
     )
     def checkpoint_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        scan = scan_checkpoints(Path(root) if root else None)
+        source = CheckpointSource(root=str(root)) if root else CheckpointSource()
+        scan = scan_checkpoints(source.folder())  # an s3:// root mirrored first
         for reason in scan.refused:
             context.log.warning(f"checkpoint refused: {reason}")
         existing = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))

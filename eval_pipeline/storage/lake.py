@@ -31,6 +31,7 @@ import duckdb
 
 import eval_pipeline.storage.readonly as readonly
 from eval_pipeline.core import settings
+from eval_pipeline.storage import objects
 from eval_pipeline.storage.backend import BackendError
 from eval_pipeline.storage.cursors import Cursors
 from eval_pipeline.storage.file import duckdb_config, in_memory_config
@@ -140,7 +141,9 @@ class LakeBackend:
         try:
             con.execute(f"LOAD {literal(extension_file(self.catalog_kind))}")
             con.execute(f"LOAD {literal(extension_file('ducklake'))}")
-            if data_path is not None:
+            if objects.is_remote(self.data_path):  # the rows on object storage, credentials from the environment
+                objects.enable(con)
+            elif data_path is not None:
                 con.register_filesystem(readonly.ReadOnlyFileSystem(root=self.data_path))
             options = self.attach_options(read_only, as_of, data_path)
             sql = f"ATTACH {literal(PREFIX + self.catalog)} AS {ALIAS} ({options})"
@@ -213,8 +216,9 @@ class LakeBackend:
     def open_reader(self, as_of: str | None = None) -> duckdb.DuckDBPyConnection:
         if not self.exists():
             raise FileNotFoundError(f"warehouse {self.describe()} does not exist yet: run the pipeline first")
-        data = readonly.url(self.data_path)
-        con = self._new_base(True, duckdb_config(), as_of, data_path=data)
+        remote = objects.is_remote(self.data_path)
+        data = self.data_path if remote else readonly.url(self.data_path)
+        con = self._new_base(True, duckdb_config(), as_of, data_path=None if remote else data)
         try:
             readonly.seal(con, [data])
         except BaseException:
@@ -311,15 +315,24 @@ class LakeBackend:
             con.execute(sql)
 
     def stored_files(self) -> list[Path]:
+        if objects.is_remote(self.data_path):  # on object storage: no local file holds the lake's rows
+            return []
         return sorted(p for p in Path(self.data_path).rglob("*") if p.is_file())
 
     def attach_sql(self) -> str:
         """Statements that open this lake read-only in any DuckDB 1.5.5 (the CLI, Python): the extensions LOADed
         from the installed packages (nothing downloaded), the lake attached read-only as ``lake`` and made current."""
+        remote = (
+            f"LOAD {literal(objects.httpfs_file())};\n"
+            "-- the rows are on object storage: CREATE SECRET (TYPE s3, KEY_ID …, SECRET …, …) with your credentials\n"
+            if objects.is_remote(self.data_path)
+            else ""
+        )
         return (
             f"LOAD {literal(extension_file(self.catalog_kind))};\n"
             f"LOAD {literal(extension_file('ducklake'))};\n"
-            f"ATTACH {literal(PREFIX + self.catalog)} AS {ALIAS} ({self.attach_options(True)});\n"
+            + remote
+            + f"ATTACH {literal(PREFIX + self.catalog)} AS {ALIAS} ({self.attach_options(True)});\n"
             f"USE {ALIAS};\n"
         )
 

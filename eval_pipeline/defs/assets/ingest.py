@@ -2,7 +2,6 @@
 
 import hashlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -36,7 +35,8 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         path = ckpt.file_for(rubric.name)
         if path is None:
             raise dg.Failure(
-                description=f"checkpoint {ckpt.checkpoint_id!r} has no {rubric.name}.jsonl in {ckpt.path}",
+                description=f"checkpoint {ckpt.checkpoint_id!r} has no {rubric.name}.jsonl in "
+                f"{checkpoints.location(ckpt.checkpoint_id)}",
                 allow_retries=False,
             )
         wh = warehouse.get()
@@ -59,7 +59,7 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             "model": ckpt.model,
             "created_at": ckpt.created_at,
             "parent": ckpt.parent,
-            "path": str(ckpt.path),
+            "path": checkpoints.location(ckpt.checkpoint_id),  # where it landed (s3://…, not this machine's copy)
         }
         wh.upsert_rows(*CHECKPOINTS, pd.DataFrame([row]).astype({"parent": "object"}), key=["checkpoint_id"])
         digest = sha256.hexdigest()
@@ -68,7 +68,7 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
                 "lines": dg.MetadataValue.int(lines),
                 "blank_lines": dg.MetadataValue.int(blank),
                 "bytes": dg.MetadataValue.int(size),
-                "file": dg.MetadataValue.path(str(path)),
+                "file": dg.MetadataValue.path(f"{checkpoints.location(ckpt.checkpoint_id)}/{path.name}"),
                 "file_sha256": dg.MetadataValue.text(digest),
                 "model": dg.MetadataValue.text(ckpt.model),
             },
@@ -159,11 +159,10 @@ def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             )
         }
         # every checkpoint there is: registered, or a folder not registered yet (a run registers only its own)
-        root = Path(checkpoints.root)
-        folders = {p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
-        known = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION)) | folders
-        version = folder_fingerprint(rubric.name, Path(ratings.root))  # before reading: a later write is seen later
-        load = load_ratings(rubric, ckpt_id, ids, root=Path(ratings.root), known_checkpoints=known | {ckpt_id})
+        known = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION)) | checkpoints.names()
+        local = ratings.folder(rubric.name)  # an s3:// folder mirrored now
+        version = folder_fingerprint(rubric.name, local)  # before reading: a later write is seen later
+        load = load_ratings(rubric, ckpt_id, ids, root=local, known_checkpoints=known | {ckpt_id})
         source = pd.DataFrame(
             [{"checkpoint_id": ckpt_id, "fingerprint": version, "files": len(load.files), "rows": len(load.ratings),
               "read_at": pd.Timestamp.now(tz="UTC")}]

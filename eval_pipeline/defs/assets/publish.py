@@ -1,6 +1,5 @@
 """Publishing for people: evaluator worklists (the report is redrawn by the gates asset, views by summary)."""
 
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -30,11 +29,12 @@ def worklists_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         wh = warehouse.get()
         samples = load_samples(wh, rubric, ckpt_id)
         ratings = rater_sets(rubric, required_rows(wh, rubric, "human_ratings", ckpt_id))["human"]  # people's work
-        root = Path(publish.worklist_dir)
+        root = publish.worklist_folder()
         counts = write_worklists(rubric, ckpt_id, samples, ratings, root=root)
+        publish.publish(sorted(p for p in (root / rubric.name / ckpt_id).glob("*.csv")))
         return dg.MaterializeResult(
             metadata={
-                "folder": dg.MetadataValue.path(str(root / rubric.name / ckpt_id)),
+                "folder": dg.MetadataValue.path(f"{publish.worklist_dir}/{rubric.name}/{ckpt_id}"),
                 **{name.replace(".csv", ""): dg.MetadataValue.int(n) for name, n in counts.items()},
             }
         )

@@ -1,0 +1,57 @@
+"""The Celery application of the distributed profile's workers (``eval-pipeline worker``, which runs
+``celery -A eval_pipeline.defs.celery_app worker``): dagster-celery's run tasks (execute a run, resume a run) on the
+broker ``EVAL_CELERY_BROKER`` (Redis), results in the same Redis, the queue ``dagster``; the same application
+``CeleryRunLauncher`` makes from ``deploy/distributed/dagster.yaml``, so every run it sends is a task these workers
+know.
+
+Each run a worker takes is tagged with the worker's name (``eval/worker``) before it starts: the UI, ``eval-pipeline
+runs`` and the tests see which worker executed it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from celery.signals import task_prerun
+from dagster_celery.config import DEFAULT_CONFIG
+from dagster_celery.make_app import make_app
+from dagster_celery.tasks import create_execute_job_task, create_resume_job_task
+
+WORKER_TAG = "eval/worker"
+QUEUE = "dagster"
+
+
+def _broker() -> str:
+    broker = os.environ.get("EVAL_CELERY_BROKER", "").strip()
+    if not broker:
+        raise RuntimeError("EVAL_CELERY_BROKER is not set (the Redis URL the run launcher sends runs to)")
+    return broker
+
+
+app = make_app(
+    app_args={
+        "broker": _broker(),
+        "backend": os.environ.get("EVAL_CELERY_BACKEND", "").strip() or _broker(),
+        "include": [],
+        "config_source": dict(DEFAULT_CONFIG),
+        "task_default_queue": QUEUE,
+    }
+)
+execute_job = create_execute_job_task(app)
+resume_job = create_resume_job_task(app)
+
+
+@task_prerun.connect
+def _record_worker(task: Any = None, kwargs: dict[str, Any] | None = None, **_: Any) -> None:
+    """Tag the run this task executes with the worker's name, before the run starts."""
+    packed = (kwargs or {}).get("execute_job_args_packed")
+    if packed is None or task is None:
+        return
+    import dagster as dg
+
+    from eval_pipeline.defs.dagster_private import unpack_value  # the launcher packs the run's arguments with it
+
+    args: Any = unpack_value(packed)  # ExecuteRunArgs or ResumeRunArgs: a run id and the instance's ref
+    with dg.DagsterInstance.from_ref(args.instance_ref) as instance:
+        instance.add_run_tags(args.run_id, {WORKER_TAG: str(task.request.hostname)})

@@ -1,0 +1,53 @@
+"""Two warehouses compared table by table, row for row, the columns that differ from one run to the next left out
+(run ids, clocks, durations): what the distributed profile's test and a person moving a project between
+profiles check."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from eval_pipeline.storage.warehouse import Warehouse
+
+# columns whose values belong to the run that wrote them, not to what was evaluated
+VOLATILE = re.compile(
+    r"(^run_id$|run_ids?$|_at$|^at$|_time$|^time$|timestamp|wall_s|latency|_ms$|seconds|elapsed|^pid$|^host$|"
+    r"snapshot|^read_at$|^fingerprint$)"
+)
+
+
+def contents(wh: Warehouse) -> dict[str, pd.DataFrame]:
+    """Every table of ``wh`` (``schema.table``) with its lasting columns, rows in a canonical order."""
+    out: dict[str, pd.DataFrame] = {}
+    with wh.session() as s:
+        for schema, table in sorted(s.tables()):
+            cols = [c for c in s.columns(schema, table) if not VOLATILE.search(c)]
+            if not cols:
+                continue
+            quoted = ", ".join(f'"{c}"' for c in cols)
+            df = s.query_df(f'SELECT {quoted} FROM "{schema}"."{table}"')
+            df = df.astype(str).sort_values(cols, kind="stable").reset_index(drop=True)
+            out[f"{schema}.{table}"] = df
+    return out
+
+
+def differences(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> list[str]:
+    """What differs between two ``contents``: tables only one has, row counts, the first differing row."""
+    out = [f"{t}: only in the first" for t in sorted(set(a) - set(b))]
+    out += [f"{t}: only in the second" for t in sorted(set(b) - set(a))]
+    for t in sorted(set(a) & set(b)):
+        x, y = a[t], b[t]
+        if list(x.columns) != list(y.columns):
+            out.append(f"{t}: columns {sorted(set(x.columns) ^ set(y.columns))} differ")
+        elif len(x) != len(y):
+            out.append(f"{t}: {len(x)} rows vs {len(y)}")
+        elif not x.equals(y):
+            diff = (x != y).any(axis=1)
+            i = int(diff.idxmax())
+            cols = [c for c in x.columns if x.at[i, c] != y.at[i, c]]
+            out.append(
+                f"{t}: {int(diff.sum())} rows differ, e.g. row {i} in {cols[:5]}: "
+                f"{[x.at[i, c] for c in cols[:3]]} vs {[y.at[i, c] for c in cols[:3]]}"
+            )
+    return out
