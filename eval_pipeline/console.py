@@ -177,6 +177,8 @@ def evaluate(args: Any, ckpts: list[Any], defs: Any, rubrics: dict[str, Any], in
         usage = usage_line(wh, o.checkpoint_id, o.rubrics, o.run_ids) if readable else None
         if usage:
             print(f"    {usage}", flush=True)
+        for note in getattr(o, "notes", []):
+            print(f"    {note}", flush=True)
         for failure in o.failures:
             print(f"    step FAILED {shorten(failure, 300)}", flush=True)
         for r in mine:

@@ -126,8 +126,28 @@ def provision_postgres() -> str | None:
     return None
 
 
+def provision_redis() -> str | None:
+    """Debian's Redis server for the distributed profile (the Celery broker); its tests and
+    ``eval_pipeline.devtools.distributed`` start their own server. Installed when missing and we are root."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        _apt_install("redis-server")
+        return shutil.which("redis-server")
+    print(
+        "provision: redis-server not found; the distributed tests need 'sudo apt-get install redis-server'",
+        file=sys.stderr,
+    )
+    return None
+
+
 def main() -> int:
-    optional = {"--postgres": ("PostgreSQL", provision_postgres), "--browser": ("Chromium", provision_browser)}
+    optional = {
+        "--postgres": ("PostgreSQL", provision_postgres),
+        "--browser": ("Chromium", provision_browser),
+        "--redis": ("Redis", provision_redis),
+    }
     for flag, (what, provision) in optional.items():
         if flag in sys.argv[1:]:
             try:

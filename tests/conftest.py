@@ -5,15 +5,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
-from eval_pipeline.devtools.net import free_port
-from eval_pipeline.provision import postgres_initdb
+from eval_pipeline.devtools import services
 from eval_pipeline.rubrics import load_rubrics
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,53 +85,15 @@ def _isolated_outputs(tmp_path, monkeypatch):
 
 @pytest.fixture
 def postgres_port():
-    initdb = postgres_initdb()
-    pg_ctl = initdb and os.path.join(os.path.dirname(initdb), "pg_ctl")
-    if not initdb or not os.path.exists(pg_ctl):
+    """A PostgreSQL server of the test's own (eval_pipeline.devtools.services) with the database ``dagster``."""
+    if services.postgres_tools() is None:
         if os.environ.get("CI"):
             pytest.fail("PostgreSQL is not installed: 'make test' provisions it (apt-get install postgresql)")
         pytest.skip("PostgreSQL not installed (run 'make provision-postgres')")
-    data = Path(tempfile.mkdtemp(prefix="eval_pg_"))
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # the server refuses to run as root: Debian's package made a postgres user
-        shutil.chown(data, "postgres", "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    port = free_port()
-    db = data / "db"
     t0 = time.perf_counter()
-    subprocess.run(
-        [*as_user, initdb, "-D", str(db), "-A", "trust", "-U", "postgres", "--no-sync"], check=True, capture_output=True
-    )
-    subprocess.run(
-        [
-            *as_user,
-            pg_ctl,
-            "-D",
-            str(db),
-            "-l",
-            str(data / "server.log"),
-            "-w",
-            "-t",
-            "60",
-            "-o",
-            f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off",
-            "start",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    import psycopg2
-
-    con = psycopg2.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres")
-    con.autocommit = True
-    con.cursor().execute("CREATE DATABASE dagster")
-    con.close()
-    print(f"PostgreSQL up in {time.perf_counter() - t0:.1f}s")
-    try:
-        yield port
-    finally:
-        subprocess.run([*as_user, pg_ctl, "-D", str(db), "-m", "immediate", "stop"], capture_output=True)
-        shutil.rmtree(data, ignore_errors=True)
+    with services.postgres(("dagster",)) as server:
+        print(f"PostgreSQL up in {time.perf_counter() - t0:.1f}s")
+        yield server.port
 
 
 # The modules holding the suite's longest tests (each 40-150 s, measured with --durations), scheduled first so the

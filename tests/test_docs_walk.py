@@ -38,6 +38,7 @@ SKIP = {
     "make lint": "CI runs it before the suite",
     "make bench": "the benchmarks: minutes each, run by hand",
     "make demo": "run first, as the set-up of this walk",
+    "make distributed": "the distributed profile's servers: tests/distributed/test_set_up.py runs its command",
 }
 SERVERS = (  # (what the command contains, the port it serves on when it names none)
     ("openai_stub", 8011),

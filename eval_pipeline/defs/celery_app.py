@@ -18,7 +18,8 @@ from dagster_celery.config import DEFAULT_CONFIG
 from dagster_celery.make_app import make_app
 from dagster_celery.tasks import create_execute_job_task, create_resume_job_task
 
-WORKER_TAG = "eval/worker"
+from eval_pipeline.defs.runner import WORKER_TAG
+
 QUEUE = "dagster"
 
 
@@ -45,7 +46,8 @@ resume_job = create_resume_job_task(app)
 @task_prerun.connect
 def _record_worker(task: Any = None, kwargs: dict[str, Any] | None = None, **_: Any) -> None:
     """Tag the run this task executes with the worker's name, before the run starts."""
-    packed = (kwargs or {}).get("execute_job_args_packed")
+    given = kwargs or {}
+    packed = given.get("execute_job_args_packed") or given.get("resume_job_args_packed")
     if packed is None or task is None:
         return
     import dagster as dg

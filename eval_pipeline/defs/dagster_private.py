@@ -1,10 +1,11 @@
 """Every Dagster name this project reaches past the public API for, in one place.
 
-Three things need them: the event log that keeps its SQLite connections (``defs/event_log.py``, a subclass of
+Four things need them: the event log that keeps its SQLite connections (``defs/event_log.py``, a subclass of
 Dagster's ``SqliteEventLogStorage``), the daemon entrypoint that shortens the backfill loop's sleep
-(``defs/daemon.py``) and the Celery worker reading which run a task executes (``defs/celery_app.py``: the
-arguments dagster-celery's launcher packs). Nothing else imports ``dagster._``; ``tests/house/test_dagster_private.py``
-fails when a Dagster release moves, renames or reshapes any of these, naming which.
+(``defs/daemon.py``), the Celery worker reading which run a task executes (``defs/celery_app.py``: the arguments
+dagster-celery's launcher packs) and the launcher resuming a run (``defs/celery_launcher.py``). Nothing else imports
+``dagster._``; ``tests/house/test_dagster_private.py`` fails when a Dagster release moves, renames or reshapes any
+of these, naming which.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
 from dagster._core.storage.sql import create_engine
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from dagster._daemon import controller as daemon_controller
-from dagster._serdes import ConfigurableClassData, unpack_value
+from dagster._grpc.types import ResumeRunArgs
+from dagster._serdes import ConfigurableClassData, pack_value, unpack_value
 
 # what event_log.py overrides or calls on Dagster's SQLite event log (the house test checks each exists)
 EVENT_LOG_MEMBERS = (
@@ -47,6 +49,7 @@ def daemon_cli() -> Callable[..., Any]:
 __all__ = [
     "EVENT_LOG_MEMBERS",
     "INDEX_SHARD_NAME",
+    "ResumeRunArgs",
     "SQLITE_BUSY_TIMEOUT_SECONDS",
     "ConfigurableClassData",
     "EventHandlerFn",
@@ -57,6 +60,7 @@ __all__ = [
     "daemon_cli",
     "daemon_controller",
     "event_logs_directory",
+    "pack_value",
     "unpack_value",
 ]
 

@@ -49,6 +49,7 @@ class RunOutcome:
     report_error: str | None = None  # why it could not be (the run's outcome does not depend on it)
     run_ids: list[str] = field(default_factory=list)  # every run of this checkpoint in the command, run_id last
     purpose: str = "evaluate"  # or "ratings" / "decide again": a checkpoint outside the command, after new ratings
+    notes: list[str] = field(default_factory=list)  # what happened to the run on the way (a worker that died)
 
 
 def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]) -> list[str]:
@@ -85,6 +86,7 @@ def in_flight_elsewhere(instance: dg.DagsterInstance, checkpoint_id: str) -> str
 
 
 HOST_TAG, PID_TAG = "eval/host", "eval/pid"  # who runs an in-process run: a dead one is found and reaped
+WORKER_TAG = "eval/worker"  # the distributed profile's worker that executed a run (defs/celery_app.py sets it)
 INTERRUPTED = "DagsterExecutionInterruptedError"  # what Dagster's own Ctrl-C handler raises inside a step
 
 
@@ -259,7 +261,26 @@ def _run_remote(batch: _Batch, ckpt_id: str, model: str, names: list[str], selec
         )
     success = run.status == dg.DagsterRunStatus.SUCCESS
     failures = [] if success else step_failures(batch.instance, run_id) or [f"run {run.status.value.lower()}"]
-    return RunOutcome(ckpt_id, names, success, time.perf_counter() - t0, run_id, failures, run_ids=[run_id])
+    outcome = RunOutcome(ckpt_id, names, success, time.perf_counter() - t0, run_id, failures, run_ids=[run_id])
+    outcome.notes = remote_notes(batch.instance, run)
+    return outcome
+
+
+def remote_notes(instance: dg.DagsterInstance, run: dg.DagsterRun) -> list[str]:
+    """What the console says of a run a worker executed beyond its outcome: that its worker died and the daemon's
+    run monitoring resumed it (how often, and where it finished)."""
+    events = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)
+    died = [e for e in events if (e.message or "").startswith("Detected run worker status FAILED")]
+    if not died:
+        return []
+    where = run.tags.get(WORKER_TAG, "another worker")
+    return [
+        f"run {run.run_id[:8]}: its worker died {len(died)} time(s); resumed by the daemon's run monitoring, "
+        f"finished on {where}"
+        if run.status == dg.DagsterRunStatus.SUCCESS
+        else f"run {run.run_id[:8]}: its worker died {len(died)} time(s); resumed by the daemon's run monitoring, "
+        f"then {run.status.value.lower()}"
+    ]
 
 
 def _run(batch: _Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> RunOutcome:
@@ -397,6 +418,7 @@ def materialize_checkpoints(
                 outcome = run(ckpt_id, model, names, selection - first)
                 outcome.seconds += earlier.seconds
                 outcome.run_ids = earlier.run_ids + outcome.run_ids
+                outcome.notes = earlier.notes + outcome.notes
             else:
                 outcome = run(ckpt_id, model, names, selection)
             outcome.interrupted = interrupt.flag

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from eval_pipeline.core import settings
 from eval_pipeline.devtools import services
-from eval_pipeline.storage import objects
+from eval_pipeline.devtools.net import free_port
 
 REPO = settings.REPO_ROOT
 INSTANCE_YAML = REPO / "deploy" / "distributed" / "dagster.yaml"
@@ -129,18 +130,9 @@ class Cluster:
 
     def upload_samples(self, checkpoints: Path, ratings: Path | None) -> None:
         """The sample checkpoints (and ratings) put where the cluster reads them: the store."""
-        saved = {k: os.environ.get(k) for k in self.s3.env()}
-        os.environ.update(self.s3.env())
-        try:
-            objects.upload_folder(checkpoints, self.s3.url("checkpoints"))
-            if ratings is not None and ratings.is_dir():
-                objects.upload_folder(ratings, self.s3.url("ratings"))
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        self.s3.put_folder(checkpoints, "checkpoints")
+        if ratings is not None and ratings.is_dir():
+            self.s3.put_folder(ratings, "ratings")
 
 
 @contextmanager
@@ -155,9 +147,10 @@ def cluster(
     root = Path(tempfile.mkdtemp(prefix="eval_cluster_")) if folder is None else folder
     with ExitStack() as stack:
         pg = stack.enter_context(services.postgres(("dagster", "lake")))
+        pg.password = secrets.token_hex(12)
         redis = stack.enter_context(services.redis())
         s3 = stack.enter_context(services.s3())
-        c = Cluster(root, pg, redis, s3, webserver_port=services.free_port())
+        c = Cluster(root, pg, redis, s3, webserver_port=free_port())
         try:
             # the instance's tables made once, before several processes race to make them
             subprocess.run(

@@ -23,13 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from eval_pipeline.devtools.net import free_port
 from eval_pipeline.provision import postgres_initdb
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, log: Path, timeout: float = 30.0) -> None:
@@ -58,13 +53,18 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 class Postgres:
     port: int
     user: str = "postgres"
+    # sent by clients as a real deployment's would be (the server trusts 127.0.0.1, so any is accepted): a test
+    # can then look for it where it must never appear
+    password: str | None = None
 
     def url(self, db: str) -> str:
         """SQLAlchemy URL with the psycopg2 driver (dagster-postgres; docs/design/scaling-history.md)."""
-        return f"postgresql+psycopg2://{self.user}@127.0.0.1:{self.port}/{db}"
+        secret = f":{self.password}" if self.password else ""
+        return f"postgresql+psycopg2://{self.user}{secret}@127.0.0.1:{self.port}/{db}"
 
     def conninfo(self, db: str) -> str:
-        return f"dbname={db} host=127.0.0.1 port={self.port} user={self.user}"
+        secret = f" password={self.password}" if self.password else ""
+        return f"dbname={db} host=127.0.0.1 port={self.port} user={self.user}{secret}"
 
     def create_database(self, name: str) -> None:
         import psycopg2
@@ -176,6 +176,19 @@ class S3:
         _wait_port(self.port, self.proc, "moto_server", self.log)
         request = urllib.request.Request(f"{self.endpoint}/{self.bucket}", method="PUT")
         urllib.request.urlopen(request, timeout=10).close()
+
+    def put_folder(self, local: Path, prefix: str) -> int:
+        """Every file below ``local`` put under ``prefix`` of the bucket (this local store takes plain PUTs, as
+        it took the bucket's); the number of files."""
+        files = sorted(p for p in local.rglob("*") if p.is_file())
+        for path in files:
+            key = f"{prefix.strip('/')}/{path.relative_to(local).as_posix()}"
+            request = urllib.request.Request(
+                f"{self.endpoint}/{self.bucket}/{key}", path.read_bytes(), method="PUT",
+                headers={"Content-Type": "application/octet-stream"},  # a form type would be read as a form: empty
+            )  # fmt: skip
+            urllib.request.urlopen(request, timeout=30).close()
+        return len(files)
 
     def stop(self) -> None:
         if self.proc is not None:

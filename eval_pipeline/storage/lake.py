@@ -29,9 +29,9 @@ from typing import Any, TypeVar
 
 import duckdb
 
+import eval_pipeline.storage.objects as objects
 import eval_pipeline.storage.readonly as readonly
 from eval_pipeline.core import settings
-from eval_pipeline.storage import objects
 from eval_pipeline.storage.backend import BackendError
 from eval_pipeline.storage.cursors import Cursors
 from eval_pipeline.storage.file import duckdb_config, in_memory_config

@@ -71,3 +71,20 @@ def test_the_compute_log_helpers_are_started_off_the_terminal(tmp_path):
     with compute_logs.execute_posix_tail(str(log), sys.stdout) as (tail_pid, watcher_pid):
         assert os.getsid(tail_pid) == tail_pid and os.getsid(watcher_pid) == watcher_pid
         assert os.getsid(tail_pid) != os.getsid(0)
+
+
+def test_what_the_resuming_celery_launcher_leans_on_is_still_there():
+    """defs/celery_launcher.py mends dagster-celery's resume: it calls the library's private
+    ``_launch_celery_task_run`` and sends the resume task the argument name that task takes."""
+    from dagster_celery.launcher import CeleryRunLauncher
+    from dagster_celery.make_app import make_app
+    from dagster_celery.tasks import create_resume_job_task
+
+    from eval_pipeline.defs import dagster_private as dp
+
+    launch = getattr(CeleryRunLauncher, "_launch_celery_task_run", None)
+    assert callable(launch), "CeleryRunLauncher lost _launch_celery_task_run"
+    assert list(inspect.signature(launch).parameters) == ["self", "run", "task_signature", "routing_key"]
+    task = create_resume_job_task(make_app({"broker": "memory://", "backend": "cache+memory://"}))
+    assert list(inspect.signature(task.run).parameters) == ["resume_job_args_packed"]
+    assert {"job_origin", "run_id", "instance_ref", "set_exit_code_on_failure"} <= set(dp.ResumeRunArgs._fields)

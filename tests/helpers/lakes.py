@@ -17,12 +17,13 @@ VOLATILE = re.compile(
 )
 
 
-def contents(wh: Warehouse) -> dict[str, pd.DataFrame]:
-    """Every table of ``wh`` (``schema.table``) with its lasting columns, rows in a canonical order."""
+def contents(wh: Warehouse, every_column: bool = False) -> dict[str, pd.DataFrame]:
+    """Every table of ``wh`` (``schema.table``) with its lasting columns (``every_column``: all of them), rows in a
+    canonical order."""
     out: dict[str, pd.DataFrame] = {}
     with wh.session() as s:
         for schema, table in sorted(s.tables()):
-            cols = [c for c in s.columns(schema, table) if not VOLATILE.search(c)]
+            cols = [c for c in s.columns(schema, table) if every_column or not VOLATILE.search(c)]
             if not cols:
                 continue
             quoted = ", ".join(f'"{c}"' for c in cols)
