@@ -308,8 +308,11 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
         check_evaluator(args.evaluator)
     except UnsafeIdentifierError as exc:
         raise CliError(str(exc)) from None
-    # by default where the pipeline reads ratings, so a filled-in file counts at the next run without a move
-    out = Path(args.out or settings.ratings_dir() / rubric.name / f"{ckpt.checkpoint_id}-{args.evaluator}.csv")
+    # by default where the pipeline reads ratings, so a filled-in file counts at the next run without a move; with
+    # the ratings in a store (s3://), in the working folder: this machine's copy of the store is not the store
+    name = f"{ckpt.checkpoint_id}-{args.evaluator}.csv"
+    remote = settings.ratings_location().startswith(settings.REMOTE)
+    out = Path(args.out or (Path(name) if remote else settings.ratings_dir() / rubric.name / name))
     if out.exists():
         raise CliError(f"{out} exists (ratings are never overwritten): fill that one in, or give --out")
     from eval_pipeline.core.text import csv_cell
@@ -327,8 +330,12 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
     scales = ", ".join(f"{k} {s.min}-{s.max}" for k, s in rubric.rating_scales.items())
     print(
         f"wrote {out}: {len(ids)} samples; fill one score per column ({scales}); a row left empty is reported as "
-        f"not rated yet. The pipeline reads {settings.ratings_dir() / rubric.name}/*.csv at the next run"
-        + ("" if out.parent.resolve() == (settings.ratings_dir() / rubric.name).resolve() else "; move the file there")
+        f"not rated yet. The pipeline reads {settings.ratings_location()}/{rubric.name}/*.csv at the next run"
+        + (
+            "; put the file there"
+            if remote or out.parent.resolve() != (settings.ratings_dir() / rubric.name).resolve()
+            else ""
+        )
     )
     return 0
 
@@ -450,6 +457,11 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     except AnnotateRefused as exc:
         raise CliError(str(exc)) from None
     _, rubrics = _rubrics_and_defs(argparse.Namespace(rubric=None))
+    if settings.ratings_location().startswith(settings.REMOTE):
+        raise CliError(
+            f"annotate writes ratings files into a folder, and EVAL_RATINGS_DIR is {settings.ratings_location()}: "
+            "run it with EVAL_RATINGS_DIR set to a folder, then copy that folder's files into the store"
+        )
     wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True, lock_timeout_s=3)
     root = settings.ratings_dir()
     _port_free(args.host, args.port)

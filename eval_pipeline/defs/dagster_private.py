@@ -16,6 +16,7 @@ from typing import Any
 from dagster._core.event_api import EventHandlerFn
 from dagster._core.events.log import EventLogEntry
 from dagster._core.instance.ref import _event_logs_directory as event_logs_directory
+from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     INDEX_SHARD_NAME,
     SqliteEventLogStorage,
@@ -49,7 +50,9 @@ def daemon_cli() -> Callable[..., Any]:
 __all__ = [
     "EVENT_LOG_MEMBERS",
     "INDEX_SHARD_NAME",
+    "CheckRunHealthResult",
     "ResumeRunArgs",
+    "WorkerStatus",
     "SQLITE_BUSY_TIMEOUT_SECONDS",
     "ConfigurableClassData",
     "EventHandlerFn",

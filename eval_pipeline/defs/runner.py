@@ -201,7 +201,8 @@ class _Batch:
     log_level: str
     # the deployment's webserver when runs execute on its workers (EVAL_DAGSTER_URL); None: in this process
     remote: str | None = None
-    launched: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)  # (ckpt, selection): run id
+    # (checkpoint, rubric, selection): the run submitted for it, and when
+    launched: dict[tuple[str, str, str], tuple[str, float]] = field(default_factory=dict)
 
 
 def _tags(ckpt_id: str, model: str, names: list[str]) -> dict[str, str]:
@@ -219,36 +220,44 @@ def _client(url: str) -> Any:
     )
 
 
-def launch(batch: _Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> str:
-    """Submit one run to the deployment at ``batch.remote`` (its queue, its launcher, its workers); its run id.
-    Submitted once per checkpoint and selection in a command: ``_run`` then waits for it."""
-    key = (ckpt_id, repr(selection))
-    if key not in batch.launched:
-        keys = sorted(selection.resolve(batch.assets), key=lambda k: k.to_user_string())
-        tags = {**_tags(ckpt_id, model, names), "dagster/partition": ckpt_id}
-        run_id = _client(batch.remote or "").submit_job_execution(
-            "__ASSET_JOB",
-            tags=tags,
-            asset_selection=keys,
-            run_config={"loggers": {"console": {"config": {"log_level": batch.log_level}}}},
-        )
-        batch.launched[key] = (run_id, time.perf_counter())
-    return batch.launched[key][0]
+def launch(batch: _Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> list[str]:
+    """Submit ``selection`` for one checkpoint to the deployment at ``batch.remote`` (its queue, its launcher, its
+    workers) as one run per rubric, so workers share a checkpoint's rubrics as they share checkpoints; the run ids.
+    Submitted once per checkpoint, rubric and selection in a command: ``_run`` then waits for them."""
+    ids = []
+    for name in names:
+        key = (ckpt_id, name, repr(selection))
+        if key not in batch.launched:
+            keys = sorted(
+                (selection & dg.AssetSelection.groups(name)).resolve(batch.assets), key=lambda k: k.to_user_string()
+            )
+            tags = {**_tags(ckpt_id, model, [name]), "dagster/partition": ckpt_id}
+            run_id = _client(batch.remote or "").submit_job_execution(
+                "__ASSET_JOB",
+                tags=tags,
+                asset_selection=keys,
+                run_config={"loggers": {"console": {"config": {"log_level": batch.log_level}}}},
+            )
+            batch.launched[key] = (run_id, time.perf_counter())
+        ids.append(batch.launched[key][0])
+    return ids
 
 
 FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 
 
 def _run_remote(batch: _Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> RunOutcome:
-    """The run submitted for this checkpoint and selection (submitted now when it was not yet), waited for. On
-    Ctrl-C every run this command submitted and that has not finished is terminated."""
-    run_id = launch(batch, ckpt_id, model, names, selection)
-    t0 = batch.launched[(ckpt_id, repr(selection))][1]
+    """The runs submitted for this checkpoint and selection (submitted now when they were not yet), waited for,
+    as one outcome. On Ctrl-C every run this command submitted and that has not finished is terminated."""
+    run_ids = launch(batch, ckpt_id, model, names, selection)
+    t0 = min(batch.launched[(ckpt_id, n, repr(selection))][1] for n in names)
+    runs: dict[str, dg.DagsterRun] = {}
     try:
-        while True:
-            run = batch.instance.get_run_by_id(run_id)
-            if run is not None and run.status in FINISHED:
-                break
+        while len(runs) < len(run_ids):
+            for run_id in run_ids:
+                run = batch.instance.get_run_by_id(run_id)
+                if run is not None and run.status in FINISHED:
+                    runs[run_id] = run
             time.sleep(0.5)
     except KeyboardInterrupt:
         for other, _t in batch.launched.values():
@@ -256,13 +265,18 @@ def _run_remote(batch: _Batch, ckpt_id: str, model: str, names: list[str], selec
             if found is not None and found.status not in FINISHED:
                 with contextlib.suppress(Exception):  # the webserver gone as well: the daemon's monitoring ends it
                     _client(batch.remote or "").terminate_run(other)
-        return RunOutcome(
-            ckpt_id, names, False, time.perf_counter() - t0, run_id, ["interrupted"], True, run_ids=[run_id]
-        )
-    success = run.status == dg.DagsterRunStatus.SUCCESS
-    failures = [] if success else step_failures(batch.instance, run_id) or [f"run {run.status.value.lower()}"]
-    outcome = RunOutcome(ckpt_id, names, success, time.perf_counter() - t0, run_id, failures, run_ids=[run_id])
-    outcome.notes = remote_notes(batch.instance, run)
+        seconds = time.perf_counter() - t0
+        return RunOutcome(ckpt_id, names, False, seconds, run_ids[-1], ["interrupted"], True, run_ids=run_ids)
+    failures: list[str] = []
+    notes: list[str] = []
+    for run_id in run_ids:
+        run = runs[run_id]
+        if run.status != dg.DagsterRunStatus.SUCCESS:
+            failures += step_failures(batch.instance, run_id) or [f"run {run_id[:8]} {run.status.value.lower()}"]
+        notes += remote_notes(batch.instance, run)
+    success = all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs.values())
+    outcome = RunOutcome(ckpt_id, names, success, time.perf_counter() - t0, run_ids[-1], failures, run_ids=run_ids)
+    outcome.notes = notes
     return outcome
 
 

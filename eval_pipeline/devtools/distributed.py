@@ -46,6 +46,7 @@ class Cluster:
     webserver_port: int = 0
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     worker_names: list[str] = field(default_factory=list)
+    extra: dict[str, str] = field(default_factory=dict)  # settings every process gets besides the profile's
 
     def env(self) -> dict[str, str]:
         """The settings every process of the cluster shares (each adds its own folders: ``process_env``)."""
@@ -59,6 +60,7 @@ class Cluster:
             "EVAL_RATINGS_DIR": self.s3.url("ratings"),
             "EVAL_WORKLIST_DIR": self.s3.url("worklists"),
             "EVAL_DAGSTER_URL": f"http://127.0.0.1:{self.webserver_port}",
+            **self.extra,
         }
 
     def process_env(self, name: str, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -137,12 +139,16 @@ class Cluster:
 
 @contextmanager
 def cluster(
-    workers: int = 2, folder: Path | None = None, webserver: bool = True, sensor: bool = True
+    workers: int = 2,
+    folder: Path | None = None,
+    webserver: bool = True,
+    sensor: bool = True,
+    extra: dict[str, str] | None = None,
 ) -> Iterator[Cluster]:
     """The whole distributed profile on this machine, stopped (and its folder removed) on exit. The instance's
     and the lake's databases exist and the workers, the daemon and the webserver are started; no data is in the
     store yet (``Cluster.upload_samples``). ``sensor=False``: the checkpoint sensor is stopped (``dagster sensor
-    stop``), so only what a command submits runs."""
+    stop``), so only what a command submits runs. ``extra``: settings every process gets (a judge, say)."""
     own = folder is None
     root = Path(tempfile.mkdtemp(prefix="eval_cluster_")) if folder is None else folder
     with ExitStack() as stack:
@@ -150,7 +156,7 @@ def cluster(
         pg.password = secrets.token_hex(12)
         redis = stack.enter_context(services.redis())
         s3 = stack.enter_context(services.s3())
-        c = Cluster(root, pg, redis, s3, webserver_port=free_port())
+        c = Cluster(root, pg, redis, s3, webserver_port=free_port(), extra=dict(extra or {}))
         try:
             # the instance's tables made once, before several processes race to make them
             subprocess.run(

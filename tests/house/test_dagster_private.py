@@ -88,3 +88,8 @@ def test_what_the_resuming_celery_launcher_leans_on_is_still_there():
     task = create_resume_job_task(make_app({"broker": "memory://", "backend": "cache+memory://"}))
     assert list(inspect.signature(task.run).parameters) == ["resume_job_args_packed"]
     assert {"job_origin", "run_id", "instance_ref", "set_exit_code_on_failure"} <= set(dp.ResumeRunArgs._fields)
+    # a queued task reads as UNKNOWN with Celery's state in the message, which the launcher turns into RUNNING
+    assert {"RUNNING", "UNKNOWN", "FAILED"} <= set(dp.WorkerStatus.__members__)
+    assert list(inspect.signature(dp.CheckRunHealthResult).parameters)[:2] == ["status", "msg"]
+    source = inspect.getsource(CeleryRunLauncher.check_run_worker_health)
+    assert 'f"Unknown task status: {task_status}"' in source
