@@ -102,6 +102,8 @@ def postgres_port():
 # per worker as before.
 LONG_FIRST = (
     "tests/test_docs_walk.py",
+    "tests/distributed/test_two_workers.py",
+    "tests/distributed/test_set_up.py",
     "tests/test_annotate.py",
     "tests/test_pipeline.py",
     "tests/test_concurrent_runs.py",
