@@ -719,6 +719,9 @@ def _ours(exc: BaseException) -> bool:
     return config is not None and isinstance(exc, config.RubricConfigError)
 
 
+_SIGNALLED = False  # SIGTERM arrived (whatever a library then turned the interrupt into)
+
+
 def _sigterm_as_interrupt() -> None:
     """SIGTERM, from the first moment, is what Ctrl-C is: one line, exit 130 (by default it ended the process
     with no word while the command was still starting). Dagster's own handlers take over while a run executes."""
@@ -726,6 +729,8 @@ def _sigterm_as_interrupt() -> None:
     import threading
 
     def interrupt(signum: int, frame: Any) -> None:
+        global _SIGNALLED
+        _SIGNALLED = True
         raise KeyboardInterrupt
 
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
@@ -746,6 +751,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"eval-pipeline: error: {exc}", file=sys.stderr)
         return EXIT_SERVER
     except Exception as exc:  # ours: every line of it; anything else: one clear line unless --debug
+        if _SIGNALLED and not debug:  # SIGTERM caught inside a library (a database closed under it): still 130
+            return _interrupted()
         if debug:
             raise
         if _ours(exc):
