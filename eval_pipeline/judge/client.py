@@ -20,6 +20,7 @@ import random
 import re
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -387,6 +388,7 @@ class OpenAIJudgeClient:
         self._gate = asyncio.Condition()
         self._use_schema = True
         self._in_flight = 0
+        self._flights: Counter[int] = Counter()  # calls in flight by the epoch they started in
         self._unreachable_in_a_row = 0
         self._down: str | None = None  # why the endpoint was given up on (the circuit breaker)
         # done with _down: the calls in flight stop waiting for their answers (made in the loop, at the first POST)
@@ -402,10 +404,21 @@ class OpenAIJudgeClient:
     async def close(self) -> None:
         await self._client.close()
 
+    def _may_enter(self) -> bool:
+        """A call may start: under the limit and, while the endpoint has never answered, not before every call of an
+        earlier epoch has ended (a wave is judged whole before the next one starts: an endpoint that never answers
+        is given up in its second wave, with no call of a third one made in between)."""
+        if self._down is not None:
+            return True  # to leave at once
+        if self._in_flight >= self._limit:
+            return False
+        return self._ever_answered or not any(n for e, n in self._flights.items() if e < self._epoch)
+
     async def _enter(self) -> int:
         async with self._gate:
-            await self._gate.wait_for(lambda: self._in_flight < self._limit or self._down is not None)
+            await self._gate.wait_for(self._may_enter)
             self._in_flight += 1
+            self._flights[self._epoch] += 1
             self.stats.max_in_flight = max(self.stats.max_in_flight, self._in_flight)
             return self._epoch
 
@@ -418,9 +431,10 @@ class OpenAIJudgeClient:
 
         asyncio.ensure_future(wake())
 
-    async def _leave(self) -> None:
+    async def _leave(self, epoch: int) -> None:
         async with self._gate:
             self._in_flight -= 1
+            self._flights[epoch] -= 1
             self._gate.notify_all()
 
     def _timed_out(self, epoch: int) -> bool:
@@ -429,7 +443,7 @@ class OpenAIJudgeClient:
         if epoch != self._epoch:
             return False
         self._limit = max(1, self._limit // 2)
-        self._timeout = min(self.settings.timeout_s * TIMEOUT_GROWTH, self._timeout * 2)
+        self._grow_timeout()
         self._epoch += 1
         self._answered_since_change = 0
         self.stats.timeout_cuts += 1
@@ -462,8 +476,10 @@ class OpenAIJudgeClient:
         t0 = time.perf_counter()
         try:
             while True:
-                left = max(timeout, self._timeout if self._within_slots() else 0.0) - (time.perf_counter() - t0)
-                done, _ = await asyncio.wait(waiting, timeout=max(0.0, left), return_when=asyncio.FIRST_COMPLETED)
+                # within the slots the client's time-out (which only grows: never below this call's), else this call's
+                limit = self._timeout if self._within_slots() else timeout
+                left = max(0.0, limit - (time.perf_counter() - t0))
+                done, _ = await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
                 if done or not self._extend(time.perf_counter() - t0):
                     break
         finally:
@@ -480,6 +496,15 @@ class OpenAIJudgeClient:
         slots = self.settings.server_slots
         return slots is not None and self._limit <= slots
 
+    def _grow_timeout(self) -> bool:
+        """Double the time-out, up to ``TIMEOUT_GROWTH`` times the configured one; whether it grew. It never
+        shrinks within a client."""
+        cap = self.settings.timeout_s * TIMEOUT_GROWTH
+        if self._timeout >= cap:
+            return False
+        self._timeout = min(cap, self._timeout * 2)
+        return True
+
     def _extend(self, waited: float) -> bool:
         """A call waited ``waited`` s: whether it may wait longer (within the server's slots, the time-out doubled
         while under its cap; once per doubling, however many calls reach it)."""
@@ -487,10 +512,8 @@ class OpenAIJudgeClient:
             return False
         if waited < self._timeout:  # another call already doubled it
             return True
-        cap = self.settings.timeout_s * TIMEOUT_GROWTH
-        if self._timeout >= cap:
+        if not self._grow_timeout():
             return False
-        self._timeout = min(cap, self._timeout * 2)
         self.stats.timeout_extensions += 1
         self._remember()
         return True
@@ -541,14 +564,14 @@ class OpenAIJudgeClient:
             delay = None
             epoch = await self._enter()
             if self._down is not None:  # given up while this call waited its turn: no attempt
-                await self._leave()
+                await self._leave(epoch)
                 result.error = self._down
                 return result
             held = None  # this request's cost from above, reserved in the run's budget (judge.costs)
             if self._budget is not None:
                 held = self._budget.reserve(s.model, messages, kwargs.get("response_format"), kwargs["max_tokens"])
                 if held is None:
-                    await self._leave()
+                    await self._leave(epoch)
                     result.error, result.not_asked = self._budget.why_not(), result.attempts == 0
                     return result
             used_timeout = self._timeout
@@ -648,7 +671,7 @@ class OpenAIJudgeClient:
             finally:
                 if held is not None and self._budget is not None:
                     self._budget.settle(held, s.model, usage_seen, billed)
-                await self._leave()
+                await self._leave(epoch)
             attempt += 1
             if attempt <= s.max_retries and delay is not None:
                 await asyncio.sleep(delay)
