@@ -106,9 +106,8 @@ def _rubrics_and_defs(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 def _scan() -> Any:
     """The checkpoint folders of EVAL_CHECKPOINT_DIR as they are now (an ``s3://`` one mirrored first)."""
     from eval_pipeline.defs.resources import CheckpointSource
-    from eval_pipeline.ingest.checkpoints import scan_checkpoints
 
-    return scan_checkpoints(CheckpointSource().folder())
+    return CheckpointSource().scan()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -311,7 +310,7 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
     # by default where the pipeline reads ratings, so a filled-in file counts at the next run without a move; with
     # the ratings in a store (s3://), in the working folder: this machine's copy of the store is not the store
     name = f"{ckpt.checkpoint_id}-{args.evaluator}.csv"
-    remote = settings.ratings_location().startswith(settings.REMOTE)
+    remote = settings.is_remote(settings.ratings_location())
     out = Path(args.out or (Path(name) if remote else settings.ratings_dir() / rubric.name / name))
     if out.exists():
         raise CliError(f"{out} exists (ratings are never overwritten): fill that one in, or give --out")
@@ -457,7 +456,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     except AnnotateRefused as exc:
         raise CliError(str(exc)) from None
     _, rubrics = _rubrics_and_defs(argparse.Namespace(rubric=None))
-    if settings.ratings_location().startswith(settings.REMOTE):
+    if settings.is_remote(settings.ratings_location()):
         raise CliError(
             f"annotate writes ratings files into a folder, and EVAL_RATINGS_DIR is {settings.ratings_location()}: "
             "run it with EVAL_RATINGS_DIR set to a folder, then copy that folder's files into the store"
@@ -719,18 +718,16 @@ def _ours(exc: BaseException) -> bool:
     return config is not None and isinstance(exc, config.RubricConfigError)
 
 
-_SIGNALLED = False  # SIGTERM arrived (whatever a library then turned the interrupt into)
-
-
 def _sigterm_as_interrupt() -> None:
     """SIGTERM, from the first moment, is what Ctrl-C is: one line, exit 130 (by default it ended the process
     with no word while the command was still starting). Dagster's own handlers take over while a run executes."""
     import signal
     import threading
 
+    from eval_pipeline.core import interrupts
+
     def interrupt(signum: int, frame: Any) -> None:
-        global _SIGNALLED
-        _SIGNALLED = True
+        interrupts.note()
         raise KeyboardInterrupt
 
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
@@ -751,7 +748,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"eval-pipeline: error: {exc}", file=sys.stderr)
         return EXIT_SERVER
     except Exception as exc:  # ours: every line of it; anything else: one clear line unless --debug
-        if _SIGNALLED and not debug:  # SIGTERM caught inside a library (a database closed under it): still 130
+        from eval_pipeline.core import interrupts
+
+        if interrupts.requested() and not debug:  # the signal turned into a library's error (a database closed)
             return _interrupted()
         if debug:
             raise

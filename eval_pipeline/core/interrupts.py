@@ -26,8 +26,14 @@ GRACE_S = 3.0
 
 
 def requested() -> bool:
-    """Whether Ctrl-C or SIGTERM arrived since ``watching()`` began (False outside a watch)."""
+    """Whether Ctrl-C or SIGTERM arrived since ``watching()`` began, or was ``note``d."""
     return _STOP.is_set()
+
+
+def note() -> None:
+    """Record that Ctrl-C or SIGTERM arrived, from a handler of its own outside ``watching()`` (the command's, while
+    it starts): whatever a library then turns the interrupt into, ``requested()`` says what it was."""
+    _STOP.set()
 
 
 def is_interrupt(exc: BaseException | None) -> bool:

@@ -86,16 +86,21 @@ def duckdb_memory_limit() -> str:
 REMOTE = "s3://"  # a folder setting may name an object-storage folder (storage.objects): machines share it
 
 
+def is_remote(where: str | os.PathLike[str] | None) -> bool:
+    """Whether a location names object storage (``s3://…``) rather than a local folder."""
+    return str(where or "").startswith(REMOTE)
+
+
 def location(name: str, default: str) -> str:
     """A folder setting as given: an ``s3://`` URL, else the folder made absolute (``in_project``)."""
     raw = _env(name, default)
-    return raw.rstrip("/") if raw.startswith(REMOTE) else str(in_project(raw))
+    return raw.rstrip("/") if is_remote(raw) else str(in_project(raw))
 
 
 def local_folder(where: str) -> Path:
     """Where a folder setting's files are on this machine: the folder itself, or for an ``s3://`` URL this
     machine's mirror of it under ``cache_dir()`` (filled by ``storage.objects.mirror`` before it is read)."""
-    if not where.startswith(REMOTE):
+    if not is_remote(where):
         return Path(where)
     import hashlib
 

@@ -13,7 +13,14 @@ import dagster as dg
 from pydantic import Field, PrivateAttr
 
 from eval_pipeline.core import settings
-from eval_pipeline.ingest.checkpoints import Checkpoint, CheckpointError, checkpoint_folder, read_checkpoint
+from eval_pipeline.ingest.checkpoints import (
+    Checkpoint,
+    CheckpointError,
+    Scan,
+    checkpoint_folder,
+    read_checkpoint,
+    scan_checkpoints,
+)
 from eval_pipeline.storage import objects
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -76,6 +83,10 @@ class CheckpointSource(dg.ConfigurableResource[Any]):
             return {rel.split("/", 1)[0] for rel in objects.list_files(self.root) if "/" in rel}
         root = Path(self.root)
         return {p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
+
+    def scan(self) -> Scan:
+        """Every checkpoint folder under the root as it is now (complete, incomplete, refused)."""
+        return scan_checkpoints(self.folder())
 
     def load(self, checkpoint_id: str) -> Checkpoint:
         folder = checkpoint_folder(checkpoint_id, self.folder(checkpoint_id))

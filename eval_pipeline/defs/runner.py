@@ -253,12 +253,12 @@ def _run_remote(batch: _Batch, ckpt_id: str, model: str, names: list[str], selec
     t0 = min(batch.launched[(ckpt_id, n, repr(selection))][1] for n in names)
     runs: dict[str, dg.DagsterRun] = {}
     try:
-        while len(runs) < len(run_ids):
-            for run_id in run_ids:
-                run = batch.instance.get_run_by_id(run_id)
-                if run is not None and run.status in FINISHED:
-                    runs[run_id] = run
-            time.sleep(0.5)
+        while len(runs) < len(run_ids):  # one query a tick for the runs not finished yet
+            waiting = [r for r in run_ids if r not in runs]
+            for run in batch.instance.get_runs(filters=dg.RunsFilter(run_ids=waiting, statuses=list(FINISHED))):
+                runs[run.run_id] = run
+            if len(runs) < len(run_ids):
+                time.sleep(0.5)
     except KeyboardInterrupt:
         for other, _t in batch.launched.values():
             found = batch.instance.get_run_by_id(other)
@@ -287,13 +287,13 @@ def remote_notes(instance: dg.DagsterInstance, run: dg.DagsterRun) -> list[str]:
     died = [e for e in events if (e.message or "").startswith("Detected run worker status FAILED")]
     if not died:
         return []
-    where = run.tags.get(WORKER_TAG, "another worker")
-    return [
-        f"run {run.run_id[:8]}: its worker died {len(died)} time(s); resumed by the daemon's run monitoring, "
-        f"finished on {where}"
+    ended = (
+        f"finished on {run.tags.get(WORKER_TAG, 'another worker')}"
         if run.status == dg.DagsterRunStatus.SUCCESS
-        else f"run {run.run_id[:8]}: its worker died {len(died)} time(s); resumed by the daemon's run monitoring, "
-        f"then {run.status.value.lower()}"
+        else f"then {run.status.value.lower()}"
+    )
+    return [
+        f"run {run.run_id[:8]}: its worker died {len(died)} time(s); resumed by the daemon's run monitoring, {ended}"
     ]
 
 

@@ -16,7 +16,6 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.defs.partitions import CHECKPOINTS, CHECKPOINTS_PARTITION
 from eval_pipeline.defs.resources import CheckpointSource
 from eval_pipeline.defs.runner import runs_of_checkpoint
-from eval_pipeline.ingest.checkpoints import scan_checkpoints
 from eval_pipeline.publish.report import redraw_report
 
 
@@ -44,8 +43,7 @@ def build_checkpoint_sensor(
         default_status=dg.DefaultSensorStatus.RUNNING,
     )
     def checkpoint_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        source = CheckpointSource(root=str(root)) if root else CheckpointSource()
-        scan = scan_checkpoints(source.folder())  # an s3:// root mirrored first
+        scan = (CheckpointSource(root=str(root)) if root else CheckpointSource()).scan()  # s3://: mirrored first
         for reason in scan.refused:
             context.log.warning(f"checkpoint refused: {reason}")
         existing = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))

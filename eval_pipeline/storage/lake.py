@@ -13,8 +13,6 @@ version): nothing is downloaded at run time.
 from __future__ import annotations
 
 import contextlib
-import glob
-import importlib
 import os
 import random
 import re
@@ -34,24 +32,13 @@ import eval_pipeline.storage.readonly as readonly
 from eval_pipeline.core import settings
 from eval_pipeline.storage.backend import BackendError
 from eval_pipeline.storage.cursors import Cursors
+from eval_pipeline.storage.extensions import extension_file
 from eval_pipeline.storage.file import duckdb_config, in_memory_config
 from eval_pipeline.storage.tables import CATALOG_SQL, Known, literal, qualified
 
 T = TypeVar("T")
 PREFIX = "ducklake:"
 ALIAS = "lake"
-
-
-def extension_file(name: str) -> str:
-    """The extension's file inside its PyPI package (LOADed by path: never INSTALLed, never downloaded)."""
-    package = {"ducklake": "ducklake", "sqlite": "sqlite_scanner", "postgres": "postgres_scanner"}[name]
-    module = importlib.import_module(f"duckdb_extension_{package}")
-    found = glob.glob(
-        os.path.join(os.path.dirname(module.__file__ or ""), "extensions", "*", f"{package}.duckdb_extension")
-    )
-    if not found:
-        raise RuntimeError(f"the {package} extension file is missing from duckdb-extension-{package.replace('_', '-')}")
-    return found[0]
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -323,7 +310,7 @@ class LakeBackend:
         """Statements that open this lake read-only in any DuckDB 1.5.5 (the CLI, Python): the extensions LOADed
         from the installed packages (nothing downloaded), the lake attached read-only as ``lake`` and made current."""
         remote = (
-            f"LOAD {literal(objects.httpfs_file())};\n"
+            f"LOAD {literal(extension_file('httpfs'))};\n"
             "-- the rows are on object storage: CREATE SECRET (TYPE s3, KEY_ID …, SECRET …, …) with your credentials\n"
             if objects.is_remote(self.data_path)
             else ""

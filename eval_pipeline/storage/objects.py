@@ -14,8 +14,6 @@ never INSTALLed.
 
 from __future__ import annotations
 
-import glob
-import importlib
 import os
 import posixpath
 from pathlib import Path
@@ -23,30 +21,11 @@ from urllib.parse import urlsplit
 
 import duckdb
 
+from eval_pipeline.core import settings
+from eval_pipeline.storage.extensions import extension_file
 from eval_pipeline.storage.tables import literal
 
-SCHEME = "s3://"
-
-
-def is_remote(location: str | os.PathLike[str] | None) -> bool:
-    """Whether ``location`` names object storage (``s3://…``) rather than a local folder."""
-    return str(location or "").startswith(SCHEME)
-
-
-def httpfs_file() -> str:
-    """The httpfs extension's file inside its PyPI package."""
-    try:
-        module = importlib.import_module("duckdb_extension_httpfs")
-    except ImportError:
-        raise RuntimeError(
-            "s3:// locations need the httpfs extension: pip install 'eval_pipeline[distributed]'"
-        ) from None
-    found = glob.glob(
-        os.path.join(os.path.dirname(module.__file__ or ""), "extensions", "*", "httpfs.duckdb_extension")
-    )
-    if not found:
-        raise RuntimeError("the httpfs extension file is missing from duckdb-extension-httpfs")
-    return found[0]
+is_remote = settings.is_remote  # whether a location names object storage (``s3://…``) rather than a folder
 
 
 def secret_sql(env: dict[str, str] | None = None) -> str:
@@ -75,7 +54,7 @@ def secret_sql(env: dict[str, str] | None = None) -> str:
 
 def enable(con: duckdb.DuckDBPyConnection) -> None:
     """Make ``s3://`` readable and writable on ``con`` with the environment's credentials."""
-    con.execute(f"LOAD {literal(httpfs_file())}")
+    con.execute(f"LOAD {literal(extension_file('httpfs'))}")
     con.execute(secret_sql())
 
 
@@ -153,14 +132,3 @@ def upload(local: Path, url: str) -> None:
 def join(url: str, *parts: str) -> str:
     """``url`` with ``parts`` appended as path segments."""
     return posixpath.join(_prefix(url), *parts)
-
-
-def upload_folder(local: Path, url: str) -> list[str]:
-    """Every file below the local folder ``local`` written to the ``s3://`` folder ``url`` (relative paths kept).
-    Returns the objects written."""
-    written = []
-    for path in sorted(p for p in local.rglob("*") if p.is_file()):
-        target = join(url, path.relative_to(local).as_posix())
-        upload(path, target)
-        written.append(target)
-    return written
