@@ -60,7 +60,7 @@ demo: provision
 
 # the whole suite, the real-model tier included (tests/real_model: one worker, one llama-server, scheduled last)
 test: provision provision-browser provision-postgres provision-distributed
-	$(PY) -m pytest -q -n 3 --dist loadgroup --durations=10
+	$(PY) -m pytest -q -n 3 --dist loadscope --no-loadscope-reorder --durations=25
 
 # the real-model tier alone (builds the server first if this machine has none)
 test-real: provision

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -96,14 +97,20 @@ def postgres_port():
         yield server.port
 
 
-# The modules holding the suite's longest tests (each 40-150 s, measured with --durations), scheduled first so the
-# workers start on them at once and the short tests fill in around them: started last, one of them alone set the
-# suite's end (longest-first scheduling). Each module stays whole, so its module-scoped fixtures are set up once
-# per worker as before.
-LONG_FIRST = (
+# How `make test` spreads the suite over xdist's workers (`--dist loadscope --no-loadscope-reorder`, with the
+# scheduler below): every module is one unit of work, so its module-scoped fixtures are set up once, on one worker,
+# and each folder of TOGETHER is one unit, its tests sharing one server (a session fixture: one per worker). xdist's
+# own groups cannot do it: pytest-xdist 3.8 marks a grouped test by rewriting `item._nodeid`, which pytest 9.2 no
+# longer reads, so every marked test stayed a unit of its own. The units go out in the order of FIRST (xdist's
+# default reorder, by test count, would put it aside): the real-model tier first, its worker waiting for the
+# llama-server build started when the session started (pytest_configure) while the others run the rest, then judging
+# while they finish (the build and the tier are the suite's longest chain); then the modules holding the longest
+# tests (1-17 min each, measured with --durations), so the short ones fill in around them at the end.
+TOGETHER = ("tests/real_model/", "tests/distributed/")
+FIRST = (
+    "tests/real_model/",
     "tests/test_docs_walk.py",
-    "tests/distributed/test_two_workers.py",
-    "tests/distributed/test_set_up.py",
+    "tests/distributed/",
     "tests/test_annotate.py",
     "tests/test_pipeline.py",
     "tests/test_concurrent_runs.py",
@@ -115,19 +122,31 @@ LONG_FIRST = (
 )
 
 
-# The real-model tier (tests/real_model/): last, so the server's build, started in the background when the
-# session starts (pytest_configure), has the whole suite's run to finish in.
-LAST = ("tests/real_model/",)
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its folder when that is one of TOGETHER, else its module."""
+    path = nodeid.split("::")[0]
+    return next((folder for folder in TOGETHER if path.startswith(folder)), path)
 
 
 def pytest_collection_modifyitems(config, items):
     def rank(item):
         path = item.nodeid.split("::")[0]
-        if path.startswith(LAST):
-            return len(LONG_FIRST) + 1
-        return LONG_FIRST.index(path) if path in LONG_FIRST else len(LONG_FIRST)
+        return next((i for i, first in enumerate(FIRST) if path.startswith(first)), len(FIRST))
 
     items.sort(key=rank)  # stable: the order within each module and among the others is kept
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadscope`: one unit per module, or per folder of TOGETHER (see above); other modes are xdist's."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return ByUnit(config, log)
 
 
 def _wants_real_model(config) -> bool:
@@ -141,9 +160,9 @@ def _wants_real_model(config) -> bool:
 
 
 def pytest_configure(config):
-    """The whole suite on a machine without the llama-server build: the build (~12 min on 2 cores) starts now, in
-    the background at the lowest priority, so it uses what the other tests leave of the CPU; the real-model tests,
-    scheduled last, wait for it (its file lock) and fail loudly if it failed. Not in xdist's workers, not when the
+    """The whole suite on a machine without the llama-server build: the build (~12 min on 2 cores alone) starts now,
+    in the background, beside the other tests; the real-model tests, sent first to a worker of their own, wait for it
+    (its file lock) and fail loudly if it failed. Not in xdist's workers, not when the
     session runs no real-model test, not with EVAL_LLAMA_PREBUILD=0."""
     config.addinivalue_line("markers", "real_model: against llama.cpp's server and a real model (make test)")
     if hasattr(config, "workerinput") or os.environ.get("EVAL_LLAMA_PREBUILD", "1") == "0":
@@ -155,16 +174,25 @@ def pytest_configure(config):
     llama.cache_root().mkdir(parents=True, exist_ok=True)
     log = (llama.cache_root() / "prebuild.log").open("w")
     subprocess.Popen(
-        ["nice", "-n", "19", sys.executable, "-m", "eval_pipeline.devtools.llama", "build"],
+        [sys.executable, "-m", "eval_pipeline.devtools.llama", "build"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
 
 
 @pytest.fixture(scope="session")
-def llama_server():
+def llama_server(request):
     """llama.cpp's server on a free port with the pinned model, 4 slots, one thread; stopped at the session's end.
-    A build or start that fails is a test failure with its reason (never a skip)."""
+    A build or start that fails is a test failure with its reason (never a skip), and so is a second server in one
+    xdist session (the tier split over workers: see TOGETHER)."""
     from eval_pipeline.devtools import llama
+
+    run = getattr(request.config, "workerinput", {}).get("testrunuid")
+    if run:
+        claim = Path(tempfile.gettempdir()) / f"eval-llama-tier-{run}"
+        try:
+            os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            pytest.fail("the real-model tier was split over xdist workers (a second llama-server)", pytrace=False)
 
     try:
         server = llama.start(slots=4)

@@ -17,7 +17,7 @@ import pytest
 
 from .test_two_workers import _needs_servers
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("distributed"), pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def _descendants(pid: int) -> set[int]:

@@ -22,7 +22,7 @@ from eval_pipeline.devtools import distributed, services
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.helpers.lakes import contents, differences
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("distributed"), pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = str(Path(sys.executable).with_name("eval-pipeline"))

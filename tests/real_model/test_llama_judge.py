@@ -32,7 +32,6 @@ from ..conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.real_model,
-    pytest.mark.xdist_group("llama"),  # one server for the tier: every test of it on one worker
     pytest.mark.timeout(2400),  # the first may wait for the server's build (started when the session started)
 ]
 
