@@ -396,3 +396,43 @@ def test_a_warehouse_file_of_an_earlier_version_moves_into_the_lake_with_one_com
     code = f"import duckdb; con = duckdb.connect(); con.execute({sql!r}); print(con.sql({query!r}).fetchall())"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.stdout.strip() == "[(10,)]", res.stderr
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (
+            "IO Error: Timeout was reached error for HTTP PUT to 'http://127.0.0.1:9000/evals/lake/t/a.parquet'",
+            "the object store http://127.0.0.1:9000 did not answer within 7 s, 2 retries (PUT evals/lake/t/a.parquet)",
+        ),
+        (
+            "Failed to commit DuckLake transaction: IO Error: Could not establish connection error for HTTP HEAD to "
+            "'https://s3.example.com/b/x.parquet'",
+            "the object store https://s3.example.com could not be reached (HEAD b/x.parquet)",
+        ),
+        (
+            "HTTP Error: HTTP GET error on 'http://minio:9000/b/ckpt/a.jsonl' (HTTP 503)",
+            "the object store http://minio:9000 answered HTTP 503 (GET b/ckpt/a.jsonl)",
+        ),
+    ],
+)
+def test_an_object_store_that_fails_a_request_is_said_in_one_line_and_not_retried_as_a_race(error, said, monkeypatch):
+    from eval_pipeline.storage import lake
+
+    monkeypatch.setenv("EVAL_S3_TIMEOUT", "7")
+    monkeypatch.setenv("EVAL_S3_RETRIES", "2")
+    hint = lake.failure_hint(error)
+    assert hint is not None and hint.startswith(said), hint
+    assert "committed nothing" in hint and "\n" not in hint
+    assert not lake.is_retryable(duckdb.IOException(error))  # httpfs retried it; the catalog-race loop must not
+    assert lake.failure_hint("Catalog Error: Table with name t does not exist!") is None
+    assert lake.is_retryable(duckdb.TransactionException("Failed to commit: database is locked"))
+
+
+@pytest.mark.parametrize(("name", "value"), [("EVAL_S3_TIMEOUT", "0"), ("EVAL_S3_RETRIES", "-1")])
+def test_object_store_settings_out_of_range_are_refused(name, value, monkeypatch):
+    from eval_pipeline.core import settings
+
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=name):
+        settings.s3_timeout_seconds() if name == "EVAL_S3_TIMEOUT" else settings.s3_retries()

@@ -83,6 +83,24 @@ def duckdb_memory_limit() -> str:
     return _env("EVAL_DUCKDB_MEMORY_LIMIT", "768MB")
 
 
+def s3_timeout_seconds() -> int:
+    """EVAL_S3_TIMEOUT: seconds an object store (``s3://``) has to answer one request before it is tried again (DuckDB's
+    ``http_timeout``; its default, 30)."""
+    value = int(_env("EVAL_S3_TIMEOUT", "30"))
+    if value < 1:
+        raise ValueError(f"EVAL_S3_TIMEOUT must be a whole number of seconds >= 1, got {value}")
+    return value
+
+
+def s3_retries() -> int:
+    """EVAL_S3_RETRIES: how many times a request to an object store that failed or timed out is tried again
+    (DuckDB's ``http_retries``; its default, 3); then the statement, and the step, fail."""
+    value = int(_env("EVAL_S3_RETRIES", "3"))
+    if value < 0:
+        raise ValueError(f"EVAL_S3_RETRIES must be >= 0, got {value}")
+    return value
+
+
 REMOTE = "s3://"  # a folder setting may name an object-storage folder (storage.objects): machines share it
 
 
@@ -213,6 +231,7 @@ class JudgeEnv:
     max_retries: int
     processes: int
     max_consecutive_failures: int
+    max_silence_s: float
 
 
 def judge_env() -> JudgeEnv:
@@ -225,6 +244,8 @@ def judge_env() -> JudgeEnv:
         processes=int(_env("EVAL_JUDGE_PROCESSES", "0")),
         # EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES: attempts refused or timed out in a row before the endpoint is given up
         max_consecutive_failures=int(_env("EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES", "8")),
+        # EVAL_JUDGE_MAX_SILENCE: seconds an endpoint that has answered may answer nothing before it is given up
+        max_silence_s=float(_env("EVAL_JUDGE_MAX_SILENCE", "600")),
     )
 
 

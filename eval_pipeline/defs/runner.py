@@ -32,7 +32,7 @@ from eval_pipeline.ingest.checkpoints import read_checkpoint
 from eval_pipeline.ingest.ratings import evaluated, has_ratings
 from eval_pipeline.ingest.ratings import stale as stale_ratings
 from eval_pipeline.publish.report import redraw_report
-from eval_pipeline.storage.lake import missing_file_hint
+from eval_pipeline.storage.lake import failure_hint
 from eval_pipeline.storage.warehouse import Warehouse
 
 
@@ -114,7 +114,7 @@ def step_failures(instance: dg.DagsterInstance, run_id: str) -> list[str]:
         first = message[0] if message else "failed"
         if first.startswith("dagster."):
             first = first.split(": ", 1)[-1]  # "dagster._core.definitions.events.Failure: <why>": the why
-        first = missing_file_hint(first) or first  # a lake data file deleted outside the pipeline: how to repair
+        first = failure_hint(first) or first  # a lake data file deleted outside the pipeline, a store that stopped
         out.append(f"{event.step_key if event else '?'}: {first}")
     return out
 

@@ -99,31 +99,42 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def fetch(name: str, filename: str, sha256: str) -> Path:
-    """``filename`` of the package ``name`` from the registry into the cache, checked against ``sha256``."""
+def fetch(name: str, filename: str, sha256: str, attempts: int = 3) -> Path:
+    """``filename`` of the package ``name`` from the registry into the cache, checked against ``sha256``. A transfer
+    that breaks off or arrives different (http.client ends a body cut short without an error) is fetched again, up
+    to ``attempts`` times; then refused with what was seen."""
     target = cache_root() / "downloads" / filename
     if target.is_file() and _sha256(target) == sha256:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     index = os.environ.get("EVAL_PYPI_URL", "https://pypi.org/simple").rstrip("/")
     request = urllib.request.Request(f"{index}/{name}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as r:
-            files = json.load(r).get("files", [])
-        url = next(f["url"] for f in files if f.get("filename") == filename)
-        partial = target.with_suffix(target.suffix + ".part")
-        with urllib.request.urlopen(url, timeout=300) as r, partial.open("wb") as out:
-            shutil.copyfileobj(r, out, 1 << 20)
-    except StopIteration:
-        raise BuildFailed(f"{filename} is not in the registry's list for {name} ({index})") from None
-    except (OSError, ValueError) as exc:
-        raise BuildFailed(f"could not fetch {filename} from {index}: {exc}") from None
-    got = _sha256(partial)
-    if got != sha256:
+    partial = target.with_suffix(target.suffix + ".part")
+    seen = ""
+    for attempt in range(attempts):
+        try:
+            with urllib.request.urlopen(request, timeout=60) as r:
+                files = json.load(r).get("files", [])
+            url = next(f["url"] for f in files if f.get("filename") == filename)
+            with urllib.request.urlopen(url, timeout=300) as r, partial.open("wb") as out:
+                expected = int(r.headers.get("Content-Length") or -1)
+                shutil.copyfileobj(r, out, 1 << 20)
+            size = partial.stat().st_size
+            got = _sha256(partial)
+            if got == sha256:
+                partial.replace(target)
+                return target
+            seen = f"sha256 {got} ({size:,} bytes" + (f" of {expected:,})" if expected >= 0 else ")")
+        except StopIteration:
+            raise BuildFailed(f"{filename} is not in the registry's list for {name} ({index})") from None
+        except (OSError, ValueError) as exc:
+            seen = f"could not fetch it from {index}: {exc}"
         partial.unlink(missing_ok=True)
-        raise BuildFailed(f"{filename}: sha256 {got} is not the pinned {sha256}; refused")
-    partial.replace(target)
-    return target
+        if attempt + 1 < attempts:
+            time.sleep(2 * (attempt + 1))
+    if seen.startswith("sha256"):
+        seen += f", not the pinned {sha256}"
+    raise BuildFailed(f"{filename}: {seen} ({attempts} attempts); refused")
 
 
 @contextlib.contextmanager

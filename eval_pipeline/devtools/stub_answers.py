@@ -53,6 +53,11 @@ class StubState:
     slots: int = 0  # > 0: at most this many requests are worked on at once (each for latency_s); the rest queue
     advertise_slots: bool = False  # GET /props says total_slots, as llama-server does
     tokens_per_char: float = 0.25  # the prompt tokens reported per character (a denser tokenizer reports more)
+    # (answering_s, stalled_s): the server answers for answering_s, then answers nothing for stalled_s, and so on
+    # from its first request; a request whose answer would fall in a stall is answered when the stall ends (latency
+    # that oscillates, as a server shared with other work, or a machine under heavy load, shows it)
+    stalls: tuple[float, float] | None = None
+    first_request: float | None = None
     _slot_sem: Any = None
     requests: int = 0
     completions: int = 0
@@ -239,6 +244,14 @@ def reply(state: StubState, body: dict[str, Any], fault: str | None, authorizati
         )
     if fault == "timeout":
         delay += state.timeout_sleep_s
+    if state.stalls is not None:
+        answering, stalled = state.stalls
+        with state.lock:
+            state.first_request = state.first_request or time.monotonic()
+        at = time.monotonic() - state.first_request + delay  # when it would be answered, from the first request
+        into = at % (answering + stalled)
+        if into >= answering:  # within a stall: at its end
+            delay += answering + stalled - into
     drip = state.drip_interval_s if fault == "drip" else 0.0
     if fault == "http_garbage":
         return Reply(200, raw=b"<html>502 Bad Gateway</html>", delay_s=delay)

@@ -139,8 +139,11 @@ class JudgeSettings:
     identity: str | None = None  # the panel's `identity:` for this judge; None: its endpoint
     top_logprobs: int = 0  # > 0: ask for the tokens' log probabilities (logprobs, top_logprobs)
     # this many attempts in a row refused or timed out (no answer of any kind between them): the endpoint is down,
-    # every call not yet answered is given up at once with that reason (0: never)
+    # every call not yet answered is given up at once with that reason (0: never). An endpoint that has answered in
+    # this client is slow, not dead, until it has also answered nothing for ``max_silence_s``; until then an
+    # attempt it left unanswered while answering nothing else costs its call none of ``max_retries``
     max_consecutive_failures: int = 8
+    max_silence_s: float = 600.0
     extra_body: tuple[tuple[str, Any], ...] = ()  # server-specific options sent as they are (JudgeSpec.extra_body)
     # the requests the server says it serves at once (judge.calls.call_specs sets it and caps ``concurrency`` there):
     # a call that outlasts its time-out is then being worked on, not queued, and waits longer instead of being cut
@@ -385,6 +388,8 @@ class OpenAIJudgeClient:
         self._epoch = 0  # bumped at each cut: a time-out of a call started before it does not cut again
         self._answered_since_change = 0
         self._ever_answered = False
+        self._last_answer = 0.0  # when the last answer came (time.perf_counter)
+        self._newest_answered = 0.0  # when the most recently sent of the answered attempts was sent
         self._gate = asyncio.Condition()
         self._use_schema = True
         self._in_flight = 0
@@ -451,8 +456,11 @@ class OpenAIJudgeClient:
         self._remember()
         return True
 
-    def _answered(self) -> None:
+    def _answered(self, sent: float | None = None) -> None:
+        """An attempt sent at ``sent`` (time.perf_counter; default: now) was answered."""
         self._ever_answered = True
+        self._last_answer = time.perf_counter()
+        self._newest_answered = max(self._newest_answered, self._last_answer if sent is None else sent)
         self._answered_since_change += 1
         if self._answered_since_change >= self._limit and self._limit < self.settings.concurrency:
             self._limit += 1
@@ -522,13 +530,35 @@ class OpenAIJudgeClient:
         cap = min(self.settings.backoff_max_s, self.settings.backoff_base_s * (2**attempt))
         return random.uniform(cap / 2, cap)
 
+    def _silent_for(self) -> float:
+        """Seconds since the endpoint last answered (0 before it ever has)."""
+        return time.perf_counter() - self._last_answer if self._ever_answered else 0.0
+
+    def _stalled(self, sent: float) -> bool:
+        """An attempt sent at ``sent`` that got no answer met the endpoint's stall, not its own slowness: the
+        endpoint has answered in this client, no attempt sent after this one was answered before it (nothing
+        overtook it: a prompt slow in itself is overtaken by the others), and the endpoint has not been silent for
+        max_silence_s."""
+        return (
+            self._ever_answered and self._newest_answered <= sent and self._silent_for() < self.settings.max_silence_s
+        )
+
     def _unreachable(self, error: str) -> None:
-        """One more attempt refused or timed out; past ``max_consecutive_failures`` in a row, the endpoint is down."""
+        """One more attempt refused or timed out; past ``max_consecutive_failures`` in a row, the endpoint is down
+        (one that has answered in this client: once it has also been silent for ``max_silence_s``)."""
         self._unreachable_in_a_row += 1
         limit = self.settings.max_consecutive_failures
-        if limit and self._unreachable_in_a_row >= limit and self._down is None:
-            host = urlsplit(self.settings.endpoint()).netloc or self.settings.endpoint()
+        if not limit or self._unreachable_in_a_row < limit or self._down is not None:
+            return
+        host = urlsplit(self.settings.endpoint()).netloc or self.settings.endpoint()
+        if not self._ever_answered:
             self._down = f"endpoint {host} unreachable, stopped asking after {limit} failed attempts in a row: {error}"
+        elif self._silent_for() >= self.settings.max_silence_s:
+            self._down = (
+                f"endpoint {host} unreachable, stopped asking: nothing answered for {self._silent_for():.0f} s "
+                f"({self._unreachable_in_a_row} failed attempts in a row): {error}"
+            )
+        if self._down is not None:
             if self._tripped is not None and not self._tripped.done():
                 self._tripped.set_result(None)
             self._gate_wakeup()
@@ -562,6 +592,7 @@ class OpenAIJudgeClient:
             if use_schema:
                 kwargs["response_format"] = {"type": "json_schema", "json_schema": schema}
             delay = None
+            stall = False  # the endpoint's stall, not this call's failure: the attempt is not counted (_stalled)
             epoch = await self._enter()
             if self._down is not None:  # given up while this call waited its turn: no attempt
                 await self._leave(epoch)
@@ -595,7 +626,7 @@ class OpenAIJudgeClient:
                 result.latency_ms = (time.perf_counter() - t0) * 1000
                 self.stats.latency_ms.append(result.latency_ms)
                 self._unreachable_in_a_row = 0
-                self._answered()
+                self._answered(t0)
                 if not isinstance(data, dict):  # a 200 that is not JSON (a proxy's page): retried
                     raise _NotJSON(redact(str(data), self._api_key)[:120])
                 usage: dict[str, Any] = data.get("usage") or {} if isinstance(data.get("usage"), dict) else {}
@@ -648,10 +679,12 @@ class OpenAIJudgeClient:
                 # time out and it still gets a second, slower chance; a black hole is given up in the second wave)
                 if self._timed_out(epoch) or (not self._ever_answered and epoch > 0):
                     self._unreachable(last_error)
+                stall = self._stalled(t0)
             except openai.APIConnectionError as exc:
                 last_error = f"connection error: {redact(str(exc), self._api_key)[:200]}"
                 delay = self._backoff(attempt)
                 self._unreachable(last_error)
+                stall = self._stalled(t0)
             except openai.APIStatusError as exc:
                 last_error = f"server error ({exc.status_code})"
                 if exc.status_code < 500 and exc.status_code not in (408, 409):
@@ -672,7 +705,8 @@ class OpenAIJudgeClient:
                 if held is not None and self._budget is not None:
                     self._budget.settle(held, s.model, usage_seen, billed)
                 await self._leave(epoch)
-            attempt += 1
+            if not stall:
+                attempt += 1
             if attempt <= s.max_retries and delay is not None:
                 await asyncio.sleep(delay)
         result.error = self._down or f"gave up after {result.attempts} attempts: {last_error}"
@@ -699,6 +733,7 @@ def settings_from_env(spec: JudgeSpec | None = None, **overrides: Any) -> JudgeS
         concurrency=env.concurrency,
         processes=env.processes,
         max_consecutive_failures=env.max_consecutive_failures,
+        max_silence_s=env.max_silence_s,
     )
     values.update({k: v for k, v in overrides.items() if v is not None})
     return JudgeSettings(**values)

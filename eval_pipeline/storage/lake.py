@@ -43,8 +43,11 @@ ALIAS = "lake"
 
 def is_retryable(exc: BaseException) -> bool:
     """A commit that lost a race with another writer (the catalog was busy, or the same rows changed): the whole
-    transaction can run again."""
+    transaction can run again. Not an object store that failed a request: httpfs has retried it already
+    (EVAL_S3_RETRIES), and a store that is down stays down for longer than this loop waits."""
     msg = str(exc).lower()
+    if objects.unanswered_hint(str(exc)):
+        return False
     return isinstance(exc, duckdb.Error) and any(
         w in msg for w in ("database is locked", "conflict", "could not serialize", "busy", "failed to commit")
     )
@@ -265,6 +268,11 @@ class LakeBackend:
                 f"CALL ducklake_expire_snapshots('{ALIAS}', older_than => now() - INTERVAL '{int(keep_days)} days')",
             ),
             ("deleted unneeded files", f"CALL ducklake_cleanup_old_files('{ALIAS}', cleanup_all => true)"),
+            (  # files of steps that failed before their commit (a store that stopped answering); a day old, so
+                # that the files of a step writing now are left alone
+                "deleted files no snapshot lists",
+                f"CALL ducklake_delete_orphaned_files('{ALIAS}', older_than => now() - INTERVAL '1 day')",
+            ),
         ]
         for what, sql in steps:
             self.retrying(partial(self._run, sql))
@@ -406,6 +414,12 @@ def missing_file_hint(message: str) -> str | None:
         f"the lake's data file {m.group(1)} is missing (its data folder was changed outside the pipeline): "
         "'eval-pipeline maintain --repair' drops the tables that lost files, then 'eval-pipeline run' rebuilds them"
     )
+
+
+def failure_hint(message: str) -> str | None:
+    """The one line to say instead of a storage error a person can act on (a lake data file gone, an object store
+    that does not answer), else None."""
+    return missing_file_hint(message) or objects.unanswered_hint(message)
 
 
 def _moved_data(lake: str, asked: str, exc: BaseException) -> str:

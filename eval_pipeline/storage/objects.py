@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -53,9 +54,40 @@ def secret_sql(env: dict[str, str] | None = None) -> str:
 
 
 def enable(con: duckdb.DuckDBPyConnection) -> None:
-    """Make ``s3://`` readable and writable on ``con`` with the environment's credentials."""
+    """Make ``s3://`` readable and writable on ``con`` with the environment's credentials; a request the store does
+    not answer within ``EVAL_S3_TIMEOUT`` is tried again ``EVAL_S3_RETRIES`` times, then fails the statement."""
     con.execute(f"LOAD {literal(extension_file('httpfs'))}")
+    con.execute(f"SET http_timeout = {settings.s3_timeout_seconds()}")
+    con.execute(f"SET http_retries = {settings.s3_retries()}")
     con.execute(secret_sql())
+
+
+# httpfs's errors for a store that does not answer, refuses the connection, or answers with a server error
+_UNANSWERED = re.compile(
+    r"(?P<why>Timeout was reached|Could not establish connection|Failed to connect|Connection refused|"
+    r"Server returned nothing|Failure when receiving data|Couldn't connect to server)"
+    r"[^']*?HTTP (?P<verb>[A-Z]+) (?:to|on) '(?P<url>https?://[^']+)'"
+)
+_SERVER_ERROR = re.compile(r"HTTP (?P<verb>[A-Z]+) error on '(?P<url>https?://[^']+)' \(HTTP (?P<status>5\d\d)\)")
+
+
+def unanswered_hint(message: str) -> str | None:
+    """The one line to say when the object store failed a request (no answer in time, no connection, a server
+    error) instead of httpfs's error; None for any other error. The statement that met it was not committed."""
+    m = _UNANSWERED.search(message) or _SERVER_ERROR.search(message)
+    if not m:
+        return None
+    url = urlsplit(m.group("url"))
+    if "status" in m.groupdict():
+        what = f"answered HTTP {m.group('status')}"
+    elif m.group("why") == "Timeout was reached":
+        what = f"did not answer within {settings.s3_timeout_seconds()} s, {settings.s3_retries()} retries"
+    else:
+        what = "could not be reached"
+    return (
+        f"the object store {url.scheme}://{url.netloc} {what} ({m.group('verb')} {url.path.lstrip('/')}): the step "
+        "stopped and committed nothing (the lake keeps its last snapshot); run again when the store answers"
+    )
 
 
 def connection() -> duckdb.DuckDBPyConnection:

@@ -240,3 +240,37 @@ def test_past_the_grown_time_out_a_call_within_the_slots_is_still_cut(rubrics, s
     panel = df[df.judge == PANEL]
     assert (panel.status == "missing").all() and panel.reason.str.contains("timeout|stopped asking").all()
     assert stats.timeout_extensions == 2 and stats.timeout_cuts >= 1  # 0.2 -> 0.4 -> 0.8 (4x), then cut
+
+
+@pytest.mark.slow
+def test_an_endpoint_that_stalls_now_and_then_loses_no_score(rubrics, stub, warehouse_path):
+    """#48: an endpoint whose latency oscillates (under heavy load it answered, then went quiet for a few
+    time-outs, and so on) was declared unreachable, 80 of 600 scores lost; a call cut in a stall also spent its
+    own attempts on the stall. Here the server answers for 0.5 s, then nothing for 2.5 s (eight time-outs), and so
+    on: an endpoint that has answered is slow, not dead, while its silence stays under the judge's max_silence_s,
+    so every prompt is answered, and a stall costs no call its attempts (max_silence_s=0, the behaviour before,
+    loses scores here)."""
+    stub.state.latency_s, stub.state.stalls = 0.1, (0.5, 2.5)
+    df, stats = ask(
+        rubrics["empathetic_dialogue"], warehouse_path, records(100),
+        timeout_s=0.3, max_retries=2, concurrency=4, max_consecutive_failures=4, max_silence_s=30.0,
+    )  # fmt: skip
+    panel = df[df.judge == PANEL]
+    assert (panel.status == "ok").all(), panel.reason.dropna().unique()[:3]
+    assert stats.timeout_cuts >= 1  # the stalls were met (the test would prove nothing otherwise)
+
+
+@pytest.mark.slow
+def test_an_endpoint_that_answered_then_went_silent_is_given_up_after_max_silence_s(rubrics, stub, warehouse_path):
+    """The other side of the bound: an endpoint that answered and then answers nothing at all is given up once it
+    has been silent for max_silence_s (and the breaker's failures in a row), in one reason naming the silence."""
+    stub.state.latency_s, stub.state.stalls = 0.05, (0.5, 3600.0)
+    df, stats = ask(
+        rubrics["empathetic_dialogue"], warehouse_path, records(200),
+        timeout_s=0.2, max_retries=2, concurrency=4, max_consecutive_failures=4, max_silence_s=2.0,
+    )  # fmt: skip
+    panel = df[df.judge == PANEL]
+    assert (panel.status == "ok").any() and (panel.status == "missing").any()
+    missing = panel[panel.status == "missing"]
+    assert missing.reason.str.contains("stopped asking").all(), missing.reason.unique()[:3]
+    assert missing.reason.str.contains("nothing answered for").all(), missing.reason.unique()[:3]
