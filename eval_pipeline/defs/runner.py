@@ -472,5 +472,6 @@ def _draw_report(wh: Warehouse, resources: Mapping[str, Any], outcome: RunOutcom
     """The report drawn and given to ``outcome``; when it was drawn (time.monotonic)."""
     outcome.report, outcome.report_error = redraw_report(wh, resources["publish"].report_dir)
     if outcome.report_error:
+        outcome.report_error = failure_hint(outcome.report_error) or outcome.report_error
         print(f"report not written: {outcome.report_error}", file=sys.stderr, flush=True)
     return time.monotonic()

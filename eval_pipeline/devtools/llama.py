@@ -106,6 +106,15 @@ def fetch(name: str, filename: str, sha256: str, attempts: int = 3) -> Path:
     target = cache_root() / "downloads" / filename
     if target.is_file() and _sha256(target) == sha256:
         return target
+    # one download at a time per file, across processes (the session's background build and the tier's first test
+    # both want the model: two writers of one .part file made each other's download fail)
+    with _locked(target.with_name(target.name + ".lock")):
+        if target.is_file() and _sha256(target) == sha256:
+            return target
+        return _download(name, filename, sha256, target, attempts)
+
+
+def _download(name: str, filename: str, sha256: str, target: Path, attempts: int) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     index = os.environ.get("EVAL_PYPI_URL", "https://pypi.org/simple").rstrip("/")
     request = urllib.request.Request(f"{index}/{name}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})

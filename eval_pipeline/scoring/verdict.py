@@ -405,8 +405,11 @@ def _reasons(
         said.append(f"pending on {', '.join(v.trust_pending)}{more}")
     if said:
         out.append((JUDGE, "; ".join(said)))
-    elif "judge_reliability" in kinds:
-        out += [(JUDGE, str(g["reason"])) for g in v.failed_gates if g["kind"] == "judge_reliability"][:1]
+    elif "judge_reliability" in kinds:  # trusted on every dimension, yet its gate failed: each failed part, named
+        failed = [g for g in v.failed_gates if g["kind"] == "judge_reliability"]
+        out.append(
+            (JUDGE, "; ".join(f"{g['gate']}: {g['reason']}" if len(failed) > 1 else str(g["reason"]) for g in failed))
+        )
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for g in other:
         by_kind.setdefault(str(g["kind"]), []).append(g)

@@ -57,14 +57,19 @@ def enable(con: duckdb.DuckDBPyConnection) -> None:
     """Make ``s3://`` readable and writable on ``con`` with the environment's credentials; a request the store does
     not answer within ``EVAL_S3_TIMEOUT`` is tried again ``EVAL_S3_RETRIES`` times, then fails the statement."""
     con.execute(f"LOAD {literal(extension_file('httpfs'))}")
-    con.execute(f"SET http_timeout = {settings.s3_timeout_seconds()}")
-    con.execute(f"SET http_retries = {settings.s3_retries()}")
+    # GLOBAL: a session's SET does not reach the cursors the warehouse hands out (each a session of its own), which
+    # waited out DuckDB's defaults instead. httplib: its time-outs bound every read and write of a request; through
+    # curl an upload to a store that stopped answering waited 40-68 s past a 2 s time-out
+    con.execute("SET GLOBAL httpfs_client_implementation = 'httplib'")
+    con.execute(f"SET GLOBAL http_timeout = {settings.s3_timeout_seconds()}")
+    con.execute(f"SET GLOBAL http_retries = {settings.s3_retries()}")
     con.execute(secret_sql())
 
 
 # httpfs's errors for a store that does not answer, refuses the connection, or answers with a server error
 _UNANSWERED = re.compile(
-    r"(?P<why>Timeout was reached|Could not establish connection|Failed to connect|Connection refused|"
+    r"(?P<why>Timeout was reached|Failed to read connection|Failed to write connection|"
+    r"Could not establish connection|Failed to connect|Connection refused|"
     r"Server returned nothing|Failure when receiving data|Couldn't connect to server)"
     r"[^']*?HTTP (?P<verb>[A-Z]+) (?:to|on) '(?P<url>https?://[^']+)'"
 )
@@ -80,8 +85,10 @@ def unanswered_hint(message: str) -> str | None:
     url = urlsplit(m.group("url"))
     if "status" in m.groupdict():
         what = f"answered HTTP {m.group('status')}"
-    elif m.group("why") == "Timeout was reached":
-        what = f"did not answer within {settings.s3_timeout_seconds()} s, {settings.s3_retries()} retries"
+    elif m.group("why") in ("Timeout was reached", "Failed to read connection", "Failed to write connection"):
+        retries = settings.s3_retries()
+        tried = f"{retries} {'retry' if retries == 1 else 'retries'}"
+        what = f"did not answer within {settings.s3_timeout_seconds()} s, {tried}"
     else:
         what = "could not be reached"
     return (
