@@ -339,7 +339,6 @@ def test_the_viewer_reads_beside_a_held_reader_and_never_creates_a_warehouse(eva
     the docs allow) a page waited 120 s and answered 500; pointed at a missing file it created an empty one."""
     import subprocess
     import sys
-    import time
 
     holder = subprocess.Popen(
         [
@@ -355,10 +354,9 @@ def test_the_viewer_reads_beside_a_held_reader_and_never_creates_a_warehouse(eva
     try:
         assert holder.stdout.readline().strip() == "held"
         viewer = TestClient(create_app(Warehouse(evaluated[0], read_only=True, lock_timeout_s=3), RUBRIC_DIR))
-        t0 = time.monotonic()
         page = viewer.get("/r/npc_dialogue/ckpt-0300")
         assert page.status_code == 200 and "dialogue_naturalness" in page.text
-        assert time.monotonic() - t0 < 10
+        assert holder.poll() is None  # answered while the other reader still holds the file (it holds it 60 s)
     finally:
         holder.kill()
         holder.wait()

@@ -176,7 +176,6 @@ def test_the_viewer_on_a_file_reads_beside_a_held_reader_and_creates_nothing(tmp
     so a plain read-only reader holding a DuckDB file never makes it wait, and a missing warehouse is not created."""
     import subprocess
     import sys
-    import time
 
     from starlette.testclient import TestClient
 
@@ -194,9 +193,8 @@ def test_the_viewer_on_a_file_reads_beside_a_held_reader_and_creates_nothing(tmp
     try:
         assert holder.stdout.readline().strip() == "held"
         viewer = TestClient(create_app(Warehouse(str(path), read_only=True, lock_timeout_s=3)))
-        t0 = time.monotonic()
         assert viewer.get("/").status_code == 200
-        assert time.monotonic() - t0 < 3
+        assert holder.poll() is None  # answered while the other reader still holds the file (it holds it 60 s)
     finally:
         holder.kill()
         holder.wait()
