@@ -54,14 +54,14 @@ class CliError(Exception):
     pass
 
 
-def _instance():
+def _instance() -> Any:  # a DagsterInstance (dagster imported only when a command needs it)
     from eval_pipeline.core import settings
     from eval_pipeline.defs.instance import open_instance
 
     return open_instance(settings.dagster_home(), settings.warehouse_path())  # what `make dagster-home` installs
 
 
-def _select(scan, ids: list[str] | None):
+def _select(scan: Any, ids: list[str] | None) -> list[Any]:
     known = {c.checkpoint_id: c for c in scan.complete}
     if not ids:
         return sorted(known.values(), key=lambda c: (c.created_at, c.checkpoint_id))
@@ -739,7 +739,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     debug = getattr(args, "debug", False)
     try:
-        return args.fn(args)
+        return int(args.fn(args))
     except KeyboardInterrupt:
         return _interrupted()
     except ServerError as exc:

@@ -37,7 +37,8 @@ def get_instance() -> dg.DagsterInstance:
     home = os.environ.get("DAGSTER_HOME")
     if not home:
         return dg.DagsterInstance.ephemeral()
-    return open_instance(Path(home), settings.warehouse_path())
+    instance: dg.DagsterInstance = open_instance(Path(home), settings.warehouse_path())
+    return instance
 
 
 def judge_line(instance: dg.DagsterInstance, outcomes: list[RunOutcome]) -> str:

@@ -100,7 +100,7 @@ class Panel:
         """Each item's mean over the raters who rated it (summed rater after rater, as pandas' row mean does)."""
         by_rater = np.ascontiguousarray(self.scores.T)
         rated = ~np.isnan(by_rater)
-        return np.where(rated, by_rater, 0.0).sum(axis=0) / rated.sum(axis=0)
+        return np.asarray(np.where(rated, by_rater, 0.0).sum(axis=0) / rated.sum(axis=0))
 
 
 def panel_of(subset: pd.DataFrame, items: np.ndarray) -> Panel:

@@ -53,9 +53,9 @@ def cohen_kappa(a: Values, b: Values, labels: Values, weights: str | None = None
 def _weights(k: int, weights: str | None) -> np.ndarray:
     i, j = np.indices((k, k))
     if weights is None:
-        return (i != j).astype(float)
+        return np.asarray(i != j, dtype=float)
     if weights == "linear":
-        return np.abs(i - j) / max(1, k - 1)
+        return np.asarray(np.abs(i - j) / max(1, k - 1))
     if weights == "quadratic":
         return ((i - j) / max(1, k - 1)) ** 2
     raise ValueError(weights)
@@ -136,7 +136,7 @@ def kendall(a: Values, b: Values) -> float:
 
 
 def _constant_rows(x: np.ndarray) -> np.ndarray:
-    return np.std(x, axis=1) == 0
+    return np.asarray(np.std(x, axis=1) == 0)
 
 
 def _resampled_ranks(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -165,7 +165,7 @@ def rank_codes(values: Values) -> np.ndarray:
 def _levels(values: Values) -> np.ndarray:
     v = np.asarray(values)
     if v.dtype.kind in "iu":  # levels already (rank_codes), or integers in their order
-        return (v - v.min()).astype(np.int64)
+        return np.asarray(v - v.min(), dtype=np.int64)
     return rank_codes(v)
 
 
@@ -192,7 +192,7 @@ def spearman_resamples(a: Values, b: Values, idx: np.ndarray) -> np.ndarray:
                 r = num / np.sqrt((cx * rx * rx).sum(axis=1) * (cy * ry * ry).sum(axis=1))
             r = np.clip(r, -1.0, 1.0)
             r[((cx > 0).sum(axis=1) < 2) | ((cy > 0).sum(axis=1) < 2) | (n < 3)] = np.nan
-            return r
+            return np.asarray(r)
     x, y = xa[idx], yb[idx]
     rx, ry = _resampled_ranks(xa, idx), _resampled_ranks(yb, idx)
     rx, ry = rx - rx.mean(axis=1, keepdims=True), ry - ry.mean(axis=1, keepdims=True)
@@ -200,7 +200,7 @@ def spearman_resamples(a: Values, b: Values, idx: np.ndarray) -> np.ndarray:
         r = (rx * ry).sum(axis=1) / np.sqrt((rx * rx).sum(axis=1) * (ry * ry).sum(axis=1))
     r = np.clip(r, -1.0, 1.0)
     r[_constant_rows(x) | _constant_rows(y) | (idx.shape[1] < 3)] = np.nan
-    return r
+    return np.asarray(r)
 
 
 # The most table cells kendall_resamples holds at once (resamples x levels of a x levels of b): a continuous judge
@@ -246,7 +246,7 @@ def _kendall_of_tables(cells: np.ndarray, kx: int, ky: int, n: int) -> np.ndarra
     with np.errstate(invalid="ignore", divide="ignore"):
         t = s / np.sqrt(n1 * n2)
     t[(n1 == 0) | (n2 == 0) | (n < 3)] = np.nan
-    return t
+    return np.asarray(t)
 
 
 def prevalence(values: Values) -> float:

@@ -146,7 +146,7 @@ def mean_intervals(
 
 
 def resampled_mean(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    return values[idx].mean(axis=1)
+    return np.asarray(values[idx].mean(axis=1))
 
 
 def per_resample(fn: Callable[..., float]) -> Statistic:

@@ -195,7 +195,7 @@ def content_words(text: str, min_len: int = 3) -> tuple[str, ...]:
 @lru_cache(maxsize=262_144)
 def stem(word: str) -> str:
     """NLTK's Snowball (Porter 2) English stem, so 'funds'/'funding'/'funded' meet (no data download needed)."""
-    return _snowball().stem(word.lower())
+    return str(_snowball().stem(word.lower()))
 
 
 # Optional imports nltk's own modules try (each in a try/except ImportError) that nothing here uses: its

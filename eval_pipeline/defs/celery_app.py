@@ -30,7 +30,7 @@ def _broker() -> str:
     return broker
 
 
-app = make_app(
+app = make_app(  # type: ignore[no-untyped-call]  # dagster-celery is untyped here
     app_args={
         "broker": _broker(),
         "backend": os.environ.get("EVAL_CELERY_BACKEND", "").strip() or _broker(),
@@ -43,7 +43,7 @@ execute_job = create_execute_job_task(app)
 resume_job = create_resume_job_task(app)
 
 
-@task_prerun.connect
+@task_prerun.connect  # type: ignore[untyped-decorator]  # celery is untyped
 def _record_worker(task: Any = None, kwargs: dict[str, Any] | None = None, **_: Any) -> None:
     """Tag the run this task executes with the worker's name, before the run starts."""
     given = kwargs or {}

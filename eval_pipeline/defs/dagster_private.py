@@ -89,5 +89,6 @@ def compute_log_helpers_off_the_terminal() -> None:
     step's process is gone, and a terminal's Ctrl-C reaches only the command. Idempotent."""
     from dagster._core.execution import compute_logs
 
-    if not isinstance(compute_logs.subprocess, _OwnSessionSubprocess):
-        compute_logs.subprocess = _OwnSessionSubprocess(compute_logs.subprocess)  # type: ignore[assignment]
+    # the module's own `subprocess` import (private, not exported): the name this module exists to reach
+    if not isinstance(compute_logs.subprocess, _OwnSessionSubprocess):  # type: ignore[attr-defined]
+        compute_logs.subprocess = _OwnSessionSubprocess(compute_logs.subprocess)  # type: ignore[attr-defined,assignment]

@@ -12,7 +12,7 @@ from typing import Any
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def wait_until_serving(url: str, proc: subprocess.Popen[Any] | None = None, timeout_s: float = 60.0) -> None:

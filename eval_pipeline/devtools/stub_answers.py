@@ -91,7 +91,7 @@ def _list_request(body: dict[str, Any]) -> str | None:
     if schema:
         for k, v in schema.get("properties", {}).items():
             if v.get("type") == "array":
-                return k
+                return str(k)
         return None
     system = next((m["content"] for m in body.get("messages", []) if m.get("role") == "system"), "")
     m = LIST_RE.search(system)

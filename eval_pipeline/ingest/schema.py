@@ -73,8 +73,11 @@ def _field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
             error=f"must be {TYPE_WORDS[f.type]}",
         )
     )
-    typed = lambda fn, t=f.type: _when_present(lambda v: (not _is_type(t, v)) or fn(v))  # noqa: E731
-    min_len = f.min_length
+    def typed(fn: Callable[[Any], bool], t: str = f.type) -> Callable[[Any], bool]:
+        return _when_present(lambda v: (not _is_type(t, v)) or fn(v))
+
+    # bound once per field: the checks' functions read these, never the loop of build_schema
+    min_len, most, lowest, highest = f.min_length, f.max_length, f.minimum, f.maximum
     if f.name == rubric.inputs.response_field and not min_len:
         min_len = 1
     if f.allowed is not None:
@@ -87,30 +90,30 @@ def _field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
     if min_len and f.type in ("string", "string_list", "object_list"):
         msg = "must not be empty" if min_len == 1 else f"must have at least {min_len} characters/items"
         checks.append(
-            pa.Check(typed(lambda v, n=min_len: _length(v) >= n), element_wise=True, ignore_na=False, error=msg)
+            pa.Check(typed(lambda v: _length(v) >= min_len), element_wise=True, ignore_na=False, error=msg)
         )
-    if f.max_length and f.type in ("string", "string_list", "object_list"):
+    if most and f.type in ("string", "string_list", "object_list"):
         checks.append(
             pa.Check(
-                typed(lambda v, n=f.max_length: len(v) <= n),
+                typed(lambda v: len(v) <= most),
                 element_wise=True,
                 ignore_na=False,
                 error=f"must have at most {f.max_length} characters/items",
             )
         )
-    if f.minimum is not None and f.type in ("integer", "number"):
+    if lowest is not None and f.type in ("integer", "number"):
         checks.append(
             pa.Check(
-                typed(lambda v, m=f.minimum: v >= m),
+                typed(lambda v: v >= lowest),
                 element_wise=True,
                 ignore_na=False,
                 error=f"must be >= {f.minimum:g}",
             )
         )
-    if f.maximum is not None and f.type in ("integer", "number"):
+    if highest is not None and f.type in ("integer", "number"):
         checks.append(
             pa.Check(
-                typed(lambda v, m=f.maximum: v <= m),
+                typed(lambda v: v <= highest),
                 element_wise=True,
                 ignore_na=False,
                 error=f"must be <= {f.maximum:g}",

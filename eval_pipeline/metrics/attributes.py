@@ -77,7 +77,7 @@ def wordnet() -> Any:
             nltk.data.path.insert(0, data_root)
         cache = _index_cache(root)
 
-        class _WordNet30(WordNetCorpusReader):
+        class _WordNet30(WordNetCorpusReader):  # type: ignore[misc]  # nltk is untyped
             _parsed = False  # whether the indexes came from the cache (set by the first of the three parses)
 
             def map_wn(
@@ -136,7 +136,7 @@ def _adjective_lemma(word: str) -> str | None:
     for pos in ("a", "s"):
         lemma = wn.morphy(w, pos)
         if lemma and wn.synsets(lemma, pos):
-            return lemma
+            return str(lemma)
     return None
 
 

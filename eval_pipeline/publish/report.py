@@ -40,8 +40,12 @@ def trend_svg(df: pd.DataFrame, title: str, width: int = 460, height: int = 230)
         hi, lo = hi + 0.5, lo - 0.5
     pad_l, pad_r, pad_t, pad_b = 44, 130, 24, 30
     pw, ph = width - pad_l - pad_r, height - pad_t - pad_b
-    x = lambda i: pad_l + (pw * (i / max(1, len(ckpts) - 1)) if len(ckpts) > 1 else pw / 2)  # noqa: E731
-    y = lambda v: pad_t + ph * (1 - (v - lo) / (hi - lo))  # noqa: E731
+    def x(i: float) -> float:
+        return pad_l + (pw * (i / max(1, len(ckpts) - 1)) if len(ckpts) > 1 else pw / 2)
+
+    def y(v: float) -> float:
+        return pad_t + ph * (1 - (v - lo) / (hi - lo))
+
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
         f'aria-label="{_esc(title)}">',

@@ -53,7 +53,7 @@ def leaderboard_table(wh: Warehouse) -> str:
     except Exception:
         return "(no leaderboard yet)"
     with pd.option_context("display.width", 250):
-        return df.to_string(index=False)
+        return str(df.to_string(index=False))
 
 
 def results_table(wh: Warehouse) -> str:

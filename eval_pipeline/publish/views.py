@@ -14,7 +14,8 @@ from typing import NamedTuple
 from eval_pipeline.core import settings
 from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.core.ids import check_identifier
-from eval_pipeline.storage.warehouse import Warehouse, transaction
+from eval_pipeline.storage.tables import transaction
+from eval_pipeline.storage.warehouse import Warehouse
 
 
 def _schemas_with(pairs: Iterable[tuple[str, str]], tables: Sequence[str]) -> dict[str, set[str]]:

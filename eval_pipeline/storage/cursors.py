@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import cast
 
 import duckdb
 
@@ -41,7 +42,7 @@ class Cursors:
         pools = getattr(self._idle, "pools", None)
         if pools is None:
             pools = self._idle.pools = {False: [], True: []}
-        return pools[read_only]
+        return cast(list[duckdb.DuckDBPyConnection], pools[read_only])
 
     def _take(self, read_only: bool) -> duckdb.DuckDBPyConnection:
         idle = self._idle_cursors(read_only)

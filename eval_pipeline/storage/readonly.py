@@ -27,7 +27,7 @@ BASE_CONFIG: dict[str, str | bool | int | float | list[str]] = {
 }
 
 
-class ReadOnlyFileSystem(LocalFileSystem):
+class ReadOnlyFileSystem(LocalFileSystem):  # type: ignore[misc]  # fsspec is untyped
     """The local disk, read-only: opening for anything but ``rb``, and every change, is refused; with ``root``,
     so is opening a file whose real path (links followed) is outside that folder."""
 

@@ -195,9 +195,9 @@ class Warehouse:
 
     def query_rows(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         if self._session is not None:
-            return self._session.execute(sql, params or []).fetchall()
+            return list(self._session.execute(sql, params or []).fetchall())
         with self.connect() as con:
-            return con.execute(sql, params or []).fetchall()
+            return list(con.execute(sql, params or []).fetchall())
 
     def schema_exists(self, schema: str) -> bool:
         return bool(self.query_rows("SELECT 1 FROM information_schema.schemata WHERE schema_name = ?", [schema]))

@@ -18,11 +18,12 @@ from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
 from eval_pipeline.judge import costs
 from eval_pipeline.judge.backends import identity_of
+from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.client import redact
 from eval_pipeline.judge.extraction import extract
 from eval_pipeline.judge.identity import IDENTITY_COLUMNS
 from eval_pipeline.judge.repeat import pick_subset, repeatability, repeated_scores
-from eval_pipeline.judge.runner import JudgeRunStats, judge_samples
+from eval_pipeline.judge.runner import judge_samples
 
 
 def _redacting(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -16,7 +16,7 @@ uvicorn come with dagster-webserver; the pages load nothing from the network.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -119,7 +119,7 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
             except Exception:  # noqa: BLE001 - a broken YAML must not take the viewer down; pages fall back to tables
                 loaded["rubrics"] = {}
             loaded["stamp"] = stamp
-        return loaded["rubrics"]
+        return cast(dict[str, RubricConfig], loaded["rubrics"])
 
     def page(name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
         return HTMLResponse(env.get_template(name).render(warehouse=warehouse.describe(), **ctx), status_code=status)

@@ -92,7 +92,7 @@ def values_of(scores: pd.DataFrame, col: str) -> np.ndarray:
     if col not in scores.columns:
         return np.array([], dtype=float)
     v = pd.to_numeric(scores[col], errors="coerce").to_numpy(dtype=float)
-    return v[~np.isnan(v)]
+    return np.asarray(v[~np.isnan(v)])
 
 
 def too_few(g: GateSpec, n: int, what: str) -> GateResult:
