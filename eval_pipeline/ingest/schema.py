@@ -73,6 +73,7 @@ def _field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
             error=f"must be {TYPE_WORDS[f.type]}",
         )
     )
+
     def typed(fn: Callable[[Any], bool], t: str = f.type) -> Callable[[Any], bool]:
         return _when_present(lambda v: (not _is_type(t, v)) or fn(v))
 
@@ -89,9 +90,7 @@ def _field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
         )
     if min_len and f.type in ("string", "string_list", "object_list"):
         msg = "must not be empty" if min_len == 1 else f"must have at least {min_len} characters/items"
-        checks.append(
-            pa.Check(typed(lambda v: _length(v) >= min_len), element_wise=True, ignore_na=False, error=msg)
-        )
+        checks.append(pa.Check(typed(lambda v: _length(v) >= min_len), element_wise=True, ignore_na=False, error=msg))
     if most and f.type in ("string", "string_list", "object_list"):
         checks.append(
             pa.Check(

@@ -40,6 +40,7 @@ def trend_svg(df: pd.DataFrame, title: str, width: int = 460, height: int = 230)
         hi, lo = hi + 0.5, lo - 0.5
     pad_l, pad_r, pad_t, pad_b = 44, 130, 24, 30
     pw, ph = width - pad_l - pad_r, height - pad_t - pad_b
+
     def x(i: float) -> float:
         return pad_l + (pw * (i / max(1, len(ckpts) - 1)) if len(ckpts) > 1 else pw / 2)
 
