@@ -43,7 +43,7 @@ def test_ui_keeps_the_runs_debug_events_out_of_the_terminal_and_in_a_file(tmp_pa
     runs') goes to a log file whole, and to the terminal without Dagster's per-event DEBUG lines."""
     import io
 
-    from eval_pipeline.cli import _relay
+    from eval_pipeline.cli.servers import _relay
 
     lines = [
         "2026-11-26 07:35:37 +0000 - dagster - DEBUG - job - 1f - 17283 - RUN_START - Started execution of run\n",

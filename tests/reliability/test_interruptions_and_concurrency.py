@@ -303,7 +303,7 @@ def test_sigterm_while_the_command_is_starting_is_one_line_and_exit_130(tmp_path
 
 BUSY_IN_NATIVE_CODE = """
 import hashlib
-from eval_pipeline.cli import _sigterm_as_interrupt
+from eval_pipeline.cli.app import _sigterm_as_interrupt
 from eval_pipeline.core import interrupts
 _sigterm_as_interrupt()  # as the command does
 with interrupts.watching():

@@ -1,0 +1,228 @@
+"""The `eval-pipeline` command: its parser, and one clear line (and the documented exit code) for every error;
+`--debug` shows the traceback."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, NoReturn
+
+from eval_pipeline.cli.common import (
+    EXIT_CODES,
+    CliError,
+    ServerError,
+    clean_table,
+)
+from eval_pipeline.cli.evaluate import cmd_backfill, cmd_checkpoints, cmd_run
+from eval_pipeline.cli.people import cmd_annotate, cmd_ratings_template, cmd_reference, cmd_report, cmd_view
+from eval_pipeline.cli.servers import cmd_ui, cmd_worker
+from eval_pipeline.cli.warehouse import cmd_attach_sql, cmd_export, cmd_maintain, cmd_migrate, cmd_sql
+from eval_pipeline.core.terminal import (
+    EXIT_INTERRUPTED,
+    EXIT_RUN_FAILED,
+    EXIT_SERVER,
+    EXIT_USAGE,
+    clean,
+    exit_now,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    evaluating = argparse.ArgumentParser(add_help=False)
+    evaluating.add_argument("--rubric", action="append", help="rubric name (repeatable; default: every rubric)")
+    evaluating.add_argument("--verbose", action="store_true", help="Dagster's full log on the console")
+    evaluating.add_argument("--no-fail-on-gates", action="store_true", help="exit 0 (not 3) when only gates fail")
+    ap = argparse.ArgumentParser(
+        prog="eval-pipeline",
+        description="`eval-pipeline`: run checkpoints, list them, query the warehouse read-only, backfill.",
+        parents=[common],
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = ap.add_subparsers(dest="command", required=True)
+    run = sub.add_parser(
+        "run",
+        help="register and evaluate checkpoints (in-process; on the deployment's workers when EVAL_DAGSTER_URL is set)",
+        parents=[common, evaluating],
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("--checkpoint", action="append", help="checkpoint id (repeatable; default: all)")
+    run.set_defaults(fn=cmd_run)
+    ck = sub.add_parser("checkpoints", help="list checkpoint folders with their status", parents=[common])
+    ck.set_defaults(fn=cmd_checkpoints)
+    sql = sub.add_parser("sql", help="run a read-only SQL query on the warehouse", parents=[common])
+    sql.add_argument("query")
+    sql.add_argument("--warehouse", help="the warehouse (default EVAL_WAREHOUSE, or the project's lake)")
+    sql.add_argument("--max-rows", type=int, default=200, help="rows shown by --format table (default 200)")
+    sql.add_argument("--format", choices=("table", "csv", "json", "parquet"), default="table")
+    sql.add_argument("--out", help="write the result to this file instead of stdout")
+    sql.add_argument("--as-of", help="a DuckLake snapshot id or a timestamp: read the warehouse as it was then")
+    sql.set_defaults(fn=cmd_sql)
+    bf = sub.add_parser(
+        "backfill",
+        help="evaluate all checkpoints (or a range, by creation order)",
+        parents=[common, evaluating],
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    bf.add_argument("--from", dest="start")
+    bf.add_argument("--to", dest="end")
+    bf.set_defaults(fn=cmd_backfill)
+    tp = sub.add_parser(
+        "ratings-template", help="write a ratings CSV for a checkpoint, one row per sample", parents=[common]
+    )
+    tp.add_argument("--rubric", required=True)
+    tp.add_argument("--checkpoint", required=True)
+    tp.add_argument("--evaluator", required=True, help="who rates: fills the evaluator column and names the file")
+    tp.add_argument(
+        "--out", help="file to write (default: <ratings dir>/<rubric>/<checkpoint>-<evaluator>.csv, where it is read)"
+    )
+    tp.set_defaults(fn=cmd_ratings_template)
+    at = sub.add_parser(
+        "attach-sql", help="print the SQL that opens the warehouse read-only in a plain DuckDB", parents=[common]
+    )
+    at.add_argument("--warehouse")
+    at.set_defaults(fn=cmd_attach_sql)
+    mg = sub.add_parser(
+        "migrate",
+        help="copy a warehouse file an earlier version made into the lake (the file is unchanged)",
+        parents=[common],
+    )
+    mg.add_argument("source", help="the DuckDB file (e.g. data/warehouse.duckdb)")
+    mg.set_defaults(fn=cmd_migrate)
+    ex = sub.add_parser("export", help="write a checkpoint's results as files (Parquet, CSV or JSON)", parents=[common])
+    ex.add_argument("--checkpoint", required=True)
+    ex.add_argument("--rubric", action="append", help="only this rubric (repeatable; default: every rubric)")
+    ex.add_argument("--format", choices=["parquet", "csv", "json"], default="parquet")
+    ex.add_argument("--out", help="an empty or new folder (default: ./export-<checkpoint>)")
+    ex.add_argument("--warehouse", help="warehouse to read (default: EVAL_WAREHOUSE)")
+    ex.set_defaults(fn=cmd_export)
+    mt = sub.add_parser("maintain", help="DuckLake upkeep: merge small files, expire old snapshots", parents=[common])
+    mt.add_argument("--keep-days", type=int, default=30, help="snapshots kept for time travel (default 30)")
+    mt.add_argument(
+        "--repair", action="store_true", help="drop the tables whose data files are gone (a re-run rebuilds them)"
+    )
+    mt.set_defaults(fn=cmd_maintain)
+    vw = sub.add_parser(
+        "view",
+        help="a local results viewer: leaderboard, checkpoints, samples (reads the warehouse live)",
+        parents=[common],
+    )
+    vw.add_argument("--port", type=int, default=8765)
+    vw.add_argument("--host", default="127.0.0.1")
+    vw.add_argument("--warehouse")
+    vw.set_defaults(fn=cmd_view)
+    an = sub.add_parser(
+        "annotate",
+        help="people rate samples in the browser by the rubric's protocol (pilot, calibration, remainder, spot check)",
+        parents=[common],
+    )
+    an.add_argument("--port", type=int, default=8766)
+    an.add_argument("--host", default="127.0.0.1", help="past 127.0.0.1 it needs EVAL_ANNOTATE_TOKEN")
+    an.add_argument("--warehouse")
+    an.set_defaults(fn=cmd_annotate)
+    wk = sub.add_parser(
+        "worker",
+        help="a worker of the distributed profile: runs the instance's launched runs (Celery; docs/scaling.md)",
+        parents=[common],
+    )
+    wk.add_argument("--name", help="the worker's name (default: worker), shown on the runs it executes")
+    wk.add_argument("--runs", type=int, default=1, help="runs at once in this worker (default 1)")
+    wk.add_argument("--log-level", default="INFO")
+    wk.set_defaults(fn=cmd_worker)
+    ui = sub.add_parser(
+        "ui", help="the Dagster UI with the project's daemon (sensors, run queue, backfills)", parents=[common]
+    )
+    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--host", default="127.0.0.1")
+    ui.add_argument("--workspace", default="workspace.yaml")
+    ui.set_defaults(fn=cmd_ui)
+    rp = sub.add_parser("report", help="write a static HTML report (one file, offline)", parents=[common])
+    rp.add_argument("--out", default="reports")
+    rp.add_argument("--warehouse")
+    rp.set_defaults(fn=cmd_report)
+    rf = sub.add_parser("reference", help="write the rubric YAML reference (from the code)", parents=[common])
+    rf.add_argument("--out", default="docs/rubric-reference.md", help="a file, or - for standard output")
+    rf.set_defaults(fn=cmd_reference)
+    return ap
+
+
+def _ours(exc: BaseException) -> bool:
+    """An error of ours whose every line is the message (a rubric error lists each problem)."""
+    if isinstance(exc, CliError):
+        return True
+    config = sys.modules.get("eval_pipeline.core.config")  # only loaded when a rubric was: --help stays light
+    return config is not None and isinstance(exc, config.RubricConfigError)
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM, from the first moment, is what Ctrl-C is: one line, exit 130 (by default it ended the process
+    with no word while the command was still starting). Dagster's own handlers take over while a run executes."""
+    import signal
+    import threading
+
+    from eval_pipeline.core import interrupts
+
+    def interrupt(signum: int, frame: Any) -> None:
+        interrupts.note()
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, interrupt)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse first, import what the command needs after: `--help` and a usage error cost no heavy import."""
+    args = build_parser().parse_args(argv)
+    debug = getattr(args, "debug", False)
+    try:
+        return int(args.fn(args))
+    except KeyboardInterrupt:
+        return _interrupted()
+    except ServerError as exc:
+        if debug:
+            raise
+        print(f"eval-pipeline: error: {exc}", file=sys.stderr)
+        return EXIT_SERVER
+    except Exception as exc:  # ours: every line of it; anything else: one clear line unless --debug
+        from eval_pipeline.core import interrupts
+
+        if interrupts.requested() and not debug:  # the signal turned into a library's error (a database closed)
+            return _interrupted()
+        if debug:
+            raise
+        if _ours(exc):
+            print(f"eval-pipeline: error: {clean_table(str(exc).strip())}", file=sys.stderr)
+            return EXIT_USAGE
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        from eval_pipeline.storage.lake import failure_hint
+
+        hint = failure_hint(msg)
+        if hint:
+            print(f"eval-pipeline: error: {clean(hint)}", file=sys.stderr)
+            return EXIT_RUN_FAILED
+        print(f"eval-pipeline: error: {clean(msg)} (--debug for the traceback)", file=sys.stderr)
+        return EXIT_RUN_FAILED
+
+
+def _interrupted() -> int:
+    print("eval-pipeline: interrupted (exit 130)", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def entry() -> NoReturn:
+    """The `eval-pipeline` command: ``main`` with SIGTERM taken as Ctrl-C from its first moment, ended without the
+    interpreter's teardown (``exit_now``)."""
+    _sigterm_as_interrupt()
+    try:
+        code = main()
+    except KeyboardInterrupt:  # before main's own handling begins (its arguments still being read)
+        code = _interrupted()
+    exit_now(code)
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,115 @@
+"""What the commands share: their errors, the instance, the rubrics and definitions, the checkpoint scan."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from eval_pipeline.core.terminal import (
+    EXIT_USAGE,
+    clean,
+)
+
+EXIT_CODES = """exit codes:
+  0    every checkpoint evaluated, every gate passed, the data complete
+  1    a run failed (the failed step and its error are printed)
+  2    a usage or configuration error (bad arguments, an invalid rubric YAML); a rubric file that does not
+       load is skipped in one line and the others run: the command exits 2 when it would have exited 0
+  3    gates failed (--no-fail-on-gates: exit 0 instead)
+  4    incomplete data (judge scores missing, lines quarantined or rating rows rejected above the rubric's
+       completeness thresholds, or a rating file rejected whole)
+  5    a server could not start (`view`, `ui`: the port is in use or cannot be bound)
+  130  interrupted (Ctrl-C): what finished is listed, nothing further starts
+"""
+
+
+class ServerError(Exception):
+    """A server of ours could not start."""
+
+
+def _port_free(host: str, port: int) -> None:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # as the server itself binds (uvicorn sets SO_REUSEADDR): a port whose last server was killed a moment ago
+        # (connections in TIME_WAIT) is free, one a server listens on is not
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise ServerError(f"cannot serve on {host}:{port}: {why} (another server? try --port)") from None
+
+
+class CliError(Exception):
+    pass
+
+
+def _instance() -> Any:  # a DagsterInstance (dagster imported only when a command needs it)
+    from eval_pipeline.core import settings
+    from eval_pipeline.defs.instance import open_instance
+
+    return open_instance(settings.dagster_home(), settings.warehouse_path())  # what `make dagster-home` installs
+
+
+def _select(scan: Any, ids: list[str] | None) -> list[Any]:
+    known = {c.checkpoint_id: c for c in scan.complete}
+    if not ids:
+        return sorted(known.values(), key=lambda c: (c.created_at, c.checkpoint_id))
+    missing = [i for i in ids if i not in known]
+    refused = [r for r in scan.refused for i in missing if f"/{i}:" in r or f"/{i}/" in r]
+    if refused:
+        raise CliError(f"checkpoint refused: {refused[0]}")
+    if missing:
+        raise CliError(f"no complete checkpoint folder for {', '.join(missing)} (see 'eval-pipeline checkpoints')")
+    return [known[i] for i in ids]
+
+
+def _rubrics_and_defs(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The definitions and the rubrics that load. A rubric file that does not load is said in one line and
+    skipped; the others run (``args.skipped_rubrics``: the command then exits 2 if it would have exited 0). A
+    rubric asked for by name that does not load, or no rubric that loads at all, is a configuration error."""
+    from eval_pipeline.core.config import RubricConfigError
+    from eval_pipeline.defs.build import build_definitions
+    from eval_pipeline.rubrics import load_rubrics_leniently
+
+    good, broken = load_rubrics_leniently()
+    rubrics = {r.name: r for r in good}
+    asked = set(args.rubric or [])
+    if asked & set(broken):
+        name = sorted(asked & set(broken))[0]
+        raise RubricConfigError(broken[name])
+    bad = sorted(asked - set(rubrics))
+    if bad:
+        raise CliError(f"unknown rubric(s) {', '.join(bad)}; known: {', '.join(sorted(rubrics))}")
+    if not rubrics:
+        raise RubricConfigError("\n".join(broken.values()) or "no rubric configs found")
+    skipped = sorted(broken) if not asked else []
+    for name in skipped:
+        first = next((ln.strip() for ln in broken[name].splitlines()[1:] if ln.strip()), broken[name])
+        print(clean(f"eval-pipeline: rubric file {name}.yaml skipped (it does not load): {first}"), file=sys.stderr)
+    args.skipped_rubrics = skipped
+    if not asked and skipped:
+        args.rubric = sorted(rubrics)  # only the rubrics that load
+    return build_definitions(lenient=True), rubrics
+
+
+def _scan() -> Any:
+    """The checkpoint folders of EVAL_CHECKPOINT_DIR as they are now (an ``s3://`` one mirrored first)."""
+    from eval_pipeline.defs.resources import CheckpointSource
+
+    return CheckpointSource().scan()
+
+
+def clean_table(text: str) -> str:
+    return "\n".join(clean(line) for line in text.splitlines())
+
+
+def _with_skipped(args: argparse.Namespace, code: int) -> int:
+    """A run that was otherwise clean exits 2 when a rubric file was skipped: a configuration error, said."""
+    skipped = getattr(args, "skipped_rubrics", [])
+    if skipped and code == 0:
+        print(f"eval-pipeline: exit 2: rubric file(s) skipped: {', '.join(skipped)}", file=sys.stderr)
+        return EXIT_USAGE
+    return code

@@ -1,0 +1,128 @@
+"""`worker`, `ui`: the processes a deployment runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.cli.common import (
+    CliError,
+    _port_free,
+)
+
+
+def for_terminal(line: str) -> bool:
+    """Whether a line of the daemon's output (or a run's it launched) is shown in `ui`'s terminal: all but
+    Dagster's per-event DEBUG lines."""
+    return " - DEBUG - " not in line
+
+
+def _relay(stream: Any, log_path: Path) -> None:
+    with open(log_path, "a", encoding="utf-8") as log:
+        for line in stream:
+            log.write(line)
+            log.flush()
+            if for_terminal(line):
+                sys.stdout.write(line)
+                sys.stdout.flush()
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """A worker of the distributed profile: Celery's worker on the app of ``eval_pipeline.defs.celery_app`` (the
+    broker EVAL_CELERY_BROKER), one run at a time per process, until Ctrl-C or SIGTERM (a run in progress is
+    finished first; a second signal stops at once)."""
+    import os
+    import socket
+
+    if not os.environ.get("EVAL_CELERY_BROKER", "").strip():
+        raise CliError("worker: EVAL_CELERY_BROKER is not set (the Redis URL the instance's run launcher uses)")
+    name = f"{args.name or 'worker'}@{socket.gethostname()}"
+    celery = [sys.executable, "-m", "celery", "-A", "eval_pipeline.defs.celery_app", "worker", "-n", name]
+    celery += ["-Q", "dagster", "-c", str(args.runs), "--prefetch-multiplier", "1", "-l", args.log_level]
+    celery += ["--without-gossip", "--without-mingle"]
+    os.execv(sys.executable, celery)
+    return 0  # not reached
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    """The Dagster webserver and the project's daemon (eval_pipeline/defs/daemon.py: Dagster's daemon with a
+    backfill loop of EVAL_BACKFILL_INTERVAL_SECONDS, not 30 s) on one workspace, until Ctrl-C or until either
+    stops; what `dagster dev` does, with that daemon."""
+    import os
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    from eval_pipeline.core import settings
+    from eval_pipeline.defs.instance import backfill_limit_hint
+
+    home = settings.dagster_home()  # DAGSTER_HOME set for both, as the CLI's runs use it
+    hint = backfill_limit_hint(home / "dagster.yaml", settings.warehouse_path())
+    if hint:
+        print(f"eval-pipeline ui: {hint}", file=sys.stderr, flush=True)
+    workspace = ["-w", args.workspace]
+    _port_free(args.host, args.port)
+    # each server in a process group of its own, so stopping it stops its code servers too (they would otherwise
+    # wait for a missed heartbeat, 20 s or more, before ending)
+    procs: dict[str, subprocess.Popen[Any]] = {
+        "dagster-webserver": subprocess.Popen(
+            [sys.executable, "-m", "dagster_webserver", *workspace, "-h", args.host, "-p", str(args.port)],
+            start_new_session=True,
+        ),
+        "daemon": subprocess.Popen(
+            [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", *workspace],
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        ),
+    }
+    # the daemon's output and that of the runs it launches: every line to a log file, the terminal without the
+    # runs' DEBUG events (one per step event); the whole log stays in the instance
+    log_path = home / "logs" / "daemon.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    threading.Thread(target=_relay, args=(procs["daemon"].stdout, log_path), daemon=True, name="daemon-log").start()
+    print(
+        f"eval-pipeline ui: http://{args.host}:{args.port}/ (DAGSTER_HOME={home}; backfills "
+        f"looked at every {settings.backfill_interval_seconds():g} s; runs' DEBUG events only in {log_path}; "
+        "Ctrl-C stops it)",
+        flush=True,
+    )
+    code = 0
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # SIGTERM as Ctrl-C: both servers are stopped, not left behind
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        while True:
+            ended = {name: p.returncode for name, p in procs.items() if p.poll() is not None}
+            if ended:
+                name, code = next(iter(ended.items()))
+                print(f"eval-pipeline ui: {name} stopped (exit {code}); stopping the other", file=sys.stderr)
+                code = code or 1
+                break
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in procs.values():
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for p in procs.values():  # what is left of each group (its code servers)
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.5)
+    return code

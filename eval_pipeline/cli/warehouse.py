@@ -1,0 +1,160 @@
+"""`sql`, `export`, `maintain`, `attach-sql`, `migrate`: the warehouse, read and kept."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.cli.common import (
+    CliError,
+    clean_table,
+)
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    """A person's query, read-only by construction; the result as a table, CSV, JSON lines or Parquet, to
+    stdout or ``--out``. A reader that closes the pipe early (``| head``) ends it quietly."""
+    from eval_pipeline.core import settings
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    if args.max_rows < 0:
+        raise CliError("--max-rows must be 0 or more")
+    if args.format == "parquet" and not args.out:
+        raise CliError("--format parquet needs --out FILE (Parquet is not written to a terminal)")
+    wh = Warehouse(args.warehouse or settings.warehouse_path())
+    if not wh.exists():
+        raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' (or make demo) first")
+    try:
+        table = wh.query_readonly(args.query, as_of=args.as_of)
+    except Exception as exc:  # duckdb errors and refused statements: one line
+        text = str(exc).strip()
+        raise CliError(text.splitlines()[0] if text else type(exc).__name__) from exc
+    _write_result(table, args)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """A checkpoint's results as files (publish.export): one per table, and a manifest.json."""
+    from eval_pipeline.core import settings
+    from eval_pipeline.publish.export import export_checkpoint
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True)
+    if not wh.exists():
+        raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' (or make demo) first")
+    out = Path(args.out or f"export-{args.checkpoint}")
+    if out.exists() and any(out.iterdir()):
+        raise CliError(f"{out} exists and is not empty: give a new --out folder")
+    try:
+        written = export_checkpoint(wh, args.checkpoint, args.rubric, out, args.format)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    rows = sum(e.rows for e in written)
+    print(f"wrote {len(written)} file(s), {rows} row(s), to {out}/ (manifest.json lists them)")
+    return 0
+
+
+def _json_value(value: Any) -> Any:
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):  # sums of integers (HUGEINT) arrive as decimals: keep them numbers
+        return int(value) if value == value.to_integral_value() else float(value)
+    return str(value)  # dates, times, intervals, UUIDs, bytes: as text
+
+
+def _write_result(table: Any, args: argparse.Namespace) -> None:
+    import json
+
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    if args.format == "parquet":
+        pq.write_table(table, args.out)
+        print(f"wrote {table.num_rows} row(s) to {args.out}", file=sys.stderr)
+        return
+    if args.format == "csv":
+        text = table.to_pandas().to_csv(index=False)  # from Arrow: a sum of integers (a decimal) stays "6"
+    elif args.format == "json":
+        text = "".join(json.dumps(row, default=_json_value, ensure_ascii=False) + "\n" for row in table.to_pylist())
+    else:
+        df = table.slice(0, args.max_rows).to_pandas()
+        with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_colwidth", 80):
+            text = clean_table(df.to_string(index=False)) if table.num_rows else "(no rows)"
+        if table.num_rows > len(df):
+            text += f"\n({table.num_rows - len(df)} more row(s) not shown; --max-rows {args.max_rows})"
+        text += "\n"
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {table.num_rows} row(s) to {args.out}", file=sys.stderr)
+        return
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader has what it wanted (| head): not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    """Warehouse upkeep (on a DuckLake: merge the small Parquet files many partition writes leave, expire
+    snapshots older than the kept window, delete the files no snapshot needs any more). Readers go on reading
+    meanwhile: every step is a transaction of its own."""
+    from eval_pipeline.core import settings
+    from eval_pipeline.storage.backend import BackendError
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    wh = Warehouse(settings.warehouse_path())
+    if args.keep_days < 0:
+        raise CliError("--keep-days must be 0 or more")
+    try:
+        steps = wh.backend.repair() if args.repair else wh.backend.maintain(args.keep_days)
+        if not wh.exists():
+            raise CliError(f"warehouse {wh.describe()} does not exist yet")
+        for what in steps:
+            print(f"maintain: {what}")
+    except BackendError as exc:
+        raise CliError(str(exc)) from None
+    return 0
+
+
+def cmd_attach_sql(args: argparse.Namespace) -> int:
+    """The SQL that opens the warehouse read-only in a plain DuckDB (CLI or Python), offline."""
+    from eval_pipeline.core import settings
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    sys.stdout.write(Warehouse(args.warehouse or settings.warehouse_path()).backend.attach_sql())
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """A warehouse an earlier version made (a DuckDB file) copied into the lake EVAL_WAREHOUSE names; the file is
+    only read, never changed."""
+    from eval_pipeline.core import settings
+    from eval_pipeline.publish.views import refresh_views
+    from eval_pipeline.storage.backend import BackendError
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    source = Path(args.source)
+    if not source.exists():
+        raise CliError(f"{source}: no such file (nothing to migrate)")
+    if not source.is_file():
+        raise CliError(f"{source} is not a DuckDB file")
+    wh = Warehouse(settings.warehouse_path())
+    try:
+        copied_tables = wh.backend.copy_from_file(str(source.resolve()))
+    except BackendError as exc:
+        raise CliError(str(exc)) from None
+    copied = skipped = 0
+    for schema, table, rows in copied_tables:
+        if rows < 0:
+            skipped += 1
+            print(f"migrate: {schema}.{table} already in the lake: left as it is")
+        else:
+            copied += 1
+            print(f"migrate: {schema}.{table}: {rows} rows")
+    refresh_views(wh)
+    print(f"migrate: {copied} table(s) copied, {skipped} left as they were, into {wh.describe()}; {source} unchanged")
+    return 0
