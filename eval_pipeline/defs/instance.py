@@ -10,8 +10,8 @@ existing instance does not fit its warehouse; the benchmark writes the same inst
 from __future__ import annotations
 
 import os
-import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,72 @@ from eval_pipeline.core import settings
 from eval_pipeline.storage.registry import open_backend
 
 DEPLOY_YAML = settings.REPO_ROOT / "deploy" / "dagster.yaml"
-_BACKFILL_LIMIT = re.compile(r"(- key: dagster/backfill\n\s+limit: )\d+")
+
+
+@dataclass(frozen=True)
+class InstanceConfig:
+    """The instance the project installs, as the fields it sets; ``render`` writes it as Dagster reads it, each
+    section under the comment that says why. `deploy/dagster.yaml` is ``InstanceConfig().render()`` (a house test
+    keeps the two equal), `make dagster-home` writes it with the backfill limit of the warehouse in use."""
+
+    backfill_runs_at_once: int = 2
+    dequeue_interval_seconds: int = 1
+    run_monitoring_poll_seconds: int = 30
+
+    def sections(self) -> list[tuple[str, dict[str, Any]]]:
+        return [
+            ("", {"telemetry": {"enabled": False}}),
+            (
+                "Runs of one backfill launched from the UI at once: what the warehouse backend declares (a\n"
+                "DuckLake: 2, one run's process starts while the other works; a DuckDB file: 1, it serves one\n"
+                "process at a time).\n"
+                "`make dagster-home` writes the number for EVAL_WAREHOUSE (docs/design/warehouse.md).",
+                {
+                    "concurrency": {
+                        "runs": {
+                            "tag_concurrency_limits": [{"key": "dagster/backfill", "limit": self.backfill_runs_at_once}]
+                        }
+                    }
+                },
+            ),
+            (
+                "Dagster's SQLite event log, keeping its connections open (Dagster's own class opens and closes the\n"
+                "database file for every event a step stores and every question it asks: 27-28 s of a 52-57 s\n"
+                "`make demo`, 8 s with this one). Same files, same schema: the webserver and the daemon read what the\n"
+                "runs write as before.",
+                {"event_log_storage": {"module": "eval_pipeline.defs.event_log", "class": "EventLogStorage"}},
+            ),
+            (
+                "The queue hands a run to its worker process within a second of the previous one finishing\n"
+                "(Dagster's default looks every 5 s): a backfill's checkpoints run one after another.",
+                {"run_queue": {"dequeue_interval_seconds": self.dequeue_interval_seconds}},
+            ),
+            (
+                "Runs the daemon launched whose worker process died (SIGKILL, OOM) are marked failed; runs\n"
+                "`eval-pipeline run` / `make demo` started in-process are reaped by the next such command\n"
+                "(eval_pipeline/defs/runner.py: reap_dead_runs).",
+                {"run_monitoring": {"enabled": True, "poll_interval_seconds": self.run_monitoring_poll_seconds}},
+            ),
+        ]
+
+    def data(self) -> dict[str, Any]:
+        """The configuration as Dagster reads it."""
+        out: dict[str, Any] = {}
+        for _why, section in self.sections():
+            out.update(section)
+        return out
+
+    def render(self) -> str:
+        import yaml
+
+        parts = [
+            "# The Dagster instance for `make demo` / `make ui` (copied to $DAGSTER_HOME by `make dagster-home`).\n"
+            "# Generated from eval_pipeline/defs/instance.py (InstanceConfig): change it there.\n"
+        ]
+        for why, section in self.sections():
+            comment = "".join(f"# {line}\n" for line in why.splitlines())
+            parts.append(comment + yaml.safe_dump(section, sort_keys=False, default_flow_style=False))
+        return "\n".join(parts)
 
 
 def backfill_runs_at_once(warehouse: str) -> int:
@@ -28,12 +93,9 @@ def backfill_runs_at_once(warehouse: str) -> int:
 
 
 def instance_yaml(warehouse: str, backfill_limit: int | None = None) -> str:
-    """`deploy/dagster.yaml` with the backfill limit for this warehouse (or ``backfill_limit``), comments kept."""
+    """The project's instance (``InstanceConfig``) with this warehouse's backfill limit (or ``backfill_limit``)."""
     limit = backfill_runs_at_once(warehouse) if backfill_limit is None else backfill_limit
-    text, n = _BACKFILL_LIMIT.subn(rf"\g<1>{limit}", DEPLOY_YAML.read_text())
-    if n != 1:
-        raise ValueError(f"{DEPLOY_YAML} has no single 'key: dagster/backfill' limit to set")
-    return text
+    return InstanceConfig(backfill_runs_at_once=limit).render()
 
 
 def install(home: Path, warehouse: str) -> None:
@@ -88,4 +150,7 @@ def backfill_limit_hint(path: Path, warehouse: str) -> str | None:
 
 
 if __name__ == "__main__":  # python -m eval_pipeline.defs.instance <dagster.yaml to write> (for EVAL_WAREHOUSE)
-    Path(sys.argv[1]).write_text(instance_yaml(settings.warehouse_path()))
+    if sys.argv[1:] == ["--reference"]:  # deploy/dagster.yaml, the defaults
+        DEPLOY_YAML.write_text(InstanceConfig().render())
+    else:
+        Path(sys.argv[1]).write_text(instance_yaml(settings.warehouse_path()))

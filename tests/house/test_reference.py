@@ -23,3 +23,18 @@ def test_every_metric_and_its_parameters_are_in_it():
         assert f"### `{name}`" in text
         for param in params_model(METRICS[name]).model_fields:
             assert f"| `{param}` |" in text
+
+
+def test_the_committed_instance_is_the_typed_model_rendered(tmp_path):
+    """deploy/dagster.yaml is InstanceConfig().render() (no regular expression edits it), and what `make dagster-home`
+    writes for a warehouse is the same model with that warehouse's backfill limit, read back as Dagster reads it."""
+    import yaml
+
+    from eval_pipeline.defs.instance import DEPLOY_YAML, InstanceConfig, instance_yaml
+
+    assert DEPLOY_YAML.read_text() == InstanceConfig().render(), (
+        "run `python -m eval_pipeline.defs.instance --reference` and commit deploy/dagster.yaml"
+    )
+    file_limit = yaml.safe_load(instance_yaml(str(tmp_path / "w.duckdb")))
+    assert file_limit == InstanceConfig(backfill_runs_at_once=1).data()
+    assert file_limit["concurrency"]["runs"]["tag_concurrency_limits"] == [{"key": "dagster/backfill", "limit": 1}]
