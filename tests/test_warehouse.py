@@ -195,7 +195,7 @@ def test_a_file_is_held_for_a_whole_run_and_another_process_is_told_who_has_it(f
     assert _other_process_can_open(warehouse_path)  # the run is over
 
 
-def test_the_backend_is_chosen_from_the_spec_and_declares_what_orchestration_needs(tmp_path):
+def test_the_backend_is_chosen_from_the_spec_and_the_orchestration_derives_what_it_needs(tmp_path):
     from eval_pipeline.storage.backend import BackendError, WarehouseBackend
     from eval_pipeline.storage.file import FileBackend
     from eval_pipeline.storage.lake import PostgresLake, SqliteLake
@@ -207,8 +207,11 @@ def test_the_backend_is_chosen_from_the_spec_and_declares_what_orchestration_nee
     assert isinstance(file, FileBackend) and isinstance(lake, SqliteLake) and isinstance(pg, PostgresLake)
     for backend in (file, lake, pg):
         assert isinstance(backend, WarehouseBackend)
-    assert (file.runs_at_once, lake.runs_at_once) == (1, 2)
     assert (file.concurrent_writers, lake.concurrent_writers) == (False, True)
+    from eval_pipeline.defs.instance import backfill_runs_at_once
+
+    spec_file, spec_lake = str(tmp_path / "w.duckdb"), f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    assert (backfill_runs_at_once(spec_file), backfill_runs_at_once(spec_lake)) == (1, 2)
     assert "hunter2" not in pg.describe()
     with pytest.raises(BackendError, match="EVAL_WAREHOUSE_DATA"):
         open_backend("ducklake:postgres:dbname=evals")

@@ -88,8 +88,10 @@ class InstanceConfig:
 
 
 def backfill_runs_at_once(warehouse: str) -> int:
-    """What the warehouse's backend declares (a DuckDB file: 1, one process at a time; a DuckLake: 2)."""
-    return open_backend(warehouse, settings.warehouse_data_path()).runs_at_once
+    """Runs of one UI backfill at once, from what the warehouse's storage allows: two where other processes may
+    write meanwhile (a DuckLake: one run's process starts while the other works, docs/design/warehouse.md), one where
+    a process holds the warehouse whole (a DuckDB file)."""
+    return 2 if open_backend(warehouse, settings.warehouse_data_path()).concurrent_writers else 1
 
 
 def instance_yaml(warehouse: str, backfill_limit: int | None = None) -> str:

@@ -1,12 +1,13 @@
 """The warehouse backend contract (``storage.registry`` chooses the backend ``EVAL_WAREHOUSE`` names).
 
 A backend owns everything that differs between storages: its connections (and whatever it keeps open between
-uses), its catalog cache, what a lost commit race means, the sandbox a person's query runs in, its upkeep, and
-what the orchestration needs to know (the concurrency pool of warehouse steps, how many runs of one backfill may
-go at once). Nothing outside this package asks which kind of backend it has: it asks the backend.
+uses), its catalog cache, what a lost commit race means, the sandbox a person's query runs in, its upkeep. It says
+nothing of Dagster: the orchestration derives what it needs from the storage's facts (``concurrent_writers``:
+``defs.instance`` lets two runs of one backfill go at once where other processes may write meanwhile). Nothing
+outside this package asks which kind of backend it has: it asks the backend.
 
 Adding a backend is one module with a class that satisfies :class:`WarehouseBackend` plus one entry in
-``storage.registry.BACKENDS`` (a prefix of ``EVAL_WAREHOUSE`` and the factory).
+``storage.registry.BACKENDS`` (``Registry[BackendKind]``: a name, a prefix of ``EVAL_WAREHOUSE`` and the factory).
 """
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ class WarehouseBackend(Protocol):
     """One warehouse, opened lazily, closed by :meth:`close` (or when the process ends)."""
 
     spec: str  # EVAL_WAREHOUSE as given (may hold credentials: never printed; see describe)
-    pool: str | None  # the Dagster concurrency pool warehouse steps share (None: they may overlap)
-    runs_at_once: int  # runs of one UI backfill that may go at once
     concurrent_writers: bool  # other processes may commit between two of ours (commits can lose races)
     ddl_in_transaction: bool  # a table made and written in one transaction (a DuckDB file refuses some)
 

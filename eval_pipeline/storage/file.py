@@ -55,8 +55,6 @@ class FileBackend:
     """One DuckDB file. Within a run (``run_scope``) or a step (``step_scope``) one connection holds the file
     and every use gets a cursor on it; outside them each use opens and closes the file."""
 
-    pool: str | None = None  # a run holds the file whole: steps of two runs cannot interleave on it anyway
-    runs_at_once = 1
     ddl_in_transaction = False
     concurrent_writers = False
 

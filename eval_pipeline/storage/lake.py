@@ -74,8 +74,6 @@ class LakeBackend:
     Within a step (``step_scope``) the thread's reads share one cursor and one transaction, so one snapshot
     (``storage.cursors``)."""
 
-    pool: str | None = None  # writers may overlap: commits are serialised by the catalog
-    runs_at_once = 2  # one run's process starts while the other works (docs/design/warehouse.md)
     ddl_in_transaction = True
     concurrent_writers = True
     catalog_kind = ""  # "sqlite" or "postgres": the scanner extension that reads the catalog
