@@ -40,15 +40,12 @@ def rubric_asset(
     metadata: dict[str, Any] | None = None,
     table: bool = True,
 ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
-    """Every step runs inside the backend's step scope (``Warehouse.hold``)."""
+    """One decorator for every asset of a rubric group (``_step``: progress, the step scope, table metadata)."""
     md: dict[str, Any] = {"rubric_version": rubric.version, **(metadata or {})}
     if table:
         md["dagster/table_name"] = f"{rubric.name}.{name}"
 
     def decorate(fn: Callable[..., Any]) -> dg.AssetsDefinition:
-        body = _with_table_metadata(fn, rubric.name, name) if table else fn
-        body = _holding_the_warehouse(body)
-        body = _announced(body, rubric.name, name)
         return dg.asset(
             key=asset_key(rubric, name),
             group_name=rubric.name,
@@ -58,79 +55,69 @@ def rubric_asset(
             kinds=kinds,
             description=description,
             metadata=md,
-        )(body)
+        )(_step(fn, rubric.name, name, table))
 
     return decorate
 
 
-def _announced(fn: Callable[..., Any], rubric: str, name: str) -> Callable[..., Any]:
-    """Progress events for a listening console: this step starting and ending."""
+def _step(fn: Callable[..., Any], rubric: str, name: str, table: bool) -> Callable[..., Any]:
+    """The asset body as Dagster calls it (its context, then its resources by name: ``warehouse`` among them; the
+    signature Dagster reads is ``fn``'s, through ``functools.wraps``): progress events for a listening console, the
+    body inside the backend's step scope (``Warehouse.hold``: its many short connections share what the backend
+    keeps open), and, for a table, the partition's row count and the table's column schema added to what it
+    returns."""
 
     @functools.wraps(fn)
-    def step(*args: Any, **kwargs: Any) -> Any:
-        ckpt = getattr(args[0], "partition_key", None) if args else None
+    def step(context: dg.AssetExecutionContext, warehouse: WarehouseResource, **resources: Any) -> Any:
+        ckpt = context.partition_key
         progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="start")
+        wh = warehouse.get()
+        start = time.time()
         try:
-            return fn(*args, **kwargs)
+            with wh.hold():
+                result = fn(context, warehouse, **resources)
+                return _with_table_metadata(result, wh, rubric, name, ckpt) if table else result
         finally:
+            context.log.debug(f"warehouse held from {start:.3f} to {time.time():.3f}")  # when this step had it
             progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="end")
 
     return step
 
 
-def _warehouse_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> WarehouseResource:
-    return kwargs.get("warehouse") or next(a for a in args if isinstance(a, WarehouseResource))
-
-
-def _holding_the_warehouse(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run a warehouse step inside the backend's step scope (Warehouse.hold): its many short connections share
-    what the backend keeps open."""
+def holding_the_warehouse(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """An asset check's body inside the backend's step scope (``Warehouse.hold``), as ``_step`` runs an asset's."""
 
     @functools.wraps(fn)
-    def step(*args: Any, **kwargs: Any) -> Any:
-        resource = _warehouse_of(args, kwargs)
-        start = time.time()
-        try:
-            with resource.get().hold():
-                return fn(*args, **kwargs)
-        finally:
-            if args and hasattr(args[0], "log"):  # the step's context: when this step had the file
-                args[0].log.debug(f"warehouse held from {start:.3f} to {time.time():.3f}")
+    def check(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource, **resources: Any) -> Any:
+        with warehouse.get().hold():
+            return fn(context, warehouse, **resources)
 
-    return step
+    return check
 
 
-def _with_table_metadata(fn: Callable[..., Any], schema: str, table: str) -> Callable[..., Any]:
-    """Add the partition's row count and the table's column schema to what the asset returns."""
-
-    @functools.wraps(fn)
-    def step(*args: Any, **kwargs: Any) -> Any:
-        result = fn(*args, **kwargs)
-        if not isinstance(result, dg.MaterializeResult):
-            return result
-        wh = _warehouse_of(args, kwargs).get()
-        ckpt_id = args[0].partition_key
-        known = wh.known_tables()  # the columns as this process last saw them, when it may remember them
-        seen = known.get((schema, table)) if known is not None else None
-        cols = list((seen or wh.columns(schema, table)).items())
-        if not cols:
-            return result
-        n = wh.rows_written(schema, table, {"checkpoint_id": ckpt_id})
-        if n is None:  # not written through this object's partition replacement: counted
-            (n,) = wh.query_rows(f'SELECT count(*) FROM "{schema}"."{table}" WHERE checkpoint_id = ?', [ckpt_id])[0]
-        extra: dict[str, Any] = {
-            "dagster/row_count": dg.MetadataValue.int(int(n)),
-            "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(c, t) for c, t in cols]),
-        }
-        return dg.MaterializeResult(
-            asset_key=result.asset_key,
-            metadata={**(result.metadata or {}), **extra},
-            check_results=result.check_results,
-            data_version=result.data_version,
-            tags=result.tags,
-        )
-
-    return step
+def _with_table_metadata(result: Any, wh: Warehouse, schema: str, table: str, ckpt_id: str) -> Any:
+    """``result`` with the partition's row count and the table's column schema (a MaterializeResult; else as it is)."""
+    if not isinstance(result, dg.MaterializeResult):
+        return result
+    known = wh.known_tables()  # the columns as this process last saw them, when it may remember them
+    seen = known.get((schema, table)) if known is not None else None
+    cols = list((seen or wh.columns(schema, table)).items())
+    if not cols:
+        return result
+    n = wh.rows_written(schema, table, {"checkpoint_id": ckpt_id})
+    if n is None:  # not written through this object's partition replacement: counted
+        (n,) = wh.query_rows(f'SELECT count(*) FROM "{schema}"."{table}" WHERE checkpoint_id = ?', [ckpt_id])[0]
+    extra: dict[str, Any] = {
+        "dagster/row_count": dg.MetadataValue.int(int(n)),
+        "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(c, t) for c, t in cols]),
+    }
+    return dg.MaterializeResult(
+        asset_key=result.asset_key,
+        metadata={**(result.metadata or {}), **extra},
+        check_results=result.check_results,
+        data_version=result.data_version,
+        tags=result.tags,
+    )
 
 
 def viewer_link(rubric: RubricConfig, checkpoint_id: str, page: str = "") -> dg.MetadataValue:

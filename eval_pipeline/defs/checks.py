@@ -7,7 +7,7 @@ import dagster as dg
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.defs.asset import _holding_the_warehouse, asset_key, partition_rows
+from eval_pipeline.defs.asset import asset_key, holding_the_warehouse, partition_rows
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring.gates import gate_kind, typed
@@ -71,7 +71,7 @@ def gate_checks(rubric: RubricConfig, assets: set[str]) -> dg.AssetChecksDefinit
     specs, targets = _check_specs(rubric, assets)
 
     @dg.multi_asset_check(specs=specs, name=f"{rubric.name}__gate_checks", can_subset=True)
-    @_holding_the_warehouse
+    @holding_the_warehouse
     def checks(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource):  # type: ignore[no-untyped-def]  # noqa: ANN202 (Dagster reads the annotation)
         rows = partition_rows(warehouse.get(), rubric, "gates", context.partition_key)
         by_gate = {} if rows is None else {r["gate"]: r for r in rows.to_dict("records")}  # none: all fail closed
@@ -93,7 +93,7 @@ def judge_completeness_check(rubric: RubricConfig) -> dg.AssetChecksDefinition:
         description=f"At most {limit:.0%} of the panel's scores missing (completeness.max_missing_judge_scores): "
         "a dead endpoint or a judge that answers garbage turns this red, with the reasons.",
     )
-    @_holding_the_warehouse
+    @holding_the_warehouse
     def judge_completeness(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource):  # type: ignore[no-untyped-def]  # Dagster reads the annotation
         missing, total, reasons = missing_judge_scores(warehouse.get(), rubric, context.partition_key)
         share = missing / total if total else 1.0
