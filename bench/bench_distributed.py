@@ -47,7 +47,9 @@ def backfill(workers: int, judge: dict[str, str]) -> tuple[float, set[str]]:
         )
         wall = time.perf_counter() - t0
         if done.returncode != 0:
-            sys.exit(f"the backfill on {workers} worker(s) failed: {done.stdout[-1500:]}{done.stderr[-1500:]}")
+            said = done.stdout + done.stderr
+            failed = [line.strip() for line in said.splitlines() if "step FAILED" in line or "RUN FAILED" in line]
+            sys.exit(f"the backfill on {workers} worker(s) failed:\n" + "\n".join(failed or [said[-3000:]]))
         used = subprocess.run(
             [sys.executable, "-c", "import dagster as dg\nwith dg.DagsterInstance.get() as i:\n"
              "    print(*{r.tags.get('eval/worker', '?') for r in i.get_runs()})"],

@@ -274,3 +274,26 @@ def test_a_ctrl_c_is_forgotten_once_its_command_has_ended(env, rubrics, monkeypa
             time.sleep(0.01)
         assert state.check() and interrupts.requested()
     assert not interrupts.requested()
+
+
+def test_a_second_run_of_a_checkpoint_another_process_is_evaluating_skips_it_and_says_so(env, capfd):
+    """#48: the checkpoint is being evaluated elsewhere (the UI, the sensor, another machine): the command says it
+    skipped it and why, exits 0, and never says that no rubric has a file (it said so, and exited 4)."""
+    import dagster as dg
+
+    from eval_pipeline.core import settings
+    from eval_pipeline.defs.instance import open_instance
+
+    instance = open_instance(settings.dagster_home(), settings.warehouse_path())
+    elsewhere = dg.DagsterRun(
+        job_name="__ASSET_JOB",
+        run_id="0123abcd-0000-0000-0000-000000000000",
+        status=dg.DagsterRunStatus.STARTED,
+        tags={"eval/checkpoint": "ckpt-0100", "eval/host": "another-machine", "eval/pid": "1"},
+    )
+    instance.add_run(elsewhere)
+    assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa"]) == 0
+    out, err = capfd.readouterr()
+    assert "ckpt-0100 (lumen-7b-chat): SKIPPED: run 0123abcd-0000-0000-0000-000000000000 is evaluating it now" in out
+    assert "nothing evaluated here: every selected checkpoint is being evaluated by another run" in out
+    assert "no selected rubric has a file" not in out + err
