@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -23,6 +23,7 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
+from eval_pipeline.storage.tables import quote_ident
 from eval_pipeline.storage.warehouse import Warehouse
 
 
@@ -139,26 +140,33 @@ def partition_rows(
     table: str,
     checkpoint_id: str,
     required: bool = False,
-    columns: str = "*",
-    where: str = "",
+    columns: Sequence[str] = (),
+    equal: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame | None:
-    """One checkpoint's rows of `<rubric>.<table>` (``columns``, and the rows ``where`` also holds: SQL written
-    by the caller, never from data); None when the table does not exist yet, or a clear failure when the
-    caller needs it (its upstream asset has never been materialized)."""
+    """One checkpoint's rows of `<rubric>.<table>` (its ``columns``, by name; default: all), those whose columns
+    hold the values ``equal`` gives (bound as parameters); None when the table does not exist yet, or a clear
+    failure when the caller needs it (its upstream asset has never been materialized)."""
     if not wh.table_exists(rubric.name, table):
         if required:
             raise dg.Failure(f"{rubric.name}.{table} does not exist yet: materialize [{rubric.name}, {table}] first")
         return None
-    extra = f" AND ({where})" if where else ""
+    names = ", ".join(quote_ident(c) for c in columns) if columns else "*"
+    also = "".join(f" AND {quote_ident(c)} = ?" for c in (equal or {}))
     return wh.query_df(
-        f'SELECT {columns} FROM "{rubric.name}"."{table}" WHERE checkpoint_id = ?{extra}', [checkpoint_id]
+        f'SELECT {names} FROM "{rubric.name}"."{table}" WHERE checkpoint_id = ?{also}',
+        [checkpoint_id, *(equal or {}).values()],
     )
 
 
 def required_rows(
-    wh: Warehouse, rubric: RubricConfig, table: str, checkpoint_id: str, columns: str = "*", where: str = ""
+    wh: Warehouse,
+    rubric: RubricConfig,
+    table: str,
+    checkpoint_id: str,
+    columns: Sequence[str] = (),
+    equal: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    df = partition_rows(wh, rubric, table, checkpoint_id, required=True, columns=columns, where=where)
+    df = partition_rows(wh, rubric, table, checkpoint_id, required=True, columns=columns, equal=equal)
     assert df is not None  # required=True raised otherwise
     return df
 
@@ -178,7 +186,7 @@ def panel_on_human_scale(wh: Warehouse, rubric: RubricConfig, checkpoint_ids: Se
 def recorded_judge(wh: Warehouse, rubric: RubricConfig, checkpoint_id: str) -> tuple[str, str] | None:
     """(identity, label) of the judge that scored this checkpoint (``<rubric>.judge_identity``); None when none
     was recorded (not judged yet, or judged by a version that did not record it)."""
-    rows = partition_rows(wh, rubric, "judge_identity", checkpoint_id, columns="judge_identity, label")
+    rows = partition_rows(wh, rubric, "judge_identity", checkpoint_id, columns=("judge_identity", "label"))
     if rows is None or rows.empty:
         return None
     return str(rows.judge_identity.iloc[0]), str(rows.label.iloc[0])

@@ -37,6 +37,12 @@ def qualified(schema: str, table: str) -> str:
     return f'"{schema}"."{table}"'
 
 
+def quote_ident(name: str) -> str:
+    """A quoted column name after checking it is a safe identifier."""
+    check_identifier(name, "column name")
+    return f'"{name}"'
+
+
 def literal(text: str) -> str:
     """A SQL string literal (for SQL that cannot take parameters: DuckDB's relation API, ATTACH options)."""
     return "'" + text.replace("'", "''") + "'"

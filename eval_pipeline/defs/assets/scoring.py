@@ -30,6 +30,9 @@ from eval_pipeline.scoring.scores import compute_scores
 from eval_pipeline.scoring.summary import headline, summarise
 from eval_pipeline.storage.warehouse import Warehouse
 
+# what the wide scores table takes of the panel's judge_scores rows (not every judge's rationale)
+PANEL_COLUMNS = ("sample_id", "judge", "judge_kind", "model", "dimension", "kind", "score", "status", "reason")
+
 
 def scores_asset(rubric: RubricConfig, has_judge: bool, has_metrics: bool) -> dg.AssetsDefinition:
     deps = [asset_key(rubric, "samples")]
@@ -50,18 +53,10 @@ def scores_asset(rubric: RubricConfig, has_judge: bool, has_metrics: bool) -> dg
         ckpt_id = context.partition_key
         wh = warehouse.get()
         samples = load_samples(wh, rubric, ckpt_id)
-        judge = (  # the panel's rows and the columns the wide table takes (not every judge's rationale)
-            required_rows(
-                wh,
-                rubric,
-                "judge_scores",
-                ckpt_id,
-                columns="sample_id, judge, judge_kind, model, dimension, kind, score, status, reason",
-                where=f"judge = '{PANEL}' AND kind <> 'questionnaire_item'",
-            )
-            if has_judge
-            else None
-        )
+        judge = None
+        if has_judge:  # the panel's rows and the columns the wide table takes (not every judge's rationale)
+            panel = required_rows(wh, rubric, "judge_scores", ckpt_id, columns=PANEL_COLUMNS, equal={"judge": PANEL})
+            judge = panel[panel.kind != "questionnaire_item"].reset_index(drop=True)
         mets = required_rows(wh, rubric, "metrics", ckpt_id) if has_metrics else None
         if mets is not None:
             mets = mets.drop(columns=["checkpoint_id", "rubric_version"])
