@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.terminal import (
@@ -30,6 +30,13 @@ from eval_pipeline.core.terminal import (
 from eval_pipeline.scoring.verdict import VERDICTS, Verdict, worst
 from eval_pipeline.scoring.verdict import read as read_verdicts
 from eval_pipeline.storage.warehouse import Warehouse
+
+if TYPE_CHECKING:  # dagster and argparse only for the annotations: the console imports neither to start
+    import argparse
+
+    import dagster as dg
+
+    from eval_pipeline.ingest.checkpoints import Checkpoint
 
 UNDECIDED = "not decided"  # a run that failed before its verdict step
 
@@ -129,7 +136,13 @@ class Progress:
             self.stream.flush()
 
 
-def evaluate(args: Any, ckpts: list[Any], defs: Any, rubrics: dict[str, Any], instance: Any) -> int:
+def evaluate(
+    args: argparse.Namespace,
+    ckpts: list[Checkpoint],
+    defs: dg.Definitions,
+    rubrics: dict[str, RubricConfig],
+    instance: dg.DagsterInstance,
+) -> int:
     """Run each checkpoint in turn: a progress line while it runs, a summary after it, an exit code at the end."""
     from eval_pipeline.core import progress, settings
     from eval_pipeline.defs.runner import (

@@ -18,12 +18,15 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 
+from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import GATE_COLUMNS
 from eval_pipeline.core.registry import Registry
 from eval_pipeline.core.resampling import in_item_order
 from eval_pipeline.scoring.gates.base import FAILED, PENDING, GateInputs, GateResult, GateSpec
 
-GateFn = Callable[[Any, Any, pd.DataFrame, GateInputs], "GateResult | list[GateResult]"]
+# (its spec, a GateSpec subclass of the kind's own: Any here, since each kind takes its own; the rubric; the scores;
+# the other tables) -> the gate's result, or the gate and its parts
+GateFn = Callable[[Any, RubricConfig, pd.DataFrame, GateInputs], "GateResult | list[GateResult]"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class GateKind:
     spec: type[GateSpec]
     needs: tuple[str, ...]  # tables of the rubric the gate reads (asset names): the gates asset depends on them
     check_target: str | None  # the asset its asset check is shown on (None: the gates asset)
-    parts: Callable[[Any, Any], list[str]] | None  # names of its per-part results, known from the config
+    parts: Callable[[Any, RubricConfig], list[str]] | None  # names of its per-part results, known from the config
 
 
 # loaded on first read, so the kinds' own imports (e.g. agreement) may import this package's base without a cycle
@@ -51,7 +54,7 @@ def gate(
     spec: type[GateSpec] = GateSpec,
     needs: Sequence[str] = (),
     check_target: str | None = None,
-    parts: Callable[[Any, Any], list[str]] | None = None,
+    parts: Callable[[Any, RubricConfig], list[str]] | None = None,
 ) -> Callable[[GateFn], GateFn]:
     """Register a gate kind under ``name``."""
 
