@@ -297,3 +297,20 @@ def test_a_second_run_of_a_checkpoint_another_process_is_evaluating_skips_it_and
     assert "ckpt-0100 (lumen-7b-chat): SKIPPED: run 0123abcd-0000-0000-0000-000000000000 is evaluating it now" in out
     assert "nothing evaluated here: every selected checkpoint is being evaluated by another run" in out
     assert "no selected rubric has a file" not in out + err
+
+
+def test_a_run_ended_without_a_failed_step_says_why():
+    """A run the instance failed itself (run monitoring's start time-out: a run handed to busy workers waited past
+    it) is one line with the instance's reason, not 'run … failure' alone."""
+    import dagster as dg
+
+    from eval_pipeline.defs.runner import run_failure
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        run = instance.add_run(dg.DagsterRun(job_name="__ASSET_JOB", run_id="feedbeef-0000-0000-0000-000000000000"))
+        instance.report_run_failed(run, "Run timed out due to taking longer than 300 seconds to start.")
+        failed = instance.get_run_by_id(run.run_id)
+        assert failed is not None
+        assert run_failure(instance, failed) == (
+            "run feedbeef failure: Run timed out due to taking longer than 300 seconds to start."
+        )

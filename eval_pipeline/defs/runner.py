@@ -272,12 +272,20 @@ def _run_remote(batch: _Batch, ckpt_id: str, model: str, names: list[str], selec
     for run_id in run_ids:
         run = runs[run_id]
         if run.status != dg.DagsterRunStatus.SUCCESS:
-            failures += step_failures(batch.instance, run_id) or [f"run {run_id[:8]} {run.status.value.lower()}"]
+            failures += step_failures(batch.instance, run_id) or [run_failure(batch.instance, run)]
         notes += remote_notes(batch.instance, run)
     success = all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs.values())
     outcome = RunOutcome(ckpt_id, names, success, time.perf_counter() - t0, run_ids[-1], failures, run_ids=run_ids)
     outcome.notes = notes
     return outcome
+
+
+def run_failure(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
+    """A run that ended without a failed step, in one line: why the instance ended it (a run monitoring's time-out,
+    a launcher's error), else its status."""
+    ended = instance.all_logs(run.run_id, of_type={dg.DagsterEventType.RUN_FAILURE, dg.DagsterEventType.RUN_CANCELED})
+    why = next((e.message for e in reversed(ended) if e.message), None)
+    return f"run {run.run_id[:8]} {run.status.value.lower()}" + (f": {why.strip().splitlines()[0]}" if why else "")
 
 
 def remote_notes(instance: dg.DagsterInstance, run: dg.DagsterRun) -> list[str]:

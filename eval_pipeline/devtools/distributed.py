@@ -47,6 +47,7 @@ class Cluster:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     worker_names: list[str] = field(default_factory=list)
     extra: dict[str, str] = field(default_factory=dict)  # settings every process gets besides the profile's
+    slots: int = 1  # runs the workers execute at once (each worker one): what the queue hands them at most
 
     def env(self) -> dict[str, str]:
         """The settings every process of the cluster shares (each adds its own folders: ``process_env``)."""
@@ -60,6 +61,7 @@ class Cluster:
             "EVAL_RATINGS_DIR": self.s3.url("ratings"),
             "EVAL_WORKLIST_DIR": self.s3.url("worklists"),
             "EVAL_DAGSTER_URL": f"http://127.0.0.1:{self.webserver_port}",
+            "EVAL_WORKER_SLOTS": str(self.slots),
             **self.extra,
         }
 
@@ -156,7 +158,7 @@ def cluster(
         pg.password = secrets.token_hex(12)
         redis = stack.enter_context(services.redis())
         s3 = stack.enter_context(services.s3())
-        c = Cluster(root, pg, redis, s3, webserver_port=free_port(), extra=dict(extra or {}))
+        c = Cluster(root, pg, redis, s3, webserver_port=free_port(), extra=dict(extra or {}), slots=max(1, workers))
         try:
             # the instance's tables made once, before several processes race to make them
             subprocess.run(
