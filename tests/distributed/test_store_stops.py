@@ -20,8 +20,7 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.devtools import services
-from eval_pipeline.storage.warehouse import Warehouse
-from tests.helpers.lakes import contents, differences
+from tests.helpers.lakes import contents_under, differences
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -68,15 +67,7 @@ def _revise_checkpoint(project: Path) -> None:
 
 
 def _tables(spec: str, env: dict[str, str]) -> dict[str, pd.DataFrame]:
-    saved = dict(os.environ)
-    try:
-        os.environ.clear()
-        os.environ.update(env)
-        out = contents(Warehouse(spec))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    return {t: df.drop(columns=WHERE.get(t, [])) for t, df in out.items()}
+    return contents_under(spec, env, WHERE)
 
 
 def _of(df: pd.DataFrame, ckpt: str) -> pd.DataFrame:

@@ -20,7 +20,7 @@ import pytest
 
 from eval_pipeline.devtools import distributed, services
 from eval_pipeline.storage.warehouse import Warehouse
-from tests.helpers.lakes import contents, differences
+from tests.helpers.lakes import contents, contents_under, differences
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -48,13 +48,7 @@ def _lasting(tables: dict) -> dict:
 
 def _cluster_tables(c: distributed.Cluster) -> dict:
     env = c.process_env("you")
-    saved = dict(os.environ)
-    try:
-        os.environ.update({k: env[k] for k in c.env()})
-        return _lasting(contents(Warehouse(env["EVAL_WAREHOUSE"])))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    return contents_under(env["EVAL_WAREHOUSE"], {**os.environ, **{k: env[k] for k in c.env()}}, WHERE)
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ profiles check."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import pandas as pd
@@ -52,3 +53,18 @@ def differences(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> list[
                 f"{[x.at[i, c] for c in cols[:3]]} vs {[y.at[i, c] for c in cols[:3]]}"
             )
     return out
+
+
+def contents_under(spec: str, env: dict[str, str], drop: dict[str, list[str]] | None = None) -> dict[str, pd.DataFrame]:
+    """``contents`` of the warehouse ``spec`` read with ``env`` as the whole environment (a cluster's store
+    credentials, a project's data path), the test process's own restored after; ``drop``: columns left out per
+    table (where a checkpoint lay, say)."""
+    saved = dict(os.environ)
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        out = contents(Warehouse(spec))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return {t: df.drop(columns=(drop or {}).get(t, [])) for t, df in out.items()}
