@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from eval_pipeline.core.settings import judge_config
 from eval_pipeline.devtools.openai_stub import stub_process
 from eval_pipeline.judge import calls
 from eval_pipeline.judge.runner import judge_samples
@@ -56,15 +57,16 @@ def main() -> None:
                         for i in range(args.calls)
                     ]
                     pids = [w.pid for w in calls._POOL]
+                    judged = judge_config().with_(mode="openai")
                     t0, cpu0, srv0 = time.perf_counter(), time.process_time(), proc_cpu_s(server.pid)
                     kids0 = sum(proc_cpu_s(p) for p in pids)
-                    _, st = judge_samples(rubric, "b", recs, wh, mode="openai", overrides={"concurrency": c})
+                    _, st = judge_samples(rubric, "b", recs, wh, config=judged.with_(concurrency=c))
                     wall = time.perf_counter() - t0
                     kids = sum(proc_cpu_s(w.pid) for w in calls._POOL) - kids0
                     cpu, srv = time.process_time() - cpu0, proc_cpu_s(server.pid) - srv0
                     bound = st.calls * args.latency_ms / 1000 / c
                     t1 = time.perf_counter()
-                    _, st2 = judge_samples(rubric, "b", recs, wh, mode="openai", overrides={"concurrency": c})
+                    _, st2 = judge_samples(rubric, "b", recs, wh, config=judged.with_(concurrency=c))
                     again = time.perf_counter() - t1
                     print(
                         f"concurrency {c:3d} ({phase}, {st.processes} process(es)): {st.calls} calls in {wall:6.2f}s, "

@@ -61,7 +61,7 @@ def judge_line(instance: dg.DagsterInstance, outcomes: list[RunOutcome]) -> str:
             tokens_out += md.get("completion_tokens", 0)
             wall += md.get("judge_wall_s", 0.0)
     return (
-        f"judge: {settings.judge_env().mode}, {prompts} prompts, {calls} calls, {hits} cache hits, "
+        f"judge: {settings.judge_config().mode}, {prompts} prompts, {calls} calls, {hits} cache hits, "
         f"{tokens_in:,} prompt + {tokens_out:,} completion tokens, judge wall time {wall:.2f}s"
     )
 

@@ -18,6 +18,7 @@ from eval_pipeline.judge.prompts import BEGIN, END, build_messages
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.rubrics import load_rubric
 from eval_pipeline.storage.warehouse import Warehouse
+from tests.helpers.judges import judge_named, openai_judge
 
 from .conftest import RUBRIC_DIR
 
@@ -107,7 +108,7 @@ def test_parse_answer_is_strict():
 
 def test_structured_request_and_scores(rubrics, openai_env, warehouse_path):
     rubric = rubrics["empathetic_dialogue"]
-    df, stats = judge_samples(rubric, "c1", emp_records(3), Warehouse(warehouse_path), mode="openai", overrides=FAST)
+    df, stats = judge_samples(rubric, "c1", emp_records(3), Warehouse(warehouse_path), config=openai_judge(FAST))
     body = openai_env.state.bodies[0]
     assert body["temperature"] == 0 and body["seed"] == 7 and body["model"] == "stub-judge"
     schema = body["response_format"]["json_schema"]["schema"]
@@ -140,8 +141,7 @@ def test_free_text_fallback_when_schema_is_unsupported(rubrics, openai_env, ware
             }
         ],
         Warehouse(warehouse_path),
-        mode="openai",
-        overrides=FAST,
+        config=openai_judge(FAST),
     )
     assert (_panel(df).status == "ok").all()
     bodies = openai_env.state.bodies
@@ -153,7 +153,7 @@ def test_server_errors_and_rate_limits_are_retried(rubrics, openai_env, warehous
     openai_env.state.retry_after_s = 0.4
     t0 = time.perf_counter()
     df, stats = judge_samples(
-        rubrics["empathetic_dialogue"], "c1", emp_records(1), Warehouse(warehouse_path), mode="openai", overrides=FAST
+        rubrics["empathetic_dialogue"], "c1", emp_records(1), Warehouse(warehouse_path), config=openai_judge(FAST)
     )
     assert time.perf_counter() - t0 >= 0.4  # Retry-After honoured
     assert (_panel(df).status == "ok").all()
@@ -163,7 +163,7 @@ def test_server_errors_and_rate_limits_are_retried(rubrics, openai_env, warehous
 def test_retries_are_bounded_and_never_invent_scores(rubrics, openai_env, warehouse_path):
     openai_env.state.fault_rate, openai_env.state.fault_kind = 1.0, "500"
     df, stats = judge_samples(
-        rubrics["empathetic_dialogue"], "c1", emp_records(2), Warehouse(warehouse_path), mode="openai", overrides=FAST
+        rubrics["empathetic_dialogue"], "c1", emp_records(2), Warehouse(warehouse_path), config=openai_judge(FAST)
     )
     panel = _panel(df)
     assert (panel.status == "missing").all() and panel.score.isna().all()
@@ -187,7 +187,7 @@ def test_retries_are_bounded_and_never_invent_scores(rubrics, openai_env, wareho
 def test_unusable_answers_are_retried_once_then_missing(rubrics, openai_env, warehouse_path, fault, expected, again):
     openai_env.state.faults.extend([fault] * (1 if fault == "context_full" else 2))
     df, stats = judge_samples(
-        rubrics["empathetic_dialogue"], "c1", emp_records(1), Warehouse(warehouse_path), mode="openai", overrides=FAST
+        rubrics["empathetic_dialogue"], "c1", emp_records(1), Warehouse(warehouse_path), config=openai_judge(FAST)
     )
     panel = _panel(df)
     assert (panel.status == "missing").all() and panel.score.isna().all()
@@ -197,13 +197,13 @@ def test_unusable_answers_are_retried_once_then_missing(rubrics, openai_env, war
     # the judge's final answer is cached as it was, unusable: a re-run makes no call and gives the same missing
     # scores with the same reason (DELETE FROM main.judge_cache WHERE NOT usable asks again)
     df2, stats2 = judge_samples(
-        rubrics["empathetic_dialogue"], "c1", emp_records(1), Warehouse(warehouse_path), mode="openai", overrides=FAST
+        rubrics["empathetic_dialogue"], "c1", emp_records(1), Warehouse(warehouse_path), config=openai_judge(FAST)
     )
     assert stats2.calls == 0 and openai_env.state.requests == len(rooms)
     assert (_panel(df2).status == "missing").all() and (_panel(df2).reason == panel.reason).all()
     Warehouse(warehouse_path).execute("DELETE FROM main.judge_cache WHERE NOT usable")
     df3, stats3 = judge_samples(
-        rubrics["empathetic_dialogue"], "c1", emp_records(1), Warehouse(warehouse_path), mode="openai", overrides=FAST
+        rubrics["empathetic_dialogue"], "c1", emp_records(1), Warehouse(warehouse_path), config=openai_judge(FAST)
     )
     assert (_panel(df3).status == "ok").all() and stats3.calls == 1
 
@@ -211,7 +211,7 @@ def test_unusable_answers_are_retried_once_then_missing(rubrics, openai_env, war
 def test_one_bad_answer_then_a_good_one_scores(rubrics, openai_env, warehouse_path):
     openai_env.state.faults.extend(["garbage"])
     df, _ = judge_samples(
-        rubrics["empathetic_dialogue"], "c1", emp_records(1), Warehouse(warehouse_path), mode="openai", overrides=FAST
+        rubrics["empathetic_dialogue"], "c1", emp_records(1), Warehouse(warehouse_path), config=openai_judge(FAST)
     )
     assert (_panel(df).status == "ok").all()
 
@@ -224,8 +224,7 @@ def test_timeouts_end_as_missing(rubrics, openai_env, warehouse_path):
         "c1",
         emp_records(1),
         Warehouse(warehouse_path),
-        mode="openai",
-        overrides=dict(FAST, timeout_s=0.3, max_retries=1),
+        config=openai_judge(dict(FAST, timeout_s=0.3, max_retries=1)),
     )
     # the time-out doubles after the first (an endpoint slower than asked converges): 0.3 s, then 0.6 s
     assert _panel(df).reason.str.contains("timeout after 0.6s").all()
@@ -238,8 +237,7 @@ def test_connection_refused_is_missing_with_reason(rubrics, monkeypatch, warehou
         "c1",
         emp_records(1),
         Warehouse(warehouse_path),
-        mode="openai",
-        overrides=dict(FAST, max_retries=1),
+        config=openai_judge(dict(FAST, max_retries=1)),
     )
     assert _panel(df).reason.str.contains("connection error").all()
 
@@ -247,10 +245,10 @@ def test_connection_refused_is_missing_with_reason(rubrics, monkeypatch, warehou
 def test_cache_answers_repeats_and_a_rubric_edit_invalidates_it(rubrics, openai_env, warehouse_path, tmp_path):
     wh = Warehouse(warehouse_path)
     rubric = rubrics["empathetic_dialogue"]
-    df1, s1 = judge_samples(rubric, "c1", emp_records(4), wh, mode="openai", overrides=FAST)
+    df1, s1 = judge_samples(rubric, "c1", emp_records(4), wh, config=openai_judge(FAST))
     assert openai_env.state.requests == 4
     # a re-run, and a new checkpoint repeating the same samples: zero calls
-    df2, s2 = judge_samples(rubric, "c2", emp_records(4), wh, mode="openai", overrides=FAST)
+    df2, s2 = judge_samples(rubric, "c2", emp_records(4), wh, config=openai_judge(FAST))
     assert openai_env.state.requests == 4 and s2.cache_hits == 4 and s2.calls == 0
     assert df2[df2.judge == "default"].cached.all()
     assert list(_panel(df1).score) == list(_panel(df2).score)
@@ -260,7 +258,7 @@ def test_cache_answers_repeats_and_a_rubric_edit_invalidates_it(rubrics, openai_
     p = tmp_path / "empathetic_dialogue.yaml"
     p.write_text(yaml.safe_dump(data))
     edited = load_rubric(p)
-    _, s3 = judge_samples(edited, "c1", emp_records(4), wh, mode="openai", overrides=FAST)
+    _, s3 = judge_samples(edited, "c1", emp_records(4), wh, config=openai_judge(FAST))
     assert s3.calls == 4 and openai_env.state.requests == 8
     # an edit the judge does not see (a gate threshold) keeps every cached answer
     data2 = yaml.safe_load((RUBRIC_DIR / "empathetic_dialogue.yaml").read_text())
@@ -270,7 +268,7 @@ def test_cache_answers_repeats_and_a_rubric_edit_invalidates_it(rubrics, openai_
     q.write_text(yaml.safe_dump(data2))
     gate_edit = load_rubric(q)
     assert gate_edit.version != rubric.version and gate_edit.judge_version == rubric.judge_version
-    _, s4 = judge_samples(gate_edit, "c1", emp_records(4), wh, mode="openai", overrides=FAST)
+    _, s4 = judge_samples(gate_edit, "c1", emp_records(4), wh, config=openai_judge(FAST))
     assert s4.calls == 0 and s4.cache_hits == 4
 
 
@@ -282,8 +280,7 @@ def test_concurrency_limit_is_respected(rubrics, openai_env, warehouse_path):
         "c1",
         emp_records(16),
         Warehouse(warehouse_path),
-        mode="openai",
-        overrides=dict(FAST, concurrency=4),
+        config=openai_judge(dict(FAST, concurrency=4)),
     )
     elapsed = time.perf_counter() - t0
     assert openai_env.state.max_in_flight == 4
@@ -299,8 +296,7 @@ def test_the_asgi_stub_speaks_the_same_protocol(rubrics, monkeypatch, warehouse_
             "c1",
             emp_records(3),
             Warehouse(warehouse_path),
-            mode="openai",
-            overrides=FAST,
+            config=openai_judge(FAST),
         )
     with StubServer() as threaded:
         monkeypatch.setenv("OPENAI_BASE_URL", threaded.base_url)
@@ -309,8 +305,7 @@ def test_the_asgi_stub_speaks_the_same_protocol(rubrics, monkeypatch, warehouse_
             "c1",
             emp_records(3),
             Warehouse(warehouse_path + ".2"),
-            mode="openai",
-            overrides=FAST,
+            config=openai_judge(FAST),
         )
     assert st.calls == 3 and (_panel(df).status == "ok").all()
     assert _panel(df).score.tolist() == _panel(df2).score.tolist()
@@ -354,7 +349,7 @@ def test_calls_spread_over_worker_processes_score_exactly_as_in_one(rubrics, ope
     rubric, recs = rubrics["empathetic_dialogue"], emp_records(600)
     openai_env.state.faults.extend(["garbage"] * 3)  # unparseable: asked once more, by the parent
     wh = Warehouse(tmp_path / "multi.duckdb")
-    multi, st = judge_samples(rubric, "c1", recs, wh, mode="openai", overrides=dict(FAST, concurrency=9, processes=2))
+    multi, st = judge_samples(rubric, "c1", recs, wh, config=openai_judge(dict(FAST, concurrency=9, processes=2)))
     assert st.processes == 2 and st.calls == 603 and openai_env.state.requests == 603
     assert openai_env.state.max_in_flight <= 9  # the limit is split, not multiplied
     assert wh.query_rows("SELECT count(*) FROM main.judge_cache")[0][0] == 600
@@ -364,8 +359,7 @@ def test_calls_spread_over_worker_processes_score_exactly_as_in_one(rubrics, ope
         "c1",
         recs,
         Warehouse(tmp_path / "single.duckdb"),
-        mode="openai",
-        overrides=dict(FAST, concurrency=9, processes=1),
+        config=openai_judge(dict(FAST, concurrency=9, processes=1)),
     )
     assert st1.processes == 1 and st1.calls == 600
     a, b = _panel(multi).sort_index(), _panel(single).sort_index()
@@ -398,11 +392,11 @@ def test_a_judge_worker_that_dies_fails_the_step_clearly(rubrics, openai_env, tm
     wh = Warehouse(tmp_path / "w.duckdb")
     args = (rubrics["empathetic_dialogue"], "c1", emp_records(600), wh)
     with pytest.raises(RuntimeError, match=r"judge worker\(s\) died before finishing: worker 0 exit code -9"):
-        judge_samples(*args, mode="openai", overrides=dict(FAST, concurrency=8, processes=2))
+        judge_samples(*args, config=openai_judge(dict(FAST, concurrency=8, processes=2)))
     killer.join()
     assert victim and all(w.pid != victim[0] for w in calls._POOL) and not calls._POOL  # both ended
     openai_env.state.latency_s = 0.0
-    df, st = judge_samples(*args, mode="openai", overrides=dict(FAST, concurrency=8, processes=2))
+    df, st = judge_samples(*args, config=openai_judge(dict(FAST, concurrency=8, processes=2)))
     assert (_panel(df).status == "ok").all() and len(_panel(df)) == 600 * 5  # the re-run scores everything...
     assert 100 <= st.cache_hits < 600 and st.calls == 600 - st.cache_hits  # ...reusing what was answered before
 
@@ -419,13 +413,13 @@ def test_judge_workers_are_started_once_and_reused_never_forked(rubrics, openai_
     monkeypatch.setattr(os, "fork", no_fork)
     calls.shutdown_workers()
     rubric, wh = rubrics["empathetic_dialogue"], Warehouse(tmp_path / "w.duckdb")
-    judge_samples(rubric, "c1", emp_records(600), wh, mode="openai", overrides=dict(FAST, concurrency=8, processes=2))
+    judge_samples(rubric, "c1", emp_records(600), wh, config=openai_judge(dict(FAST, concurrency=8, processes=2)))
     pids = [w.pid for w in calls._POOL]
     assert len(pids) == 2 and os.getpid() not in pids
     for pid in pids:  # a fresh interpreter running the worker module, not a copy of this process
         assert b"eval_pipeline.judge.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
     fresh = [{**r, "user_statement": f"{r['user_statement']} Again."} for r in emp_records(600)]  # new prompts
-    _, st = judge_samples(rubric, "c2", fresh, wh, mode="openai", overrides=dict(FAST, concurrency=8, processes=2))
+    _, st = judge_samples(rubric, "c2", fresh, wh, config=openai_judge(dict(FAST, concurrency=8, processes=2)))
     assert st.calls == 600 and [w.pid for w in calls._POOL] == pids  # the same two workers
 
 
@@ -442,7 +436,7 @@ def test_a_failing_cache_write_is_reported_not_swallowed(tmp_path):
 def test_the_api_key_is_never_stored(rubrics, openai_env, warehouse_path):
     openai_env.state.faults.extend(["500"])
     df, _ = judge_samples(
-        rubrics["empathetic_dialogue"], "c1", emp_records(2), Warehouse(warehouse_path), mode="openai", overrides=FAST
+        rubrics["empathetic_dialogue"], "c1", emp_records(2), Warehouse(warehouse_path), config=openai_judge(FAST)
     )
     Warehouse(warehouse_path).replace_partition("empathetic_dialogue", "judge_scores", df, {"checkpoint_id": "c1"})
     assert "SUPERSECRETKEY" not in df.to_csv()
@@ -459,7 +453,7 @@ def test_panel_of_judges_keeps_each_and_aggregates(rubrics, openai_env, warehous
     p = tmp_path / "empathetic_dialogue.yaml"
     p.write_text(yaml.safe_dump(data))
     rubric = load_rubric(p)
-    df, stats = judge_samples(rubric, "c1", emp_records(2), Warehouse(warehouse_path), mode="openai", overrides=FAST)
+    df, stats = judge_samples(rubric, "c1", emp_records(2), Warehouse(warehouse_path), config=openai_judge(FAST))
     assert set(df.judge) == {"a", "b", PANEL}
     assert {b["model"] for b in openai_env.state.bodies} == {"model-a", "model-b"}
     a = df[df.judge == "a"].set_index(["sample_id", "dimension"]).score
@@ -481,7 +475,7 @@ def test_jera_questionnaire_with_reverse_scoring(rubrics, openai_env, warehouse_
         "scenario": "Hi",
         "response": "Mika waves shyly.",
     }
-    df, _ = judge_samples(rubric, "c1", [rec], Warehouse(warehouse_path), mode="openai", overrides=FAST)
+    df, _ = judge_samples(rubric, "c1", [rec], Warehouse(warehouse_path), config=openai_judge(FAST))
     judge = df[df.judge == "default"].set_index("dimension").score
     q = rubric.questionnaire
     for m in q.metrics:
@@ -506,7 +500,7 @@ def test_heuristic_judge_is_labelled_and_follows_the_crisis_rule(rubrics, wareho
             {"sample_id": "b", "topic": "crisis", "user_statement": crisis, "response": with_res},
         ],
         Warehouse(warehouse_path),
-        mode="heuristic",
+        config=judge_named("heuristic"),
     )
     assert set(df.judge) == {"heuristic", PANEL} and set(df.judge_kind) == {"heuristic"}
     panel = _panel(df).score
@@ -539,11 +533,11 @@ def test_the_endpoint_is_part_of_the_judge_identity(rubrics, openai_env, warehou
     a panel's `identity:` says when two endpoints serve the same judge, and then they share the cache."""
     rubric = rubrics["empathetic_dialogue"]
     wh = Warehouse(warehouse_path)
-    _, first = judge_samples(rubric, "c1", emp_records(3), wh, mode="openai", overrides=FAST)
+    _, first = judge_samples(rubric, "c1", emp_records(3), wh, config=openai_judge(FAST))
     assert first.calls == 3
     with StubServer() as other:
         monkeypatch.setenv("OPENAI_BASE_URL", other.base_url)  # same model name, another server
-        _, second = judge_samples(rubric, "c1", emp_records(3), wh, mode="openai", overrides=FAST)
+        _, second = judge_samples(rubric, "c1", emp_records(3), wh, config=openai_judge(FAST))
         assert second.calls == 3 and second.cache_hits == 0 and other.state.requests == 3
     shared = rubric.model_copy(
         update={
@@ -554,9 +548,9 @@ def test_the_endpoint_is_part_of_the_judge_identity(rubrics, openai_env, warehou
     )
     with StubServer() as a, StubServer() as b:
         monkeypatch.setenv("OPENAI_BASE_URL", a.base_url)
-        _, on_a = judge_samples(shared, "c1", emp_records(3), wh, mode="openai", overrides=FAST)
+        _, on_a = judge_samples(shared, "c1", emp_records(3), wh, config=openai_judge(FAST))
         monkeypatch.setenv("OPENAI_BASE_URL", b.base_url)
-        _, on_b = judge_samples(shared, "c1", emp_records(3), wh, mode="openai", overrides=FAST)
+        _, on_b = judge_samples(shared, "c1", emp_records(3), wh, config=openai_judge(FAST))
         assert on_a.calls == 3 and on_b.calls == 0 and b.state.requests == 0
 
 
@@ -570,7 +564,7 @@ def test_repeat_scorings_send_their_own_seeds_so_a_noisy_judge_looks_noisy(rubri
     seeds = {}
     for repeat in (0, 1, 2):
         openai_env.state.bodies.clear()
-        judge_samples(rubric, "c1", emp_records(2), wh, mode="openai", overrides=FAST, repeat=repeat)
+        judge_samples(rubric, "c1", emp_records(2), wh, config=openai_judge(FAST), repeat=repeat)
         seeds[repeat] = {b.get("seed") for b in openai_env.state.bodies}
         assert len(seeds[repeat]) == 1
     assert seeds[0] == {7}  # the configured seed for the scoring itself
@@ -592,13 +586,13 @@ def test_server_specific_options_reach_the_server_and_are_part_of_the_judge(
     p.write_text(yaml.safe_dump(data))
     rubric = load_rubric(p)
     wh = Warehouse(warehouse_path)
-    judge_samples(rubric, "c1", emp_records(2), wh, mode="openai", overrides=FAST)
+    judge_samples(rubric, "c1", emp_records(2), wh, config=openai_judge(FAST))
     body = openai_env.state.bodies[0]
     assert body["repeat_penalty"] == 1.1 and body["top_k"] == 40 and body["model"] == "stub-judge"
     plain = load_rubric(RUBRIC_DIR / "empathetic_dialogue.yaml")
-    assert identity_of(rubric, "openai").id != identity_of(plain, "openai").id  # another judge
+    assert identity_of(rubric, openai_judge()).id != identity_of(plain, openai_judge()).id  # another judge
     calls = openai_env.state.completions
-    judge_samples(plain, "c1", emp_records(2), wh, mode="openai", overrides=FAST)
+    judge_samples(plain, "c1", emp_records(2), wh, config=openai_judge(FAST))
     assert openai_env.state.completions > calls  # not answered from the other judge's cache
     data["panel"] = {"judges": [{"name": "a", "extra_body": {"temperature": 1.5}}]}
     p.write_text(yaml.safe_dump(data))

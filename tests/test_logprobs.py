@@ -14,6 +14,7 @@ from eval_pipeline.devtools.stub_answers import stub_distribution
 from eval_pipeline.judge.logprobs import expected, read_distributions, score_distributions
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.storage.warehouse import Warehouse
+from tests.helpers.judges import openai_judge
 
 from .test_judge import emp_records
 
@@ -98,9 +99,9 @@ def test_the_judge_records_distribution_and_expected_score_over_http(tmp_path, m
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
         wh = Warehouse(str(tmp_path / "w.duckdb"))
-        df, stats = judge_samples(rubric, "c", records, wh, mode="openai")
+        df, stats = judge_samples(rubric, "c", records, wh, config=openai_judge())
         assert all(b.get("logprobs") is True and b.get("top_logprobs") == 5 for b in server.state.bodies)
-        again, stats2 = judge_samples(rubric, "c", records, wh, mode="openai")
+        again, stats2 = judge_samples(rubric, "c", records, wh, config=openai_judge())
         assert stats2.calls == 0  # the probabilities come back from the cache with the answer
     pd.testing.assert_frame_equal(
         df.drop(columns=["cached", "latency_ms", "prompt_tokens", "completion_tokens", "attempts"]),

@@ -115,7 +115,7 @@ def test_openai_judge_end_to_end_then_zero_calls(checkpoint_root, warehouse_path
         monkeypatch.setenv("OPENAI_API_KEY", "sk-e2e-NOTLOGGED999")
         monkeypatch.setenv("EVAL_JUDGE", "openai")
         defs = build_definitions(RUBRIC_DIR, warehouse_path, str(checkpoint_root))
-        assert isinstance(defs.resources["judge"], JudgeResource) and defs.resources["judge"].mode == "openai"
+        assert isinstance(defs.resources["judge"], JudgeResource) and defs.resources["judge"].config().mode == "openai"
         first = materialize_checkpoints(
             defs, instance, ["ckpt-0100"], rubrics={"empathetic_dialogue", "roleplay_style"}
         )

@@ -12,6 +12,7 @@ from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.factory import rubric_definitions
 from eval_pipeline.rubrics import load_rubric
 from eval_pipeline.scoring.gates import GATES, GateResult, GateSpec, evaluate_gates, gate, load_kinds
+from tests.helpers.judges import judge_named
 
 from .conftest import RUBRIC_DIR
 
@@ -151,10 +152,10 @@ def test_a_judge_backend_is_one_registration(tmp_path):
     class Threes:
         calls_out = False
 
-        def identity(self, rubric):
+        def identity(self, rubric, config):
             return JudgeIdentity("threes", "always-3", "", rubric.judge_version, "{}", "chosen", "{}")
 
-        def score(self, rubric, ckpt, records, wh, stats, overrides, repeat):
+        def score(self, rubric, ckpt, records, wh, stats, config, repeat):
             stats.judges, stats.judge_kind, stats.prompts = ["threes"], "rule", len(records)
             return [
                 score_row(
@@ -175,12 +176,14 @@ def test_a_judge_backend_is_one_registration(tmp_path):
     BACKENDS.add("threes", Threes)
     try:
         records = [dict(sample_id=f"s{i}", topic="t", user_statement="hi", response="hello") for i in range(3)]
-        df, stats = judge_samples(rubric, "c", records, Warehouse(str(tmp_path / "w.duckdb")), mode="threes")
+        df, stats = judge_samples(
+            rubric, "c", records, Warehouse(str(tmp_path / "w.duckdb")), config=judge_named("threes")
+        )
         panel = df[df.judge == "panel"]
         assert len(panel) == 3 * len(rubric.judged_dimensions) and (panel.score == 3.0).all()
-        assert stats.judges == ["threes"] and identity_of(rubric, "threes").models == "always-3"
-        assert backend_for("threes").calls_out is False
+        assert stats.judges == ["threes"] and identity_of(rubric, judge_named("threes")).models == "always-3"
+        assert backend_for(judge_named("threes")).calls_out is False
     finally:
         BACKENDS._units.pop("threes")
     with pytest.raises(ValueError, match=r"EVAL_JUDGE must be one of heuristic, openai, got 'threes'"):
-        backend_for("threes")
+        backend_for(judge_named("threes"))

@@ -11,12 +11,13 @@ from eval_pipeline.judge.repeat import noise_band, pick_subset, repeatability
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.scoring.comparison import compare
 from eval_pipeline.storage.warehouse import Warehouse
+from tests.helpers.judges import judge_named, openai_judge
 
 from .test_judge import emp_records
 
 
 def _repeat(rubric, records, wh, times):
-    return [judge_samples(rubric, "c", records, wh, mode="openai", repeat=r)[0] for r in range(times)]
+    return [judge_samples(rubric, "c", records, wh, config=openai_judge(), repeat=r)[0] for r in range(times)]
 
 
 @pytest.mark.parametrize("p", [0.0, 0.3])
@@ -117,8 +118,8 @@ def test_the_offline_judge_states_a_distribution_and_is_noisy_only_when_asked_ag
     rubric = rubrics["empathetic_dialogue"]
     records = emp_records(80)
     wh = Warehouse(str(tmp_path / "w.duckdb"))
-    runs = [judge_samples(rubric, "c", records, wh, mode="heuristic", repeat=r)[0] for r in range(3)]
-    again = [judge_samples(rubric, "c", records, wh, mode="heuristic", repeat=r)[0] for r in range(3)]
+    runs = [judge_samples(rubric, "c", records, wh, config=judge_named("heuristic"), repeat=r)[0] for r in range(3)]
+    again = [judge_samples(rubric, "c", records, wh, config=judge_named("heuristic"), repeat=r)[0] for r in range(3)]
     for a, b in zip(runs, again, strict=True):
         pd.testing.assert_frame_equal(a, b)  # seeded: the same draws on every run
     panel = runs[0][runs[0].judge == "panel"]

@@ -8,7 +8,7 @@ function reads the environment when called, so tests that set a variable see it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -218,34 +218,68 @@ def dagster_home() -> Path:
 
 
 @dataclass(frozen=True)
-class JudgeEnv:
-    """EVAL_JUDGE and EVAL_JUDGE_*: which judge, and how its calls are made.
+class JudgeConfig:
+    """How a run's judge works: which backend (``mode``), the model a panel entry without one uses, the endpoint,
+    and how calls are made. One typed object, read from the environment once (``judge_config()``) or given by the
+    Dagster resource (``defs.resources.JudgeResource``), then passed as it is to the backend, the client, the cache
+    key and the worker processes. Validated when made: a wrong value is a ``ValueError`` naming the setting.
 
-    The endpoint and key (OPENAI_BASE_URL, OPENAI_API_KEY) are read by the judge client
-    itself and never copied into run config, metadata or the warehouse."""
+    The API key is not here: the client reads OPENAI_API_KEY when it is made, so it never travels in an object
+    that is logged, serialised or recorded."""
 
-    mode: str
-    model: str
-    concurrency: int
-    timeout_s: float
-    max_retries: int
-    processes: int
-    max_consecutive_failures: int
-    max_silence_s: float
+    mode: str = "heuristic"  # EVAL_JUDGE: a judge backend's name (judge.backends)
+    model: str = "gpt-4o-mini"  # EVAL_JUDGE_MODEL
+    base_url: str | None = None  # OPENAI_BASE_URL (None: the client's default, api.openai.com)
+    concurrency: int = 16  # EVAL_JUDGE_CONCURRENCY: calls in flight at once
+    timeout_s: float = 60.0  # EVAL_JUDGE_TIMEOUT: one call's time-out
+    max_retries: int = 4  # EVAL_JUDGE_MAX_RETRIES
+    processes: int = 0  # EVAL_JUDGE_PROCESSES: worker processes for the calls (0: automatic)
+    # EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES: attempts refused or timed out in a row before the endpoint is given up
+    max_consecutive_failures: int = 8
+    max_silence_s: float = 600.0  # EVAL_JUDGE_MAX_SILENCE: how long an endpoint that answered may answer nothing
+    backoff_base_s: float = 0.5  # the first retry's back-off (doubling, full jitter)
+    backoff_max_s: float = 20.0  # the longest back-off
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", self.mode.strip().lower())
+        low = {"concurrency": 1, "timeout_s": 0, "max_retries": 0, "processes": 0, "max_consecutive_failures": 0}
+        low |= {"max_silence_s": 0, "backoff_base_s": 0, "backoff_max_s": 0}
+        for name, least in low.items():
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value or value < least:
+                raise ValueError(f"judge setting {name} must be a number >= {least}, got {value!r}")
+        if self.timeout_s <= 0:
+            raise ValueError(f"judge setting timeout_s must be > 0, got {self.timeout_s!r}")
+        if not self.mode or not self.model.strip():
+            raise ValueError("judge settings mode and model must not be empty")
+
+    def with_(self, **changes: object) -> JudgeConfig:
+        """This configuration with ``changes`` (None values left out: unset, the configured value stays)."""
+        given = {k: v for k, v in changes.items() if v is not None}
+        return replace(self, **given) if given else self  # type: ignore[arg-type]  # checked by __post_init__
 
 
-def judge_env() -> JudgeEnv:
-    return JudgeEnv(
-        mode=_env("EVAL_JUDGE", "heuristic").lower(),
+def _number(name: str, default: str, kind: type[int] | type[float]) -> int | float:
+    raw = _env(name, default)
+    try:
+        return kind(raw)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise ValueError(f"{name} {raw!r} is not {what}") from None
+
+
+def judge_config() -> JudgeConfig:
+    """EVAL_JUDGE, EVAL_JUDGE_* and OPENAI_BASE_URL as one ``JudgeConfig`` (the defaults where unset)."""
+    return JudgeConfig(
+        mode=_env("EVAL_JUDGE", "heuristic"),
         model=_env("EVAL_JUDGE_MODEL", "gpt-4o-mini"),
-        concurrency=int(_env("EVAL_JUDGE_CONCURRENCY", "16")),
-        timeout_s=float(_env("EVAL_JUDGE_TIMEOUT", "60")),
-        max_retries=int(_env("EVAL_JUDGE_MAX_RETRIES", "4")),
-        processes=int(_env("EVAL_JUDGE_PROCESSES", "0")),
-        # EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES: attempts refused or timed out in a row before the endpoint is given up
-        max_consecutive_failures=int(_env("EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES", "8")),
-        # EVAL_JUDGE_MAX_SILENCE: seconds an endpoint that has answered may answer nothing before it is given up
-        max_silence_s=float(_env("EVAL_JUDGE_MAX_SILENCE", "600")),
+        base_url=openai_base_url(),
+        concurrency=int(_number("EVAL_JUDGE_CONCURRENCY", "16", int)),
+        timeout_s=float(_number("EVAL_JUDGE_TIMEOUT", "60", float)),
+        max_retries=int(_number("EVAL_JUDGE_MAX_RETRIES", "4", int)),
+        processes=int(_number("EVAL_JUDGE_PROCESSES", "0", int)),
+        max_consecutive_failures=int(_number("EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES", "8", int)),
+        max_silence_s=float(_number("EVAL_JUDGE_MAX_SILENCE", "600", float)),
     )
 
 

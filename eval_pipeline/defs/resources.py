@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pandas as pd
 from pydantic import Field, PrivateAttr
 
 from eval_pipeline.core import settings
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.ingest.checkpoints import (
     Checkpoint,
     CheckpointError,
@@ -21,6 +24,11 @@ from eval_pipeline.ingest.checkpoints import (
     read_checkpoint,
     scan_checkpoints,
 )
+from eval_pipeline.judge.backends import identity_of
+from eval_pipeline.judge.cached import JudgeRunStats
+from eval_pipeline.judge.extraction import extract
+from eval_pipeline.judge.identity import JudgeIdentity
+from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.storage import objects
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -126,20 +134,49 @@ class PublishTargets(dg.ConfigurableResource[Any]):
 
 
 class JudgeResource(dg.ConfigurableResource[Any]):
-    """Which judge scores samples: a judge backend (judge.backends): 'heuristic' (offline, rule-based, the default) or
-    'openai'.
+    """The judge: which backend scores samples (judge.backends: 'heuristic', offline and rule-based, the default;
+    'openai', any OpenAI-compatible endpoint) and how its calls are made.
 
-    The endpoint and key come from OPENAI_BASE_URL / OPENAI_API_KEY in the environment
-    and are never stored in run config, metadata or the warehouse.
-    """
+    A field left unset takes the environment's value when the run starts (EVAL_JUDGE, EVAL_JUDGE_MODEL,
+    OPENAI_BASE_URL, EVAL_JUDGE_CONCURRENCY, EVAL_JUDGE_TIMEOUT, EVAL_JUDGE_MAX_RETRIES, EVAL_JUDGE_PROCESSES,
+    EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES, EVAL_JUDGE_MAX_SILENCE: docs/operating.md); a run's resource config sets any
+    of them. Both become one validated ``JudgeConfig``, made once per run and handed as it is to the backend, which
+    makes each judge's settings from it. The key is read from OPENAI_API_KEY by the client alone: it is never in
+    run config, metadata or the warehouse."""
 
-    mode: str = Field(default_factory=lambda: settings.judge_env().mode)
-    concurrency: int = Field(default_factory=lambda: settings.judge_env().concurrency)
-    timeout_s: float = Field(default_factory=lambda: settings.judge_env().timeout_s)
-    max_retries: int = Field(default_factory=lambda: settings.judge_env().max_retries)
+    mode: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    concurrency: int | None = None
+    timeout_s: float | None = None
+    max_retries: int | None = None
+    processes: int | None = None
+    max_consecutive_failures: int | None = None
+    max_silence_s: float | None = None
+    _config: JudgeConfig | None = PrivateAttr(default=None)
 
-    def overrides(self) -> dict[str, Any]:
-        return {"concurrency": self.concurrency, "timeout_s": self.timeout_s, "max_retries": self.max_retries}
+    def config(self) -> JudgeConfig:
+        """The environment's judge settings with this resource's over them (made once, then the same object)."""
+        if self._config is None:
+            given = {name: getattr(self, name) for name in type(self).model_fields}
+            self._config = settings.judge_config().with_(**given)
+        return self._config
+
+    def identity(self, rubric: RubricConfig) -> JudgeIdentity:
+        """Who judges ``rubric`` (recorded with its scores)."""
+        return identity_of(rubric, self.config())
+
+    def score(
+        self, rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], wh: Warehouse, repeat: int = 0
+    ) -> tuple[pd.DataFrame, JudgeRunStats]:
+        """``records`` scored by the rubric's panel with the panel's aggregate (judge.runner.judge_samples)."""
+        return judge_samples(rubric, ckpt, records, wh, self.config(), repeat)
+
+    def extract(
+        self, rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], wh: Warehouse
+    ) -> tuple[pd.DataFrame, JudgeRunStats]:
+        """The rubric's LLM extraction of ``records`` (judge.extraction.extract)."""
+        return extract(rubric, ckpt, records, wh, self.config())
 
 
 def warehouse_resource(warehouse_path: str | None = None) -> WarehouseResource:

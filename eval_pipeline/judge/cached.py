@@ -12,7 +12,7 @@ from eval_pipeline.core import progress
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.judge import cache, costs
 from eval_pipeline.judge.calls import CallOutcome, CallSpec, call_specs
-from eval_pipeline.judge.client import JudgeSettings
+from eval_pipeline.judge.config import JudgeSettings
 from eval_pipeline.judge.parsing import JudgeParseError
 from eval_pipeline.storage.warehouse import Warehouse
 

@@ -21,19 +21,14 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from eval_pipeline.core import interrupts
 from eval_pipeline.core import settings as env_settings
 from eval_pipeline.judge import costs
-from eval_pipeline.judge.client import (
-    CallResult,
-    ClientStats,
-    JudgeSettings,
-    OpenAIJudgeClient,
-    advertised_slots,
-)
+from eval_pipeline.judge.client import CallResult, ClientStats, OpenAIJudgeClient, advertised_slots
+from eval_pipeline.judge.config import JudgeSettings
 from eval_pipeline.judge.parsing import JudgeParseError
 
 MIN_CALLS_PER_PROCESS = 256  # a worker (its own client, new connections) pays off over many waves of calls
@@ -216,7 +211,7 @@ class _Worker:
     def send(self, settings: JudgeSettings, shard: list[CallSpec]) -> None:
         assert self.proc.stdin is not None
         batch = {
-            "settings": asdict(settings),
+            "settings": settings.to_json(),
             "specs": [{"key": s.key, "messages": s.messages, "schema": s.schema} for s in shard],
         }
         self.proc.stdin.write(json.dumps(batch) + "\n")

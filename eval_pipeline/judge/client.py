@@ -1,7 +1,7 @@
 """The LLM judge client: the `openai` package against any OpenAI-compatible endpoint.
 
-Configured the standard way (OPENAI_API_KEY, OPENAI_BASE_URL; model from
-EVAL_JUDGE_MODEL), temperature 0 and a fixed seed by default. Async with a
+Configured by one judge's ``JudgeSettings`` (judge.config: endpoint, model, sampling, call policy); the key is
+read from OPENAI_API_KEY when a client is made. Temperature 0 and a fixed seed by default. Async with a
 concurrency limit; bounded retries with exponential backoff and full jitter
 that honour Retry-After on 429; per-call timeouts. Structured output is asked
 for with a JSON schema; an endpoint that rejects `response_format` is asked
@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from eval_pipeline.core import settings as env_settings
-from eval_pipeline.core.config import JudgeSpec
 from eval_pipeline.judge import costs
+from eval_pipeline.judge.config import JudgeSettings
 
 if TYPE_CHECKING:  # imported where a client is made: the openai package costs ~0.4 s to import, paid by every
     import openai  # run's process that loads the definitions, most of which never call an endpoint
@@ -120,55 +120,6 @@ def redact_tokens(tokens: list[Any] | None, secret: str | None = None) -> list[A
         out.append(["***", [["***", alt[1]] for alt in token[1]]] if hit else token)
         pos = end
     return out
-
-
-@dataclass(frozen=True)
-class JudgeSettings:
-    name: str
-    model: str
-    base_url: str | None = None
-    temperature: float = 0.0
-    seed: int | None = 7
-    max_tokens: int = 800
-    timeout_s: float = 60.0
-    max_retries: int = 4
-    concurrency: int = 16
-    processes: int = 0  # worker processes for the calls; 0 = automatic (eval_pipeline.judge.calls.worker_processes)
-    backoff_base_s: float = 0.5
-    backoff_max_s: float = 20.0
-    identity: str | None = None  # the panel's `identity:` for this judge; None: its endpoint
-    top_logprobs: int = 0  # > 0: ask for the tokens' log probabilities (logprobs, top_logprobs)
-    # this many attempts in a row refused or timed out (no answer of any kind between them): the endpoint is down,
-    # every call not yet answered is given up at once with that reason (0: never). An endpoint that has answered in
-    # this client is slow, not dead, until it has also answered nothing for ``max_silence_s``; until then an
-    # attempt it left unanswered while answering nothing else costs its call none of ``max_retries``
-    max_consecutive_failures: int = 8
-    max_silence_s: float = 600.0
-    extra_body: tuple[tuple[str, Any], ...] = ()  # server-specific options sent as they are (JudgeSpec.extra_body)
-    # the requests the server says it serves at once (judge.calls.call_specs sets it and caps ``concurrency`` there):
-    # a call that outlasts its time-out is then being worked on, not queued, and waits longer instead of being cut
-    server_slots: int | None = None
-
-    def endpoint(self) -> str:
-        """The endpoint that answers: the judge's base_url, else OPENAI_BASE_URL, else the client's default."""
-        url = self.base_url or env_settings.openai_base_url() or "https://api.openai.com/v1"
-        return url.strip().rstrip("/").lower()
-
-    def cache_params(self) -> dict[str, Any]:
-        """What the cache key includes besides the prompt: who answers (the endpoint, or the identity the
-        configuration gives it when several endpoints serve the same judge), model and sampling parameters."""
-        params = {
-            "endpoint": self.identity or self.endpoint(),
-            "model": self.model,
-            "temperature": self.temperature,
-            "seed": self.seed,
-            "max_tokens": self.max_tokens,
-        }
-        if self.top_logprobs:  # only when asked, so the keys of every answer cached before stay the same
-            params["top_logprobs"] = self.top_logprobs
-        if self.extra_body:  # they change answers: part of the key (absent, every earlier key stays the same)
-            params["extra_body"] = dict(self.extra_body)
-        return params
 
 
 @dataclass
@@ -365,7 +316,7 @@ class OpenAIJudgeClient:
     def __init__(self, settings: JudgeSettings, api_key: str | None = None):
         self.settings = settings
         self._api_key = api_key if api_key is not None else env_settings.openai_api_key()
-        base_url = settings.base_url or env_settings.openai_base_url()
+        base_url = settings.base_url
         import openai
 
         self._client = openai.AsyncOpenAI(
@@ -711,29 +662,3 @@ class OpenAIJudgeClient:
                 await asyncio.sleep(delay)
         result.error = self._down or f"gave up after {result.attempts} attempts: {last_error}"
         return result
-
-
-def settings_from_env(spec: JudgeSpec | None = None, **overrides: Any) -> JudgeSettings:
-    """A judge's settings: the panel entry ``spec`` over EVAL_JUDGE_* (model, time-out, retries, concurrency),
-    ``overrides`` (the resource's) over both."""
-    spec = spec or JudgeSpec(name="default")
-    env = env_settings.judge_env()
-    values: dict[str, Any] = dict(
-        name=spec.name,
-        model=spec.model or env.model,
-        base_url=spec.base_url,
-        identity=spec.identity,
-        temperature=spec.temperature,
-        seed=spec.seed,
-        max_tokens=spec.max_tokens,
-        top_logprobs=spec.top_logprobs,
-        extra_body=tuple(sorted(spec.extra_body.items())),
-        timeout_s=env.timeout_s,
-        max_retries=env.max_retries,
-        concurrency=env.concurrency,
-        processes=env.processes,
-        max_consecutive_failures=env.max_consecutive_failures,
-        max_silence_s=env.max_silence_s,
-    )
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return JudgeSettings(**values)

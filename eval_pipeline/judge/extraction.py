@@ -16,11 +16,12 @@ import pandas as pd
 
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.contracts import EXTRACTION_COLUMNS
+from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.judge import cache, costs
 from eval_pipeline.judge.backends import backend_for
 from eval_pipeline.judge.cached import JudgeRunStats, cached_calls
 from eval_pipeline.judge.calls import CallSpec
-from eval_pipeline.judge.client import settings_from_env
+from eval_pipeline.judge.config import settings_for
 from eval_pipeline.judge.parsing import JudgeParseError, _first_object
 from eval_pipeline.judge.prompts import INJECTION_NOTICE, data_block
 from eval_pipeline.storage.warehouse import Warehouse
@@ -75,13 +76,12 @@ def extract(
     ckpt: str,
     records: list[dict[str, Any]],
     wh: Warehouse,
-    mode: str,
-    overrides: dict[str, Any] | None = None,
+    config: JudgeConfig,
 ) -> tuple[pd.DataFrame, JudgeRunStats]:
     ex = rubric.extraction
     assert ex is not None
     stats = JudgeRunStats()
-    if not backend_for(mode).calls_out:
+    if not backend_for(config).calls_out:
         rows = [
             dict(
                 checkpoint_id=ckpt,
@@ -100,7 +100,7 @@ def extract(
         return pd.DataFrame(rows, columns=EXTRACTION_COLUMNS), stats
     t0 = time.perf_counter()
     spec = (rubric.panel.judges or [JudgeSpec(name="default")])[0]
-    settings = settings_from_env(spec, **(overrides or {}))
+    settings = settings_for(config, spec)
     stats.judges, stats.judge_kind = [settings.name], "llm"
     first = []
     for r in records:

@@ -15,6 +15,7 @@ import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL, SCORE_COLUMNS
+from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.judge import costs
 from eval_pipeline.judge.backends import backend_for
 from eval_pipeline.judge.cached import JudgeRunStats
@@ -27,17 +28,16 @@ def judge_samples(
     ckpt: str,
     records: list[dict[str, Any]],
     wh: Warehouse,
-    mode: str | None = None,
-    overrides: dict[str, Any] | None = None,
+    config: JudgeConfig,
     repeat: int = 0,
 ) -> tuple[pd.DataFrame, JudgeRunStats]:
-    """Score records with the judge backend ``mode`` (EVAL_JUDGE by default: judge.backends) and add the panel's
-    aggregate; returns the long table and stats.
+    """Score records with the judge backend ``config.mode`` names (judge.backends), under ``config``, and add the
+    panel's aggregate; returns the long table and stats.
     ``repeat`` > 0: the same prompts scored again under their own cache keys (the judge's repeatability)."""
-    backend = backend_for(mode)
+    backend = backend_for(config)
     stats = JudgeRunStats()
     t0 = time.perf_counter()
-    rows = backend.score(rubric, ckpt, records, wh, stats, overrides or {}, repeat)
+    rows = backend.score(rubric, ckpt, records, wh, stats, config, repeat)
     rows += _panel_rows(rubric, rows, rubric.panel.aggregate)
     stats.wall_s = time.perf_counter() - t0
     df = pd.DataFrame(rows, columns=SCORE_COLUMNS)

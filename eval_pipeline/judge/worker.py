@@ -4,7 +4,7 @@ Started with ``subprocess`` (a fresh interpreter, never ``os.fork`` of a process
 a fork can inherit a lock another thread holds and hang), once, and reused for every batch of calls the
 process makes. Protocol, one JSON document per line:
 
-- stdin, per batch: ``{"settings": {...JudgeSettings}, "specs": [{"key", "messages", "schema"}, ...]}``;
+- stdin, per batch: ``{"settings": JudgeSettings.to_json(), "specs": [{"key", "messages", "schema"}, ...]}``;
 - stdout, per answer as it arrives: ``{"key": ..., <CallResult fields>}``, then ``{"stats": {...}}`` when the
   batch is done.
 
@@ -20,7 +20,8 @@ import sys
 from dataclasses import asdict
 from typing import Any, TextIO
 
-from eval_pipeline.judge.client import JudgeSettings, OpenAIJudgeClient
+from eval_pipeline.judge.client import OpenAIJudgeClient
+from eval_pipeline.judge.config import JudgeSettings
 
 
 async def answer(settings: JudgeSettings, specs: list[dict[str, Any]], out: TextIO) -> None:
@@ -44,7 +45,7 @@ def main() -> int:
     out, sys.stdout = sys.stdout, sys.stderr  # the pipe carries the protocol only: stray prints go to stderr
     for line in sys.stdin:  # one batch a line, until the parent closes the pipe
         batch = json.loads(line)
-        asyncio.run(answer(JudgeSettings(**batch["settings"]), batch["specs"], out))
+        asyncio.run(answer(JudgeSettings.from_json(batch["settings"]), batch["specs"], out))
     return 0
 
 

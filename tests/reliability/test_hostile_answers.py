@@ -12,6 +12,7 @@ import pytest
 from eval_pipeline.judge.client import _int, redact
 from eval_pipeline.judge.logprobs import score_distributions
 from eval_pipeline.judge.parsing import JudgeParseError, parse_answer
+from tests.helpers.judges import openai_judge
 
 KEY = "0123456789abcdef0123456789abcdef"  # an Azure-style key: 32 hex digits, no sk- prefix
 
@@ -66,7 +67,7 @@ def test_an_answer_cut_off_at_max_tokens_is_a_missing_score_with_its_reason_neve
         stub.state.faults.extend(["cut_off"] * 4)  # the first answers, and their re-asks
         df, _ = judge_samples(
             rubrics["empathetic_dialogue"], "c", emp_records(3), Warehouse(str(tmp_path / "w.duckdb")),
-            mode="openai", overrides=FAST,
+            config=openai_judge(FAST),
         )  # fmt: skip
     panel = df[(df.judge == PANEL) & (df.kind == "dimension")]
     cut = panel[panel.reason.fillna("").str.contains("cut off at max_tokens")]
@@ -89,7 +90,7 @@ def test_an_answer_of_megabytes_is_a_missing_score_and_is_not_cached(rubrics, tm
         mp.setenv("OPENAI_BASE_URL", stub.base_url)
         mp.setenv("OPENAI_API_KEY", "sk-test")
         stub.state.faults.extend(["huge"] * 6)
-        df, _ = judge_samples(rubrics["empathetic_dialogue"], "c", emp_records(3), wh, mode="openai", overrides=FAST)
+        df, _ = judge_samples(rubrics["empathetic_dialogue"], "c", emp_records(3), wh, config=openai_judge(FAST))
     panel = df[(df.judge == PANEL) & (df.kind == "dimension")]
     assert panel.score.isna().all() and panel.reason.str.contains("more than 65,536").all()
     size = (

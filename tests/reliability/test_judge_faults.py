@@ -12,6 +12,7 @@ from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.scoring.gates import evaluate_gates
 from eval_pipeline.scoring.scores import compute_scores
 from eval_pipeline.storage.warehouse import Warehouse
+from tests.helpers.judges import openai_judge
 
 FAST = {"backoff_base_s": 0.005, "backoff_max_s": 0.02, "timeout_s": 0.5, "max_retries": 2}
 
@@ -30,7 +31,7 @@ def records(n):
 
 def ask(rubric, warehouse_path, recs, **overrides):
     """The rubric's samples judged over HTTP by the stub, with FAST settings (and these overrides)."""
-    return judge_samples(rubric, "c", recs, Warehouse(warehouse_path), mode="openai", overrides={**FAST, **overrides})
+    return judge_samples(rubric, "c", recs, Warehouse(warehouse_path), config=openai_judge({**FAST, **overrides}))
 
 
 @pytest.fixture
@@ -89,8 +90,7 @@ def test_a_storm_of_429s_is_bounded(rubrics, stub, warehouse_path):
             }
         ],
         Warehouse(warehouse_path),
-        mode="openai",
-        overrides=FAST,
+        config=openai_judge(FAST),
     )
     assert stub.state.requests == FAST["max_retries"] + 1
     assert (df[df.judge == PANEL].reason.str.contains("rate limited \\(429\\)")).all()

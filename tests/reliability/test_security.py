@@ -13,6 +13,7 @@ from eval_pipeline.judge.prompts import BEGIN, END
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.storage.tables import qualified
 from eval_pipeline.storage.warehouse import Warehouse
+from tests.helpers.judges import openai_judge
 
 from ..conftest import RUBRIC_DIR
 
@@ -29,7 +30,7 @@ def test_injected_text_reaches_the_server_only_inside_the_data_block(rubrics, mo
         monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
         clean = {"sample_id": "a", "topic": "t", "user_statement": "I feel low.", "response": "That sounds hard."}
         attacked = dict(clean, sample_id="b", response=ATTACK)
-        judge_samples(rubric, "c", [clean, attacked], Warehouse(warehouse_path), mode="openai")
+        judge_samples(rubric, "c", [clean, attacked], Warehouse(warehouse_path), config=openai_judge())
         bodies = {
             json.loads(b["messages"][1]["content"].split(BEGIN + "\n", 1)[1].rsplit("\n" + END, 1)[0])[
                 "response (under evaluation)"
@@ -192,7 +193,7 @@ def test_a_key_the_judge_writes_back_is_stored_nowhere_however_spelled(rubrics, 
         stub.state.faults.extend([fault] * 3)
         monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", key)
-        df, _ = judge_samples(rubric, "c", records, wh, mode="openai")
+        df, _ = judge_samples(rubric, "c", records, wh, config=openai_judge())
     assert df.rationale.str.contains("my key is \\*\\*\\*", regex=True).any()  # the answers were read, key redacted
     cache = wh.query_df("SELECT answer_text, CAST(logprobs AS VARCHAR) AS logprobs FROM main.judge_cache")
     tokens = "".join(str(t[0]) for lp in cache.logprobs.dropna() for t in json.loads(lp))

@@ -17,13 +17,10 @@ from eval_pipeline.defs.asset import asset_key, rounded, rubric_asset
 from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
 from eval_pipeline.judge import costs
-from eval_pipeline.judge.backends import identity_of
 from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.client import redact
-from eval_pipeline.judge.extraction import extract
 from eval_pipeline.judge.identity import IDENTITY_COLUMNS
 from eval_pipeline.judge.repeat import pick_subset, repeatability, repeated_scores
-from eval_pipeline.judge.runner import judge_samples
 
 
 def _redacting(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -205,7 +202,7 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         wh = warehouse.get()
         records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
         stats = JudgeRunStats()
-        identity = identity_of(rubric, judge.mode)
+        identity = judge.identity(rubric)
         # scored JUDGE_CHUNK samples at a time and staged, the partition replaced at once: a questionnaire rubric
         # has ~35 rows a sample, so a 100k-sample checkpoint's rows would not fit in memory as one frame; who
         # judged is recorded in the same transaction
@@ -216,7 +213,7 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             writer.write(rubric.name, "judge_identity", who, {"checkpoint_id": ckpt_id})
             for start in range(0, max(len(records), 1), JUDGE_CHUNK):
                 chunk = records[start : start + JUDGE_CHUNK]
-                df, st = judge_samples(rubric, ckpt_id, chunk, wh, mode=judge.mode, overrides=judge.overrides())
+                df, st = judge.score(rubric, ckpt_id, chunk, wh)
                 writer.write(rubric.name, "judge_scores", df, {"checkpoint_id": ckpt_id})
                 stats.merge(st)
                 ok = df[(df.judge == PANEL) & (df.status == "ok")]
@@ -256,7 +253,7 @@ def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
-        df, stats = extract(rubric, ckpt_id, records, wh, judge.mode, judge.overrides())
+        df, stats = judge.extract(rubric, ckpt_id, records, wh)
         wh.replace_partition(rubric.name, "extractions", df, {"checkpoint_id": ckpt_id})
         return dg.MaterializeResult(
             metadata={
@@ -292,7 +289,7 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         records = [
             {**ex.fields, response_field: ex.response, id_field: ex.id, "sample_id": ex.id} for ex in rubric.examples
         ]
-        long, stats = judge_samples(rubric, ckpt_id, records, wh, mode=judge.mode, overrides=judge.overrides())
+        long, stats = judge.score(rubric, ckpt_id, records, wh)
         df = calibration_rows(rubric, ckpt_id, long, judge_bar(rubric).example_tolerance)
         wh.replace_partition(rubric.name, "judge_calibration", df, {"checkpoint_id": ckpt_id})
         return dg.MaterializeResult(
@@ -332,9 +329,7 @@ def judge_repeatability_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         subset = pick_subset(rubric, ckpt_id, to_records(rubric, load_samples(wh, rubric, ckpt_id)), spec)
         runs, calls = [], 0
         for r in range(spec.times):
-            long, stats = judge_samples(
-                rubric, ckpt_id, subset, wh, mode=judge.mode, overrides=judge.overrides(), repeat=r
-            )
+            long, stats = judge.score(rubric, ckpt_id, subset, wh, repeat=r)
             runs.append(long)
             calls += stats.calls
         df = repeatability(ckpt_id, runs, dims)

@@ -3,17 +3,18 @@
 
 A backend says who it is (``identity``: recorded with every judge_scores partition, so numbers from different
 judges are never compared), scores records into judge_scores rows (``score``), and says whether it asks a model
-over the network (``calls_out``: extraction prompts, usage and budgets apply). The runner (judge.runner) adds
-the panel's aggregate and the statistics; adding a backend is adding a module here.
+over the network (``calls_out``: extraction prompts, usage and budgets apply). Both take the run's
+``JudgeConfig`` (core.settings) as it is. The runner (judge.runner) adds the panel's aggregate and the statistics;
+adding a backend is adding a module here (docs/extending.md).
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.registry import Registry
+from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.identity import JudgeIdentity
 from eval_pipeline.storage.warehouse import Warehouse
@@ -24,8 +25,9 @@ class JudgeBackend(Protocol):
 
     calls_out: bool
 
-    def identity(self, rubric: RubricConfig) -> JudgeIdentity:
-        """Who judges ``rubric`` with this backend now (model, endpoint, prompt version, parameters, panel)."""
+    def identity(self, rubric: RubricConfig, config: JudgeConfig) -> JudgeIdentity:
+        """Who judges ``rubric`` with this backend under ``config`` (model, endpoint, prompt version, parameters,
+        panel)."""
         ...
 
     def score(
@@ -35,7 +37,7 @@ class JudgeBackend(Protocol):
         records: list[dict[str, Any]],
         wh: Warehouse,
         stats: JudgeRunStats,
-        overrides: dict[str, Any],
+        config: JudgeConfig,
         repeat: int,
     ) -> list[dict[str, Any]]:
         """judge_scores rows (judge.rows) of every record and judge of the panel, missing with the reason where
@@ -47,15 +49,14 @@ class JudgeBackend(Protocol):
 BACKENDS: Registry[type[JudgeBackend]] = Registry("judge backend", __name__)
 
 
-def backend_for(mode: str | None = None) -> JudgeBackend:
-    """The backend named ``mode`` (EVAL_JUDGE by default); a ValueError naming the known ones otherwise."""
-    name = (mode or settings.judge_env().mode).lower()
+def backend_for(config: JudgeConfig) -> JudgeBackend:
+    """The backend ``config.mode`` names; a ValueError naming the known ones otherwise."""
     try:
-        return BACKENDS[name]()
+        return BACKENDS[config.mode]()
     except KeyError:
-        raise ValueError(f"EVAL_JUDGE must be one of {', '.join(sorted(BACKENDS))}, got {name!r}") from None
+        raise ValueError(f"EVAL_JUDGE must be one of {', '.join(sorted(BACKENDS))}, got {config.mode!r}") from None
 
 
-def identity_of(rubric: RubricConfig, mode: str | None = None) -> JudgeIdentity:
-    """The identity of the judge that scores ``rubric`` under ``mode`` (EVAL_JUDGE by default) now."""
-    return backend_for(mode).identity(rubric)
+def identity_of(rubric: RubricConfig, config: JudgeConfig) -> JudgeIdentity:
+    """The identity of the judge that scores ``rubric`` under ``config``."""
+    return backend_for(config).identity(rubric, config)

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.judge.backends import BACKENDS
 from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.heuristic import HeuristicJudge
@@ -18,7 +19,7 @@ from eval_pipeline.storage.warehouse import Warehouse
 class HeuristicBackend:
     calls_out = False
 
-    def identity(self, rubric: RubricConfig) -> JudgeIdentity:
+    def identity(self, rubric: RubricConfig, config: JudgeConfig) -> JudgeIdentity:
         panel = rubric.panel
         return JudgeIdentity(
             backend=HEURISTIC,
@@ -37,7 +38,7 @@ class HeuristicBackend:
         records: list[dict[str, Any]],
         wh: Warehouse,
         stats: JudgeRunStats,
-        overrides: dict[str, Any],
+        config: JudgeConfig,
         repeat: int,
     ) -> list[dict[str, Any]]:
         stats.judges = [HEURISTIC]

@@ -10,13 +10,13 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from eval_pipeline.core import settings
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
+from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.judge import cache
 from eval_pipeline.judge.backends import BACKENDS
 from eval_pipeline.judge.cached import JudgeRunStats, cached_calls
 from eval_pipeline.judge.calls import CallSpec
-from eval_pipeline.judge.client import JudgeSettings, settings_from_env
+from eval_pipeline.judge.config import JudgeSettings, settings_for
 from eval_pipeline.judge.identity import JudgeIdentity, endpoint_identity
 from eval_pipeline.judge.logprobs import Reading, read_distributions
 from eval_pipeline.judge.parsing import parse_answer
@@ -31,15 +31,14 @@ OPENAI = "openai"
 class OpenAIBackend:
     calls_out = True
 
-    def identity(self, rubric: RubricConfig) -> JudgeIdentity:
+    def identity(self, rubric: RubricConfig, config: JudgeConfig) -> JudgeIdentity:
         panel = rubric.panel
         specs = panel.judges or [JudgeSpec(name="default")]
-        env = settings.judge_env()
         models, endpoints, params = [], [], {}
         for spec in specs:
-            model = spec.model or env.model
+            model = spec.model or config.model
             models.append(model)
-            endpoints.append(spec.identity or endpoint_identity(spec.base_url or settings.openai_base_url()))
+            endpoints.append(spec.identity or endpoint_identity(spec.base_url or config.base_url))
             params[spec.name] = {
                 "model": model,
                 "temperature": spec.temperature,
@@ -66,7 +65,7 @@ class OpenAIBackend:
         records: list[dict[str, Any]],
         wh: Warehouse,
         stats: JudgeRunStats,
-        overrides: dict[str, Any],
+        config: JudgeConfig,
         repeat: int,
     ) -> list[dict[str, Any]]:
         specs = rubric.panel.judges or [JudgeSpec(name="default")]
@@ -74,7 +73,7 @@ class OpenAIBackend:
         stats.judge_kind = "llm"
         rows: list[dict[str, Any]] = []
         for spec in specs:
-            rows += _llm_rows(rubric, ckpt, settings_from_env(spec, **overrides), records, wh, stats, repeat)
+            rows += _llm_rows(rubric, ckpt, settings_for(config, spec), records, wh, stats, repeat)
         return rows
 
 
