@@ -8,9 +8,17 @@ from eval_pipeline.core.ids import UnsafeIdentifierError
 from eval_pipeline.storage import staging
 from eval_pipeline.storage.warehouse import Warehouse
 
+# The contract every warehouse backend keeps (the first tests below run on each; a backend added as one module is held
+# to them too: tests/house/test_extending.py)
 
-def test_replace_partition_is_idempotent_and_inserts_by_name(warehouse_path):
-    wh = Warehouse(warehouse_path)
+
+@pytest.fixture(params=["lake", "file"])
+def each_backend(request, warehouse_path, file_warehouse_path):
+    return {"lake": warehouse_path, "file": file_warehouse_path}[request.param]
+
+
+def test_replace_partition_is_idempotent_and_inserts_by_name(each_backend):
+    wh = Warehouse(each_backend)
     df = pd.DataFrame({"checkpoint_id": ["a", "a"], "x": [1, 2], "y": ["p", "q"]})
     wh.replace_partition("r1", "t", df, {"checkpoint_id": "a"})
     wh.replace_partition("r1", "t", df, {"checkpoint_id": "a"})
@@ -21,8 +29,8 @@ def test_replace_partition_is_idempotent_and_inserts_by_name(warehouse_path):
     assert rows == [("a", 1, "p"), ("a", 2, "q"), ("b", 9, "z")]
 
 
-def test_failed_insert_rolls_back_the_delete(warehouse_path):
-    wh = Warehouse(warehouse_path)
+def test_failed_insert_rolls_back_the_delete(each_backend):
+    wh = Warehouse(each_backend)
     wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [1]}), {"checkpoint_id": "a"})
     bad = pd.DataFrame({"checkpoint_id": ["a"], "x": ["not a number"]})
     with pytest.raises(duckdb.Error):
@@ -30,14 +38,14 @@ def test_failed_insert_rolls_back_the_delete(warehouse_path):
     assert wh.query_rows("SELECT checkpoint_id, x FROM r1.t") == [("a", 1)]
 
 
-def test_rows_must_belong_to_the_partition(warehouse_path):
-    wh = Warehouse(warehouse_path)
+def test_rows_must_belong_to_the_partition(each_backend):
+    wh = Warehouse(each_backend)
     with pytest.raises(ValueError, match="must all have checkpoint_id"):
         wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["b"], "x": [1]}), {"checkpoint_id": "a"})
 
 
-def test_new_columns_are_added_on_schema_evolution(warehouse_path):
-    wh = Warehouse(warehouse_path)
+def test_new_columns_are_added_on_schema_evolution(each_backend):
+    wh = Warehouse(each_backend)
     wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [1]}), {"checkpoint_id": "a"})
     wh.replace_partition(
         "r1", "t", pd.DataFrame({"checkpoint_id": ["b"], "x": [2], "z": [0.5]}), {"checkpoint_id": "b"}
@@ -197,8 +205,8 @@ def test_a_file_is_held_for_a_whole_run_and_another_process_is_told_who_has_it(f
 
 def test_the_backend_is_chosen_from_the_spec_and_the_orchestration_derives_what_it_needs(tmp_path):
     from eval_pipeline.storage.backend import BackendError, WarehouseBackend
-    from eval_pipeline.storage.file import FileBackend
-    from eval_pipeline.storage.lake import PostgresLake, SqliteLake
+    from eval_pipeline.storage.backends.file import FileBackend
+    from eval_pipeline.storage.backends.lake import PostgresLake, SqliteLake
     from eval_pipeline.storage.registry import open_backend
 
     file = open_backend(str(tmp_path / "w.duckdb"))
@@ -221,7 +229,7 @@ def test_the_backend_is_chosen_from_the_spec_and_the_orchestration_derives_what_
 
 def test_the_default_warehouse_is_a_lake_under_data(monkeypatch):
     from eval_pipeline.core import settings
-    from eval_pipeline.storage.lake import SqliteLake
+    from eval_pipeline.storage.backends.lake import SqliteLake
 
     monkeypatch.delenv("EVAL_WAREHOUSE", raising=False)
     backend = Warehouse().backend
@@ -420,7 +428,7 @@ def test_a_warehouse_file_of_an_earlier_version_moves_into_the_lake_with_one_com
     ],
 )
 def test_an_object_store_that_fails_a_request_is_said_in_one_line_and_not_retried_as_a_race(error, said, monkeypatch):
-    from eval_pipeline.storage import lake
+    from eval_pipeline.storage.backends import lake
 
     monkeypatch.setenv("EVAL_S3_TIMEOUT", "7")
     monkeypatch.setenv("EVAL_S3_RETRIES", "2")

@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"eval-pipeline: error: {clean_table(str(exc).strip())}", file=sys.stderr)
             return EXIT_USAGE
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        from eval_pipeline.storage.lake import failure_hint
+        from eval_pipeline.storage.backends.lake import failure_hint
 
         hint = failure_hint(msg)
         if hint:

@@ -32,7 +32,7 @@ from eval_pipeline.ingest.checkpoints import read_checkpoint
 from eval_pipeline.ingest.ratings import evaluated, has_ratings
 from eval_pipeline.ingest.ratings import stale as stale_ratings
 from eval_pipeline.publish.report import redraw_report
-from eval_pipeline.storage.lake import failure_hint
+from eval_pipeline.storage.backends.lake import failure_hint
 from eval_pipeline.storage.warehouse import Warehouse
 
 

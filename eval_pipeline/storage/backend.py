@@ -6,8 +6,8 @@ nothing of Dagster: the orchestration derives what it needs from the storage's f
 ``defs.instance`` lets two runs of one backfill go at once where other processes may write meanwhile). Nothing
 outside this package asks which kind of backend it has: it asks the backend.
 
-Adding a backend is one module with a class that satisfies :class:`WarehouseBackend` plus one entry in
-``storage.registry.BACKENDS`` (``Registry[BackendKind]``: a name, a prefix of ``EVAL_WAREHOUSE`` and the factory).
+Adding a backend is one module in ``storage.backends`` with a class that satisfies :class:`WarehouseBackend` and a
+factory registered with ``storage.registry.backend(name, prefix=...)`` (docs/extending.md).
 """
 
 from __future__ import annotations

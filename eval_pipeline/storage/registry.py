@@ -1,5 +1,6 @@
 """The one place a warehouse backend is chosen from ``EVAL_WAREHOUSE``: backends are a ``Registry[T]`` like every
-other unit, each a prefix of the spec and a factory."""
+other unit, each a module of ``storage.backends`` that registers a name, a prefix of the spec and a factory
+(``@backend(name, prefix=...)``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from dataclasses import dataclass
 
 from eval_pipeline.core.registry import Registry
 from eval_pipeline.storage.backend import BackendError, WarehouseBackend
-from eval_pipeline.storage.file import FileBackend
-from eval_pipeline.storage.lake import lake_backend
+
+Factory = Callable[[str, str | None, float | None], WarehouseBackend]
 
 
 @dataclass(frozen=True)
@@ -17,22 +18,21 @@ class BackendKind:
     """A spec starting with ``prefix`` is opened by ``factory(spec, data path, how long to wait for a lock)``."""
 
     prefix: str
-    factory: Callable[[str, str | None, float | None], WarehouseBackend]
+    factory: Factory
 
 
-BACKENDS: Registry[BackendKind] = Registry("warehouse backend")
+BACKENDS: Registry[BackendKind] = Registry("warehouse backend", "eval_pipeline.storage.backends")
 
 
-def _file(spec: str, data_path: str | None, lock_timeout_s: float | None) -> WarehouseBackend:
-    return FileBackend(spec) if lock_timeout_s is None else FileBackend(spec, lock_timeout_s)
+def backend(name: str, prefix: str) -> Callable[[Factory], Factory]:
+    """Decorator: the decorated factory opens every ``EVAL_WAREHOUSE`` spec that starts with ``prefix`` (the empty
+    prefix: whatever no other backend claims), registered as the warehouse backend ``name``."""
 
+    def add(factory: Factory) -> Factory:
+        BACKENDS.add(name, BackendKind(prefix, factory))
+        return factory
 
-def _lake(spec: str, data_path: str | None, lock_timeout_s: float | None) -> WarehouseBackend:
-    return lake_backend(spec, data_path)  # a lake holds no lock anyone waits on
-
-
-BACKENDS.add("ducklake", BackendKind("ducklake:", _lake))
-BACKENDS.add("file", BackendKind("", _file))  # the empty prefix: whatever no other backend claims
+    return add
 
 
 def open_backend(spec: str, data_path: str | None = None, lock_timeout_s: float | None = None) -> WarehouseBackend:

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 import eval_pipeline.storage.readonly as readonly
 from eval_pipeline.core.processes import pid_alive
-from eval_pipeline.storage.file import in_memory_config
+from eval_pipeline.storage.backends.file import in_memory_config
 from eval_pipeline.storage.tables import (
     Frame,
     Known,

@@ -165,7 +165,7 @@ def test_a_postgres_catalog_shared_by_two_machines_and_read_by_a_third(postgres_
     assert reader.returncode == 0, reader.stderr[-2000:]
     assert reader.stdout.strip() == "[['ckpt-0100', 60], ['ckpt-0200', 60]]"
     assert any(shared.rglob("*.parquet"))
-    from eval_pipeline.storage import lake as lake_module
+    from eval_pipeline.storage.backends import lake as lake_module
 
     assert "dbname" not in lake_module.lake_backend(spec, str(shared)).describe()  # a conninfo may hold a password
 

@@ -34,7 +34,7 @@ from eval_pipeline.publish.viewer import queries
 from eval_pipeline.publish.viewer.queries.compare import compare_page
 from eval_pipeline.publish.viewer.render import dist, input_groups, num, signed, word_diff
 from eval_pipeline.rubrics import load_rubrics
-from eval_pipeline.storage.file import WarehouseBusy
+from eval_pipeline.storage.backends.file import WarehouseBusy
 from eval_pipeline.storage.warehouse import Warehouse
 
 TEMPLATES = Path(__file__).with_name("templates")

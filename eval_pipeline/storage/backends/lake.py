@@ -31,9 +31,10 @@ import eval_pipeline.storage.objects as objects
 import eval_pipeline.storage.readonly as readonly
 from eval_pipeline.core import settings
 from eval_pipeline.storage.backend import BackendError
+from eval_pipeline.storage.backends.file import duckdb_config, in_memory_config
 from eval_pipeline.storage.cursors import Cursors
 from eval_pipeline.storage.extensions import extension_file
-from eval_pipeline.storage.file import duckdb_config, in_memory_config
+from eval_pipeline.storage.registry import backend
 from eval_pipeline.storage.tables import CATALOG_SQL, Known, literal, qualified
 
 T = TypeVar("T")
@@ -444,3 +445,9 @@ def lake_backend(spec: str, data_path: str | None = None) -> LakeBackend:
     raise BackendError(
         f"EVAL_WAREHOUSE {spec!r}: use ducklake:sqlite:<file>, ducklake:postgres:<conninfo> or a .duckdb path"
     )
+
+
+@backend("ducklake", prefix=PREFIX)
+def open_lake(spec: str, data_path: str | None, lock_timeout_s: float | None) -> LakeBackend:
+    """A DuckLake (``ducklake:...``); a lake holds no lock anyone waits on."""
+    return lake_backend(spec, data_path)

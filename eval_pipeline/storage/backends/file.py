@@ -23,6 +23,7 @@ import duckdb
 import eval_pipeline.storage.readonly as readonly
 from eval_pipeline.core import settings
 from eval_pipeline.storage.backend import BackendError
+from eval_pipeline.storage.registry import backend
 from eval_pipeline.storage.tables import CATALOG_SQL, Known, literal
 
 T = TypeVar("T")
@@ -194,3 +195,9 @@ class FileBackend:
         with self._lock:
             self._scopes = 0
             self._close_held()
+
+
+@backend("file", prefix="")
+def open_file(spec: str, data_path: str | None, lock_timeout_s: float | None) -> FileBackend:
+    """A DuckDB file: whatever spec no other backend claims (a path)."""
+    return FileBackend(spec) if lock_timeout_s is None else FileBackend(spec, lock_timeout_s)
