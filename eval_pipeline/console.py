@@ -27,6 +27,8 @@ from eval_pipeline.core.terminal import (
     EXIT_RUN_FAILED,
     clean,
 )
+from eval_pipeline.core.types import Row
+from eval_pipeline.publish.queries import judge_usage_totals
 from eval_pipeline.scoring.verdict import VERDICTS, Verdict, worst
 from eval_pipeline.scoring.verdict import read as read_verdicts
 from eval_pipeline.storage.warehouse import Warehouse
@@ -36,6 +38,7 @@ if TYPE_CHECKING:  # dagster and argparse only for the annotations: the console 
 
     import dagster as dg
 
+    from eval_pipeline.defs.runner import RunOutcome
     from eval_pipeline.ingest.checkpoints import Checkpoint
 
 UNDECIDED = "not decided"  # a run that failed before its verdict step
@@ -75,7 +78,7 @@ def report_lines(v: Verdict, verbose: bool = False) -> list[str]:
     return out
 
 
-def exit_code(outcomes: list[Any], verdicts: list[Verdict], fail_on_gates: bool = True) -> int:
+def exit_code(outcomes: list[RunOutcome], verdicts: list[Verdict], fail_on_gates: bool = True) -> int:
     if any(o.interrupted for o in outcomes):
         return EXIT_INTERRUPTED
     if any(not o.success for o in outcomes):
@@ -98,7 +101,7 @@ class Progress:
         self.step = ""
         self._drawn = 0.0
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: Row) -> None:
         if event["kind"] == "step" and event.get("phase") == "start":
             self.step = f"{event['rubric']} · {event['asset']}"
             self._draw(self.step)
@@ -153,7 +156,8 @@ def evaluate(
     )
 
     wh = Warehouse(settings.warehouse_path())
-    outcomes, reports = [], []
+    outcomes: list[RunOutcome] = []
+    reports: list[Verdict] = []
     # every checkpoint of the command claimed at once: the checkpoint sensor (make ui) leaves registered ones alone
     register_checkpoints(instance, [c.checkpoint_id for c in ckpts])
     reap_dead_runs(instance)  # a run whose process died is not "in flight" below
@@ -178,7 +182,7 @@ def evaluate(
         bar.clear()
         bar.prefix = f"{heads.get(ckpt_id, ckpt_id)} "
 
-    def finished(o: Any) -> None:
+    def finished(o: RunOutcome) -> None:
         bar.clear()
         head = heads[o.checkpoint_id]
         outcomes.append(o)
@@ -198,7 +202,7 @@ def evaluate(
             print("\n".join(report_lines(r, verbose=args.verbose)), flush=True)
 
     before = {(v.rubric, v.checkpoint_id): v for r in rubrics for v in read_verdicts(wh, r)} if wh.exists() else {}
-    followed: list[Any] = []
+    followed: list[RunOutcome] = []
     with progress.listening(bar):
         materialize_checkpoints(
             defs,
@@ -245,7 +249,7 @@ def evaluate(
 
 
 def followed_lines(
-    wh: Warehouse, rubrics: dict[str, RubricConfig], followed: list[Any], before: dict[tuple[str, str], Verdict]
+    wh: Warehouse, rubrics: dict[str, RubricConfig], followed: list[RunOutcome], before: dict[tuple[str, str], Verdict]
 ) -> list[str]:
     """What new ratings changed for checkpoints outside the command: which were read again, and each verdict decided
     again, before and after (none of it asked the judge)."""
@@ -287,18 +291,7 @@ def usage_line(wh: Warehouse, ckpt: str, rubrics: list[str], run_ids: list[str] 
         with wh.session() as s:
             if not s.table_exists("main", "judge_usage"):
                 return None
-            marks = ", ".join("?" for _ in rubrics)
-            runs = ", ".join("?" for _ in run_ids or [])
-            where = f"checkpoint_id = ? AND rubric IN ({marks})" + (f" AND run_id IN ({runs})" if run_ids else "")
-            cols = s.columns("main", "judge_usage")
-            cuts = "sum(timeout_cuts), min(nullif(final_concurrency, 0))" if "timeout_cuts" in cols else "0, NULL"
-            row = s.query_rows(
-                "SELECT sum(calls), sum(cache_hits), sum(prompt_tokens), sum(completion_tokens), "
-                "max(latency_p50_ms), max(latency_p90_ms), sum(cost), "
-                "count(*) FILTER (WHERE cost IS NULL AND calls > 0), "
-                f"any_value(currency), sum(not_asked_budget), {cuts} FROM main.judge_usage WHERE {where}",
-                [ckpt, *rubrics, *(run_ids or [])],
-            )[0]
+            row = judge_usage_totals(s, ckpt, rubrics, run_ids)
     except Exception:  # noqa: BLE001 - a warehouse from before usage was recorded: no line
         return None
     calls, hits, tin, tout, p50, p90, cost, unpriced, currency, unasked, cuts, settled = row
@@ -338,7 +331,7 @@ def _dagster_log_level(args: Any) -> str:
     return "ERROR" if getattr(args, "debug", False) else "CRITICAL"
 
 
-def checkpoint_line(head: str, outcome: Any, reports: list[Verdict]) -> str:
+def checkpoint_line(head: str, outcome: RunOutcome, reports: list[Verdict]) -> str:
     """One line per checkpoint, the verdict first: the worst rubric verdict (never "ok" for an incomplete or failed
     run), the rubrics behind it, the time."""
     if outcome.interrupted:
@@ -354,7 +347,7 @@ def checkpoint_line(head: str, outcome: Any, reports: list[Verdict]) -> str:
     return f"{head}: {verdict}" + (f" ({detail})" if detail else "") + f" in {outcome.seconds:.1f}s"
 
 
-def _verdict(code: int, outcomes: list[Any], reports: list[Verdict]) -> str:
+def _verdict(code: int, outcomes: list[RunOutcome], reports: list[Verdict]) -> str:
     failed_gates = sum(r.gates_failed for r in reports)
     failing = sum(bool(r.gates_failed) for r in reports)
     summary = {

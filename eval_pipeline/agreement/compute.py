@@ -13,7 +13,6 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -34,6 +33,7 @@ from eval_pipeline.core.contracts import (
     rater_vs_others,
 )
 from eval_pipeline.core.resampling import in_item_order, seed_of
+from eval_pipeline.core.types import Row
 
 
 def judge_on_human_scale(rubric: RubricConfig, judge_long: pd.DataFrame, column: str = "score") -> pd.DataFrame:
@@ -49,9 +49,7 @@ def judge_on_human_scale(rubric: RubricConfig, judge_long: pd.DataFrame, column:
     return panel[["checkpoint_id", "sample_id", "dimension", "score"]]
 
 
-def _kappa_rows(
-    base: dict[str, Any], a: np.ndarray, b: np.ndarray, labels: list[float], top: float, seed: int
-) -> list[dict[str, Any]]:
+def _kappa_rows(base: Row, a: np.ndarray, b: np.ndarray, labels: list[float], top: float, seed: int) -> list[Row]:
     rows = []
     both = np.concatenate([a, b])
     prev, ceil = st.prevalence(both), st.ceiling_share(both, top)
@@ -134,12 +132,12 @@ def _dimension_rows(
     items: np.ndarray,
     judge: tuple[np.ndarray, np.ndarray],
     chosen: tuple[np.ndarray, np.ndarray] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """``ratings``: the dimension's (indexed by position), with their item codes ``items``; ``judge`` (and
     ``chosen``, the written scores beside expected ones): the panel's item codes and scores of ``dim``."""
     scale = rubric.rating_scales[dim]
     labels = [float(x) for x in scale.labels]
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     for kind, subset in rater_sets(rubric, ratings).items():
         if subset.empty:
             continue
@@ -161,7 +159,7 @@ def _dimension_rows(
     return rows
 
 
-def _rank_rows(base: dict[str, Any], a: np.ndarray, b: np.ndarray, seed: int) -> list[dict[str, Any]]:
+def _rank_rows(base: Row, a: np.ndarray, b: np.ndarray, seed: int) -> list[Row]:
     """Spearman and Kendall with their seeded bootstrap CIs (the same for any two raters)."""
     rows = []
     for name, fn, resampled in (
@@ -173,10 +171,8 @@ def _rank_rows(base: dict[str, Any], a: np.ndarray, b: np.ndarray, seed: int) ->
     return rows
 
 
-def _human_pair_rows(
-    ckpt: str, dim: str, panel: Panel, labels: list[float], top: float, seed: int
-) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+def _human_pair_rows(ckpt: str, dim: str, panel: Panel, labels: list[float], top: float, seed: int) -> list[Row]:
+    rows: list[Row] = []
     rated = ~np.isnan(panel.scores)
     # rater vs rater, pairwise
     for (i, e1), (j, e2) in itertools.combinations(enumerate(panel.raters), 2):
@@ -202,7 +198,7 @@ def _human_pair_rows(
     return rows
 
 
-def _rater_vs_others_rows(ckpt: str, dim: str, panel: Panel, labels: list[float]) -> list[dict[str, Any]]:
+def _rater_vs_others_rows(ckpt: str, dim: str, panel: Panel, labels: list[float]) -> list[Row]:
     """Each rater against the rest of the panel, for panels past ``pairwise_up_to`` (every pair would cost
     n(n-1)/2 bootstraps): the share of the rater's rating pairs on shared items that agree (exactly the pooled
     mean of its pairwise percent agreements, weighted by shared items), and the Spearman correlation with the
@@ -212,7 +208,7 @@ def _rater_vs_others_rows(ckpt: str, dim: str, panel: Panel, labels: list[float]
     n_item = rated.sum(axis=1)
     sums = np.where(rated, scores, 0.0).sum(axis=1)
     same = {lab: (scores == lab).sum(axis=1) for lab in labels}  # per item: how many raters gave each label
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     for r, name in enumerate(panel.raters):
         mine = rated[:, r] & (n_item >= 2)
         if not mine.any():
@@ -272,8 +268,8 @@ def pooled_counts(long: pd.DataFrame, labels: list[float]) -> tuple[np.ndarray, 
 
 def _all_human_rows(
     ckpt: str, dim: str, panel: Panel, long: pd.DataFrame, labels: list[float], top: float, group: str
-) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+) -> list[Row]:
+    rows: list[Row] = []
     evaluators = panel.raters
     # all raters of the set together
     if len(evaluators) >= 2:
@@ -331,10 +327,10 @@ def _judge_rows(
     seed: int,
     mean_name: str = HUMAN_MEAN,
     judge_name: str = JUDGE,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """``judge``: the panel's item codes (ascending: the panel's order, in which the bootstrap draws items by
     position) and scores, against the raters' mean of each item they rated."""
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     evaluators = panel.raters
     labels = [float(x) for x in scale.labels]
     top = float(scale.max)
@@ -401,7 +397,7 @@ def compute_agreement(
         rows = at[k](dim)
         return codes[k][rows], scores[k][rows]
 
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     for dim in rubric.rating_scales:
         mine = at[0](dim)
         rows += _dimension_rows(

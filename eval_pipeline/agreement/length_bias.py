@@ -15,14 +15,13 @@ LLM judges favour longer answers. Per judged dimension (and the headline), on on
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from eval_pipeline.agreement import stats as st
 from eval_pipeline.core.contracts import LENGTH_BIAS_COLUMNS
 from eval_pipeline.core.resampling import in_item_order, seed_of
+from eval_pipeline.core.types import Row
 
 
 def log_words(texts: pd.Series) -> pd.Series:
@@ -44,7 +43,7 @@ def length_bias(
     log length (None: no parent, the checkpoint's own)."""
     by_id = in_item_order(scores, ["sample_id"]).set_index("sample_id")
     length = lengths.reindex(by_id.index)
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, Row] = {}
     # scores present on the same samples: their common lengths, and each score's values
     groups: dict[bytes, tuple[np.ndarray, list[tuple[str, np.ndarray]]]] = {}
     for name in names:
@@ -53,7 +52,7 @@ def length_bias(
         s = pd.to_numeric(by_id[name], errors="coerce")
         ok = (s.notna() & length.notna()).to_numpy()
         y, x = s[ok].to_numpy(float), length[ok].to_numpy(float)
-        row: dict[str, Any] = dict(checkpoint_id=checkpoint_id, score=name, n=int(ok.sum()))
+        row: Row = dict(checkpoint_id=checkpoint_id, score=name, n=int(ok.sum()))
         row["judge_length_rho"] = st.spearman(y, x)
         row.update(_controlled(y, x, reference_log_words))
         row.update(_against_humans(s, length, human_means.get(name), seed_of(checkpoint_id, name)))
@@ -74,7 +73,7 @@ def length_bias(
     )
 
 
-def _controlled(y: np.ndarray, x: np.ndarray, reference: float | None) -> dict[str, Any]:
+def _controlled(y: np.ndarray, x: np.ndarray, reference: float | None) -> Row:
     mean = float(np.mean(y)) if len(y) else float("nan")
     own = float(np.mean(x)) if len(x) else float("nan")
     ref = own if reference is None or not np.isfinite(reference) else float(reference)
@@ -95,8 +94,8 @@ def _controlled(y: np.ndarray, x: np.ndarray, reference: float | None) -> dict[s
     )
 
 
-def _against_humans(s: pd.Series, length: pd.Series, human: pd.Series | None, seed: int) -> dict[str, Any]:
-    out: dict[str, Any] = dict(
+def _against_humans(s: pd.Series, length: pd.Series, human: pd.Series | None, seed: int) -> Row:
+    out: Row = dict(
         n_rated=0,
         rated_judge_length_rho=None,
         human_length_rho=None,

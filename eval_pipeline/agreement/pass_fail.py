@@ -4,7 +4,6 @@ threshold (after its derived scores), then Cohen's kappa on the two labels, per 
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -14,9 +13,10 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import ALL_HUMANS, rater_pair
 from eval_pipeline.core.derived import per_rater
 from eval_pipeline.core.resampling import seed_of
+from eval_pipeline.core.types import Row
 
 
-def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> list[dict[str, Any]]:
+def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> list[Row]:
     pf = rubric.human_ratings.pass_fail
     if pf is None or ratings.empty:
         return []
@@ -56,7 +56,7 @@ def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> li
     return rows
 
 
-def _pooled_row(rubric: RubricConfig, ckpt: str, per: pd.DataFrame) -> dict[str, Any]:
+def _pooled_row(rubric: RubricConfig, ckpt: str, per: pd.DataFrame) -> Row:
     """Past ``pairwise_up_to`` raters, one row for the panel instead of a kappa per pair: Krippendorff's alpha
     (nominal) on the pass/fail labels, missing ratings allowed."""
     pf = rubric.human_ratings.pass_fail

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 from pydantic import Field
@@ -28,6 +27,7 @@ from pydantic import Field
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.config.gates import GateParams
 from eval_pipeline.core.contracts import JUDGE_VS_HUMAN_MEAN
+from eval_pipeline.core.types import Row
 
 TRUSTED, UNTRUSTED, PENDING = "trusted", "untrusted", "pending"
 OVERALL = "ALL"
@@ -122,7 +122,7 @@ def trust_rows(
     compute_agreement over every rated sample it judged) and this checkpoint's own (``own``)."""
     bar = judge_bar(rubric)
     min_kappa, min_rho, min_n = bar.kappa, bar.spearman, bar.min_samples
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     for dim in rubric.rating_scales:
         n, k, k_lo, k_hi = _stat(pooled, dim, "cohen_kappa_quadratic")
         _, rho, r_lo, r_hi = _stat(pooled, dim, "spearman")

@@ -10,6 +10,7 @@ from eval_pipeline.core.terminal import (
     EXIT_USAGE,
     clean,
 )
+from eval_pipeline.core.types import Row
 
 EXIT_CODES = """exit codes:
   0    every checkpoint evaluated, every gate passed, the data complete
@@ -66,7 +67,7 @@ def _select(scan: Any, ids: list[str] | None) -> list[Any]:
     return [known[i] for i in ids]
 
 
-def _rubrics_and_defs(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+def _rubrics_and_defs(args: argparse.Namespace) -> tuple[Any, Row]:
     """The definitions and the rubrics that load. A rubric file that does not load is said in one line and
     skipped; the others run (``args.skipped_rubrics``: the command then exits 2 if it would have exited 0). A
     rubric asked for by name that does not load, or no rubric that loads at all, is a configuration error."""

@@ -133,8 +133,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     """A warehouse an earlier version made (a DuckDB file) copied into the lake EVAL_WAREHOUSE names; the file is
     only read, never changed."""
     from eval_pipeline.core import settings
-    from eval_pipeline.publish.views import refresh_views
     from eval_pipeline.storage.backend import BackendError
+    from eval_pipeline.storage.views import refresh_views
     from eval_pipeline.storage.warehouse import Warehouse
 
     source = Path(args.source)

@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from eval_pipeline.core.types import JSONObject, Row
+
 F = TypeVar("F", bound=Callable[..., Any])
 SEEN_LIMIT = 256  # validated dicts a unit remembers
 
@@ -29,7 +31,7 @@ class NoParams(Params):
     """A unit that takes no parameters."""
 
 
-def problems(model: type[Params], params: dict[str, Any]) -> list[str]:
+def problems(model: type[Params], params: JSONObject) -> list[str]:
     """What is wrong with ``params`` for a unit whose parameters are ``model``: unknown names (with the known
     ones), values of another type, required ones missing."""
     try:
@@ -58,7 +60,7 @@ def typed(model: type[Params], position: int = 1) -> Callable[[F], F]:
     model or a dict (validated once per dict object; the dicts are a rubric's, which do not change)."""
 
     def wrap(fn: F) -> F:
-        seen: dict[int, tuple[dict[str, Any], Params]] = {}
+        seen: dict[int, tuple[Row, Params]] = {}
 
         @functools.wraps(fn)
         def call(*args: Any) -> Any:

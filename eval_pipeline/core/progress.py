@@ -10,7 +10,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-Listener = Callable[[dict[str, Any]], None]
+from eval_pipeline.core.types import Row
+
+Listener = Callable[[Row], None]
 _listeners: list[Listener] = []
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import quote
 
 import dagster as dg
@@ -23,12 +23,16 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
-from eval_pipeline.storage.tables import quote_ident
+from eval_pipeline.storage.tables import Filter
 from eval_pipeline.storage.warehouse import Warehouse
 
 
 def asset_key(rubric: RubricConfig | str, name: str) -> dg.AssetKey:
     return dg.AssetKey([rubric if isinstance(rubric, str) else rubric.name, name])
+
+
+Body = Callable[..., dg.MaterializeResult[None]]  # an asset's body: its context, then its resources by name
+F = TypeVar("F", bound=Callable[..., object])
 
 
 def rubric_asset(
@@ -40,13 +44,13 @@ def rubric_asset(
     deps: Sequence[dg.AssetKey] = (),
     metadata: dict[str, Any] | None = None,
     table: bool = True,
-) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
+) -> Callable[[Body], dg.AssetsDefinition]:
     """One decorator for every asset of a rubric group (``_step``: progress, the step scope, table metadata)."""
     md: dict[str, Any] = {"rubric_version": rubric.version, **(metadata or {})}
     if table:
         md["dagster/table_name"] = f"{rubric.name}.{name}"
 
-    def decorate(fn: Callable[..., Any]) -> dg.AssetsDefinition:
+    def decorate(fn: Body) -> dg.AssetsDefinition:
         return dg.asset(
             key=asset_key(rubric, name),
             group_name=rubric.name,
@@ -61,7 +65,7 @@ def rubric_asset(
     return decorate
 
 
-def _step(fn: Callable[..., Any], rubric: str, name: str, table: bool) -> Callable[..., Any]:
+def _step(fn: Body, rubric: str, name: str, table: bool) -> Body:
     """The asset body as Dagster calls it (its context, then its resources by name: ``warehouse`` among them; the
     signature Dagster reads is ``fn``'s, through ``functools.wraps``): progress events for a listening console, the
     body inside the backend's step scope (``Warehouse.hold``: its many short connections share what the backend
@@ -69,7 +73,9 @@ def _step(fn: Callable[..., Any], rubric: str, name: str, table: bool) -> Callab
     returns."""
 
     @functools.wraps(fn)
-    def step(context: dg.AssetExecutionContext, warehouse: WarehouseResource, **resources: Any) -> Any:
+    def step(
+        context: dg.AssetExecutionContext, warehouse: WarehouseResource, **resources: object
+    ) -> dg.MaterializeResult[None]:
         ckpt = context.partition_key
         progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="start")
         wh = warehouse.get()
@@ -85,18 +91,20 @@ def _step(fn: Callable[..., Any], rubric: str, name: str, table: bool) -> Callab
     return step
 
 
-def holding_the_warehouse(fn: Callable[..., Any]) -> Callable[..., Any]:
+def holding_the_warehouse(fn: F) -> F:
     """An asset check's body inside the backend's step scope (``Warehouse.hold``), as ``_step`` runs an asset's."""
 
     @functools.wraps(fn)
-    def check(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource, **resources: Any) -> Any:
+    def check(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource, **resources: object) -> object:
         with warehouse.get().hold():
             return fn(context, warehouse, **resources)
 
-    return check
+    return cast(F, check)
 
 
-def _with_table_metadata(result: Any, wh: Warehouse, schema: str, table: str, ckpt_id: str) -> Any:
+def _with_table_metadata(
+    result: dg.MaterializeResult[None], wh: Warehouse, schema: str, table: str, ckpt_id: str
+) -> dg.MaterializeResult[None]:
     """``result`` with the partition's row count and the table's column schema (a MaterializeResult; else as it is)."""
     if not isinstance(result, dg.MaterializeResult):
         return result
@@ -107,7 +115,7 @@ def _with_table_metadata(result: Any, wh: Warehouse, schema: str, table: str, ck
         return result
     n = wh.rows_written(schema, table, {"checkpoint_id": ckpt_id})
     if n is None:  # not written through this object's partition replacement: counted
-        (n,) = wh.query_rows(f'SELECT count(*) FROM "{schema}"."{table}" WHERE checkpoint_id = ?', [ckpt_id])[0]
+        n = wh.count(schema, table, {"checkpoint_id": ckpt_id})
     extra: dict[str, Any] = {
         "dagster/row_count": dg.MetadataValue.int(int(n)),
         "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(c, t) for c, t in cols]),
@@ -141,7 +149,7 @@ def partition_rows(
     checkpoint_id: str,
     required: bool = False,
     columns: Sequence[str] = (),
-    equal: Mapping[str, Any] | None = None,
+    equal: Mapping[str, Filter] | None = None,
 ) -> pd.DataFrame | None:
     """One checkpoint's rows of `<rubric>.<table>` (its ``columns``, by name; default: all), those whose columns
     hold the values ``equal`` gives (bound as parameters); None when the table does not exist yet, or a clear
@@ -150,12 +158,7 @@ def partition_rows(
         if required:
             raise dg.Failure(f"{rubric.name}.{table} does not exist yet: materialize [{rubric.name}, {table}] first")
         return None
-    names = ", ".join(quote_ident(c) for c in columns) if columns else "*"
-    also = "".join(f" AND {quote_ident(c)} = ?" for c in (equal or {}))
-    return wh.query_df(
-        f'SELECT {names} FROM "{rubric.name}"."{table}" WHERE checkpoint_id = ?{also}',
-        [checkpoint_id, *(equal or {}).values()],
-    )
+    return wh.read(rubric.name, table, columns=columns, where={"checkpoint_id": checkpoint_id, **(equal or {})})
 
 
 def required_rows(
@@ -164,7 +167,7 @@ def required_rows(
     table: str,
     checkpoint_id: str,
     columns: Sequence[str] = (),
-    equal: Mapping[str, Any] | None = None,
+    equal: Mapping[str, Filter] | None = None,
 ) -> pd.DataFrame:
     df = partition_rows(wh, rubric, table, checkpoint_id, required=True, columns=columns, equal=equal)
     assert df is not None  # required=True raised otherwise
@@ -174,11 +177,11 @@ def required_rows(
 def panel_on_human_scale(wh: Warehouse, rubric: RubricConfig, checkpoint_ids: Sequence[str]) -> pd.DataFrame:
     """The panel's judge_scores of these checkpoints on the scale people rate (checkpoint_id, sample_id,
     dimension, score): what the human-calibrated estimates read beside the ratings."""
-    marks = ", ".join("?" for _ in checkpoint_ids)
-    judge = wh.query_df(
-        f'SELECT checkpoint_id, sample_id, dimension, kind, judge, score FROM "{rubric.name}".judge_scores '
-        f"WHERE checkpoint_id IN ({marks}) AND judge = ?",
-        [*checkpoint_ids, PANEL],
+    judge = wh.read(
+        rubric.name,
+        "judge_scores",
+        columns=("checkpoint_id", "sample_id", "dimension", "kind", "judge", "score"),
+        where={"checkpoint_id": tuple(checkpoint_ids), "judge": PANEL},
     )
     return judge_on_human_scale(rubric, judge)
 

@@ -1,12 +1,11 @@
 """Every gate of a rubric as a Dagster asset check, in one step per checkpoint (a step per gate would pay Dagster's
 per-step cost for each). A gate kind may show its check on another asset (judge reliability: beside judge_scores)."""
 
-from typing import Any
-
 import dagster as dg
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.types import Row
 from eval_pipeline.defs.asset import asset_key, holding_the_warehouse, partition_rows
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
@@ -37,7 +36,7 @@ def _check_specs(rubric: RubricConfig, assets: set[str]) -> tuple[list[dg.AssetC
     return specs, targets
 
 
-def _result(name: str, target: dg.AssetKey, row: dict[str, Any] | None) -> dg.AssetCheckResult:
+def _result(name: str, target: dg.AssetKey, row: Row | None) -> dg.AssetCheckResult:
     if row is None:
         return dg.AssetCheckResult(
             check_name=name,

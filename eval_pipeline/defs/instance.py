@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.core import settings
+from eval_pipeline.core.types import Row
 from eval_pipeline.storage.registry import open_backend
 
 DEPLOY_YAML = settings.REPO_ROOT / "deploy" / "dagster.yaml"
@@ -69,7 +70,7 @@ class InstanceConfig:
 
     def data(self) -> dict[str, Any]:
         """The configuration as Dagster reads it."""
-        out: dict[str, Any] = {}
+        out: Row = {}
         for _why, section in self.sections():
             out.update(section)
         return out

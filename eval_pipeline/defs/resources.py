@@ -16,6 +16,7 @@ from pydantic import Field, PrivateAttr
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.types import Record
 from eval_pipeline.ingest.checkpoints import (
     Checkpoint,
     CheckpointError,
@@ -167,13 +168,13 @@ class JudgeResource(dg.ConfigurableResource[Any]):
         return identity_of(rubric, self.config())
 
     def score(
-        self, rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], wh: Warehouse, repeat: int = 0
+        self, rubric: RubricConfig, ckpt: str, records: list[Record], wh: Warehouse, repeat: int = 0
     ) -> tuple[pd.DataFrame, JudgeRunStats]:
         """``records`` scored by the rubric's panel with the panel's aggregate (judge.runner.judge_samples)."""
         return judge_samples(rubric, ckpt, records, wh, self.config(), repeat)
 
     def extract(
-        self, rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], wh: Warehouse
+        self, rubric: RubricConfig, ckpt: str, records: list[Record], wh: Warehouse
     ) -> tuple[pd.DataFrame, JudgeRunStats]:
         """The rubric's LLM extraction of ``records`` (judge.extraction.extract)."""
         return extract(rubric, ckpt, records, wh, self.config())

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from eval_pipeline.core.types import JSONObject
 from eval_pipeline.devtools.net import free_port, wait_until_serving
 from eval_pipeline.devtools.stub_answers import (  # noqa: F401 (re-exported for tests)
     BAD_JSON,
@@ -107,7 +108,7 @@ def make_asgi_app(state: StubState) -> Callable[..., Awaitable[None]]:
     """The same server as an ASGI app, for uvicorn (uvloop + httptools): one event loop instead of a
     thread per connection, so the benchmark's endpoint costs little CPU and adds no GIL hand-off delay."""
 
-    async def app(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+    async def app(scope: JSONObject, receive: Callable[..., Any], send: Callable[..., Any]) -> None:
         chunks = []
         while True:
             msg = await receive()

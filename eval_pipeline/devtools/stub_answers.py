@@ -14,6 +14,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from eval_pipeline.core.types import JSONObject
+
 TEMPLATE_RE = re.compile(r'"([A-Za-z0-9_]+)": <integer (\d+)-(\d+)>')
 FAULTS = (
     "500",
@@ -45,7 +47,7 @@ class StubState:
     faults: deque[Any] = field(default_factory=deque)  # consumed one per request, before normal answers
     fault_rate: float = 0.0  # with fault_kind: a seeded share of requests fail this way
     fault_kind: str = "500"
-    fault_when: dict[str, Any] = field(
+    fault_when: dict[str, str] = field(
         default_factory=dict
     )  # marker text -> fault for every request whose prompt holds it
     seed: int = 0
@@ -84,7 +86,7 @@ LIST_RE = re.compile(r'\{"([a-z_]+)": \["<string>"')
 WORD_RE = re.compile(r"[A-Za-z][A-Za-z\-]{3,}")
 
 
-def _list_request(body: dict[str, Any]) -> str | None:
+def _list_request(body: JSONObject) -> str | None:
     """The key of a list answer (extraction prompts), if the request asks for one."""
     rf = body.get("response_format") or {}
     schema = (rf.get("json_schema") or {}).get("schema")
@@ -98,7 +100,7 @@ def _list_request(body: dict[str, Any]) -> str | None:
     return m.group(1) if m else None
 
 
-def _list_answer(body: dict[str, Any]) -> list[str]:
+def _list_answer(body: JSONObject) -> list[str]:
     user = next((m["content"] for m in body.get("messages", []) if m.get("role") == "user"), "")
     words = [w.lower() for w in WORD_RE.findall(user.split("BEGIN_SAMPLE_DATA", 1)[-1])]
     return list(
@@ -106,7 +108,7 @@ def _list_answer(body: dict[str, Any]) -> list[str]:
     )[:8]
 
 
-def _keys(body: dict[str, Any]) -> tuple[str, dict[str, tuple[int, int]]]:
+def _keys(body: JSONObject) -> tuple[str, dict[str, tuple[int, int]]]:
     rf = body.get("response_format") or {}
     schema = (rf.get("json_schema") or {}).get("schema")
     if schema:
@@ -118,7 +120,7 @@ def _keys(body: dict[str, Any]) -> tuple[str, dict[str, tuple[int, int]]]:
     return container, {k: (int(lo), int(hi)) for k, lo, hi in TEMPLATE_RE.findall(system)}
 
 
-def _scores(body: dict[str, Any], scales: dict[str, tuple[int, int]]) -> dict[str, int]:
+def _scores(body: JSONObject, scales: dict[str, tuple[int, int]]) -> dict[str, int]:
     digest = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).digest()
     out = {}
     for i, (k, (lo, hi)) in enumerate(sorted(scales.items())):
@@ -153,7 +155,7 @@ def stub_distribution(value: int, lo: int, hi: int) -> dict[str, float]:
     return out
 
 
-def token_logprobs(answer: str, scales: dict[str, tuple[int, int]], top: int, piece: int = 0) -> dict[str, Any]:
+def token_logprobs(answer: str, scales: dict[str, tuple[int, int]], top: int, piece: int = 0) -> JSONObject:
     """The answer as tokens (every number a token of its own; other text in runs, or in pieces of at most ``piece``
     characters, as a real tokenizer splits a key) with ``top`` alternatives each, as OpenAI's ``logprobs.content``;
     a score token's alternatives follow :func:`stub_distribution`."""
@@ -195,7 +197,7 @@ class Reply:
         return self.raw if self.raw is not None else json.dumps(self.payload).encode()
 
 
-def admit(state: StubState, body: dict[str, Any]) -> str | None:
+def admit(state: StubState, body: JSONObject) -> str | None:
     """Count a request in and pick its fault, if any."""
     with state.lock:
         state.requests += 1
@@ -218,7 +220,7 @@ def release(state: StubState) -> None:
 
 
 # long by design: one branch per injected fault, side by side so the fault table reads as one list
-def reply(state: StubState, body: dict[str, Any], fault: str | None, authorization: str) -> Reply:
+def reply(state: StubState, body: JSONObject, fault: str | None, authorization: str) -> Reply:
     """The answer to one chat-completions request (transport-independent)."""
     if fault == "401_echo":  # like providers that echo the offending key back in the error message
         return Reply(

@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_checkpoint_id
+from eval_pipeline.core.types import JSONObject
 from eval_pipeline.ingest.files import not_a_file
 
 MANIFEST = "checkpoint.json"
@@ -63,7 +63,7 @@ def normalise_created_at(value: object, where: str) -> str:
         raise CheckpointError(f"{where}: 'created_at' {value!r} falls outside the years 1-9999 in UTC") from None
 
 
-def _read_manifest(folder: Path) -> dict[str, Any]:
+def _read_manifest(folder: Path) -> JSONObject:
     manifest = folder / MANIFEST
     if not manifest.exists() and not manifest.is_symlink():
         raise CheckpointError(f"{folder}: no {MANIFEST} (folder still being written?)")

@@ -37,7 +37,7 @@ from eval_pipeline.ingest.engine_schema import (
     text_lengths,
 )
 from eval_pipeline.ingest.parsing import parse_line
-from eval_pipeline.storage.tables import COMPRESSION, Select, literal
+from eval_pipeline.storage.tables import COMPRESSION, Select, literal, qualified
 
 # leniencies of DuckDB's reader (case-insensitive nan/inf values, 16+ digit numbers, 3-digit exponents, trailing
 # commas, escaped surrogates) and a key written with space before its colon (the key count below needs `":`)
@@ -208,6 +208,33 @@ def empty_samples(rubric: RubricConfig) -> pa_arrow.Table:
         fields.append(pa_arrow.field(f.name, _ARROW_TYPES.get(f.type, pa_arrow.string()), metadata=metadata))
     fields.append(pa_arrow.field("rubric_version", pa_arrow.string()))
     return pa_arrow.schema(fields).empty_table()
+
+
+RAW = "raw"  # the table of lines an in-memory validation reads (make_raw_table)
+
+
+def make_raw_table(con: duckdb.DuckDBPyConnection) -> None:
+    """The table ``raw`` of lines to validate, in an in-memory DuckDB (the columns raw_outputs has)."""
+    con.execute(
+        f"CREATE TABLE {RAW} (checkpoint_id VARCHAR, source_file VARCHAR, line_number BIGINT, raw_line VARCHAR, "
+        "decode_error VARCHAR)"
+    )
+
+
+def insert_raw(con: duckdb.DuckDBPyConnection, rows: pd.DataFrame | pa_arrow.Table) -> None:
+    """``rows`` (raw_outputs' columns) added to the table ``raw``."""
+    con.register("_rows", rows)
+    con.execute(f"INSERT INTO {RAW} SELECT checkpoint_id, source_file, line_number, raw_line, decode_error FROM _rows")
+    con.unregister("_rows")
+
+
+def raw_outputs_of(rubric: RubricConfig, checkpoint_id: str) -> str:
+    """The relation of one checkpoint's stored lines (``<rubric>.raw_outputs``) as ``EngineValidation`` reads
+    them."""
+    return (
+        f"(SELECT source_file, line_number, raw_line, decode_error FROM {qualified(rubric.name, 'raw_outputs')} "
+        f"WHERE checkpoint_id = {literal(checkpoint_id)})"
+    )
 
 
 @dataclass

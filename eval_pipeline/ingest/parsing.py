@@ -7,6 +7,8 @@ import math
 from collections import Counter
 from typing import Any
 
+from eval_pipeline.core.types import JSONObject
+
 
 def _reject_constant(token: str) -> float:
     raise ValueError(f"{token} is not valid JSON")
@@ -30,7 +32,7 @@ def _parse_float(token: str) -> float:
     return value
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> JSONObject:
     obj = dict(pairs)
     if len(obj) != len(pairs):
         counts = Counter(k for k, _ in pairs)  # one pass: an object of 30,000 keys costs what it reads

@@ -25,7 +25,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -33,6 +32,7 @@ from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import QUARANTINE_COLUMNS, RATER_KINDS, RATING_COLUMNS, UNPLACED, UNRATED
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_evaluator
+from eval_pipeline.core.types import Record, Row
 from eval_pipeline.ingest.files import not_a_file
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -103,9 +103,7 @@ def _checkpoint_of(cell: str, checkpoint_id: str) -> str:
 _ASCII_NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?")
 
 
-def _score_problems(
-    rec: dict[str, str], rated: list[str], scales: dict[str, Any]
-) -> tuple[list[str], dict[str, float]]:
+def _score_problems(rec: dict[str, str], rated: list[str], scales: Record) -> tuple[list[str], dict[str, float]]:
     """Each rated cell as a score on its scale; an empty cell is a missing rating."""
     problems, scores = [], {}
     for dim in rated:
@@ -133,8 +131,8 @@ class _RatingsReader:
         self.scales = rubric.rating_scales
         self.aliases = {k.lower(): v for k, v in rubric.human_ratings.column_aliases.items()}
         self.out = RatingsLoad(pd.DataFrame(columns=RATING_COLUMNS), empty_quarantine())
-        self.rows: list[dict[str, Any]] = []
-        self.bad: list[dict[str, Any]] = []
+        self.rows: list[Row] = []
+        self.bad: list[Row] = []
         self.seen: set[tuple[str, str]] = set()
 
     def quarantine(self, file: str, line: int, raw: str, reason: str) -> None:
@@ -411,7 +409,8 @@ def evaluated(wh: Warehouse, rubric: str) -> list[str]:
     """The checkpoints this rubric has samples of."""
     if not wh.exists() or not wh.table_exists(rubric, "samples"):
         return []
-    return [str(c) for (c,) in wh.query_rows(f'SELECT DISTINCT checkpoint_id FROM "{rubric}".samples ORDER BY 1')]
+    found = wh.read(rubric, "samples", columns=("checkpoint_id",), distinct=True, order_by=("checkpoint_id",))
+    return [str(c) for c in found.checkpoint_id]
 
 
 def stale(wh: Warehouse, rubric: str, root: Path, only: list[str] | None = None) -> tuple[str, list[str]]:
@@ -421,17 +420,13 @@ def stale(wh: Warehouse, rubric: str, root: Path, only: list[str] | None = None)
     if not ckpts:
         return now, []
     read: dict[str, str] = {}
-    if wh.table_exists(rubric, SOURCES):
-        rows = wh.query_rows(f'SELECT checkpoint_id, fingerprint FROM "{rubric}".{SOURCES}')
-        read = {str(c): str(f) for c, f in rows}
+    rows = wh.read(rubric, SOURCES, columns=("checkpoint_id", "fingerprint"))
+    read = {str(c): str(f) for c, f in zip(rows.checkpoint_id, rows.fingerprint)}
     return now, [c for c in ckpts if read.get(c) != now]
 
 
 def has_ratings(wh: Warehouse, rubric: str, ckpt: str) -> bool:
-    if not wh.table_exists(rubric, "human_ratings"):
-        return False
-    rows = wh.query_rows(f'SELECT 1 FROM "{rubric}".human_ratings WHERE checkpoint_id = ? LIMIT 1', [ckpt])
-    return bool(rows)
+    return len(wh.read(rubric, "human_ratings", columns=("checkpoint_id",), where={"checkpoint_id": ckpt}, limit=1)) > 0
 
 
 MAX_RATINGS_BYTES = 256 * 1024 * 1024

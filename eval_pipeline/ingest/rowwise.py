@@ -19,13 +19,14 @@ from pandera.errors import SchemaErrors
 
 from eval_pipeline.core.config import InputField, RubricConfig
 from eval_pipeline.core.contracts import QUARANTINE_COLUMNS
+from eval_pipeline.core.types import JSONObject
 from eval_pipeline.ingest.engine_schema import ID_REPEATED
 from eval_pipeline.ingest.parsing import parse_line
 from eval_pipeline.ingest.schema import MISSING, _absent, _id_key, build_schema
 from eval_pipeline.ingest.validation import ValidationResult
 
 
-def _extract(obj: dict[str, Any], path: list[str]) -> Any:
+def _extract(obj: JSONObject, path: list[str]) -> Any:
     cur: Any = obj
     for part in path:
         if not isinstance(cur, dict) or part not in cur:
@@ -112,7 +113,7 @@ def validate_raw(
     Pass the same `seen_ids` set for every chunk of one file: valid ids are added to it."""
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     reasons: dict[int, list[str]] = {}
-    parsed: dict[int, dict[str, Any]] = {}
+    parsed: dict[int, JSONObject] = {}
     for pos, (text, decode_error) in enumerate(zip(raw["raw_line"].tolist(), raw["decode_error"].tolist())):
         if decode_error:
             reasons[pos] = [decode_error]

@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.types import Record
 from eval_pipeline.storage.warehouse import Warehouse
 
 JSON_TYPES = ("string_list", "object", "object_list")
 
 
 def load_samples(wh: Warehouse, rubric: RubricConfig, checkpoint_id: str) -> pd.DataFrame:
-    return wh.query_df(
-        f'SELECT * FROM "{rubric.name}".samples WHERE checkpoint_id = ? ORDER BY line_number', [checkpoint_id]
-    )
+    return wh.read(rubric.name, "samples", where={"checkpoint_id": checkpoint_id}, order_by=("line_number",))
 
 
-def to_records(rubric: RubricConfig, df: pd.DataFrame) -> list[dict[str, Any]]:
+def to_records(rubric: RubricConfig, df: pd.DataFrame) -> list[Record]:
     """One dict per sample: declared fields with JSON columns decoded, missing values as None, numbers and
     booleans as Python's own. Built column by column, not row by row."""
     json_fields = {f.name for f in rubric.inputs.fields if f.type in JSON_TYPES}

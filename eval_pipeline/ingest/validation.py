@@ -20,7 +20,7 @@ import pandera.polars as pa
 import pyarrow as pa_arrow
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.ingest.engine import EngineValidation
+from eval_pipeline.ingest.engine import RAW, EngineValidation, insert_raw, make_raw_table
 from eval_pipeline.ingest.engine_schema import build_engine_schema
 from eval_pipeline.ingest.jsonl import iter_jsonl
 
@@ -48,21 +48,15 @@ def _samples_frame(rubric: RubricConfig, table: pa_arrow.Table) -> pd.DataFrame:
     return df
 
 
-RAW_TABLE = (
-    "CREATE TABLE raw (checkpoint_id VARCHAR, source_file VARCHAR, line_number BIGINT, raw_line VARCHAR, "
-    "decode_error VARCHAR)"
-)
-
-
 def _in_memory(
     rubric: RubricConfig, load: Callable[[duckdb.DuckDBPyConnection], None], checkpoint_id: str, stage: str
 ) -> ValidationResult:
     """Raw lines put into the table ``raw`` of an in-memory DuckDB by ``load``, validated as the pipeline does."""
     con = duckdb.connect()
     try:
-        con.execute(RAW_TABLE)
+        make_raw_table(con)
         load(con)
-        engine = EngineValidation(con, rubric, "raw", checkpoint_id, stage=stage)
+        engine = EngineValidation(con, rubric, RAW, checkpoint_id, stage=stage)
         engine.run()
         samples = _samples_frame(rubric, engine.samples().read(con, order_by="line_number"))
         quarantine = engine.quarantine()
@@ -72,9 +66,7 @@ def _in_memory(
 
 
 def _insert(con: duckdb.DuckDBPyConnection, rows: pd.DataFrame | pa_arrow.Table) -> None:
-    con.register("_rows", rows)
-    con.execute("INSERT INTO raw SELECT checkpoint_id, source_file, line_number, raw_line, decode_error FROM _rows")
-    con.unregister("_rows")
+    insert_raw(con, rows)
 
 
 def validate_raw(rubric: RubricConfig, raw: pd.DataFrame, stage: str = "validate") -> ValidationResult:

@@ -22,6 +22,8 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.core.contracts import JUDGE_CACHE
+from eval_pipeline.core.types import JSONObject, Row
+from eval_pipeline.judge.queries import cached_answers
 from eval_pipeline.storage.warehouse import Warehouse
 
 TABLE = JUDGE_CACHE
@@ -45,7 +47,7 @@ def _encode_text(text: str) -> str:
 
 
 def cache_key(
-    params: dict[str, Any], rubric_version: str, messages: list[dict[str, str]], schema: dict[str, Any] | None
+    params: JSONObject, rubric_version: str, messages: list[dict[str, str]], schema: JSONObject | None
 ) -> str:
     """SHA-256 of the canonical JSON (sorted keys, compact) of params, rubric version, messages and schema."""
     if all(isinstance(m, dict) and m.keys() == {"role", "content"} and isinstance(m["content"], str) for m in messages):
@@ -60,23 +62,15 @@ def cache_key(
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def lookup(wh: Warehouse, keys: list[str]) -> dict[str, dict[str, Any]]:
+def lookup(wh: Warehouse, keys: list[str]) -> dict[str, Row]:
     cols = wh.columns(*TABLE) if keys else {}
     if not cols:  # nothing asked, or no cache yet
         return {}
-    # usable: False for a final answer the judge gave that could not be used (a re-run reproduces the missing
-    # score instead of asking again); caches written before the column existed hold usable answers only
-    extra = ", coalesce(usable, TRUE) AS usable, reason" if "usable" in cols else ", TRUE AS usable, NULL AS reason"
-    extra += ", logprobs" if "logprobs" in cols else ", NULL AS logprobs"
-    df = wh.query_df(
-        f"SELECT cache_key, answer_text, prompt_tokens, completion_tokens, latency_ms{extra} FROM main.judge_cache "
-        "WHERE list_contains(?, cache_key)",
-        [list(set(keys))],
-    )
+    df = cached_answers(wh, sorted(set(keys)), cols)
     return {r.cache_key: {**r._asdict(), "usable": bool(r.usable)} for r in df.itertuples(index=False)}
 
 
-def store(wh: Warehouse, rows: list[dict[str, Any]]) -> int:
+def store(wh: Warehouse, rows: list[Row]) -> int:
     if not rows:
         return 0
     now = datetime.now(timezone.utc).replace(tzinfo=None)
@@ -98,7 +92,7 @@ class BackgroundWriter:
         self._wh = wh
         self._max_rows = max_rows
         self._max_delay_s = max_delay_s
-        self._pending: list[dict[str, Any]] = []
+        self._pending: list[Row] = []
         self._first_at: float | None = None
         self._cond = threading.Condition()
         self._closing = False
@@ -110,7 +104,7 @@ class BackgroundWriter:
     def __enter__(self) -> BackgroundWriter:
         return self  # the thread starts with the first answer
 
-    def add(self, row: dict[str, Any]) -> None:
+    def add(self, row: Row) -> None:
         with self._cond:
             if self._thread.ident is None:  # not started yet
                 self._thread.start()
@@ -123,7 +117,7 @@ class BackgroundWriter:
             elif len(self._pending) >= self._max_rows:
                 self._cond.notify()
 
-    def _take(self) -> list[dict[str, Any]] | None:
+    def _take(self) -> list[Row] | None:
         """The next batch to write, or None when closing with nothing left."""
         with self._cond:
             while True:

@@ -26,6 +26,7 @@ from typing import Any
 
 from eval_pipeline.core import interrupts
 from eval_pipeline.core import settings as env_settings
+from eval_pipeline.core.types import JSONObject
 from eval_pipeline.judge import costs
 from eval_pipeline.judge.client import CallResult, ClientStats, OpenAIJudgeClient, advertised_slots
 from eval_pipeline.judge.config import JudgeSettings
@@ -41,7 +42,7 @@ class CallSpec:
 
     key: str
     messages: list[dict[str, str]]
-    schema: dict[str, Any] | None
+    schema: JSONObject | None
     parse: Callable[[str | None], Any]
 
 
@@ -162,7 +163,7 @@ async def _call_all(
     loop = asyncio.get_running_loop()
     default = loop.get_exception_handler()
 
-    def quiet(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    def quiet(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:  # asyncio's own type
         exc = context.get("exception")
         if interrupts.requested() or isinstance(exc, asyncio.CancelledError) or interrupts.is_interrupt(exc):
             return  # a signal landed inside the loop (a socket write, a callback): only the interruption is told

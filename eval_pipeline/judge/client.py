@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from eval_pipeline.core import settings as env_settings
+from eval_pipeline.core.types import JSONObject
 from eval_pipeline.judge import costs
 from eval_pipeline.judge.config import JudgeSettings
 
@@ -419,7 +420,7 @@ class OpenAIJudgeClient:
             self.stats.final_concurrency = self._limit
             self._remember()
 
-    async def _post(self, body: dict[str, Any], timeout: float) -> Any:
+    async def _post(self, body: JSONObject, timeout: float) -> Any:
         """The POST, bounded by ``timeout`` (``asyncio.TimeoutError``), or ``_GIVEN_UP`` as soon as the endpoint is
         given up on (``_tripped``): the calls in flight to a black hole do not each wait out their time-out.
 
@@ -517,7 +518,7 @@ class OpenAIJudgeClient:
     # long by design: the retry loop: every HTTP outcome (answer, re-ask, retry, give up) classified in one place, so no
     # path escapes the bound
     async def complete(
-        self, messages: list[dict[str, str]], schema: dict[str, Any] | None, max_tokens: int | None = None
+        self, messages: list[dict[str, str]], schema: JSONObject | None, max_tokens: int | None = None
     ) -> CallResult:
         """One answer, or its error after the bounded retries; ``max_tokens`` over the settings' (more room for
         an answer that was cut off)."""
@@ -580,7 +581,7 @@ class OpenAIJudgeClient:
                 self._answered(t0)
                 if not isinstance(data, dict):  # a 200 that is not JSON (a proxy's page): retried
                     raise _NotJSON(redact(str(data), self._api_key)[:120])
-                usage: dict[str, Any] = data.get("usage") or {} if isinstance(data.get("usage"), dict) else {}
+                usage: JSONObject = data.get("usage") or {} if isinstance(data.get("usage"), dict) else {}
                 result.prompt_tokens = _int(usage.get("prompt_tokens"))
                 result.completion_tokens = _int(usage.get("completion_tokens"))
                 usage_seen = (result.prompt_tokens, result.completion_tokens) if usage else None

@@ -14,6 +14,7 @@ from typing import Any
 
 from eval_pipeline.core.config import JudgeSpec
 from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.types import JSONObject
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class JudgeSettings:
         url = self.base_url or "https://api.openai.com/v1"
         return url.strip().rstrip("/").lower()
 
-    def cache_params(self) -> dict[str, Any]:
+    def cache_params(self) -> JSONObject:
         """What the cache key includes besides the prompt: who answers (the endpoint, or the identity the
         configuration gives it when several endpoints serve the same judge), model and sampling parameters."""
         params = {

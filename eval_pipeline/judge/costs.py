@@ -36,6 +36,7 @@ from stat import S_ISREG
 from typing import Any
 
 from eval_pipeline.core import settings
+from eval_pipeline.core.types import JSONObject
 
 MESSAGE_OVERHEAD_TOKENS = 8
 
@@ -97,7 +98,7 @@ def _read_prices(where: str, version: int) -> Prices:
     return Prices(str(data.get("currency") or "USD"), table)
 
 
-def prompt_bound(messages: Sequence[dict[str, Any]], schema: dict[str, Any] | None) -> int:
+def prompt_bound(messages: Sequence[JSONObject], schema: JSONObject | None) -> int:
     """A request's prompt tokens from above, whatever the tokenizer: one per byte of the messages and the schema
     (byte-level tokenizers make at most one token a byte), and a chat template's few per message."""
     size = sum(len(str(m.get("content") or "").encode()) for m in messages)
@@ -126,7 +127,7 @@ class Budget:
         return price
 
     def reserve(
-        self, model: str, messages: Sequence[dict[str, Any]], schema: dict[str, Any] | None, max_tokens: int
+        self, model: str, messages: Sequence[JSONObject], schema: JSONObject | None, max_tokens: int
     ) -> float | None:
         """Hold one request's cost from above; None (nothing held) when what is left does not cover it."""
         pin, pout = self.price(model)

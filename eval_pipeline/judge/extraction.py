@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import time
 from functools import partial
-from typing import Any
 
 import pandas as pd
 
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.contracts import EXTRACTION_COLUMNS
 from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.types import JSONObject, Record
 from eval_pipeline.judge import cache, costs
 from eval_pipeline.judge.backends import backend_for
 from eval_pipeline.judge.cached import JudgeRunStats, cached_calls
@@ -30,7 +30,7 @@ OBSERVATIONS_MAX = 30  # observations asked of the first prompt
 ITEM_MAX_CHARS = 120  # one observation or attribute: a short phrase
 
 
-def _list_schema(name: str, key: str, max_items: int) -> dict[str, Any]:
+def _list_schema(name: str, key: str, max_items: int) -> JSONObject:
     """The answer's schema, bounded: at most ``max_items`` strings of at most ``ITEM_MAX_CHARS`` (a server that
     constrains its output to the schema, as llama.cpp's grammar does, cannot run on past them)."""
     item = {"type": "string", "maxLength": ITEM_MAX_CHARS}
@@ -57,7 +57,7 @@ def parse_list(text: str | None, key: str, max_items: int) -> list[str]:
     return list(dict.fromkeys(clean))
 
 
-def _messages(instructions: str, key: str, payload: dict[str, Any]) -> list[dict[str, str]]:
+def _messages(instructions: str, key: str, payload: JSONObject) -> list[dict[str, str]]:
     system = "\n".join(
         [
             instructions.strip(),
@@ -74,7 +74,7 @@ def _messages(instructions: str, key: str, payload: dict[str, Any]) -> list[dict
 def extract(
     rubric: RubricConfig,
     ckpt: str,
-    records: list[dict[str, Any]],
+    records: list[Record],
     wh: Warehouse,
     config: JudgeConfig,
 ) -> tuple[pd.DataFrame, JudgeRunStats]:

@@ -13,7 +13,8 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+
+from eval_pipeline.core.types import JSONObject
 
 FENCE_RE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.S)
 
@@ -28,7 +29,7 @@ class Parsed:
     rationale: str
 
 
-def _first_object(text: str) -> dict[str, Any]:
+def _first_object(text: str) -> JSONObject:
     text = text.strip()
     if not text:
         raise JudgeParseError("empty answer")

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.types import JSONObject, Record
 
 BEGIN = "BEGIN_SAMPLE_DATA"
 END = "END_SAMPLE_DATA"
@@ -50,7 +51,7 @@ def data_block(fields: dict[str, Any]) -> str:
     return f"{BEGIN}\n{text}\n{END}"
 
 
-def sample_fields(rubric: RubricConfig, sample: dict[str, Any]) -> dict[str, Any]:
+def sample_fields(rubric: RubricConfig, sample: Record) -> Record:
     """The sample's declared fields, response last, without the id (ids can leak labels)."""
     out = {}
     resp = rubric.inputs.response_field
@@ -119,7 +120,7 @@ def answer_template(rubric: RubricConfig, questionnaire: bool) -> str:
     return '{"scores": {' + inner + '}, "rationale": "<at most 60 words>"}'
 
 
-def response_schema(rubric: RubricConfig, questionnaire: bool) -> dict[str, Any]:
+def response_schema(rubric: RubricConfig, questionnaire: bool) -> JSONObject:
     """The JSON schema for `response_format` (strict structured outputs)."""
     if questionnaire:
         q = rubric.questionnaire
@@ -185,7 +186,7 @@ def _system_message(rubric: RubricConfig, questionnaire: bool) -> str:
     )
 
 
-def build_messages(rubric: RubricConfig, sample: dict[str, Any], questionnaire: bool = False) -> list[dict[str, str]]:
+def build_messages(rubric: RubricConfig, sample: Record, questionnaire: bool = False) -> list[dict[str, str]]:
     system = system_message(rubric, questionnaire)
     user = "Evaluate this sample.\n" + data_block(sample_fields(rubric, sample))
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -19,6 +19,7 @@ from eval_pipeline.agreement import stats as st
 from eval_pipeline.core.config import RepeatSpec, RubricConfig
 from eval_pipeline.core.contracts import PANEL, REPEATABILITY_COLUMNS
 from eval_pipeline.core.resampling import seed_of
+from eval_pipeline.core.types import Record, Row
 
 
 def repeated_scores(rubric: RubricConfig) -> list[str]:
@@ -27,16 +28,14 @@ def repeated_scores(rubric: RubricConfig) -> list[str]:
     return [d.key for d in rubric.judged_dimensions] + ([m.key for m in q.metrics] if q else [])
 
 
-def pick_subset(
-    rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], spec: RepeatSpec
-) -> list[dict[str, Any]]:
+def pick_subset(rubric: RubricConfig, ckpt: str, records: list[Record], spec: RepeatSpec) -> list[Row]:
     """``spec.samples`` records, spread over the strata in proportion (at least one from each while there is
     room), the same ones on every run for the same rubric, checkpoint and seed."""
     if len(records) <= spec.samples:
         return list(records)
     rng = np.random.default_rng(spec.seed + seed_of(rubric.name, ckpt))
     strata = [f for f in rubric.worklists.strata if records and f in records[0]]
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[Row]] = {}
     for rec in sorted(records, key=lambda r: str(r["sample_id"])):
         groups.setdefault(tuple(str(rec.get(f)) for f in strata), []).append(rec)
     keys = sorted(groups)
@@ -44,7 +43,7 @@ def pick_subset(
     while sum(quota.values()) > spec.samples:  # rounding up the small strata overshot: trim the largest
         biggest = max(keys, key=lambda k: quota[k])
         quota[biggest] -= 1
-    picked: list[dict[str, Any]] = []
+    picked: list[Row] = []
     for k in keys:
         order = rng.permutation(len(groups[k]))[: quota[k]]
         picked += [groups[k][i] for i in sorted(order)]

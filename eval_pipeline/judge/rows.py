@@ -8,6 +8,7 @@ from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
+from eval_pipeline.core.types import Row
 from eval_pipeline.judge.logprobs import Reading, expected
 
 
@@ -29,7 +30,7 @@ def score_row(
     completion_tokens: int = 0,
     latency_ms: float | None = None,
     attempts: int = 0,
-) -> dict[str, Any]:
+) -> Row:
     """One judge_scores row (its columns are core.contracts.SCORE_COLUMNS): ``score`` None is a missing score with
     its ``reason``; the score source is the written score until ``reading`` says otherwise."""
     return dict(
@@ -59,7 +60,7 @@ def score_row(
     )
 
 
-def _questionnaire_rows(rubric: RubricConfig, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _questionnaire_rows(rubric: RubricConfig, rows: list[Row]) -> list[Row]:
     """Per-metric sums (reverse-scored items as max + min - s) and the total, for one sample and judge."""
     q = rubric.questionnaire
     if q is None or not rows:
@@ -80,7 +81,7 @@ def _questionnaire_rows(rubric: RubricConfig, rows: list[dict[str, Any]]) -> lis
 
     def row(
         dim: str, kind: str, score: float | None, reason: str | None, chosen: float | None, expected: float | None
-    ) -> dict[str, Any]:
+    ) -> Row:
         return {
             **base,
             "dimension": dim,
@@ -127,8 +128,8 @@ def _questionnaire_rows(rubric: RubricConfig, rows: list[dict[str, Any]]) -> lis
     return out
 
 
-def _panel_rows(rubric: RubricConfig, rows: list[dict[str, Any]], aggregate: str) -> list[dict[str, Any]]:
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+def _panel_rows(rubric: RubricConfig, rows: list[Row], aggregate: str) -> list[Row]:
+    groups: dict[tuple[str, str], list[Row]] = {}
     for r in rows:
         groups.setdefault((r["sample_id"], r["dimension"]), []).append(r)
     judges = sorted({r["judge"] for r in rows})
@@ -176,7 +177,7 @@ def _panel_rows(rubric: RubricConfig, rows: list[dict[str, Any]], aggregate: str
     return out
 
 
-def source_of(rows: list[dict[str, Any]]) -> str | None:
+def source_of(rows: list[Row]) -> str | None:
     """What fed these rows' scores together: ``expected``, ``chosen``, or ``mixed`` (never silently one)."""
     sources = {r.get("score_source") for r in rows if r.get("score") is not None and r.get("score_source")}
     if not sources:
@@ -186,7 +187,7 @@ def source_of(rows: list[dict[str, Any]]) -> str | None:
 
 def reading(
     chosen: float | None, dist: dict[int, float] | None, source: str, found: Reading | None = None
-) -> tuple[float | None, dict[str, Any]]:
+) -> tuple[float | None, Row]:
     """The score that feeds the results (the expected score over ``dist`` when there is one and ``source`` says
     so, else the written one) and the row's written / expected / distribution columns, which say which fed it
     (``score_source``) and, when probabilities were read but not used, why (``found``, logprobs.Reading)."""

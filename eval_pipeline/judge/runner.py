@@ -9,13 +9,13 @@ aggregate is written as judge = 'panel'; downstream assets read those rows.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL, SCORE_COLUMNS
 from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.types import Record
 from eval_pipeline.judge import costs
 from eval_pipeline.judge.backends import backend_for
 from eval_pipeline.judge.cached import JudgeRunStats
@@ -26,7 +26,7 @@ from eval_pipeline.storage.warehouse import Warehouse
 def judge_samples(
     rubric: RubricConfig,
     ckpt: str,
-    records: list[dict[str, Any]],
+    records: list[Record],
     wh: Warehouse,
     config: JudgeConfig,
     repeat: int = 0,

@@ -18,17 +18,18 @@ import asyncio
 import json
 import sys
 from dataclasses import asdict
-from typing import Any, TextIO
+from typing import TextIO
 
+from eval_pipeline.core.types import JSONObject, Row
 from eval_pipeline.judge.client import OpenAIJudgeClient
 from eval_pipeline.judge.config import JudgeSettings
 
 
-async def answer(settings: JudgeSettings, specs: list[dict[str, Any]], out: TextIO) -> None:
+async def answer(settings: JudgeSettings, specs: list[Row], out: TextIO) -> None:
     """Call the endpoint for each spec and write one JSON line per result as it completes, then the stats."""
     client = OpenAIJudgeClient(settings)
 
-    async def one(spec: dict[str, Any]) -> None:
+    async def one(spec: JSONObject) -> None:
         res = await client.complete(spec["messages"], spec["schema"])
         out.write(json.dumps({"key": spec["key"], **asdict(res)}) + "\n")
         out.flush()

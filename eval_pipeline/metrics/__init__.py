@@ -15,8 +15,9 @@ import pandas as pd
 
 from eval_pipeline.core.params import NoParams, Params, typed
 from eval_pipeline.core.registry import Registry
+from eval_pipeline.core.types import Columns, Record, Value
 
-MetricFn = Callable[[list[dict[str, Any]], Any], dict[str, list[Any]]]
+MetricFn = Callable[[list[dict[str, Any]], Any], Columns]
 METRICS: Registry[MetricFn] = Registry("metric function", __name__)
 METRIC_BLOCK = 2048  # records each metric sees at once (core.text keeps the last TEXT_CACHE texts' words)
 
@@ -33,12 +34,12 @@ def metric(name: str, params: type[Params] = NoParams) -> Callable[[MetricFn], M
     return add
 
 
-def compute_metrics(specs: list[Any], records: list[dict[str, Any]]) -> pd.DataFrame:
+def compute_metrics(specs: list[Any], records: list[Record]) -> pd.DataFrame:
     """All declared metrics for the records, one row per record (sample_id first). Every metric runs on a block
     of ``METRIC_BLOCK`` records before the next block starts, so a text the metrics share is tokenised once
     while it is still in ``core.text``'s cache (100k NPC samples: four tokenisations per response before)."""
     fns = [(spec.function, METRICS.get_unit(spec.function), dict(spec.params)) for spec in specs]
-    columns: dict[str, list[Any]] = {"sample_id": [r["sample_id"] for r in records]}
+    columns: dict[str, list[Value]] = {"sample_id": [r["sample_id"] for r in records]}
     for start in range(0, max(len(records), 1), METRIC_BLOCK):
         block = records[start : start + METRIC_BLOCK]
         for function, fn, params in fns:

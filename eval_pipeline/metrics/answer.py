@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from typing import Any
 
 from eval_pipeline.core.params import Params
 from eval_pipeline.core.text import content_words, numbers, stem
+from eval_pipeline.core.types import Columns, JSONObject, Record, Value
 from eval_pipeline.metrics import metric
 
 
@@ -30,7 +30,7 @@ class RouteParams(Params):
 
 
 @metric("route_score", params=RouteParams)
-def route_score(records: list[dict[str, Any]], p: RouteParams) -> dict[str, list[Any]]:
+def route_score(records: list[Record], p: RouteParams) -> Columns:
     """1.0 when the actual route is the preferred one, 0.7 when it is an acceptable alternative, else 0.0."""
     a_f, p_f, acc_f = p.actual_field, p.preferred_field, p.acceptable_field
     v_pref, v_acc, v_wrong = p.preferred, p.acceptable, p.wrong
@@ -77,9 +77,9 @@ class CriteriaParams(Params):
 
 
 @metric("answer_criteria", params=CriteriaParams)
-def answer_criteria(records: list[dict[str, Any]], p: CriteriaParams) -> dict[str, list[Any]]:
+def answer_criteria(records: list[Record], p: CriteriaParams) -> Columns:
     c_f, gt_f, r_f, q_f, tol = p.criteria_field, p.ground_truth_field, p.response_field, p.query_field, p.tolerance
-    cols: dict[str, list[Any]] = {
+    cols: dict[str, list[Value]] = {
         k: []
         for k in (
             "must_contain_all",
@@ -99,8 +99,8 @@ def answer_criteria(records: list[dict[str, Any]], p: CriteriaParams) -> dict[st
     for r in records:
         text = r.get(r_f) or ""
         low = text.lower()
-        crit: dict[str, Any] = r.get(c_f) or {} if isinstance(r.get(c_f), dict) else {}
-        gt: dict[str, Any] = r.get(gt_f) or {} if isinstance(r.get(gt_f), dict) else {}
+        crit: JSONObject = r.get(c_f) or {} if isinstance(r.get(c_f), dict) else {}
+        gt: JSONObject = r.get(gt_f) or {} if isinstance(r.get(gt_f), dict) else {}
         must = [str(m) for m in crit.get("must_contain") or []]
         missing = [m for m in must if m.lower() not in low]
         cols["must_contain_all"].append(not missing if must else None)

@@ -27,6 +27,7 @@ from rapidfuzz import fuzz, process
 from eval_pipeline.core import derived_cache
 from eval_pipeline.core.params import Params
 from eval_pipeline.core.text import STOPWORDS, import_nltk
+from eval_pipeline.core.types import Columns, Record, Row
 from eval_pipeline.metrics import metric
 from eval_pipeline.provision import require_wordnet
 
@@ -172,7 +173,7 @@ def _synonym_match(attribute: str, scene: list[str]) -> str | None:
     return None
 
 
-def match_attribute(attribute: str, scene: list[str], scene_set: set[str], threshold: float = 85) -> dict[str, Any]:
+def match_attribute(attribute: str, scene: list[str], scene_set: set[str], threshold: float = 85) -> Row:
     a = attribute.strip().lower()
     if a in scene_set:
         return {"attribute": attribute, "rule": "exact", "matched": a}
@@ -186,9 +187,7 @@ def match_attribute(attribute: str, scene: list[str], scene_set: set[str], thres
     return {"attribute": attribute, "rule": "none", "matched": None}
 
 
-def almp_score(
-    attributes: list[str], scene: list[str], threshold: float = 85
-) -> tuple[float | None, list[dict[str, Any]]]:
+def almp_score(attributes: list[str], scene: list[str], threshold: float = 85) -> tuple[float | None, list[Row]]:
     scene_l = [s.lower() for s in scene]
     scene_set = set(scene_l)
     matches = [match_attribute(a, scene_l, scene_set, threshold) for a in attributes]
@@ -205,7 +204,7 @@ class AlmpParams(Params):
 
 
 @metric("almp", params=AlmpParams)
-def almp(records: list[dict[str, Any]], p: AlmpParams) -> dict[str, list[Any]]:
+def almp(records: list[Record], p: AlmpParams) -> Columns:
     a_f, t_f, threshold, extracted_f = p.attributes_field, p.text_field, p.fuzzy_threshold, p.extracted_field
     scores, details, extracted, extractor = [], [], [], []
     for r in records:
@@ -226,9 +225,7 @@ def almp(records: list[dict[str, Any]], p: AlmpParams) -> dict[str, list[Any]]:
 
 # long by design: UWU's ALMP matching rules in their published order (exact, fuzzy, synonym, multi-word); the reference
 # the batch version is tested against
-def almp_reference(
-    attributes: list[str], text: str, threshold: float = 85
-) -> tuple[float | None, list[dict[str, Any]]]:
+def almp_reference(attributes: list[str], text: str, threshold: float = 85) -> tuple[float | None, list[Row]]:
     """The same definition, computed row by row in plain Python without any memoisation."""
     wn = wordnet()
 
@@ -254,7 +251,7 @@ def almp_reference(
                 if lemma not in scene:
                     scene.append(lemma)
                 break
-    matches: list[dict[str, Any]] = []
+    matches: list[Row] = []
     for attribute in attributes:
         a = attribute.strip().lower()
         if a in scene:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from eval_pipeline.core.params import Params
+from eval_pipeline.core.types import Columns, Record
 from eval_pipeline.metrics import metric
 
 # Suicidal thoughts, self-harm, active danger.
@@ -101,7 +101,7 @@ class CrisisParams(Params):
 
 
 @metric("crisis_detection", params=CrisisParams)
-def crisis_detection(records: list[dict[str, Any]], p: CrisisParams) -> dict[str, list[Any]]:
+def crisis_detection(records: list[Record], p: CrisisParams) -> Columns:
     cues = [detect_crisis(r.get(p.statement_field) or "") for r in records]
     res = [detect_resources(r.get(p.response_field) or "") for r in records]
     crisis = [bool(c) for c in cues]

@@ -211,6 +211,7 @@ def ertd_batch(references: list[str], responses: list[str]) -> tuple[list[float]
 
 from eval_pipeline.core.params import Params  # noqa: E402
 from eval_pipeline.core.text import TEXT_CACHE  # noqa: E402
+from eval_pipeline.core.types import Columns, Record  # noqa: E402
 from eval_pipeline.metrics import metric  # noqa: E402
 
 
@@ -221,7 +222,7 @@ def _stripped(lines: str | tuple[str, ...]) -> str:
     return strip_speaker_prefixes(lines)
 
 
-def _stripped_field(record: dict[str, Any], field: str) -> str:
+def _stripped_field(record: Record, field: str) -> str:
     """A record's text, or its list of lines joined, without speaker prefixes."""
     value = record.get(field) or ""
     return _stripped(value if isinstance(value, str) else tuple(value))
@@ -237,14 +238,14 @@ class NvcsParams(StyleParams):
 
 
 @metric("nvcs", params=NvcsParams)
-def nvcs(records: list[dict[str, Any]], p: NvcsParams) -> dict[str, list[Any]]:
+def nvcs(records: list[Record], p: NvcsParams) -> Columns:
     refs = [_stripped_field(r, p.reference_field) for r in records]
     resps = [_stripped_field(r, p.text_field) for r in records]
     return {"nvcs": nvcs_batch(refs, resps, p.n).tolist()}
 
 
 @metric("ertd", params=StyleParams)
-def ertd(records: list[dict[str, Any]], p: StyleParams) -> dict[str, list[Any]]:
+def ertd(records: list[Record], p: StyleParams) -> Columns:
     refs = [_stripped_field(r, p.reference_field) for r in records]
     resps = [_stripped_field(r, p.text_field) for r in records]
     diff, a, b = ertd_batch(refs, resps)

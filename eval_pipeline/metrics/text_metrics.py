@@ -19,6 +19,7 @@ from eval_pipeline.core.text import (
     stems,
 )
 from eval_pipeline.core.text import distinct_n as distinct_of
+from eval_pipeline.core.types import Columns, Record, Value
 from eval_pipeline.metrics import metric
 
 # Cue words for game-state values that are rarely named literally (a health of 15 is "bleeding").
@@ -84,10 +85,10 @@ class ContextParams(Params):
 
 
 @metric("context_coverage", params=ContextParams)
-def context_coverage(records: list[dict[str, Any]], p: ContextParams) -> dict[str, list[Any]]:
+def context_coverage(records: list[Record], p: ContextParams) -> Columns:
     elements, text_field = p.elements, p.text_field
     cues = {**CONTEXT_CUES, **p.cues}
-    cols: dict[str, list[Any]] = {f"ctx_{e}": [] for e in elements}
+    cols: dict[str, list[Value]] = {f"ctx_{e}": [] for e in elements}
     cov = []
     for r in records:
         text = r.get(text_field) or ""
@@ -99,7 +100,7 @@ def context_coverage(records: list[dict[str, Any]], p: ContextParams) -> dict[st
             cols[f"ctx_{e}"].append(hit)
             hits += bool(hit)
         cov.append(hits / len(present) if present else None)
-    cols["context_coverage"] = cov
+    cols["context_coverage"] = list(cov)
     return cols
 
 
@@ -110,7 +111,7 @@ class PersonaParams(Params):
 
 
 @metric("persona_keyword_overlap", params=PersonaParams)
-def persona_keyword_overlap(records: list[dict[str, Any]], p: PersonaParams) -> dict[str, list[Any]]:
+def persona_keyword_overlap(records: list[Record], p: PersonaParams) -> Columns:
     kw_field, p_field, text_field = p.keywords_field, p.persona_field, p.text_field
     hits_col, share_col = [], []
     for r in records:
@@ -128,10 +129,10 @@ class DistinctParams(Params):
 
 
 @metric("distinct_n", params=DistinctParams)
-def distinct_n(records: list[dict[str, Any]], p: DistinctParams) -> dict[str, list[Any]]:
+def distinct_n(records: list[Record], p: DistinctParams) -> Columns:
     ns = p.n if isinstance(p.n, list) else [p.n]
     text_field = p.text_field
-    cols: dict[str, list[Any]] = {f"distinct_{n}": [] for n in ns}
+    cols: dict[str, list[Value]] = {f"distinct_{n}": [] for n in ns}
     for r in records:
         text = r.get(text_field) or ""
         for n in ns:
@@ -145,7 +146,7 @@ class RepetitionParams(Params):
 
 
 @metric("repetition", params=RepetitionParams)
-def repetition(records: list[dict[str, Any]], p: RepetitionParams) -> dict[str, list[Any]]:
+def repetition(records: list[Record], p: RepetitionParams) -> Columns:
     return {"repetition_rate": [repetition_rate(r.get(p.text_field) or "", p.n) for r in records]}
 
 
@@ -163,7 +164,7 @@ class TripleParams(Params):
 
 
 @metric("triple_coverage", params=TripleParams)
-def triple_coverage(records: list[dict[str, Any]], p: TripleParams) -> dict[str, list[Any]]:
+def triple_coverage(records: list[Record], p: TripleParams) -> Columns:
     """A triple is covered when its subject and its object both occur in the text (exact, or rapidfuzz
     partial ratio above the threshold)."""
     t_field, fields, threshold = p.triples_field, p.text_fields, p.fuzzy_threshold
@@ -196,7 +197,7 @@ class GroundingParams(Params):
 
 
 @metric("grounding_overlap", params=GroundingParams)
-def grounding_overlap(records: list[dict[str, Any]], p: GroundingParams) -> dict[str, list[Any]]:
+def grounding_overlap(records: list[Record], p: GroundingParams) -> Columns:
     """Share of the answer's content words (stemmed) that occur in the source chunk."""
     src_field, text_field = p.source_field, p.text_field
     # text.overlap, with the source's stems computed once per distinct source chunk

@@ -11,13 +11,13 @@ import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
 from eval_pipeline.core.ids import check_checkpoint_id, check_identifier
 from eval_pipeline.core.text import csv_cell, neutralise
-from eval_pipeline.storage.tables import literal
+from eval_pipeline.core.types import JSONObject
+from eval_pipeline.publish.queries import checkpoint_keyed_tables, checkpoint_snapshot
 from eval_pipeline.storage.warehouse import Warehouse
 
 FORMATS = ("parquet", "csv", "json")
@@ -75,44 +75,18 @@ def _export(wh: Warehouse, checkpoint_id: str, rubrics: list[str] | None, out_di
     if fmt not in FORMATS:
         raise ValueError(f"--format must be one of {', '.join(FORMATS)}")
     ext = {"parquet": "parquet", "csv": "csv", "json": "jsonl"}[fmt]
-    keyed = {
-        (str(sch), str(t))
-        for sch, t in wh.query_rows(
-            "SELECT DISTINCT schema_name, table_name FROM duckdb_columns() "
-            "WHERE database_name = current_database() AND column_name = 'checkpoint_id'"
-        )
-        if not str(t).startswith("_")
-    }
+    keyed = checkpoint_keyed_tables(wh)
     schemas = sorted({s for s, _ in keyed} - {"main"})
     chosen = list(dict.fromkeys(rubrics)) if rubrics else schemas  # a rubric named twice is exported once
     unknown = sorted(set(chosen) - set(schemas))
     if unknown:
         raise ValueError(f"no results for rubric(s) {', '.join(unknown)} in the warehouse")
-    ck = literal(checkpoint_id)
-    plan: list[tuple[str, str, str]] = []
     for r in chosen:
         check_identifier(r, "rubric name")
-        plan += [(r, t, f'SELECT * FROM "{r}"."{t}" WHERE checkpoint_id = {ck}') for s, t in sorted(keyed) if s == r]
-    rubric_list = ", ".join(literal(r) for r in chosen)
-    main_tables = {
-        "checkpoints": f"SELECT * FROM main.checkpoints WHERE checkpoint_id = {ck}",
-        "quarantine": f"SELECT * FROM main.quarantine WHERE checkpoint_id = {ck} AND rubric IN ({rubric_list})",
-        "judge_usage": f"SELECT * FROM main.judge_usage WHERE checkpoint_id = {ck} AND rubric IN ({rubric_list})",
-    }
-    plan += [("main", t, sql) for t, sql in main_tables.items() if ("main", t) in keyed]
     written: list[Exported] = []
-    decided: dict[str, Any] = {}
-    with wh.sandboxed_reader() as con:  # one reader, one snapshot for every file
-        con.execute("BEGIN TRANSACTION")
-        for r in chosen:  # the stored verdicts, as the console printed them
-            if (r, "verdict") in keyed:
-                got = con.execute(
-                    f'SELECT verdict, headline_reason, trust FROM "{r}".verdict WHERE checkpoint_id = {ck}'
-                ).fetchall()
-                if got:
-                    decided[r] = {"verdict": got[0][0], "because": got[0][1], "judge_trust": got[0][2]}
-        for schema, table, sql in plan:
-            result = con.execute(sql).to_arrow_table()
+    with checkpoint_snapshot(wh, checkpoint_id, chosen, keyed) as snap:  # one reader, one snapshot for every file
+        decided = snap.verdicts()  # the stored verdicts, as the console printed them
+        for schema, table, result in snap.tables():
             if result.num_rows == 0:
                 continue
             folder = out_dir / schema
@@ -120,10 +94,9 @@ def _export(wh: Warehouse, checkpoint_id: str, rubrics: list[str] | None, out_di
             path = folder / f"{table}.{ext}"
             _write(result, path, fmt)
             written.append(Exported(path, f"{schema}.{table}", result.num_rows))
-        con.execute("COMMIT")
     if not any(e.table.split(".")[0] != "main" for e in written):
         raise ValueError(f"no results for checkpoint {checkpoint_id!r} in the warehouse")
-    manifest: dict[str, Any] = {
+    manifest: JSONObject = {
         "checkpoint_id": checkpoint_id,
         "rubrics": chosen,
         "warehouse": wh.describe(),

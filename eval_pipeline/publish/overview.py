@@ -4,8 +4,8 @@ checkpoint is best, what regressed, whether the judge can be trusted. Nothing he
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from eval_pipeline.core.types import Row
 from eval_pipeline.scoring.verdict import TABLE, VERDICTS, Verdict, read, regression_text, worst
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -23,11 +23,11 @@ TONE = {
 @dataclass
 class Overview:
     rubrics: list[str] = field(default_factory=list)
-    checkpoints: list[dict[str, Any]] = field(default_factory=list)  # checkpoint_id, model, created_at, verdict
+    checkpoints: list[Row] = field(default_factory=list)  # checkpoint_id, model, created_at, verdict
     cells: dict[tuple[str, str], Verdict] = field(default_factory=dict)  # (checkpoint, rubric)
     best: dict[str, str] = field(default_factory=dict)  # rubric -> checkpoint with the best complete headline
     best_overall: str | None = None  # the checkpoint whose worst verdict is least bad (newest on a tie)
-    regressions: list[dict[str, Any]] = field(default_factory=list)  # rubric, checkpoint, text, score, parent
+    regressions: list[Row] = field(default_factory=list)  # rubric, checkpoint, text, score, parent
     trust: list[Verdict] = field(default_factory=list)  # each rubric's newest verdict: its judge's trust
 
     def cell(self, checkpoint: str, rubric: str) -> Verdict | None:
@@ -47,8 +47,11 @@ def overview(wh: Warehouse) -> Overview:
         if not s.table_exists("main", "checkpoints"):
             return out
         rubrics = sorted(schema for schema, _ in s.tables([TABLE]) if schema != "main")
-        ckpts = s.query_df(
-            "SELECT checkpoint_id, model, created_at FROM main.checkpoints ORDER BY created_at, checkpoint_id"
+        ckpts = s.read(
+            "main",
+            "checkpoints",
+            columns=("checkpoint_id", "model", "created_at"),
+            order_by=("created_at", "checkpoint_id"),
         )
         verdicts = [v for r in rubrics for v in read(s, r)]
     out.rubrics = rubrics

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from eval_pipeline.publish.overview import TONE, Overview, overview
+from eval_pipeline.storage.tables import Filter
 from eval_pipeline.storage.warehouse import Warehouse
 
 PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6", "#9D755D", "#BAB0AC", "#EECA3B"]
@@ -160,15 +161,49 @@ def scale_groups(dims: pd.DataFrame) -> dict[float, list[str]]:
     return dict(sorted(groups.items()))
 
 
+def _by_checkpoint(
+    wh: Warehouse,
+    rubric: str,
+    table: str,
+    columns: tuple[str, ...],
+    where: dict[str, Filter] | None = None,
+    order_by: tuple[str, ...] = (),
+) -> pd.DataFrame:
+    """``columns`` of the rubric's ``table`` after its checkpoint (named ``checkpoint``, as the report shows it)."""
+    df = wh.read(rubric, table, columns=("checkpoint_id", *columns), where=where, order_by=order_by)
+    return df.rename(columns={"checkpoint_id": "checkpoint"})
+
+
+def _true(column: pd.Series) -> pd.Series:
+    """A boolean column with no value read as false (SQL's ``WHERE column``)."""
+    return column.astype("boolean").fillna(False).astype(bool)
+
+
+def leaderboard(wh: Warehouse) -> pd.DataFrame:
+    """The leaderboard view as the report and the export show it: one row per rubric and checkpoint, a rubric whose
+    file is gone marked so."""
+    columns: tuple[str, ...] = ("rubric", "rubric_configured", "checkpoint_id", "model", "headline_name", "headline")
+    columns += ("ci_low",)
+    columns += ("ci_high", "gates_passed", "gates_total", "verdict", "judge_trust", "judge", "created_at")
+    board = wh.read("main", "leaderboard", columns=columns, order_by=("rubric", "created_at"))
+    gone = ~_true(board.rubric_configured)
+    board["rubric"] = board.rubric.where(~gone, board.rubric + " (rubric file removed)")
+    board = board.rename(columns={"checkpoint_id": "checkpoint", "headline": "score", "headline_name": "headline"})
+    return board[["rubric", "checkpoint", "model", "headline", "score", "ci_low", "ci_high", "gates_passed"]
+                 + ["gates_total", "verdict", "judge_trust", "judge"]]  # fmt: skip
+
+
 def rubric_section(wh: Warehouse, rubric: str) -> str:
-    order = wh.query_df("SELECT checkpoint_id, created_at FROM main.checkpoints ORDER BY created_at, checkpoint_id")
+    order = wh.read(
+        "main", "checkpoints", columns=("checkpoint_id", "created_at"), order_by=("created_at", "checkpoint_id")
+    )
     rank = {c: i for i, c in enumerate(order.checkpoint_id)}
-    summ = wh.query_df(f"SELECT * FROM \"{rubric}\".summary WHERE breakdown = 'all'")
+    summ = wh.read(rubric, "summary", where={"breakdown": "all"})
     summ = summ.assign(_o=summ.checkpoint_id.map(rank)).sort_values("_o")
     headline = summ[summ.headline.astype(str).str.lower() == "true"].score.iloc[0] if len(summ) else None
     out = [f"<section id='{_esc(rubric)}'><h2>{_esc(rubric)}</h2>"]
     if headline:
-        scores = wh.query_df(f'SELECT checkpoint_id, "{headline}" AS v FROM "{rubric}".scores')
+        scores = wh.read(rubric, "scores", columns=("checkpoint_id", headline)).set_axis(["checkpoint_id", "v"], axis=1)
         vals = {
             c: pd.to_numeric(g.v, errors="coerce").dropna().to_numpy(float)
             for c, g in sorted(scores.groupby("checkpoint_id"), key=lambda kv: rank.get(kv[0], 0))
@@ -195,22 +230,26 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
             ]
         out.append("<div class='charts'>" + "".join(charts) + "</div>")
     if wh.table_exists(rubric, "gates"):
-        g = wh.query_df(
-            f'SELECT checkpoint_id AS checkpoint, gate, passed, value, threshold, reason FROM "{rubric}".gates'
-        )
+        g = _by_checkpoint(wh, rubric, "gates", ("gate", "passed", "value", "threshold", "reason"))
         g = g.assign(_o=g.checkpoint.map(rank)).sort_values(["_o", "gate"]).drop(columns="_o")
         out.append("<h3>Gates</h3>" + _table(g, "passed"))
     if wh.table_exists(rubric, "comparison"):
-        c = wh.query_df(
-            f"SELECT checkpoint_id AS checkpoint, parent_id AS parent, score, n_pairs, delta, ci_low, ci_high, "
-            f'share_better, share_worse, regression FROM "{rubric}".comparison WHERE guarded OR regression'
-        )
+        c = _by_checkpoint(
+            wh,
+            rubric,
+            "comparison",
+            ("parent_id", "score", "n_pairs", "delta", "ci_low", "ci_high", "share_better", "share_worse")
+            + ("regression", "guarded"),
+        ).rename(columns={"parent_id": "parent"})
+        c = c[_true(c.guarded) | _true(c.regression)].drop(columns="guarded")
         out.append("<h3>Guarded scores against the parent</h3>" + _table(c))
     if wh.table_exists(rubric, "judge_repeatability"):
-        rp = wh.query_df(
-            "SELECT checkpoint_id AS checkpoint, dimension, n_samples, times, score_source, alpha_interval, "
-            "mean_within_sd, share_changed, alpha_chosen, mean_within_sd_chosen, share_changed_chosen, missing "
-            f'FROM "{rubric}".judge_repeatability'
+        rp = _by_checkpoint(
+            wh,
+            rubric,
+            "judge_repeatability",
+            ("dimension", "n_samples", "times", "score_source", "alpha_interval", "mean_within_sd", "share_changed")
+            + ("alpha_chosen", "mean_within_sd_chosen", "share_changed_chosen", "missing"),
         )
         rp = rp.assign(_o=rp.checkpoint.map(rank)).sort_values(["_o", "dimension"]).drop(columns="_o")
         out.append(
@@ -218,10 +257,12 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
             "score the judge wrote)</h3>" + _table(rp)
         )
     if wh.table_exists(rubric, "length_bias"):
-        lb = wh.query_df(
-            "SELECT checkpoint_id AS checkpoint, score, n, judge_length_rho, n_rated, rated_judge_length_rho, "
-            "human_length_rho, rho_gap, gap_ci_low, gap_ci_high, flagged, mean, length_controlled_mean "
-            f'FROM "{rubric}".length_bias'
+        lb = _by_checkpoint(
+            wh,
+            rubric,
+            "length_bias",
+            ("score", "n", "judge_length_rho", "n_rated", "rated_judge_length_rho", "human_length_rho", "rho_gap")
+            + ("gap_ci_low", "gap_ci_high", "flagged", "mean", "length_controlled_mean"),
         )
         lb = lb.assign(_o=lb.checkpoint.map(rank)).sort_values(["_o", "score"]).drop(columns="_o")
         out.append(
@@ -229,10 +270,14 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
             "the parent's mean length)</h3>" + _table(lb)
         )
     if wh.table_exists(rubric, "agreement"):
-        a = wh.query_df(f"""SELECT checkpoint_id AS checkpoint, dimension, raters, n_items, value AS kappa_quadratic,
-                            ci_low, ci_high, prevalence, ceiling_share, label FROM "{rubric}".agreement
-                            WHERE statistic = 'cohen_kappa_quadratic' AND checkpoint_id = 'ALL'
-                            ORDER BY raters, dimension""")
+        a = _by_checkpoint(
+            wh,
+            rubric,
+            "agreement",
+            ("dimension", "raters", "n_items", "value", "ci_low", "ci_high", "prevalence", "ceiling_share", "label"),
+            where={"statistic": "cohen_kappa_quadratic", "checkpoint_id": "ALL"},
+            order_by=("raters", "dimension"),
+        ).rename(columns={"value": "kappa_quadratic"})
         out.append(
             "<h3>Agreement, all checkpoints (quadratic kappa; prevalence and ceiling share beside it)</h3>" + _table(a)
         )
@@ -326,16 +371,7 @@ def overview_html(ov: Overview) -> str:
 
 def build_report(wh: Warehouse) -> str:
     rubrics = sorted({schema for schema, _ in wh.tables(["summary"])} - {"main"})
-    board = (
-        wh.query_df(
-            "SELECT rubric || CASE WHEN rubric_configured THEN '' ELSE ' (rubric file removed)' END AS rubric, "
-            "checkpoint_id AS checkpoint, model, headline_name AS headline, headline AS score, "
-            "ci_low, ci_high, gates_passed, gates_total, verdict, judge_trust, judge "
-            "FROM main.leaderboard ORDER BY rubric, created_at"
-        )
-        if rubrics
-        else pd.DataFrame()
-    )
+    board = leaderboard(wh) if rubrics else pd.DataFrame()
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     nav = " · ".join(f"<a href='#{_esc(r)}'>{_esc(r)}</a>" for r in rubrics)
     body = "".join(rubric_section(wh, r) for r in rubrics)

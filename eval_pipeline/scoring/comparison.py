@@ -15,7 +15,6 @@ dimension) does not hide one the people's ratings show.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +24,7 @@ from eval_pipeline.agreement.ppi import people_mean, ppi_change
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, COMPARISON_COLUMNS
 from eval_pipeline.core.resampling import in_item_order, mean_intervals
+from eval_pipeline.core.types import Row
 from eval_pipeline.scoring.gates.base import GateResult, RegressionSpec, pending
 from eval_pipeline.scoring.summary import numeric_scores
 from eval_pipeline.storage.warehouse import Warehouse
@@ -104,7 +104,7 @@ def parent_of(wh: Warehouse, checkpoint_id: str) -> str | None:
     manifest names, else the one created just before it."""
     if not wh.table_exists(*CHECKPOINTS):
         return None
-    return find_parent(wh.query_df(f"SELECT * FROM {CHECKPOINTS[0]}.{CHECKPOINTS[1]}"), checkpoint_id)
+    return find_parent(wh.read(*CHECKPOINTS), checkpoint_id)
 
 
 def not_comparable(rubric: RubricConfig, checkpoint_id: str, parent_id: str, note: str) -> pd.DataFrame:
@@ -133,7 +133,7 @@ def compare(
     child: pd.DataFrame,
     parent: pd.DataFrame,
     judge_noise_sd: dict[str, float] | None = None,
-    calibrated: list[dict[str, Any]] | None = None,
+    calibrated: list[Row] | None = None,
     untrusted: set[str] | None = None,
 ) -> pd.DataFrame:
     """Per score: the paired change against the parent with its bootstrap CI. ``judge_noise_sd`` (the judge's
@@ -144,7 +144,7 @@ def compare(
     but is no evidence of a regression (the note points to the calibrated row, which is)."""
     from eval_pipeline.judge.repeat import noise_band
 
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     merged = in_item_order(child, ["sample_id"]).merge(parent, on="sample_id", suffixes=("", "__parent"))
     cols = [c for c in numeric_scores(rubric) if c in child.columns and c in parent.columns]
     pairs = {
@@ -214,12 +214,12 @@ def calibrated_rows(
     parent_id: str,
     judge: pd.DataFrame,
     humans: pd.DataFrame,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """Per judged dimension people rated in both checkpoints: the PPI++ change of the people's mean (one row,
     score ``<dimension>_calibrated``). ``judge``: (checkpoint_id, sample_id, dimension, score) of the panel on the
     people's scale, both checkpoints; ``humans``: the people's ratings of both (checkpoint_id, sample_id,
     dimension, score). A dimension without at least 2 rated samples on each side has no row."""
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     if judge.empty or humans.empty:
         return rows
     f_by = judge.dropna(subset=["score"]).groupby(["checkpoint_id", "dimension", "sample_id"]).score.mean()

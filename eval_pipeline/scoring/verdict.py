@@ -29,6 +29,7 @@ import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL, UNPLACED, UNRATED
+from eval_pipeline.core.types import Row
 from eval_pipeline.storage.warehouse import Warehouse
 
 VERDICTS = ("incomplete", "regressed", "failed gates", "judge untrusted", "pending ratings", "passed")
@@ -65,7 +66,7 @@ class Verdict:
     gates_passed: int = 0
     gates_failed: int = 0
     gates_pending: int = 0
-    failed_gates: list[dict[str, Any]] = field(default_factory=list)  # gate, kind, value, threshold, reason
+    failed_gates: list[Row] = field(default_factory=list)  # gate, kind, value, threshold, reason
     trust: str = "no judge"  # trusted / untrusted / pending / no judge / not assessed
     untrusted: list[str] = field(default_factory=list)
     drifting: list[str] = field(default_factory=list)
@@ -73,7 +74,7 @@ class Verdict:
     ratings_needed: int = 0  # more rated samples that would settle a pending judge
     rated: int = 0  # the rated samples the judge's pooled verdict rests on
     judge: str = ""
-    regressions: list[dict[str, Any]] = field(default_factory=list)
+    regressions: list[Row] = field(default_factory=list)
     headline_name: str = ""
     headline: float | None = None
     ci_low: float | None = None
@@ -107,9 +108,9 @@ class Verdict:
             parts.append(f"gates {self.gates_passed}/{self.gates_total} passed{pend}")
         return " · ".join(parts)
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> Row:
         """The stored row: scalars as columns, lists and maps as JSON text."""
-        out: dict[str, Any] = {}
+        out: Row = {}
         for key, value in asdict(self).items():
             out[key] = json.dumps(value) if isinstance(value, list | dict) else value
         out["summary"] = self.summary
@@ -117,7 +118,7 @@ class Verdict:
         return out
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Verdict:
+    def from_row(cls, row: Row) -> Verdict:
         names = {f for f in cls.__dataclass_fields__}
         kwargs: dict[str, Any] = {}
         for key, value in row.items():
@@ -137,22 +138,17 @@ class Verdict:
         return cls(**kwargs)
 
 
-def _count(wh: Warehouse, schema: str, table: str, where: str, params: list[Any]) -> int:
-    if not wh.table_exists(schema, table):
-        return 0
-    return int(wh.query_rows(f'SELECT count(*) FROM "{schema}"."{table}" WHERE {where}', params)[0][0])
-
-
 def missing_judge_scores(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> tuple[int, int, dict[str, int]]:
     """(missing, total, the most frequent reasons) over the panel's dimension and questionnaire-metric scores of
     a checkpoint; (0, 0, {}) before judge_scores exists. Reads only those rows' status and reason (a
     questionnaire rubric has ~35 rows a sample: the full rows of 100k samples are GBs)."""
     if not wh.table_exists(rubric.name, "judge_scores"):
         return 0, 0, {}
-    panel = wh.query_df(
-        f'SELECT status, reason FROM "{rubric.name}".judge_scores WHERE checkpoint_id = ? AND judge = ? '
-        "AND kind IN ('dimension', 'questionnaire_metric')",
-        [ckpt, PANEL],
+    panel = wh.read(
+        rubric.name,
+        "judge_scores",
+        columns=("status", "reason"),
+        where={"checkpoint_id": ckpt, "judge": PANEL, "kind": ("dimension", "questionnaire_metric")},
     )
     missing = panel[panel.status == "missing"]
     reasons = missing.reason.fillna("no reason").map(lambda r: str(r).split(";")[0][:120]).value_counts()
@@ -160,23 +156,17 @@ def missing_judge_scores(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> tupl
 
 
 def _read_counts(s: Warehouse, v: Verdict, rubric: RubricConfig, ckpt: str) -> None:
-    v.lines = _count(s, rubric.name, "raw_outputs", "checkpoint_id = ?", [ckpt])
-    v.valid = _count(s, rubric.name, "samples", "checkpoint_id = ?", [ckpt])
-    where = "rubric = ? AND checkpoint_id = ? AND stage = ?"
-    v.quarantined = _count(s, "main", "quarantine", where, [rubric.name, ckpt, "validate"])
+    v.lines = s.count(rubric.name, "raw_outputs", {"checkpoint_id": ckpt})
+    v.valid = s.count(rubric.name, "samples", {"checkpoint_id": ckpt})
+    v.quarantined = s.count("main", "quarantine", {"rubric": rubric.name, "checkpoint_id": ckpt, "stage": "validate"})
     v.judge_missing, v.judge_total, v.judge_reasons = missing_judge_scores(s, rubric, ckpt)
-    if s.table_exists(rubric.name, "human_ratings"):
-        v.rating_rows = int(
-            s.query_rows(
-                f'SELECT count(DISTINCT (source_file, line_number)) FROM "{rubric.name}".human_ratings '
-                "WHERE checkpoint_id = ?",
-                [ckpt],
-            )[0][0]
-        )
-    if not s.table_exists("main", "quarantine"):
-        return
-    rejected = s.query_df(
-        f"SELECT source_file, line_number, reason FROM main.quarantine WHERE {where}", [rubric.name, ckpt, "ratings"]
+    ratings = {"checkpoint_id": ckpt}
+    v.rating_rows = s.count(rubric.name, "human_ratings", ratings, distinct=("source_file", "line_number"))
+    rejected = s.read(
+        "main",
+        "quarantine",
+        columns=("source_file", "line_number", "reason"),
+        where={"rubric": rubric.name, "checkpoint_id": ckpt, "stage": "ratings"},
     )
     if not len(rejected):
         return
@@ -224,7 +214,7 @@ def _number(value: float | None) -> str:
 _BELOW = re.compile(r"^below \S+ on ([^;]+);")
 
 
-def _gate_text(g: dict[str, Any]) -> str:
+def _gate_text(g: Row) -> str:
     """``<gate> [on <what failed>] <value> (threshold t)``: the value named after what it is the value of."""
     on = _BELOW.match(str(g["reason"] or ""))
     subject = f" on {on.group(1)}" if on else ""
@@ -311,7 +301,7 @@ def _regressions(v: Verdict, comparison: pd.DataFrame | None) -> None:
         )
 
 
-def regression_text(r: dict[str, Any]) -> str:
+def regression_text(r: Row) -> str:
     """One regression as the console, the viewer and the report say it (the direction said when lower is
     better)."""
     p = "" if r.get("p_holm") is None else f" p_holm {r['p_holm']:.2g}"
@@ -329,43 +319,37 @@ def decide(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> Verdict:
     pending: list[tuple[str, str]] = []
     with wh.session() as s:
         _read_counts(s, v, rubric, ckpt)
+        this = {"checkpoint_id": ckpt}
         if s.table_exists(rubric.name, "gates"):
-            gates = s.query_df(f'SELECT * FROM "{rubric.name}".gates WHERE checkpoint_id = ? ORDER BY gate', [ckpt])
-            kinds, pending = _gates(v, gates)
+            kinds, pending = _gates(v, s.read(rubric.name, "gates", where=this, order_by=("gate",)))
         if s.table_exists(rubric.name, "judge_trust"):
-            _trust(v, s.query_df(f'SELECT * FROM "{rubric.name}".judge_trust WHERE checkpoint_id = ?', [ckpt]))
+            _trust(v, s.read(rubric.name, "judge_trust", where=this))
         changes = None
+        notes: list[str] = []
         if s.table_exists(rubric.name, "comparison"):
-            changes = s.query_df(f'SELECT * FROM "{rubric.name}".comparison WHERE checkpoint_id = ?', [ckpt])
+            changes = s.read(rubric.name, "comparison", where=this)
             _regressions(v, changes)
-            notes = s.query_rows(
-                f'SELECT DISTINCT note FROM "{rubric.name}".comparison WHERE checkpoint_id = ? '
-                "AND status = 'not_comparable'",
-                [ckpt],
-            )
-        else:
-            notes = []
-        if s.table_exists(rubric.name, "summary"):
-            head = s.query_rows(
-                f'SELECT score, mean, ci_low, ci_high, n FROM "{rubric.name}".summary WHERE checkpoint_id = ? '
-                "AND breakdown = 'all' AND headline LIMIT 1",
-                [ckpt],
-            )
-            if head:
-                name, mean, lo, hi, n = head[0]
-                v.headline_name, v.n = str(name), int(n or 0)
-                v.headline, v.ci_low, v.ci_high = (None if x != x else x for x in (mean, lo, hi))
-        if not v.judge and s.table_exists(rubric.name, "judge_identity"):
-            label = s.query_rows(
-                f'SELECT any_value(label) FROM "{rubric.name}".judge_identity WHERE checkpoint_id = ?', [ckpt]
-            )
-            v.judge = str(label[0][0] or "") if label else ""
+            notes = [str(n) for n in changes[changes.status == "not_comparable"].note.drop_duplicates()]
+        head = s.read(
+            rubric.name,
+            "summary",
+            columns=("score", "mean", "ci_low", "ci_high", "n", "headline"),
+            where={"checkpoint_id": ckpt, "breakdown": "all", "headline": True},
+            limit=1,
+        )
+        if len(head):
+            name, mean, lo, hi, n, _ = head.iloc[0]
+            v.headline_name, v.n = str(name), int(0 if n is None or n != n else n)
+            v.headline, v.ci_low, v.ci_high = (None if x is None or x != x else float(x) for x in (mean, lo, hi))
+        if not v.judge:
+            labels = s.read(rubric.name, "judge_identity", columns=("label",), where=this, limit=1)
+            v.judge = str(labels.label.iloc[0] or "") if len(labels) else ""
     if changes is not None and len(changes):
         _headline_change(v, changes)
     if (rubric.judged_dimensions or rubric.questionnaire) and v.trust == "no judge":
         v.trust = "not assessed"
     v.incomplete = _incompleteness(v, rubric)
-    _reasons(v, kinds, pending, [str(n) for (n,) in notes], any(g.kind == "regression" for g in rubric.gates))
+    _reasons(v, kinds, pending, notes, any(g.kind == "regression" for g in rubric.gates))
     return v
 
 
@@ -410,7 +394,7 @@ def _reasons(
         out.append(
             (JUDGE, "; ".join(f"{g['gate']}: {g['reason']}" if len(failed) > 1 else str(g["reason"]) for g in failed))
         )
-    by_kind: dict[str, list[dict[str, Any]]] = {}
+    by_kind: dict[str, list[Row]] = {}
     for g in other:
         by_kind.setdefault(str(g["kind"]), []).append(g)
     for kind, gates in sorted(by_kind.items()):
@@ -427,14 +411,11 @@ def store(wh: Warehouse, v: Verdict, run_id: str, snapshot: int | None) -> None:
     """Replace this checkpoint's verdict row. A complete verdict records ``snapshot`` (the lake's snapshot that
     holds the results it speaks of); an incomplete one carries the last complete one forward."""
     last: Any = None
-    if wh.table_exists(v.rubric, TABLE):
-        prev = wh.query_rows(
-            f'SELECT verdict, snapshot, last_complete_snapshot FROM "{v.rubric}".{TABLE} WHERE checkpoint_id = ?',
-            [v.checkpoint_id],
-        )
-        if prev:
-            verdict, snap, carried = prev[0]
-            last = snap if verdict != "incomplete" else carried
+    columns = ("verdict", "snapshot", "last_complete_snapshot")
+    prev = wh.read(v.rubric, TABLE, columns=columns, where={"checkpoint_id": v.checkpoint_id})
+    if len(prev):
+        verdict, snap, carried = prev.iloc[0]
+        last = snap if verdict != "incomplete" else carried
     v.run_id = run_id
     v.snapshot = None if v.verdict == "incomplete" else snapshot
     v.last_complete_snapshot = last if v.verdict == "incomplete" else None
@@ -450,11 +431,6 @@ def store(wh: Warehouse, v: Verdict, run_id: str, snapshot: int | None) -> None:
 
 def read(wh: Warehouse, rubric: str, checkpoint_ids: list[str] | None = None) -> list[Verdict]:
     """Stored verdicts of a rubric (of ``checkpoint_ids``, else all), with their run id as ``run_id`` attribute."""
-    if not wh.table_exists(rubric, TABLE):
-        return []
-    where, params = "", []
-    if checkpoint_ids is not None:
-        where = f" WHERE checkpoint_id IN ({', '.join('?' for _ in checkpoint_ids)})"
-        params = list(checkpoint_ids)
-    df = wh.query_df(f'SELECT * FROM "{rubric}".{TABLE}{where} ORDER BY checkpoint_id', params)
+    where = None if checkpoint_ids is None else {"checkpoint_id": tuple(checkpoint_ids)}
+    df = wh.read(rubric, TABLE, where=where, order_by=("checkpoint_id",))
     return [Verdict.from_row(row) for row in df.to_dict("records")]

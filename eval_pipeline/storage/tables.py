@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eval_pipeline.core.ids import check_identifier
+from eval_pipeline.core.types import Row
 
 
 @contextmanager
@@ -169,7 +170,7 @@ def column_types(df: Frame) -> list[tuple[str, str]]:
     return [(c, duck_type(df[c])) for c in df.columns]
 
 
-def check_partition(schema: str, table: str, df: Frame, where: dict[str, Any]) -> None:
+def check_partition(schema: str, table: str, df: Frame, where: Row) -> None:
     """Safe names, and every row of ``df`` inside the partition ``where`` (column = value)."""
     qualified(schema, table)
     for col, value in where.items():
@@ -184,11 +185,63 @@ def check_partition(schema: str, table: str, df: Frame, where: dict[str, Any]) -
             raise ValueError(f"rows written to {schema}.{table} must all have {col} = {value!r}")
 
 
-def partition_condition(where: dict[str, Any]) -> str:
+Filter = str | int | float | bool | None | Sequence[str | int | float | bool]  # a column's value, or any of several
+
+
+def conditions(where: Mapping[str, Filter]) -> tuple[str, list[object]]:
+    """``where`` as a condition with bound values: ``"c" = ?``, ``"c" IS NULL``, ``"c" IN (?, ...)``."""
+    parts: list[str] = []
+    params: list[object] = []
+    for column, value in where.items():
+        name = quote_ident(column)
+        if value is None:
+            parts.append(f"{name} IS NULL")
+        elif isinstance(value, (list, tuple)):
+            parts.append(f"{name} IN ({', '.join('?' for _ in value)})" if value else "FALSE")
+            params += list(value)
+        else:
+            parts.append(f"{name} = ?")
+            params.append(value)
+    return " AND ".join(parts) or "TRUE", params
+
+
+def select_sql(
+    schema: str,
+    table: str,
+    columns: Sequence[str],
+    where: Mapping[str, Filter],
+    order_by: Sequence[str],
+    distinct: bool,
+    limit: int | None,
+) -> tuple[str, list[object]]:
+    """The statement and values of ``Warehouse.read``."""
+    cols = ", ".join(quote_ident(c) for c in columns) or "*"
+    condition, params = conditions(where)
+    sql = f"SELECT {'DISTINCT ' if distinct else ''}{cols} FROM {qualified(schema, table)} WHERE {condition}"
+    if order_by:
+        sql += " ORDER BY " + ", ".join(quote_ident(c) for c in order_by)
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    return sql, params
+
+
+def count_sql(
+    schema: str, table: str, where: Mapping[str, Filter], distinct: Sequence[str]
+) -> tuple[str, list[object]]:
+    """The statement and values of ``Warehouse.count``."""
+    what = f"count(DISTINCT ({', '.join(quote_ident(c) for c in distinct)}))" if distinct else "count(*)"
+    condition, params = conditions(where)
+    return f"SELECT {what} FROM {qualified(schema, table)} WHERE {condition}", params
+
+
+def partition_condition(where: Row) -> str:
     return " AND ".join(f'"{c}" = ?' for c in where) or "TRUE"
 
 
-def partition_key(schema: str, table: str, where: dict[str, Any]) -> tuple[Any, ...]:
+PartitionKey = tuple[str, str, tuple[tuple[str, object], ...]]  # (schema, table, the partition's column values)
+
+
+def partition_key(schema: str, table: str, where: Row) -> PartitionKey:
     """One partition of one table, as a dictionary key (the order of ``where`` does not matter)."""
     return (schema, table, tuple(sorted(where.items())))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -21,21 +21,26 @@ import pyarrow as pa
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.ids import check_identifier
+from eval_pipeline.core.types import Row
 from eval_pipeline.storage.backend import WarehouseBackend
 from eval_pipeline.storage.readonly import refuse_reaching_out
 from eval_pipeline.storage.registry import open_backend
 from eval_pipeline.storage.staging import FileStagedWriter, PartitionWriter, TransactionWriter
 from eval_pipeline.storage.tables import (
     COLUMNS_SQL,
+    Filter,
     Frame,
     Known,
+    PartitionKey,
     Select,
     check_partition,
+    count_sql,
     ensure_table,
     insert_by_name,
     partition_condition,
     partition_key,
     qualified,
+    select_sql,
     transaction,
 )
 
@@ -67,9 +72,9 @@ class Warehouse:
         self._write_lock = threading.RLock()  # this object's writers take turns (one connection's transaction each)
         # the rows the last committed replacement of each partition wrote, through this object: a step's row count
         # for Dagster's metadata comes from its write, not from one more query (each costs a DuckLake a catalog read)
-        self._written: dict[tuple[str, str, tuple[Any, ...]], int] = {}
+        self._written: dict[PartitionKey, int] = {}
         # what callers learnt of the warehouse and may trust for as long as this object lives (one run)
-        self.memo: dict[str, Any] = {}
+        self.memo: Row = {}
 
     def exists(self) -> bool:
         return self.backend.exists()
@@ -199,6 +204,36 @@ class Warehouse:
         with self.connect() as con:
             return list(con.execute(sql, params or []).fetchall())
 
+    def read(
+        self,
+        schema: str,
+        table: str,
+        *,
+        columns: Sequence[str] = (),
+        where: Mapping[str, Filter] | None = None,
+        order_by: Sequence[str] = (),
+        distinct: bool = False,
+        limit: int | None = None,
+    ) -> pd.DataFrame:
+        """Rows of ``schema.table``: ``columns`` (every one when empty), those whose columns equal ``where``'s values
+        (a list or tuple: any of its values; None: no value), ``distinct``, ordered by ``order_by``, at most
+        ``limit``. Names are checked identifiers and values are bound, never spliced into the statement. A table
+        nobody has made yet reads as no rows (with ``columns``, when given)."""
+        if not self.table_exists(schema, table):
+            return pd.DataFrame(columns=list(columns))
+        sql, params = select_sql(schema, table, columns, where or {}, order_by, distinct, limit)
+        return self.query_df(sql, params)
+
+    def count(
+        self, schema: str, table: str, where: Mapping[str, Filter] | None = None, distinct: Sequence[str] = ()
+    ) -> int:
+        """How many rows of ``schema.table`` match ``where`` (as in ``read``); with ``distinct``, how many distinct
+        combinations of those columns; 0 when nobody has made the table yet."""
+        if not self.table_exists(schema, table):
+            return 0
+        sql, params = count_sql(schema, table, where or {}, distinct)
+        return int(self.query_rows(sql, params)[0][0])
+
     def schema_exists(self, schema: str) -> bool:
         return bool(self.query_rows("SELECT 1 FROM information_schema.schemata WHERE schema_name = ?", [schema]))
 
@@ -259,7 +294,7 @@ class Warehouse:
         schema: str,
         table: str,
         df: pd.DataFrame,
-        where: dict[str, Any],
+        where: Row,
     ) -> int:
         """Atomically replace the rows matching ``where`` (column = value) with ``df``.
 
@@ -270,9 +305,7 @@ class Warehouse:
         self.replace_partitions([(schema, table, where, [df])])
         return len(df)
 
-    def replace_partitions(
-        self, parts: Sequence[tuple[str, str, dict[str, Any], Sequence[Frame | Select]]]
-    ) -> list[int]:
+    def replace_partitions(self, parts: Sequence[tuple[str, str, Row, Sequence[Frame | Select]]]) -> list[int]:
         """Each (schema, table, where, rows): the rows matching ``where`` replaced by the rows of the frames (or
         of the queries, run in the engine), every partition in one transaction, run again whole when its commit
         loses a race with another process's. A table nobody has made yet is made inside that transaction where
@@ -319,7 +352,7 @@ class Warehouse:
             self._written[partition_key(schema, table, where)] = n
         return counts
 
-    def rows_written(self, schema: str, table: str, where: dict[str, Any]) -> int | None:
+    def rows_written(self, schema: str, table: str, where: Row) -> int | None:
         """The rows this object's last committed replacement of that partition wrote, or None (not written here,
         or by a writer that does not count them)."""
         return self._written.get(partition_key(schema, table, where))

@@ -138,7 +138,7 @@ def test_one_bad_line_never_costs_its_neighbours(tmp_path, monkeypatch, capsys):
 
 def test_a_rubric_whose_file_is_gone_is_marked_in_the_leaderboard(tmp_path):
     """Class (#19.17): results stay queryable, but never pass for current once their rubric file is deleted."""
-    from eval_pipeline.publish.views import refresh_views
+    from eval_pipeline.storage.views import refresh_views
     from eval_pipeline.storage.warehouse import Warehouse
 
     wh = Warehouse(tmp_path / "w.duckdb")

@@ -195,7 +195,7 @@ def test_small_writes_go_to_parquet_unless_inlining_is_asked_for_and_maintain_fl
 def test_views_are_created_again_only_when_their_sql_changes(lake):
     """Every publish step refreshes the views; on a DuckLake each CREATE is a new snapshot and costs every process
     its catalog cache, so a refresh that would write the same views writes nothing."""
-    from eval_pipeline.publish.views import refresh_views
+    from eval_pipeline.storage.views import refresh_views
 
     wh = Warehouse(lake)
     wh.execute(

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field, field_validator, model_validator
 
 from eval_pipeline.core.ids import IDENTIFIER_RE
 from eval_pipeline.core.strict import Strict
+from eval_pipeline.core.types import JSONObject, Record
 
 
 class Scale(Strict):
@@ -34,7 +33,7 @@ class Example(Strict):
 
     id: str
     scores: dict[str, int] = Field(description="dimension key -> the score the document gives")
-    fields: dict[str, Any] = Field(default_factory=dict, description="Sample fields (e.g. user_statement).")
+    fields: Record = Field(default_factory=dict, description="Sample fields (e.g. user_statement).")
     response: str
     note: str = ""
 
@@ -48,7 +47,7 @@ class HeuristicTerm(Strict):
 
     feature: str
     weight: float = Field(1.0, gt=0)
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: JSONObject = Field(default_factory=dict)
 
 
 class ChecklistItem(Strict):

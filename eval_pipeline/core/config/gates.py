@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field, field_validator
 
 from eval_pipeline.core.ids import IDENTIFIER_RE
 from eval_pipeline.core.params import Params
 from eval_pipeline.core.strict import Strict
+from eval_pipeline.core.types import JSONObject
 
 
 class GateParams(Params):
@@ -27,7 +26,7 @@ class Gate(Strict):
     values: list[str] | None = None
     threshold: float
     min_samples: int = Field(1, ge=1, description="Fewer samples than this: the gate fails closed.")
-    params: dict[str, Any] = Field(default_factory=dict, description="Further thresholds of the gate kind.")
+    params: JSONObject = Field(default_factory=dict, description="Further thresholds of the gate kind.")
     description: str = ""
 
     @field_validator("name")

@@ -8,13 +8,14 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from eval_pipeline.core.strict import Strict
+from eval_pipeline.core.types import JSONObject
 
 
 class MetricSpec(Strict):
     """A deterministic metric function (registered in eval_pipeline.metrics) and its parameters."""
 
     function: str
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: JSONObject = Field(default_factory=dict)
 
 
 class Adjustment(Strict):
@@ -139,7 +140,7 @@ class JudgeSpec(Strict):
         description="Ask for the score tokens' log probabilities (logprobs: true, top_logprobs: N; OpenAI and vLLM "
         "return them): the distribution over the scale and the expected score are recorded. 0: not asked.",
     )
-    extra_body: dict[str, Any] = Field(
+    extra_body: JSONObject = Field(
         default_factory=dict,
         description="Server-specific request options sent as they are (llama.cpp's repeat_penalty, top_k, min_p; "
         "vLLM's top_k ...). Part of the judge's identity and cache key. The pipeline's own fields (model, "
@@ -149,7 +150,7 @@ class JudgeSpec(Strict):
 
     @field_validator("extra_body")
     @classmethod
-    def _extra_body(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _extra_body(cls, value: JSONObject) -> JSONObject:
         owned = sorted(set(value) & OWNED_REQUEST_FIELDS)
         if owned:
             raise ValueError(f"{owned} are set by the pipeline (use the judge's own fields), not in extra_body")

@@ -10,6 +10,7 @@ from pydantic import Field
 from eval_pipeline.core.derived import derived_kind
 from eval_pipeline.core.derived.base import DerivedKind
 from eval_pipeline.core.strict import Strict
+from eval_pipeline.core.types import Row
 
 OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt, "==": operator.eq, "!=": operator.ne}
 
@@ -37,7 +38,7 @@ class RulesScore(DerivedKind):
     def refs(self) -> list[str]:
         return [c.score for r in self.rules for c in r.all]
 
-    def _status(self, row: dict[str, Any]) -> str | None:
+    def _status(self, row: Row) -> str | None:
         for rule in self.rules:
             vals: list[Any] = [row.get(c.score) for c in rule.all]
             if any(_missing(v) for v in vals):

@@ -1,7 +1,5 @@
 """Agreement: human-human and judge-human statistics per dimension, for this checkpoint and for all."""
 
-from typing import Any
-
 import dagster as dg
 import pandas as pd
 
@@ -10,7 +8,7 @@ from eval_pipeline.agreement.length_bias import length_bias, log_words
 from eval_pipeline.agreement.ppi import calibrated_means
 from eval_pipeline.agreement.trust import OVERALL, trust_rows
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import ALL_CHECKPOINTS, JUDGE_VS_HUMAN_MEAN, PANEL
+from eval_pipeline.core.contracts import ALL_CHECKPOINTS, JUDGE_VS_HUMAN_MEAN
 from eval_pipeline.defs.asset import (
     asset_key,
     panel_on_human_scale,
@@ -21,6 +19,7 @@ from eval_pipeline.defs.asset import (
     rubric_asset,
     viewer_link,
 )
+from eval_pipeline.defs.queries import rated_panel_scores
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring.comparison import parent_of
 from eval_pipeline.storage.warehouse import Warehouse
@@ -34,11 +33,7 @@ def _rated_panel_rows(wh: Warehouse, rubric: RubricConfig) -> pd.DataFrame:
     """The panel's judge_scores rows of the samples people rated, of every checkpoint: agreement needs no other
     (a 100k-sample checkpoint has about 1,000 rated); this checkpoint's and a judge's pooled ones are taken
     from them."""
-    return wh.query_df(
-        f'SELECT j.* FROM "{rubric.name}".judge_scores j WHERE j.judge = ? AND (j.checkpoint_id, j.sample_id) '
-        f'IN (SELECT DISTINCT checkpoint_id, sample_id FROM "{rubric.name}".human_ratings)',
-        [PANEL],
-    )
+    return rated_panel_scores(wh, rubric.name)
 
 
 def _judge_trust(
@@ -57,12 +52,8 @@ def _judge_trust(
     if who is None:
         return None
     identity, label = who
-    same = {
-        str(c)
-        for (c,) in wh.query_rows(
-            f'SELECT DISTINCT checkpoint_id FROM "{rubric.name}".judge_identity WHERE judge_identity = ?', [identity]
-        )
-    }
+    judged = wh.read(rubric.name, "judge_identity", columns=("checkpoint_id",), where={"judge_identity": identity})
+    same = {str(c) for c in judged.checkpoint_id}
     ratings = all_ratings[all_ratings.checkpoint_id.isin(same)]
     judge = all_judge[all_judge.checkpoint_id.isin(same)]
     if len(ratings) == len(all_ratings) and len(judge) == len(all_judge):
@@ -93,14 +84,14 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         "judge vs humans: Spearman, Kendall, MAE, bias and kappa; prevalence and ceiling share beside every kappa. "
         f"Rows for this checkpoint and, refreshed on every run, for {ALL_CHECKPOINTS} checkpoints.",
     )
-    def agreement(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
+    def agreement(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         ratings = required_rows(wh, rubric, "human_ratings", ckpt_id)
         all_judge = _rated_panel_rows(wh, rubric) if has_judge else None
         judge = all_judge[all_judge.checkpoint_id == ckpt_id] if all_judge is not None else None
         df = compute_agreement(rubric, ckpt_id, ratings, judge)
-        all_ratings = wh.query_df(f'SELECT * FROM "{rubric.name}".human_ratings')
+        all_ratings = wh.read(rubric.name, "human_ratings")
         overall = compute_agreement(rubric, ALL_CHECKPOINTS, all_ratings, all_judge)
         trust = (
             _judge_trust(wh, rubric, ckpt_id, df, all_ratings, all_judge, overall) if all_judge is not None else None
@@ -136,10 +127,8 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
 
 def _log_words(wh: Warehouse, rubric: RubricConfig, ckpt_id: str) -> pd.Series:
     sid, resp = rubric.inputs.id_field, rubric.inputs.response_field
-    df = wh.query_df(
-        f'SELECT "{sid}" AS sample_id, "{resp}" AS response FROM "{rubric.name}".samples WHERE checkpoint_id = ?',
-        [ckpt_id],
-    )
+    df = wh.read(rubric.name, "samples", columns=(sid, resp), where={"checkpoint_id": ckpt_id})
+    df = df.set_axis(["sample_id", "response"], axis=1)
     return pd.Series(log_words(df.response).to_numpy(), index=df.sample_id)
 
 
@@ -157,7 +146,7 @@ def length_bias_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "mean (the score's log-length slope taken out at the parent's mean length, as AlpacaEval's "
         "length-controlled win rate does).",
     )
-    def length_bias_(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
+    def length_bias_(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         scores = required_rows(wh, rubric, "scores", ckpt_id)

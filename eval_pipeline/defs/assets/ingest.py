@@ -2,7 +2,6 @@
 
 import hashlib
 from collections.abc import Iterator
-from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -16,7 +15,6 @@ from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, WarehouseResource
 from eval_pipeline.ingest.jsonl import RAW_SCHEMA, iter_jsonl
 from eval_pipeline.ingest.ratings import SOURCES, folder_fingerprint, load_ratings
-from eval_pipeline.storage.tables import literal
 
 
 def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
@@ -30,7 +28,7 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     )
     def raw_outputs(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, checkpoints: CheckpointSource
-    ) -> dg.MaterializeResult[Any]:
+    ) -> dg.MaterializeResult[None]:
         ckpt = checkpoints.load(context.partition_key)
         path = ckpt.file_for(rubric.name)
         if path is None:
@@ -87,21 +85,18 @@ def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         description=f"Validated samples of '{rubric.title}' (pandera schema from the rubric's input fields). "
         "Rejected lines go to main.quarantine with their reason; valid + quarantined = lines read.",
     )
-    def samples(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
+    def samples(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         where = {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "validate"}
-        src = (
-            f'(SELECT source_file, line_number, raw_line, decode_error FROM "{rubric.name}".raw_outputs '
-            f"WHERE checkpoint_id = {literal(ckpt_id)})"
-        )
         # judged in the engine, range by range of line numbers; then one transaction replaces both partitions, the
         # samples made from raw_outputs inside the engine, so a checkpoint with nothing valid still keeps its
         # quarantined lines
         with wh.bulk():
             with wh.connect() as con:
-                from eval_pipeline.ingest.engine import EngineValidation  # pandera, polars: slow to import
+                from eval_pipeline.ingest.engine import EngineValidation, raw_outputs_of  # pandera, polars: slow
 
+                src = raw_outputs_of(rubric, ckpt_id)
                 engine = EngineValidation(con, rubric, src, ckpt_id, chunk_lines=settings.ingest_chunk_lines())
                 engine.run()
                 quarantine = engine.quarantine()
@@ -149,15 +144,11 @@ def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         warehouse: WarehouseResource,
         ratings: RatingsSource,
         checkpoints: CheckpointSource,
-    ) -> dg.MaterializeResult[Any]:
+    ) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        ids = {
-            r[0]
-            for r in wh.query_rows(
-                f'SELECT "{rubric.inputs.id_field}" FROM "{rubric.name}".samples WHERE checkpoint_id = ?', [ckpt_id]
-            )
-        }
+        id_field = rubric.inputs.id_field
+        ids = set(wh.read(rubric.name, "samples", columns=(id_field,), where={"checkpoint_id": ckpt_id})[id_field])
         # every checkpoint there is: registered, or a folder not registered yet (a run registers only its own)
         known = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION)) | checkpoints.names()
         local = ratings.folder(rubric.name)  # an s3:// folder mirrored now

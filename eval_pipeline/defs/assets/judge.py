@@ -13,7 +13,8 @@ from eval_pipeline.agreement.trust import judge_bar
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
-from eval_pipeline.defs.asset import asset_key, rounded, rubric_asset
+from eval_pipeline.core.types import Row
+from eval_pipeline.defs.asset import Body, asset_key, rounded, rubric_asset
 from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
 from eval_pipeline.judge import costs
@@ -21,14 +22,15 @@ from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.client import redact
 from eval_pipeline.judge.identity import IDENTITY_COLUMNS
 from eval_pipeline.judge.repeat import pick_subset, repeatability, repeated_scores
+from eval_pipeline.storage.warehouse import Warehouse
 
 
-def _redacting(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _redacting(fn: Body) -> Body:
     """Whatever escapes a judge step leaves it with every key-like string redacted, and without the original
     exception chained (its message, e.g. an error body echoing the key, would reach the event log)."""
 
     @functools.wraps(fn)
-    def step(*args: Any, **kwargs: Any) -> Any:
+    def step(*args: object, **kwargs: object) -> dg.MaterializeResult[None]:
         try:
             return fn(*args, **kwargs)
         except dg.Failure:
@@ -57,9 +59,7 @@ def throttling_text(stats: JudgeRunStats) -> str:
     return f"{start}; halved {stats.timeout_cuts} time(s) on time-outs{settled}{waited}"
 
 
-def _usage_frame(
-    ckpt: str, step: str, run_id: str, batches: list[JudgeRunStats]
-) -> tuple[pd.DataFrame, dict[str, Any]]:
+def _usage_frame(ckpt: str, step: str, run_id: str, batches: list[JudgeRunStats]) -> tuple[pd.DataFrame, Row]:
     """The step's row of ``<rubric>.judge_usage`` and its Dagster metadata, from every judging batch it made."""
     total = JudgeRunStats()
     for b in batches:
@@ -109,16 +109,16 @@ def _usage_frame(
     return frame, metadata
 
 
-def _spent_by_run(wh: Any, run_id: str) -> float:
+def _spent_by_run(wh: Warehouse, run_id: str) -> float:
     """What this run's earlier judge steps recorded as spent (steps in other processes of the same run); asked
     only when a budget is set."""
     if not settings.prices_path() or not _budget_set():
         return 0.0
     try:
-        rows = wh.query_rows("SELECT coalesce(sum(cost), 0) FROM main.judge_usage WHERE run_id = ?", [run_id])
-    except Exception:  # noqa: BLE001 - no usage view yet: nothing recorded
+        spent = wh.read("main", "judge_usage", columns=("cost",), where={"run_id": run_id})
+    except Exception:  # noqa: BLE001 - no usage table yet: nothing recorded
         return 0.0
-    return float(rows[0][0] or 0.0)
+    return float(spent.cost.sum()) if len(spent) else 0.0
 
 
 def _budget_set() -> bool:
@@ -128,13 +128,15 @@ def _budget_set() -> bool:
         return True  # unreadable: costs.spending says so as a BudgetError
 
 
-def _metered(rubric: RubricConfig, step: str) -> Callable[..., Any]:
+def _metered(rubric: RubricConfig, step: str) -> Callable[[Body], Body]:
     """A judge step that draws on the run's budget (EVAL_JUDGE_BUDGET) and records what it used in
     ``<rubric>.judge_usage`` (one row per checkpoint and step) and in its metadata."""
 
-    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap(fn: Body) -> Body:
         @functools.wraps(fn)
-        def step_fn(context: dg.AssetExecutionContext, warehouse: WarehouseResource, *args: Any, **kwargs: Any) -> Any:
+        def step_fn(
+            context: dg.AssetExecutionContext, warehouse: WarehouseResource, *args: object, **kwargs: object
+        ) -> dg.MaterializeResult[None]:
             wh = warehouse.get()
             run_id = context.run.run_id
             try:
@@ -197,7 +199,7 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @_metered(rubric, "judge_scores")
     def judge_scores(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
-    ) -> dg.MaterializeResult[Any]:
+    ) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
@@ -249,7 +251,7 @@ def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @_metered(rubric, "extractions")
     def extractions(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
-    ) -> dg.MaterializeResult[Any]:
+    ) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
@@ -282,7 +284,7 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @_metered(rubric, "judge_calibration")
     def judge_calibration(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
-    ) -> dg.MaterializeResult[Any]:
+    ) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         id_field, response_field = rubric.inputs.id_field, rubric.inputs.response_field
@@ -323,7 +325,7 @@ def judge_repeatability_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @_metered(rubric, "judge_repeatability")
     def judge_repeatability(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
-    ) -> dg.MaterializeResult[Any]:
+    ) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         subset = pick_subset(rubric, ckpt_id, to_records(rubric, load_samples(wh, rubric, ckpt_id)), spec)

@@ -2,11 +2,11 @@
 
 import json
 import time
-from typing import Any
 
 import dagster as dg
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.types import Record, Row
 from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
@@ -15,18 +15,15 @@ from eval_pipeline.metrics.style import TEXTSTAT_VERSION
 from eval_pipeline.storage.warehouse import Warehouse
 
 
-def _with_extractions(
-    wh: Warehouse, rubric: RubricConfig, ckpt_id: str, records: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def _with_extractions(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, records: list[Record]) -> list[Row]:
     """Merge LLM extractions (where they succeeded) into the records under the extraction's name."""
     ex = rubric.extraction
     if ex is None or not wh.table_exists(rubric.name, "extractions"):
         return records
-    rows = wh.query_rows(
-        f"SELECT sample_id, items FROM \"{rubric.name}\".extractions WHERE checkpoint_id = ? AND status = 'ok'",
-        [ckpt_id],
+    rows = wh.read(
+        rubric.name, "extractions", columns=("sample_id", "items"), where={"checkpoint_id": ckpt_id, "status": "ok"}
     )
-    found = {sid: json.loads(items) for sid, items in rows}
+    found = {sid: json.loads(items) for sid, items in zip(rows.sample_id, rows["items"])}
     return [{**r, ex.name: found.get(r["sample_id"])} for r in records]
 
 
@@ -39,7 +36,7 @@ def metrics_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         description="Deterministic per-sample metrics: " + ", ".join(m.function for m in rubric.metrics) + ".",
         metadata={"textstat_version": TEXTSTAT_VERSION},
     )
-    def metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
+    def metrics(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         records = _with_extractions(wh, rubric, ckpt_id, to_records(rubric, load_samples(wh, rubric, ckpt_id)))

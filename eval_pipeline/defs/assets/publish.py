@@ -1,7 +1,5 @@
 """Publishing for people: evaluator worklists (the report is redrawn by the gates asset, views by summary)."""
 
-from typing import Any
-
 import dagster as dg
 
 from eval_pipeline.agreement.compute import rater_sets
@@ -24,7 +22,7 @@ def worklists_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     )
     def worklists(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, publish: PublishTargets
-    ) -> dg.MaterializeResult[Any]:
+    ) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         samples = load_samples(wh, rubric, ckpt_id)

@@ -10,6 +10,7 @@ from eval_pipeline.agreement.compute import rater_sets
 from eval_pipeline.agreement.trust import UNTRUSTED
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
+from eval_pipeline.core.types import Row
 from eval_pipeline.defs.asset import (
     asset_key,
     panel_on_human_scale,
@@ -20,14 +21,15 @@ from eval_pipeline.defs.asset import (
     rubric_asset,
     viewer_link,
 )
+from eval_pipeline.defs.queries import headline_trend
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.ingest.samples import load_samples
 from eval_pipeline.publish.report import trend_svg
-from eval_pipeline.publish.views import refresh_views
 from eval_pipeline.scoring.comparison import calibrated_rows, compare, empty_comparison, not_comparable, parent_of
 from eval_pipeline.scoring.gates import GateInputs, evaluate_gates, gate_kind
 from eval_pipeline.scoring.scores import compute_scores
 from eval_pipeline.scoring.summary import headline, summarise
+from eval_pipeline.storage.views import refresh_views
 from eval_pipeline.storage.warehouse import Warehouse
 
 # what the wide scores table takes of the panel's judge_scores rows (not every judge's rationale)
@@ -49,7 +51,7 @@ def scores_asset(rubric: RubricConfig, has_judge: bool, has_metrics: bool) -> dg
         description="One row per sample: the judge panel's dimension scores, metrics, adjustments (with the judge's "
         "original score and the reason) and the derived scores the rubric declares.",
     )
-    def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
+    def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         samples = load_samples(wh, rubric, ckpt_id)
@@ -83,12 +85,7 @@ def scores_asset(rubric: RubricConfig, has_judge: bool, has_metrics: bool) -> dg
 
 def _trend_markdown(wh: Warehouse, rubric: RubricConfig) -> str:
     """The headline across checkpoints with 95 % CIs, as an inline SVG image for the UI."""
-    df = wh.query_df(
-        f"""SELECT s.checkpoint_id AS checkpoint, s.score, s.mean, s.ci_low, s.ci_high FROM "{rubric.name}".summary s
-            JOIN main.checkpoints c USING (checkpoint_id)
-            WHERE s.breakdown = 'all' AND s.score = ? ORDER BY c.created_at, s.checkpoint_id""",
-        [rubric.headline],
-    )
+    df = headline_trend(wh, rubric.name, rubric.headline)
     svg = trend_svg(df, f"{rubric.headline} by checkpoint (95 % CI)")
     if not svg:
         return "(no data yet)"
@@ -114,7 +111,7 @@ def summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         description="Per checkpoint and score: n, mean, standard deviation, seeded 95 % bootstrap CI and pass rate; "
         "overall and by " + (", ".join(" x ".join(b) for b in rubric.breakdowns) or "no breakdown") + ".",
     )
-    def summary(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
+    def summary(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         df = summarise(rubric, ckpt_id, required_rows(wh, rubric, "scores", ckpt_id))
@@ -148,15 +145,14 @@ def _judges(
     return recorded_judge(wh, rubric, parent) or unknown, recorded_judge(wh, rubric, ckpt_id) or unknown
 
 
-def _calibrated_changes(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, parent: str) -> list[dict[str, Any]]:
+def _calibrated_changes(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, parent: str) -> list[Row]:
     """The human-calibrated changes of the judged dimensions (comparison.calibrated_rows) from the panel's scores
     and the people's ratings of both checkpoints."""
     ids = [ckpt_id, parent]
     if not wh.table_exists(rubric.name, "human_ratings"):
         return []
-    humans = wh.query_df(
-        f'SELECT * FROM "{rubric.name}".human_ratings WHERE checkpoint_id IN (?, ?) AND score IS NOT NULL', ids
-    )
+    humans = wh.read(rubric.name, "human_ratings", where={"checkpoint_id": tuple(ids)})
+    humans = humans[humans.score.notna()]
     if humans.empty:
         return []
     judge = panel_on_human_scale(wh, rubric, ids)
@@ -167,11 +163,10 @@ def _untrusted(wh: Warehouse, rubric: RubricConfig, ckpt_id: str) -> set[str]:
     """The dimensions this checkpoint's judge is not trusted on (its judge_trust rows)."""
     if not wh.table_exists(rubric.name, "judge_trust"):
         return set()
-    rows = wh.query_rows(
-        f'SELECT dimension FROM "{rubric.name}".judge_trust WHERE checkpoint_id = ? AND verdict = ?',
-        [ckpt_id, UNTRUSTED],
+    rows = wh.read(
+        rubric.name, "judge_trust", columns=("dimension",), where={"checkpoint_id": ckpt_id, "verdict": UNTRUSTED}
     )
-    return {str(d) for (d,) in rows}
+    return {str(d) for d in rows.dimension}
 
 
 def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
@@ -190,7 +185,7 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "rubric's scores (Holm) and the minimum detectable effect; a significant drop is a regression. Checkpoints "
         "judged by different judges are never compared (not_comparable, with the command that re-judges the parent).",
     )
-    def comparison(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
+    def comparison(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         parent = parent_of(wh, ckpt_id)
@@ -243,7 +238,7 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.AssetsD
         description="Threshold gates from the rubric YAML (" + ", ".join(g.name for g in rubric.gates) + "); "
         "each is also an asset check. Too little data fails closed. The report is redrawn once the run ends.",
     )
-    def gates(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
+    def gates(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         with wh.session() as reader:

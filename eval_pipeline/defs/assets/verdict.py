@@ -1,14 +1,12 @@
 """The verdict: one per checkpoint and rubric, decided once (scoring.verdict) after everything it speaks of."""
 
-from typing import Any
-
 import dagster as dg
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.defs.asset import rubric_asset, viewer_link
 from eval_pipeline.defs.resources import WarehouseResource
-from eval_pipeline.publish.views import refresh_views
 from eval_pipeline.scoring import verdict as verdicts
+from eval_pipeline.storage.views import refresh_views
 
 
 def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
@@ -22,7 +20,7 @@ def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.Asset
         "judge's trust per dimension. The console, the viewer, the report, export and main.leaderboard read it "
         "(main.verdicts).",
     )
-    def verdict(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[Any]:
+    def verdict(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         decided = verdicts.decide(wh, rubric, ckpt_id)

@@ -10,11 +10,12 @@ adding a backend is adding a module here (docs/extending.md).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.registry import Registry
 from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.types import Record, Row
 from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.identity import JudgeIdentity
 from eval_pipeline.storage.warehouse import Warehouse
@@ -34,12 +35,12 @@ class JudgeBackend(Protocol):
         self,
         rubric: RubricConfig,
         ckpt: str,
-        records: list[dict[str, Any]],
+        records: list[Record],
         wh: Warehouse,
         stats: JudgeRunStats,
         config: JudgeConfig,
         repeat: int,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Row]:
         """judge_scores rows (judge.rows) of every record and judge of the panel, missing with the reason where
         an answer could not be used; ``stats`` counts prompts, calls and judges; ``repeat`` > 0 scores the same
         prompts again under their own cache keys (the judge's repeatability)."""

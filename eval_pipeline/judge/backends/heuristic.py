@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.types import Record, Row
 from eval_pipeline.judge.backends import BACKENDS
 from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.heuristic import HeuristicJudge
@@ -35,21 +35,19 @@ class HeuristicBackend:
         self,
         rubric: RubricConfig,
         ckpt: str,
-        records: list[dict[str, Any]],
+        records: list[Record],
         wh: Warehouse,
         stats: JudgeRunStats,
         config: JudgeConfig,
         repeat: int,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Row]:
         stats.judges = [HEURISTIC]
         stats.judge_kind = HEURISTIC
         stats.prompts = len(records)
         return _heuristic_rows(rubric, ckpt, records, repeat)
 
 
-def _heuristic_rows(
-    rubric: RubricConfig, ckpt: str, records: list[dict[str, Any]], repeat: int = 0
-) -> list[dict[str, Any]]:
+def _heuristic_rows(rubric: RubricConfig, ckpt: str, records: list[Record], repeat: int = 0) -> list[Row]:
     judge = HeuristicJudge(rubric)
     item_ids = {i.id for m in rubric.questionnaire.metrics for i in m.items} if rubric.questionnaire else set()
     rows = []

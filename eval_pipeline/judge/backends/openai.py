@@ -8,10 +8,10 @@ import hashlib
 import json
 from dataclasses import replace
 from functools import partial
-from typing import Any
 
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.types import Record, Row
 from eval_pipeline.judge import cache
 from eval_pipeline.judge.backends import BACKENDS
 from eval_pipeline.judge.cached import JudgeRunStats, cached_calls
@@ -62,16 +62,16 @@ class OpenAIBackend:
         self,
         rubric: RubricConfig,
         ckpt: str,
-        records: list[dict[str, Any]],
+        records: list[Record],
         wh: Warehouse,
         stats: JudgeRunStats,
         config: JudgeConfig,
         repeat: int,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Row]:
         specs = rubric.panel.judges or [JudgeSpec(name="default")]
         stats.judges = [s.name for s in specs]
         stats.judge_kind = "llm"
-        rows: list[dict[str, Any]] = []
+        rows: list[Row] = []
         for spec in specs:
             rows += _llm_rows(rubric, ckpt, settings_for(config, spec), records, wh, stats, repeat)
         return rows
@@ -94,8 +94,8 @@ def repeat_settings(settings: JudgeSettings, repeat: int) -> JudgeSettings:
 
 
 def _score_specs(
-    rubric: RubricConfig, settings: JudgeSettings, records: list[dict[str, Any]], repeat: int = 0
-) -> list[tuple[dict[str, Any], bool, dict[str, Any], CallSpec]]:
+    rubric: RubricConfig, settings: JudgeSettings, records: list[Record], repeat: int = 0
+) -> list[tuple[Record, bool, dict[str, tuple[int, int]], CallSpec]]:
     kinds = ([False] if rubric.judged_dimensions else []) + ([True] if rubric.questionnaire else [])
     specs = []
     for rec in records:
@@ -128,15 +128,15 @@ def _llm_rows(
     rubric: RubricConfig,
     ckpt: str,
     settings: JudgeSettings,
-    records: list[dict[str, Any]],
+    records: list[Record],
     wh: Warehouse,
     stats: JudgeRunStats,
     repeat: int = 0,
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     settings = repeat_settings(settings, repeat)
     specs = _score_specs(rubric, settings, records, repeat)
     outcomes = cached_calls(rubric, settings, [s for *_, s in specs], wh, stats)
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     counted: set[str] = set()
     for rec, qn, scales, spec in specs:
         o = outcomes[spec.key]

@@ -37,8 +37,9 @@ from eval_pipeline.core.config import HeuristicTerm, RubricConfig
 from eval_pipeline.core.params import NoParams, Params, typed
 from eval_pipeline.core.registry import Registry
 from eval_pipeline.core.resampling import seed_of
+from eval_pipeline.core.types import Record
 
-Feature = Callable[[dict[str, Any], Any], "float | None"]
+Feature = Callable[[Record, Any], "float | None"]
 FEATURES: Registry[Feature] = Registry("heuristic feature", __name__)
 
 
@@ -65,7 +66,7 @@ def load_features() -> Registry[Feature]:
     return FEATURES.load()
 
 
-def estimate(terms: list[HeuristicTerm], sample: dict[str, Any]) -> tuple[float | None, dict[str, float | None]]:
+def estimate(terms: list[HeuristicTerm], sample: Record) -> tuple[float | None, dict[str, float | None]]:
     """Weighted mean of the applicable terms, and each term's value (for the rationale)."""
     values: dict[str, float | None] = {}
     num = den = 0.0
@@ -153,7 +154,7 @@ class HeuristicJudge:
             missing += [m.key for m in rubric.questionnaire.metrics if not m.heuristic]
         self.unsupported = set(missing)
 
-    def score(self, sample: dict[str, Any], repeat: int = 0) -> dict[str, Scored]:
+    def score(self, sample: Record, repeat: int = 0) -> dict[str, Scored]:
         """Dimension (or questionnaire item) -> (score or None, rationale, distribution over the scale or None).
         ``repeat`` 0: the most likely score; > 0: a seeded draw from the distribution (asked again)."""
         out: dict[str, Scored] = {}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from eval_pipeline.core.params import Params
 from eval_pipeline.core.text import (
@@ -13,6 +12,7 @@ from eval_pipeline.core.text import (
     overlap,
     sentences,
 )
+from eval_pipeline.core.types import JSONObject, Record
 from eval_pipeline.judge.heuristic import feature
 from eval_pipeline.judge.heuristic.base import _text
 
@@ -27,13 +27,13 @@ class AnswerParams(Params):
     tolerance: float = 0.05  # a number within this share of the reference is right
 
 
-def _criteria(sample: dict[str, Any], p: AnswerParams) -> dict[str, Any]:
+def _criteria(sample: Record, p: AnswerParams) -> JSONObject:
     c = sample.get(p.criteria_field)
     return c if isinstance(c, dict) else {}
 
 
 def numbers_match(
-    response: str, ground_truth: dict[str, Any] | None, criteria: dict[str, Any], tolerance: float = 0.05
+    response: str, ground_truth: JSONObject | None, criteria: JSONObject, tolerance: float = 0.05
 ) -> float | None:
     """Share of reference numbers matched within ±tolerance (or numbers in numerical_range); None if none apply."""
     found = numbers(response)
@@ -48,7 +48,7 @@ def numbers_match(
 
 
 @feature("aq_semantic", params=AnswerParams)
-def aq_semantic(sample: dict[str, Any], p: AnswerParams) -> float | None:
+def aq_semantic(sample: Record, p: AnswerParams) -> float | None:
     r = _text(sample, "response")
     q = _text(sample, "query")
     if any_phrase(r, CLARIFY) or any_phrase(r, REFUSAL):
@@ -66,7 +66,7 @@ def aq_semantic(sample: dict[str, Any], p: AnswerParams) -> float | None:
 
 
 @feature("aq_completeness", params=AnswerParams)
-def aq_completeness(sample: dict[str, Any], p: AnswerParams) -> float | None:
+def aq_completeness(sample: Record, p: AnswerParams) -> float | None:
     r = _text(sample, "response")
     c = _criteria(sample, p)
     must = c.get("must_contain") or []
@@ -82,7 +82,7 @@ def aq_completeness(sample: dict[str, Any], p: AnswerParams) -> float | None:
 
 
 @feature("aq_accuracy", params=AnswerParams)
-def aq_accuracy(sample: dict[str, Any], p: AnswerParams) -> float | None:
+def aq_accuracy(sample: Record, p: AnswerParams) -> float | None:
     r = _text(sample, "response")
     gt = sample.get(p.ground_truth_field)
     match = numbers_match(r, gt if isinstance(gt, dict) else None, _criteria(sample, p), p.tolerance)
@@ -95,7 +95,7 @@ def aq_accuracy(sample: dict[str, Any], p: AnswerParams) -> float | None:
 
 
 @feature("aq_presentation", params=AnswerParams)
-def aq_presentation(sample: dict[str, Any], p: AnswerParams) -> float | None:
+def aq_presentation(sample: Record, p: AnswerParams) -> float | None:
     r = _text(sample, "response")
     structured = (
         1.0 if ("\n" in r or re.search(r"^\s*[-•*\d]+[.)]?\s", r, re.M)) else 0.5 if len(sentences(r)) >= 2 else 0.3

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from eval_pipeline.core.types import Record
 
 
-def _text(sample: dict[str, Any], field: str) -> str:
+def _text(sample: Record, field: str) -> str:
     v = sample.get(field)
     if v is None:
         return ""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
@@ -19,6 +19,7 @@ from eval_pipeline.core.text import (
     stems,
     words,
 )
+from eval_pipeline.core.types import Record
 from eval_pipeline.judge.heuristic import TextParams, feature
 from eval_pipeline.judge.heuristic.base import _saturate, _text
 from eval_pipeline.metrics import text_metrics
@@ -42,7 +43,7 @@ class KeywordParams(TextParams):
 
 
 @feature("keyword_presence", params=KeywordParams)
-def keyword_presence(sample: dict[str, Any], p: KeywordParams) -> float | None:
+def keyword_presence(sample: Record, p: KeywordParams) -> float | None:
     """Share of keywords (a list field or a param) that appear in the text, saturating at `saturate_at` hits."""
     kws = sample.get(p.keywords_field) if p.keywords_field is not None else p.keywords
     if not kws:
@@ -58,7 +59,7 @@ class OverlapParams(TextParams):
 
 
 @feature("field_overlap", params=OverlapParams)
-def field_overlap(sample: dict[str, Any], p: OverlapParams) -> float | None:
+def field_overlap(sample: Record, p: OverlapParams) -> float | None:
     """Share of a reference field's content words found in the text, saturating at `saturate_at`."""
     ref = content_words(_text(sample, p.reference_field))
     if not ref:
@@ -73,7 +74,7 @@ class GroundingParams(TextParams):
 
 
 @feature("grounding", params=GroundingParams)
-def grounding(sample: dict[str, Any], p: GroundingParams) -> float | None:
+def grounding(sample: Record, p: GroundingParams) -> float | None:
     """Share of the text's content words (and numbers) that occur in a source field."""
     text = _text(sample, p.text_field)
     src = _text(sample, p.source_field)
@@ -93,7 +94,7 @@ class VoiceParams(TextParams):
 
 
 @feature("not_assistant_voice", params=VoiceParams)
-def not_assistant_voice(sample: dict[str, Any], p: VoiceParams) -> float | None:
+def not_assistant_voice(sample: Record, p: VoiceParams) -> float | None:
     text = _text(sample, p.text_field)
     return max(0.0, 1.0 - 0.5 * count_phrases(text, p.phrases))
 
@@ -104,7 +105,7 @@ class FluencyParams(TextParams):
 
 
 @feature("fluency", params=FluencyParams)
-def fluency(sample: dict[str, Any], p: FluencyParams) -> float | None:
+def fluency(sample: Record, p: FluencyParams) -> float | None:
     """Observable fluency: sentence case, end punctuation, no repeated n-grams, no doubled words,
     no space before punctuation, a sane length."""
     text = _text(sample, p.text_field)
@@ -140,7 +141,7 @@ class DistinctParams(TextParams):
 
 
 @feature("distinctness", params=DistinctParams)
-def distinctness(sample: dict[str, Any], p: DistinctParams) -> float | None:
+def distinctness(sample: Record, p: DistinctParams) -> float | None:
     d = distinct_n(_text(sample, p.text_field), p.n)
     return None if d is None else d
 
@@ -150,7 +151,7 @@ class OffTopicParams(TextParams):
 
 
 @feature("off_topic_penalty", params=OffTopicParams)
-def off_topic_penalty(sample: dict[str, Any], p: OffTopicParams) -> float | None:
+def off_topic_penalty(sample: Record, p: OffTopicParams) -> float | None:
     text = _text(sample, p.text_field)
     return 0.0 if any_phrase(text, p.phrases) else 1.0
 
@@ -165,7 +166,7 @@ class ContextMentionParams(text_metrics.ContextParams):
 
 
 @feature("context_mentions", params=ContextMentionParams)
-def context_mentions(sample: dict[str, Any], p: ContextMentionParams) -> float | None:
+def context_mentions(sample: Record, p: ContextMentionParams) -> float | None:
     """Share of game-state elements the text reflects (by value words or cue words)."""
     elements = [e for e in p.elements if sample.get(e) is not None]
     if not elements:
@@ -184,11 +185,11 @@ class TripleFeatureParams(text_metrics.TripleParams):
 
 
 @feature("triple_coverage", params=TripleFeatureParams)
-def triple_coverage_feature(sample: dict[str, Any], p: TripleFeatureParams) -> float | None:
+def triple_coverage_feature(sample: Record, p: TripleFeatureParams) -> float | None:
     if not sample.get(p.triples_field):
         return None
     share = text_metrics.triple_coverage([sample], p)["triple_coverage"][0]
-    return _saturate(share or 0.0, p.saturate_at)
+    return _saturate(float(share or 0.0), p.saturate_at)
 
 
 # --- empathetic dialogue ----------------------------------------------------------------------

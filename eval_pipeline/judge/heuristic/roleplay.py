@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rapidfuzz import fuzz
 
+from eval_pipeline.core.types import Record
 from eval_pipeline.judge.heuristic import TextParams, feature
 from eval_pipeline.judge.heuristic.base import _saturate, _text
 from eval_pipeline.metrics.style import char_ngram_cosine, strip_speaker_prefixes
@@ -18,7 +17,7 @@ class StyleParams(TextParams):
 
 
 @feature("style_similarity", params=StyleParams)
-def style_similarity(sample: dict[str, Any], p: StyleParams) -> float | None:
+def style_similarity(sample: Record, p: StyleParams) -> float | None:
     ref = strip_speaker_prefixes(sample.get(p.reference_field) or [])
     val = char_ngram_cosine(ref, _text(sample, p.text_field), p.n)
     return _saturate(val, p.saturate_at)
@@ -30,7 +29,7 @@ class AttributeParams(TextParams):
 
 
 @feature("attribute_presence", params=AttributeParams)
-def attribute_presence(sample: dict[str, Any], p: AttributeParams) -> float | None:
+def attribute_presence(sample: Record, p: AttributeParams) -> float | None:
     attrs = sample.get(p.attributes_field) or []
     if not attrs:
         return None

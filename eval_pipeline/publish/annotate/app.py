@@ -35,7 +35,7 @@ import pandas as pd
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -45,6 +45,7 @@ from eval_pipeline.core.ids import UnsafeIdentifierError, check_checkpoint_id, c
 from eval_pipeline.ingest.ratings import load_ratings
 from eval_pipeline.publish.annotate import queues as q
 from eval_pipeline.publish.annotate.store import EditedElsewhere, Rating, RatingsFile, atomic_write
+from eval_pipeline.scoring.verdict import Verdict
 from eval_pipeline.scoring.verdict import read as read_verdicts
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -122,7 +123,7 @@ class Workspace:
     def __init__(self, warehouse: Warehouse, rubrics: dict[str, RubricConfig], root: Path):
         self.wh, self.rubrics, self.root = warehouse, rubrics, Path(root)
         self._plans: dict[tuple[str, str], q.Plan] = {}
-        self._ratings: dict[tuple[str, str], tuple[tuple[Any, ...], pd.DataFrame]] = {}
+        self._ratings: dict[tuple[str, str], tuple[tuple[tuple[str, int, int], ...], pd.DataFrame]] = {}
         self._lock = threading.Lock()
 
     def rubric(self, name: str) -> RubricConfig:
@@ -133,9 +134,8 @@ class Workspace:
     def checkpoints(self, rubric: str) -> list[str]:
         if not self.wh.exists() or not self.wh.table_exists(rubric, "samples"):
             return []
-        return [
-            str(c) for (c,) in self.wh.query_rows(f'SELECT DISTINCT checkpoint_id FROM "{rubric}".samples ORDER BY 1')
-        ]
+        found = self.wh.read(rubric, "samples", columns=("checkpoint_id",), distinct=True, order_by=("checkpoint_id",))
+        return [str(c) for c in found.checkpoint_id]
 
     def plan(self, rubric: RubricConfig, ckpt: str) -> q.Plan:
         key = (rubric.name, ckpt)
@@ -144,16 +144,13 @@ class Workspace:
                 return self._plans[key]
         cols = [rubric.inputs.id_field, *rubric.worklists.strata, *[f.name for f in rubric.inputs.fields if f.allowed]]
         cols = list(dict.fromkeys(cols))
-        select = ", ".join(f'"{c}"' for c in cols)
-        samples = self.wh.query_df(
-            f'SELECT {select} FROM "{rubric.name}".samples WHERE checkpoint_id = ? ORDER BY 1', [ckpt]
-        )
+        samples = self.wh.read(rubric.name, "samples", columns=cols, where={"checkpoint_id": ckpt}, order_by=cols[:1])
         plan = q.Plan(rubric, samples)
         with self._lock:
             self._plans[key] = plan
         return plan
 
-    def _folder_version(self, rubric: str) -> tuple[Any, ...]:
+    def _folder_version(self, rubric: str) -> tuple[tuple[str, int, int], ...]:
         folder = self.root / rubric
         if not folder.is_dir():
             return ()
@@ -179,9 +176,7 @@ class Workspace:
 
     def sample(self, rubric: RubricConfig, ckpt: str, sid: str) -> Sample | None:
         id_col = rubric.inputs.id_field
-        df = self.wh.query_df(
-            f'SELECT * FROM "{rubric.name}".samples WHERE checkpoint_id = ? AND "{id_col}" = ? LIMIT 1', [ckpt, sid]
-        )
+        df = self.wh.read(rubric.name, "samples", where={"checkpoint_id": ckpt, id_col: sid}, limit=1)
         if df.empty:
             return None
         row = df.iloc[0].to_dict()
@@ -192,7 +187,7 @@ class Workspace:
         ]
         return Sample(sid, fields, str(row.get(rubric.inputs.response_field) or ""))
 
-    def verdict(self, rubric: str, ckpt: str) -> Any:
+    def verdict(self, rubric: str, ckpt: str) -> Verdict | None:
         try:
             found = read_verdicts(self.wh, rubric, [ckpt]) if self.wh.exists() else []
         except Exception:  # noqa: BLE001 - a warehouse being written for the first time: no verdict yet
@@ -200,7 +195,7 @@ class Workspace:
         return found[0] if found else None
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     if hasattr(value, "tolist"):  # an array from the warehouse: as the list it holds
@@ -236,13 +231,13 @@ def create_app(
     def csrf(sess: tuple[str, str]) -> str:
         return sign(f"csrf|{sess[0]}|{sess[1]}")
 
-    def page(name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+    def page(name: str, status: int = 200, **ctx: object) -> HTMLResponse:
         return HTMLResponse(env.get_template(name).render(**ctx), status_code=status)
 
     def message(title: str, text: str, status: int) -> HTMLResponse:
         return page("message.html", status=status, title=title, message=text)
 
-    def posted_ok(request: Request, form: Any, sess: tuple[str, str]) -> bool:
+    def posted_ok(request: Request, form: Form, sess: tuple[str, str]) -> bool:
         """A state change from this app's own page: the Origin (when sent) is this host, the form token matches."""
         origin = request.headers.get("origin")
         if origin and origin.split("://", 1)[-1] != request.headers.get("host", ""):
@@ -501,7 +496,7 @@ def create_app(
         Route("/i/{rubric}/{checkpoint}/{queue}/{sample_id:path}", rate, methods=["POST"]),
     ]
 
-    async def require_token(request: Request, call_next: Any) -> Response:
+    async def require_token(request: Request, call_next: RequestResponseEndpoint) -> Response:
         given = (
             request.query_params.get("token")
             or request.cookies.get(TOKEN_COOKIE)

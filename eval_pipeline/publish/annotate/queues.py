@@ -22,12 +22,12 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 
 from eval_pipeline.agreement.compute import compute_agreement
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.types import Row
 from eval_pipeline.publish.worklists import pilot_set, rereview
 
 DEFAULT_SAMPLE = 30
@@ -163,7 +163,7 @@ def queues(
     return out
 
 
-def discrepancies(rubric: RubricConfig, ratings: pd.DataFrame) -> list[dict[str, Any]]:
+def discrepancies(rubric: RubricConfig, ratings: pd.DataFrame) -> list[Row]:
     """Pairs of evaluators whose ``rereview.score`` differs by more than ``max_diff`` on an item."""
     humans = ratings[ratings.rater_kind == "human"] if "rater_kind" in ratings.columns else ratings
     if humans.empty:
@@ -176,11 +176,11 @@ class Calibration:
     """The pilot compared once two or more evaluators finished it."""
 
     evaluators: list[str]
-    items: list[dict[str, Any]]  # sample_id, then per dimension each evaluator's score
+    items: list[Row]  # sample_id, then per dimension each evaluator's score
     dimensions: list[str]
-    discrepant: list[dict[str, Any]]
-    pass_fail: list[dict[str, Any]]  # raters, value, band, meaning
-    weighted: list[dict[str, Any]]  # dimension, raters, value (quadratic-weighted kappa)
+    discrepant: list[Row]
+    pass_fail: list[Row]  # raters, value, band, meaning
+    weighted: list[Row]  # dimension, raters, value (quadratic-weighted kappa)
     agreement: pd.DataFrame
 
 
@@ -221,7 +221,7 @@ def calibration(plan: Plan, ratings: pd.DataFrame, checkpoint_id: str) -> Calibr
     table = pilot.pivot_table(index="sample_id", columns=["dimension", "evaluator"], values="score", aggfunc="last")
     items = []
     for sid in plan.pilot:
-        row: dict[str, Any] = {"sample_id": sid, "differs": {}}
+        row: Row = {"sample_id": sid, "differs": {}}
         for d in dims:
             row[d] = {e: _cell(table, sid, d, e) for e in done}
             row["differs"][d] = len({v for v in row[d].values() if v is not None}) > 1

@@ -27,11 +27,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.ids import check_checkpoint_id, check_evaluator, check_identifier
 from eval_pipeline.core.text import neutralise
+from eval_pipeline.core.types import Row
 
 
 class EditedElsewhere(Exception):
@@ -153,7 +153,7 @@ class RatingsFile:
                 )
         return out
 
-    def _extra(self) -> dict[str, dict[str, Any]]:
+    def _extra(self) -> dict[str, Row]:
         try:
             data = json.loads(self.extra.read_text(encoding="utf-8"))
         except (FileNotFoundError, ValueError):

@@ -29,6 +29,7 @@ from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.ids import UnsafeIdentifierError
 from eval_pipeline.core.text import csv_cell, neutralise
+from eval_pipeline.core.types import Row
 from eval_pipeline.publish.overview import TONE, overview
 from eval_pipeline.publish.viewer import queries
 from eval_pipeline.publish.viewer.queries.compare import compare_page
@@ -78,7 +79,7 @@ def download(request: Request) -> bool:
     return request.query_params.get("format") in ("csv", "json")
 
 
-def table_response(request: Request, rows: list[dict[str, Any]], name: str, default: str = "") -> Response:
+def table_response(request: Request, rows: list[Row], name: str, default: str = "") -> Response:
     """Rows as a CSV or JSON download (``?format=csv|json``)."""
     import csv
     import io
@@ -133,7 +134,7 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
         rows = queries.leaderboard(warehouse)
         if download(request):
             return table_response(request, rows, "leaderboard")
-        by_rubric: dict[str, list[dict[str, Any]]] = {}
+        by_rubric: dict[str, list[Row]] = {}
         for r in rows:
             by_rubric.setdefault(r["rubric"], []).append(r)
         return page("leaderboard.html", title="Leaderboard", by_rubric=by_rubric, ov=overview(warehouse))

@@ -10,6 +10,7 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.types import Record
 from eval_pipeline.publish.viewer.queries import parse_json_cell
 
 _WORD = re.compile(r"\w+|[^\w\s]|\s+")
@@ -72,7 +73,7 @@ class FieldGroup:
     fields: list[FieldView]
 
 
-def input_groups(rubric: RubricConfig | None, sample: dict[str, Any] | None) -> list[FieldGroup]:
+def input_groups(rubric: RubricConfig | None, sample: Record | None) -> list[FieldGroup]:
     """The sample's input fields grouped by where they sit in the raw JSON (``game_state.health`` under
     ``game_state``), in the order the rubric declares them; the id and the response are shown apart."""
     if sample is None:

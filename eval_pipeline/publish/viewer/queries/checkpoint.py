@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.contracts import ALL_CHECKPOINTS
 from eval_pipeline.core.ids import check_identifier
+from eval_pipeline.core.types import Row
 from eval_pipeline.ingest.ratings import stale as stale_ratings
 from eval_pipeline.publish.viewer.queries.common import (
     columns,
@@ -27,18 +27,18 @@ class CheckpointPage:
     rubric: str
     checkpoint: str
     parent: str | None
-    checkpoint_info: dict[str, Any] | None
-    scores: list[dict[str, Any]]  # summary 'all' rows joined with the comparison
-    breakdowns: list[dict[str, Any]]
-    distributions: dict[str, list[dict[str, Any]]]
-    gates: list[dict[str, Any]]
-    agreement: list[dict[str, Any]]
-    quarantine: list[dict[str, Any]]
+    checkpoint_info: Row | None
+    scores: list[Row]  # summary 'all' rows joined with the comparison
+    breakdowns: list[Row]
+    distributions: dict[str, list[Row]]
+    gates: list[Row]
+    agreement: list[Row]
+    quarantine: list[Row]
     quarantine_total: int
     headline: str | None
-    length_bias: list[dict[str, Any]] = field(default_factory=list)
-    repeatability: list[dict[str, Any]] = field(default_factory=list)
-    usage: list[dict[str, Any]] = field(default_factory=list)  # what each judge step cost (judge_usage)
+    length_bias: list[Row] = field(default_factory=list)
+    repeatability: list[Row] = field(default_factory=list)
+    usage: list[Row] = field(default_factory=list)  # what each judge step cost (judge_usage)
     verdict: Verdict | None = None  # the stored verdict (scoring.verdict), never decided here
     stale: bool = False  # rating files changed since this checkpoint's ratings were read: the verdict is owed again
 
@@ -137,10 +137,10 @@ def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int
     )
 
 
-def _distributions(wh: Warehouse, rubric: str, ckpt: str, names: list[str]) -> dict[str, list[dict[str, Any]]]:
+def _distributions(wh: Warehouse, rubric: str, ckpt: str, names: list[str]) -> dict[str, list[Row]]:
     """Per score: counts per value when it takes few values (a rating scale), else ten equal bins."""
     cols = {c for c, _ in columns(wh, rubric, "scores")}
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[Row]] = {}
     for name in names:
         if name not in cols:
             continue
@@ -172,7 +172,7 @@ def _fmt(v: float) -> str:
     return f"{v:g}" if abs(v) >= 1000 or float(v).is_integer() else f"{v:.3g}"
 
 
-def checkpoint_table(wh: Warehouse, rubric: str, ckpt: str, name: str) -> list[dict[str, Any]] | None:
+def checkpoint_table(wh: Warehouse, rubric: str, ckpt: str, name: str) -> list[Row] | None:
     """Every row of the rubric's table ``name`` for the checkpoint (a download of what the page shows), or None
     when the rubric has no such table with a checkpoint column."""
     check_identifier(rubric, "rubric name")

@@ -10,13 +10,14 @@ import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.ids import check_identifier
+from eval_pipeline.core.types import Record, Row
 from eval_pipeline.storage.warehouse import Warehouse
 
 PAGE_SIZE = 50
 FILTERS = ("all", "regressed", "improved", "disagree", "missing")
 
 
-def records(df: pd.DataFrame) -> list[dict[str, Any]]:
+def records(df: pd.DataFrame) -> list[Record]:
     """Rows as dicts with NaN/NaT turned into None (templates test ``is none``)."""
     out = []
     for row in df.to_dict("records"):
@@ -43,7 +44,7 @@ def columns(wh: Warehouse, schema: str, table: str) -> list[tuple[str, str]]:
     return list(wh.columns(schema, table).items())
 
 
-def leaderboard(wh: Warehouse) -> list[dict[str, Any]]:
+def leaderboard(wh: Warehouse) -> list[Row]:
     with wh.session() as s:
         if not s.table_exists("main", "leaderboard"):
             return []
@@ -100,7 +101,7 @@ def score_names_of(scores: dict[str, Any] | None, config: RubricConfig | None) -
     return [n for n in score_order(config) if n in scores]
 
 
-def metric_columns(metrics: dict[str, Any] | None) -> list[str]:
+def metric_columns(metrics: Row | None) -> list[str]:
     if not metrics:
         return []
     return [k for k in metrics if k not in ("checkpoint_id", "sample_id", "rubric_version")]

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.ids import check_checkpoint_id, check_identifier
+from eval_pipeline.core.types import Row
 from eval_pipeline.publish.viewer.queries.common import rank, tables
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -31,16 +32,16 @@ class ComparePage:
     a: str
     b: str
     checkpoints: list[str]
-    scores: list[dict[str, Any]]
+    scores: list[Row]
     score: str | None
     direction: str
-    moved: list[dict[str, Any]]
+    moved: list[Row]
     judge_a: str | None = None
     judge_b: str | None = None
     comparable: bool = True
     # the pipeline's own comparison of b against a, when a is b's parent: its rows (the human-calibrated changes
     # among them), the same rows the verdict and the checkpoint page read
-    tested: list[dict[str, Any]] = field(default_factory=list)
+    tested: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -133,7 +134,7 @@ def _paired(pairs: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray, np.ndar
     return xa, xb, xb - xa
 
 
-def _change(name: str, xa: np.ndarray, xb: np.ndarray, d: np.ndarray, lower: bool) -> dict[str, Any]:
+def _change(name: str, xa: np.ndarray, xb: np.ndarray, d: np.ndarray, lower: bool) -> Row:
     """One score's paired change: the means over the pairs with both scores, the mean change and its t-interval,
     the shares better and worse."""
     ok = ~np.isnan(d)
@@ -159,7 +160,7 @@ def _change(name: str, xa: np.ndarray, xb: np.ndarray, d: np.ndarray, lower: boo
 
 def _moved(
     pairs: pa.Table, xa: np.ndarray, xb: np.ndarray, d: np.ndarray, lower: bool, direction: str, limit: int
-) -> list[dict[str, Any]]:
+) -> list[Row]:
     """The ``limit`` samples whose change is largest in ``direction`` (largest first, then by id)."""
     with np.errstate(invalid="ignore"):
         keep = (

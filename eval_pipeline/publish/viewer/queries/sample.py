@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL
 from eval_pipeline.core.ids import check_identifier
+from eval_pipeline.core.types import Record, Row
 from eval_pipeline.publish.viewer.queries.common import (
     id_column,
     records,
@@ -23,15 +23,15 @@ class SamplePage:
     checkpoint: str
     sample_id: str
     parent: str | None
-    sample: dict[str, Any] | None
-    scores: dict[str, Any] | None
-    parent_sample: dict[str, Any] | None
-    parent_scores: dict[str, Any] | None
-    judges: list[dict[str, Any]]  # one per judge (panel first), with its per-dimension rows
-    metrics: dict[str, Any] | None
-    ratings: list[dict[str, Any]]
+    sample: Record | None
+    scores: Row | None
+    parent_sample: Record | None
+    parent_scores: Row | None
+    judges: list[Row]  # one per judge (panel first), with its per-dimension rows
+    metrics: Row | None
+    ratings: list[Row]
     raw_line: str | None
-    extractions: list[dict[str, Any]]
+    extractions: list[Row]
 
 
 def sample_page(wh: Warehouse, rubric: RubricConfig | None, rubric_name: str, ckpt: str, sample_id: str) -> SamplePage:
@@ -40,7 +40,7 @@ def sample_page(wh: Warehouse, rubric: RubricConfig | None, rubric_name: str, ck
         present = tables(s, rubric_name)
         parent = parent_of(s, ckpt)  # the parent the comparison used
 
-        def one(table: str, c: str) -> dict[str, Any] | None:
+        def one(table: str, c: str) -> Row | None:
             if table not in present:
                 return None
             key = id_column(rubric) if table == "samples" else "sample_id"
@@ -99,7 +99,7 @@ def sample_page(wh: Warehouse, rubric: RubricConfig | None, rubric_name: str, ck
             if "extractions" in present
             else []
         )
-    judges: dict[str, dict[str, Any]] = {}
+    judges: dict[str, Row] = {}
     for r in judge_rows:
         j = judges.setdefault(
             r["judge"], {"judge": r["judge"], "kind": r["judge_kind"], "model": r["model"], "rows": {}}

@@ -8,6 +8,7 @@ from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.ids import check_identifier
+from eval_pipeline.core.types import Row
 from eval_pipeline.publish.viewer.queries.common import (
     columns,
     id_column,
@@ -45,7 +46,7 @@ class SamplesPage:
     query: SampleQuery
     score_names: list[str]
     rated_dimensions: list[str]
-    rows: list[dict[str, Any]]
+    rows: list[Row]
     total: int
     pages: int
     shown_scores: list[str] = field(default_factory=list)
