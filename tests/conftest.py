@@ -111,14 +111,14 @@ FIRST = (
     "tests/real_model/",
     "tests/test_docs_walk.py",
     "tests/distributed/",
-    "tests/test_annotate.py",
-    "tests/test_pipeline.py",
-    "tests/test_concurrent_runs.py",
+    "tests/publish/test_annotate.py",
+    "tests/defs/test_pipeline.py",
+    "tests/defs/test_concurrent_runs.py",
     "tests/reliability/test_interruptions_and_concurrency.py",
     "tests/reliability/test_readers_never_block.py",
-    "tests/test_ui_browser.py",
+    "tests/defs/test_ui_browser.py",
     "tests/reliability/test_ducklake.py",
-    "tests/test_viewer.py",
+    "tests/publish/test_viewer.py",
 )
 
 

@@ -15,8 +15,7 @@ from eval_pipeline.cli import main as cli
 from eval_pipeline.core import progress
 from eval_pipeline.devtools.net import free_port
 from eval_pipeline.storage.warehouse import Warehouse
-
-from .conftest import SAMPLE_CHECKPOINTS, write_checkpoint
+from tests.conftest import SAMPLE_CHECKPOINTS, write_checkpoint
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ The interval carries a small-sample correction ppi_py's normal interval lacks: t
 degrees of freedom and the residual variance on ``n - 2`` when ``lambda`` was fitted on the same rated samples (a
 fitted slope spends one; ``n - 1`` for a given ``lambda``), and the quantile is Student's t on those degrees of
 freedom. As n grows it is ppi_py's interval. Its coverage is held to at least 94 % at nominal 95 % with 40 rated
-samples by simulation (``tests/stats/test_ppi_coverage.py``; figures in docs/trust.md). The interval is valid when
+samples by simulation (``tests/agreement/test_ppi_coverage.py``; figures in docs/trust.md). The interval is valid when
 the rated samples are a random subset of the checkpoint's samples.
 """
 

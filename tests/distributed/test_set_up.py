@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_two_workers import _needs_servers
+from tests.distributed.test_two_workers import _needs_servers
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

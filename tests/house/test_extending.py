@@ -1,6 +1,6 @@
 """docs/extending.md: a judge backend and a warehouse backend are one module each. The modules the page shows are
 loaded as they are written there, and work: the judge scores through the runner and is recorded as who judged; the
-warehouse keeps the contract every backend keeps (tests/test_warehouse.py)."""
+warehouse keeps the contract every backend keeps (tests/storage/test_warehouse.py)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.rubrics import load_rubric
 from eval_pipeline.storage.registry import BACKENDS as WAREHOUSE_BACKENDS
 from eval_pipeline.storage.warehouse import Warehouse
-from tests import test_warehouse
 from tests.conftest import RUBRIC_DIR
 from tests.helpers.judges import judge_named
+from tests.storage import test_warehouse
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "extending.md"
 

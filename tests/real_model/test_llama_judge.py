@@ -26,8 +26,7 @@ from eval_pipeline.devtools.llama import MODEL_NAME, judge_env, small_checkpoint
 from eval_pipeline.judge.extraction import ITEM_MAX_CHARS, OBSERVATIONS_MAX, extract
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.storage.warehouse import Warehouse
-
-from ..conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
+from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
 
 pytestmark = [
     pytest.mark.slow,

@@ -12,8 +12,7 @@ import pytest
 
 from eval_pipeline.cli import main as cli
 from eval_pipeline.ingest.checkpoints import scan_checkpoints
-
-from ..conftest import write_checkpoint
+from tests.conftest import write_checkpoint
 
 ROW = {"sample_id": "s1", "topic": "t", "user_statement": "I feel low.", "response": "That sounds hard."}
 
@@ -162,8 +161,7 @@ def test_a_rubric_whose_file_is_gone_is_marked_in_the_leaderboard(tmp_path):
 def test_rubric_files_naming_the_same_rubric_are_refused_not_skipped(tmp_path):
     from eval_pipeline.core.config import RubricConfigError
     from eval_pipeline.rubrics import load_rubrics
-
-    from ..conftest import RUBRIC_DIR
+    from tests.conftest import RUBRIC_DIR
 
     text = (RUBRIC_DIR / "kg_qa.yaml").read_text()
     (tmp_path / "kg_qa.yaml").write_text(text)

@@ -11,8 +11,7 @@ from eval_pipeline.ingest.jsonl import read_jsonl
 from eval_pipeline.ingest.ratings import load_ratings
 from eval_pipeline.ingest.validation import validate_raw
 from eval_pipeline.rubrics import load_rubric
-
-from ..conftest import RUBRIC_DIR
+from tests.conftest import RUBRIC_DIR
 
 GOOD_EMP = {
     "sample_id": "good",
@@ -210,8 +209,7 @@ def test_unknown_rubric_file_in_a_checkpoint_is_ignored_with_a_warning(tmp_path,
     import dagster as dg
 
     from eval_pipeline.defs.build import build_definitions
-
-    from ..conftest import write_checkpoint
+    from tests.conftest import write_checkpoint
 
     root = tmp_path / "ckpts"
     write_checkpoint(root, "ckpt-1", {"empathetic_dialogue": [GOOD_EMP], "mystery_rubric": [GOOD_EMP]})
@@ -252,10 +250,10 @@ def test_a_rejected_line_never_makes_a_valid_one_a_repeat(tmp_path, rubrics, chu
         assert not any("repeated" in reasons[n] for n in (1, 3, 5, 7))
     import duckdb
 
-    from eval_pipeline.ingest.validation import RAW_TABLE
+    from eval_pipeline.ingest.engine import make_raw_table
 
     con = duckdb.connect()
-    con.execute(RAW_TABLE)
+    make_raw_table(con)
     for n, line in enumerate(lines, start=1):
         con.execute("INSERT INTO raw VALUES ('ck', 'f', ?, ?, NULL)", [n, json.dumps(line)])
     engine = EngineValidation(con, rubric, "raw", "ck", chunk_lines=chunk_lines)

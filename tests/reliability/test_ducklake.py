@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.storage.warehouse import Warehouse
-
-from .test_interruptions_and_concurrency import _spawn
+from tests.reliability.test_interruptions_and_concurrency import _spawn
 
 HELD = re.compile(r"warehouse held from ([0-9.]+) to ([0-9.]+)")
 

@@ -58,8 +58,7 @@ def test_an_answer_cut_off_at_max_tokens_is_a_missing_score_with_its_reason_neve
     from eval_pipeline.devtools.openai_stub import StubServer
     from eval_pipeline.judge.runner import judge_samples
     from eval_pipeline.storage.warehouse import Warehouse
-
-    from ..test_judge import FAST, emp_records
+    from tests.judge.test_judge import FAST, emp_records
 
     with StubServer() as stub, pytest.MonkeyPatch.context() as mp:
         mp.setenv("OPENAI_BASE_URL", stub.base_url)
@@ -82,8 +81,7 @@ def test_an_answer_of_megabytes_is_a_missing_score_and_is_not_cached(rubrics, tm
     from eval_pipeline.devtools.openai_stub import StubServer
     from eval_pipeline.judge.runner import judge_samples
     from eval_pipeline.storage.warehouse import Warehouse
-
-    from ..test_judge import FAST, emp_records
+    from tests.judge.test_judge import FAST, emp_records
 
     wh = Warehouse(str(tmp_path / "w.duckdb"))
     with StubServer() as stub, pytest.MonkeyPatch.context() as mp:

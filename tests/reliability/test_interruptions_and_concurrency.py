@@ -136,8 +136,7 @@ def test_a_killed_run_never_blocks_the_next_one_on_its_pool_slot(tmp_path, monke
     from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
 
     from eval_pipeline.cli import main as cli
-
-    from ..conftest import ROOT, SAMPLE_CHECKPOINTS
+    from tests.conftest import ROOT, SAMPLE_CHECKPOINTS
 
     home = tmp_path / "home"
     home.mkdir()

@@ -19,8 +19,7 @@ import pytest
 from eval_pipeline.cli import main as cli
 from eval_pipeline.storage import connect
 from eval_pipeline.storage.warehouse import Warehouse
-
-from .test_interruptions_and_concurrency import _spawn
+from tests.reliability.test_interruptions_and_concurrency import _spawn
 
 
 def _digest(path: Path) -> str:
@@ -172,8 +171,9 @@ def test_maintain_runs_while_a_reader_reads_and_the_reader_sees_every_row(tmp_pa
 
 
 def test_the_viewer_on_a_file_reads_beside_a_held_reader_and_creates_nothing(tmp_path):
-    """#36.21 (the viewer's pages on real results are in tests/test_viewer.py): the viewer's warehouse is read-only,
-    so a plain read-only reader holding a DuckDB file never makes it wait, and a missing warehouse is not created."""
+    """#36.21 (the viewer's pages on real results are in tests/publish/test_viewer.py): the viewer's warehouse is
+    read-only, so a plain read-only reader holding a DuckDB file never makes it wait, and a missing warehouse is not
+    created."""
     import subprocess
     import sys
 

@@ -13,9 +13,8 @@ from eval_pipeline.judge.prompts import BEGIN, END
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.storage.tables import qualified
 from eval_pipeline.storage.warehouse import Warehouse
+from tests.conftest import RUBRIC_DIR
 from tests.helpers.judges import openai_judge
-
-from ..conftest import RUBRIC_DIR
 
 SECRET = "sk-proj-TOPSECRET-9f8e7d6c5b4a"
 ATTACK = (

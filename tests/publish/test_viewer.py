@@ -19,8 +19,7 @@ from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.publish.viewer.app import create_app
 from eval_pipeline.publish.viewer.render import num, word_diff
 from eval_pipeline.storage.warehouse import Warehouse
-
-from .conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
+from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
 
 # every test here reads one evaluated warehouse (two checkpoints, a module fixture of ~20 s): the whole suite runs
 # them; `make test-fast` leaves them out
@@ -254,9 +253,8 @@ def test_browser_walks_leaderboard_checkpoint_regressions_sample_and_parent_diff
     import sys
 
     from eval_pipeline.devtools.net import free_port, wait_until_serving
-
-    from .conftest import ROOT
-    from .helpers.browser import FLAGS
+    from tests.conftest import ROOT
+    from tests.helpers.browser import FLAGS
 
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:

@@ -9,8 +9,7 @@ import pytest
 
 from eval_pipeline.devtools.openai_stub import StubServer
 from eval_pipeline.storage.warehouse import Warehouse
-
-from ..conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
+from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
 
 
 @pytest.mark.slow

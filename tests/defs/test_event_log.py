@@ -13,7 +13,7 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventL
 
 from eval_pipeline.defs.event_log import EventLogStorage
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

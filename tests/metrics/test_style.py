@@ -18,8 +18,7 @@ from eval_pipeline.metrics.style import (
     strip_speaker_prefixes,
 )
 from eval_pipeline.provision import MissingDataError
-
-from .conftest import SAMPLE_CHECKPOINTS
+from tests.conftest import SAMPLE_CHECKPOINTS
 
 
 def test_nvcs_by_hand():

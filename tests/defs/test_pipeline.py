@@ -10,8 +10,7 @@ from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.rubrics import load_rubrics
 from eval_pipeline.storage.warehouse import Warehouse
-
-from .conftest import RUBRIC_DIR, write_checkpoint
+from tests.conftest import RUBRIC_DIR, write_checkpoint
 
 FIVE = {"answer_quality", "empathetic_dialogue", "kg_qa", "npc_dialogue", "roleplay_style"}
 
@@ -226,7 +225,7 @@ def test_the_demo_as_make_demo_runs_it(tmp_path, monkeypatch, capsys):
     import subprocess
     import sys
 
-    from .conftest import ROOT, SAMPLE_CHECKPOINTS
+    from tests.conftest import ROOT, SAMPLE_CHECKPOINTS
 
     home = tmp_path / "home"
     env = dict(
@@ -274,8 +273,7 @@ def _the_flow_landed_whole(tmp_path, home, monkeypatch, capsys):
     checks in the instance, agreement, the views, the read-only CLI; then a re-run of one checkpoint (one rubric)
     on the same lake and instance replaces its partitions."""
     from eval_pipeline.defs.instance import open_instance
-
-    from .conftest import SAMPLE_CHECKPOINTS
+    from tests.conftest import SAMPLE_CHECKPOINTS
 
     lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
     for k, v in {"DAGSTER_HOME": str(home), "EVAL_WAREHOUSE": lake, "EVAL_REPORT_DIR": str(tmp_path / "reports"),

@@ -8,8 +8,7 @@ import pytest
 from eval_pipeline.cli import main as cli
 from eval_pipeline.devtools.openai_stub import StubServer
 from eval_pipeline.storage.warehouse import Warehouse
-
-from .conftest import SAMPLE_CHECKPOINTS
+from tests.conftest import SAMPLE_CHECKPOINTS
 
 PRICES = "currency: EUR\nmodels:\n  gpt-4o-mini: {input: 0.15, output: 0.60}\n"
 

@@ -32,9 +32,8 @@ from eval_pipeline.defs.instance import open_instance
 from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.net import free_port, wait_until_serving
 from eval_pipeline.storage.warehouse import Warehouse
-
-from .conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
-from .helpers.browser import ARTIFACTS, CHROMIUM, Browser
+from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
+from tests.helpers.browser import ARTIFACTS, CHROMIUM, Browser
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 RUBRIC = "answer_quality"

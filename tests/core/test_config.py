@@ -5,8 +5,7 @@ import yaml
 
 from eval_pipeline.core.config import RubricConfigError
 from eval_pipeline.rubrics import load_rubric, load_rubrics
-
-from .conftest import RUBRIC_DIR
+from tests.conftest import RUBRIC_DIR
 
 
 def test_all_five_seed_rubrics_load():

@@ -18,9 +18,8 @@ from eval_pipeline.judge.prompts import BEGIN, END, build_messages
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.rubrics import load_rubric
 from eval_pipeline.storage.warehouse import Warehouse
+from tests.conftest import RUBRIC_DIR
 from tests.helpers.judges import judge_named, openai_judge
-
-from .conftest import RUBRIC_DIR
 
 FAST = {"backoff_base_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 5.0, "max_retries": 3}
 INJECTION = (

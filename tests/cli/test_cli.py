@@ -1,8 +1,7 @@
 import pytest
 
 from eval_pipeline.cli import main as cli
-
-from .conftest import write_checkpoint
+from tests.conftest import write_checkpoint
 
 
 def test_errors_are_one_line_with_a_nonzero_exit(tmp_path, monkeypatch, capsys):
@@ -40,8 +39,7 @@ def test_the_instance_make_installs_lets_backfill_runs_overlap_only_on_a_ducklak
     import subprocess
 
     from eval_pipeline.defs.instance import backfill_limit_hint
-
-    from .conftest import ROOT
+    from tests.conftest import ROOT
 
     lake = "ducklake:sqlite:" + str(tmp_path / "lake" / "catalog.sqlite")
     for name, warehouse in (("file", str(tmp_path / "w.duckdb")), ("lake", lake)):
@@ -98,8 +96,7 @@ def test_export_writes_every_table_of_the_checkpoint_and_a_manifest(tmp_path, mo
 
     from eval_pipeline.cli import main as cli
     from eval_pipeline.storage.warehouse import Warehouse
-
-    from .conftest import SAMPLE_CHECKPOINTS
+    from tests.conftest import SAMPLE_CHECKPOINTS
 
     lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
     for k, v in {"EVAL_CHECKPOINT_DIR": str(SAMPLE_CHECKPOINTS), "DAGSTER_HOME": str(tmp_path / "home"),

@@ -3,8 +3,7 @@ import pytest
 
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.partitions import CHECKPOINTS
-
-from .conftest import RUBRIC_DIR, write_checkpoint
+from tests.conftest import RUBRIC_DIR, write_checkpoint
 
 ROW = {"sample_id": "s1", "user_statement": "I feel low.", "response": "That sounds hard."}
 

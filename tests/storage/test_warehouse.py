@@ -309,9 +309,9 @@ def test_a_writer_killed_inside_its_one_transaction_leaves_the_previous_partitio
     wh.replace_partition("r1", "raw", _arrow_chunk("a", 1, 5).to_pandas(), {"checkpoint_id": "a"})
     code = f"""
 import sys
-sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
 from eval_pipeline.storage.warehouse import Warehouse
-from tests.test_warehouse import _arrow_chunk
+from tests.storage.test_warehouse import _arrow_chunk
 wh = Warehouse({warehouse_path!r})
 with wh.partition_writer(fixed_columns=True) as w:
     for k in range(1000):

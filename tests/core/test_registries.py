@@ -12,9 +12,8 @@ from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.factory import rubric_definitions
 from eval_pipeline.rubrics import load_rubric
 from eval_pipeline.scoring.gates import GATES, GateResult, GateSpec, evaluate_gates, gate, load_kinds
+from tests.conftest import RUBRIC_DIR
 from tests.helpers.judges import judge_named
-
-from .conftest import RUBRIC_DIR
 
 
 @pytest.fixture

@@ -20,8 +20,7 @@ from eval_pipeline.scoring.verdict import (
     store,
 )
 from eval_pipeline.storage.warehouse import Warehouse
-
-from .conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
+from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
 
 
 def test_a_rubric_without_a_reliability_gate_still_shows_its_untrusted_judge():

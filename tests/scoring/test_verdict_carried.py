@@ -13,8 +13,7 @@ import pytest
 import yaml
 
 from eval_pipeline.storage.warehouse import Warehouse
-
-from ..conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
+from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
 
 RUBRIC = "empathetic_dialogue"
 

@@ -12,8 +12,7 @@ import pytest
 from eval_pipeline.ingest.jsonl import read_jsonl
 from eval_pipeline.ingest.rowwise import validate_raw as rowwise
 from eval_pipeline.ingest.validation import validate_raw
-
-from .reliability.test_bad_inputs import CASES, GOOD_EMP, GOOD_KG, GOOD_NPC
+from tests.reliability.test_bad_inputs import CASES, GOOD_EMP, GOOD_KG, GOOD_NPC
 
 GOOD = {"empathetic_dialogue": GOOD_EMP, "npc_dialogue": GOOD_NPC, "kg_qa": GOOD_KG}
 
@@ -80,9 +79,8 @@ def test_the_first_line_of_an_id_keeps_it_wherever_the_engine_measured_it(rubric
     their range; the first line of an id is still the one kept, within a range and across ranges."""
     import duckdb
 
-    from eval_pipeline.ingest.engine import EngineValidation
+    from eval_pipeline.ingest.engine import EngineValidation, make_raw_table
     from eval_pipeline.ingest.engine_schema import ID_REPEATED
-    from eval_pipeline.ingest.validation import RAW_TABLE
 
     suspicious = {"response": "words that look like numbers to DuckDB: [nan, inf]"}
     lines = [
@@ -93,7 +91,7 @@ def test_the_first_line_of_an_id_keeps_it_wherever_the_engine_measured_it(rubric
         {**GOOD_EMP, "sample_id": "c"},  # 5
     ]
     con = duckdb.connect()
-    con.execute(RAW_TABLE)
+    make_raw_table(con)
     for n, line in enumerate(lines, start=1):
         con.execute("INSERT INTO raw VALUES ('ck', 'f', ?, ?, NULL)", [n, json.dumps(line)])
     engine = EngineValidation(con, rubrics["empathetic_dialogue"], "raw", "ck", chunk_lines=chunk_lines)
@@ -108,11 +106,10 @@ def test_a_failure_while_checking_a_range_stops_the_look_ahead_cleanly(rubrics, 
     after the look-ahead query has ended, and the connection stays usable."""
     import duckdb
 
-    from eval_pipeline.ingest.engine import EngineValidation
-    from eval_pipeline.ingest.validation import RAW_TABLE
+    from eval_pipeline.ingest.engine import EngineValidation, make_raw_table
 
     con = duckdb.connect()
-    con.execute(RAW_TABLE)
+    make_raw_table(con)
     for n in range(1, 41):
         line = json.dumps({**GOOD_EMP, "sample_id": f"s{n}"})
         con.execute("INSERT INTO raw VALUES ('ck', 'f', ?, ?, NULL)", [n, line])

@@ -16,9 +16,8 @@ import pytest
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.net import free_port, wait_until_serving
-
-from .conftest import ROOT, RUBRIC_DIR
-from .helpers.browser import ARTIFACTS, CHROMIUM, Browser
+from tests.conftest import ROOT, RUBRIC_DIR
+from tests.helpers.browser import ARTIFACTS, CHROMIUM, Browser
 
 
 @pytest.mark.slow

@@ -13,8 +13,7 @@ import pytest
 from dagster._core.storage.dagster_run import DagsterRunStatus
 
 from eval_pipeline.storage.warehouse import Warehouse
-
-from .conftest import ROOT, SAMPLE_CHECKPOINTS
+from tests.conftest import ROOT, SAMPLE_CHECKPOINTS
 
 HELD = re.compile(r"warehouse held from ([0-9.]+) to ([0-9.]+)")  # logged by every step of the warehouse pool
 

@@ -12,8 +12,7 @@ from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.scoring.comparison import compare
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.helpers.judges import judge_named, openai_judge
-
-from .test_judge import emp_records
+from tests.judge.test_judge import emp_records
 
 
 def _repeat(rubric, records, wh, times):

@@ -6,8 +6,7 @@ import pytest
 
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
-
-from .conftest import RUBRIC_DIR
+from tests.conftest import RUBRIC_DIR
 
 
 @pytest.mark.slow

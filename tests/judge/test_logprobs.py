@@ -15,8 +15,7 @@ from eval_pipeline.judge.logprobs import expected, read_distributions, score_dis
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.helpers.judges import openai_judge
-
-from .test_judge import emp_records
+from tests.judge.test_judge import emp_records
 
 
 def _lp(p: float) -> float:
