@@ -6,6 +6,8 @@ its reserved names from here, so a name is spelt once.
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 # --- tables in the main schema, shared by every rubric ---------------------------------------
 MAIN = "main"
 QUARANTINE = (MAIN, "quarantine")
@@ -209,3 +211,29 @@ REPEATABILITY_COLUMNS = [
     "share_changed_chosen",
     "missing",
 ]
+
+
+class Table(StrEnum):
+    """The tables of a rubric's schema, each written by the asset of the same name (``defs.asset.asset_key``): the one
+    place their names are spelled."""
+
+    RAW_OUTPUTS = "raw_outputs"
+    SAMPLES = "samples"
+    EXTRACTIONS = "extractions"
+    METRICS = "metrics"
+    JUDGE_SCORES = "judge_scores"
+    JUDGE_IDENTITY = "judge_identity"
+    JUDGE_USAGE = "judge_usage"
+    JUDGE_CALIBRATION = "judge_calibration"
+    JUDGE_REPEATABILITY = "judge_repeatability"
+    SCORES = "scores"
+    SUMMARY = "summary"
+    COMPARISON = "comparison"
+    CALIBRATED_MEANS = "calibrated_means"
+    LENGTH_BIAS = "length_bias"
+    HUMAN_RATINGS = "human_ratings"
+    AGREEMENT = "agreement"
+    JUDGE_TRUST = "judge_trust"
+    GATES = "gates"
+    VERDICT = "verdict"
+    WORKLISTS = "worklists"

@@ -20,7 +20,7 @@ import pandas as pd
 from eval_pipeline.agreement.compute import judge_on_human_scale
 from eval_pipeline.core import progress, settings
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import PANEL
+from eval_pipeline.core.contracts import PANEL, Table
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.storage.tables import Filter
@@ -179,7 +179,7 @@ def panel_on_human_scale(wh: Warehouse, rubric: RubricConfig, checkpoint_ids: Se
     dimension, score): what the human-calibrated estimates read beside the ratings."""
     judge = wh.read(
         rubric.name,
-        "judge_scores",
+        Table.JUDGE_SCORES,
         columns=("checkpoint_id", "sample_id", "dimension", "kind", "judge", "score"),
         where={"checkpoint_id": tuple(checkpoint_ids), "judge": PANEL},
     )
@@ -189,7 +189,7 @@ def panel_on_human_scale(wh: Warehouse, rubric: RubricConfig, checkpoint_ids: Se
 def recorded_judge(wh: Warehouse, rubric: RubricConfig, checkpoint_id: str) -> tuple[str, str] | None:
     """(identity, label) of the judge that scored this checkpoint (``<rubric>.judge_identity``); None when none
     was recorded (not judged yet, or judged by a version that did not record it)."""
-    rows = partition_rows(wh, rubric, "judge_identity", checkpoint_id, columns=("judge_identity", "label"))
+    rows = partition_rows(wh, rubric, Table.JUDGE_IDENTITY, checkpoint_id, columns=("judge_identity", "label"))
     if rows is None or rows.empty:
         return None
     return str(rows.judge_identity.iloc[0]), str(rows.label.iloc[0])

@@ -5,6 +5,7 @@ import dagster as dg
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.types import Row
 from eval_pipeline.defs.asset import asset_key, holding_the_warehouse, partition_rows
 from eval_pipeline.defs.partitions import CHECKPOINTS
@@ -14,7 +15,7 @@ from eval_pipeline.scoring.verdict import missing_judge_scores
 
 
 def _check_specs(rubric: RubricConfig, assets: set[str]) -> tuple[list[dg.AssetCheckSpec], dict[str, dg.AssetKey]]:
-    gates_key = asset_key(rubric, "gates")
+    gates_key = asset_key(rubric, Table.GATES)
     specs, targets = [], {}
     for g in rubric.gates:
         kind = gate_kind(g.kind)
@@ -72,7 +73,7 @@ def gate_checks(rubric: RubricConfig, assets: set[str]) -> dg.AssetChecksDefinit
     @dg.multi_asset_check(specs=specs, name=f"{rubric.name}__gate_checks", can_subset=True)
     @holding_the_warehouse
     def checks(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource):  # type: ignore[no-untyped-def]  # noqa: ANN202 (Dagster reads the annotation)
-        rows = partition_rows(warehouse.get(), rubric, "gates", context.partition_key)
+        rows = partition_rows(warehouse.get(), rubric, Table.GATES, context.partition_key)
         by_gate = {} if rows is None else {r["gate"]: r for r in rows.to_dict("records")}  # none: all fail closed
         selected = {k.name for k in context.selected_asset_check_keys}
         for name, target in targets.items():
@@ -86,7 +87,7 @@ def judge_completeness_check(rubric: RubricConfig) -> dg.AssetChecksDefinition:
     limit = rubric.completeness.max_missing_judge_scores
 
     @dg.asset_check(
-        asset=asset_key(rubric, "judge_scores"),
+        asset=asset_key(rubric, Table.JUDGE_SCORES),
         name="judge_completeness",
         partitions_def=CHECKPOINTS,
         description=f"At most {limit:.0%} of the panel's scores missing (completeness.max_missing_judge_scores): "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from eval_pipeline.core.contracts import PANEL
+from eval_pipeline.core.contracts import PANEL, Table
 from eval_pipeline.storage.tables import qualified
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -13,7 +13,7 @@ from eval_pipeline.storage.warehouse import Warehouse
 def rated_panel_scores(wh: Warehouse, rubric: str) -> pd.DataFrame:
     """The panel's judge_scores rows of the samples people rated, of every checkpoint (agreement needs no other: a
     100k-sample checkpoint has about 1,000 rated)."""
-    scores, ratings = qualified(rubric, "judge_scores"), qualified(rubric, "human_ratings")
+    scores, ratings = qualified(rubric, Table.JUDGE_SCORES), qualified(rubric, Table.HUMAN_RATINGS)
     return wh.query_df(
         f"SELECT j.* FROM {scores} j WHERE j.judge = ? AND (j.checkpoint_id, j.sample_id) "
         f"IN (SELECT DISTINCT checkpoint_id, sample_id FROM {ratings})",
@@ -26,7 +26,7 @@ def headline_trend(wh: Warehouse, rubric: str, headline: str) -> pd.DataFrame:
     ``ci_low``, ``ci_high``."""
     return wh.query_df(
         f"""SELECT s.checkpoint_id AS checkpoint, s.score, s.mean, s.ci_low, s.ci_high
-            FROM {qualified(rubric, "summary")} s JOIN main.checkpoints c USING (checkpoint_id)
+            FROM {qualified(rubric, Table.SUMMARY)} s JOIN main.checkpoints c USING (checkpoint_id)
             WHERE s.breakdown = 'all' AND s.score = ? ORDER BY c.created_at, s.checkpoint_id""",
         [headline],
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from eval_pipeline.core.contracts import Table
 from eval_pipeline.defs.resources import RatingsSource
 from eval_pipeline.ingest.ratings import evaluated, stale
 from eval_pipeline.storage.warehouse import Warehouse
@@ -26,7 +27,7 @@ REDECIDED = ("agreement", "comparison", "length_bias", "gates", "verdict", "work
 
 
 def ratings_keys(rubric: str, present: set[dg.AssetKey]) -> list[dg.AssetKey]:
-    return [k for k in [dg.AssetKey([rubric, "human_ratings"])] if k in present]
+    return [k for k in [dg.AssetKey([rubric, Table.HUMAN_RATINGS])] if k in present]
 
 
 def redecided_keys(rubric: str, present: set[dg.AssetKey]) -> list[dg.AssetKey]:

@@ -30,7 +30,7 @@ import pandas as pd
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import QUARANTINE_COLUMNS, RATER_KINDS, RATING_COLUMNS, UNPLACED, UNRATED
+from eval_pipeline.core.contracts import QUARANTINE_COLUMNS, RATER_KINDS, RATING_COLUMNS, UNPLACED, UNRATED, Table
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_evaluator
 from eval_pipeline.core.types import Record, Row
 from eval_pipeline.ingest.files import not_a_file
@@ -407,9 +407,9 @@ def folder_fingerprint(rubric_name: str, root: Path | None = None) -> str:
 
 def evaluated(wh: Warehouse, rubric: str) -> list[str]:
     """The checkpoints this rubric has samples of."""
-    if not wh.exists() or not wh.table_exists(rubric, "samples"):
+    if not wh.exists() or not wh.table_exists(rubric, Table.SAMPLES):
         return []
-    found = wh.read(rubric, "samples", columns=("checkpoint_id",), distinct=True, order_by=("checkpoint_id",))
+    found = wh.read(rubric, Table.SAMPLES, columns=("checkpoint_id",), distinct=True, order_by=("checkpoint_id",))
     return [str(c) for c in found.checkpoint_id]
 
 
@@ -426,7 +426,10 @@ def stale(wh: Warehouse, rubric: str, root: Path, only: list[str] | None = None)
 
 
 def has_ratings(wh: Warehouse, rubric: str, ckpt: str) -> bool:
-    return len(wh.read(rubric, "human_ratings", columns=("checkpoint_id",), where={"checkpoint_id": ckpt}, limit=1)) > 0
+    return (
+        len(wh.read(rubric, Table.HUMAN_RATINGS, columns=("checkpoint_id",), where={"checkpoint_id": ckpt}, limit=1))
+        > 0
+    )
 
 
 MAX_RATINGS_BYTES = 256 * 1024 * 1024

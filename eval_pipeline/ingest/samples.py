@@ -7,6 +7,7 @@ import json
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.types import Record
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -14,7 +15,7 @@ JSON_TYPES = ("string_list", "object", "object_list")
 
 
 def load_samples(wh: Warehouse, rubric: RubricConfig, checkpoint_id: str) -> pd.DataFrame:
-    return wh.read(rubric.name, "samples", where={"checkpoint_id": checkpoint_id}, order_by=("line_number",))
+    return wh.read(rubric.name, Table.SAMPLES, where={"checkpoint_id": checkpoint_id}, order_by=("line_number",))
 
 
 def to_records(rubric: RubricConfig, df: pd.DataFrame) -> list[Record]:

@@ -11,7 +11,7 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from eval_pipeline.core.contracts import PANEL
+from eval_pipeline.core.contracts import PANEL, Table
 from eval_pipeline.storage.tables import Filter, conditions, literal, qualified
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -19,7 +19,7 @@ from eval_pipeline.storage.warehouse import Warehouse
 def counts_per_checkpoint(wh: Warehouse, rubric: str) -> pd.DataFrame:
     """Per checkpoint of ``rubric``: its lines, valid samples and quarantined lines (``checkpoint``, ``lines``,
     ``valid``, ``quarantined``), in checkpoint order."""
-    samples, raw = qualified(rubric, "samples"), qualified(rubric, "raw_outputs")
+    samples, raw = qualified(rubric, Table.SAMPLES), qualified(rubric, Table.RAW_OUTPUTS)
     return wh.query_df(
         f"""
         SELECT s.checkpoint_id AS checkpoint, r.lines AS lines, s.valid, coalesce(q.quarantined, 0) AS quarantined
@@ -38,13 +38,13 @@ def panel_means(wh: Warehouse, rubric: str) -> pd.DataFrame:
     """Per checkpoint and dimension (questionnaire metrics and totals included) of ``rubric``: the panel's mean
     score, the judge's kind and how many of its scores are missing (``checkpoint``, ``dimension``, ``judge``,
     ``mean``, ``missing``); no rows before judge_scores exists."""
-    if not wh.table_exists(rubric, "judge_scores"):
+    if not wh.table_exists(rubric, Table.JUDGE_SCORES):
         return pd.DataFrame(columns=["checkpoint", "dimension", "judge", "mean", "missing"])
     return wh.query_df(
         f"""
         SELECT checkpoint_id AS checkpoint, dimension, any_value(judge_kind) AS judge,
                avg(score) AS mean, sum(CASE WHEN status = 'missing' THEN 1 ELSE 0 END) AS missing
-        FROM {qualified(rubric, "judge_scores")}
+        FROM {qualified(rubric, Table.JUDGE_SCORES)}
         WHERE judge = ? AND kind IN ('dimension', 'questionnaire_metric', 'questionnaire_total')
         GROUP BY 1, 2
         """,
@@ -104,8 +104,8 @@ class CheckpointSnapshot:
         """Per rubric with a stored verdict of the checkpoint: its verdict, reason and judge trust."""
         out = {}
         for r in self.rubrics:
-            if (r, "verdict") in self.keyed:
-                table = qualified(r, "verdict")
+            if (r, Table.VERDICT) in self.keyed:
+                table = qualified(r, Table.VERDICT)
                 got = self.con.execute(
                     f"SELECT verdict, headline_reason, trust FROM {table} WHERE checkpoint_id = {self.ck}"
                 ).fetchall()

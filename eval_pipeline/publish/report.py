@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from eval_pipeline.core.contracts import Table
 from eval_pipeline.publish.overview import TONE, Overview, overview
 from eval_pipeline.storage.tables import Filter
 from eval_pipeline.storage.warehouse import Warehouse
@@ -198,12 +199,14 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
         "main", "checkpoints", columns=("checkpoint_id", "created_at"), order_by=("created_at", "checkpoint_id")
     )
     rank = {c: i for i, c in enumerate(order.checkpoint_id)}
-    summ = wh.read(rubric, "summary", where={"breakdown": "all"})
+    summ = wh.read(rubric, Table.SUMMARY, where={"breakdown": "all"})
     summ = summ.assign(_o=summ.checkpoint_id.map(rank)).sort_values("_o")
     headline = summ[summ.headline.astype(str).str.lower() == "true"].score.iloc[0] if len(summ) else None
     out = [f"<section id='{_esc(rubric)}'><h2>{_esc(rubric)}</h2>"]
     if headline:
-        scores = wh.read(rubric, "scores", columns=("checkpoint_id", headline)).set_axis(["checkpoint_id", "v"], axis=1)
+        scores = wh.read(rubric, Table.SCORES, columns=("checkpoint_id", headline)).set_axis(
+            ["checkpoint_id", "v"], axis=1
+        )
         vals = {
             c: pd.to_numeric(g.v, errors="coerce").dropna().to_numpy(float)
             for c, g in sorted(scores.groupby("checkpoint_id"), key=lambda kv: rank.get(kv[0], 0))
@@ -229,25 +232,25 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
                 for ch in chunks
             ]
         out.append("<div class='charts'>" + "".join(charts) + "</div>")
-    if wh.table_exists(rubric, "gates"):
-        g = _by_checkpoint(wh, rubric, "gates", ("gate", "passed", "value", "threshold", "reason"))
+    if wh.table_exists(rubric, Table.GATES):
+        g = _by_checkpoint(wh, rubric, Table.GATES, ("gate", "passed", "value", "threshold", "reason"))
         g = g.assign(_o=g.checkpoint.map(rank)).sort_values(["_o", "gate"]).drop(columns="_o")
         out.append("<h3>Gates</h3>" + _table(g, "passed"))
-    if wh.table_exists(rubric, "comparison"):
+    if wh.table_exists(rubric, Table.COMPARISON):
         c = _by_checkpoint(
             wh,
             rubric,
-            "comparison",
+            Table.COMPARISON,
             ("parent_id", "score", "n_pairs", "delta", "ci_low", "ci_high", "share_better", "share_worse")
             + ("regression", "guarded"),
         ).rename(columns={"parent_id": "parent"})
         c = c[_true(c.guarded) | _true(c.regression)].drop(columns="guarded")
         out.append("<h3>Guarded scores against the parent</h3>" + _table(c))
-    if wh.table_exists(rubric, "judge_repeatability"):
+    if wh.table_exists(rubric, Table.JUDGE_REPEATABILITY):
         rp = _by_checkpoint(
             wh,
             rubric,
-            "judge_repeatability",
+            Table.JUDGE_REPEATABILITY,
             ("dimension", "n_samples", "times", "score_source", "alpha_interval", "mean_within_sd", "share_changed")
             + ("alpha_chosen", "mean_within_sd_chosen", "share_changed_chosen", "missing"),
         )
@@ -256,11 +259,11 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
             "<h3>Judge repeatability (a subset scored again; on the score that feeds the results, then on the "
             "score the judge wrote)</h3>" + _table(rp)
         )
-    if wh.table_exists(rubric, "length_bias"):
+    if wh.table_exists(rubric, Table.LENGTH_BIAS):
         lb = _by_checkpoint(
             wh,
             rubric,
-            "length_bias",
+            Table.LENGTH_BIAS,
             ("score", "n", "judge_length_rho", "n_rated", "rated_judge_length_rho", "human_length_rho", "rho_gap")
             + ("gap_ci_low", "gap_ci_high", "flagged", "mean", "length_controlled_mean"),
         )
@@ -269,11 +272,11 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
             "<h3>Length bias (judge rho with length against the humans'; mean with the length effect taken out at "
             "the parent's mean length)</h3>" + _table(lb)
         )
-    if wh.table_exists(rubric, "agreement"):
+    if wh.table_exists(rubric, Table.AGREEMENT):
         a = _by_checkpoint(
             wh,
             rubric,
-            "agreement",
+            Table.AGREEMENT,
             ("dimension", "raters", "n_items", "value", "ci_low", "ci_high", "prevalence", "ceiling_share", "label"),
             where={"statistic": "cohen_kappa_quadratic", "checkpoint_id": "ALL"},
             order_by=("raters", "dimension"),

@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import PANEL, UNPLACED, UNRATED
+from eval_pipeline.core.contracts import PANEL, UNPLACED, UNRATED, Table
 from eval_pipeline.core.types import Row
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -142,11 +142,11 @@ def missing_judge_scores(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> tupl
     """(missing, total, the most frequent reasons) over the panel's dimension and questionnaire-metric scores of
     a checkpoint; (0, 0, {}) before judge_scores exists. Reads only those rows' status and reason (a
     questionnaire rubric has ~35 rows a sample: the full rows of 100k samples are GBs)."""
-    if not wh.table_exists(rubric.name, "judge_scores"):
+    if not wh.table_exists(rubric.name, Table.JUDGE_SCORES):
         return 0, 0, {}
     panel = wh.read(
         rubric.name,
-        "judge_scores",
+        Table.JUDGE_SCORES,
         columns=("status", "reason"),
         where={"checkpoint_id": ckpt, "judge": PANEL, "kind": ("dimension", "questionnaire_metric")},
     )
@@ -156,12 +156,12 @@ def missing_judge_scores(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> tupl
 
 
 def _read_counts(s: Warehouse, v: Verdict, rubric: RubricConfig, ckpt: str) -> None:
-    v.lines = s.count(rubric.name, "raw_outputs", {"checkpoint_id": ckpt})
-    v.valid = s.count(rubric.name, "samples", {"checkpoint_id": ckpt})
+    v.lines = s.count(rubric.name, Table.RAW_OUTPUTS, {"checkpoint_id": ckpt})
+    v.valid = s.count(rubric.name, Table.SAMPLES, {"checkpoint_id": ckpt})
     v.quarantined = s.count("main", "quarantine", {"rubric": rubric.name, "checkpoint_id": ckpt, "stage": "validate"})
     v.judge_missing, v.judge_total, v.judge_reasons = missing_judge_scores(s, rubric, ckpt)
     ratings = {"checkpoint_id": ckpt}
-    v.rating_rows = s.count(rubric.name, "human_ratings", ratings, distinct=("source_file", "line_number"))
+    v.rating_rows = s.count(rubric.name, Table.HUMAN_RATINGS, ratings, distinct=("source_file", "line_number"))
     rejected = s.read(
         "main",
         "quarantine",
@@ -320,19 +320,19 @@ def decide(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> Verdict:
     with wh.session() as s:
         _read_counts(s, v, rubric, ckpt)
         this = {"checkpoint_id": ckpt}
-        if s.table_exists(rubric.name, "gates"):
-            kinds, pending = _gates(v, s.read(rubric.name, "gates", where=this, order_by=("gate",)))
-        if s.table_exists(rubric.name, "judge_trust"):
-            _trust(v, s.read(rubric.name, "judge_trust", where=this))
+        if s.table_exists(rubric.name, Table.GATES):
+            kinds, pending = _gates(v, s.read(rubric.name, Table.GATES, where=this, order_by=("gate",)))
+        if s.table_exists(rubric.name, Table.JUDGE_TRUST):
+            _trust(v, s.read(rubric.name, Table.JUDGE_TRUST, where=this))
         changes = None
         notes: list[str] = []
-        if s.table_exists(rubric.name, "comparison"):
-            changes = s.read(rubric.name, "comparison", where=this)
+        if s.table_exists(rubric.name, Table.COMPARISON):
+            changes = s.read(rubric.name, Table.COMPARISON, where=this)
             _regressions(v, changes)
             notes = [str(n) for n in changes[changes.status == "not_comparable"].note.drop_duplicates()]
         head = s.read(
             rubric.name,
-            "summary",
+            Table.SUMMARY,
             columns=("score", "mean", "ci_low", "ci_high", "n", "headline"),
             where={"checkpoint_id": ckpt, "breakdown": "all", "headline": True},
             limit=1,
@@ -342,7 +342,7 @@ def decide(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> Verdict:
             v.headline_name, v.n = str(name), int(0 if n is None or n != n else n)
             v.headline, v.ci_low, v.ci_high = (None if x is None or x != x else float(x) for x in (mean, lo, hi))
         if not v.judge:
-            labels = s.read(rubric.name, "judge_identity", columns=("label",), where=this, limit=1)
+            labels = s.read(rubric.name, Table.JUDGE_IDENTITY, columns=("label",), where=this, limit=1)
             v.judge = str(labels.label.iloc[0] or "") if len(labels) else ""
     if changes is not None and len(changes):
         _headline_change(v, changes)

@@ -8,7 +8,7 @@ from eval_pipeline.agreement.length_bias import length_bias, log_words
 from eval_pipeline.agreement.ppi import calibrated_means
 from eval_pipeline.agreement.trust import OVERALL, trust_rows
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import ALL_CHECKPOINTS, JUDGE_VS_HUMAN_MEAN
+from eval_pipeline.core.contracts import ALL_CHECKPOINTS, JUDGE_VS_HUMAN_MEAN, Table
 from eval_pipeline.defs.asset import (
     asset_key,
     panel_on_human_scale,
@@ -52,7 +52,7 @@ def _judge_trust(
     if who is None:
         return None
     identity, label = who
-    judged = wh.read(rubric.name, "judge_identity", columns=("checkpoint_id",), where={"judge_identity": identity})
+    judged = wh.read(rubric.name, Table.JUDGE_IDENTITY, columns=("checkpoint_id",), where={"judge_identity": identity})
     same = {str(c) for c in judged.checkpoint_id}
     ratings = all_ratings[all_ratings.checkpoint_id.isin(same)]
     judge = all_judge[all_judge.checkpoint_id.isin(same)]
@@ -71,11 +71,11 @@ def _calibrated(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, ratings: pd.D
 
 
 def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
-    deps = [asset_key(rubric, "human_ratings")] + ([asset_key(rubric, "judge_scores")] if has_judge else [])
+    deps = [asset_key(rubric, Table.HUMAN_RATINGS)] + ([asset_key(rubric, Table.JUDGE_SCORES)] if has_judge else [])
 
     @rubric_asset(
         rubric,
-        "agreement",
+        Table.AGREEMENT,
         deps=deps,
         kinds={"duckdb"},
         description="Agreement per dimension, and the verdict on the judge (judge_trust: pooled over every rated "
@@ -87,23 +87,23 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
     def agreement(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        ratings = required_rows(wh, rubric, "human_ratings", ckpt_id)
+        ratings = required_rows(wh, rubric, Table.HUMAN_RATINGS, ckpt_id)
         all_judge = _rated_panel_rows(wh, rubric) if has_judge else None
         judge = all_judge[all_judge.checkpoint_id == ckpt_id] if all_judge is not None else None
         df = compute_agreement(rubric, ckpt_id, ratings, judge)
-        all_ratings = wh.read(rubric.name, "human_ratings")
+        all_ratings = wh.read(rubric.name, Table.HUMAN_RATINGS)
         overall = compute_agreement(rubric, ALL_CHECKPOINTS, all_ratings, all_judge)
         trust = (
             _judge_trust(wh, rubric, ckpt_id, df, all_ratings, all_judge, overall) if all_judge is not None else None
         )
         calibrated = _calibrated(wh, rubric, ckpt_id, ratings) if has_judge else None
         with wh.partition_writer() as w:  # the checkpoint's rows and the pooled ones in one transaction
-            w.write(rubric.name, "agreement", df, {"checkpoint_id": ckpt_id})
-            w.write(rubric.name, "agreement", overall, {"checkpoint_id": ALL_CHECKPOINTS})
+            w.write(rubric.name, Table.AGREEMENT, df, {"checkpoint_id": ckpt_id})
+            w.write(rubric.name, Table.AGREEMENT, overall, {"checkpoint_id": ALL_CHECKPOINTS})
             if trust is not None:
-                w.write(rubric.name, "judge_trust", trust, {"checkpoint_id": ckpt_id})
+                w.write(rubric.name, Table.JUDGE_TRUST, trust, {"checkpoint_id": ckpt_id})
             if calibrated is not None:
-                w.write(rubric.name, "calibrated_means", calibrated, {"checkpoint_id": ckpt_id})
+                w.write(rubric.name, Table.CALIBRATED_MEANS, calibrated, {"checkpoint_id": ckpt_id})
         quadratic = df[df.statistic == "cohen_kappa_quadratic"]
         judged = _kappas(quadratic[quadratic.raters == JUDGE_VS_HUMAN_MEAN])
         verdict = trust[trust.dimension == OVERALL].iloc[0] if trust is not None else None
@@ -127,7 +127,7 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
 
 def _log_words(wh: Warehouse, rubric: RubricConfig, ckpt_id: str) -> pd.Series:
     sid, resp = rubric.inputs.id_field, rubric.inputs.response_field
-    df = wh.read(rubric.name, "samples", columns=(sid, resp), where={"checkpoint_id": ckpt_id})
+    df = wh.read(rubric.name, Table.SAMPLES, columns=(sid, resp), where={"checkpoint_id": ckpt_id})
     df = df.set_axis(["sample_id", "response"], axis=1)
     return pd.Series(log_words(df.response).to_numpy(), index=df.sample_id)
 
@@ -137,7 +137,7 @@ def length_bias_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
 
     @rubric_asset(
         rubric,
-        "length_bias",
+        Table.LENGTH_BIAS,
         deps=deps,
         kinds={"duckdb"},
         description="Does the judge lean on length more than people do? Per judged dimension and the headline: "
@@ -149,20 +149,20 @@ def length_bias_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     def length_bias_(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        scores = required_rows(wh, rubric, "scores", ckpt_id)
+        scores = required_rows(wh, rubric, Table.SCORES, ckpt_id)
         lengths = _log_words(wh, rubric, ckpt_id)
         parent = parent_of(wh, ckpt_id)
         reference = None
         if parent is not None:
             ref = _log_words(wh, rubric, parent)
             reference = float(ref.mean()) if len(ref) else None
-        ratings = partition_rows(wh, rubric, "human_ratings", ckpt_id)
+        ratings = partition_rows(wh, rubric, Table.HUMAN_RATINGS, ckpt_id)
         humans = rater_sets(rubric, ratings)["human"] if ratings is not None else pd.DataFrame()
         means = {d: g.groupby("sample_id").score.mean() for d, g in humans.groupby("dimension")} if len(humans) else {}
         names = [d.key for d in rubric.judged_dimensions]
         names += [rubric.headline] if rubric.headline not in names else []
         df = length_bias(ckpt_id, scores, lengths, means, names, reference)
-        wh.replace_partition(rubric.name, "length_bias", df, {"checkpoint_id": ckpt_id})
+        wh.replace_partition(rubric.name, Table.LENGTH_BIAS, df, {"checkpoint_id": ckpt_id})
         metadata: dict[str, dg.MetadataValue] = {
             "flagged": dg.MetadataValue.text(", ".join(df[df.flagged].score) or "none"),
             "viewer": viewer_link(rubric, ckpt_id),

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import CHECKPOINTS, QUARANTINE
+from eval_pipeline.core.contracts import CHECKPOINTS, QUARANTINE, Table
 from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, WarehouseResource
@@ -20,7 +20,7 @@ from eval_pipeline.ingest.ratings import SOURCES, folder_fingerprint, load_ratin
 def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @rubric_asset(
         rubric,
-        "raw_outputs",
+        Table.RAW_OUTPUTS,
         kinds={"duckdb"},
         description=f"Raw model outputs of a checkpoint for '{rubric.title}': every line of "
         f"<checkpoint>/{rubric.name}.jsonl with its line number, copied into {rubric.name}.raw_outputs.",
@@ -51,7 +51,7 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         # streamed in blocks of the file, the partition replaced at once
         with wh.partition_writer(fixed_columns=True) as w:
             stream = pa.RecordBatchReader.from_batches(RAW_SCHEMA, batches())
-            lines = w.write_stream(rubric.name, "raw_outputs", stream, {"checkpoint_id": ckpt.checkpoint_id})
+            lines = w.write_stream(rubric.name, Table.RAW_OUTPUTS, stream, {"checkpoint_id": ckpt.checkpoint_id})
         row = {
             "checkpoint_id": ckpt.checkpoint_id,
             "model": ckpt.model,
@@ -79,8 +79,8 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
 def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @rubric_asset(
         rubric,
-        "samples",
-        deps=[asset_key(rubric, "raw_outputs")],
+        Table.SAMPLES,
+        deps=[asset_key(rubric, Table.RAW_OUTPUTS)],
         kinds={"duckdb", "pandera"},
         description=f"Validated samples of '{rubric.title}' (pandera schema from the rubric's input fields). "
         "Rejected lines go to main.quarantine with their reason; valid + quarantined = lines read.",
@@ -102,7 +102,7 @@ def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
                 quarantine = engine.quarantine()
             written, _ = wh.replace_partitions(
                 [
-                    (rubric.name, "samples", {"checkpoint_id": ckpt_id}, [engine.samples()]),
+                    (rubric.name, Table.SAMPLES, {"checkpoint_id": ckpt_id}, [engine.samples()]),
                     (*QUARANTINE, where, [quarantine]),
                 ]
             )
@@ -132,8 +132,8 @@ def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
 def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @rubric_asset(
         rubric,
-        "human_ratings",
-        deps=[asset_key(rubric, "samples")],
+        Table.HUMAN_RATINGS,
+        deps=[asset_key(rubric, Table.SAMPLES)],
         kinds={"duckdb", "csv"},
         description=f"Human ratings from data/human_ratings/{rubric.name}/*.csv for this checkpoint, validated: "
         "unknown sample ids, scores off the scale, unsafe evaluator names and repeated (sample, evaluator) pairs go "
@@ -148,7 +148,7 @@ def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         id_field = rubric.inputs.id_field
-        ids = set(wh.read(rubric.name, "samples", columns=(id_field,), where={"checkpoint_id": ckpt_id})[id_field])
+        ids = set(wh.read(rubric.name, Table.SAMPLES, columns=(id_field,), where={"checkpoint_id": ckpt_id})[id_field])
         # every checkpoint there is: registered, or a folder not registered yet (a run registers only its own)
         known = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION)) | checkpoints.names()
         local = ratings.folder(rubric.name)  # an s3:// folder mirrored now
@@ -160,7 +160,7 @@ def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         )  # fmt: skip
         with wh.partition_writer() as w:  # the ratings, their quarantine and the folder's version in one transaction
             w.write(*QUARANTINE, load.quarantine, {"rubric": rubric.name, "checkpoint_id": ckpt_id, "stage": "ratings"})
-            w.write(rubric.name, "human_ratings", load.ratings, {"checkpoint_id": ckpt_id})
+            w.write(rubric.name, Table.HUMAN_RATINGS, load.ratings, {"checkpoint_id": ckpt_id})
             w.write(rubric.name, SOURCES, source, {"checkpoint_id": ckpt_id})
         r = load.ratings
         return dg.MaterializeResult(

@@ -12,7 +12,7 @@ from eval_pipeline.agreement.reliability import calibration_rows
 from eval_pipeline.agreement.trust import judge_bar
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import PANEL
+from eval_pipeline.core.contracts import PANEL, Table
 from eval_pipeline.core.types import Row
 from eval_pipeline.defs.asset import Body, asset_key, rounded, rubric_asset
 from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
@@ -147,7 +147,7 @@ def _metered(rubric: RubricConfig, step: str) -> Callable[[Body], Body]:
                 raise dg.Failure(description=str(exc), allow_retries=False) from None
             frame, metadata = _usage_frame(context.partition_key, step, run_id, batches)
             wh.replace_partition(
-                rubric.name, "judge_usage", frame, {"checkpoint_id": context.partition_key, "step": step}
+                rubric.name, Table.JUDGE_USAGE, frame, {"checkpoint_id": context.partition_key, "step": step}
             )
             return dg.MaterializeResult(metadata={**(result.metadata or {}), **metadata})
 
@@ -188,15 +188,15 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
 
     @rubric_asset(
         rubric,
-        "judge_scores",
-        deps=[asset_key(rubric, "samples")],
+        Table.JUDGE_SCORES,
+        deps=[asset_key(rubric, Table.SAMPLES)],
         kinds={"duckdb", "openai"},
         description=f"Judge scores for {', '.join(judged)}: one row per sample, judge and dimension "
         f"(judge = '{PANEL}' is the panel's aggregate). A judge answer that cannot be used is a missing score with "
         "its reason, never a score. EVAL_JUDGE=heuristic (default) is a rule-based judge, labelled 'heuristic'.",
     )
     @_redacting
-    @_metered(rubric, "judge_scores")
+    @_metered(rubric, Table.JUDGE_SCORES)
     def judge_scores(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
     ) -> dg.MaterializeResult[None]:
@@ -212,11 +212,11 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         latencies: list[np.ndarray] = []  # from the chunks as they are written (no query of the table after)
         with wh.partition_writer() as writer:
             who = pd.DataFrame([identity.row(ckpt_id)], columns=IDENTITY_COLUMNS)
-            writer.write(rubric.name, "judge_identity", who, {"checkpoint_id": ckpt_id})
+            writer.write(rubric.name, Table.JUDGE_IDENTITY, who, {"checkpoint_id": ckpt_id})
             for start in range(0, max(len(records), 1), JUDGE_CHUNK):
                 chunk = records[start : start + JUDGE_CHUNK]
                 df, st = judge.score(rubric, ckpt_id, chunk, wh)
-                writer.write(rubric.name, "judge_scores", df, {"checkpoint_id": ckpt_id})
+                writer.write(rubric.name, Table.JUDGE_SCORES, df, {"checkpoint_id": ckpt_id})
                 stats.merge(st)
                 ok = df[(df.judge == PANEL) & (df.status == "ok")]
                 for dim, scores in ok.groupby("dimension").score:
@@ -241,14 +241,14 @@ def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
 
     @rubric_asset(
         rubric,
-        "extractions",
-        deps=[asset_key(rubric, "samples")],
+        Table.EXTRACTIONS,
+        deps=[asset_key(rubric, Table.SAMPLES)],
         kinds={"duckdb", "openai"},
         description=f"'{ex.name}' extracted from '{ex.text_field}' by the LLM judge (an extraction prompt, then an "
         "inference prompt). Offline, rows say so and the metric uses its own extractor.",
     )
     @_redacting
-    @_metered(rubric, "extractions")
+    @_metered(rubric, Table.EXTRACTIONS)
     def extractions(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
     ) -> dg.MaterializeResult[None]:
@@ -256,7 +256,7 @@ def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         wh = warehouse.get()
         records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
         df, stats = judge.extract(rubric, ckpt_id, records, wh)
-        wh.replace_partition(rubric.name, "extractions", df, {"checkpoint_id": ckpt_id})
+        wh.replace_partition(rubric.name, Table.EXTRACTIONS, df, {"checkpoint_id": ckpt_id})
         return dg.MaterializeResult(
             metadata={
                 "extractor": dg.MetadataValue.text("llm" if stats.judge_kind == "llm" else "offline"),
@@ -273,7 +273,7 @@ def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
 def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @rubric_asset(
         rubric,
-        "judge_calibration",
+        Table.JUDGE_CALIBRATION,
         kinds={"duckdb"},
         description="The judge re-scores the rubric document's own worked examples ("
         + ", ".join(e.id for e in rubric.examples)
@@ -281,7 +281,7 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "stated score.",
     )
     @_redacting
-    @_metered(rubric, "judge_calibration")
+    @_metered(rubric, Table.JUDGE_CALIBRATION)
     def judge_calibration(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
     ) -> dg.MaterializeResult[None]:
@@ -293,7 +293,7 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         ]
         long, stats = judge.score(rubric, ckpt_id, records, wh)
         df = calibration_rows(rubric, ckpt_id, long, judge_bar(rubric).example_tolerance)
-        wh.replace_partition(rubric.name, "judge_calibration", df, {"checkpoint_id": ckpt_id})
+        wh.replace_partition(rubric.name, Table.JUDGE_CALIBRATION, df, {"checkpoint_id": ckpt_id})
         return dg.MaterializeResult(
             metadata={
                 "examples": dg.MetadataValue.int(len(rubric.examples)),
@@ -314,15 +314,15 @@ def judge_repeatability_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
 
     @rubric_asset(
         rubric,
-        "judge_repeatability",
-        deps=[asset_key(rubric, "samples"), asset_key(rubric, "judge_scores")],
+        Table.JUDGE_REPEATABILITY,
+        deps=[asset_key(rubric, Table.SAMPLES), asset_key(rubric, Table.JUDGE_SCORES)],
         kinds={"duckdb", "openai"},
         description=f"The judge's own noise: {spec.samples} samples (seeded, stratified) scored {spec.times} times "
         "in all (the main run's answer and repeats, each under its own cache key); per dimension Krippendorff's "
         "alpha across the scorings, the mean within-sample SD and the share of samples whose score changed.",
     )
     @_redacting
-    @_metered(rubric, "judge_repeatability")
+    @_metered(rubric, Table.JUDGE_REPEATABILITY)
     def judge_repeatability(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
     ) -> dg.MaterializeResult[None]:
@@ -335,7 +335,7 @@ def judge_repeatability_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             runs.append(long)
             calls += stats.calls
         df = repeatability(ckpt_id, runs, dims)
-        wh.replace_partition(rubric.name, "judge_repeatability", df, {"checkpoint_id": ckpt_id})
+        wh.replace_partition(rubric.name, Table.JUDGE_REPEATABILITY, df, {"checkpoint_id": ckpt_id})
         metadata: dict[str, Any] = {
             "samples": dg.MetadataValue.int(len(subset)),
             "times": dg.MetadataValue.int(spec.times),

@@ -6,6 +6,7 @@ import time
 import dagster as dg
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.types import Record, Row
 from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.resources import WarehouseResource
@@ -18,10 +19,10 @@ from eval_pipeline.storage.warehouse import Warehouse
 def _with_extractions(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, records: list[Record]) -> list[Row]:
     """Merge LLM extractions (where they succeeded) into the records under the extraction's name."""
     ex = rubric.extraction
-    if ex is None or not wh.table_exists(rubric.name, "extractions"):
+    if ex is None or not wh.table_exists(rubric.name, Table.EXTRACTIONS):
         return records
     rows = wh.read(
-        rubric.name, "extractions", columns=("sample_id", "items"), where={"checkpoint_id": ckpt_id, "status": "ok"}
+        rubric.name, Table.EXTRACTIONS, columns=("sample_id", "items"), where={"checkpoint_id": ckpt_id, "status": "ok"}
     )
     found = {sid: json.loads(items) for sid, items in zip(rows.sample_id, rows["items"])}
     return [{**r, ex.name: found.get(r["sample_id"])} for r in records]
@@ -30,8 +31,8 @@ def _with_extractions(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, records
 def metrics_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @rubric_asset(
         rubric,
-        "metrics",
-        deps=[asset_key(rubric, "samples")] + ([asset_key(rubric, "extractions")] if rubric.extraction else []),
+        Table.METRICS,
+        deps=[asset_key(rubric, Table.SAMPLES)] + ([asset_key(rubric, Table.EXTRACTIONS)] if rubric.extraction else []),
         kinds={"duckdb", "python"},
         description="Deterministic per-sample metrics: " + ", ".join(m.function for m in rubric.metrics) + ".",
         metadata={"textstat_version": TEXTSTAT_VERSION},
@@ -45,7 +46,7 @@ def metrics_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         secs = time.perf_counter() - t0
         df.insert(0, "checkpoint_id", ckpt_id)
         df["rubric_version"] = rubric.version
-        wh.replace_partition(rubric.name, "metrics", df, {"checkpoint_id": ckpt_id})
+        wh.replace_partition(rubric.name, Table.METRICS, df, {"checkpoint_id": ckpt_id})
         numeric = df.select_dtypes("number")
         means = {c: round(float(numeric[c].mean()), 4) for c in numeric.columns if numeric[c].notna().any()}
         return dg.MaterializeResult(

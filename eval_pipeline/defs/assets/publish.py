@@ -4,6 +4,7 @@ import dagster as dg
 
 from eval_pipeline.agreement.compute import rater_sets
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import Table
 from eval_pipeline.defs.asset import asset_key, required_rows, rubric_asset
 from eval_pipeline.defs.resources import PublishTargets, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples
@@ -13,8 +14,8 @@ from eval_pipeline.publish.worklists import write_worklists
 def worklists_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @rubric_asset(
         rubric,
-        "worklists",
-        deps=[asset_key(rubric, "samples"), asset_key(rubric, "human_ratings")],
+        Table.WORKLISTS,
+        deps=[asset_key(rubric, Table.SAMPLES), asset_key(rubric, Table.HUMAN_RATINGS)],
         kinds={"csv"},
         description="Evaluator worklists as CSVs in data/worklists/<rubric>/<checkpoint>/: the stratified pilot set, "
         "the seeded 5 % spot check, the re-review list and a blank scoring sheet. Formula-like cells are neutralised.",
@@ -26,7 +27,7 @@ def worklists_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         samples = load_samples(wh, rubric, ckpt_id)
-        ratings = rater_sets(rubric, required_rows(wh, rubric, "human_ratings", ckpt_id))["human"]  # people's work
+        ratings = rater_sets(rubric, required_rows(wh, rubric, Table.HUMAN_RATINGS, ckpt_id))["human"]  # people's work
         root = publish.worklist_folder()
         counts = write_worklists(rubric, ckpt_id, samples, ratings, root=root)
         publish.publish(sorted(p for p in (root / rubric.name / ckpt_id).glob("*.csv")))

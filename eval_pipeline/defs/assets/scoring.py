@@ -9,7 +9,7 @@ import pandas as pd
 from eval_pipeline.agreement.compute import rater_sets
 from eval_pipeline.agreement.trust import UNTRUSTED
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import PANEL
+from eval_pipeline.core.contracts import PANEL, Table
 from eval_pipeline.core.types import Row
 from eval_pipeline.defs.asset import (
     asset_key,
@@ -37,15 +37,15 @@ PANEL_COLUMNS = ("sample_id", "judge", "judge_kind", "model", "dimension", "kind
 
 
 def scores_asset(rubric: RubricConfig, has_judge: bool, has_metrics: bool) -> dg.AssetsDefinition:
-    deps = [asset_key(rubric, "samples")]
+    deps = [asset_key(rubric, Table.SAMPLES)]
     if has_judge:
-        deps.append(asset_key(rubric, "judge_scores"))
+        deps.append(asset_key(rubric, Table.JUDGE_SCORES))
     if has_metrics:
-        deps.append(asset_key(rubric, "metrics"))
+        deps.append(asset_key(rubric, Table.METRICS))
 
     @rubric_asset(
         rubric,
-        "scores",
+        Table.SCORES,
         deps=deps,
         kinds={"duckdb"},
         description="One row per sample: the judge panel's dimension scores, metrics, adjustments (with the judge's "
@@ -57,13 +57,15 @@ def scores_asset(rubric: RubricConfig, has_judge: bool, has_metrics: bool) -> dg
         samples = load_samples(wh, rubric, ckpt_id)
         judge = None
         if has_judge:  # the panel's rows and the columns the wide table takes (not every judge's rationale)
-            panel = required_rows(wh, rubric, "judge_scores", ckpt_id, columns=PANEL_COLUMNS, equal={"judge": PANEL})
+            panel = required_rows(
+                wh, rubric, Table.JUDGE_SCORES, ckpt_id, columns=PANEL_COLUMNS, equal={"judge": PANEL}
+            )
             judge = panel[panel.kind != "questionnaire_item"].reset_index(drop=True)
-        mets = required_rows(wh, rubric, "metrics", ckpt_id) if has_metrics else None
+        mets = required_rows(wh, rubric, Table.METRICS, ckpt_id) if has_metrics else None
         if mets is not None:
             mets = mets.drop(columns=["checkpoint_id", "rubric_version"])
         df = compute_scores(rubric, ckpt_id, samples, judge, mets)
-        wh.replace_partition(rubric.name, "scores", df, {"checkpoint_id": ckpt_id})
+        wh.replace_partition(rubric.name, Table.SCORES, df, {"checkpoint_id": ckpt_id})
         head = (
             pd.to_numeric(df[rubric.headline], errors="coerce")
             if rubric.headline in df.columns
@@ -105,8 +107,8 @@ def _overall_markdown(overall: pd.DataFrame) -> str:
 def summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     @rubric_asset(
         rubric,
-        "summary",
-        deps=[asset_key(rubric, "scores")],
+        Table.SUMMARY,
+        deps=[asset_key(rubric, Table.SCORES)],
         kinds={"duckdb"},
         description="Per checkpoint and score: n, mean, standard deviation, seeded 95 % bootstrap CI and pass rate; "
         "overall and by " + (", ".join(" x ".join(b) for b in rubric.breakdowns) or "no breakdown") + ".",
@@ -114,8 +116,8 @@ def summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     def summary(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        df = summarise(rubric, ckpt_id, required_rows(wh, rubric, "scores", ckpt_id))
-        wh.replace_partition(rubric.name, "summary", df, {"checkpoint_id": ckpt_id})
+        df = summarise(rubric, ckpt_id, required_rows(wh, rubric, Table.SCORES, ckpt_id))
+        wh.replace_partition(rubric.name, Table.SUMMARY, df, {"checkpoint_id": ckpt_id})
         refresh_views(wh)
         overall = df[df.breakdown == "all"]
         hl = headline(rubric, df)
@@ -149,9 +151,9 @@ def _calibrated_changes(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, paren
     """The human-calibrated changes of the judged dimensions (comparison.calibrated_rows) from the panel's scores
     and the people's ratings of both checkpoints."""
     ids = [ckpt_id, parent]
-    if not wh.table_exists(rubric.name, "human_ratings"):
+    if not wh.table_exists(rubric.name, Table.HUMAN_RATINGS):
         return []
-    humans = wh.read(rubric.name, "human_ratings", where={"checkpoint_id": tuple(ids)})
+    humans = wh.read(rubric.name, Table.HUMAN_RATINGS, where={"checkpoint_id": tuple(ids)})
     humans = humans[humans.score.notna()]
     if humans.empty:
         return []
@@ -161,10 +163,13 @@ def _calibrated_changes(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, paren
 
 def _untrusted(wh: Warehouse, rubric: RubricConfig, ckpt_id: str) -> set[str]:
     """The dimensions this checkpoint's judge is not trusted on (its judge_trust rows)."""
-    if not wh.table_exists(rubric.name, "judge_trust"):
+    if not wh.table_exists(rubric.name, Table.JUDGE_TRUST):
         return set()
     rows = wh.read(
-        rubric.name, "judge_trust", columns=("dimension",), where={"checkpoint_id": ckpt_id, "verdict": UNTRUSTED}
+        rubric.name,
+        Table.JUDGE_TRUST,
+        columns=("dimension",),
+        where={"checkpoint_id": ckpt_id, "verdict": UNTRUSTED},
     )
     return {str(d) for d in rows.dimension}
 
@@ -172,12 +177,12 @@ def _untrusted(wh: Warehouse, rubric: RubricConfig, ckpt_id: str) -> set[str]:
 def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     judged = bool(rubric.judged_dimensions or rubric.questionnaire)
     repeats = bool(rubric.repeat and judged)
-    deps = [asset_key(rubric, "scores")] + ([asset_key(rubric, "judge_repeatability")] if repeats else [])
-    deps += [asset_key(rubric, "human_ratings"), asset_key(rubric, "agreement")] if judged else []
+    deps = [asset_key(rubric, Table.SCORES)] + ([asset_key(rubric, Table.JUDGE_REPEATABILITY)] if repeats else [])
+    deps += [asset_key(rubric, Table.HUMAN_RATINGS), asset_key(rubric, Table.AGREEMENT)] if judged else []
 
     @rubric_asset(
         rubric,
-        "comparison",
+        Table.COMPARISON,
         deps=deps,
         kinds={"duckdb"},
         description="This checkpoint against its parent (or the previous one): per-score change with a seeded paired "
@@ -189,8 +194,8 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         ckpt_id = context.partition_key
         wh = warehouse.get()
         parent = parent_of(wh, ckpt_id)
-        child = required_rows(wh, rubric, "scores", ckpt_id)
-        prev = partition_rows(wh, rubric, "scores", parent) if parent else None
+        child = required_rows(wh, rubric, Table.SCORES, ckpt_id)
+        prev = partition_rows(wh, rubric, Table.SCORES, parent) if parent else None
         judges = _judges(wh, rubric, ckpt_id, parent) if parent else None
         if parent is None or prev is None or prev.empty:
             df = empty_comparison()
@@ -203,12 +208,12 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             )
             df = not_comparable(rubric, ckpt_id, parent, note)
         else:
-            noise = partition_rows(wh, rubric, "judge_repeatability", ckpt_id) if repeats else None
+            noise = partition_rows(wh, rubric, Table.JUDGE_REPEATABILITY, ckpt_id) if repeats else None
             sd = dict(zip(noise.dimension, noise.mean_within_sd)) if noise is not None and len(noise) else None
             calibrated = _calibrated_changes(wh, rubric, ckpt_id, parent) if judged else None
             df = compare(rubric, ckpt_id, parent, child, prev, sd, calibrated, _untrusted(wh, rubric, ckpt_id))
             note = f"compared with {parent}"
-        wh.replace_partition(rubric.name, "comparison", df, {"checkpoint_id": ckpt_id})
+        wh.replace_partition(rubric.name, Table.COMPARISON, df, {"checkpoint_id": ckpt_id})
         reg = df[df.regression] if len(df) else df
         metadata: dict[str, dg.MetadataValue] = {
             "parent": dg.MetadataValue.text(parent or "none"),
@@ -232,8 +237,8 @@ def gate_tables(rubric: RubricConfig) -> list[str]:
 def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
     @rubric_asset(
         rubric,
-        "gates",
-        deps=[asset_key(rubric, "scores"), *upstream],
+        Table.GATES,
+        deps=[asset_key(rubric, Table.SCORES), *upstream],
         kinds={"duckdb"},
         description="Threshold gates from the rubric YAML (" + ", ".join(g.name for g in rubric.gates) + "); "
         "each is also an asset check. Too little data fails closed. The report is redrawn once the run ends.",
@@ -242,14 +247,14 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.AssetsD
         ckpt_id = context.partition_key
         wh = warehouse.get()
         with wh.session() as reader:
-            scores = required_rows(reader, rubric, "scores", ckpt_id)
+            scores = required_rows(reader, rubric, Table.SCORES, ckpt_id)
             inputs = GateInputs(
                 load=lambda t: partition_rows(reader, rubric, t, ckpt_id),
                 parent=parent_of(reader, ckpt_id),
                 lineage_known=True,
             )
             df = evaluate_gates(rubric, ckpt_id, scores, inputs)
-        wh.replace_partition(rubric.name, "gates", df, {"checkpoint_id": ckpt_id})
+        wh.replace_partition(rubric.name, Table.GATES, df, {"checkpoint_id": ckpt_id})
         refresh_views(wh)
         metadata = {
             "passed": dg.MetadataValue.int(int(df.passed.sum())),

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import Table
 from eval_pipeline.defs.asset import rubric_asset, viewer_link
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring import verdict as verdicts
@@ -12,7 +13,7 @@ from eval_pipeline.storage.views import refresh_views
 def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
     @rubric_asset(
         rubric,
-        "verdict",
+        Table.VERDICT,
         deps=upstream,
         kinds={"duckdb"},
         description="The checkpoint's verdict on this rubric, decided once from everything before it: incomplete, "

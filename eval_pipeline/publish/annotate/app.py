@@ -41,6 +41,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_checkpoint_id, check_evaluator
 from eval_pipeline.ingest.ratings import load_ratings
 from eval_pipeline.publish.annotate import queues as q
@@ -132,9 +133,11 @@ class Workspace:
         return self.rubrics[name]
 
     def checkpoints(self, rubric: str) -> list[str]:
-        if not self.wh.exists() or not self.wh.table_exists(rubric, "samples"):
+        if not self.wh.exists() or not self.wh.table_exists(rubric, Table.SAMPLES):
             return []
-        found = self.wh.read(rubric, "samples", columns=("checkpoint_id",), distinct=True, order_by=("checkpoint_id",))
+        found = self.wh.read(
+            rubric, Table.SAMPLES, columns=("checkpoint_id",), distinct=True, order_by=("checkpoint_id",)
+        )
         return [str(c) for c in found.checkpoint_id]
 
     def plan(self, rubric: RubricConfig, ckpt: str) -> q.Plan:
@@ -144,7 +147,9 @@ class Workspace:
                 return self._plans[key]
         cols = [rubric.inputs.id_field, *rubric.worklists.strata, *[f.name for f in rubric.inputs.fields if f.allowed]]
         cols = list(dict.fromkeys(cols))
-        samples = self.wh.read(rubric.name, "samples", columns=cols, where={"checkpoint_id": ckpt}, order_by=cols[:1])
+        samples = self.wh.read(
+            rubric.name, Table.SAMPLES, columns=cols, where={"checkpoint_id": ckpt}, order_by=cols[:1]
+        )
         plan = q.Plan(rubric, samples)
         with self._lock:
             self._plans[key] = plan
@@ -176,7 +181,7 @@ class Workspace:
 
     def sample(self, rubric: RubricConfig, ckpt: str, sid: str) -> Sample | None:
         id_col = rubric.inputs.id_field
-        df = self.wh.read(rubric.name, "samples", where={"checkpoint_id": ckpt, id_col: sid}, limit=1)
+        df = self.wh.read(rubric.name, Table.SAMPLES, where={"checkpoint_id": ckpt, id_col: sid}, limit=1)
         if df.empty:
             return None
         row = df.iloc[0].to_dict()

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from eval_pipeline.core import settings
-from eval_pipeline.core.contracts import ALL_CHECKPOINTS
+from eval_pipeline.core.contracts import ALL_CHECKPOINTS, Table
 from eval_pipeline.core.ids import check_identifier
 from eval_pipeline.core.types import Row
 from eval_pipeline.ingest.ratings import stale as stale_ratings
@@ -113,7 +113,7 @@ def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int
         c = comp.get(r["score"], {})
         # a judged dimension's human-calibrated change, beside its raw one (the one a regression may rest on)
         calibrated = comp.get(f"{r['score']}_calibrated") or None
-        scores.append({**r, "comparison": c or None, "calibrated": calibrated})
+        scores.append({**r, Table.COMPARISON: c or None, "calibrated": calibrated})
     breakdowns = records(summary[summary.breakdown != "all"]) if len(summary) else []
     headline = next((r["score"] for r in scores if r.get("headline")), None)
     return CheckpointPage(
@@ -139,7 +139,7 @@ def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int
 
 def _distributions(wh: Warehouse, rubric: str, ckpt: str, names: list[str]) -> dict[str, list[Row]]:
     """Per score: counts per value when it takes few values (a rating scale), else ten equal bins."""
-    cols = {c for c, _ in columns(wh, rubric, "scores")}
+    cols = {c for c, _ in columns(wh, rubric, Table.SCORES)}
     out: dict[str, list[Row]] = {}
     for name in names:
         if name not in cols:

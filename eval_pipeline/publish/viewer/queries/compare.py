@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.ids import check_checkpoint_id, check_identifier
 from eval_pipeline.core.types import Row
 from eval_pipeline.publish.viewer.queries.common import rank, tables
@@ -82,7 +83,7 @@ def compare_page(
         of_a = {str(n) for c, n in summarised if c == a}
         # the scores both summarised that are columns of the scores table (a summary also has shares of a status,
         # named "<score>=<value>", which are no column to pair)
-        score_cols = set(s.columns(rubric, "scores"))
+        score_cols = set(s.columns(rubric, Table.SCORES))
         names = sorted(
             {str(n) for c, n in summarised if c == b and n in of_a and n in score_cols},
             key=lambda n: (rank(config, n), n),

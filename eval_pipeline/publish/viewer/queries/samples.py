@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.ids import check_identifier
 from eval_pipeline.core.types import Row
 from eval_pipeline.publish.viewer.queries.common import (
@@ -61,7 +62,7 @@ def samples_page(
         if "scores" not in present:
             return SamplesPage(rubric_name, ckpt, None, sq, [], [], [], 0, 0)
         names = score_names(s, rubric_name, ckpt, rubric, present)
-        cols = {c for c, _ in columns(s, rubric_name, "scores")}
+        cols = {c for c, _ in columns(s, rubric_name, Table.SCORES)}
         names = [n for n in names if n in cols]
         if not names:  # no such checkpoint (or no scores of it): an empty page, never SQL with no columns
             return SamplesPage(rubric_name, ckpt, None, sq, [], [], [], 0, 0)
