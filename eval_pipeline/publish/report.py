@@ -169,10 +169,16 @@ def _by_checkpoint(
     columns: tuple[str, ...],
     where: dict[str, Filter] | None = None,
     order_by: tuple[str, ...] = (),
+    rank: dict[str, int] | None = None,
 ) -> pd.DataFrame:
-    """``columns`` of the rubric's ``table`` after its checkpoint (named ``checkpoint``, as the report shows it)."""
-    df = wh.read(rubric, table, columns=("checkpoint_id", *columns), where=where, order_by=order_by)
-    return df.rename(columns={"checkpoint_id": "checkpoint"})
+    """``columns`` of the rubric's ``table`` after its checkpoint (named ``checkpoint``, as the report shows it);
+    with ``rank`` (checkpoint -> its place), in the checkpoints' order, then by ``order_by``."""
+    df = wh.read(rubric, table, columns=("checkpoint_id", *columns), where=where, order_by=() if rank else order_by)
+    df = df.rename(columns={"checkpoint_id": "checkpoint"})
+    if rank is None:
+        return df
+    ordered = df.assign(_o=df.checkpoint.map(rank)).sort_values(["_o", *order_by], kind="stable")
+    return ordered.drop(columns="_o")
 
 
 def _true(column: pd.Series) -> pd.Series:
@@ -233,8 +239,9 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
             ]
         out.append("<div class='charts'>" + "".join(charts) + "</div>")
     if wh.table_exists(rubric, Table.GATES):
-        g = _by_checkpoint(wh, rubric, Table.GATES, ("gate", "passed", "value", "threshold", "reason"))
-        g = g.assign(_o=g.checkpoint.map(rank)).sort_values(["_o", "gate"]).drop(columns="_o")
+        g = _by_checkpoint(
+            wh, rubric, Table.GATES, ("gate", "passed", "value", "threshold", "reason"), order_by=("gate",), rank=rank
+        )
         out.append("<h3>Gates</h3>" + _table(g, "passed"))
     if wh.table_exists(rubric, Table.COMPARISON):
         c = _by_checkpoint(
@@ -253,8 +260,9 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
             Table.JUDGE_REPEATABILITY,
             ("dimension", "n_samples", "times", "score_source", "alpha_interval", "mean_within_sd", "share_changed")
             + ("alpha_chosen", "mean_within_sd_chosen", "share_changed_chosen", "missing"),
+            order_by=("dimension",),
+            rank=rank,
         )
-        rp = rp.assign(_o=rp.checkpoint.map(rank)).sort_values(["_o", "dimension"]).drop(columns="_o")
         out.append(
             "<h3>Judge repeatability (a subset scored again; on the score that feeds the results, then on the "
             "score the judge wrote)</h3>" + _table(rp)
@@ -266,8 +274,9 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
             Table.LENGTH_BIAS,
             ("score", "n", "judge_length_rho", "n_rated", "rated_judge_length_rho", "human_length_rho", "rho_gap")
             + ("gap_ci_low", "gap_ci_high", "flagged", "mean", "length_controlled_mean"),
+            order_by=("score",),
+            rank=rank,
         )
-        lb = lb.assign(_o=lb.checkpoint.map(rank)).sort_values(["_o", "score"]).drop(columns="_o")
         out.append(
             "<h3>Length bias (judge rho with length against the humans'; mean with the length effect taken out at "
             "the parent's mean length)</h3>" + _table(lb)
