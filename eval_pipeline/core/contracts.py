@@ -6,7 +6,7 @@ its reserved names from here, so a name is spelt once.
 
 from __future__ import annotations
 
-from enum import StrEnum
+from typing import Final
 
 # --- tables in the main schema, shared by every rubric ---------------------------------------
 MAIN = "main"
@@ -213,27 +213,28 @@ REPEATABILITY_COLUMNS = [
 ]
 
 
-class Table(StrEnum):
+class Table:
     """The tables of a rubric's schema, each written by the asset of the same name (``defs.asset.asset_key``): the one
-    place their names are spelled."""
+    place their names are spelled. Plain text, not an enum: the names travel into Dagster's asset keys (which it
+    serialises), SQL and frames as they are."""
 
-    RAW_OUTPUTS = "raw_outputs"
-    SAMPLES = "samples"
-    EXTRACTIONS = "extractions"
-    METRICS = "metrics"
-    JUDGE_SCORES = "judge_scores"
-    JUDGE_IDENTITY = "judge_identity"
-    JUDGE_USAGE = "judge_usage"
-    JUDGE_CALIBRATION = "judge_calibration"
-    JUDGE_REPEATABILITY = "judge_repeatability"
-    SCORES = "scores"
-    SUMMARY = "summary"
-    COMPARISON = "comparison"
-    CALIBRATED_MEANS = "calibrated_means"
-    LENGTH_BIAS = "length_bias"
-    HUMAN_RATINGS = "human_ratings"
-    AGREEMENT = "agreement"
-    JUDGE_TRUST = "judge_trust"
-    GATES = "gates"
-    VERDICT = "verdict"
-    WORKLISTS = "worklists"
+    RAW_OUTPUTS: Final = "raw_outputs"
+    SAMPLES: Final = "samples"
+    EXTRACTIONS: Final = "extractions"
+    METRICS: Final = "metrics"
+    JUDGE_SCORES: Final = "judge_scores"
+    JUDGE_IDENTITY: Final = "judge_identity"
+    JUDGE_USAGE: Final = "judge_usage"
+    JUDGE_CALIBRATION: Final = "judge_calibration"
+    JUDGE_REPEATABILITY: Final = "judge_repeatability"
+    SCORES: Final = "scores"
+    SUMMARY: Final = "summary"
+    COMPARISON: Final = "comparison"
+    CALIBRATED_MEANS: Final = "calibrated_means"
+    LENGTH_BIAS: Final = "length_bias"
+    HUMAN_RATINGS: Final = "human_ratings"
+    AGREEMENT: Final = "agreement"
+    JUDGE_TRUST: Final = "judge_trust"
+    GATES: Final = "gates"
+    VERDICT: Final = "verdict"
+    WORKLISTS: Final = "worklists"

@@ -28,8 +28,8 @@ from eval_pipeline.storage.warehouse import Warehouse
 
 
 def asset_key(rubric: RubricConfig | str, name: str) -> dg.AssetKey:
-    """The asset ``<rubric>/<name>`` (a ``Table`` given as ``name`` as its plain text: Dagster serialises keys)."""
-    return dg.AssetKey([rubric if isinstance(rubric, str) else rubric.name, str(name)])
+    """The asset ``<rubric>/<name>``: the asset that writes the table ``name`` of the rubric's schema."""
+    return dg.AssetKey([rubric if isinstance(rubric, str) else rubric.name, name])
 
 
 Body = Callable[..., dg.MaterializeResult[None]]  # an asset's body: its context, then its resources by name

@@ -27,6 +27,7 @@ from eval_pipeline.judge.extraction import ITEM_MAX_CHARS, OBSERVATIONS_MAX, ext
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
+from tests.helpers.judges import openai_judge
 
 pytestmark = [
     pytest.mark.slow,
@@ -116,8 +117,8 @@ def test_repeats_are_second_draws_with_their_own_seed(server_env, rubrics, tmp_p
 
     rubric = _with_judge(rubrics["npc_dialogue"], temperature=0.9)
     records, wh = _records("npc_dialogue", 2), Warehouse(str(tmp_path / "w.duckdb"))
-    first, _ = judge_samples(rubric, "c", records, wh, mode="openai")
-    repeat, _ = judge_samples(rubric, "c", records, wh, mode="openai", repeat=1)
+    first, _ = judge_samples(rubric, "c", records, wh, openai_judge())
+    repeat, _ = judge_samples(rubric, "c", records, wh, openai_judge(), repeat=1)
     seeds = {s.get("params", {}).get("seed") for s in _slots(server_env)}
     assert repeat_seed(7, "smollm", 1) in seeds  # the server's slots were given the repeat's own seed
 
@@ -138,7 +139,9 @@ def _slots(server) -> list[dict]:
 
 def test_every_score_has_its_distribution_or_the_reason_it_has_none(server_env, rubrics, tmp_path):
     rubric = _with_judge(rubrics["npc_dialogue"], top_logprobs=5)
-    df, _ = judge_samples(rubric, "c", _records("npc_dialogue", 4), Warehouse(str(tmp_path / "w.duckdb")), "openai")
+    df, _ = judge_samples(
+        rubric, "c", _records("npc_dialogue", 4), Warehouse(str(tmp_path / "w.duckdb")), openai_judge()
+    )
     ok = df[(df.judge == "smollm") & (df.kind == "dimension") & (df.status == "ok")]
     assert len(ok) > 0
     assert (ok.score_distribution.notna() | ok.distribution_note.notna()).all()
@@ -148,7 +151,9 @@ def test_every_score_has_its_distribution_or_the_reason_it_has_none(server_env, 
 
 def test_a_written_ten_on_a_one_to_ten_questionnaire_reads_near_ten(server_env, rubrics, tmp_path):
     rubric = _with_judge(rubrics["roleplay_style"], top_logprobs=5)
-    df, _ = judge_samples(rubric, "c", _records("roleplay_style", 2), Warehouse(str(tmp_path / "w.duckdb")), "openai")
+    df, _ = judge_samples(
+        rubric, "c", _records("roleplay_style", 2), Warehouse(str(tmp_path / "w.duckdb")), openai_judge()
+    )
     ok = df[(df.judge == "smollm") & (df.kind == "questionnaire_item") & (df.status == "ok")]
     items = ok[ok.expected_score.notna()]
     # a written 1 is read too (what the model might have written after it says whether it was going on to 10)
@@ -161,7 +166,9 @@ def test_a_written_ten_on_a_one_to_ten_questionnaire_reads_near_ten(server_env, 
 
 def test_a_cut_off_answer_is_missing_with_its_reason_and_asked_again_only_with_more_room(server_env, rubrics, tmp_path):
     rubric = _with_judge(rubrics["npc_dialogue"], max_tokens=12)
-    df, _ = judge_samples(rubric, "c", _records("npc_dialogue", 3), Warehouse(str(tmp_path / "w.duckdb")), "openai")
+    df, _ = judge_samples(
+        rubric, "c", _records("npc_dialogue", 3), Warehouse(str(tmp_path / "w.duckdb")), openai_judge()
+    )
     rows = df[(df.judge == "smollm") & (df.kind == "dimension")]
     assert (rows.status == "missing").all() and rows.score.isna().all()
     assert rows.reason.str.contains("asked again with 24 after a cut at 12").all(), rows.reason.unique()
@@ -185,7 +192,7 @@ def test_answer_schemas_are_bounded_where_the_server_enforces_them(server_env, r
 
 def test_pass_through_options_reach_the_servers_slots(server_env, rubrics, tmp_path):
     rubric = _with_judge(rubrics["npc_dialogue"], extra_body={"top_k": 7, "repeat_penalty": 1.25})
-    judge_samples(rubric, "c", _records("npc_dialogue", 1), Warehouse(str(tmp_path / "w.duckdb")), "openai")
+    judge_samples(rubric, "c", _records("npc_dialogue", 1), Warehouse(str(tmp_path / "w.duckdb")), openai_judge())
     params = [s.get("params", {}) for s in _slots(server_env)]
     assert any(p.get("top_k") == 7 and p.get("repeat_penalty") == pytest.approx(1.25) for p in params), params
 

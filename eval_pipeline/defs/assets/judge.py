@@ -131,7 +131,6 @@ def _budget_set() -> bool:
 def _metered(rubric: RubricConfig, step: str) -> Callable[[Body], Body]:
     """A judge step that draws on the run's budget (EVAL_JUDGE_BUDGET) and records what it used in
     ``<rubric>.judge_usage`` (one row per checkpoint and step) and in its metadata."""
-    step = str(step)  # a Table: its plain text in the rows
 
     def wrap(fn: Body) -> Body:
         @functools.wraps(fn)
