@@ -10,6 +10,8 @@ of these, naming which.
 
 from __future__ import annotations
 
+import signal
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -68,8 +70,19 @@ __all__ = [
 ]
 
 
+# Run a command with SIGTERM at its default: Dagster's run workers map SIGTERM to SIGINT's handler, which is "ignore"
+# in a process started in the background without job control (nohup, `cmd &` in a script), and an ignored signal is
+# inherited: the helper then outlives the terminate Dagster sends it (the step waits 30 s and the `tail` is left).
+_TERM_AT_DEFAULT = (
+    "import os, signal, sys\n"
+    "for s in (signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ): signal.signal(s, signal.SIG_DFL)\n"
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
+
+
 class _OwnSessionSubprocess:
-    """``subprocess`` as Dagster's compute-log module sees it, but every process it starts in a session of its own."""
+    """``subprocess`` as Dagster's compute-log module sees it, but every process it starts in a session of its own
+    and with SIGTERM at its default, so the terminate that stops it always does."""
 
     def __init__(self, real: Any):
         self._real = real
@@ -77,9 +90,11 @@ class _OwnSessionSubprocess:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
 
-    def Popen(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802 - the name Dagster calls
+    def Popen(self, args: Any, *rest: Any, **kwargs: Any) -> Any:  # noqa: N802 - the name Dagster calls
         kwargs.setdefault("start_new_session", True)
-        return self._real.Popen(*args, **kwargs)
+        if isinstance(args, (list, tuple)) and args and signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+            args = [sys.executable, "-c", _TERM_AT_DEFAULT, *args]
+        return self._real.Popen(args, *rest, **kwargs)
 
 
 def compute_log_helpers_off_the_terminal() -> None:

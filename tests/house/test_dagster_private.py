@@ -93,3 +93,34 @@ def test_what_the_resuming_celery_launcher_leans_on_is_still_there():
     assert list(inspect.signature(dp.CheckRunHealthResult).parameters)[:2] == ["status", "msg"]
     source = inspect.getsource(CeleryRunLauncher.check_run_worker_health)
     assert 'f"Unknown task status: {task_status}"' in source
+
+
+def test_the_compute_log_helpers_stop_when_the_step_ignores_sigterm(tmp_path):
+    """A run worker started in the background without job control ignores SIGINT, and Dagster maps SIGTERM to
+    SIGINT's handler: the helpers would inherit "ignore SIGTERM" and outlive the terminate that should stop them
+    (found: `tail -F` processes left behind by runs, a step waiting 30 s for each). They start with SIGTERM at its
+    default and stop."""
+    import subprocess
+    import sys
+
+    code = f"""
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGINT))  # what Dagster's run worker does
+from dagster._core.execution import compute_logs
+from eval_pipeline.defs.dagster_private import compute_log_helpers_off_the_terminal
+compute_log_helpers_off_the_terminal()
+log = {str(tmp_path / "out.log")!r}
+open(log, "w").write("x\\n")
+with compute_logs.execute_posix_tail(log, sys.stdout) as (tail_pid, watcher_pid):
+    for _ in range(200):  # until the helper is tail itself (started through a small exec shim)
+        comm = open(f"/proc/{{tail_pid}}/comm").read().strip()
+        if comm == "tail":
+            break
+        time.sleep(0.05)
+    ignored = int(open(f"/proc/{{tail_pid}}/status").read().split("SigIgn:")[1].split()[0], 16)
+print("RESULT", comm, bool(ignored & (1 << (signal.SIGTERM - 1))), os.path.exists(f"/proc/{{tail_pid}}"))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    result = [line for line in done.stdout.splitlines() if line.startswith("RESULT")][0].split()
+    assert result[1:] == ["tail", "False", "False"], done.stdout + done.stderr  # tail itself, TERM honoured, gone

@@ -177,7 +177,7 @@ def test_a_cut_off_answer_is_missing_with_its_reason_and_asked_again_only_with_m
 def test_answer_schemas_are_bounded_where_the_server_enforces_them(server_env, rubrics, tmp_path):
     rubric = _with_judge(rubrics["roleplay_style"])
     wh = Warehouse(str(tmp_path / "w.duckdb"))
-    rows, _ = extract(rubric, "c", _records("roleplay_style", 2), wh, "openai")
+    rows, _ = extract(rubric, "c", _records("roleplay_style", 2), wh, openai_judge())
     assert (rows.status == "ok").any(), rows.reason.unique()
     for r in rows[rows.status == "ok"].itertuples():
         observations, items = json.loads(r.observations), json.loads(r.items)
