@@ -27,7 +27,7 @@ from eval_pipeline.core.terminal import (
     EXIT_RUN_FAILED,
     clean,
 )
-from eval_pipeline.core.types import Row
+from eval_pipeline.core.types import JSONObject
 from eval_pipeline.publish.queries import judge_usage_totals
 from eval_pipeline.scoring.verdict import VERDICTS, Verdict, worst
 from eval_pipeline.scoring.verdict import read as read_verdicts
@@ -101,7 +101,7 @@ class Progress:
         self.step = ""
         self._drawn = 0.0
 
-    def __call__(self, event: Row) -> None:
+    def __call__(self, event: JSONObject) -> None:
         if event["kind"] == "step" and event.get("phase") == "start":
             self.step = f"{event['rubric']} · {event['asset']}"
             self._draw(self.step)

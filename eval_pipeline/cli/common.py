@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.core.terminal import (
     EXIT_USAGE,
     clean,
 )
-from eval_pipeline.core.types import Row
+
+if TYPE_CHECKING:  # Dagster and the rubric model only for the annotation: the CLI imports them when it runs
+    import dagster as dg
+
+    from eval_pipeline.core.config import RubricConfig
 
 EXIT_CODES = """exit codes:
   0    every checkpoint evaluated, every gate passed, the data complete
@@ -67,7 +71,7 @@ def _select(scan: Any, ids: list[str] | None) -> list[Any]:
     return [known[i] for i in ids]
 
 
-def _rubrics_and_defs(args: argparse.Namespace) -> tuple[Any, Row]:
+def _rubrics_and_defs(args: argparse.Namespace) -> tuple[dg.Definitions, dict[str, RubricConfig]]:
     """The definitions and the rubrics that load. A rubric file that does not load is said in one line and
     skipped; the others run (``args.skipped_rubrics``: the command then exits 2 if it would have exited 0). A
     rubric asked for by name that does not load, or no rubric that loads at all, is a configuration error."""

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from eval_pipeline.core.types import JSONObject, Row
+from eval_pipeline.core.types import JSONObject
 
 F = TypeVar("F", bound=Callable[..., Any])
 SEEN_LIMIT = 256  # validated dicts a unit remembers
@@ -60,7 +60,7 @@ def typed(model: type[Params], position: int = 1) -> Callable[[F], F]:
     model or a dict (validated once per dict object; the dicts are a rubric's, which do not change)."""
 
     def wrap(fn: F) -> F:
-        seen: dict[int, tuple[Row, Params]] = {}
+        seen: dict[int, tuple[JSONObject, Params]] = {}
 
         @functools.wraps(fn)
         def call(*args: Any) -> Any:

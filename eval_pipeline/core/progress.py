@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from eval_pipeline.core.types import Row
+from eval_pipeline.core.types import JSONObject
 
-Listener = Callable[[Row], None]
+Listener = Callable[[JSONObject], None]  # an event: kind, phase, rubric, asset, ...
 _listeners: list[Listener] = []
 
 

@@ -20,6 +20,24 @@ def _env(name: str, default: str) -> str:
     return value or default
 
 
+def _int(name: str, default: str) -> int:
+    """The variable as a whole number (``default`` when unset); a ValueError naming it otherwise."""
+    raw = _env(name, default)
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name} {raw!r} is not a whole number") from None
+
+
+def _float(name: str, default: str) -> float:
+    """The variable as a number (``default`` when unset); a ValueError naming it otherwise."""
+    raw = _env(name, default)
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{name} {raw!r} is not a number") from None
+
+
 def project_root() -> Path:
     """EVAL_PROJECT_DIR, else the nearest folder at or above the working folder that holds ``rubric_configs/``,
     else the repository this package was installed from. Every relative path a setting names (the defaults
@@ -75,7 +93,7 @@ def lake_inline_rows() -> int:
     """EVAL_LAKE_INLINE_ROWS: DuckLake keeps the rows of an insert this small in its catalog instead of a Parquet
     file (DuckLake's own default is 10). 0, the default here: the demo and a leaderboard query are faster with it off
     (bench/bench_backends.py; docs/design/code-measurements.md)."""
-    return int(_env("EVAL_LAKE_INLINE_ROWS", "0"))
+    return _int("EVAL_LAKE_INLINE_ROWS", "0")
 
 
 def duckdb_memory_limit() -> str:
@@ -86,7 +104,7 @@ def duckdb_memory_limit() -> str:
 def s3_timeout_seconds() -> int:
     """EVAL_S3_TIMEOUT: seconds an object store (``s3://``) has to answer one request before it is tried again (DuckDB's
     ``http_timeout``; its default, 30)."""
-    value = int(_env("EVAL_S3_TIMEOUT", "30"))
+    value = _int("EVAL_S3_TIMEOUT", "30")
     if value < 1:
         raise ValueError(f"EVAL_S3_TIMEOUT must be a whole number of seconds >= 1, got {value}")
     return value
@@ -95,7 +113,7 @@ def s3_timeout_seconds() -> int:
 def s3_retries() -> int:
     """EVAL_S3_RETRIES: how many times a request to an object store that failed or timed out is tried again
     (DuckDB's ``http_retries``; its default, 3); then the statement, and the step, fail."""
-    value = int(_env("EVAL_S3_RETRIES", "3"))
+    value = _int("EVAL_S3_RETRIES", "3")
     if value < 0:
         raise ValueError(f"EVAL_S3_RETRIES must be >= 0, got {value}")
     return value
@@ -181,7 +199,7 @@ def ingest_chunk_lines() -> int:
     """EVAL_INGEST_CHUNK_LINES: lines judged per range (bounds memory; raw files are read in blocks). Two of
     DuckDB's row groups (122,880 rows each), so both cores measure each range; pandera's Polars backend costs
     the same a range whatever its size."""
-    return int(_env("EVAL_INGEST_CHUNK_LINES", "245760"))
+    return _int("EVAL_INGEST_CHUNK_LINES", "245760")
 
 
 def executor_kind() -> str:
@@ -191,13 +209,13 @@ def executor_kind() -> str:
 
 def max_concurrent_steps() -> int:
     """EVAL_MAX_CONCURRENT: steps at once under the multiprocess executor (0: Dagster's default)."""
-    return int(_env("EVAL_MAX_CONCURRENT", "0"))
+    return _int("EVAL_MAX_CONCURRENT", "0")
 
 
 def backfill_interval_seconds() -> float:
     """EVAL_BACKFILL_INTERVAL_SECONDS: how often the project's daemon (eval_pipeline/defs/daemon.py) looks at
     backfills launched from the UI (Dagster's own daemon: every 30 s)."""
-    value = float(_env("EVAL_BACKFILL_INTERVAL_SECONDS", "2"))
+    value = _float("EVAL_BACKFILL_INTERVAL_SECONDS", "2")
     if value <= 0:
         raise ValueError(f"EVAL_BACKFILL_INTERVAL_SECONDS must be > 0, got {value}")
     return value
@@ -242,13 +260,13 @@ class JudgeConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", self.mode.strip().lower())
-        low = {"concurrency": 1, "timeout_s": 0, "max_retries": 0, "processes": 0, "max_consecutive_failures": 0}
-        low |= {"max_silence_s": 0, "backoff_base_s": 0, "backoff_max_s": 0}
+        low = {"concurrency": 1, "max_retries": 0, "processes": 0, "max_consecutive_failures": 0, "max_silence_s": 0}
+        low |= {"backoff_base_s": 0, "backoff_max_s": 0}
         for name, least in low.items():
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value or value < least:
                 raise ValueError(f"judge setting {name} must be a number >= {least}, got {value!r}")
-        if self.timeout_s <= 0:
+        if not isinstance(self.timeout_s, (int, float)) or not self.timeout_s > 0:
             raise ValueError(f"judge setting timeout_s must be > 0, got {self.timeout_s!r}")
         if not self.mode or not self.model.strip():
             raise ValueError("judge settings mode and model must not be empty")
@@ -259,27 +277,18 @@ class JudgeConfig:
         return replace(self, **given) if given else self  # type: ignore[arg-type]  # checked by __post_init__
 
 
-def _number(name: str, default: str, kind: type[int] | type[float]) -> int | float:
-    raw = _env(name, default)
-    try:
-        return kind(raw)
-    except ValueError:
-        what = "a whole number" if kind is int else "a number"
-        raise ValueError(f"{name} {raw!r} is not {what}") from None
-
-
 def judge_config() -> JudgeConfig:
     """EVAL_JUDGE, EVAL_JUDGE_* and OPENAI_BASE_URL as one ``JudgeConfig`` (the defaults where unset)."""
     return JudgeConfig(
         mode=_env("EVAL_JUDGE", "heuristic"),
         model=_env("EVAL_JUDGE_MODEL", "gpt-4o-mini"),
         base_url=openai_base_url(),
-        concurrency=int(_number("EVAL_JUDGE_CONCURRENCY", "16", int)),
-        timeout_s=float(_number("EVAL_JUDGE_TIMEOUT", "60", float)),
-        max_retries=int(_number("EVAL_JUDGE_MAX_RETRIES", "4", int)),
-        processes=int(_number("EVAL_JUDGE_PROCESSES", "0", int)),
-        max_consecutive_failures=int(_number("EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES", "8", int)),
-        max_silence_s=float(_number("EVAL_JUDGE_MAX_SILENCE", "600", float)),
+        concurrency=_int("EVAL_JUDGE_CONCURRENCY", "16"),
+        timeout_s=_float("EVAL_JUDGE_TIMEOUT", "60"),
+        max_retries=_int("EVAL_JUDGE_MAX_RETRIES", "4"),
+        processes=_int("EVAL_JUDGE_PROCESSES", "0"),
+        max_consecutive_failures=_int("EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES", "8"),
+        max_silence_s=_float("EVAL_JUDGE_MAX_SILENCE", "600"),
     )
 
 

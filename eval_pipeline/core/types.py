@@ -16,9 +16,6 @@ Record: TypeAlias = dict[str, Any]
 # frame's dtypes, decided when the rows become a frame.
 Row: TypeAlias = dict[str, Any]
 
-# A JSON value as an endpoint or a file gave it, before it is checked (a dict, list, text, number, boolean or None).
-JSON: TypeAlias = Any
-
 # A JSON object as an endpoint, a file or a YAML document gave it, before it is checked: a request or answer body, a
 # JSON schema, a manifest, a rubric's free ``params`` before their model validates them.
 JSONObject: TypeAlias = dict[str, Any]

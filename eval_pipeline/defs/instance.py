@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.core import settings
-from eval_pipeline.core.types import Row
 from eval_pipeline.storage.registry import open_backend
 
 DEPLOY_YAML = settings.REPO_ROOT / "deploy" / "dagster.yaml"
@@ -70,7 +69,7 @@ class InstanceConfig:
 
     def data(self) -> dict[str, Any]:
         """The configuration as Dagster reads it."""
-        out: Row = {}
+        out: dict[str, Any] = {}
         for _why, section in self.sections():
             out.update(section)
         return out

@@ -30,3 +30,9 @@ def headline_trend(wh: Warehouse, rubric: str, headline: str) -> pd.DataFrame:
             WHERE s.breakdown = 'all' AND s.score = ? ORDER BY c.created_at, s.checkpoint_id""",
         [headline],
     )
+
+
+def spent_by_run(wh: Warehouse, run_id: str) -> float:
+    """What the judge steps of run ``run_id`` recorded as spent (``main.judge_usage``), summed in the engine."""
+    rows = wh.query_rows("SELECT coalesce(sum(cost), 0) FROM main.judge_usage WHERE run_id = ?", [run_id])
+    return float(rows[0][0] or 0.0)

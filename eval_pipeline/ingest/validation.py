@@ -65,15 +65,11 @@ def _in_memory(
     return ValidationResult(samples, quarantine, engine.lines_read, engine.reason_counts())
 
 
-def _insert(con: duckdb.DuckDBPyConnection, rows: pd.DataFrame | pa_arrow.Table) -> None:
-    insert_raw(con, rows)
-
-
 def validate_raw(rubric: RubricConfig, raw: pd.DataFrame, stage: str = "validate") -> ValidationResult:
     """Split a frame of raw lines (``read_jsonl``) into valid samples and quarantined rows (with reasons)."""
     ckpt = str(raw["checkpoint_id"].iloc[0]) if len(raw) else ""
     frame = raw.astype({"source_file": "object", "raw_line": "object", "decode_error": "object"})
-    return _in_memory(rubric, lambda con: _insert(con, frame), ckpt, stage)
+    return _in_memory(rubric, lambda con: insert_raw(con, frame), ckpt, stage)
 
 
 def validate_file(rubric: RubricConfig, path: Path, checkpoint_id: str) -> ValidationResult:
@@ -81,6 +77,6 @@ def validate_file(rubric: RubricConfig, path: Path, checkpoint_id: str) -> Valid
 
     def load(con: duckdb.DuckDBPyConnection) -> None:
         for chunk in iter_jsonl(path, checkpoint_id):
-            _insert(con, chunk.table)
+            insert_raw(con, chunk.table)
 
     return _in_memory(rubric, load, checkpoint_id, "validate")

@@ -66,7 +66,7 @@ def lookup(wh: Warehouse, keys: list[str]) -> dict[str, Row]:
     cols = wh.columns(*TABLE) if keys else {}
     if not cols:  # nothing asked, or no cache yet
         return {}
-    df = cached_answers(wh, sorted(set(keys)), cols)
+    df = cached_answers(wh, list(set(keys)), cols)
     return {r.cache_key: {**r._asdict(), "usable": bool(r.usable)} for r in df.itertuples(index=False)}
 
 

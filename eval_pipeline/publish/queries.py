@@ -52,6 +52,30 @@ def panel_means(wh: Warehouse, rubric: str) -> pd.DataFrame:
     )
 
 
+# the leaderboard's rubric as people read it: a rubric whose file is gone says so
+_RUBRIC_SHOWN = "rubric || CASE WHEN rubric_configured THEN '' ELSE ' (rubric file removed)' END AS rubric"
+
+
+def leaderboard_rows(wh: Warehouse) -> pd.DataFrame:
+    """The leaderboard as the report shows it: per rubric and checkpoint its headline with the 95 % CI, gates passed,
+    verdict, judge and the judge's trust, in the order the checkpoints were made."""
+    return wh.query_df(
+        f"SELECT {_RUBRIC_SHOWN}, checkpoint_id AS checkpoint, model, headline_name AS headline, headline AS score, "
+        "ci_low, ci_high, gates_passed, gates_total, verdict, judge_trust, judge "
+        "FROM main.leaderboard ORDER BY rubric, created_at"
+    )
+
+
+def leaderboard_text(wh: Warehouse) -> pd.DataFrame:
+    """The leaderboard as the console's results table prints it: score and CI rounded to 3 places, gates as
+    passed/total."""
+    return wh.query_df(
+        f"SELECT {_RUBRIC_SHOWN}, checkpoint_id AS checkpoint, headline_name AS headline, round(headline, 3) AS score, "
+        "'[' || round(ci_low, 3) || ', ' || round(ci_high, 3) || ']' AS ci95, "
+        "gates_passed || '/' || gates_total AS gates, judge FROM main.leaderboard ORDER BY rubric, created_at"
+    )
+
+
 def judge_usage_totals(
     wh: Warehouse, checkpoint_id: str, rubrics: list[str], run_ids: list[str] | None
 ) -> tuple[Any, ...]:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from eval_pipeline.core.contracts import Table
 from eval_pipeline.publish.overview import TONE, Overview, overview
+from eval_pipeline.publish.queries import leaderboard_rows
 from eval_pipeline.storage.tables import Filter
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -181,23 +182,27 @@ def _by_checkpoint(
     return ordered.drop(columns="_o")
 
 
+def _per_checkpoint(
+    wh: Warehouse,
+    rubric: str,
+    table: str,
+    heading: str,
+    columns: tuple[str, ...],
+    order_by: tuple[str, ...],
+    rank: dict[str, int],
+    status_col: str | None = None,
+) -> list[str]:
+    """The section of a table's ``columns`` in the checkpoints' order, then ``order_by``; nothing before the table
+    exists."""
+    if not wh.table_exists(rubric, table):
+        return []
+    rows = _by_checkpoint(wh, rubric, table, columns, order_by=order_by, rank=rank)
+    return [f"<h3>{heading}</h3>" + _table(rows, status_col)]
+
+
 def _true(column: pd.Series) -> pd.Series:
     """A boolean column with no value read as false (SQL's ``WHERE column``)."""
     return column.astype("boolean").fillna(False).astype(bool)
-
-
-def leaderboard(wh: Warehouse) -> pd.DataFrame:
-    """The leaderboard view as the report and the export show it: one row per rubric and checkpoint, a rubric whose
-    file is gone marked so."""
-    columns: tuple[str, ...] = ("rubric", "rubric_configured", "checkpoint_id", "model", "headline_name", "headline")
-    columns += ("ci_low",)
-    columns += ("ci_high", "gates_passed", "gates_total", "verdict", "judge_trust", "judge", "created_at")
-    board = wh.read("main", "leaderboard", columns=columns, order_by=("rubric", "created_at"))
-    gone = ~_true(board.rubric_configured)
-    board["rubric"] = board.rubric.where(~gone, board.rubric + " (rubric file removed)")
-    board = board.rename(columns={"checkpoint_id": "checkpoint", "headline": "score", "headline_name": "headline"})
-    return board[["rubric", "checkpoint", "model", "headline", "score", "ci_low", "ci_high", "gates_passed"]
-                 + ["gates_total", "verdict", "judge_trust", "judge"]]  # fmt: skip
 
 
 def rubric_section(wh: Warehouse, rubric: str) -> str:
@@ -238,11 +243,8 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
                 for ch in chunks
             ]
         out.append("<div class='charts'>" + "".join(charts) + "</div>")
-    if wh.table_exists(rubric, Table.GATES):
-        g = _by_checkpoint(
-            wh, rubric, Table.GATES, ("gate", "passed", "value", "threshold", "reason"), order_by=("gate",), rank=rank
-        )
-        out.append("<h3>Gates</h3>" + _table(g, "passed"))
+    gates = ("gate", "passed", "value", "threshold", "reason")
+    out += _per_checkpoint(wh, rubric, Table.GATES, "Gates", gates, ("gate",), rank, status_col="passed")
     if wh.table_exists(rubric, Table.COMPARISON):
         c = _by_checkpoint(
             wh,
@@ -253,34 +255,36 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
         ).rename(columns={"parent_id": "parent"})
         c = c[_true(c.guarded) | _true(c.regression)].drop(columns="guarded")
         out.append("<h3>Guarded scores against the parent</h3>" + _table(c))
-    if wh.table_exists(rubric, Table.JUDGE_REPEATABILITY):
-        rp = _by_checkpoint(
-            wh,
-            rubric,
-            Table.JUDGE_REPEATABILITY,
-            ("dimension", "n_samples", "times", "score_source", "alpha_interval", "mean_within_sd", "share_changed")
-            + ("alpha_chosen", "mean_within_sd_chosen", "share_changed_chosen", "missing"),
-            order_by=("dimension",),
-            rank=rank,
-        )
-        out.append(
-            "<h3>Judge repeatability (a subset scored again; on the score that feeds the results, then on the "
-            "score the judge wrote)</h3>" + _table(rp)
-        )
-    if wh.table_exists(rubric, Table.LENGTH_BIAS):
-        lb = _by_checkpoint(
-            wh,
-            rubric,
-            Table.LENGTH_BIAS,
-            ("score", "n", "judge_length_rho", "n_rated", "rated_judge_length_rho", "human_length_rho", "rho_gap")
-            + ("gap_ci_low", "gap_ci_high", "flagged", "mean", "length_controlled_mean"),
-            order_by=("score",),
-            rank=rank,
-        )
-        out.append(
-            "<h3>Length bias (judge rho with length against the humans'; mean with the length effect taken out at "
-            "the parent's mean length)</h3>" + _table(lb)
-        )
+    repeats: tuple[str, ...] = (
+        "dimension",
+        "n_samples",
+        "times",
+        "score_source",
+        "alpha_interval",
+        "mean_within_sd",
+        "share_changed",
+    )
+    repeats += ("alpha_chosen", "mean_within_sd_chosen", "share_changed_chosen", "missing")
+    heading = (
+        "Judge repeatability (a subset scored again; on the score that feeds the results, then on the score the "
+        "judge wrote)"
+    )
+    out += _per_checkpoint(wh, rubric, Table.JUDGE_REPEATABILITY, heading, repeats, ("dimension",), rank)
+    bias: tuple[str, ...] = (
+        "score",
+        "n",
+        "judge_length_rho",
+        "n_rated",
+        "rated_judge_length_rho",
+        "human_length_rho",
+        "rho_gap",
+    )
+    bias += ("gap_ci_low", "gap_ci_high", "flagged", "mean", "length_controlled_mean")
+    heading = (
+        "Length bias (judge rho with length against the humans'; mean with the length effect taken out at the "
+        "parent's mean length)"
+    )
+    out += _per_checkpoint(wh, rubric, Table.LENGTH_BIAS, heading, bias, ("score",), rank)
     if wh.table_exists(rubric, Table.AGREEMENT):
         a = _by_checkpoint(
             wh,
@@ -383,7 +387,7 @@ def overview_html(ov: Overview) -> str:
 
 def build_report(wh: Warehouse) -> str:
     rubrics = sorted({schema for schema, _ in wh.tables(["summary"])} - {"main"})
-    board = leaderboard(wh) if rubrics else pd.DataFrame()
+    board = leaderboard_rows(wh) if rubrics else pd.DataFrame()
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     nav = " · ".join(f"<a href='#{_esc(r)}'>{_esc(r)}</a>" for r in rubrics)
     body = "".join(rubric_section(wh, r) for r in rubrics)

@@ -4,19 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from eval_pipeline.publish.queries import counts_per_checkpoint, panel_means
-from eval_pipeline.publish.report import leaderboard
+from eval_pipeline.publish.queries import counts_per_checkpoint, leaderboard_text, panel_means
 from eval_pipeline.storage.warehouse import Warehouse
-
-
-def _none(*values: object) -> bool:
-    """Any of ``values`` is missing (SQL's ``||`` then gives no value)."""
-    return any(v is None or v != v or v is pd.NA for v in values)
-
-
-def _round(x: float) -> str:
-    """A bound as SQL's ``round(x, 3)`` joined to text shows it."""
-    return str(round(float(x), 3))
 
 
 def _judge_means(wh: Warehouse, schema: str) -> pd.DataFrame:
@@ -30,25 +19,9 @@ def _judge_means(wh: Warehouse, schema: str) -> pd.DataFrame:
 
 def leaderboard_table(wh: Warehouse) -> str:
     try:
-        board = leaderboard(wh)
+        df = leaderboard_text(wh)
     except Exception:
         return "(no leaderboard yet)"
-    if board.empty and not wh.table_exists("main", "leaderboard"):
-        return "(no leaderboard yet)"
-    df = pd.DataFrame(
-        {
-            "rubric": board.rubric,
-            "checkpoint": board.checkpoint,
-            "headline": board.headline,
-            "score": board.score.astype(float).round(3),
-            "ci95": [
-                None if _none(lo, hi) else f"[{_round(lo)}, {_round(hi)}]"
-                for lo, hi in zip(board.ci_low, board.ci_high)
-            ],
-            "gates": [None if _none(p, t) else f"{p}/{t}" for p, t in zip(board.gates_passed, board.gates_total)],
-            "judge": board.judge,
-        }
-    )
     with pd.option_context("display.width", 250):
         return str(df.to_string(index=False))
 

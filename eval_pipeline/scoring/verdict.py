@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import PANEL, UNPLACED, UNRATED, Table
+from eval_pipeline.core.contracts import PANEL, QUARANTINE, UNPLACED, UNRATED, Table
 from eval_pipeline.core.types import Row
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -142,8 +142,6 @@ def missing_judge_scores(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> tupl
     """(missing, total, the most frequent reasons) over the panel's dimension and questionnaire-metric scores of
     a checkpoint; (0, 0, {}) before judge_scores exists. Reads only those rows' status and reason (a
     questionnaire rubric has ~35 rows a sample: the full rows of 100k samples are GBs)."""
-    if not wh.table_exists(rubric.name, Table.JUDGE_SCORES):
-        return 0, 0, {}
     panel = wh.read(
         rubric.name,
         Table.JUDGE_SCORES,
@@ -158,13 +156,12 @@ def missing_judge_scores(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> tupl
 def _read_counts(s: Warehouse, v: Verdict, rubric: RubricConfig, ckpt: str) -> None:
     v.lines = s.count(rubric.name, Table.RAW_OUTPUTS, {"checkpoint_id": ckpt})
     v.valid = s.count(rubric.name, Table.SAMPLES, {"checkpoint_id": ckpt})
-    v.quarantined = s.count("main", "quarantine", {"rubric": rubric.name, "checkpoint_id": ckpt, "stage": "validate"})
+    v.quarantined = s.count(*QUARANTINE, {"rubric": rubric.name, "checkpoint_id": ckpt, "stage": "validate"})
     v.judge_missing, v.judge_total, v.judge_reasons = missing_judge_scores(s, rubric, ckpt)
     ratings = {"checkpoint_id": ckpt}
     v.rating_rows = s.count(rubric.name, Table.HUMAN_RATINGS, ratings, distinct=("source_file", "line_number"))
     rejected = s.read(
-        "main",
-        "quarantine",
+        *QUARANTINE,
         columns=("source_file", "line_number", "reason"),
         where={"rubric": rubric.name, "checkpoint_id": ckpt, "stage": "ratings"},
     )

@@ -20,13 +20,13 @@ import pyarrow as pa
 
 import eval_pipeline.storage.readonly as readonly
 from eval_pipeline.core.processes import pid_alive
-from eval_pipeline.core.types import Row
 from eval_pipeline.storage.backends.file import in_memory_config
 from eval_pipeline.storage.tables import (
     Frame,
     Known,
     PartitionKey,
     Select,
+    Where,
     check_partition,
     column_types,
     columns_of,
@@ -54,7 +54,7 @@ class Warehouse(Protocol):
     def schema_exists(self, schema: str) -> bool: ...
     def tables(self, names: Sequence[str] = (), schema: str | None = None) -> set[tuple[str, str]]: ...
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> None: ...
-    def replace_partitions(self, parts: Sequence[tuple[str, str, Row, Sequence[Any]]]) -> list[int]: ...
+    def replace_partitions(self, parts: Sequence[tuple[str, str, Where, Sequence[Any]]]) -> list[int]: ...
 
 
 T = TypeVar("T")
@@ -88,7 +88,7 @@ class CheckedStream:
     """A stream of Arrow batches of one partition, each checked to be inside it as it passes (read once);
     ``rows``: how many have passed."""
 
-    def __init__(self, stream: pa.RecordBatchReader, schema: str, table: str, where: Row):
+    def __init__(self, stream: pa.RecordBatchReader, schema: str, table: str, where: Where):
         self._stream, self._schema, self._table, self._where = stream, schema, table, where
         self.rows = 0
 
@@ -117,10 +117,10 @@ class PartitionWriter:
         self._pending_rows = 0
         self._staging = False  # past buffer_rows: every chunk is staged
         self._stages: dict[PartitionKey, str] = {}  # (schema, table, partition) -> staging table
-        self._where: dict[PartitionKey, Row] = {}
+        self._where: dict[PartitionKey, Where] = {}
         drop_stale_staging(wh)
 
-    def write(self, schema: str, table: str, df: Frame, where: Row) -> int:
+    def write(self, schema: str, table: str, df: Frame, where: Where) -> int:
         """Take one chunk of the partition ``where`` of ``schema.table``."""
         check_partition(schema, table, df, where)
         key = partition_key(schema, table, where)
@@ -139,7 +139,7 @@ class PartitionWriter:
             self._pending_rows = 0
         return len(df)
 
-    def write_stream(self, schema: str, table: str, stream: pa.RecordBatchReader, where: Row) -> int:
+    def write_stream(self, schema: str, table: str, stream: pa.RecordBatchReader, where: Where) -> int:
         """A whole partition from a stream of Arrow batches, taken batch by batch."""
         rows = self.write(schema, table, stream.schema.empty_table(), where)  # an empty stream declares the table
         for batch in stream:
@@ -215,7 +215,7 @@ class TransactionWriter:
         self._started: set[PartitionKey] = set()
         drop_stale_staging(wh)
 
-    def write(self, schema: str, table: str, df: Frame, where: Row) -> int:
+    def write(self, schema: str, table: str, df: Frame, where: Where) -> int:
         check_partition(schema, table, df, where)
         cols = column_types(df)
         declared = self._columns.get((schema, table))
@@ -240,7 +240,7 @@ class TransactionWriter:
             insert_by_name(con, target, df)
         return len(df)
 
-    def write_stream(self, schema: str, table: str, stream: pa.RecordBatchReader, where: Row) -> int:
+    def write_stream(self, schema: str, table: str, stream: pa.RecordBatchReader, where: Where) -> int:
         """A whole partition from a stream of Arrow batches, inserted by one statement (not one INSERT per chunk: a
         third of the time); every batch is checked to be inside the partition as it passes."""
         first = stream.schema.empty_table()
@@ -282,9 +282,9 @@ class FileStagedWriter:
         self._folder: str | None = None
         self._con: duckdb.DuckDBPyConnection | None = None
         # (schema, table, partition) -> (its files, where, an empty table of the chunks' columns)
-        self._stages: dict[PartitionKey, tuple[list[str], Row, pa.Table]] = {}
+        self._stages: dict[PartitionKey, tuple[list[str], Where, pa.Table]] = {}
 
-    def _file(self, schema: str, table: str, df: Frame | pa.RecordBatchReader, where: Row) -> str:
+    def _file(self, schema: str, table: str, df: Frame | pa.RecordBatchReader, where: Where) -> str:
         key = partition_key(schema, table, where)
         if key not in self._stages:
             like = (
@@ -304,12 +304,12 @@ class FileStagedWriter:
             self._con = duckdb.connect(":memory:", config={**in_memory_config(), **readonly.BASE_CONFIG})
         copy_to_parquet(self._con, rows, path)
 
-    def write(self, schema: str, table: str, df: Frame, where: Row) -> int:
+    def write(self, schema: str, table: str, df: Frame, where: Where) -> int:
         check_partition(schema, table, df, where)
         self._copy(df, self._file(schema, table, df, where))
         return len(df)
 
-    def write_stream(self, schema: str, table: str, stream: pa.RecordBatchReader, where: Row) -> int:
+    def write_stream(self, schema: str, table: str, stream: pa.RecordBatchReader, where: Where) -> int:
         """A whole partition from a stream of Arrow batches, staged by one statement."""
         checked = CheckedStream(stream, schema, table, where)
         self._copy(checked.reader(), self._file(schema, table, stream, where))

@@ -13,7 +13,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eval_pipeline.core.ids import check_identifier
-from eval_pipeline.core.types import Row
 
 
 @contextmanager
@@ -170,7 +169,7 @@ def column_types(df: Frame) -> list[tuple[str, str]]:
     return [(c, duck_type(df[c])) for c in df.columns]
 
 
-def check_partition(schema: str, table: str, df: Frame, where: Row) -> None:
+def check_partition(schema: str, table: str, df: Frame, where: Where) -> None:
     """Safe names, and every row of ``df`` inside the partition ``where`` (column = value)."""
     qualified(schema, table)
     for col, value in where.items():
@@ -188,7 +187,10 @@ def check_partition(schema: str, table: str, df: Frame, where: Row) -> None:
 Filter = str | int | float | bool | None | Sequence[str | int | float | bool]  # a column's value, or any of several
 
 
-def conditions(where: Mapping[str, Filter]) -> tuple[str, list[object]]:
+Where = Mapping[str, Filter]  # a partition (or any filter): column -> its value, or any of several
+
+
+def conditions(where: Where) -> tuple[str, list[object]]:
     """``where`` as a condition with bound values: ``"c" = ?``, ``"c" IS NULL``, ``"c" IN (?, ...)``."""
     parts: list[str] = []
     params: list[object] = []
@@ -234,14 +236,14 @@ def count_sql(
     return f"SELECT {what} FROM {qualified(schema, table)} WHERE {condition}", params
 
 
-def partition_condition(where: Row) -> str:
+def partition_condition(where: Where) -> str:
     return " AND ".join(f'"{c}" = ?' for c in where) or "TRUE"
 
 
 PartitionKey = tuple[str, str, tuple[tuple[str, object], ...]]  # (schema, table, the partition's column values)
 
 
-def partition_key(schema: str, table: str, where: Row) -> PartitionKey:
+def partition_key(schema: str, table: str, where: Where) -> PartitionKey:
     """One partition of one table, as a dictionary key (the order of ``where`` does not matter)."""
     return (schema, table, tuple(sorted(where.items())))
 

@@ -21,7 +21,6 @@ import pyarrow as pa
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.ids import check_identifier
-from eval_pipeline.core.types import Row
 from eval_pipeline.storage.backend import WarehouseBackend
 from eval_pipeline.storage.readonly import refuse_reaching_out
 from eval_pipeline.storage.registry import open_backend
@@ -33,6 +32,7 @@ from eval_pipeline.storage.tables import (
     Known,
     PartitionKey,
     Select,
+    Where,
     check_partition,
     count_sql,
     ensure_table,
@@ -74,7 +74,7 @@ class Warehouse:
         # for Dagster's metadata comes from its write, not from one more query (each costs a DuckLake a catalog read)
         self._written: dict[PartitionKey, int] = {}
         # what callers learnt of the warehouse and may trust for as long as this object lives (one run)
-        self.memo: Row = {}
+        self.memo: dict[str, object] = {}  # what readers of this warehouse object remember
 
     def exists(self) -> bool:
         return self.backend.exists()
@@ -294,7 +294,7 @@ class Warehouse:
         schema: str,
         table: str,
         df: pd.DataFrame,
-        where: Row,
+        where: Where,
     ) -> int:
         """Atomically replace the rows matching ``where`` (column = value) with ``df``.
 
@@ -305,7 +305,7 @@ class Warehouse:
         self.replace_partitions([(schema, table, where, [df])])
         return len(df)
 
-    def replace_partitions(self, parts: Sequence[tuple[str, str, Row, Sequence[Frame | Select]]]) -> list[int]:
+    def replace_partitions(self, parts: Sequence[tuple[str, str, Where, Sequence[Frame | Select]]]) -> list[int]:
         """Each (schema, table, where, rows): the rows matching ``where`` replaced by the rows of the frames (or
         of the queries, run in the engine), every partition in one transaction, run again whole when its commit
         loses a race with another process's. A table nobody has made yet is made inside that transaction where
@@ -352,7 +352,7 @@ class Warehouse:
             self._written[partition_key(schema, table, where)] = n
         return counts
 
-    def rows_written(self, schema: str, table: str, where: Row) -> int | None:
+    def rows_written(self, schema: str, table: str, where: Where) -> int | None:
         """The rows this object's last committed replacement of that partition wrote, or None (not written here,
         or by a writer that does not count them)."""
         return self._written.get(partition_key(schema, table, where))

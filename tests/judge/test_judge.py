@@ -223,7 +223,7 @@ def test_timeouts_end_as_missing(rubrics, openai_env, warehouse_path):
         "c1",
         emp_records(1),
         Warehouse(warehouse_path),
-        config=openai_judge(dict(FAST, timeout_s=0.3, max_retries=1)),
+        config=openai_judge(FAST, timeout_s=0.3, max_retries=1),
     )
     # the time-out doubles after the first (an endpoint slower than asked converges): 0.3 s, then 0.6 s
     assert _panel(df).reason.str.contains("timeout after 0.6s").all()
@@ -236,7 +236,7 @@ def test_connection_refused_is_missing_with_reason(rubrics, monkeypatch, warehou
         "c1",
         emp_records(1),
         Warehouse(warehouse_path),
-        config=openai_judge(dict(FAST, max_retries=1)),
+        config=openai_judge(FAST, max_retries=1),
     )
     assert _panel(df).reason.str.contains("connection error").all()
 
@@ -279,7 +279,7 @@ def test_concurrency_limit_is_respected(rubrics, openai_env, warehouse_path):
         "c1",
         emp_records(16),
         Warehouse(warehouse_path),
-        config=openai_judge(dict(FAST, concurrency=4)),
+        config=openai_judge(FAST, concurrency=4),
     )
     elapsed = time.perf_counter() - t0
     assert openai_env.state.max_in_flight == 4
@@ -348,7 +348,7 @@ def test_calls_spread_over_worker_processes_score_exactly_as_in_one(rubrics, ope
     rubric, recs = rubrics["empathetic_dialogue"], emp_records(600)
     openai_env.state.faults.extend(["garbage"] * 3)  # unparseable: asked once more, by the parent
     wh = Warehouse(tmp_path / "multi.duckdb")
-    multi, st = judge_samples(rubric, "c1", recs, wh, config=openai_judge(dict(FAST, concurrency=9, processes=2)))
+    multi, st = judge_samples(rubric, "c1", recs, wh, config=openai_judge(FAST, concurrency=9, processes=2))
     assert st.processes == 2 and st.calls == 603 and openai_env.state.requests == 603
     assert openai_env.state.max_in_flight <= 9  # the limit is split, not multiplied
     assert wh.query_rows("SELECT count(*) FROM main.judge_cache")[0][0] == 600
@@ -358,7 +358,7 @@ def test_calls_spread_over_worker_processes_score_exactly_as_in_one(rubrics, ope
         "c1",
         recs,
         Warehouse(tmp_path / "single.duckdb"),
-        config=openai_judge(dict(FAST, concurrency=9, processes=1)),
+        config=openai_judge(FAST, concurrency=9, processes=1),
     )
     assert st1.processes == 1 and st1.calls == 600
     a, b = _panel(multi).sort_index(), _panel(single).sort_index()
@@ -391,11 +391,11 @@ def test_a_judge_worker_that_dies_fails_the_step_clearly(rubrics, openai_env, tm
     wh = Warehouse(tmp_path / "w.duckdb")
     args = (rubrics["empathetic_dialogue"], "c1", emp_records(600), wh)
     with pytest.raises(RuntimeError, match=r"judge worker\(s\) died before finishing: worker 0 exit code -9"):
-        judge_samples(*args, config=openai_judge(dict(FAST, concurrency=8, processes=2)))
+        judge_samples(*args, config=openai_judge(FAST, concurrency=8, processes=2))
     killer.join()
     assert victim and all(w.pid != victim[0] for w in calls._POOL) and not calls._POOL  # both ended
     openai_env.state.latency_s = 0.0
-    df, st = judge_samples(*args, config=openai_judge(dict(FAST, concurrency=8, processes=2)))
+    df, st = judge_samples(*args, config=openai_judge(FAST, concurrency=8, processes=2))
     assert (_panel(df).status == "ok").all() and len(_panel(df)) == 600 * 5  # the re-run scores everything...
     assert 100 <= st.cache_hits < 600 and st.calls == 600 - st.cache_hits  # ...reusing what was answered before
 
@@ -412,13 +412,13 @@ def test_judge_workers_are_started_once_and_reused_never_forked(rubrics, openai_
     monkeypatch.setattr(os, "fork", no_fork)
     calls.shutdown_workers()
     rubric, wh = rubrics["empathetic_dialogue"], Warehouse(tmp_path / "w.duckdb")
-    judge_samples(rubric, "c1", emp_records(600), wh, config=openai_judge(dict(FAST, concurrency=8, processes=2)))
+    judge_samples(rubric, "c1", emp_records(600), wh, config=openai_judge(FAST, concurrency=8, processes=2))
     pids = [w.pid for w in calls._POOL]
     assert len(pids) == 2 and os.getpid() not in pids
     for pid in pids:  # a fresh interpreter running the worker module, not a copy of this process
         assert b"eval_pipeline.judge.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
     fresh = [{**r, "user_statement": f"{r['user_statement']} Again."} for r in emp_records(600)]  # new prompts
-    _, st = judge_samples(rubric, "c2", fresh, wh, config=openai_judge(dict(FAST, concurrency=8, processes=2)))
+    _, st = judge_samples(rubric, "c2", fresh, wh, config=openai_judge(FAST, concurrency=8, processes=2))
     assert st.calls == 600 and [w.pid for w in calls._POOL] == pids  # the same two workers
 
 

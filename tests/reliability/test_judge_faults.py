@@ -31,7 +31,7 @@ def records(n):
 
 def ask(rubric, warehouse_path, recs, **overrides):
     """The rubric's samples judged over HTTP by the stub, with FAST settings (and these overrides)."""
-    return judge_samples(rubric, "c", recs, Warehouse(warehouse_path), config=openai_judge({**FAST, **overrides}))
+    return judge_samples(rubric, "c", recs, Warehouse(warehouse_path), config=openai_judge(FAST, **overrides))
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from eval_pipeline.agreement.trust import judge_bar
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL, Table
-from eval_pipeline.core.types import Row
 from eval_pipeline.defs.asset import Body, asset_key, rounded, rubric_asset
+from eval_pipeline.defs.queries import spent_by_run
 from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
 from eval_pipeline.judge import costs
@@ -59,7 +59,9 @@ def throttling_text(stats: JudgeRunStats) -> str:
     return f"{start}; halved {stats.timeout_cuts} time(s) on time-outs{settled}{waited}"
 
 
-def _usage_frame(ckpt: str, step: str, run_id: str, batches: list[JudgeRunStats]) -> tuple[pd.DataFrame, Row]:
+def _usage_frame(
+    ckpt: str, step: str, run_id: str, batches: list[JudgeRunStats]
+) -> tuple[pd.DataFrame, dict[str, dg.MetadataValue]]:
     """The step's row of ``<rubric>.judge_usage`` and its Dagster metadata, from every judging batch it made."""
     total = JudgeRunStats()
     for b in batches:
@@ -94,7 +96,7 @@ def _usage_frame(ckpt: str, step: str, run_id: str, batches: list[JudgeRunStats]
         {c: "float64" for c in ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "cost")}
     )
     p90 = row["latency_p90_ms"]
-    metadata: dict[str, Any] = {
+    metadata: dict[str, dg.MetadataValue] = {
         "usage_calls": dg.MetadataValue.int(total.calls),
         "usage_cache_hits": dg.MetadataValue.int(total.cache_hits),
         "usage_prompt_tokens": dg.MetadataValue.int(total.prompt_tokens),
@@ -115,10 +117,9 @@ def _spent_by_run(wh: Warehouse, run_id: str) -> float:
     if not settings.prices_path() or not _budget_set():
         return 0.0
     try:
-        spent = wh.read("main", "judge_usage", columns=("cost",), where={"run_id": run_id})
-    except Exception:  # noqa: BLE001 - no usage table yet: nothing recorded
+        return spent_by_run(wh, run_id)
+    except Exception:  # noqa: BLE001 - no usage view yet: nothing recorded
         return 0.0
-    return float(spent.cost.sum()) if len(spent) else 0.0
 
 
 def _budget_set() -> bool:

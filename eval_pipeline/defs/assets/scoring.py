@@ -163,8 +163,6 @@ def _calibrated_changes(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, paren
 
 def _untrusted(wh: Warehouse, rubric: RubricConfig, ckpt_id: str) -> set[str]:
     """The dimensions this checkpoint's judge is not trusted on (its judge_trust rows)."""
-    if not wh.table_exists(rubric.name, Table.JUDGE_TRUST):
-        return set()
     rows = wh.read(
         rubric.name,
         Table.JUDGE_TRUST,

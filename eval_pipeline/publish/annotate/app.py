@@ -133,7 +133,7 @@ class Workspace:
         return self.rubrics[name]
 
     def checkpoints(self, rubric: str) -> list[str]:
-        if not self.wh.exists() or not self.wh.table_exists(rubric, Table.SAMPLES):
+        if not self.wh.exists():
             return []
         found = self.wh.read(
             rubric, Table.SAMPLES, columns=("checkpoint_id",), distinct=True, order_by=("checkpoint_id",)

@@ -31,7 +31,7 @@ from pathlib import Path
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.ids import check_checkpoint_id, check_evaluator, check_identifier
 from eval_pipeline.core.text import neutralise
-from eval_pipeline.core.types import Row
+from eval_pipeline.core.types import JSONObject
 
 
 class EditedElsewhere(Exception):
@@ -153,7 +153,7 @@ class RatingsFile:
                 )
         return out
 
-    def _extra(self) -> dict[str, Row]:
+    def _extra(self) -> JSONObject:
         try:
             data = json.loads(self.extra.read_text(encoding="utf-8"))
         except (FileNotFoundError, ValueError):
