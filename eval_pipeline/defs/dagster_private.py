@@ -10,7 +10,9 @@ of these, naming which.
 
 from __future__ import annotations
 
+import functools
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -73,11 +75,25 @@ __all__ = [
 # Run a command with SIGTERM at its default: Dagster's run workers map SIGTERM to SIGINT's handler, which is "ignore"
 # in a process started in the background without job control (nohup, `cmd &` in a script), and an ignored signal is
 # inherited: the helper then outlives the terminate Dagster sends it (the step waits 30 s and the `tail` is left).
+# GNU env resets it as its first act, before it execs the command (a Python shim would leave its start-up as a window
+# in which the terminate is still ignored); elsewhere, that shim.
 _TERM_AT_DEFAULT = (
     "import os, signal, sys\n"
     "for s in (signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ): signal.signal(s, signal.SIG_DFL)\n"
     "os.execvp(sys.argv[1], sys.argv[1:])"
 )
+
+
+@functools.cache
+def _term_at_default() -> list[str]:
+    """The prefix that starts a command with SIGTERM at its default."""
+    env = ["env", "--default-signal=TERM"]
+    try:
+        if subprocess.run([*env, "true"], capture_output=True, timeout=10).returncode == 0:
+            return env
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return [sys.executable, "-c", _TERM_AT_DEFAULT]
 
 
 class _OwnSessionSubprocess:
@@ -93,7 +109,7 @@ class _OwnSessionSubprocess:
     def Popen(self, args: Any, *rest: Any, **kwargs: Any) -> Any:  # noqa: N802 - the name Dagster calls
         kwargs.setdefault("start_new_session", True)
         if isinstance(args, (list, tuple)) and args and signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
-            args = [sys.executable, "-c", _TERM_AT_DEFAULT, *args]
+            args = [*_term_at_default(), *args]
         return self._real.Popen(args, *rest, **kwargs)
 
 
