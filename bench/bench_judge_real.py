@@ -35,8 +35,8 @@ from eval_pipeline.core.settings import judge_config
 from eval_pipeline.devtools import llama
 from eval_pipeline.ingest.samples import to_records
 from eval_pipeline.ingest.validation import validate_file
-from eval_pipeline.judge.backends.openai import _score_specs, repeat_settings
 from eval_pipeline.judge.config import settings_for
+from eval_pipeline.judge.llm_rows import _score_specs, repeat_settings
 from eval_pipeline.judge.repeat import pick_subset
 from eval_pipeline.rubrics import load_rubric
 

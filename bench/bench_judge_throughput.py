@@ -19,7 +19,7 @@ from pathlib import Path
 
 from eval_pipeline.core.settings import judge_config
 from eval_pipeline.devtools.openai_stub import stub_process
-from eval_pipeline.judge import calls
+from eval_pipeline.judge import workers
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.rubrics import load_rubric
 from eval_pipeline.storage.warehouse import Warehouse
@@ -43,7 +43,7 @@ def main() -> None:
         os.environ["OPENAI_BASE_URL"] = server.base_url
         rubric = load_rubric(ROOT / "rubric_configs" / "empathetic_dialogue.yaml")
         for c in args.concurrency:
-            calls.shutdown_workers()  # each concurrency starts cold: the workers' start-up is in the first pass
+            workers.shutdown_workers()  # each concurrency starts cold: the workers' start-up is in the first pass
             with tempfile.TemporaryDirectory() as tmp:
                 wh = Warehouse(str(Path(tmp) / "w.duckdb"))
                 for phase in ("cold", "warm"):
@@ -56,13 +56,13 @@ def main() -> None:
                         }
                         for i in range(args.calls)
                     ]
-                    pids = [w.pid for w in calls._POOL]
+                    pids = [w.pid for w in workers._POOL]
                     judged = judge_config().with_(mode="openai")
                     t0, cpu0, srv0 = time.perf_counter(), time.process_time(), proc_cpu_s(server.pid)
                     kids0 = sum(proc_cpu_s(p) for p in pids)
                     _, st = judge_samples(rubric, "b", recs, wh, config=judged.with_(concurrency=c))
                     wall = time.perf_counter() - t0
-                    kids = sum(proc_cpu_s(w.pid) for w in calls._POOL) - kids0
+                    kids = sum(proc_cpu_s(w.pid) for w in workers._POOL) - kids0
                     cpu, srv = time.process_time() - cpu0, proc_cpu_s(server.pid) - srv0
                     bound = st.calls * args.latency_ms / 1000 / c
                     t1 = time.perf_counter()

@@ -22,9 +22,10 @@ SAMPLE_CHECKPOINTS = ROOT / "data" / "checkpoints"
 
 @pytest.fixture(autouse=True)
 def _fresh_endpoint_memory():
-    """What judge clients learnt about an endpoint lasts the process (judge.client.learnt): each test starts from
-    the configured values, whatever an earlier test on the same worker learnt of a server on a reused port."""
-    from eval_pipeline.judge.client import forget_endpoints
+    """What judge clients learnt about an endpoint lasts the process (judge.client.learnt, the slots a server
+    advertised): each test starts from the configured values, whatever an earlier test on the same worker learnt
+    of a server on a reused port."""
+    from eval_pipeline.judge.calls import forget_endpoints
 
     forget_endpoints()
     yield

@@ -23,6 +23,7 @@ import pandas as pd
 
 from eval_pipeline.core.contracts import JUDGE_CACHE
 from eval_pipeline.core.types import JSONObject, Row
+from eval_pipeline.judge.config import JudgeSettings
 from eval_pipeline.judge.queries import cached_answers
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -47,8 +48,34 @@ def _encode_text(text: str) -> str:
 
 
 def cache_key(
-    params: JSONObject, rubric_version: str, messages: list[dict[str, str]], schema: JSONObject | None
+    settings: JudgeSettings,
+    rubric_version: str,
+    messages: list[dict[str, str]],
+    schema: JSONObject | None,
+    repeat: int = 0,
 ) -> str:
+    """The key of asking ``settings``' judge ``messages`` under ``schema``: who answers (the endpoint, or the identity
+    the panel gives it when several endpoints serve the same judge), the model and its sampling parameters, the
+    rubric's judge version and the prompt. ``repeat`` > 0: a repeat scoring of the same prompt, its own key (so it
+    is asked again). A parameter left at its default adds nothing, so the keys of every answer cached before it
+    existed stay the same."""
+    params: JSONObject = {
+        "endpoint": settings.identity or settings.endpoint,
+        "model": settings.model,
+        "temperature": settings.temperature,
+        "seed": settings.seed,
+        "max_tokens": settings.max_tokens,
+    }
+    if settings.top_logprobs:
+        params["top_logprobs"] = settings.top_logprobs
+    if settings.extra_body:  # they change answers
+        params["extra_body"] = dict(settings.extra_body)
+    if repeat:
+        params["repeat"] = repeat
+    return _digest(params, rubric_version, messages, schema)
+
+
+def _digest(params: JSONObject, rubric_version: str, messages: list[dict[str, str]], schema: JSONObject | None) -> str:
     """SHA-256 of the canonical JSON (sorted keys, compact) of params, rubric version, messages and schema."""
     if all(isinstance(m, dict) and m.keys() == {"role", "content"} and isinstance(m["content"], str) for m in messages):
         # the same bytes as _dumps of the whole blob, without re-encoding the long system message every call

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from eval_pipeline.core import progress
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.judge import cache, costs
-from eval_pipeline.judge.calls import CallOutcome, CallSpec, call_specs
+from eval_pipeline.judge.calls import call_specs
+from eval_pipeline.judge.client import CallOutcome, CallSpec
 from eval_pipeline.judge.config import JudgeSettings
 from eval_pipeline.judge.parsing import JudgeParseError
 from eval_pipeline.storage.warehouse import Warehouse
@@ -117,9 +118,6 @@ def cached_calls(
         stats.models.append(settings.model)
     tick = _progress(rubric, settings, len(out) + len(todo), len(out), sum(o.parsed is None for o in out.values()))
     prices = costs.load_prices()  # a price table that cannot be read fails the step before any call is paid
-    budget = costs.current()
-    if budget is not None and todo:
-        budget.price(settings.model)  # a budget that cannot be counted fails before any call
     if todo:
         with cache.BackgroundWriter(wh) as writer:
 

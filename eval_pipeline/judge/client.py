@@ -1,12 +1,15 @@
-"""The LLM judge client: the `openai` package against any OpenAI-compatible endpoint.
+"""The LLM judge client: the `openai` package against any OpenAI-compatible endpoint, one batch of prompts at a time.
 
-Configured by one judge's ``JudgeSettings`` (judge.config: endpoint, model, sampling, call policy); the key is
-read from OPENAI_API_KEY when a client is made. Temperature 0 and a fixed seed by default. Async with a
-concurrency limit; bounded retries with exponential backoff and full jitter
-that honour Retry-After on 429; per-call timeouts. Structured output is asked
-for with a JSON schema; an endpoint that rejects `response_format` is asked
-again without it (the prompt itself spells out the JSON form). Token usage and
-latency are recorded per call. The API key never appears in a reason or log.
+``answer_all`` is the one way in: it takes one judge's ``JudgeSettings`` (judge.config: endpoint, model, sampling,
+call policy) and the batch's prompts, asks each (or folds in what worker processes already asked, judge.workers),
+asks again what could not be used (an unparseable answer once; an answer cut off at max_tokens only with more
+room), and gives back each prompt's outcome and the batch's statistics. Below it, ``OpenAIJudgeClient`` makes each
+request: temperature 0 and a fixed seed by default; calls in flight limited and adapted to what the endpoint
+serves; bounded retries with exponential backoff and full jitter that honour Retry-After on 429; per-call
+time-outs; a circuit breaker for an endpoint that is down; each request reserved from the run's budget before it is
+sent (judge.costs) and sent by judge.transport. Structured output is asked for with a JSON schema; an endpoint that
+rejects `response_format` is asked again without it (the prompt itself spells out the JSON form). The key is read
+from OPENAI_API_KEY when a client is made and never appears in a reason or log (judge.redact).
 """
 
 from __future__ import annotations
@@ -17,110 +20,59 @@ import functools
 import json
 import math
 import random
-import re
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from eval_pipeline.core import interrupts
 from eval_pipeline.core import settings as env_settings
 from eval_pipeline.core.types import JSONObject
-from eval_pipeline.judge import costs
+from eval_pipeline.judge import costs, transport
 from eval_pipeline.judge.config import JudgeSettings
+from eval_pipeline.judge.parsing import JudgeParseError
+from eval_pipeline.judge.redact import redact, redact_tokens
 
 if TYPE_CHECKING:  # imported where a client is made: the openai package costs ~0.4 s to import, paid by every
     import openai  # run's process that loads the definitions, most of which never call an endpoint
 
-KEY_RE = re.compile(r"(sk-|key-|Bearer\s+)[A-Za-z0-9_\-\.]{4,}")
+
+@dataclass
+class CallSpec:
+    """One prompt: its cache key, messages, schema, and how to turn the answer text into a result."""
+
+    key: str
+    messages: list[dict[str, str]]
+    schema: JSONObject | None
+    parse: Callable[[str | None], Any]
 
 
-@functools.lru_cache(maxsize=8)
-def secret_forms(secret: str) -> tuple[str, ...]:
-    """The configured key as an endpoint might echo it back: as is, URL-quoted, in base64 (standard and URL-safe,
-    with and without padding) and in hex, longest first (worked out once per key: every answer is redacted)."""
-    import base64
-    from urllib.parse import quote
+@dataclass
+class CallOutcome:
+    parsed: Any = None
+    error: str | None = None
+    cached: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float | None = None
+    attempts: int = 0
+    answer_text: str | None = None
+    logprobs: list[Any] | None = None  # the used answer's token log probabilities, when the judge returned them
+    cut_at: int = 0  # > 0: the last answer was cut off at this many tokens (finish_reason length)
+    not_asked: bool = False  # never sent: the run's budget would not cover it
 
-    raw = secret.encode()
-    forms = {secret, quote(secret, safe=""), raw.hex()}
-    for enc in (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()):
-        forms |= {enc, enc.rstrip("=")}
-    return tuple(sorted((f for f in forms if len(f) >= 8), key=len, reverse=True))
-
-
-# JSON escapes that spell a printable character other than a quote or backslash (``\u0073``, ``\/``): decoded
-# before redaction, so a key an endpoint wrote with escapes cannot survive to be decoded by a JSON parser later
-# (the text stays valid JSON: the characters that must stay escaped are left as they are)
-_ESCAPE_RE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(/)|\\)")  # an escaped backslash is read as one, kept
-
-
-def _plain(m: re.Match[str]) -> str:
-    """One escape as the character it spells, or as it is (see ``_ESCAPE_RE``)."""
-    if m.group(2):
-        return "/"
-    if m.group(1) is None:
-        return m.group(0)
-    c = chr(int(m.group(1), 16))
-    return c if c.isprintable() and c not in '"\\' and not 0xD800 <= ord(c) <= 0xDFFF else m.group(0)
+    def add(self, res: CallResult) -> None:
+        self.not_asked = res.not_asked and not self.attempts
+        self.attempts += res.attempts
+        self.prompt_tokens += res.prompt_tokens
+        self.completion_tokens += res.completion_tokens
+        self.latency_ms = (self.latency_ms or 0.0) + res.latency_ms
 
 
-def _plain_escapes(text: str) -> str:
-    return _ESCAPE_RE.sub(_plain, text)
-
-
-def redact(text: str, secret: str | None = None) -> str:
-    """``text`` without the configured key (``secret``, in any of ``secret_forms``) and without anything shaped
-    like a key (``sk-...``, ``key-...``, a bearer token), whether written plainly or with JSON escapes."""
-    if "\\" in text:
-        text = _plain_escapes(text)
-    if secret:
-        for form in secret_forms(secret):
-            text = text.replace(form, "***")
-    return KEY_RE.sub(lambda m: m.group(1) + "***", text)
-
-
-def _decoded_with_offsets(text: str) -> tuple[str, list[int]]:
-    """``_plain_escapes(text)`` and, for each of its characters and one past the end, where it starts in ``text``."""
-    out: list[str] = []
-    offsets: list[int] = []
-    pos = 0
-    for m in _ESCAPE_RE.finditer(text):
-        out.append(text[pos : m.start()] + _plain(m))
-        offsets += [*range(pos, m.start()), *[m.start()] * len(out[-1][m.start() - pos :])]
-        pos = m.end()
-    out.append(text[pos:])
-    offsets += [*range(pos, len(text) + 1)]
-    return "".join(out), offsets
-
-
-def redact_tokens(tokens: list[Any] | None, secret: str | None = None) -> list[Any] | None:
-    """Token log probabilities (``[[token, [[alternative, logprob], ...]], ...]``) without a key split over
-    tokens, plainly or in JSON escapes: where the tokens joined hold a key, every token of it (and its
-    alternatives) becomes ``***``."""
-    if not tokens:
-        return tokens
-    texts = [str(t[0]) for t in tokens]
-    joined = "".join(texts)
-    if redact(joined, secret) == joined:  # the usual case: nothing shaped like a key anywhere
-        return tokens
-    decoded, offsets = _decoded_with_offsets(joined)
-    found = [(m.start(), m.end()) for m in KEY_RE.finditer(decoded)]
-    for form in secret_forms(secret) if secret else ():
-        start = decoded.find(form)
-        while start >= 0:
-            found.append((start, start + len(form)))
-            start = decoded.find(form, start + 1)
-    spans = [(offsets[a], offsets[b]) for a, b in found]  # in the joined tokens' own characters
-    out: list[Any] = []
-    pos = 0
-    for token, text in zip(tokens, texts):
-        end = pos + len(text)
-        hit = any(a < end and pos < b for a, b in spans) or redact(text, secret) != text
-        out.append(["***", [["***", alt[1]] for alt in token[1]]] if hit else token)
-        pos = end
-    return out
+OnAnswer = Callable[[str, CallOutcome], None]
 
 
 @dataclass
@@ -200,15 +152,6 @@ MAX_ANSWER_CHARS = 64 * 1024
 TIMEOUT_GROWTH = 4  # a call's time-out grows (doubling on time-outs) to at most this many times EVAL_JUDGE_TIMEOUT
 
 
-_GIVEN_UP = object()  # what a POST returns when the endpoint was given up on while it was in flight
-
-
-def _quiet(future: asyncio.Future[Any]) -> None:
-    """Retrieve a cancelled POST's outcome, so asyncio does not report it as never retrieved."""
-    if not future.cancelled():
-        future.exception()
-
-
 class _NotJSON(ValueError):
     """A 200 answer whose body is not a JSON object."""
 
@@ -270,43 +213,10 @@ def learnt(endpoint: str, model: str) -> Learnt | None:
         return _LEARNT.get((endpoint, model))
 
 
-def forget_endpoints() -> None:
+def forget_learnt() -> None:
     """Start from the configured values again (a test, or a server restarted with more slots)."""
     with _LEARNT_LOCK:
         _LEARNT.clear()
-        _ADVERTISED.clear()
-
-
-_ADVERTISED: dict[str, int | None] = {}
-HOSTED = ("openai.com", "azure.com", "anthropic.com", "googleapis.com")  # no capacity endpoint: never probed
-
-
-def advertised_slots(endpoint: str, api_key: str | None = None) -> int | None:
-    """How many requests the server says it serves at once, asked once per endpoint and process: llama.cpp's
-    ``GET /props`` (``total_slots``, the ``-np`` it was started with) beside the ``/v1`` base URL. None when it
-    says nothing (another server, a hosted API, no answer within 2 s)."""
-    with _LEARNT_LOCK:
-        if endpoint in _ADVERTISED:
-            return _ADVERTISED[endpoint]
-    slots: int | None = None
-    parts = urlsplit(endpoint)
-    if parts.scheme in ("http", "https") and not (parts.hostname or "").endswith(HOSTED):
-        import urllib.request
-
-        root = endpoint[: -len("/v1")] if endpoint.endswith("/v1") else endpoint
-        request = urllib.request.Request(root + "/props")
-        if api_key:
-            request.add_header("Authorization", f"Bearer {api_key}")
-        try:
-            with urllib.request.urlopen(request, timeout=2) as r:
-                body = json.loads(r.read(65536))
-            value = body.get("total_slots") if isinstance(body, dict) else None
-            slots = value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-        except (OSError, ValueError):
-            slots = None
-    with _LEARNT_LOCK:
-        _ADVERTISED[endpoint] = slots
-    return slots
 
 
 class OpenAIJudgeClient:
@@ -332,7 +242,7 @@ class OpenAIJudgeClient:
         # it can serve instead of every call being cut and asked again from the start.
         self._limit = max(1, settings.concurrency)
         self._timeout = settings.timeout_s
-        self._key = (settings.endpoint(), settings.model)
+        self._key = (settings.endpoint, settings.model)
         known = learnt(*self._key)
         if known is not None:  # where the last client of this endpoint settled
             self._limit = max(1, min(self._limit, known.limit))
@@ -420,38 +330,6 @@ class OpenAIJudgeClient:
             self.stats.final_concurrency = self._limit
             self._remember()
 
-    async def _post(self, body: JSONObject, timeout: float) -> Any:
-        """The POST, bounded by ``timeout`` (``asyncio.TimeoutError``), or ``_GIVEN_UP`` as soon as the endpoint is
-        given up on (``_tripped``): the calls in flight to a black hole do not each wait out their time-out.
-
-        Within the server's advertised slots (``server_slots``) the server is working on every call in flight, so a
-        call reaching its time-out does not cut it (its work would be lost and paid again): the time-out doubles
-        (up to ``TIMEOUT_GROWTH`` times the configured one) for this call and every other, and it keeps waiting."""
-        if self._tripped is None:
-            self._tripped = asyncio.get_running_loop().create_future()
-        post: asyncio.Future[Any] = asyncio.ensure_future(
-            self._client.post("/chat/completions", body=body, cast_to=object)
-        )
-        waiting: set[asyncio.Future[Any]] = {post, self._tripped}
-        t0 = time.perf_counter()
-        try:
-            while True:
-                # within the slots the client's time-out (which only grows: never below this call's), else this call's
-                limit = self._timeout if self._within_slots() else timeout
-                left = max(0.0, limit - (time.perf_counter() - t0))
-                done, _ = await asyncio.wait(waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-                if done or not self._extend(time.perf_counter() - t0):
-                    break
-        finally:
-            if not post.done():
-                post.cancel()
-                post.add_done_callback(_quiet)
-        if post in done:
-            return post.result()
-        if self._tripped in done:
-            return _GIVEN_UP
-        raise asyncio.TimeoutError
-
     def _within_slots(self) -> bool:
         slots = self.settings.server_slots
         return slots is not None and self._limit <= slots
@@ -465,18 +343,18 @@ class OpenAIJudgeClient:
         self._timeout = min(cap, self._timeout * 2)
         return True
 
-    def _extend(self, waited: float) -> bool:
-        """A call waited ``waited`` s: whether it may wait longer (within the server's slots, the time-out doubled
-        while under its cap; once per doubling, however many calls reach it)."""
+    def _allowed(self, timeout: float, waited: float) -> float:
+        """How long in all a call sent with ``timeout`` may wait, having waited ``waited`` s (judge.transport asks
+        each time the time runs out). Outside the server's advertised slots: its own time-out. Within them
+        (``server_slots``) the server is working on every call in flight, so a call cut at its time-out would be
+        lost and paid again: the client's time-out, doubled when a call reaches it (up to ``TIMEOUT_GROWTH`` times
+        the configured one; once per doubling, however many calls reach it), for this call and every other."""
         if not self._within_slots():
-            return False
-        if waited < self._timeout:  # another call already doubled it
-            return True
-        if not self._grow_timeout():
-            return False
-        self.stats.timeout_extensions += 1
-        self._remember()
-        return True
+            return timeout
+        if waited >= self._timeout and self._grow_timeout():
+            self.stats.timeout_extensions += 1
+            self._remember()
+        return self._timeout
 
     def _backoff(self, attempt: int) -> float:
         cap = min(self.settings.backoff_max_s, self.settings.backoff_base_s * (2**attempt))
@@ -502,7 +380,7 @@ class OpenAIJudgeClient:
         limit = self.settings.max_consecutive_failures
         if not limit or self._unreachable_in_a_row < limit or self._down is not None:
             return
-        host = urlsplit(self.settings.endpoint()).netloc or self.settings.endpoint()
+        host = urlsplit(self.settings.endpoint).netloc or self.settings.endpoint
         if not self._ever_answered:
             self._down = f"endpoint {host} unreachable, stopped asking after {limit} failed attempts in a row: {error}"
         elif self._silent_for() >= self.settings.max_silence_s:
@@ -546,33 +424,32 @@ class OpenAIJudgeClient:
             delay = None
             stall = False  # the endpoint's stall, not this call's failure: the attempt is not counted (_stalled)
             epoch = await self._enter()
-            if self._down is not None:  # given up while this call waited its turn: no attempt
-                await self._leave(epoch)
-                result.error = self._down
-                return result
             held = None  # this request's cost from above, reserved in the run's budget (judge.costs)
-            if self._budget is not None:
-                held = self._budget.reserve(s.model, messages, kwargs.get("response_format"), kwargs["max_tokens"])
-                if held is None:
-                    await self._leave(epoch)
-                    result.error, result.not_asked = self._budget.why_not(), result.attempts == 0
-                    return result
             used_timeout = self._timeout
             t0 = time.perf_counter()
             usage_seen: tuple[int, int] | None = None
             billed = False  # without usage: whether the request may still have been billed (it timed out)
             try:
+                if self._down is not None:  # given up while this call waited its turn: no attempt
+                    result.error = self._down
+                    return result
+                if self._budget is not None:
+                    held = self._budget.reserve(s.model, messages, kwargs.get("response_format"), kwargs["max_tokens"])
+                    if held is None:
+                        result.error, result.not_asked = self._budget.why_not(), result.attempts == 0
+                        return result
                 self.stats.calls += result.attempts == 0
                 self.stats.http_attempts += 1
                 result.attempts += 1
-                # the client's documented low-level POST: the same transport, auth and typed errors as
-                # `chat.completions.create`, but the messages are not re-walked through its TypedDict
-                # transform and the answer is read as plain JSON instead of building pydantic models
-                # (a third less CPU per call: bench/bench_judge_throughput.py)
-                # the timeout bounds the whole call: the client's own bounds each read, so a server sending a
-                # byte now and then would hold a call forever
-                data = await self._post(kwargs, used_timeout)
-                if data is _GIVEN_UP:  # the breaker tripped while this call was in flight: it is dropped at once
+                if self._tripped is None:  # set when the endpoint is given up: every call in flight stops waiting
+                    self._tripped = asyncio.get_running_loop().create_future()
+                t0 = time.perf_counter()
+                data = await transport.post(
+                    self._client, kwargs, functools.partial(self._allowed, used_timeout), self._tripped
+                )
+                if (
+                    data is transport.GIVEN_UP
+                ):  # the breaker tripped while this call was in flight: it is dropped at once
                     result.error = self._down
                     return result
                 result.latency_ms = (time.perf_counter() - t0) * 1000
@@ -663,3 +540,142 @@ class OpenAIJudgeClient:
                 await asyncio.sleep(delay)
         result.error = self._down or f"gave up after {result.attempts} attempts: {last_error}"
         return result
+
+
+MAX_ROOM_TOKENS = 4096  # a cut-off answer is asked again with twice the room, up to this many tokens
+
+
+def more_room(cut_at: int) -> int | None:
+    """The ``max_tokens`` to ask a cut-off answer again with, or None: at temperature 0 the same room gives the same
+    cut, so it is asked again only with more room, and not at all past ``MAX_ROOM_TOKENS``."""
+    room = min(2 * cut_at, MAX_ROOM_TOKENS)
+    return room if room > cut_at else None
+
+
+def settle(spec: CallSpec, out: CallOutcome, res: CallResult, room: int) -> bool:
+    """Fold one answer, asked with ``room`` tokens, into the outcome; False when it could not be used (ask again)."""
+    out.add(res)
+    if res.error:
+        out.error = res.error
+        return True
+    if res.truncated and 0 < res.completion_tokens < room:  # cut before max_tokens: the server ran out of context
+        out.error = (
+            f"answer cut off after {res.completion_tokens} tokens, before max_tokens {room}: the server's context "
+            f"is full (a prompt of {res.prompt_tokens} tokens); not asked again (more room cannot help; give the "
+            "server a larger context per slot)"
+        )
+        out.cut_at = 0
+        out.answer_text = res.text
+        return True
+    if res.truncated:  # whatever its text would parse to, a cut-off answer is not the judge's whole answer
+        again = "" if not out.cut_at else f" (asked again with {room} after a cut at {out.cut_at})"
+        out.error = f"answer cut off at max_tokens {room} (finish_reason length){again}: not used as a score"
+        out.cut_at = room
+        out.answer_text = res.text
+        return False
+    out.cut_at = 0
+    try:
+        out.parsed = spec.parse(res.text)
+    except JudgeParseError as exc:
+        out.error = f"unparseable answer: {exc} (after one retry)"
+        out.answer_text = res.text  # kept: if the re-ask is unparseable too, this is the judge's answer
+        return False
+    out.error = None
+    out.answer_text = res.text
+    out.logprobs = res.logprobs
+    return True
+
+
+STOP_POLL_S = 0.1  # how often a batch of calls looks for Ctrl-C or SIGTERM (core.interrupts)
+
+
+def answer_all(
+    settings: JudgeSettings,
+    specs: list[CallSpec],
+    on_answer: OnAnswer | None = None,
+    first: Iterable[tuple[str, CallResult] | ClientStats] | None = None,
+) -> tuple[dict[str, CallOutcome], ClientStats]:
+    """Each spec's outcome, and the batch's statistics: the one way into the client.
+
+    ``first``, when given, is what worker processes already asked (judge.workers: each answer as it arrives, keyed
+    by its spec, and each worker's statistics): every answer is folded in here, and what could not be used is asked
+    again in this process. Otherwise every spec is asked here. An unparseable answer is asked once more; one cut off
+    at max_tokens only with more room. ``on_answer`` sees every final outcome as it arrives (a score, a final
+    unusable answer, or an error)."""
+    outcomes: dict[str, CallOutcome] = {}
+    stats = ClientStats()
+    todo = specs
+    if first is not None:
+        by_key = {s.key: s for s in specs}
+        todo, workers = [], 0
+        for item in first:
+            if isinstance(item, ClientStats):
+                stats.add(item)
+                workers += 1
+                continue
+            key, res = item
+            out = outcomes[key] = CallOutcome()
+            if not settle(by_key[key], out, res, settings.max_tokens):
+                todo.append(by_key[key])
+            elif on_answer is not None:
+                on_answer(key, out)
+        stats.processes = max(1, workers)
+    if todo:
+        stats.add(asyncio.run(_ask_all(settings, todo, on_answer, outcomes)))
+    return outcomes, stats
+
+
+async def _ask_all(
+    settings: JudgeSettings, specs: list[CallSpec], on_answer: OnAnswer | None, outcomes: dict[str, CallOutcome]
+) -> ClientStats:
+    """Ask the endpoint for each spec in this event loop, into ``outcomes``; an answer that cannot be used is asked
+    once more (a spec with an outcome already, folded in from a worker, has had its first ask). Ctrl-C or SIGTERM
+    cancels the calls in flight and starts no new one (KeyboardInterrupt)."""
+    client = OpenAIJudgeClient(settings)
+
+    async def one(spec: CallSpec) -> None:
+        out = outcomes.get(spec.key) or CallOutcome()
+        tries = 1 if spec.key in outcomes else 2
+        for _ in range(tries):
+            room = settings.max_tokens
+            if out.cut_at:  # cut off: asked again only with more room, or not at all
+                room = more_room(out.cut_at) or 0
+                if not room:
+                    out.error = (out.error or "") + f"; not asked again (already {out.cut_at} tokens)"
+                    break
+            if settle(spec, out, await client.complete(spec.messages, spec.schema, max_tokens=room), room):
+                break
+        outcomes[spec.key] = out
+        if on_answer is not None:
+            on_answer(spec.key, out)
+
+    async def until_stopped() -> None:
+        while not interrupts.requested():
+            await asyncio.sleep(STOP_POLL_S)
+
+    loop = asyncio.get_running_loop()
+    default = loop.get_exception_handler()
+
+    def quiet(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:  # asyncio's own type
+        exc = context.get("exception")
+        if interrupts.requested() or isinstance(exc, asyncio.CancelledError) or interrupts.is_interrupt(exc):
+            return  # a signal landed inside the loop (a socket write, a callback): only the interruption is told
+        if default is not None:
+            default(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(quiet)
+    calls: asyncio.Future[Any] = asyncio.gather(*(one(s) for s in specs))
+    watch: asyncio.Future[Any] = asyncio.ensure_future(until_stopped())
+    try:
+        await asyncio.wait([calls, watch], return_when=asyncio.FIRST_COMPLETED)
+        if not calls.done():
+            calls.cancel()
+            await asyncio.gather(calls, return_exceptions=True)
+            raise KeyboardInterrupt
+        calls.result()
+    finally:
+        watch.cancel()
+        await client.close()
+    return client.stats

@@ -1,20 +1,21 @@
 """One judge's settings, made once from the run's ``JudgeConfig`` (core.settings) and the panel entry that names the
 judge: the object the backend, the cache key, the client and the worker processes all take.
 
-The way a setting goes: the Dagster resource (or the environment, read once) gives a ``JudgeConfig``; the runner
-hands it to the backend; the backend makes each judge's ``JudgeSettings`` here (``settings_for``); the calls, the
-cache and the client read that object and nothing else.
+The way a setting goes, one way: the Dagster resource (or the environment, read once) gives a ``JudgeConfig``; the
+runner hands it to the backend; the backend makes each judge's ``JudgeSettings`` here (``settings_for``) and hands
+them down: to the rows (judge.llm_rows), the cache key (judge.cache), the calls through the cache (judge.cached),
+the batch (judge.calls), the worker processes (judge.workers), the client (judge.client), the run's budget
+(judge.costs) and the request (judge.transport). Each reads the fields and passes the object on; none hands it
+back up. The settings are data: nothing below calls into this module.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from eval_pipeline.core.config import JudgeSpec
 from eval_pipeline.core.settings import JudgeConfig
-from eval_pipeline.core.types import JSONObject
 
 
 @dataclass(frozen=True)
@@ -44,37 +45,13 @@ class JudgeSettings:
     # a call that outlasts its time-out is then being worked on, not queued, and waits longer instead of being cut
     server_slots: int | None = None
 
-    def endpoint(self) -> str:
-        """The endpoint that answers: ``base_url`` (the panel entry's, else the configuration's), else the client's
-        default."""
+    # the endpoint that answers, as the cache key and the client's memory name it: ``base_url`` (the panel entry's,
+    # else the configuration's), else the client's default; worked out when the settings are made
+    endpoint: str = field(init=False)
+
+    def __post_init__(self) -> None:
         url = self.base_url or "https://api.openai.com/v1"
-        return url.strip().rstrip("/").lower()
-
-    def cache_params(self) -> JSONObject:
-        """What the cache key includes besides the prompt: who answers (the endpoint, or the identity the
-        configuration gives it when several endpoints serve the same judge), model and sampling parameters."""
-        params = {
-            "endpoint": self.identity or self.endpoint(),
-            "model": self.model,
-            "temperature": self.temperature,
-            "seed": self.seed,
-            "max_tokens": self.max_tokens,
-        }
-        if self.top_logprobs:  # only when asked, so the keys of every answer cached before stay the same
-            params["top_logprobs"] = self.top_logprobs
-        if self.extra_body:  # they change answers: part of the key (absent, every earlier key stays the same)
-            params["extra_body"] = dict(self.extra_body)
-        return params
-
-    def to_json(self) -> str:
-        """These settings as one JSON document (the worker processes' protocol); ``from_json`` reads it back."""
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> JudgeSettings:
-        values = json.loads(text)
-        values["extra_body"] = tuple((k, v) for k, v in values.get("extra_body", ()))
-        return cls(**values)
+        object.__setattr__(self, "endpoint", url.strip().rstrip("/").lower())
 
 
 def settings_for(config: JudgeConfig, spec: JudgeSpec | None = None) -> JudgeSettings:

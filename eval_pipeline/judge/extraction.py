@@ -20,7 +20,7 @@ from eval_pipeline.core.types import JSONObject, Record
 from eval_pipeline.judge import cache, costs
 from eval_pipeline.judge.backends import backend_for
 from eval_pipeline.judge.cached import JudgeRunStats, cached_calls
-from eval_pipeline.judge.calls import CallSpec
+from eval_pipeline.judge.client import CallSpec
 from eval_pipeline.judge.config import settings_for
 from eval_pipeline.judge.parsing import JudgeParseError, _first_object
 from eval_pipeline.judge.prompts import INJECTION_NOTICE, data_block
@@ -108,7 +108,7 @@ def extract(
         schema = _list_schema(f"{rubric.name}_{ex.name}_observations", "observations", OBSERVATIONS_MAX)
         first.append(
             CallSpec(
-                cache.cache_key(settings.cache_params(), rubric.judge_version, msgs, schema),
+                cache.cache_key(settings, rubric.judge_version, msgs, schema),
                 msgs,
                 schema,
                 partial(parse_list, key="observations", max_items=OBSERVATIONS_MAX),
@@ -123,7 +123,7 @@ def extract(
         msgs = _messages(ex.infer_prompt, "attributes", {"observations": o.parsed})
         schema = _list_schema(f"{rubric.name}_{ex.name}_attributes", "attributes", ex.max_items)
         second[r["sample_id"]] = CallSpec(
-            cache.cache_key(settings.cache_params(), rubric.judge_version, msgs, schema),
+            cache.cache_key(settings, rubric.judge_version, msgs, schema),
             msgs,
             schema,
             partial(parse_list, key="attributes", max_items=ex.max_items),

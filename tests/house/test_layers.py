@@ -105,3 +105,33 @@ def test_no_cycle_between_modules():
         if node not in state:
             visit(node, [node])
     assert cycles == [], "\n".join(" -> ".join(c) for c in cycles)
+
+
+# The way a judge setting goes, top first (docs/extending.md): each module passes the settings down, never back up,
+# so each imports only modules after it here.
+JUDGE_WAY = [
+    "backends.openai",
+    "llm_rows",
+    "cached",
+    "calls",
+    "workers",
+    "client",
+    "cache",
+    "costs",
+    "transport",
+    "redact",
+    "config",
+]
+
+
+def test_a_judge_setting_goes_one_way_down_the_judge_modules():
+    graph = _graph()
+    way = [f"eval_pipeline.judge.{m}" for m in JUDGE_WAY]
+    back = [
+        f"{m} imports {t}, which comes before it on the way"
+        for i, m in enumerate(way)
+        for t in graph[m]
+        if t in way[:i]
+    ]
+    assert back == [], "\n".join(back)
+    assert all(m in graph for m in way), [m for m in way if m not in graph]  # the way names modules that exist

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from eval_pipeline.judge.client import JudgeSettings, OpenAIJudgeClient, forget_endpoints, learnt
+from eval_pipeline.judge.client import OpenAIJudgeClient, forget_learnt, learnt
+from eval_pipeline.judge.config import JudgeSettings
 
 
 def _clients(*settings: JudgeSettings) -> list[OpenAIJudgeClient]:
@@ -16,13 +17,13 @@ def _clients(*settings: JudgeSettings) -> list[OpenAIJudgeClient]:
 
 
 def test_the_next_client_of_an_endpoint_starts_where_the_last_one_settled():
-    forget_endpoints()
+    forget_learnt()
     slow = JudgeSettings(name="j", model="smollm", base_url="http://127.0.0.1:9/v1", concurrency=16, timeout_s=60)
     (first,) = _clients(slow)
     assert (first._limit, first._timeout) == (16, 60)
     first._timed_out(0)  # two waves of cut calls: 16 -> 8 -> 4 in flight, 60 -> 120 -> 240 s
     first._timed_out(1)
-    assert learnt(slow.endpoint(), "smollm").limit == 4
+    assert learnt(slow.endpoint, "smollm").limit == 4
     second, other_model, elsewhere = _clients(
         slow,
         JudgeSettings(name="j", model="other", base_url="http://127.0.0.1:9/v1", concurrency=16, timeout_s=60),
@@ -33,8 +34,8 @@ def test_the_next_client_of_an_endpoint_starts_where_the_last_one_settled():
     assert other_model._limit == 16 and elsewhere._limit == 16  # learnt per endpoint and model
     for _ in range(4):  # answers let it grow again, and that is remembered too
         second._answered()
-    assert learnt(slow.endpoint(), "smollm").limit == 5
+    assert learnt(slow.endpoint, "smollm").limit == 5
     lower = JudgeSettings(name="j", model="smollm", base_url="http://127.0.0.1:9/v1", concurrency=2, timeout_s=60)
     (capped,) = _clients(lower)
     assert capped._limit == 2  # never past the configured concurrency
-    forget_endpoints()
+    forget_learnt()

@@ -11,6 +11,7 @@ from eval_pipeline.core.config import JudgeSpec
 from eval_pipeline.core.settings import JudgeConfig, judge_config
 from eval_pipeline.defs.resources import JudgeResource
 from eval_pipeline.judge.config import JudgeSettings, settings_for
+from eval_pipeline.judge.workers import batch_line, settings_of
 
 ENVIRONMENT = {  # every judge setting a person can set through the environment, with a value unlike the default
     "EVAL_JUDGE": ("mode", "openai"),
@@ -70,12 +71,13 @@ def test_a_judges_settings_come_from_its_panel_entry_over_the_config():
         "default", "base", "http://a/v1", 3, 0.01,
     )  # fmt: skip
     own = settings_for(config, JudgeSpec(name="b", model="other", base_url="http://b/v1", extra_body={"top_k": 4}))
-    assert (own.model, own.endpoint(), own.extra_body) == ("other", "http://b/v1", (("top_k", 4),))
+    assert (own.model, own.endpoint, own.extra_body) == ("other", "http://b/v1", (("top_k", 4),))
 
 
 def test_settings_cross_to_a_worker_process_unchanged_and_without_the_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-in-the-protocol-1234")
     s = settings_for(JudgeConfig(mode="openai"), JudgeSpec(name="j", extra_body={"min_p": 0.1}))
-    sent = s.to_json()
-    assert JudgeSettings.from_json(sent) == s
-    assert "sk-never" not in sent and set(json.loads(sent)) == {f.name for f in dataclasses.fields(JudgeSettings)}
+    sent = batch_line(s, [])
+    assert settings_of(json.loads(sent)["settings"]) == s
+    fields = set(json.loads(sent)["settings"])
+    assert "sk-never" not in sent and fields == {f.name for f in dataclasses.fields(JudgeSettings)}

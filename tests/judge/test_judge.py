@@ -374,7 +374,7 @@ def test_a_judge_worker_that_dies_fails_the_step_clearly(rubrics, openai_env, tm
     import signal
     import threading
 
-    from eval_pipeline.judge import calls
+    from eval_pipeline.judge import workers
 
     openai_env.state.latency_s = 0.02  # calls in flight while the worker is killed
     victim: list[int] = []
@@ -383,7 +383,7 @@ def test_a_judge_worker_that_dies_fails_the_step_clearly(rubrics, openai_env, tm
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and openai_env.state.requests < 100:
             time.sleep(0.01)
-        victim.append(calls._POOL[0].pid)
+        victim.append(workers._POOL[0].pid)
         os.kill(victim[0], signal.SIGKILL)
 
     killer = threading.Thread(target=kill_first_worker, daemon=True)
@@ -393,7 +393,7 @@ def test_a_judge_worker_that_dies_fails_the_step_clearly(rubrics, openai_env, tm
     with pytest.raises(RuntimeError, match=r"judge worker\(s\) died before finishing: worker 0 exit code -9"):
         judge_samples(*args, config=openai_judge(FAST, concurrency=8, processes=2))
     killer.join()
-    assert victim and all(w.pid != victim[0] for w in calls._POOL) and not calls._POOL  # both ended
+    assert victim and all(w.pid != victim[0] for w in workers._POOL) and not workers._POOL  # both ended
     openai_env.state.latency_s = 0.0
     df, st = judge_samples(*args, config=openai_judge(FAST, concurrency=8, processes=2))
     assert (_panel(df).status == "ok").all() and len(_panel(df)) == 600 * 5  # the re-run scores everything...
@@ -404,22 +404,22 @@ def test_a_judge_worker_that_dies_fails_the_step_clearly(rubrics, openai_env, tm
 def test_judge_workers_are_started_once_and_reused_never_forked(rubrics, openai_env, tmp_path, monkeypatch):
     """Workers are fresh interpreters (subprocess), never forks of this threaded process, and a second batch
     reuses them."""
-    from eval_pipeline.judge import calls
+    from eval_pipeline.judge import workers
 
     def no_fork() -> int:
         raise AssertionError("os.fork called")
 
     monkeypatch.setattr(os, "fork", no_fork)
-    calls.shutdown_workers()
+    workers.shutdown_workers()
     rubric, wh = rubrics["empathetic_dialogue"], Warehouse(tmp_path / "w.duckdb")
     judge_samples(rubric, "c1", emp_records(600), wh, config=openai_judge(FAST, concurrency=8, processes=2))
-    pids = [w.pid for w in calls._POOL]
+    pids = [w.pid for w in workers._POOL]
     assert len(pids) == 2 and os.getpid() not in pids
     for pid in pids:  # a fresh interpreter running the worker module, not a copy of this process
-        assert b"eval_pipeline.judge.worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert b"eval_pipeline.judge.workers" in Path(f"/proc/{pid}/cmdline").read_bytes()
     fresh = [{**r, "user_statement": f"{r['user_statement']} Again."} for r in emp_records(600)]  # new prompts
     _, st = judge_samples(rubric, "c2", fresh, wh, config=openai_judge(FAST, concurrency=8, processes=2))
-    assert st.calls == 600 and [w.pid for w in calls._POOL] == pids  # the same two workers
+    assert st.calls == 600 and [w.pid for w in workers._POOL] == pids  # the same two workers
 
 
 def test_a_failing_cache_write_is_reported_not_swallowed(tmp_path):
@@ -556,7 +556,7 @@ def test_the_endpoint_is_part_of_the_judge_identity(rubrics, openai_env, warehou
 def test_repeat_scorings_send_their_own_seeds_so_a_noisy_judge_looks_noisy(rubrics, openai_env, warehouse_path):
     """#37.2: a server that honours the seed answers a repeat exactly as the first scoring when the seed is the
     same; each repeat therefore asks with its own seed, derived from (seed, judge, repeat), the same every run."""
-    from eval_pipeline.judge.backends.openai import repeat_seed
+    from eval_pipeline.judge.llm_rows import repeat_seed
 
     wh = Warehouse(warehouse_path)
     rubric = rubrics["empathetic_dialogue"]

@@ -113,7 +113,7 @@ def test_who_judged_and_whether_it_is_trusted_are_recorded(evaluated, llama_serv
 
 
 def test_repeats_are_second_draws_with_their_own_seed(server_env, rubrics, tmp_path):
-    from eval_pipeline.judge.backends.openai import repeat_seed
+    from eval_pipeline.judge.llm_rows import repeat_seed
 
     rubric = _with_judge(rubrics["npc_dialogue"], temperature=0.9)
     records, wh = _records("npc_dialogue", 2), Warehouse(str(tmp_path / "w.duckdb"))

@@ -9,9 +9,10 @@ import math
 
 import pytest
 
-from eval_pipeline.judge.client import _int, redact
+from eval_pipeline.judge.client import _int
 from eval_pipeline.judge.logprobs import score_distributions
 from eval_pipeline.judge.parsing import JudgeParseError, parse_answer
+from eval_pipeline.judge.redact import redact
 from tests.helpers.judges import openai_judge
 
 KEY = "0123456789abcdef0123456789abcdef"  # an Azure-style key: 32 hex digits, no sk- prefix

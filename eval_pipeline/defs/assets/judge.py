@@ -19,8 +19,8 @@ from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
 from eval_pipeline.judge import costs
 from eval_pipeline.judge.cached import JudgeRunStats
-from eval_pipeline.judge.client import redact
 from eval_pipeline.judge.identity import IDENTITY_COLUMNS
+from eval_pipeline.judge.redact import redact
 from eval_pipeline.judge.repeat import pick_subset, repeatability, repeated_scores
 from eval_pipeline.storage.warehouse import Warehouse
 
