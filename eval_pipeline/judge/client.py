@@ -15,10 +15,7 @@ from OPENAI_API_KEY when a client is made and never appears in a reason or log (
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import functools
-import json
-import math
 import random
 import threading
 import time
@@ -31,13 +28,12 @@ from urllib.parse import urlsplit
 from eval_pipeline.core import interrupts
 from eval_pipeline.core import settings as env_settings
 from eval_pipeline.core.types import JSONObject
-from eval_pipeline.judge import costs, transport
+from eval_pipeline.judge import costs, reply, transport
 from eval_pipeline.judge.config import JudgeSettings
 from eval_pipeline.judge.parsing import JudgeParseError
-from eval_pipeline.judge.redact import redact, redact_tokens
 
 if TYPE_CHECKING:  # imported where a client is made: the openai package costs ~0.4 s to import, paid by every
-    import openai  # run's process that loads the definitions, most of which never call an endpoint
+    pass  # run's process that loads the definitions, most of which never call an endpoint
 
 
 @dataclass
@@ -118,80 +114,7 @@ class ClientStats:
         self.start_timeout_s = max(self.start_timeout_s, other.start_timeout_s)
 
 
-def _retry_after_seconds(exc: openai.APIStatusError) -> float | None:
-    headers = getattr(exc.response, "headers", None) or {}
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            value = float(ms) / 1000
-            if math.isfinite(value):
-                return max(0.0, value)
-        except ValueError:
-            pass
-    ra = headers.get("retry-after")
-    if not ra:
-        return None
-    try:
-        seconds = float(ra)
-    except ValueError:  # an HTTP date, or something else a proxy made up ("soon", "30s"): then our own backoff
-        try:
-            parsed = email.utils.parsedate_to_datetime(ra)
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return None
-        if parsed.tzinfo is None:
-            return None
-        seconds = parsed.timestamp() - time.time()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-# The longest answer text read: a rubric's answer is scores and a rationale the schema bounds (600 characters);
-# a larger one is a missing score with its reason, so neither judge_scores nor the cache holds megabytes.
-MAX_ANSWER_CHARS = 64 * 1024
-
-
 TIMEOUT_GROWTH = 4  # a call's time-out grows (doubling on time-outs) to at most this many times EVAL_JUDGE_TIMEOUT
-
-
-class _NotJSON(ValueError):
-    """A 200 answer whose body is not a JSON object."""
-
-
-def _token_logprobs(block: Any) -> list[Any] | None:
-    """The answer's tokens with their top alternatives, compact: [[token, [[alt, logprob], ...]], ...]."""
-    content = block.get("content") if isinstance(block, dict) else None
-    if not isinstance(content, list):
-        return None
-    out = []
-    for t in content:
-        if not isinstance(t, dict) or not isinstance(t.get("token"), str):
-            return None
-        alts = [
-            [a["token"], float(a["logprob"])]
-            for a in (t.get("top_logprobs") or [])
-            if isinstance(a, dict) and isinstance(a.get("token"), str) and isinstance(a.get("logprob"), int | float)
-        ]
-        if not alts and isinstance(t.get("logprob"), int | float):
-            alts = [[t["token"], float(t["logprob"])]]
-        out.append([t["token"], alts])
-    return out
-
-
-MAX_TOKENS_A_CALL = 10**8  # no request's prompt or answer is this long: a larger count is not a count
-
-
-def _int(value: Any) -> int:
-    """A token count as the endpoint reports it; anything that is not a plausible count (text, NaN, 1e400, 10**14,
-    negative) counts as 0."""
-    try:
-        n = int(value or 0)
-    except (TypeError, ValueError, OverflowError):
-        return 0
-    return n if 0 <= n < MAX_TOKENS_A_CALL else 0
-
-
-def _schema_unsupported(exc: openai.BadRequestError) -> bool:
-    msg = str(exc).lower()
-    return any(w in msg for w in ("response_format", "json_schema", "structured output", "schema"))
 
 
 @dataclass
@@ -401,8 +324,6 @@ class OpenAIJudgeClient:
         """One answer, or its error after the bounded retries; ``max_tokens`` over the settings' (more room for
         an answer that was cut off)."""
         s = self.settings
-        import openai
-
         result = CallResult()
         last_error = "no attempt made"
         attempt = 0
@@ -424,115 +345,77 @@ class OpenAIJudgeClient:
             delay = None
             stall = False  # the endpoint's stall, not this call's failure: the attempt is not counted (_stalled)
             epoch = await self._enter()
-            held = None  # this request's cost from above, reserved in the run's budget (judge.costs)
-            used_timeout = self._timeout
-            t0 = time.perf_counter()
-            usage_seen: tuple[int, int] | None = None
-            billed = False  # without usage: whether the request may still have been billed (it timed out)
             try:
                 if self._down is not None:  # given up while this call waited its turn: no attempt
                     result.error = self._down
                     return result
-                if self._budget is not None:
-                    held = self._budget.reserve(s.model, messages, kwargs.get("response_format"), kwargs["max_tokens"])
-                    if held is None:
-                        result.error, result.not_asked = self._budget.why_not(), result.attempts == 0
-                        return result
+                if self._tripped is None:  # set when the endpoint is given up: every call in flight stops waiting
+                    self._tripped = asyncio.get_running_loop().create_future()
+                allowed = functools.partial(self._allowed, self._timeout)
+                t0 = time.perf_counter()
+                sent = await transport.send(self._client, kwargs, allowed, self._tripped, self._budget, self._api_key)
+                if sent.failure == reply.NOT_SENT:  # the run's budget would not cover it
+                    result.error, result.not_asked = sent.message, result.attempts == 0
+                    return result
                 self.stats.calls += result.attempts == 0
                 self.stats.http_attempts += 1
                 result.attempts += 1
-                if self._tripped is None:  # set when the endpoint is given up: every call in flight stops waiting
-                    self._tripped = asyncio.get_running_loop().create_future()
-                t0 = time.perf_counter()
-                data = await transport.post(
-                    self._client, kwargs, functools.partial(self._allowed, used_timeout), self._tripped
-                )
-                if (
-                    data is transport.GIVEN_UP
-                ):  # the breaker tripped while this call was in flight: it is dropped at once
+                if sent.failure == reply.GIVEN_UP:  # the breaker tripped while this call was in flight: dropped
                     result.error = self._down
                     return result
-                result.latency_ms = (time.perf_counter() - t0) * 1000
-                self.stats.latency_ms.append(result.latency_ms)
-                self._unreachable_in_a_row = 0
-                self._answered(t0)
-                if not isinstance(data, dict):  # a 200 that is not JSON (a proxy's page): retried
-                    raise _NotJSON(redact(str(data), self._api_key)[:120])
-                usage: JSONObject = data.get("usage") or {} if isinstance(data.get("usage"), dict) else {}
-                result.prompt_tokens = _int(usage.get("prompt_tokens"))
-                result.completion_tokens = _int(usage.get("completion_tokens"))
-                usage_seen = (result.prompt_tokens, result.completion_tokens) if usage else None
-                billed = usage_seen is None  # an answer without its usage: assume it cost what was held
-                self.stats.prompt_tokens += result.prompt_tokens
-                self.stats.completion_tokens += result.completion_tokens
-                choices = data.get("choices")
-                if not isinstance(choices, list) or not choices:
-                    result.error = "answer has no choices"
+                if sent.answered:
+                    result.latency_ms = (time.perf_counter() - t0) * 1000
+                    self.stats.latency_ms.append(result.latency_ms)
+                    self._unreachable_in_a_row = 0
+                    self._answered(t0)
+                if sent.failure is None:
+                    result.prompt_tokens, result.completion_tokens = sent.prompt_tokens, sent.completion_tokens
+                    self.stats.prompt_tokens += sent.prompt_tokens
+                    self.stats.completion_tokens += sent.completion_tokens
+                    result.text, result.error, result.truncated = sent.text, sent.error, sent.truncated
+                    result.logprobs = sent.logprobs
                     return result
-                msg = choices[0].get("message") if isinstance(choices[0], dict) else None
-                if not isinstance(msg, dict):
-                    result.error = "answer has no message"
+                if sent.failure == reply.BAD_REQUEST:
+                    if use_schema and sent.schema_unsupported:
+                        self._use_schema = False  # endpoint without structured output: free text from now on
+                        continue
+                    result.error = f"bad request (400): {sent.message}"
                     return result
-                # cut off where max_tokens ran out: kept (it is the judge's answer) but never read as a score
-                result.truncated = choices[0].get("finish_reason") == "length"
-                content = msg.get("content")
-                if isinstance(content, str) and len(content) > MAX_ANSWER_CHARS:
-                    # not a rubric's answer (a schema bounds its rationale): never a score, never cached whole
-                    result.error = f"answer of {len(content):,} characters, more than {MAX_ANSWER_CHARS:,} (not stored)"
+                if sent.failure == reply.REFUSED:
+                    result.error = sent.message
                     return result
-                # everything the endpoint sends back is stored or shown somewhere: never with the key in it
-                result.text = redact(content, self._api_key) if isinstance(content, str) else None
-                result.logprobs = redact_tokens(_token_logprobs(choices[0].get("logprobs")), self._api_key)
-                if result.text is None and msg.get("refusal"):
-                    result.error = f"refusal: {redact(str(msg['refusal']), self._api_key)[:200]}"
-                return result
-            except openai.BadRequestError as exc:
-                if use_schema and _schema_unsupported(exc):
-                    self._use_schema = False  # endpoint without structured output: free text from now on
-                    continue
-                result.error = f"bad request (400): {redact(str(exc), self._api_key)[:300]}"
-                return result
-            except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as exc:
-                result.error = f"{type(exc).__name__} ({exc.status_code}): {redact(str(exc), self._api_key)[:300]}"
-                return result
-            except openai.RateLimitError as exc:
-                last_error = "rate limited (429)"
-                ra = _retry_after_seconds(exc)
-                delay = min(60.0, ra) if ra is not None else self._backoff(attempt)
-            except (openai.APITimeoutError, asyncio.TimeoutError):
-                billed = True  # the server may have answered, and billed, after we stopped waiting
-                last_error = f"timeout after {self._timeout:g}s"
-                delay = self._backoff(attempt)
-                # a cut's own time-out counts toward the breaker, the others of its epoch do not; an endpoint that
-                # has never answered counts every time-out after the first cut (a slow server's first wave may all
-                # time out and it still gets a second, slower chance; a black hole is given up in the second wave)
-                if self._timed_out(epoch) or (not self._ever_answered and epoch > 0):
+                if sent.failure == reply.RATE_LIMITED:
+                    last_error = "rate limited (429)"
+                    ra = sent.retry_after
+                    delay = min(60.0, ra) if ra is not None else self._backoff(attempt)
+                elif sent.failure == reply.TIMEOUT:
+                    last_error = f"timeout after {self._timeout:g}s"
+                    delay = self._backoff(attempt)
+                    # a cut's own time-out counts toward the breaker, the others of its epoch do not; an endpoint
+                    # that has never answered counts every time-out after the first cut (a slow server's first wave
+                    # may all time out and it still gets a second, slower chance; a black hole is given up in the
+                    # second wave)
+                    if self._timed_out(epoch) or (not self._ever_answered and epoch > 0):
+                        self._unreachable(last_error)
+                    stall = self._stalled(t0)
+                elif sent.failure == reply.CONNECTION:
+                    last_error = f"connection error: {sent.message}"
+                    delay = self._backoff(attempt)
                     self._unreachable(last_error)
-                stall = self._stalled(t0)
-            except openai.APIConnectionError as exc:
-                last_error = f"connection error: {redact(str(exc), self._api_key)[:200]}"
-                delay = self._backoff(attempt)
-                self._unreachable(last_error)
-                stall = self._stalled(t0)
-            except openai.APIStatusError as exc:
-                last_error = f"server error ({exc.status_code})"
-                if exc.status_code < 500 and exc.status_code not in (408, 409):
-                    result.error = f"{last_error}: {redact(str(exc), self._api_key)[:300]}"
-                    return result
-                delay = self._backoff(attempt)
-            except openai.APIResponseValidationError as exc:
-                last_error = f"malformed response: {redact(str(exc), self._api_key)[:200]}"
-                delay = self._backoff(attempt)
-            except (
-                json.JSONDecodeError,
-                UnicodeDecodeError,
-                _NotJSON,
-            ) as exc:  # a 200 whose body is not JSON (a proxy's HTML page)
-                last_error = f"response body is not JSON: {redact(str(exc), self._api_key)[:120]}"
-                delay = self._backoff(attempt)
+                    stall = self._stalled(t0)
+                elif sent.failure == reply.STATUS:
+                    last_error = f"server error ({sent.status})"
+                    if sent.status is not None and sent.status < 500 and sent.status not in (408, 409):
+                        result.error = f"{last_error}: {sent.message}"
+                        return result
+                    delay = self._backoff(attempt)
+                elif sent.failure == reply.MALFORMED:
+                    last_error = f"malformed response: {sent.message}"
+                    delay = self._backoff(attempt)
+                else:  # reply.NOT_JSON: a body that is not a JSON object (a proxy's HTML page)
+                    last_error = f"response body is not JSON: {sent.message}"
+                    delay = self._backoff(attempt)
             finally:
-                if held is not None and self._budget is not None:
-                    self._budget.settle(held, s.model, usage_seen, billed)
                 await self._leave(epoch)
             if not stall:
                 attempt += 1

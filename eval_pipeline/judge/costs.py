@@ -98,6 +98,27 @@ def _read_prices(where: str, version: int) -> Prices:
     return Prices(str(data.get("currency") or "USD"), table)
 
 
+MAX_TOKENS_A_CALL = 10**8  # no request's prompt or answer is this long: a larger count is not a count
+
+
+def token_count(value: Any) -> int:
+    """A token count as the endpoint reports it; anything that is not a plausible count (text, NaN, 1e400, 10**14,
+    negative) counts as 0."""
+    try:
+        n = int(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return n if 0 <= n < MAX_TOKENS_A_CALL else 0
+
+
+def reported_usage(data: Any) -> tuple[int, int] | None:
+    """The (prompt, completion) tokens an answer's body reports it used; None when it reports none."""
+    usage = data.get("usage") if isinstance(data, dict) else None
+    if not isinstance(usage, dict) or not usage:
+        return None
+    return token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens"))
+
+
 def prompt_bound(messages: Sequence[JSONObject], schema: JSONObject | None) -> int:
     """A request's prompt tokens from above, whatever the tokenizer: one per byte of the messages and the schema
     (byte-level tokenizers make at most one token a byte), and a chat template's few per message."""

@@ -117,8 +117,9 @@ JUDGE_WAY = [
     "workers",
     "client",
     "cache",
-    "costs",
     "transport",
+    "costs",
+    "reply",
     "redact",
     "config",
 ]

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from eval_pipeline.judge.client import _int
+from eval_pipeline.judge.costs import token_count
 from eval_pipeline.judge.logprobs import score_distributions
 from eval_pipeline.judge.parsing import JudgeParseError, parse_answer
 from eval_pipeline.judge.redact import redact
@@ -31,8 +31,8 @@ def test_the_configured_key_is_redacted_in_every_common_encoding(echo):
 
 def test_absurd_token_counts_count_as_nothing():
     for value in (1e400, 10**30, float("nan"), -5, "many", None):
-        assert _int(value) == 0
-    assert _int(1234) == 1234
+        assert token_count(value) == 0
+    assert token_count(1234) == 1234
 
 
 def test_a_log_probability_above_zero_is_no_distribution_and_no_crash():
