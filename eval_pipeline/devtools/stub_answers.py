@@ -66,6 +66,7 @@ class StubState:
     in_flight: int = 0
     max_in_flight: int = 0
     bodies: list[Any] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)  # when each kept request arrived (time.monotonic)
     keep_bodies: bool = True  # tests assert on every request; a long-running server keeps none
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
@@ -80,6 +81,7 @@ class StubState:
         with self.lock:
             self.requests = self.completions = self.max_in_flight = 0
             self.bodies.clear()
+            self.arrivals.clear()
 
 
 LIST_RE = re.compile(r'\{"([a-z_]+)": \["<string>"')
@@ -205,6 +207,7 @@ def admit(state: StubState, body: JSONObject) -> str | None:
         state.max_in_flight = max(state.max_in_flight, state.in_flight)
         if state.keep_bodies:
             state.bodies.append(body)
+            state.arrivals.append(time.monotonic())
         fault = state.faults.popleft() if state.faults else None
         if state.fault_when:
             prompt = json.dumps(body.get("messages", ""))

@@ -150,11 +150,11 @@ def test_free_text_fallback_when_schema_is_unsupported(rubrics, openai_env, ware
 def test_server_errors_and_rate_limits_are_retried(rubrics, openai_env, warehouse_path):
     openai_env.state.faults.extend(["500", "500", "429"])
     openai_env.state.retry_after_s = 0.4
-    t0 = time.perf_counter()
     df, stats = judge_samples(
         rubrics["empathetic_dialogue"], "c1", emp_records(1), Warehouse(warehouse_path), config=openai_judge(FAST)
     )
-    assert time.perf_counter() - t0 >= 0.4  # Retry-After honoured
+    arrivals = openai_env.state.arrivals
+    assert arrivals[3] - arrivals[2] >= 0.4  # the request after the 429 came no sooner than its Retry-After
     assert (_panel(df).status == "ok").all()
     assert stats.http_attempts == 4 and openai_env.state.requests == 4
 
@@ -273,7 +273,6 @@ def test_cache_answers_repeats_and_a_rubric_edit_invalidates_it(rubrics, openai_
 
 def test_concurrency_limit_is_respected(rubrics, openai_env, warehouse_path):
     openai_env.state.latency_s = 0.1
-    t0 = time.perf_counter()
     _, stats = judge_samples(
         rubrics["empathetic_dialogue"],
         "c1",
@@ -281,9 +280,7 @@ def test_concurrency_limit_is_respected(rubrics, openai_env, warehouse_path):
         Warehouse(warehouse_path),
         config=openai_judge(FAST, concurrency=4),
     )
-    elapsed = time.perf_counter() - t0
-    assert openai_env.state.max_in_flight == 4
-    assert elapsed >= 16 * 0.1 / 4
+    assert openai_env.state.max_in_flight == 4 and stats.max_in_flight == 4  # seen by the server and the client
 
 
 def test_the_asgi_stub_speaks_the_same_protocol(rubrics, monkeypatch, warehouse_path):
