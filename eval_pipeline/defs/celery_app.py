@@ -12,23 +12,30 @@ run: bench_distributed measured 0.80x for two workers). A child process that die
 If a whole worker disappears, its unacknowledged task comes back after the broker's visibility time-out, and Dagster
 ignores a run worker started for a run already started or finished ("Ignoring a duplicate run").
 
-Each run a worker takes is tagged with the worker's name (``eval/worker``) before it starts: the UI, ``eval-pipeline
-runs`` and the tests see which worker executed it.
+Each run a worker takes is tagged with the worker's name (``eval/worker``) before it starts, once the launcher has
+tagged it with the task's id (``tag_worker``): the UI, ``eval-pipeline runs`` and the tests see which worker
+executed it.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 from celery.signals import task_prerun
 from dagster_celery.config import DEFAULT_CONFIG
 from dagster_celery.make_app import make_app
+from dagster_celery.tags import DAGSTER_CELERY_TASK_ID_TAG
 from dagster_celery.tasks import create_execute_job_task, create_resume_job_task
 
 from eval_pipeline.defs.runner import WORKER_TAG
 
+if TYPE_CHECKING:
+    import dagster as dg
+
 QUEUE = "dagster"
+LAUNCHER_WAIT_S = 10.0  # how long a worker waits for the launcher's tag before it tags the run anyway
 
 
 def _broker() -> str:
@@ -64,4 +71,19 @@ def _record_worker(task: Any = None, kwargs: dict[str, Any] | None = None, **_: 
 
     args: Any = unpack_value(packed)  # ExecuteRunArgs or ResumeRunArgs: a run id and the instance's ref
     with dg.DagsterInstance.from_ref(args.instance_ref) as instance:
-        instance.add_run_tags(args.run_id, {WORKER_TAG: str(task.request.hostname)})
+        tag_worker(instance, args.run_id, str(task.request.id), str(task.request.hostname))
+
+
+def tag_worker(instance: dg.DagsterInstance, run_id: str, task_id: str, worker: str, wait_s: float = LAUNCHER_WAIT_S) -> None:
+    """Tag run ``run_id`` as executed by ``worker``, once the launcher has tagged it with ``task_id`` (or after
+    ``wait_s``). The launcher tags the run right after it sends the task, and Dagster's ``add_run_tags`` reads a
+    run's tags and writes them all back: a worker's tag written in between was lost (one run of 30 had none)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        run = instance.get_run_by_id(run_id)
+        if run is None:
+            return
+        if run.tags.get(DAGSTER_CELERY_TASK_ID_TAG) == task_id or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    instance.add_run_tags(run_id, {WORKER_TAG: worker})

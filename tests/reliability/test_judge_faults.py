@@ -201,8 +201,9 @@ def test_an_endpoint_that_never_answers_is_given_up_fast_despite_the_adaptive_li
     panel = df[df.judge == PANEL]
     assert (panel.status == "missing").all() and panel.reason.str.contains("stopped asking").all()
     # the first wave (16 in flight, cut once) and the attempts that counted toward the breaker, whatever the
-    # number of prompts: none after it tripped (an ordering, not a stopwatch: each would hold 60 s)
-    assert stub.state.requests == stats.http_attempts <= 16 + 8
+    # number of prompts: none after it tripped (an ordering, not a stopwatch: each would hold 60 s). The server sees
+    # at most those: on a loaded machine an attempt cut at 0.3 s may not have been read by it yet
+    assert stub.state.requests <= stats.http_attempts <= 16 + 8
 
 
 def test_a_server_that_advertises_its_slots_is_never_sent_more_at_once(rubrics, stub, warehouse_path):
