@@ -74,7 +74,9 @@ def _record_worker(task: Any = None, kwargs: dict[str, Any] | None = None, **_: 
         tag_worker(instance, args.run_id, str(task.request.id), str(task.request.hostname))
 
 
-def tag_worker(instance: dg.DagsterInstance, run_id: str, task_id: str, worker: str, wait_s: float = LAUNCHER_WAIT_S) -> None:
+def tag_worker(
+    instance: dg.DagsterInstance, run_id: str, task_id: str, worker: str, wait_s: float = LAUNCHER_WAIT_S
+) -> None:
     """Tag run ``run_id`` as executed by ``worker``, once the launcher has tagged it with ``task_id`` (or after
     ``wait_s``). The launcher tags the run right after it sends the task, and Dagster's ``add_run_tags`` reads a
     run's tags and writes them all back: a worker's tag written in between was lost (one run of 30 had none)."""
