@@ -16,6 +16,7 @@ from eval_pipeline.core import progress
 from eval_pipeline.devtools.net import free_port
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import SAMPLE_CHECKPOINTS, write_checkpoint
+from tests.helpers.waiting import poll
 
 
 @pytest.fixture
@@ -268,9 +269,7 @@ def test_a_ctrl_c_is_forgotten_once_its_command_has_ended(env, rubrics, monkeypa
             time.sleep(1)
         except KeyboardInterrupt:
             pass
-        deadline = time.monotonic() + 2
-        while not interrupts.requested() and time.monotonic() < deadline:  # the watcher reads the pipe soon after
-            time.sleep(0.01)
+        poll(interrupts.requested, 2, every=0.01)  # the watcher reads the pipe soon after
         assert state.check() and interrupts.requested()
     assert not interrupts.requested()
 

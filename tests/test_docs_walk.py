@@ -26,6 +26,7 @@ import pytest
 
 from eval_pipeline.devtools.net import free_port
 from tests.conftest import ROOT
+from tests.helpers.waiting import poll
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
@@ -97,15 +98,20 @@ def _server_port(cmd: str) -> int | None:
 
 
 def _answers(port: int, seconds: float = 120) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    status = [599]
+
+    def answered() -> bool:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
-                return r.status < 500
+                status[0] = r.status
         except urllib.error.HTTPError as exc:
-            return exc.code < 500
+            status[0] = exc.code
         except OSError:
-            time.sleep(0.5)
+            return False
+        return True
+
+    if poll(answered, seconds, every=0.5):
+        return status[0] < 500
     return False
 
 

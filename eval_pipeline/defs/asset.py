@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any
 from urllib.parse import quote
 
 import dagster as dg
@@ -33,7 +33,6 @@ def asset_key(rubric: RubricConfig | str, name: str) -> dg.AssetKey:
 
 
 Body = Callable[..., dg.MaterializeResult[None]]  # an asset's body: its context, then its resources by name
-F = TypeVar("F", bound=Callable[..., object])
 
 
 def rubric_asset(
@@ -90,17 +89,6 @@ def _step(fn: Body, rubric: str, name: str, table: bool) -> Body:
             progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="end")
 
     return step
-
-
-def holding_the_warehouse(fn: F) -> F:
-    """An asset check's body inside the backend's step scope (``Warehouse.hold``), as ``_step`` runs an asset's."""
-
-    @functools.wraps(fn)
-    def check(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource, **resources: object) -> object:
-        with warehouse.get().hold():
-            return fn(context, warehouse, **resources)
-
-    return cast(F, check)
 
 
 def _with_table_metadata(

@@ -1,13 +1,15 @@
 """Every gate of a rubric as a Dagster asset check, in one step per checkpoint (a step per gate would pay Dagster's
 per-step cost for each). A gate kind may show its check on another asset (judge reliability: beside judge_scores)."""
 
+from collections.abc import Iterator
+
 import dagster as dg
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.types import Row
-from eval_pipeline.defs.asset import asset_key, holding_the_warehouse, partition_rows
+from eval_pipeline.defs.asset import asset_key, partition_rows
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring.gates import gate_kind, typed
@@ -71,9 +73,10 @@ def gate_checks(rubric: RubricConfig, assets: set[str]) -> dg.AssetChecksDefinit
     specs, targets = _check_specs(rubric, assets)
 
     @dg.multi_asset_check(specs=specs, name=f"{rubric.name}__gate_checks", can_subset=True)
-    @holding_the_warehouse
-    def checks(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource):  # type: ignore[no-untyped-def]  # noqa: ANN202 (Dagster reads the annotation)
-        rows = partition_rows(warehouse.get(), rubric, Table.GATES, context.partition_key)
+    def checks(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource) -> Iterator[dg.AssetCheckResult]:
+        wh = warehouse.get()
+        with wh.hold():
+            rows = partition_rows(wh, rubric, Table.GATES, context.partition_key)
         by_gate = {} if rows is None else {r["gate"]: r for r in rows.to_dict("records")}  # none: all fail closed
         selected = {k.name for k in context.selected_asset_check_keys}
         for name, target in targets.items():
@@ -93,9 +96,10 @@ def judge_completeness_check(rubric: RubricConfig) -> dg.AssetChecksDefinition:
         description=f"At most {limit:.0%} of the panel's scores missing (completeness.max_missing_judge_scores): "
         "a dead endpoint or a judge that answers garbage turns this red, with the reasons.",
     )
-    @holding_the_warehouse
-    def judge_completeness(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource):  # type: ignore[no-untyped-def]  # Dagster reads the annotation
-        missing, total, reasons = missing_judge_scores(warehouse.get(), rubric, context.partition_key)
+    def judge_completeness(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource) -> dg.AssetCheckResult:
+        wh = warehouse.get()
+        with wh.hold():
+            missing, total, reasons = missing_judge_scores(wh, rubric, context.partition_key)
         share = missing / total if total else 1.0
         passed = total > 0 and share <= limit
         reason = (

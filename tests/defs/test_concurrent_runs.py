@@ -6,7 +6,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 
 import dagster as dg
 import pytest
@@ -14,6 +13,7 @@ from dagster._core.storage.dagster_run import DagsterRunStatus
 
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import ROOT, SAMPLE_CHECKPOINTS
+from tests.helpers.waiting import poll
 
 HELD = re.compile(r"warehouse held from ([0-9.]+) to ([0-9.]+)")  # logged by every step of the warehouse pool
 
@@ -49,13 +49,14 @@ def test_sensor_launched_concurrent_runs_take_turns_on_the_warehouse(tmp_path, m
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     try:
         with dg.DagsterInstance.get() as instance:
-            deadline = time.time() + 480
             runs = []
-            while time.time() < deadline and daemon.poll() is None:
+
+            def both_finished() -> bool:
+                nonlocal runs
                 runs = instance.get_runs()
-                if len(runs) == 2 and all(r.is_finished for r in runs):
-                    break
-                time.sleep(2)
+                return daemon.poll() is not None or (len(runs) == 2 and all(r.is_finished for r in runs))
+
+            poll(both_finished, 480, every=2)
             assert len(runs) == 2, (
                 f"expected two sensor-launched runs, got {len(runs)}; daemon log:\n"
                 + (tmp_path / "daemon.log").read_text()[-3000:]

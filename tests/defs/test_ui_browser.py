@@ -7,7 +7,6 @@ and the gate checks are shown, and saves screenshots to test-artifacts/ui/.
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import dagster as dg
@@ -18,6 +17,7 @@ from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.net import free_port, wait_until_serving
 from tests.conftest import ROOT, RUBRIC_DIR
 from tests.helpers.browser import ARTIFACTS, CHROMIUM, Browser
+from tests.helpers.waiting import poll
 
 
 @pytest.mark.slow
@@ -89,10 +89,8 @@ def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, 
         finally:
             browser.close()
         assert (ARTIFACTS / "npc_lineage.png").stat().st_size > 10_000
-        deadline = time.time() + 60  # the daemon beside it: its backfill loop is alive
-        with dg.DagsterInstance.get() as instance:
-            while "BACKFILL" not in instance.get_daemon_heartbeats() and time.time() < deadline:
-                time.sleep(1)
+        with dg.DagsterInstance.get() as instance:  # the daemon beside it: its backfill loop is alive
+            poll(lambda: "BACKFILL" in instance.get_daemon_heartbeats(), 60, every=1)
             assert "BACKFILL" in instance.get_daemon_heartbeats(), (tmp_path / "webserver.log").read_text()[-2000:]
     finally:
         server.terminate()
@@ -104,9 +102,7 @@ def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, 
     # stopping `eval-pipeline ui` stopped both servers and their code servers; a code server whose server is gone
     # stops once its heartbeat has been missing for 20 s (Dagster's --heartbeat-timeout), which with the suite
     # running beside it took more than the 30 s this waited before (once in the clean-clone suite)
-    deadline = time.time() + 60
-    while _dagster_processes_with(f"DAGSTER_HOME={home}") and time.time() < deadline:
-        time.sleep(1)
+    poll(lambda: not _dagster_processes_with(f"DAGSTER_HOME={home}"), 60, every=1)
     assert not _dagster_processes_with(f"DAGSTER_HOME={home}")
 
 

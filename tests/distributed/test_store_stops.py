@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +20,7 @@ import pytest
 
 from eval_pipeline.devtools import services
 from tests.helpers.lakes import contents_under, differences
+from tests.helpers.waiting import poll
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -107,14 +107,14 @@ def test_a_store_that_stops_mid_write_fails_the_run_in_one_line_and_a_rerun_conv
         seen = store.log.stat().st_size
         cmd = [CLI, "run", "--rubric", RUBRIC, "--no-fail-on-gates", "--checkpoint", "ckpt-0200"]
         proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:  # the run's first row file sent to the store
+
+        def wrote() -> bool:  # the run's first row file sent to the store
             with store.log.open("rb") as log:
                 log.seek(seen)
                 sent = log.read()
-                if b'"PUT /evals/lake/' in sent or b'"POST /evals/lake/' in sent:
-                    break
-            time.sleep(0.05)
+            return proc.poll() is not None or b'"PUT /evals/lake/' in sent or b'"POST /evals/lake/' in sent
+
+        poll(wrote, 300, every=0.05)
         assert proc.poll() is None, "the run ended before it wrote to the store"
         os.kill(store.proc.pid, signal.SIGSTOP)
         try:

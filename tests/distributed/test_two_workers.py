@@ -21,6 +21,7 @@ import pytest
 from eval_pipeline.devtools import distributed, services
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.helpers.lakes import contents, contents_under, differences
+from tests.helpers.waiting import poll
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -132,8 +133,9 @@ def test_a_worker_killed_mid_run_is_resumed_and_loses_nothing(evaluated, one_mac
         cmd, cwd=c.folder / "you", env=you, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     victim = None
-    deadline = time.monotonic() + 180
-    while victim is None and time.monotonic() < deadline:  # the run taken by a worker and a step under way
+
+    def taken() -> bool:  # the run taken by a worker and a step under way
+        nonlocal victim
         for r in _runs(c):
             if (
                 victim is None
@@ -147,7 +149,9 @@ def test_a_worker_killed_mid_run_is_resumed_and_loses_nothing(evaluated, one_mac
                         ["pgrep", "-P", str(master)], capture_output=True, text=True
                     ).stdout.split()
                     victim = int(children[0]) if children else None
-        time.sleep(0.5)
+        return victim is not None
+
+    poll(taken, 180, every=0.5)
     assert victim is not None, "no run of ckpt-0200 started on a worker within 180 s"
     time.sleep(2)  # a step under way
     os.kill(victim, signal.SIGKILL)

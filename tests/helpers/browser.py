@@ -7,7 +7,6 @@ import json
 import re
 import shutil
 import subprocess
-import time
 import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 from websockets.sync.client import connect
 
 from eval_pipeline.devtools.net import free_port, wait_until_serving
+from tests.helpers.waiting import poll
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
@@ -67,14 +67,16 @@ class Browser:
         """The page's text (tags, styles and scripts taken out) once it has every string of ``expect`` or its time
         is up, and its screenshot."""
         self.call("Page.navigate", url=url)
-        deadline = time.monotonic() + PAGE_TIMEOUT_S
-        while True:
+        text = ""
+
+        def shown() -> bool:
+            nonlocal text
             html = self.call("Runtime.evaluate", expression="document.documentElement.outerHTML", returnByValue=True)
             markup = html["result"].get("value") or ""  # none while the navigation replaces the document
             text = " ".join(re.sub(r"<style.*?</style>|<script.*?</script>|<[^>]+>", " ", markup, flags=re.S).split())
-            if all(e in text for e in expect) or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+            return all(e in text for e in expect)
+
+        poll(shown, PAGE_TIMEOUT_S, every=0.5)
         shot.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"]))
         return text
 
@@ -95,11 +97,8 @@ class Browser:
         self.wait_for("document.readyState === 'complete'")
 
     def wait_for(self, expression: str, timeout_s: float = PAGE_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not self.evaluate(expression):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the page never had: {expression}")
-            time.sleep(0.1)
+        if not poll(lambda: self.evaluate(expression), timeout_s):
+            raise TimeoutError(f"the page never had: {expression}")
 
     def key(self, key: str, text: str | None = None, code: str | None = None, key_code: int = 0) -> None:
         """One key pressed and released, as a keyboard sends it (``text`` for a printable key)."""

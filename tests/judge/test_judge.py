@@ -20,6 +20,7 @@ from eval_pipeline.rubrics import load_rubric
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import RUBRIC_DIR
 from tests.helpers.judges import judge_named, openai_judge
+from tests.helpers.waiting import poll
 
 FAST = {"backoff_base_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 5.0, "max_retries": 3}
 INJECTION = (
@@ -325,15 +326,16 @@ def test_cache_writer_stores_answers_while_the_calls_go_on(warehouse_path):
     wh = Warehouse(warehouse_path)
     with cache.BackgroundWriter(wh, max_rows=1000, max_delay_s=0.1) as writer:
         writer.add(_cache_row("k0"))
-        deadline, stored = time.monotonic() + 5, 0
-        while time.monotonic() < deadline and not stored:
-            time.sleep(0.05)
-            stored = (
+
+        def stored() -> int:
+            return (
                 wh.query_rows("SELECT count(*) FROM main.judge_cache")[0][0]
                 if wh.table_exists("main", "judge_cache")
                 else 0
             )
-        assert stored == 1  # written within max_delay_s, before the block ends (a killed run keeps it)
+
+        poll(stored, 5, every=0.05)
+        assert stored() == 1  # written within max_delay_s, before the block ends (a killed run keeps it)
         for i in range(1, 2500):
             writer.add(_cache_row(f"k{i}"))
     assert wh.query_rows("SELECT count(*), count(DISTINCT cache_key) FROM main.judge_cache")[0] == (2500, 2500)
@@ -377,9 +379,7 @@ def test_a_judge_worker_that_dies_fails_the_step_clearly(rubrics, openai_env, tm
     victim: list[int] = []
 
     def kill_first_worker() -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and openai_env.state.requests < 100:
-            time.sleep(0.01)
+        poll(lambda: openai_env.state.requests >= 100, 60, every=0.01)
         victim.append(workers._POOL[0].pid)
         os.kill(victim[0], signal.SIGKILL)
 

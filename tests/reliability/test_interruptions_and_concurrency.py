@@ -13,6 +13,7 @@ import pytest
 
 from eval_pipeline.devtools.openai_stub import StubServer
 from eval_pipeline.storage.warehouse import Warehouse
+from tests.helpers.waiting import poll
 
 HELPER = str(Path(__file__).with_name("run_checkpoint.py"))
 
@@ -54,9 +55,7 @@ def test_sigkill_mid_judging_then_rerun(checkpoint_root, warehouse_path, tmp_pat
             EVAL_CHECKPOINT_DIR=str(checkpoint_root),
         )
         proc = _spawn(env, warehouse_path, checkpoint_root, "ckpt-0100", "empathetic_dialogue")
-        deadline = time.time() + 120
-        while stub.state.completions < 44 and time.time() < deadline and proc.poll() is None:
-            time.sleep(0.05)
+        poll(lambda: stub.state.completions >= 44 or proc.poll() is not None, 120, every=0.05)
         assert proc.poll() is None, proc.stdout.read()
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -175,8 +174,7 @@ import sys, time
 from pathlib import Path
 import dagster  # imported before the start line, so both processes open the instance at the same moment
 from eval_pipeline.defs.instance import open_instance
-while time.time() < float(sys.argv[2]):
-    time.sleep(0.001)
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # both processes start at the same moment
 open_instance(Path(sys.argv[1]), sys.argv[3]).get_runs(limit=1)
 print("opened")
 """
@@ -244,9 +242,7 @@ def test_ctrl_c_or_sigterm_while_judging_ends_the_command_at_once_without_a_trac
             text=True,
             start_new_session=group,  # its own process group, as a shell's foreground job
         )
-        deadline = time.monotonic() + 120
-        while stub.state.requests < 20 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        poll(lambda: stub.state.requests >= 20 or proc.poll() is not None, 120, every=0.05)
         if group:
             os.killpg(proc.pid, sig)
         else:

@@ -1,8 +1,8 @@
 """Judging: the panel's scores, LLM extractions for metrics, and the judge re-scoring the document's examples."""
 
-import functools
-from collections.abc import Callable
-from typing import Any
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import dagster as dg
 import numpy as np
@@ -13,33 +13,17 @@ from eval_pipeline.agreement.trust import judge_bar
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL, Table
-from eval_pipeline.defs.asset import Body, asset_key, rounded, rubric_asset
+from eval_pipeline.core.types import Record
+from eval_pipeline.defs.asset import asset_key, rounded, rubric_asset
 from eval_pipeline.defs.queries import spent_by_run
 from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
 from eval_pipeline.judge import costs
 from eval_pipeline.judge.cached import JudgeRunStats
-from eval_pipeline.judge.identity import IDENTITY_COLUMNS
+from eval_pipeline.judge.identity import IDENTITY_COLUMNS, JudgeIdentity
 from eval_pipeline.judge.redact import redact
 from eval_pipeline.judge.repeat import pick_subset, repeatability, repeated_scores
 from eval_pipeline.storage.warehouse import Warehouse
-
-
-def _redacting(fn: Body) -> Body:
-    """Whatever escapes a judge step leaves it with every key-like string redacted, and without the original
-    exception chained (its message, e.g. an error body echoing the key, would reach the event log)."""
-
-    @functools.wraps(fn)
-    def step(*args: object, **kwargs: object) -> dg.MaterializeResult[None]:
-        try:
-            return fn(*args, **kwargs)
-        except dg.Failure:
-            raise
-        except Exception as exc:  # noqa: BLE001 - re-raised, redacted
-            message = redact(f"{type(exc).__name__}: {exc}", settings.openai_api_key() or None)
-            raise dg.Failure(description=message[:2000]) from None
-
-    return step
 
 
 def throttling_text(stats: JudgeRunStats) -> str:
@@ -129,35 +113,44 @@ def _budget_set() -> bool:
         return True  # unreadable: costs.spending says so as a BudgetError
 
 
-def _metered(rubric: RubricConfig, step: str) -> Callable[[Body], Body]:
-    """A judge step that draws on the run's budget (EVAL_JUDGE_BUDGET) and records what it used in
-    ``<rubric>.judge_usage`` (one row per checkpoint and step) and in its metadata."""
+@dataclass
+class StepUsage:
+    """What a judge step used, as its metadata (filled when the step's ``judge_step`` block ends)."""
 
-    def wrap(fn: Body) -> Body:
-        @functools.wraps(fn)
-        def step_fn(
-            context: dg.AssetExecutionContext, warehouse: WarehouseResource, *args: object, **kwargs: object
-        ) -> dg.MaterializeResult[None]:
-            wh = warehouse.get()
-            run_id = context.run.run_id
-            try:
-                spending = costs.spending(run_id, _spent_by_run(wh, run_id))
-                with spending, costs.metering() as batches:
-                    result = fn(context, warehouse, *args, **kwargs)
-            except costs.BudgetError as exc:
-                raise dg.Failure(description=str(exc), allow_retries=False) from None
-            frame, metadata = _usage_frame(context.partition_key, step, run_id, batches)
-            wh.replace_partition(
-                rubric.name, Table.JUDGE_USAGE, frame, {"checkpoint_id": context.partition_key, "step": step}
-            )
-            return dg.MaterializeResult(metadata={**(result.metadata or {}), **metadata})
-
-        return step_fn
-
-    return wrap
+    metadata: dict[str, dg.MetadataValue] = field(default_factory=dict)
 
 
-def _judge_metadata(stats: JudgeRunStats, samples: int, means: dict[str, Any], latency_p50: float) -> dict[str, Any]:
+@contextlib.contextmanager
+def judge_step(
+    context: dg.AssetExecutionContext, wh: Warehouse, rubric: RubricConfig, step: str
+) -> Iterator[StepUsage]:
+    """The body of a judge step: it draws on the run's budget (EVAL_JUDGE_BUDGET), and what it used is recorded in
+    ``<rubric>.judge_usage`` (one row per checkpoint and step) and in the yielded ``StepUsage``'s metadata when the
+    block ends. Whatever escapes the block (or the recording) leaves as a ``dg.Failure`` with every key-like string
+    redacted and without the original exception chained (its message, e.g. an error body echoing the key, would
+    reach the event log); a budget that would be overspent fails the step without a retry."""
+    run_id = context.run.run_id
+    usage = StepUsage()
+    try:
+        spending = costs.spending(run_id, _spent_by_run(wh, run_id))
+        with spending, costs.metering() as batches:
+            yield usage
+        frame, usage.metadata = _usage_frame(context.partition_key, step, run_id, batches)
+        wh.replace_partition(
+            rubric.name, Table.JUDGE_USAGE, frame, {"checkpoint_id": context.partition_key, "step": step}
+        )
+    except costs.BudgetError as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
+    except dg.Failure:
+        raise
+    except Exception as exc:  # noqa: BLE001 - re-raised, redacted
+        message = redact(f"{type(exc).__name__}: {exc}", settings.openai_api_key() or None)
+        raise dg.Failure(description=message[:2000]) from None
+
+
+def _judge_metadata(
+    stats: JudgeRunStats, samples: int, means: dict[str, float], latency_p50: float
+) -> dict[str, dg.MetadataValue]:
     label = "heuristic (rule-based, not an LLM)" if stats.judge_kind == "heuristic" else ", ".join(stats.judges)
     return {
         "judge": dg.MetadataValue.text(label),
@@ -196,44 +189,56 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         f"(judge = '{PANEL}' is the panel's aggregate). A judge answer that cannot be used is a missing score with "
         "its reason, never a score. EVAL_JUDGE=heuristic (default) is a rule-based judge, labelled 'heuristic'.",
     )
-    @_redacting
-    @_metered(rubric, Table.JUDGE_SCORES)
     def judge_scores(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
     ) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
-        stats = JudgeRunStats()
-        identity = judge.identity(rubric)
-        # scored JUDGE_CHUNK samples at a time and staged, the partition replaced at once: a questionnaire rubric
-        # has ~35 rows a sample, so a 100k-sample checkpoint's rows would not fit in memory as one frame; who
-        # judged is recorded in the same transaction
-        sums: dict[str, list[float]] = {}  # the panel's ok scores per dimension, and every row's latency, kept
-        latencies: list[np.ndarray] = []  # from the chunks as they are written (no query of the table after)
-        with wh.partition_writer() as writer:
-            who = pd.DataFrame([identity.row(ckpt_id)], columns=IDENTITY_COLUMNS)
-            writer.write(rubric.name, Table.JUDGE_IDENTITY, who, {"checkpoint_id": ckpt_id})
-            for start in range(0, max(len(records), 1), JUDGE_CHUNK):
-                chunk = records[start : start + JUDGE_CHUNK]
-                df, st = judge.score(rubric, ckpt_id, chunk, wh)
-                writer.write(rubric.name, Table.JUDGE_SCORES, df, {"checkpoint_id": ckpt_id})
-                stats.merge(st)
-                ok = df[(df.judge == PANEL) & (df.status == "ok")]
-                for dim, scores in ok.groupby("dimension").score:
-                    acc = sums.setdefault(str(dim), [0.0, 0])
-                    acc[0] += float(scores.sum())
-                    acc[1] += int(scores.count())
-                latencies.append(df.latency_ms.dropna().to_numpy(float))
-        means = {dim: round(total / n, 3) for dim, (total, n) in sums.items() if n}
-        every = np.concatenate(latencies) if latencies else np.zeros(0)
-        latency_p50 = float(np.median(every)) if len(every) else 0.0
-        metadata = _judge_metadata(stats, len(records), means, float(latency_p50 or 0.0))
+        with judge_step(context, wh, rubric, Table.JUDGE_SCORES) as usage:
+            records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
+            identity = judge.identity(rubric)
+            stats, means, latency_p50 = _score_in_chunks(rubric, ckpt_id, records, wh, judge, identity)
+        metadata = _judge_metadata(stats, len(records), means, latency_p50)
         metadata["judge_identity"] = dg.MetadataValue.text(identity.id)
         metadata["judge"] = dg.MetadataValue.text(identity.label)
-        return dg.MaterializeResult(metadata=metadata)
+        return dg.MaterializeResult(metadata={**metadata, **usage.metadata})
 
     return judge_scores
+
+
+def _score_in_chunks(
+    rubric: RubricConfig,
+    ckpt_id: str,
+    records: list[Record],
+    wh: Warehouse,
+    judge: JudgeResource,
+    identity: JudgeIdentity,
+) -> tuple[JudgeRunStats, dict[str, float], float]:
+    """The checkpoint's judge scores written (with who judged), and the batch statistics, the panel's mean per
+    dimension and the median latency."""
+    stats = JudgeRunStats()
+    # scored JUDGE_CHUNK samples at a time and staged, the partition replaced at once: a questionnaire rubric has ~35
+    # rows a sample, so a 100k-sample checkpoint's rows would not fit in memory as one frame; who judged is recorded
+    # in the same transaction
+    sums: dict[str, list[float]] = {}  # the panel's ok scores per dimension, and every row's latency, kept from the
+    latencies: list[np.ndarray] = []  # chunks as they are written (no query of the table after)
+    with wh.partition_writer() as writer:
+        who = pd.DataFrame([identity.row(ckpt_id)], columns=IDENTITY_COLUMNS)
+        writer.write(rubric.name, Table.JUDGE_IDENTITY, who, {"checkpoint_id": ckpt_id})
+        for start in range(0, max(len(records), 1), JUDGE_CHUNK):
+            chunk = records[start : start + JUDGE_CHUNK]
+            df, st = judge.score(rubric, ckpt_id, chunk, wh)
+            writer.write(rubric.name, Table.JUDGE_SCORES, df, {"checkpoint_id": ckpt_id})
+            stats.merge(st)
+            ok = df[(df.judge == PANEL) & (df.status == "ok")]
+            for dim, scores in ok.groupby("dimension").score:
+                acc = sums.setdefault(str(dim), [0.0, 0])
+                acc[0] += float(scores.sum())
+                acc[1] += int(scores.count())
+            latencies.append(df.latency_ms.dropna().to_numpy(float))
+    means = {dim: round(total / n, 3) for dim, (total, n) in sums.items() if n}
+    every = np.concatenate(latencies) if latencies else np.zeros(0)
+    return stats, means, float(np.median(every)) if len(every) else 0.0
 
 
 def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
@@ -248,16 +253,15 @@ def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         description=f"'{ex.name}' extracted from '{ex.text_field}' by the LLM judge (an extraction prompt, then an "
         "inference prompt). Offline, rows say so and the metric uses its own extractor.",
     )
-    @_redacting
-    @_metered(rubric, Table.EXTRACTIONS)
     def extractions(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
     ) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
-        df, stats = judge.extract(rubric, ckpt_id, records, wh)
-        wh.replace_partition(rubric.name, Table.EXTRACTIONS, df, {"checkpoint_id": ckpt_id})
+        with judge_step(context, wh, rubric, Table.EXTRACTIONS) as usage:
+            records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
+            df, stats = judge.extract(rubric, ckpt_id, records, wh)
+            wh.replace_partition(rubric.name, Table.EXTRACTIONS, df, {"checkpoint_id": ckpt_id})
         return dg.MaterializeResult(
             metadata={
                 "extractor": dg.MetadataValue.text("llm" if stats.judge_kind == "llm" else "offline"),
@@ -265,6 +269,7 @@ def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
                 "missing": dg.MetadataValue.int(int((df.status == "missing").sum())),
                 "calls": dg.MetadataValue.int(stats.calls),
                 "cache_hits": dg.MetadataValue.int(stats.cache_hits),
+                **usage.metadata,
             }
         )
 
@@ -281,8 +286,6 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         + "); the judge-reliability gate expects each within ±1 of its "
         "stated score.",
     )
-    @_redacting
-    @_metered(rubric, Table.JUDGE_CALIBRATION)
     def judge_calibration(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
     ) -> dg.MaterializeResult[None]:
@@ -292,9 +295,10 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         records = [
             {**ex.fields, response_field: ex.response, id_field: ex.id, "sample_id": ex.id} for ex in rubric.examples
         ]
-        long, stats = judge.score(rubric, ckpt_id, records, wh)
-        df = calibration_rows(rubric, ckpt_id, long, judge_bar(rubric).example_tolerance)
-        wh.replace_partition(rubric.name, Table.JUDGE_CALIBRATION, df, {"checkpoint_id": ckpt_id})
+        with judge_step(context, wh, rubric, Table.JUDGE_CALIBRATION) as usage:
+            long, stats = judge.score(rubric, ckpt_id, records, wh)
+            df = calibration_rows(rubric, ckpt_id, long, judge_bar(rubric).example_tolerance)
+            wh.replace_partition(rubric.name, Table.JUDGE_CALIBRATION, df, {"checkpoint_id": ckpt_id})
         return dg.MaterializeResult(
             metadata={
                 "examples": dg.MetadataValue.int(len(rubric.examples)),
@@ -302,6 +306,7 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
                 "scores_checked": dg.MetadataValue.int(len(df)),
                 "judge": dg.MetadataValue.text(stats.judge_kind),
                 "calls": dg.MetadataValue.int(stats.calls),
+                **usage.metadata,
             }
         )
 
@@ -322,22 +327,22 @@ def judge_repeatability_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         "in all (the main run's answer and repeats, each under its own cache key); per dimension Krippendorff's "
         "alpha across the scorings, the mean within-sample SD and the share of samples whose score changed.",
     )
-    @_redacting
-    @_metered(rubric, Table.JUDGE_REPEATABILITY)
     def judge_repeatability(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
     ) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        subset = pick_subset(rubric, ckpt_id, to_records(rubric, load_samples(wh, rubric, ckpt_id)), spec)
-        runs, calls = [], 0
-        for r in range(spec.times):
-            long, stats = judge.score(rubric, ckpt_id, subset, wh, repeat=r)
-            runs.append(long)
-            calls += stats.calls
-        df = repeatability(ckpt_id, runs, dims)
-        wh.replace_partition(rubric.name, Table.JUDGE_REPEATABILITY, df, {"checkpoint_id": ckpt_id})
-        metadata: dict[str, Any] = {
+        with judge_step(context, wh, rubric, Table.JUDGE_REPEATABILITY) as usage:
+            subset = pick_subset(rubric, ckpt_id, to_records(rubric, load_samples(wh, rubric, ckpt_id)), spec)
+            runs, calls = [], 0
+            for r in range(spec.times):
+                long, stats = judge.score(rubric, ckpt_id, subset, wh, repeat=r)
+                runs.append(long)
+                calls += stats.calls
+            df = repeatability(ckpt_id, runs, dims)
+            wh.replace_partition(rubric.name, Table.JUDGE_REPEATABILITY, df, {"checkpoint_id": ckpt_id})
+        metadata: dict[str, dg.MetadataValue] = {
+            **usage.metadata,
             "samples": dg.MetadataValue.int(len(subset)),
             "times": dg.MetadataValue.int(spec.times),
             "calls": dg.MetadataValue.int(calls),
