@@ -15,25 +15,11 @@ import statistics
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
 from eval_pipeline.agreement.compute import compute_agreement
+from eval_pipeline.devtools.panels import rater_panel
 from eval_pipeline.rubrics import load_rubric
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def panel(n_raters: int, n_items: int = 60, seed: int = 3) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    truth = rng.integers(1, 6, n_items)
-    rows = [
-        dict(checkpoint_id="c", sample_id=f"p{i}", evaluator=f"r{k:03d}", rater_kind="human",
-             dimension="persona_consistency", score=float(np.clip(truth[i] + rng.integers(-1, 2), 1, 5)),
-             source_file="f.csv", line_number=i + 2)
-        for i in range(n_items) for k in range(n_raters) if rng.random() < 0.8
-    ]  # fmt: skip
-    return pd.DataFrame(rows)
 
 
 def main() -> None:
@@ -47,7 +33,7 @@ def main() -> None:
     times: dict[tuple[str, int], float] = {}
     for label, r in (("linear", rubric), ("every pair", pairwise)):
         for n in (20, 40, 80):
-            ratings = panel(n)
+            ratings = rater_panel(n)
             runs = []
             for _ in range(args.repeat):
                 t0 = time.perf_counter()

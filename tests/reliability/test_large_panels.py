@@ -1,23 +1,11 @@
 """Large rater panels (#36.23): agreement stays linear in raters past the pairwise limit, and what it reports
 for each rater is the exact number the pairs would give."""
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from eval_pipeline.agreement.compute import compute_agreement
-
-
-def _panel(n_raters: int, n_items: int = 60, seed: int = 3) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    truth = rng.integers(1, 6, n_items)
-    rows = [
-        dict(checkpoint_id="c", sample_id=f"p{i}", evaluator=f"r{k:03d}", rater_kind="human",
-             dimension="persona_consistency", score=float(np.clip(truth[i] + rng.integers(-1, 2), 1, 5)),
-             source_file="f.csv", line_number=i + 2)
-        for i in range(n_items) for k in range(n_raters) if rng.random() < 0.8
-    ]  # fmt: skip
-    return pd.DataFrame(rows)
+from eval_pipeline.devtools.panels import rater_panel
 
 
 def test_past_the_pairwise_limit_each_rater_is_compared_with_the_others_exactly(rubrics):
@@ -25,7 +13,7 @@ def test_past_the_pairwise_limit_each_rater_is_compared_with_the_others_exactly(
     same number the pairs give (their agreements over their shared items), and the pooled rows are unchanged."""
     rubric = rubrics["npc_dialogue"]
     small = rubric.model_copy(update={"human_ratings": rubric.human_ratings.model_copy(update={"pairwise_up_to": 2})})
-    ratings = _panel(6)
+    ratings = rater_panel(6)
     pairs = compute_agreement(rubric, "c", ratings, None)
     summary = compute_agreement(small, "c", ratings, None)
     dim = "persona_consistency"
@@ -58,7 +46,7 @@ def test_agreement_grows_linearly_with_the_number_of_raters(rubrics, monkeypatch
 
     def work(n):
         calls.clear()
-        rows = compute_agreement(rubric, "c", _panel(n), None)
+        rows = compute_agreement(rubric, "c", rater_panel(n), None)
         return len(calls), len(rows)
 
     (boot20, rows20), (boot80, rows80) = work(20), work(80)
