@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.terminal import (
@@ -318,12 +318,12 @@ def _ms(value: float) -> str:
     return f"{value:.0f} ms" if value < 10_000 else f"{value / 1000:.1f} s"
 
 
-def _k(n: Any) -> str:
+def _k(n: float | None) -> str:
     n = int(n or 0)
     return f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
 
 
-def _dagster_log_level(args: Any) -> str:
+def _dagster_log_level(args: argparse.Namespace) -> str:
     """Dagster's own console log: everything with --verbose, its errors and their stacks with --debug, else
     nothing (each failed step is printed here as one line; the whole log stays in the instance)."""
     if args.verbose:

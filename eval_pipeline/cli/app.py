@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, NoReturn
+from types import FrameType
+from typing import NoReturn
 
 from eval_pipeline.cli.common import (
     EXIT_CODES,
@@ -166,7 +167,7 @@ def _sigterm_as_interrupt() -> None:
 
     from eval_pipeline.core import interrupts
 
-    def interrupt(signum: int, frame: Any) -> None:
+    def interrupt(signum: int, frame: FrameType | None) -> None:
         interrupts.note()
         raise KeyboardInterrupt
 

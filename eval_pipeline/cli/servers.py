@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from types import FrameType
 
 from eval_pipeline.cli.common import (
     CliError,
@@ -19,7 +20,7 @@ def for_terminal(line: str) -> bool:
     return " - DEBUG - " not in line
 
 
-def _relay(stream: Any, log_path: Path) -> None:
+def _relay(stream: Iterable[str], log_path: Path) -> None:
     with open(log_path, "a", encoding="utf-8") as log:
         for line in stream:
             log.write(line)
@@ -67,10 +68,11 @@ def cmd_ui(args: argparse.Namespace) -> int:
     _port_free(args.host, args.port)
     # each server in a process group of its own, so stopping it stops its code servers too (they would otherwise
     # wait for a missed heartbeat, 20 s or more, before ending)
-    procs: dict[str, subprocess.Popen[Any]] = {
+    procs: dict[str, subprocess.Popen[str]] = {
         "dagster-webserver": subprocess.Popen(
             [sys.executable, "-m", "dagster_webserver", *workspace, "-h", args.host, "-p", str(args.port)],
             start_new_session=True,
+            text=True,
         ),
         "daemon": subprocess.Popen(
             [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", *workspace],
@@ -94,7 +96,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     )
     code = 0
 
-    def stop(signum: int, frame: Any) -> None:
+    def stop(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt  # SIGTERM as Ctrl-C: both servers are stopped, not left behind
 
     signal.signal(signal.SIGTERM, stop)

@@ -13,9 +13,8 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 _STOP = threading.Event()
 _STOPPING = (signal.SIGINT, signal.SIGTERM)
@@ -47,8 +46,10 @@ def is_interrupt(exc: BaseException | None) -> bool:
     return False
 
 
-def _quiet_unraisable(previous: Any) -> Any:
-    def hook(unraisable: Any) -> None:
+def _quiet_unraisable(
+    previous: Callable[[sys.UnraisableHookArgs], object],
+) -> Callable[[sys.UnraisableHookArgs], None]:
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
         # an interrupt raised inside a callback (a weakref's, an event loop's) is the interrupt, already seen
         if is_interrupt(unraisable.exc_value):
             return

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from eval_pipeline.core.types import JSONObject
 
@@ -16,7 +15,7 @@ Listener = Callable[[JSONObject], None]  # an event: kind, phase, rubric, asset,
 _listeners: list[Listener] = []
 
 
-def emit(kind: str, **fields: Any) -> None:
+def emit(kind: str, **fields: object) -> None:
     for listener in list(_listeners):
         try:
             listener({"kind": kind, **fields})

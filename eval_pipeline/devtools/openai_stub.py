@@ -49,7 +49,7 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
         disable_nagle_algorithm = True  # headers and body are separate writes: no 40 ms delayed-ACK stall
 
-        def log_message(self, *args: Any) -> None:  # quiet
+        def log_message(self, *args: object) -> None:  # quiet
             pass
 
         def _send(self, r: Reply) -> None:
@@ -175,7 +175,7 @@ class StubServer:
     def __enter__(self) -> StubServer:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

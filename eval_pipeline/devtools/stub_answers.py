@@ -44,7 +44,7 @@ class StubState:
     retry_after_header: str | None = None  # sent as is in Retry-After when set ("soon", "30s", a date)
     drip_interval_s: float = 0.5  # "drip": the answer's bytes one at a time, this far apart
     timeout_sleep_s: float = 5.0
-    faults: deque[Any] = field(default_factory=deque)  # consumed one per request, before normal answers
+    faults: deque[str | None] = field(default_factory=deque)  # one per request, before normal answers (None: none)
     fault_rate: float = 0.0  # with fault_kind: a seeded share of requests fail this way
     fault_kind: str = "500"
     fault_when: dict[str, str] = field(
@@ -60,7 +60,7 @@ class StubState:
     # that oscillates, as a server shared with other work, or a machine under heavy load, shows it)
     stalls: tuple[float, float] | None = None
     first_request: float | None = None
-    _slot_sem: Any = None
+    _slot_sem: threading.Semaphore | None = None
     requests: int = 0
     completions: int = 0
     in_flight: int = 0
@@ -71,7 +71,7 @@ class StubState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
 
-    def slot_gate(self) -> Any:
+    def slot_gate(self) -> threading.Semaphore:
         with self.lock:
             if self._slot_sem is None:
                 self._slot_sem = threading.Semaphore(self.slots)

@@ -25,11 +25,11 @@ class _Missing:
 MISSING = _Missing()
 
 
-def _absent(v: Any) -> bool:
+def _absent(v: object) -> bool:
     return v is MISSING or v is None
 
 
-def _is_type(ftype: str, v: Any) -> bool:
+def _is_type(ftype: str, v: object) -> bool:
     if ftype == "string":
         return isinstance(v, str)
     if ftype == "integer":
@@ -136,7 +136,7 @@ def _field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
     return checks
 
 
-def _id_key(v: Any) -> str:
+def _id_key(v: object) -> str:
     """A sample id's identity with its JSON type: the string "5" and the number 5 are different ids."""
     return "s:" + v if isinstance(v, str) else f"j:{type(v).__name__}:{json.dumps(v, sort_keys=True, default=str)}"
 

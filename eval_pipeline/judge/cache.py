@@ -172,7 +172,7 @@ class BackgroundWriter:
                     self._error = exc
                 return
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         with self._cond:
             self._closing = True
             self._cond.notify()

@@ -17,7 +17,7 @@ from eval_pipeline.core.params import NoParams, Params, typed
 from eval_pipeline.core.registry import Registry
 from eval_pipeline.core.types import Columns, Record, Value
 
-MetricFn = Callable[[list[dict[str, Any]], Any], Columns]
+MetricFn = Callable[[list[Record], Any], Columns]
 METRICS: Registry[MetricFn] = Registry("metric function", __name__)
 METRIC_BLOCK = 2048  # records each metric sees at once (core.text keeps the last TEXT_CACHE texts' words)
 

@@ -50,7 +50,7 @@ def _health_band(v: float) -> str:
 
 
 def element_reflected(
-    record: dict[str, Any], element: str, text: str, cues: dict[str, Any], tw: set[str] | None = None
+    record: Record, element: str, text: str, cues: dict[str, Any], tw: set[str] | None = None
 ) -> bool:
     """Whether the text reflects one game-state element; ``tw`` (the text's content words) can be passed
     in when several elements of one text are checked."""

@@ -67,7 +67,7 @@ def _default(field: FieldInfo) -> str:
     return "none" if value is None else f"`{value!r}`"
 
 
-def _doc(obj: Any) -> str:
+def _doc(obj: object) -> str:
     """The first paragraph of ``obj``'s own docstring (not one it inherits)."""
     doc = obj.__dict__.get("__doc__") if isinstance(obj, type) else getattr(obj, "__doc__", None)
     doc = inspect.cleandoc(doc or "")

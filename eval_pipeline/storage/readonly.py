@@ -53,7 +53,7 @@ class ReadOnlyFileSystem(LocalFileSystem):  # type: ignore[misc]  # fsspec is un
             path = path[len(PROTOCOL) + 3 :]
         return super()._strip_protocol(path)
 
-    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+    def _refuse(self, *args: object, **kwargs: object) -> None:
         raise PermissionError("the warehouse is read-only here: nothing can be changed")
 
     rm = rm_file = _rm = mkdir = makedirs = mv = cp_file = put_file = touch = rmdir = _refuse

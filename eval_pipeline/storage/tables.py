@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import duckdb
 import pandas as pd
@@ -107,7 +107,7 @@ class Select:
     the connection that runs it."""
 
     sql: str
-    params: list[Any]
+    params: list[object]
     like: Frame
     tables: dict[str, pa.Table] = field(default_factory=dict)
 

@@ -161,14 +161,14 @@ class Warehouse:
         with self.backend.run_scope():
             yield
 
-    def query_arrow(self, sql: str, params: Sequence[Any] | None = None) -> pa.Table:
+    def query_arrow(self, sql: str, params: Sequence[object] | None = None) -> pa.Table:
         """A query's result as an Arrow table (no DataFrame built: text stays in Arrow until it is taken)."""
         if self._session is not None:
             return self._session.execute(sql, params or []).to_arrow_table()
         with self.connect() as con:
             return con.execute(sql, params or []).to_arrow_table()
 
-    def query_df(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
+    def query_df(self, sql: str, params: Sequence[object] | None = None) -> pd.DataFrame:
         if self._session is not None:
             return self._session.execute(sql, params or []).df()
         with self.connect() as con:
@@ -198,7 +198,7 @@ class Warehouse:
             view.memo = self.memo
             yield view
 
-    def query_rows(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def query_rows(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         if self._session is not None:
             return list(self._session.execute(sql, params or []).fetchall())
         with self.connect() as con:
@@ -250,7 +250,7 @@ class Warehouse:
         ``schema`` when given. Asked of ``duckdb_columns()``: on a DuckLake, ``information_schema.tables`` reads
         every table's statistics once anything has been written."""
         sql = "SELECT DISTINCT schema_name, table_name FROM duckdb_columns() WHERE database_name = current_database()"
-        params: list[Any] = []
+        params: list[object] = []
         if names:
             sql += f" AND table_name IN ({', '.join('?' for _ in names)})"
             params += list(names)
@@ -282,7 +282,7 @@ class Warehouse:
         """Run a whole write again when its commit lost a race with another process's (the backend knows)."""
         return self.backend.retrying(write)
 
-    def execute(self, sql: str, params: Sequence[Any] | None = None) -> None:
+    def execute(self, sql: str, params: Sequence[object] | None = None) -> None:
         def run() -> None:
             with self.writing() as con:
                 con.execute(sql, params or [])

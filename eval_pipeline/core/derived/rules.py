@@ -26,7 +26,7 @@ class StatusRule(Strict):
     all: list[Condition] = Field(default_factory=list)
 
 
-def _missing(v: Any) -> bool:
+def _missing(v: object) -> bool:
     return v is None or (isinstance(v, float) and np.isnan(v))
 
 

@@ -66,7 +66,7 @@ def sample_query(params: Any) -> queries.SampleQuery:
     )
 
 
-def samples_url(rubric: str, ckpt: str, **params: Any) -> str:
+def samples_url(rubric: str, ckpt: str, **params: object) -> str:
     query = urlencode({k: v for k, v in params.items() if v not in (None, "", "all")})
     return f"/r/{quote(rubric)}/{quote(ckpt)}/samples" + (f"?{query}" if query else "")
 
@@ -122,7 +122,7 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
             loaded["stamp"] = stamp
         return cast(dict[str, RubricConfig], loaded["rubrics"])
 
-    def page(name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+    def page(name: str, status: int = 200, **ctx: object) -> HTMLResponse:
         return HTMLResponse(env.get_template(name).render(warehouse=warehouse.describe(), **ctx), status_code=status)
 
     def missing(what: str) -> HTMLResponse:
@@ -194,8 +194,8 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
         if not data.score_names:
             return missing(f"no scores for {rubric} / {ckpt}")
 
-        def link(**changes: Any) -> str:
-            base = dict(
+        def link(**changes: object) -> str:
+            base: dict[str, object] = dict(
                 score=sq.score,
                 lo=sq.lo,
                 hi=sq.hi,

@@ -51,7 +51,7 @@ def num(v: Any, digits: int = 3) -> str:
     return f"{f:.{digits}f}".rstrip("0").rstrip(".")
 
 
-def signed(v: Any, digits: int = 3) -> str:
+def signed(v: object, digits: int = 3) -> str:
     if v is None:
         return "–"
     s = num(v, digits)

@@ -85,7 +85,9 @@ def spec_problems(g: Any) -> list[tuple[str, str]]:
     return []
 
 
-def evaluate_gate(g: Any, rubric: Any, scores: pd.DataFrame, inputs: GateInputs | None = None) -> list[GateResult]:
+def evaluate_gate(
+    g: Any, rubric: RubricConfig, scores: pd.DataFrame, inputs: GateInputs | None = None
+) -> list[GateResult]:
     kind = gate_kind(g.kind)
     spec = typed(g)
     out = kind.fn(spec, rubric, scores, inputs or GateInputs())
@@ -99,7 +101,7 @@ def evaluate_gate(g: Any, rubric: Any, scores: pd.DataFrame, inputs: GateInputs 
 
 
 def evaluate_gates(
-    rubric: Any, checkpoint_id: str, scores: pd.DataFrame, inputs: GateInputs | None = None
+    rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame, inputs: GateInputs | None = None
 ) -> pd.DataFrame:
     scores = in_item_order(scores, ["sample_id"])  # a mean's last bits do not depend on the warehouse's row order
     results = [r for g in rubric.gates for r in evaluate_gate(g, rubric, scores, inputs)]

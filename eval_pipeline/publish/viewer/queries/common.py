@@ -25,7 +25,7 @@ def records(df: pd.DataFrame) -> list[Record]:
     return out
 
 
-def _is_missing(v: Any) -> bool:
+def _is_missing(v: object) -> bool:
     if v is None:
         return True
     if isinstance(v, float) and math.isnan(v):

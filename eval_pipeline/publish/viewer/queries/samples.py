@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import Table
@@ -128,10 +127,10 @@ def _samples_sql(
     present: set[str],
     wh: Warehouse,
     score_cols: set[str],
-) -> tuple[str, list[Any]]:
+) -> tuple[str, list[object]]:
     score = sq.score
     sel = ", ".join(f's."{n}"' for n in names)
-    params: list[Any] = []
+    params: list[object] = []
     joins = ""
     extra = ""
     if score and parent:
