@@ -7,6 +7,7 @@ function reads the environment when called, so tests that set a variable see it.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -257,6 +258,8 @@ class JudgeConfig:
     max_silence_s: float = 600.0  # EVAL_JUDGE_MAX_SILENCE: how long an endpoint that answered may answer nothing
     backoff_base_s: float = 0.5  # the first retry's back-off (doubling, full jitter)
     backoff_max_s: float = 20.0  # the longest back-off
+    budget: float | None = None  # EVAL_JUDGE_BUDGET: what one run may spend on the judge (None: no limit)
+    prices: str | None = None  # EVAL_PRICES: the price table (model -> price per 1M tokens; None: no costs in money)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", self.mode.strip().lower())
@@ -270,6 +273,9 @@ class JudgeConfig:
             raise ValueError(f"judge setting timeout_s must be > 0, got {self.timeout_s!r}")
         if not self.mode or not self.model.strip():
             raise ValueError("judge settings mode and model must not be empty")
+        b = self.budget
+        if b is not None and (not isinstance(b, (int, float)) or isinstance(b, bool) or not 0 <= b < math.inf):
+            raise ValueError(f"judge setting budget must be a finite number >= 0, got {b!r}")
 
     def with_(self, **changes: object) -> JudgeConfig:
         """This configuration with ``changes`` (None values left out: unset, the configured value stays)."""
@@ -278,7 +284,7 @@ class JudgeConfig:
 
 
 def judge_config() -> JudgeConfig:
-    """EVAL_JUDGE, EVAL_JUDGE_* and OPENAI_BASE_URL as one ``JudgeConfig`` (the defaults where unset)."""
+    """EVAL_JUDGE, EVAL_JUDGE_*, OPENAI_BASE_URL and EVAL_PRICES as one ``JudgeConfig`` (the defaults where unset)."""
     return JudgeConfig(
         mode=_env("EVAL_JUDGE", "heuristic"),
         model=_env("EVAL_JUDGE_MODEL", "gpt-4o-mini"),
@@ -289,6 +295,8 @@ def judge_config() -> JudgeConfig:
         processes=_int("EVAL_JUDGE_PROCESSES", "0"),
         max_consecutive_failures=_int("EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES", "8"),
         max_silence_s=_float("EVAL_JUDGE_MAX_SILENCE", "600"),
+        budget=judge_budget(),
+        prices=prices_path(),
     )
 
 

@@ -140,10 +140,11 @@ class JudgeResource(dg.ConfigurableResource[Any]):
 
     A field left unset takes the environment's value when the run starts (EVAL_JUDGE, EVAL_JUDGE_MODEL,
     OPENAI_BASE_URL, EVAL_JUDGE_CONCURRENCY, EVAL_JUDGE_TIMEOUT, EVAL_JUDGE_MAX_RETRIES, EVAL_JUDGE_PROCESSES,
-    EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES, EVAL_JUDGE_MAX_SILENCE: docs/operating.md); a run's resource config sets any
-    of them. Both become one validated ``JudgeConfig``, made once per run and handed as it is to the backend, which
-    makes each judge's settings from it. The key is read from OPENAI_API_KEY by the client alone: it is never in
-    run config, metadata or the warehouse."""
+    EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES, EVAL_JUDGE_MAX_SILENCE, EVAL_JUDGE_BUDGET, EVAL_PRICES: docs/operating.md);
+    a run's resource config sets any of them. Both become one validated ``JudgeConfig``, made once per run and
+    handed as it is to the backend, which makes each judge's settings from it, and to the judge steps, which draw on
+    the run's budget. The key is read from OPENAI_API_KEY by the client alone: it is never in run config, metadata
+    or the warehouse."""
 
     mode: str | None = None
     model: str | None = None
@@ -154,6 +155,8 @@ class JudgeResource(dg.ConfigurableResource[Any]):
     processes: int | None = None
     max_consecutive_failures: int | None = None
     max_silence_s: float | None = None
+    budget: float | None = None
+    prices: str | None = None
     _config: JudgeConfig | None = PrivateAttr(default=None)
 
     def config(self) -> JudgeConfig:

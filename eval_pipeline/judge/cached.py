@@ -117,7 +117,7 @@ def cached_calls(
     if settings.model not in stats.models:
         stats.models.append(settings.model)
     tick = _progress(rubric, settings, len(out) + len(todo), len(out), sum(o.parsed is None for o in out.values()))
-    prices = costs.load_prices()  # a price table that cannot be read fails the step before any call is paid
+    prices = costs.load_prices(settings.prices)  # a table that cannot be read fails the step before a call is paid
     if todo:
         with cache.BackgroundWriter(wh) as writer:
 

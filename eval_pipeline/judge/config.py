@@ -44,6 +44,7 @@ class JudgeSettings:
     # the requests the server says it serves at once (judge.calls.call_specs sets it and caps ``concurrency`` there):
     # a call that outlasts its time-out is then being worked on, not queued, and waits longer instead of being cut
     server_slots: int | None = None
+    prices: str | None = None  # the price table the judge's calls are costed with (JudgeConfig.prices)
 
     # the endpoint that answers, as the cache key and the client's memory name it: ``base_url`` (the panel entry's,
     # else the configuration's), else the client's default; worked out when the settings are made
@@ -76,4 +77,5 @@ def settings_for(config: JudgeConfig, spec: JudgeSpec | None = None) -> JudgeSet
         max_silence_s=config.max_silence_s,
         backoff_base_s=config.backoff_base_s,
         backoff_max_s=config.backoff_max_s,
+        prices=config.prices,
     )

@@ -35,7 +35,6 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
-from eval_pipeline.core import settings
 from eval_pipeline.core.types import JSONObject
 
 MESSAGE_OVERHEAD_TOKENS = 8
@@ -57,10 +56,10 @@ class Prices:
         return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
 
 
-def load_prices(path: str | Path | None = None) -> Prices:
-    """The price table at ``path`` (default ``EVAL_PRICES``); none configured: an empty table. Read once per
-    version of the file (every judging batch asks)."""
-    where = path or settings.prices_path()
+def load_prices(path: str | Path | None) -> Prices:
+    """The price table at ``path`` (the judge configuration's ``prices``: EVAL_PRICES or the resource's); none
+    configured: an empty table. Read once per version of the file (every judging batch asks)."""
+    where = path
     if not where:
         return Prices()
     try:
@@ -185,18 +184,18 @@ def current() -> Budget | None:
 
 
 @contextmanager
-def spending(run_id: str, spent_before: float = 0.0) -> Iterator[Budget | None]:
-    """Within: the judge calls of this thread draw on the run's budget (``EVAL_JUDGE_BUDGET``), if one is set."""
-    try:
-        limit = settings.judge_budget()
-    except ValueError as exc:
-        raise BudgetError(str(exc)) from None
+def spending(
+    run_id: str, limit: float | None, prices: str | None, spent_before: float = 0.0
+) -> Iterator[Budget | None]:
+    """Within: the judge calls of this thread draw on the run's budget of ``limit`` (the judge configuration's
+    ``budget``: EVAL_JUDGE_BUDGET or the resource's) priced by the table at ``prices``, if a limit is set. The run's
+    first step sets its budget; its later steps (in this process) draw on the same one."""
     if limit is None:
         yield None
         return
     budget = _RUN_BUDGETS.get(run_id)
     if budget is None:
-        budget = _RUN_BUDGETS[run_id] = Budget(limit, load_prices(), spent_before)
+        budget = _RUN_BUDGETS[run_id] = Budget(limit, load_prices(prices), spent_before)
     _CURRENT.budget = budget
     try:
         yield budget

@@ -23,6 +23,8 @@ ENVIRONMENT = {  # every judge setting a person can set through the environment,
     "EVAL_JUDGE_PROCESSES": ("processes", 2),
     "EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES": ("max_consecutive_failures", 5),
     "EVAL_JUDGE_MAX_SILENCE": ("max_silence_s", 30.0),
+    "EVAL_JUDGE_BUDGET": ("budget", 2.5),
+    "EVAL_PRICES": ("prices", "/prices/judge.yaml"),
 }
 
 
@@ -43,6 +45,9 @@ def test_every_environment_setting_is_read_into_the_config_and_settable_in_the_r
         other = value * 2 if isinstance(value, (int, float)) else f"{value}-other"
         assert getattr(JudgeResource(**{field: other}).config(), field) == other
     assert JudgeResource().config() == read  # unset fields: the environment's values
+    # and nothing is left out: every field of the configuration a person sets is a resource field with a variable
+    settable = {f.name for f in dataclasses.fields(JudgeConfig)} - {"backoff_base_s", "backoff_max_s"}
+    assert settable == set(JudgeResource.model_fields) == {f for f, _ in ENVIRONMENT.values()}
 
 
 def test_a_wrong_value_names_the_setting(clean_env):
@@ -55,6 +60,12 @@ def test_a_wrong_value_names_the_setting(clean_env):
     clean_env.delenv("EVAL_JUDGE_CONCURRENCY")
     with pytest.raises(ValueError, match="timeout_s must be > 0"):
         JudgeResource(timeout_s=0).config()
+    clean_env.setenv("EVAL_JUDGE_BUDGET", "lots")
+    with pytest.raises(ValueError, match="EVAL_JUDGE_BUDGET 'lots' is not a number"):
+        judge_config()
+    clean_env.delenv("EVAL_JUDGE_BUDGET")
+    with pytest.raises(ValueError, match="budget must be a finite number >= 0, got -1"):
+        JudgeResource(budget=-1).config()
 
 
 def test_the_resource_makes_its_config_once(clean_env):

@@ -13,6 +13,7 @@ from eval_pipeline.agreement.trust import judge_bar
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL, Table
+from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.core.types import Record
 from eval_pipeline.defs.asset import asset_key, rounded, rubric_asset
 from eval_pipeline.defs.queries import spent_by_run
@@ -44,13 +45,13 @@ def throttling_text(stats: JudgeRunStats) -> str:
 
 
 def _usage_frame(
-    ckpt: str, step: str, run_id: str, batches: list[JudgeRunStats]
+    ckpt: str, step: str, run_id: str, batches: list[JudgeRunStats], prices: str | None
 ) -> tuple[pd.DataFrame, dict[str, dg.MetadataValue]]:
     """The step's row of ``<rubric>.judge_usage`` and its Dagster metadata, from every judging batch it made."""
     total = JudgeRunStats()
     for b in batches:
         total.merge(b)
-    currency = costs.load_prices().currency
+    currency = costs.load_prices(prices).currency
     lat = total.latencies_ms
     row = dict(
         checkpoint_id=ckpt,
@@ -95,22 +96,15 @@ def _usage_frame(
     return frame, metadata
 
 
-def _spent_by_run(wh: Warehouse, run_id: str) -> float:
+def _spent_by_run(wh: Warehouse, run_id: str, config: JudgeConfig) -> float:
     """What this run's earlier judge steps recorded as spent (steps in other processes of the same run); asked
-    only when a budget is set."""
-    if not settings.prices_path() or not _budget_set():
+    only when a budget and a price table are set."""
+    if not config.prices or config.budget is None:
         return 0.0
     try:
         return spent_by_run(wh, run_id)
     except Exception:  # noqa: BLE001 - no usage view yet: nothing recorded
         return 0.0
-
-
-def _budget_set() -> bool:
-    try:
-        return settings.judge_budget() is not None
-    except ValueError:
-        return True  # unreadable: costs.spending says so as a BudgetError
 
 
 @dataclass
@@ -122,20 +116,25 @@ class StepUsage:
 
 @contextlib.contextmanager
 def judge_step(
-    context: dg.AssetExecutionContext, wh: Warehouse, rubric: RubricConfig, step: str
+    context: dg.AssetExecutionContext, wh: Warehouse, judge: JudgeResource, rubric: RubricConfig, step: str
 ) -> Iterator[StepUsage]:
-    """The body of a judge step: it draws on the run's budget (EVAL_JUDGE_BUDGET), and what it used is recorded in
-    ``<rubric>.judge_usage`` (one row per checkpoint and step) and in the yielded ``StepUsage``'s metadata when the
-    block ends. Whatever escapes the block (or the recording) leaves as a ``dg.Failure`` with every key-like string
-    redacted and without the original exception chained (its message, e.g. an error body echoing the key, would
-    reach the event log); a budget that would be overspent fails the step without a retry."""
+    """The body of a judge step: it draws on the run's judge budget (the judge configuration's ``budget``:
+    EVAL_JUDGE_BUDGET or the resource's), and what it used is recorded in ``<rubric>.judge_usage`` (one row per
+    checkpoint and step) and in the yielded ``StepUsage``'s metadata when the block ends. A judge configuration
+    that is wrong, or a budget that would be overspent, fails the step in one line without a retry; whatever else
+    escapes the block (or the recording) leaves as a ``dg.Failure`` with every key-like string redacted and without
+    the original exception chained (its message, e.g. an error body echoing the key, would reach the event log)."""
     run_id = context.run.run_id
     usage = StepUsage()
     try:
-        spending = costs.spending(run_id, _spent_by_run(wh, run_id))
+        config = judge.config()
+    except ValueError as exc:
+        raise dg.Failure(description=f"judge configuration: {exc}", allow_retries=False) from None
+    try:
+        spending = costs.spending(run_id, config.budget, config.prices, _spent_by_run(wh, run_id, config))
         with spending, costs.metering() as batches:
             yield usage
-        frame, usage.metadata = _usage_frame(context.partition_key, step, run_id, batches)
+        frame, usage.metadata = _usage_frame(context.partition_key, step, run_id, batches, config.prices)
         wh.replace_partition(
             rubric.name, Table.JUDGE_USAGE, frame, {"checkpoint_id": context.partition_key, "step": step}
         )
@@ -194,7 +193,7 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     ) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        with judge_step(context, wh, rubric, Table.JUDGE_SCORES) as usage:
+        with judge_step(context, wh, judge, rubric, Table.JUDGE_SCORES) as usage:
             records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
             identity = judge.identity(rubric)
             stats, means, latency_p50 = _score_in_chunks(rubric, ckpt_id, records, wh, judge, identity)
@@ -258,7 +257,7 @@ def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     ) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        with judge_step(context, wh, rubric, Table.EXTRACTIONS) as usage:
+        with judge_step(context, wh, judge, rubric, Table.EXTRACTIONS) as usage:
             records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
             df, stats = judge.extract(rubric, ckpt_id, records, wh)
             wh.replace_partition(rubric.name, Table.EXTRACTIONS, df, {"checkpoint_id": ckpt_id})
@@ -295,7 +294,7 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         records = [
             {**ex.fields, response_field: ex.response, id_field: ex.id, "sample_id": ex.id} for ex in rubric.examples
         ]
-        with judge_step(context, wh, rubric, Table.JUDGE_CALIBRATION) as usage:
+        with judge_step(context, wh, judge, rubric, Table.JUDGE_CALIBRATION) as usage:
             long, stats = judge.score(rubric, ckpt_id, records, wh)
             df = calibration_rows(rubric, ckpt_id, long, judge_bar(rubric).example_tolerance)
             wh.replace_partition(rubric.name, Table.JUDGE_CALIBRATION, df, {"checkpoint_id": ckpt_id})
@@ -332,7 +331,7 @@ def judge_repeatability_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     ) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        with judge_step(context, wh, rubric, Table.JUDGE_REPEATABILITY) as usage:
+        with judge_step(context, wh, judge, rubric, Table.JUDGE_REPEATABILITY) as usage:
             subset = pick_subset(rubric, ckpt_id, to_records(rubric, load_samples(wh, rubric, ckpt_id)), spec)
             runs, calls = [], 0
             for r in range(spec.times):
