@@ -7,7 +7,8 @@ rubric config accepts every registered kind (a discriminated union built at impo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, TypeVar, Union, get_args
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Protocol, TypeVar, Union, get_args
 
 import pandas as pd
 from pydantic import Field
@@ -31,14 +32,28 @@ KINDS.load()  # now: the discriminated union below is built from every kind
 
 # every registered kind, told apart by its `kind` (a Union built at run time; type checkers see the base class)
 if TYPE_CHECKING:
-    from eval_pipeline.core.config import RubricConfig
-
     DerivedScore = DerivedKind
 else:
     DerivedScore = Annotated[Union[tuple(KINDS.values())], Field(discriminator="kind")]  # noqa: UP007
 
 
-def apply_derived(rubric: RubricConfig, df: pd.DataFrame) -> pd.DataFrame:
+class _Keyed(Protocol):
+    @property
+    def key(self) -> str: ...
+
+
+class DeclaresScores(Protocol):
+    """What derived scores need of a rubric: its judged dimensions and its derived scores (``RubricConfig`` is
+    one; named by what it has, since the rubric's config imports this module)."""
+
+    @property
+    def judged_dimensions(self) -> Sequence[_Keyed]: ...
+
+    @property
+    def derived(self) -> Sequence[DerivedKind]: ...
+
+
+def apply_derived(rubric: DeclaresScores, df: pd.DataFrame) -> pd.DataFrame:
     """Add every derived score the rubric declares to ``df``, in declaration order."""
     judged = [d.key for d in rubric.judged_dimensions]
     for s in rubric.derived:
@@ -46,7 +61,7 @@ def apply_derived(rubric: RubricConfig, df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def per_rater(rubric: RubricConfig, ratings: pd.DataFrame, score: str, items: list[str]) -> pd.DataFrame:
+def per_rater(rubric: DeclaresScores, ratings: pd.DataFrame, score: str, items: list[str]) -> pd.DataFrame:
     """One score (a rated dimension or a score derived from them) of each rater: items x evaluators, from
     long ratings (one row per item, evaluator and dimension). Dimensions nobody rated count as missing."""
     wide = ratings.pivot_table(
