@@ -297,7 +297,13 @@ def _stop(server: tuple[str, subprocess.Popen[str], int], failures: list[str]) -
         out, _ = proc.communicate(timeout=30)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # what it started outlived it and holds its output open: not waited for
+            proc.stdout.close()
+            proc.wait()
+            out = ""
+            failures.append(f"{cmd}: left processes running that outlived it")
         failures.append(f"{cmd}: still running 30 s after SIGTERM")
     if "Traceback" in (out or ""):
         failures.append(f"{cmd}: a traceback on SIGTERM: {out[-600:]}")

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from eval_pipeline.cli.common import (
     CliError,
     _port_free,
 )
+
+if TYPE_CHECKING:
+    import subprocess
 
 
 def for_terminal(line: str) -> bool:
@@ -51,7 +55,6 @@ def cmd_ui(args: argparse.Namespace) -> int:
     """The Dagster webserver and the project's daemon (eval_pipeline/defs/daemon.py: Dagster's daemon with a
     backfill loop of EVAL_BACKFILL_INTERVAL_SECONDS, not 30 s) on one workspace, until Ctrl-C or until either
     stops; what `dagster dev` does, with that daemon."""
-    import os
     import signal
     import subprocess
     import threading
@@ -112,14 +115,32 @@ def cmd_ui(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         code = 130
     finally:
+        stop_servers(procs)
+    return code
+
+
+def stop_servers(procs: Mapping[str, subprocess.Popen[str]]) -> None:
+    """Stop each server (Ctrl-C first, up to 30 s to stop by itself, then killed) and what is left of its process
+    group (its code servers). The same signal again (make forwards SIGTERM to its child; a person presses Ctrl-C
+    twice) does not cut this short, leaving servers behind: it only ends the waiting, and they are killed."""
+    import os
+    import signal
+    import time
+
+    from eval_pipeline.core import interrupts
+
+    with interrupts.shielded() as again:
         for p in procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
         for p in procs.values():
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
+            for _ in range(300):  # up to 30 s to stop by itself
+                if p.poll() is not None or again.is_set():
+                    break
+                time.sleep(0.1)
+            if p.poll() is None:
                 p.kill()
+                p.wait()
         for p in procs.values():  # what is left of each group (its code servers)
             for sig in (signal.SIGTERM, signal.SIGKILL):
                 try:
@@ -127,4 +148,3 @@ def cmd_ui(args: argparse.Namespace) -> int:
                 except ProcessLookupError:
                     break
                 time.sleep(0.5)
-    return code

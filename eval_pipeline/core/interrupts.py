@@ -104,3 +104,28 @@ def watching() -> Iterator[None]:
         thread.join(timeout=1)
         os.close(read)
         _STOP.clear()  # a stop belongs to this watch: later work in the same process (the next command) goes on
+
+
+@contextmanager
+def shielded() -> Iterator[threading.Event]:
+    """Within: Ctrl-C and SIGTERM do not interrupt. For a clean-up that must finish (servers stopped, none left
+    behind): a second Ctrl-C, or the SIGTERM a service manager or `make` sends after the first, would otherwise raise
+    in the middle of it and orphan what was not stopped yet. Such a signal sets the yielded event instead, so the
+    clean-up may hurry (kill rather than wait). The handlers before are restored after (main thread only; elsewhere
+    nothing changes)."""
+    again = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield again
+        return
+
+    def hurry(signum: int, frame: object) -> None:
+        again.set()
+
+    before = {sig: signal.getsignal(sig) for sig in _STOPPING}
+    for sig in _STOPPING:
+        signal.signal(sig, hurry)
+    try:
+        yield again
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)

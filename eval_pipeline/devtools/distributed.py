@@ -28,7 +28,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eval_pipeline.core import settings
+from eval_pipeline.core import interrupts, settings
 from eval_pipeline.devtools import services
 from eval_pipeline.devtools.net import free_port
 
@@ -182,10 +182,12 @@ def cluster(
                 c.wait_webserver()
             yield c
         finally:
-            for name in list(c.procs):
-                c.stop(name)
-            if own:
-                shutil.rmtree(root, ignore_errors=True)
+            with interrupts.shielded():  # a second Ctrl-C or SIGTERM leaves nothing running behind
+                for name in list(c.procs):
+                    c.stop(name)
+                stack.close()  # the store, Redis and PostgreSQL
+                if own:
+                    shutil.rmtree(root, ignore_errors=True)
 
 
 def _stop_on_sigterm() -> None:

@@ -323,15 +323,16 @@ def test_a_server_killed_at_random_loses_no_acknowledged_rating(project):
     attempted: dict[str, list[dict[str, int]]] = {}
     kills = 0
     killer_stop = threading.Event()
-    due = threading.Event()
+    due = threading.Semaphore(0)  # one release a kill asked for: two asked for before the killer is back both happen
     kill_at = set(rng.sample(range(5, 195), 12))  # before 12 of the submits, a kill some milliseconds into it
 
     def killer() -> None:
         nonlocal kills
-        while not killer_stop.is_set():
-            if not due.wait(0.1):
+        while True:
+            if not due.acquire(timeout=0.1):
+                if killer_stop.is_set():
+                    return  # every kill asked for has happened
                 continue
-            due.clear()
             time.sleep(rng.uniform(0.0, 0.03))  # before, during or after the write the submit makes
             server.kill()
             kills += 1
@@ -345,7 +346,7 @@ def test_a_server_killed_at_random_loses_no_acknowledged_rating(project):
             scores = {d: rng.randint(0, 5) for d in ("semantic", "completeness", "accuracy", "presentation")}
             attempted.setdefault(sid, []).append(scores)
             if n in kill_at:
-                due.set()
+                due.release()
             for _ in range(200):
                 try:
                     status = person.rate("ckpt-0200", sid, scores)
