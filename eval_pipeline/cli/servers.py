@@ -61,12 +61,15 @@ def cmd_ui(args: argparse.Namespace) -> int:
     import time
 
     from eval_pipeline.core import settings
-    from eval_pipeline.defs.instance import backfill_limit_hint
+    from eval_pipeline.defs.instance import backfill_limit_hint, open_instance
 
     home = settings.dagster_home()  # DAGSTER_HOME set for both, as the CLI's runs use it
     hint = backfill_limit_hint(home / "dagster.yaml", settings.warehouse_path())
     if hint:
         print(f"eval-pipeline ui: {hint}", file=sys.stderr, flush=True)
+    # the instance's databases made here, once: the webserver and the daemon opening an empty DAGSTER_HOME at the
+    # same moment both stamp its schemas, and one of them fails on the other's half-made revision table
+    open_instance(home, settings.warehouse_path()).dispose()
     workspace = ["-w", args.workspace]
     _port_free(args.host, args.port)
     # each server in a process group of its own, so stopping it stops its code servers too (they would otherwise
