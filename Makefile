@@ -76,7 +76,7 @@ lint: install
 	$(PY) -c "from eval_pipeline.rubrics import load_rubrics; load_rubrics()"
 
 test-fast: provision
-	$(PY) -m pytest -q -n 2 -m "not slow"
+	$(PY) -m pytest -q -n 3 -m "not slow"
 
 # the demo's flow with a real LLM judge and no API key: six samples of ckpt-0300 judged by SmolLM2-135M served by
 # llama.cpp on this machine, in a lake of its own (data/llm_demo/); the first run builds the server (~12 min)
