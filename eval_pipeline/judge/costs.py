@@ -59,17 +59,16 @@ class Prices:
 def load_prices(path: str | Path | None) -> Prices:
     """The price table at ``path`` (the judge configuration's ``prices``: EVAL_PRICES or the resource's); none
     configured: an empty table. Read once per version of the file (every judging batch asks)."""
-    where = path
-    if not where:
+    if not path:
         return Prices()
     try:
-        stat = Path(where).stat()
+        stat = Path(path).stat()
     except OSError as exc:
-        raise BudgetError(f"price table {where}: cannot be read ({exc})") from None
+        raise BudgetError(f"price table {path}: cannot be read ({exc})") from None
     if not S_ISREG(stat.st_mode):  # a FIFO or a device would be read forever
-        raise BudgetError(f"price table {where}: not a regular file")
+        raise BudgetError(f"price table {path}: not a regular file")
     version = stat.st_mtime_ns
-    return _read_prices(str(where), version)
+    return _read_prices(str(path), version)
 
 
 @functools.lru_cache(maxsize=8)

@@ -113,6 +113,10 @@ class StepUsage:
 
     metadata: dict[str, dg.MetadataValue] = field(default_factory=dict)
 
+    def result(self, metadata: dict[str, dg.MetadataValue]) -> dg.MaterializeResult[None]:
+        """The step's result: its own ``metadata``, then what it used."""
+        return dg.MaterializeResult(metadata={**metadata, **self.metadata})
+
 
 @contextlib.contextmanager
 def judge_step(
@@ -200,7 +204,7 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         metadata = _judge_metadata(stats, len(records), means, latency_p50)
         metadata["judge_identity"] = dg.MetadataValue.text(identity.id)
         metadata["judge"] = dg.MetadataValue.text(identity.label)
-        return dg.MaterializeResult(metadata={**metadata, **usage.metadata})
+        return usage.result(metadata)
 
     return judge_scores
 
@@ -261,14 +265,13 @@ def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
             df, stats = judge.extract(rubric, ckpt_id, records, wh)
             wh.replace_partition(rubric.name, Table.EXTRACTIONS, df, {"checkpoint_id": ckpt_id})
-        return dg.MaterializeResult(
-            metadata={
+        return usage.result(
+            {
                 "extractor": dg.MetadataValue.text("llm" if stats.judge_kind == "llm" else "offline"),
                 "ok": dg.MetadataValue.int(int((df.status == "ok").sum())),
                 "missing": dg.MetadataValue.int(int((df.status == "missing").sum())),
                 "calls": dg.MetadataValue.int(stats.calls),
                 "cache_hits": dg.MetadataValue.int(stats.cache_hits),
-                **usage.metadata,
             }
         )
 
@@ -298,14 +301,13 @@ def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             long, stats = judge.score(rubric, ckpt_id, records, wh)
             df = calibration_rows(rubric, ckpt_id, long, judge_bar(rubric).example_tolerance)
             wh.replace_partition(rubric.name, Table.JUDGE_CALIBRATION, df, {"checkpoint_id": ckpt_id})
-        return dg.MaterializeResult(
-            metadata={
+        return usage.result(
+            {
                 "examples": dg.MetadataValue.int(len(rubric.examples)),
                 "scores_within_tolerance": dg.MetadataValue.int(int(df.within_tolerance.sum())),
                 "scores_checked": dg.MetadataValue.int(len(df)),
                 "judge": dg.MetadataValue.text(stats.judge_kind),
                 "calls": dg.MetadataValue.int(stats.calls),
-                **usage.metadata,
             }
         )
 
@@ -341,7 +343,6 @@ def judge_repeatability_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             df = repeatability(ckpt_id, runs, dims)
             wh.replace_partition(rubric.name, Table.JUDGE_REPEATABILITY, df, {"checkpoint_id": ckpt_id})
         metadata: dict[str, dg.MetadataValue] = {
-            **usage.metadata,
             "samples": dg.MetadataValue.int(len(subset)),
             "times": dg.MetadataValue.int(spec.times),
             "calls": dg.MetadataValue.int(calls),
@@ -349,6 +350,6 @@ def judge_repeatability_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         for row in df.itertuples():
             metadata[f"alpha_{row.dimension}"] = rounded(row.alpha_interval)
             metadata[f"share_changed_{row.dimension}"] = rounded(row.share_changed)
-        return dg.MaterializeResult(metadata=metadata)
+        return usage.result(metadata)
 
     return judge_repeatability
