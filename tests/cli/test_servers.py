@@ -12,6 +12,7 @@ import pytest
 from eval_pipeline.core import interrupts
 from eval_pipeline.devtools.net import free_port, wait_until_serving
 from tests.conftest import ROOT
+from tests.helpers.processes import processes_with
 from tests.helpers.waiting import poll
 
 
@@ -61,18 +62,6 @@ def test_servers_that_do_not_stop_on_ctrl_c_are_stopped_when_told_again_meanwhil
     assert all(p.returncode == -signal.SIGKILL for p in procs.values())
 
 
-def _processes_with(entry: str) -> list[str]:
-    """Command lines of this machine's processes with that environment entry."""
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            if entry.encode() in (proc / "environ").read_bytes().split(b"\0"):
-                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200])
-        except OSError:
-            continue
-    return found
-
-
 @pytest.mark.slow
 def test_the_ui_stopped_twice_leaves_nothing_running(tmp_path):
     """`make ui` stopped by a service manager: SIGTERM to the group reaches `make` and the command, and make sends
@@ -88,7 +77,7 @@ def test_the_ui_stopped_twice_leaves_nothing_running(tmp_path):
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_until_serving(f"http://127.0.0.1:{port}/server_info", proc, timeout_s=120)
-        assert poll(lambda: len(_processes_with(f"DAGSTER_HOME={home}")) >= 3, 60)  # both servers and the command
+        assert poll(lambda: len(processes_with(f"DAGSTER_HOME={home}")) >= 3, 60)  # both servers and the command
         for _ in range(3):
             proc.send_signal(signal.SIGTERM)
             time.sleep(0.2)
@@ -99,5 +88,5 @@ def test_the_ui_stopped_twice_leaves_nothing_running(tmp_path):
     assert proc.returncode == 130, out[-2000:]
     assert "Traceback" not in out, out[-2000:]
     # stopped means gone when the command has ended (not later, when an orphaned code server misses its heartbeat)
-    poll(lambda: not _processes_with(f"DAGSTER_HOME={home}"), 5)
-    assert not _processes_with(f"DAGSTER_HOME={home}")
+    poll(lambda: not processes_with(f"DAGSTER_HOME={home}"), 5)
+    assert not processes_with(f"DAGSTER_HOME={home}")

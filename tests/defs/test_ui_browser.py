@@ -17,6 +17,7 @@ from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.net import free_port, wait_until_serving
 from tests.conftest import ROOT, RUBRIC_DIR
 from tests.helpers.browser import ARTIFACTS, CHROMIUM, Browser
+from tests.helpers.processes import processes_with
 from tests.helpers.waiting import poll
 
 
@@ -102,19 +103,5 @@ def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, 
     # stopping `eval-pipeline ui` stopped both servers and their code servers; a code server whose server is gone
     # stops once its heartbeat has been missing for 20 s (Dagster's --heartbeat-timeout), which with the suite
     # running beside it took more than the 30 s this waited before (once in the clean-clone suite)
-    poll(lambda: not _dagster_processes_with(f"DAGSTER_HOME={home}"), 60, every=1)
-    assert not _dagster_processes_with(f"DAGSTER_HOME={home}")
-
-
-def _dagster_processes_with(env_entry: str) -> list[str]:
-    """The command lines of this machine's Dagster processes (webserver, daemon, code servers) with that
-    environment entry."""
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            if "dagster" in cmd and env_entry.encode() in (proc / "environ").read_bytes().split(b"\0"):
-                found.append(cmd[:200])
-        except OSError:
-            continue
-    return found
+    poll(lambda: not processes_with(f"DAGSTER_HOME={home}", "dagster"), 60, every=1)
+    assert not processes_with(f"DAGSTER_HOME={home}", "dagster")

@@ -13,13 +13,18 @@ from tests.conftest import SAMPLE_CHECKPOINTS
 PRICES = "currency: EUR\nmodels:\n  gpt-4o-mini: {input: 0.15, output: 0.60}\n"
 
 
-@pytest.fixture
-def env(tmp_path, monkeypatch):
+def _kg_qa_checkpoint(tmp_path):
+    """ckpt-0100 with kg_qa's outputs only, under ``tmp_path/ckpts``; the price table at ``tmp_path/prices.yaml``."""
     root = tmp_path / "ckpts" / "ckpt-0100"
     root.mkdir(parents=True)
     for name in ("kg_qa.jsonl", "checkpoint.json"):
         shutil.copy(SAMPLE_CHECKPOINTS / "ckpt-0100" / name, root / name)
     (tmp_path / "prices.yaml").write_text(PRICES)
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    _kg_qa_checkpoint(tmp_path)
     monkeypatch.setenv("EVAL_CHECKPOINT_DIR", str(tmp_path / "ckpts"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("EVAL_WAREHOUSE", f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}")
@@ -156,12 +161,8 @@ def test_the_launchpads_judge_config_sets_the_budget_and_the_prices(tmp_path, in
     run_config = yaml.safe_load(block.group(1))
     judge = run_config["resources"]["judge"]["config"]
     assert {"mode", "budget", "prices"} <= set(judge)
-    (tmp_path / "prices.yaml").write_text(PRICES)
+    _kg_qa_checkpoint(tmp_path)
     lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
-    root = tmp_path / "ckpts" / "ckpt-0100"
-    root.mkdir(parents=True)
-    for name in ("kg_qa.jsonl", "checkpoint.json"):
-        shutil.copy(SAMPLE_CHECKPOINTS / "ckpt-0100" / name, root / name)
     defs = build_definitions(RUBRIC_DIR, lake, str(tmp_path / "ckpts"))
     register_checkpoints(instance, ["ckpt-0100"])
     keys = [dg.AssetKey(["kg_qa", a]) for a in ("raw_outputs", "samples", "judge_scores")]
