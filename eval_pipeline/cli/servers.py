@@ -6,16 +6,19 @@ import argparse
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING
 
 from eval_pipeline.cli.common import (
     CliError,
     _port_free,
 )
+from eval_pipeline.core import interrupts
 
 if TYPE_CHECKING:
     import subprocess
+
+# how long `ui` gives its servers, in all, to stop by themselves before they are killed
+STOP_GRACE_S = 20.0
 
 
 def for_terminal(line: str) -> bool:
@@ -55,99 +58,106 @@ def cmd_ui(args: argparse.Namespace) -> int:
     """The Dagster webserver and the project's daemon (eval_pipeline/defs/daemon.py: Dagster's daemon with a
     backfill loop of EVAL_BACKFILL_INTERVAL_SECONDS, not 30 s) on one workspace, until Ctrl-C or until either
     stops; what `dagster dev` does, with that daemon."""
-    import signal
     import subprocess
     import threading
-    import time
 
-    from eval_pipeline.core import settings
+    from eval_pipeline.core import interrupts, settings
     from eval_pipeline.defs.instance import backfill_limit_hint, open_instance
 
     home = settings.dagster_home()  # DAGSTER_HOME set for both, as the CLI's runs use it
     hint = backfill_limit_hint(home / "dagster.yaml", settings.warehouse_path())
     if hint:
         print(f"eval-pipeline ui: {hint}", file=sys.stderr, flush=True)
-    # the instance's databases made here, once: the webserver and the daemon opening an empty DAGSTER_HOME at the
-    # same moment both stamp its schemas, and one of them fails on the other's half-made revision table
-    open_instance(home, settings.warehouse_path()).dispose()
-    workspace = ["-w", args.workspace]
     _port_free(args.host, args.port)
-    # each server in a process group of its own, so stopping it stops its code servers too (they would otherwise
-    # wait for a missed heartbeat, 20 s or more, before ending)
-    procs: dict[str, subprocess.Popen[str]] = {
-        "dagster-webserver": subprocess.Popen(
-            [sys.executable, "-m", "dagster_webserver", *workspace, "-h", args.host, "-p", str(args.port)],
-            start_new_session=True,
-            text=True,
-        ),
-        "daemon": subprocess.Popen(
-            [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", *workspace],
-            start_new_session=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-        ),
-    }
-    # the daemon's output and that of the runs it launches: every line to a log file, the terminal without the
-    # runs' DEBUG events (one per step event); the whole log stays in the instance
-    log_path = home / "logs" / "daemon.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    threading.Thread(target=_relay, args=(procs["daemon"].stdout, log_path), daemon=True, name="daemon-log").start()
-    print(
-        f"eval-pipeline ui: http://{args.host}:{args.port}/ (DAGSTER_HOME={home}; backfills "
-        f"looked at every {settings.backfill_interval_seconds():g} s; runs' DEBUG events only in {log_path}; "
-        "Ctrl-C stops it)",
-        flush=True,
-    )
-    code = 0
+    workspace = ["-w", args.workspace]
+    procs: dict[str, subprocess.Popen[str]] = {}
+    # Ctrl-C and SIGTERM handled as one request from before the first server starts: none raises, so none can land
+    # between the request and the clean-up and leave the servers running
+    with interrupts.stopping() as stop:
+        try:
+            # the instance's databases made here, once: the webserver and the daemon opening an empty DAGSTER_HOME
+            # at the same moment both stamp its schemas, and one of them fails on the other's half-made revision table
+            open_instance(home, settings.warehouse_path()).dispose()
+            if stop.requested.is_set():
+                return 130
+            # each server in a process group of its own, so stopping it stops its code servers too (they would
+            # otherwise wait for a missed heartbeat, 20 s or more, before ending)
+            procs["dagster-webserver"] = subprocess.Popen(
+                [sys.executable, "-m", "dagster_webserver", *workspace, "-h", args.host, "-p", str(args.port)],
+                start_new_session=True,
+                text=True,
+            )
+            procs["daemon"] = subprocess.Popen(
+                [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", *workspace],
+                start_new_session=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+            )
+            # the daemon's output and that of the runs it launches: every line to a log file, the terminal without
+            # the runs' DEBUG events (one per step event); the whole log stays in the instance
+            log_path = home / "logs" / "daemon.log"
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            relay = (procs["daemon"].stdout, log_path)
+            threading.Thread(target=_relay, args=relay, daemon=True, name="daemon-log").start()
+            print(
+                f"eval-pipeline ui: http://{args.host}:{args.port}/ (DAGSTER_HOME={home}; backfills "
+                f"looked at every {settings.backfill_interval_seconds():g} s; runs' DEBUG events only in {log_path}; "
+                "Ctrl-C stops it)",
+                flush=True,
+            )
+            while not stop.requested.wait(0.5):
+                ended = {name: p.returncode for name, p in procs.items() if p.poll() is not None}
+                if ended:
+                    name, code = next(iter(ended.items()))
+                    print(f"eval-pipeline ui: {name} stopped (exit {code}); stopping the other", file=sys.stderr)
+                    return code or 1
+            return 130
+        finally:
+            stop_servers(procs, stop)
 
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt  # SIGTERM as Ctrl-C: both servers are stopped, not left behind
 
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        while True:
-            ended = {name: p.returncode for name, p in procs.items() if p.poll() is not None}
-            if ended:
-                name, code = next(iter(ended.items()))
-                print(f"eval-pipeline ui: {name} stopped (exit {code}); stopping the other", file=sys.stderr)
-                code = code or 1
-                break
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        code = 130
-    finally:
-        stop_servers(procs)
-    return code
+def stop_servers(procs: Mapping[str, subprocess.Popen[str]], within: interrupts.Stopping | None = None) -> None:
+    """Stop every server: Ctrl-C to each, up to STOP_GRACE_S in all to stop by itself, then killed; then what is
+    left of each process group (its code servers, the runs they launched): SIGTERM, up to the same deadline to end,
+    then SIGKILL. Bounded as a whole (a service manager waits a fixed time), not per server.
 
-
-def stop_servers(procs: Mapping[str, subprocess.Popen[str]]) -> None:
-    """Stop each server (Ctrl-C first, up to 30 s to stop by itself, then killed) and what is left of its process
-    group (its code servers). The same signal again (make forwards SIGTERM to its child; a person presses Ctrl-C
-    twice) does not cut this short, leaving servers behind: it only ends the waiting, and they are killed."""
-    import os
+    A signal meanwhile (``within``: the ``Stopping`` the command runs under) does not cut this short, leaving
+    servers behind: a second request (a person pressing Ctrl-C twice) only ends the waiting, and what is left is
+    killed; the first one told twice (make forwarding its group's SIGTERM) changes nothing."""
     import signal
     import time
 
-    from eval_pipeline.core import interrupts
+    with interrupts.shielded(within) as again:
+        deadline = time.monotonic() + STOP_GRACE_S
 
-    with interrupts.shielded() as again:
+        def waiting() -> bool:
+            return time.monotonic() < deadline and not again.is_set()
+
         for p in procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGINT)
+        while waiting() and any(p.poll() is None for p in procs.values()):
+            time.sleep(0.1)
         for p in procs.values():
-            for _ in range(300):  # up to 30 s to stop by itself
-                if p.poll() is not None or again.is_set():
-                    break
-                time.sleep(0.1)
             if p.poll() is None:
                 p.kill()
-                p.wait()
-        for p in procs.values():  # what is left of each group (its code servers)
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(p.pid, sig)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.5)
+            p.wait()
+        groups = [p.pid for p in procs.values()]
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            groups = [g for g in groups if _signal_group(g, sig)]
+            while groups and sig == signal.SIGTERM and waiting():
+                time.sleep(0.1)
+                groups = [g for g in groups if _signal_group(g, 0)]
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send a signal to a process group (0: only look); whether any process of it was there."""
+    import os
+
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True

@@ -13,8 +13,10 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 _STOP = threading.Event()
 _STOPPING = (signal.SIGINT, signal.SIGTERM)
@@ -106,26 +108,77 @@ def watching() -> Iterator[None]:
         _STOP.clear()  # a stop belongs to this watch: later work in the same process (the next command) goes on
 
 
+class Stopping:
+    """Ctrl-C and SIGTERM as one request to stop, however often they come: the signal handler of a command that
+    supervises processes (servers, a cluster) and must stop every one of them (``stopping()`` installs it).
+
+    The first signal sets ``requested`` (and ``note()``s it) and, when ``raises``, raises KeyboardInterrupt. A later
+    one never raises: an exception in the middle of the clean-up the first began would leave what it had not
+    stopped yet running. It sets ``again`` (the clean-up may hurry: kill rather than wait) unless it is the same
+    request delivered twice: SIGTERM to a process group reaches `make` and its child, and make sends its child
+    SIGTERM again within milliseconds (a repeat within REPEAT_S is that one request)."""
+
+    REPEAT_S = 0.25
+
+    def __init__(self, raises: bool = False) -> None:
+        self.raises = raises
+        self.requested = threading.Event()
+        self.again = threading.Event()
+        self._first_at: float | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        now = time.monotonic()
+        if self._first_at is None:
+            self._first_at = now
+            self.requested.set()
+            _STOP.set()
+            if self.raises:
+                raise KeyboardInterrupt
+            return
+        if now - self._first_at >= self.REPEAT_S:
+            self.again.set()
+
+
 @contextmanager
-def shielded() -> Iterator[threading.Event]:
+def stopping(raises: bool = False) -> Iterator[Stopping]:
+    """Within: Ctrl-C and SIGTERM are handled by one ``Stopping`` (main thread only; elsewhere it only records
+    nothing). Install it before the first process is started: from then on no signal can land between a raise and
+    the clean-up. The handlers before are restored after."""
+    handler = Stopping(raises)
+    if threading.current_thread() is not threading.main_thread():
+        yield handler
+        return
+    before = {sig: signal.getsignal(sig) for sig in _STOPPING}
+    for sig in _STOPPING:
+        signal.signal(sig, handler)
+    try:
+        yield handler
+    finally:
+        for sig, previous in before.items():
+            signal.signal(sig, previous)
+
+
+@contextmanager
+def shielded(within: Stopping | None = None) -> Iterator[threading.Event]:
     """Within: Ctrl-C and SIGTERM do not interrupt. For a clean-up that must finish (servers stopped, none left
     behind): a second Ctrl-C, or the SIGTERM a service manager or `make` sends after the first, would otherwise raise
     in the middle of it and orphan what was not stopped yet. Such a signal sets the yielded event instead, so the
-    clean-up may hurry (kill rather than wait). The handlers before are restored after (main thread only; elsewhere
-    nothing changes)."""
-    again = threading.Event()
+    clean-up may hurry (kill rather than wait). ``within``: the ``Stopping`` the command runs under (its ``again``,
+    with make's repeat told apart, is the event); without one, any signal is a second one. The handlers before are
+    restored after (main thread only; elsewhere nothing changes)."""
+    handler = within or Stopping()
+    if within is None:
+        handler._first_at = float("-inf")  # the clean-up began for a reason already: any signal now is "again"
     if threading.current_thread() is not threading.main_thread():
-        yield again
+        yield handler.again
         return
-
-    def hurry(signum: int, frame: object) -> None:
-        again.set()
-
+    raises, handler.raises = handler.raises, False
     before = {sig: signal.getsignal(sig) for sig in _STOPPING}
     for sig in _STOPPING:
-        signal.signal(sig, hurry)
+        signal.signal(sig, handler)
     try:
-        yield again
+        yield handler.again
     finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
+        handler.raises = raises
+        for sig, previous in before.items():
+            signal.signal(sig, previous)

@@ -190,39 +190,35 @@ def cluster(
                     shutil.rmtree(root, ignore_errors=True)
 
 
-def _stop_on_sigterm() -> None:
-    """SIGTERM as Ctrl-C: every process of the cluster is stopped on the way out, none left behind."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
-
-
 def main() -> None:
-    _stop_on_sigterm()
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workers", type=int, default=2)
-    args = ap.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="eval_cluster_"))
-    with cluster(args.workers, folder) as c:
-        c.upload_samples(REPO / "data" / "checkpoints", REPO / "data" / "human_ratings")
-        env_file = folder / "cluster.env"
-        env_file.touch(mode=0o600)
-        env_file.write_text("".join(f"export {k}='{v}'\n" for k, v in c.process_env("you").items() if k in c.env()))
-        print(f"distributed profile up in {folder}: {args.workers} workers, the daemon, the webserver")
-        print(f"  the Dagster UI: http://127.0.0.1:{c.webserver_port}")
-        print(f"  its settings (the store's key among them): source {env_file}")
-        print("  then e.g.: eval-pipeline run --checkpoint ckpt-0100   (runs on the workers)")
-        print("Ctrl-C stops it all.")
+    """The profile up until Ctrl-C or SIGTERM (as Ctrl-C: the first stops it; one more while it stops does not cut
+    the clean-up short, which would leave servers running)."""
+    with interrupts.stopping(raises=True):
+        ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+        ap.add_argument("--workers", type=int, default=2)
+        args = ap.parse_args()
+        folder = Path(tempfile.mkdtemp(prefix="eval_cluster_"))
         try:
-            while all(p.poll() is None for p in c.procs.values()):
-                time.sleep(1)
-            dead = [n for n, p in c.procs.items() if p.poll() is not None]
-            print(f"stopped: {', '.join(dead)} exited (logs in {folder})", file=sys.stderr)
-        except KeyboardInterrupt:
-            pass
-    shutil.rmtree(folder, ignore_errors=True)
+            with cluster(args.workers, folder) as c:
+                c.upload_samples(REPO / "data" / "checkpoints", REPO / "data" / "human_ratings")
+                env_file = folder / "cluster.env"
+                env_file.touch(mode=0o600)
+                env_file.write_text(
+                    "".join(f"export {k}='{v}'\n" for k, v in c.process_env("you").items() if k in c.env())
+                )
+                print(f"distributed profile up in {folder}: {args.workers} workers, the daemon, the webserver")
+                print(f"  the Dagster UI: http://127.0.0.1:{c.webserver_port}")
+                print(f"  its settings (the store's key among them): source {env_file}")
+                print("  then e.g.: eval-pipeline run --checkpoint ckpt-0100   (runs on the workers)")
+                print("Ctrl-C stops it all.")
+                while all(p.poll() is None for p in c.procs.values()):
+                    time.sleep(1)
+                dead = [n for n, p in c.procs.items() if p.poll() is not None]
+                print(f"stopped: {', '.join(dead)} exited (logs in {folder})", file=sys.stderr)
+        except KeyboardInterrupt:  # at any moment, starting included: everything started is stopped
+            print("distributed profile: stopped", file=sys.stderr)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

