@@ -89,7 +89,8 @@ def krippendorff_alpha(data: np.ndarray, level: str, value_domain: Values | None
     if level in ("nominal", "ordinal") and value_domain is not None:
         kwargs["value_domain"] = list(value_domain)
     try:
-        return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level, **kwargs))  # type: ignore[arg-type]
+        with np.errstate(invalid="ignore", divide="ignore"):  # one value, no expected disagreement: NaN
+            return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level, **kwargs))  # type: ignore[arg-type]
     except (ValueError, ZeroDivisionError):
         return float("nan")
 
@@ -178,7 +179,9 @@ def spearman_resamples(a: Values, b: Values, idx: np.ndarray) -> np.ndarray:
     two gathers of n ranks and their products (100k items: ~5x less time and memory)."""
     xa, yb = np.asarray(a, float), np.asarray(b, float)
     m, n = idx.shape
-    if n and np.isfinite(xa).all() and np.isfinite(yb).all():
+    if n == 0:
+        return np.full(m, np.nan)  # no items: undefined (not a mean of nothing, which numpy warns about)
+    if np.isfinite(xa).all() and np.isfinite(yb).all():
         xi, yi = _levels(a), _levels(b)
         kx, ky = int(xi.max()) + 1, int(yi.max()) + 1
         if kx * ky <= SPEARMAN_TABLE_PER_ITEM * max(n, 1024):
