@@ -112,11 +112,11 @@ class Stopping:
     """Ctrl-C and SIGTERM as one request to stop, however often they come: the signal handler of a command that
     supervises processes (servers, a cluster) and must stop every one of them (``stopping()`` installs it).
 
-    The first signal sets ``requested`` (and ``note()``s it) and, when ``raises``, raises KeyboardInterrupt. A later
-    one never raises: an exception in the middle of the clean-up the first began would leave what it had not
-    stopped yet running. It sets ``again`` (the clean-up may hurry: kill rather than wait) unless it is the same
-    request delivered twice: SIGTERM to a process group reaches `make` and its child, and make sends its child
-    SIGTERM again within milliseconds (a repeat within REPEAT_S is that one request)."""
+    The first signal sets ``requested`` (its own; a run's ``requested()`` is not touched) and, when ``raises``,
+    raises KeyboardInterrupt. A later one never raises: an exception in the middle of the clean-up the first began
+    would leave what it had not stopped yet running. It sets ``again`` (the clean-up may hurry: kill rather than
+    wait) unless it is the same request delivered twice: SIGTERM to a process group reaches `make` and its child,
+    and make sends its child SIGTERM again within milliseconds (a repeat within REPEAT_S is that one request)."""
 
     REPEAT_S = 0.25
 
@@ -131,7 +131,6 @@ class Stopping:
         if self._first_at is None:
             self._first_at = now
             self.requested.set()
-            _STOP.set()
             if self.raises:
                 raise KeyboardInterrupt
             return

@@ -78,6 +78,7 @@ def test_a_stop_told_twice_at_once_raises_once_and_the_clean_up_it_began_is_not_
             cleaned = True
     assert (raised, cleaned) == (1, True)
     assert stop.requested.is_set() and not stop.again.is_set()  # one request, told twice: no hurry
+    assert not interrupts.requested()  # a run's stop is its own: later work in this process is not told to stop
 
 
 def test_a_second_request_later_hurries_the_clean_up():
