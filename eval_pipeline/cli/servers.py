@@ -61,7 +61,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     import subprocess
     import threading
 
-    from eval_pipeline.core import interrupts, settings
+    from eval_pipeline.core import settings
     from eval_pipeline.defs.instance import backfill_limit_hint, open_instance
 
     home = settings.dagster_home()  # DAGSTER_HOME set for both, as the CLI's runs use it
@@ -144,12 +144,12 @@ def stop_servers(procs: Mapping[str, subprocess.Popen[str]], within: interrupts.
             if p.poll() is None:
                 p.kill()
             p.wait()
-        groups = [p.pid for p in procs.values()]
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            groups = [g for g in groups if _signal_group(g, sig)]
-            while groups and sig == signal.SIGTERM and waiting():
-                time.sleep(0.1)
-                groups = [g for g in groups if _signal_group(g, 0)]
+        groups = [p.pid for p in procs.values() if _signal_group(p.pid, signal.SIGTERM)]
+        while groups and waiting():
+            time.sleep(0.1)
+            groups = [g for g in groups if _signal_group(g, 0)]
+        for g in groups:
+            _signal_group(g, signal.SIGKILL)
 
 
 def _signal_group(pgid: int, sig: int) -> bool:

@@ -126,6 +126,11 @@ class Stopping:
         self.again = threading.Event()
         self._first_at: float | None = None
 
+    def cleaning_up(self) -> None:
+        """The clean-up has begun: from now on no signal raises, and any (but a repeat of the first) hurries it."""
+        if self._first_at is None:
+            self._first_at = float("-inf")
+
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         now = time.monotonic()
         if self._first_at is None:
@@ -139,22 +144,29 @@ class Stopping:
 
 
 @contextmanager
-def stopping(raises: bool = False) -> Iterator[Stopping]:
-    """Within: Ctrl-C and SIGTERM are handled by one ``Stopping`` (main thread only; elsewhere it only records
-    nothing). Install it before the first process is started: from then on no signal can land between a raise and
-    the clean-up. The handlers before are restored after."""
-    handler = Stopping(raises)
+def _handled_by(handler: Stopping) -> Iterator[None]:
+    """Ctrl-C and SIGTERM handled by ``handler`` within (main thread only: elsewhere signals cannot be handled and
+    nothing changes); the handlers before restored after."""
     if threading.current_thread() is not threading.main_thread():
-        yield handler
+        yield
         return
     before = {sig: signal.getsignal(sig) for sig in _STOPPING}
     for sig in _STOPPING:
         signal.signal(sig, handler)
     try:
-        yield handler
+        yield
     finally:
         for sig, previous in before.items():
             signal.signal(sig, previous)
+
+
+@contextmanager
+def stopping(raises: bool = False) -> Iterator[Stopping]:
+    """Within: Ctrl-C and SIGTERM are handled by one ``Stopping``. Install it before the first process is started:
+    from then on no signal can land between a raise and the clean-up."""
+    handler = Stopping(raises)
+    with _handled_by(handler):
+        yield handler
 
 
 @contextmanager
@@ -163,21 +175,8 @@ def shielded(within: Stopping | None = None) -> Iterator[threading.Event]:
     behind): a second Ctrl-C, or the SIGTERM a service manager or `make` sends after the first, would otherwise raise
     in the middle of it and orphan what was not stopped yet. Such a signal sets the yielded event instead, so the
     clean-up may hurry (kill rather than wait). ``within``: the ``Stopping`` the command runs under (its ``again``,
-    with make's repeat told apart, is the event); without one, any signal is a second one. The handlers before are
-    restored after (main thread only; elsewhere nothing changes)."""
+    with make's repeat told apart, is the event); without one, any signal is a second one."""
     handler = within or Stopping()
-    if within is None:
-        handler._first_at = float("-inf")  # the clean-up began for a reason already: any signal now is "again"
-    if threading.current_thread() is not threading.main_thread():
+    handler.cleaning_up()
+    with _handled_by(handler):
         yield handler.again
-        return
-    raises, handler.raises = handler.raises, False
-    before = {sig: signal.getsignal(sig) for sig in _STOPPING}
-    for sig in _STOPPING:
-        signal.signal(sig, handler)
-    try:
-        yield handler.again
-    finally:
-        handler.raises = raises
-        for sig, previous in before.items():
-            signal.signal(sig, previous)

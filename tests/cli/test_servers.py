@@ -41,7 +41,7 @@ def test_servers_that_do_not_stop_on_ctrl_c_are_stopped_when_told_again_meanwhil
     for p in procs.values():
         assert p.stdout.readline() == "up\n"  # running, Ctrl-C ignored
 
-    def interrupt(signum, frame):  # what `ui` has installed while it runs
+    def interrupt(signum, frame):  # a handler that raises on every signal (not `ui`'s own: a shield stands alone)
         raise KeyboardInterrupt
 
     before = signal.signal(signal.SIGTERM, interrupt)
