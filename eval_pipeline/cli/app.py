@@ -102,7 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--warehouse", help="warehouse to read (default: EVAL_WAREHOUSE)")
     ex.set_defaults(fn=cmd_export)
     mt = sub.add_parser("maintain", help="DuckLake upkeep: merge small files, expire old snapshots", parents=[common])
-    mt.add_argument("--keep-days", type=int, default=30, help="snapshots kept for time travel (default 30)")
+    mt.add_argument(
+        "--keep-days",
+        type=int,
+        default=30,
+        help="days of time travel kept: snapshots replaced before them are expired (default 30)",
+    )
     mt.add_argument(
         "--repair", action="store_true", help="drop the tables whose data files are gone (a re-run rebuilds them)"
     )

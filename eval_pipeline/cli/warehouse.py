@@ -99,9 +99,9 @@ def _write_result(table: Any, args: argparse.Namespace) -> None:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
-    """Warehouse upkeep (on a DuckLake: merge the small Parquet files many partition writes leave, expire
-    snapshots older than the kept window, delete the files no snapshot needs any more). Readers go on reading
-    meanwhile: every step is a transaction of its own."""
+    """Warehouse upkeep (on a DuckLake: merge the small Parquet files many partition writes leave, expire the
+    snapshots replaced before the kept window, delete the files no kept snapshot needs any more). Readers go on
+    reading meanwhile: every step is a transaction of its own, and what a query may still be reading is kept."""
     from eval_pipeline.core import settings
     from eval_pipeline.storage.backend import BackendError
     from eval_pipeline.storage.warehouse import Warehouse

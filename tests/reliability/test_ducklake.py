@@ -373,3 +373,21 @@ def test_a_data_folder_deleted_under_the_lake_is_said_and_repaired(lake, checkpo
     assert Warehouse(lake).query_rows("SELECT count(*) FROM kg_qa.judge_scores")[0][0] == before
     assert cli(["maintain", "--repair"]) == 0
     assert "nothing to repair" in capfd.readouterr().out
+
+
+def test_ducklake_still_reads_a_cleanup_bound_on_a_sqlite_catalog_at_whole_days(lake):
+    """What `maintain` works around (lake._scheduled_before): DuckLake 1.5.5 compares ``cleanup_old_files``'s
+    ``older_than`` with the stored time as text, so a file scheduled for deletion today is older than the start of
+    today. When this fails, DuckLake compares times: the day added to the bound can go (the grace stays)."""
+    import pandas as pd
+
+    wh = Warehouse(lake)
+    for i in range(3):
+        wh.replace_partition(
+            "r1", "t", pd.DataFrame({"checkpoint_id": [f"c{i}"], "x": [i]}), {"checkpoint_id": f"c{i}"}
+        )
+    with wh.backend.writer() as con:
+        con.execute("CALL ducklake_merge_adjacent_files('lake')")  # the three files scheduled for deletion now
+        bound = "CAST(date_trunc('day', now()) AS TIMESTAMPTZ)"  # the start of today: before they were scheduled
+        listed = con.execute(f"CALL ducklake_cleanup_old_files('lake', dry_run => true, older_than => {bound})")
+        assert len(listed.fetchall()) == 3

@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 import pytest
 
@@ -202,3 +203,63 @@ def test_the_viewer_on_a_file_reads_beside_a_held_reader_and_creates_nothing(tmp
     page = TestClient(create_app(Warehouse(str(missing), read_only=True))).get("/")
     assert page.status_code == 200 and "No results yet" in page.text
     assert not missing.parent.exists()
+
+
+def test_a_query_that_began_before_maintain_reads_its_snapshot_whole_after_it(tmp_path, monkeypatch):
+    """A reader's query takes the latest snapshot when it starts and reads that snapshot's files until it ends; here
+    a transaction holds it across `maintain --keep-days 0`, as a long query would. Maintenance used to expire the
+    snapshot the moment its own merge committed the next one and delete the merged-away files at once: the reader
+    then failed ("No snapshot found in DuckLake", a file not found) or saw a partition missing (found by CI, about
+    one maintain in 150 with a reader in a loop)."""
+    spec = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    monkeypatch.setenv("EVAL_WAREHOUSE", spec)
+    wh = Warehouse(spec)
+    for i in range(6):  # small files to merge, snapshots to expire
+        wh.replace_partition(
+            "r1", "t", pd.DataFrame({"checkpoint_id": [f"c{i}"] * 5, "x": range(5)}), {"checkpoint_id": f"c{i}"}
+        )
+    whole = (30, 6 * sum(range(5)))
+    reader = duckdb.connect(config={"enable_external_file_cache": False})  # every read goes to the files
+    reader.execute(wh.backend.attach_sql())  # the lake read-only, as `eval-pipeline attach-sql` gives it
+    try:
+        reader.execute("BEGIN TRANSACTION")
+        assert reader.execute("SELECT count(*), sum(x) FROM r1.t").fetchone() == whole  # its snapshot taken
+        listed = set(wh.backend.stored_files())  # what a query that began now may open
+        assert cli(["maintain", "--keep-days", "0"]) == 0
+        assert listed <= set(wh.backend.stored_files())  # merged away minutes ago at most: none deleted yet
+        assert reader.execute("SELECT count(*), sum(x) FROM r1.t").fetchone() == whole  # its files still there
+        reader.execute("COMMIT")
+        assert reader.execute("SELECT count(*), sum(x) FROM r1.t").fetchone() == whole  # and the next snapshot
+    finally:
+        reader.close()
+    (kept,) = wh.query_rows("SELECT count(*) FROM ducklake_snapshots('lake')")[0]
+    assert kept >= 7  # replaced minutes ago at most: none expired yet (READER_GRACE_MINUTES)
+
+
+def test_maintain_still_expires_and_deletes_what_was_replaced_long_enough_ago(tmp_path, monkeypatch):
+    """The other side of the reader's grace: snapshots replaced before the kept window are expired, and the files
+    only they listed, once scheduled for deletion longer ago than the grace, are deleted (the catalog's clock moved
+    back two days, as if the writes and the first maintain had been then)."""
+    spec = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    monkeypatch.setenv("EVAL_WAREHOUSE", spec)
+    wh = Warehouse(spec)
+    for i in range(4):
+        part = pd.DataFrame({"checkpoint_id": ["a"] * 5, "x": range(i, i + 5)})
+        wh.replace_partition("r1", "t", part, {"checkpoint_id": "a"})
+    files = set(wh.backend.stored_files())
+
+    def two_days_back(table: str, column: str) -> None:
+        with wh.backend.writer() as con:
+            con.execute(
+                f"UPDATE __ducklake_metadata_lake.{table} "
+                f"SET {column} = CAST(CAST({column} AS TIMESTAMPTZ) - INTERVAL '2 days' AS VARCHAR)"
+            )
+
+    two_days_back("ducklake_snapshot", "snapshot_time")
+    assert cli(["maintain", "--keep-days", "1"]) == 0
+    (left,) = wh.query_rows("SELECT count(*) FROM ducklake_snapshots('lake')")[0]
+    assert left <= 2  # the writes' snapshots expired but the current one (and what maintain itself committed)
+    two_days_back("ducklake_files_scheduled_for_deletion", "schedule_start")
+    assert cli(["maintain", "--keep-days", "1"]) == 0
+    assert not files <= set(wh.backend.stored_files())  # files only an expired snapshot listed: deleted
+    assert wh.query_rows("SELECT sum(x) FROM r1.t")[0][0] == sum(range(3, 8))

@@ -40,6 +40,18 @@ from eval_pipeline.storage.tables import CATALOG_SQL, Known, literal, qualified
 T = TypeVar("T")
 PREFIX = "ducklake:"
 ALIAS = "lake"
+# a snapshot replaced, or a file merged away, less than this long ago is kept: a query that took the snapshot when
+# it started may still be reading it and its files
+READER_GRACE_MINUTES = 10
+
+
+def _scheduled_before(minutes: int) -> str:
+    """SQL for ``ducklake_cleanup_old_files``'s ``older_than`` that spares every file scheduled for deletion less
+    than ``minutes`` ago. DuckLake 1.5.5 on a SQLite catalog compares it with the stored time as text ('YYYY-MM-DD
+    HH…' against 'YYYY-MM-DDTHH…'): any time on the same day counts as older, so the bound is in effect the end of
+    its day. A day earlier, the end of that day is at least ``minutes`` ago (tests/reliability/test_ducklake.py
+    fails when DuckLake changes this)."""
+    return f"now() - INTERVAL '1 day' - INTERVAL '{int(minutes)} minutes'"
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -259,23 +271,45 @@ class LakeBackend:
         raise AssertionError("unreachable")
 
     def maintain(self, keep_days: int) -> Iterator[str]:
-        steps = [
-            ("moved rows kept in the catalog to Parquet files", f"CALL ducklake_flush_inlined_data('{ALIAS}')"),
-            ("merged small files", f"CALL ducklake_merge_adjacent_files('{ALIAS}')"),
+        run, spared = self._run, _scheduled_before(READER_GRACE_MINUTES)
+        steps: list[tuple[str, Callable[[], None]]] = [
             (
-                "expired snapshots",
-                f"CALL ducklake_expire_snapshots('{ALIAS}', older_than => now() - INTERVAL '{int(keep_days)} days')",
+                "moved rows kept in the catalog to Parquet files",
+                partial(run, f"CALL ducklake_flush_inlined_data('{ALIAS}')"),
             ),
-            ("deleted unneeded files", f"CALL ducklake_cleanup_old_files('{ALIAS}', cleanup_all => true)"),
+            ("merged small files", partial(run, f"CALL ducklake_merge_adjacent_files('{ALIAS}')")),
+            ("expired snapshots", partial(self._expire_snapshots, keep_days)),
+            (  # files merged away or of expired snapshots, once no query that began before can still read them
+                "deleted unneeded files",
+                partial(run, f"CALL ducklake_cleanup_old_files('{ALIAS}', older_than => {spared})"),
+            ),
             (  # files of steps that failed before their commit (a store that stopped answering); a day old, so
                 # that the files of a step writing now are left alone
                 "deleted files no snapshot lists",
-                f"CALL ducklake_delete_orphaned_files('{ALIAS}', older_than => now() - INTERVAL '1 day')",
+                partial(run, f"CALL ducklake_delete_orphaned_files('{ALIAS}', older_than => now() - INTERVAL '1 day')"),
             ),
         ]
-        for what, sql in steps:
-            self.retrying(partial(self._run, sql))
+        for what, step in steps:
+            self.retrying(step)
             yield what
+
+    def _expire_snapshots(self, keep_days: int) -> None:
+        """Expire the snapshots replaced by a later one more than ``keep_days`` days ago — and more than
+        READER_GRACE_MINUTES ago, whatever ``keep_days`` says. What a snapshot is needed for is the time it was
+        current: ``--as-of T`` reads the one current at T, however old it is, and a query that started on it reads
+        its files until it ends. Expiring by age instead expired the snapshot a reader had just taken when
+        maintenance itself committed the next one: the reader failed ("No snapshot found in DuckLake") or, its
+        files deleted under it, saw a partition missing."""
+        with self.connect() as con:
+            (versions,) = con.execute(
+                f"""SELECT coalesce(list(snapshot_id ORDER BY snapshot_id), [])
+                FROM (SELECT snapshot_id, lead(snapshot_time) OVER (ORDER BY snapshot_id) AS replaced_at
+                      FROM ducklake_snapshots('{ALIAS}'))
+                WHERE replaced_at < least(now() - to_days(?), now() - to_minutes(?))""",
+                [keep_days, READER_GRACE_MINUTES],
+            ).fetchone() or ([],)
+            if versions:
+                con.execute(f"CALL ducklake_expire_snapshots('{ALIAS}', versions => ?)", [versions])
 
     def repair(self) -> Iterator[str]:
         """A lake whose data folder lost files (deleted or changed outside the pipeline): every table the catalog
