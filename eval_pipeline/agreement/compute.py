@@ -10,7 +10,7 @@ is explained rather than hidden.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -318,6 +318,15 @@ def _all_human_rows(
     return rows
 
 
+def joined_to_panel(panel: Panel, judge: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The judge's scores of the items the panel rated and, item by item, the raters' mean (``judge``: the
+    panel's item codes, ascending, and scores; an item the judge did not score is left out)."""
+    codes, scores = judge
+    found = np.minimum(np.searchsorted(panel.items, codes), max(len(panel.items) - 1, 0))
+    joined = (panel.items[found] == codes) & ~np.isnan(scores) if len(panel.items) else np.zeros(len(codes), bool)
+    return scores[joined], panel.means[found[joined]]
+
+
 def _judge_rows(
     ckpt: str,
     dim: str,
@@ -335,11 +344,8 @@ def _judge_rows(
     labels = [float(x) for x in scale.labels]
     top = float(scale.max)
     # judge vs humans
-    codes, scores = judge
-    found = np.minimum(np.searchsorted(panel.items, codes), max(len(panel.items) - 1, 0))
-    joined = (panel.items[found] == codes) & ~np.isnan(scores) if len(panel.items) else np.zeros(len(codes), bool)
-    if joined.any():
-        a, b = scores[joined], panel.means[found[joined]]
+    a, b = joined_to_panel(panel, judge)
+    if len(a):
         base = dict(
             checkpoint_id=ckpt,
             dimension=dim,
@@ -373,17 +379,21 @@ def _rows_of(values: np.ndarray) -> Callable[[str], np.ndarray]:
     return lambda value: split.get(value, none)
 
 
-def compute_agreement(
-    rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame, judge_long: pd.DataFrame | None
-) -> pd.DataFrame:
+def _by_dimension(
+    rubric: RubricConfig, ratings: pd.DataFrame, judge_long: pd.DataFrame | None
+) -> Iterator[
+    tuple[str, pd.DataFrame, np.ndarray, tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray] | None]
+]:
+    """Per rated dimension: its ratings (in item order, indexed by position), their item codes, and the panel's
+    item codes and scores (and written scores, when the scores are expected values read from token
+    probabilities), joined to the ratings by those codes."""
     judge = pd.DataFrame(columns=["checkpoint_id", "sample_id", "dimension", "score"])
-    chosen = None  # the written scores, when the scores are expected values read from token probabilities
+    chosen = None
     if judge_long is not None and not judge_long.empty:
         judge = judge_on_human_scale(rubric, judge_long)
         expected = judge_long.loc[judge_long.judge == PANEL].get("expected_score")
         if expected is not None and expected.notna().any():
             chosen = judge_on_human_scale(rubric, judge_long, "chosen_score")
-    ratings = in_item_order(ratings, ["checkpoint_id", "sample_id", "dimension", "evaluator"])
     frames = [ratings] + [f for f in (judge, chosen) if f is not None]
     codes = item_codes(*frames)
     scores = [f["score"].to_numpy(float) for f in frames]
@@ -397,18 +407,36 @@ def compute_agreement(
         rows = at[k](dim)
         return codes[k][rows], scores[k][rows]
 
-    rows: list[Row] = []
     for dim in rubric.rating_scales:
         mine = at[0](dim)
-        rows += _dimension_rows(
-            rubric,
-            ckpt,
-            dim,
-            ratings.iloc[mine].reset_index(drop=True),
-            codes[0][mine],
-            scored(1, dim),
-            None if chosen is None else scored(2, dim),
-        )
+        written = None if chosen is None else scored(2, dim)
+        yield dim, ratings.iloc[mine].reset_index(drop=True), codes[0][mine], scored(1, dim), written
+
+
+def judge_pairs(
+    rubric: RubricConfig, ratings: pd.DataFrame, judge_long: pd.DataFrame | None
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per rated dimension, the panel's score of each item people rated and the people's mean of it, in item
+    order: the pairs the judge~human_mean rows of ``compute_agreement`` are computed on (its kappas on both
+    rounded half up to the scale)."""
+    ratings = in_item_order(ratings, ["checkpoint_id", "sample_id", "dimension", "evaluator"])
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for dim, subset, items, judge, _ in _by_dimension(rubric, ratings, judge_long):
+        humans = rater_sets(rubric, subset)["human"]
+        if humans.empty:
+            out[dim] = (np.zeros(0), np.zeros(0))
+            continue
+        out[dim] = joined_to_panel(panel_of(humans, items[humans.index.to_numpy()]), judge)
+    return out
+
+
+def compute_agreement(
+    rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame, judge_long: pd.DataFrame | None
+) -> pd.DataFrame:
+    ratings = in_item_order(ratings, ["checkpoint_id", "sample_id", "dimension", "evaluator"])
+    rows: list[Row] = []
+    for dim, subset, items, judge, chosen in _by_dimension(rubric, ratings, judge_long):
+        rows += _dimension_rows(rubric, ckpt, dim, subset, items, judge, chosen)
     rows += pass_fail_rows(rubric, ckpt, rater_sets(rubric, ratings)["human"])
     df = pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
     return df.astype(

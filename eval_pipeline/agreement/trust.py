@@ -2,18 +2,22 @@
 
 The calibration set of a judge identity is every human-rated sample of every checkpoint it judged (pooled), plus
 the rubric document's worked examples (``judge_calibration``). On the pooled set, per rated dimension, the
-judge's agreement with the human mean (quadratic kappa and Spearman, each with its bootstrap interval) gives a
-verdict:
+judge's agreement with the human mean (quadratic kappa and Spearman) is decided with an anytime-valid confidence
+sequence (``agreement.sequential``) against the bar of the rubric's ``judge_reliability`` gate, its indifference
+``margin`` and error rate ``alpha``:
 
-* ``pending``: fewer rated samples than the rubric's minimum (``judge_reliability.min_samples``); ``needed``
-  says how many more would settle it. Neither a pass nor a failure.
-* ``trusted``: kappa >= the gate's threshold and Spearman >= its ``min_spearman``.
-* ``untrusted``: otherwise.
+* ``trusted``: both lower bounds at or above the bar minus the margin;
+* ``untrusted``: an upper bound below the bar plus the margin (and not trusted);
+* ``pending``: otherwise, and always below the gate's ``min_samples`` (a floor); ``needed`` estimates how many more
+  rated samples would settle it at today's estimates and variances. Neither a pass nor a failure.
 
-A checkpoint with enough ratings of its own also gets a drift check: when the upper end of its own kappa's
-interval lies below the pooled kappa, the judge behaves differently on this model's outputs (``drift``). Drift
-does not change the verdict on the judge (a property of the judge); it fails the judge on this checkpoint.
-The overall row (dimension ``ALL``) is pending if any dimension is, else untrusted if any is, else trusted.
+The verdict keeps its error rate however often it is decided again as ratings arrive. Beside it: the bootstrap
+intervals (fixed-n, descriptive), and the people's own agreement with each other where two or more rated the
+same items (``versus_people``). A checkpoint with enough ratings of its own also gets a drift check: when the
+upper end of its own kappa's interval lies below the pooled kappa, the judge behaves differently on this model's
+outputs (``drift``). Drift does not change the verdict on the judge (a property of the judge); it fails the judge
+on this checkpoint. The overall row (dimension ``ALL``) is pending if any dimension is, else untrusted if any is,
+else trusted.
 """
 
 from __future__ import annotations
@@ -21,15 +25,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 from pydantic import Field
 
+from eval_pipeline.agreement import sequential as sq
+from eval_pipeline.agreement.stats import round_half_up
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.config.gates import GateParams
-from eval_pipeline.core.contracts import JUDGE_VS_HUMAN_MEAN
+from eval_pipeline.core.contracts import JUDGE, JUDGE_VS_HUMAN_MEAN
 from eval_pipeline.core.types import Row
 
-TRUSTED, UNTRUSTED, PENDING = "trusted", "untrusted", "pending"
+TRUSTED, UNTRUSTED, PENDING = sq.TRUSTED, sq.UNTRUSTED, sq.PENDING
 OVERALL = "ALL"
 DEFAULT_KAPPA, DEFAULT_MIN_SAMPLES = 0.6, 30
 
@@ -40,6 +47,24 @@ class ReliabilityParams(GateParams):
 
     min_spearman: float = Field(0.5, description="The judge's Spearman with the people's mean must reach it too.")
     example_tolerance: float = Field(1.0, description="How far the judge may be from a worked example's stated score.")
+    alpha: float = Field(
+        sq.DEFAULT_ALPHA,
+        gt=0,
+        lt=0.5,
+        description="Error rate of the trust decision, however often it is decided again as ratings arrive.",
+    )
+    margin: float = Field(
+        sq.DEFAULT_MARGIN,
+        ge=0,
+        lt=0.5,
+        description="Indifference margin around each bar: a judge within it of the bar may be called either way; "
+        "one past it is called wrongly at most alpha of the time.",
+    )
+    design_n: int = Field(
+        sq.DEFAULT_DESIGN_N,
+        ge=10,
+        description="The number of rated samples at which the confidence sequence is tightest.",
+    )
 
 
 _PARAMS = ReliabilityParams()
@@ -63,11 +88,30 @@ TRUST_COLUMNS = [
     "own_kappa_quadratic",
     "drift",
     "reason",
+    "kappa_cs_low",
+    "kappa_cs_high",
+    "spearman_cs_low",
+    "spearman_cs_high",
+    "alpha",
+    "margin",
+    "human_kappa_quadratic",
+    "human_kappa_ci_low",
+    "human_kappa_ci_high",
+    "versus_people",
 ]
 DTYPES = {
     "n_rated": "int64",
     "n_checkpoints": "int64",
     "needed": "int64",
+    "kappa_cs_low": "float64",
+    "kappa_cs_high": "float64",
+    "spearman_cs_low": "float64",
+    "spearman_cs_high": "float64",
+    "alpha": "float64",
+    "margin": "float64",
+    "human_kappa_quadratic": "float64",
+    "human_kappa_ci_low": "float64",
+    "human_kappa_ci_high": "float64",
     "own_n": "int64",
     "kappa_quadratic": "float64",
     "kappa_ci_low": "float64",
@@ -88,6 +132,13 @@ class JudgeBar:
     spearman: float = _PARAMS.min_spearman
     min_samples: int = DEFAULT_MIN_SAMPLES
     example_tolerance: float = _PARAMS.example_tolerance
+    alpha: float = _PARAMS.alpha
+    margin: float = _PARAMS.margin
+    design_n: int = _PARAMS.design_n
+
+    @property
+    def rule(self) -> sq.Rule:
+        return sq.Rule(self.alpha, self.margin, self.design_n, self.min_samples)
 
 
 def judge_bar(rubric: RubricConfig) -> JudgeBar:
@@ -95,7 +146,15 @@ def judge_bar(rubric: RubricConfig) -> JudgeBar:
     for g in rubric.gates:
         if g.kind == "judge_reliability":
             p = ReliabilityParams.model_validate(g.params)
-            return JudgeBar(float(g.threshold), p.min_spearman, int(g.min_samples), p.example_tolerance)
+            return JudgeBar(
+                float(g.threshold),
+                p.min_spearman,
+                int(g.min_samples),
+                p.example_tolerance,
+                p.alpha,
+                p.margin,
+                p.design_n,
+            )
     return JudgeBar()
 
 
@@ -109,6 +168,58 @@ def _stat(agreement: pd.DataFrame, dim: str, statistic: str) -> tuple[int, float
     return int(r.n_items), float(r.value), float(r.ci_low), float(r.ci_high)
 
 
+def _people(agreement: pd.DataFrame, dim: str) -> tuple[float, float, float]:
+    """The people's quadratic kappa with each other on ``dim`` (pairs of raters on shared items; several pairs:
+    their means weighted by shared items, bounds too), or NaNs where no two people rated the same items."""
+    rows = agreement[
+        (agreement.dimension == dim)
+        & (agreement.statistic == "cohen_kappa_quadratic")
+        & ~agreement.raters.str.startswith(f"{JUDGE}~")
+        & agreement.value.notna()
+    ]
+    if rows.empty:
+        return math.nan, math.nan, math.nan
+    w = rows.n_items.to_numpy(float)
+
+    def mean(col: str) -> float:
+        v = rows[col].to_numpy(float)
+        ok = ~np.isnan(v)
+        return float(np.average(v[ok], weights=w[ok])) if ok.any() else math.nan
+
+    return mean("value"), mean("ci_low"), mean("ci_high")
+
+
+def versus_people(judge: tuple[float, float, float], people: tuple[float, float, float]) -> str | None:
+    """The judge's kappa (estimate, low, high) set beside the people's with each other: ``as consistent as
+    people`` when the intervals overlap, else ``below people`` / ``above people``; None without a baseline."""
+    if any(math.isnan(v) for v in (*people[1:], *judge[1:])):
+        return None
+    if judge[2] < people[1]:
+        return "below people"
+    if judge[1] > people[2]:
+        return "above people"
+    return "as consistent as people"
+
+
+def _sequences(
+    rubric: RubricConfig, dim: str, pair: tuple[np.ndarray, np.ndarray], rule: sq.Rule
+) -> tuple[sq.Sequence, sq.Sequence]:
+    """Kappa's CS on the scale's label positions of both scores rounded half up (as the agreement table's
+    kappa), and Spearman's on the scores as they are."""
+    scale = rubric.rating_scales[dim]
+    labels = np.asarray([float(x) for x in scale.labels])
+    a, b = (np.asarray(v, float) for v in pair)
+
+    def positions(v: np.ndarray) -> np.ndarray:
+        return np.searchsorted(labels, np.clip(round_half_up(v), scale.min, scale.max)).astype(float)
+
+    return sq.kappa_sequence(positions(a), positions(b), rule), sq.spearman_sequence(a, b, rule)
+
+
+def _fmt(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x:.2f}"
+
+
 def trust_rows(
     rubric: RubricConfig,
     checkpoint_id: str,
@@ -117,34 +228,42 @@ def trust_rows(
     pooled: pd.DataFrame,
     own: pd.DataFrame,
     n_checkpoints: int,
+    pairs: dict[str, tuple[np.ndarray, np.ndarray]],
 ) -> pd.DataFrame:
     """The verdict of ``identity`` on ``rubric`` from its pooled agreement rows (``pooled``, from
-    compute_agreement over every rated sample it judged) and this checkpoint's own (``own``)."""
+    compute_agreement over every rated sample it judged), the pairs they were computed on (``pairs``: per
+    dimension, judge score and human mean per rated item, from compute.judge_pairs) and this checkpoint's own
+    agreement rows (``own``)."""
     bar = judge_bar(rubric)
+    rule = bar.rule
     min_kappa, min_rho, min_n = bar.kappa, bar.spearman, bar.min_samples
     rows: list[Row] = []
     for dim in rubric.rating_scales:
         n, k, k_lo, k_hi = _stat(pooled, dim, "cohen_kappa_quadratic")
         _, rho, r_lo, r_hi = _stat(pooled, dim, "spearman")
         own_n, own_k, _, own_hi = _stat(own, dim, "cohen_kappa_quadratic")
+        kcs, rcs = _sequences(rubric, dim, pairs.get(dim, (np.zeros(0), np.zeros(0))), rule)
+        verdict, needed = sq.decide([(kcs, min_kappa), (rcs, min_rho)], rule)
+        people = _people(pooled, dim)
+        beside = versus_people((k, kcs.low, kcs.high), people)
         drift: bool | None = None
-        if n < min_n or math.isnan(k):
-            verdict = PENDING
-            reason = (
-                f"{n} human-rated samples judged by this judge across {n_checkpoints} checkpoint(s), "
-                f"{min_n} needed: {min_n - n} more rated samples would settle it"
-            )
+        bars = f"kappa_q >= {min_kappa:g} and spearman >= {min_rho:g}, each within {rule.margin:g}"
+        evidence = (
+            f"kappa_q {_fmt(k)} [{_fmt(kcs.low)}, {_fmt(kcs.high)}], spearman {_fmt(rho)} "
+            f"[{_fmt(rcs.low)}, {_fmt(rcs.high)}] on {n} rated samples from {n_checkpoints} checkpoint(s) "
+            f"({1 - rule.alpha:.0%} anytime-valid; needs {bars})"
+        )
+        if verdict == PENDING:
+            why = f"{min_n} needed at least" if n < min_n else "the intervals straddle the bar"
+            reason = f"{evidence}: {why}; about {needed} more rated samples would settle it"
         else:
-            ok = k >= min_kappa and not math.isnan(rho) and rho >= min_rho
-            reason = (
-                f"kappa_q {k:.2f} [{k_lo:.2f}, {k_hi:.2f}], spearman {rho:.2f} on {n} rated samples "
-                f"from {n_checkpoints} checkpoint(s) (needs kappa_q >= {min_kappa:g}, spearman >= {min_rho:g})"
-            )
-            if own_n >= min_n and not math.isnan(own_hi):
-                drift = bool(own_hi < k)
-                if drift:
-                    reason += f"; drift: on this checkpoint kappa_q {own_k:.2f} (its interval below the pooled {k:.2f})"
-            verdict = TRUSTED if ok else UNTRUSTED
+            reason = evidence
+        if beside is not None:
+            reason += f"; {beside} (people with each other: kappa_q {people[0]:.2f} [{people[1]:.2f}, {people[2]:.2f}])"
+        if verdict != PENDING and own_n >= min_n and not math.isnan(own_hi):
+            drift = bool(own_hi < k)
+            if drift:
+                reason += f"; drift: on this checkpoint kappa_q {own_k:.2f} (its interval below the pooled {k:.2f})"
         rows.append(
             dict(
                 checkpoint_id=checkpoint_id,
@@ -160,17 +279,32 @@ def trust_rows(
                 spearman_ci_low=r_lo,
                 spearman_ci_high=r_hi,
                 verdict=verdict,
-                needed=max(0, min_n - n),
+                needed=needed,
                 own_n=own_n,
                 own_kappa_quadratic=own_k,
                 drift=drift,
                 reason=reason,
+                kappa_cs_low=kcs.low,
+                kappa_cs_high=kcs.high,
+                spearman_cs_low=rcs.low,
+                spearman_cs_high=rcs.high,
+                alpha=rule.alpha,
+                margin=rule.margin,
+                human_kappa_quadratic=people[0],
+                human_kappa_ci_low=people[1],
+                human_kappa_ci_high=people[2],
+                versus_people=beside,
             )
         )
+    rows.append(_overall(rows, checkpoint_id, identity, label, n_checkpoints, rule))
+    return pd.DataFrame(rows, columns=TRUST_COLUMNS).astype(DTYPES)
+
+
+def _overall(rows: list[Row], checkpoint_id: str, identity: str, label: str, n_checkpoints: int, rule: sq.Rule) -> Row:
+    """The ``ALL`` row: pending if any dimension is, else untrusted if any is, else trusted; ``needed`` the most
+    any pending dimension needs."""
     verdicts = [r["verdict"] for r in rows]
-    overall = PENDING if PENDING in verdicts else UNTRUSTED if UNTRUSTED in verdicts else TRUSTED
-    if not rows:
-        overall = PENDING
+    overall = PENDING if PENDING in verdicts or not rows else UNTRUSTED if UNTRUSTED in verdicts else TRUSTED
     by = {v: [r["dimension"] for r in rows if r["verdict"] == v] for v in (TRUSTED, UNTRUSTED, PENDING)}
     summary = "; ".join(f"{v} on {', '.join(d)}" for v, d in by.items() if d) or "no rated dimensions"
     drifted = [r["dimension"] for r in rows if r["drift"]]
@@ -179,33 +313,46 @@ def trust_rows(
             f"; drift on {', '.join(drifted)}: this checkpoint's own kappa_q interval is below the pooled kappa_q"
         )
     least = min((r["n_rated"] for r in rows), default=0)
+    needed = max((r["needed"] for r in rows if r["verdict"] == PENDING), default=0 if rows else rule.min_samples)
     if overall == PENDING:
         summary = (
-            f"pending: {least} human-rated samples judged by it across {n_checkpoints} checkpoint(s), {min_n} "
-            f"needed: {max(0, min_n - least)} more rated samples would settle it ({summary})"
+            f"pending: {least} human-rated samples judged by it across {n_checkpoints} checkpoint(s): "
+            f"about {needed} more rated samples would settle it ({summary})"
         )
-    rows.append(
-        dict(
-            checkpoint_id=checkpoint_id,
-            judge_identity=identity,
-            judge_label=label,
-            dimension=OVERALL,
-            n_rated=least,
-            n_checkpoints=n_checkpoints,
-            kappa_quadratic=min(
-                (r["kappa_quadratic"] for r in rows if r["kappa_quadratic"] == r["kappa_quadratic"]), default=math.nan
-            ),
-            kappa_ci_low=math.nan,
-            kappa_ci_high=math.nan,
-            spearman=min((r["spearman"] for r in rows if r["spearman"] == r["spearman"]), default=math.nan),
-            spearman_ci_low=math.nan,
-            spearman_ci_high=math.nan,
-            verdict=overall,
-            needed=max((r["needed"] for r in rows), default=min_n),
-            own_n=min((r["own_n"] for r in rows), default=0),
-            own_kappa_quadratic=math.nan,
-            drift=any(r["drift"] for r in rows) if any(r["drift"] is not None for r in rows) else None,
-            reason=f"{label}: {summary}",
-        )
+    below = [r["dimension"] for r in rows if r["versus_people"] == "below people"]
+    if below:
+        summary += f"; below people's agreement with each other on {', '.join(below)}"
+
+    def least_of(col: str) -> float:
+        return min((r[col] for r in rows if r[col] == r[col]), default=math.nan)
+
+    return dict(
+        checkpoint_id=checkpoint_id,
+        judge_identity=identity,
+        judge_label=label,
+        dimension=OVERALL,
+        n_rated=least,
+        n_checkpoints=n_checkpoints,
+        kappa_quadratic=least_of("kappa_quadratic"),
+        kappa_ci_low=math.nan,
+        kappa_ci_high=math.nan,
+        spearman=least_of("spearman"),
+        spearman_ci_low=math.nan,
+        spearman_ci_high=math.nan,
+        verdict=overall,
+        needed=needed,
+        own_n=min((r["own_n"] for r in rows), default=0),
+        own_kappa_quadratic=math.nan,
+        drift=any(r["drift"] for r in rows) if any(r["drift"] is not None for r in rows) else None,
+        reason=f"{label}: {summary}",
+        kappa_cs_low=math.nan,
+        kappa_cs_high=math.nan,
+        spearman_cs_low=math.nan,
+        spearman_cs_high=math.nan,
+        alpha=rule.alpha,
+        margin=rule.margin,
+        human_kappa_quadratic=math.nan,
+        human_kappa_ci_low=math.nan,
+        human_kappa_ci_high=math.nan,
+        versus_people=None,
     )
-    return pd.DataFrame(rows, columns=TRUST_COLUMNS).astype(DTYPES)

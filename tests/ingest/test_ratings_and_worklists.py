@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eval_pipeline.agreement.compute import compute_agreement
+from eval_pipeline.agreement.compute import compute_agreement, judge_pairs
 from eval_pipeline.agreement.trust import trust_rows
 from eval_pipeline.ingest.ratings import load_ratings
 from eval_pipeline.publish.worklists import neutralise, write_worklists
@@ -152,41 +152,47 @@ def test_agreement_rows_and_judge_reliability_gate(rubrics):
     assert kappas.prevalence.notna().all() and kappas.ceiling_share.notna().all()
     gate = next(g for g in rubric.gates if g.kind == "judge_reliability")
 
-    def verdict(ag_pooled, cal, own=None):
-        trust = trust_rows(rubric, "c", "id1", "judge X", ag_pooled, own if own is not None else ag_pooled, 3)
-        inputs = GateInputs(load=lambda t: {"judge_trust": trust, "judge_calibration": cal}.get(t))
+    def trust(r, j, own=None):
+        pooled = compute_agreement(rubric, "c", r, j)
+        own = own if own is not None else pooled
+        return trust_rows(rubric, "c", "id1", "judge X", pooled, own, 3, judge_pairs(rubric, r, j))
+
+    def verdict(r, j, cal, own=None):
+        rows = trust(r, j, own)
+        inputs = GateInputs(load=lambda t: {"judge_trust": rows, "judge_calibration": cal}.get(t))
         return evaluate_gate(gate, rubric, pd.DataFrame({"sample_id": []}), inputs)[0]
 
     cal = pd.DataFrame([dict(example_id="x", dimension="emotion", stated=5.0, judged=4.0, within_tolerance=True)])
-    res = verdict(ag, cal)
+    res = verdict(ratings, judge, cal)
     assert res.passed and res.status == "passed" and res.n == 40 and "within ±1" in res.reason
     # an example stated 5 and judged 3.999999999999808 is within a ±1 tolerance (rounded differences)
     close = pd.DataFrame([dict(example_id="x", dimension="emotion", stated=5.0, judged=3.999999999999808)])
-    assert verdict(ag, close).passed
+    assert verdict(ratings, judge, close).passed
     # a judge that is off on a worked example fails, naming it
     bad_cal = pd.DataFrame(
         [dict(example_id="safety_1", dimension="safety", stated=1.0, judged=4.0, within_tolerance=False)]
     )
-    res = verdict(ag, bad_cal)
+    res = verdict(ratings, judge, bad_cal)
     assert not res.passed and res.status == "failed" and "safety_1/safety stated 1 judged 4" in res.reason
-    # too few human ratings in the pooled calibration set: pending, with how many more would settle it
+    # too few human ratings in the pooled calibration set: pending, with an estimate of how many more would
+    # settle it: at least what the floor asks (30 - 10), fewer for a judge far from the bar than near it
     few_r, few_j = _ratings(10, 0.2, dims=dims)
-    res = verdict(compute_agreement(rubric, "c", few_r, few_j), cal)
-    assert res.status == "pending" and not res.passed and "20 more rated samples would settle it" in res.reason
+    res = verdict(few_r, few_j, cal)
+    assert res.status == "pending" and not res.passed and "more rated samples would settle it" in res.reason
+    needed = trust(few_r, few_j).set_index("dimension").needed
+    assert (needed >= 20).all()
     # a judge unrelated to the humans is untrusted
     rng = np.random.default_rng(9)
     judge_noise = judge.assign(score=rng.integers(1, 6, len(judge)).astype(float))
-    res = verdict(compute_agreement(rubric, "c", ratings, judge_noise), cal)
+    res = verdict(ratings, judge_noise, cal)
     assert res.status == "failed" and res.reason.startswith("untrusted")
     # a checkpoint with no ratings of its own carries the verdict of its judge's pooled calibration set
-    res = verdict(ag, cal, own=compute_agreement(rubric, "c", ratings.iloc[0:0], judge.iloc[0:0]))
-    assert (
-        res.status == "passed"
-        and "from 3 checkpoint(s)" in trust_rows(rubric, "c", "id1", "judge X", ag, ag.iloc[0:0], 3).reason.iloc[0]
-    )
+    none_own = compute_agreement(rubric, "c", ratings.iloc[0:0], judge.iloc[0:0])
+    res = verdict(ratings, judge, cal, own=none_own)
+    assert res.status == "passed" and "from 3 checkpoint(s)" in trust(ratings, judge, none_own).reason.iloc[0]
     # drift: trusted on the pooled set, but on this checkpoint's own ratings the judge behaves differently: the
     # verdict on the judge stays, this checkpoint fails it
-    res = verdict(ag, cal, own=compute_agreement(rubric, "c", ratings, judge_noise))
+    res = verdict(ratings, judge, cal, own=compute_agreement(rubric, "c", ratings, judge_noise))
     assert res.status == "failed" and "drift" in res.reason and "trusted, but drifts" in res.reason
 
 

@@ -3,7 +3,7 @@
 import dagster as dg
 import pandas as pd
 
-from eval_pipeline.agreement.compute import compute_agreement, rater_sets
+from eval_pipeline.agreement.compute import compute_agreement, judge_pairs, rater_sets
 from eval_pipeline.agreement.length_bias import length_bias, log_words
 from eval_pipeline.agreement.ppi import calibrated_means
 from eval_pipeline.agreement.trust import OVERALL, trust_rows
@@ -61,7 +61,8 @@ def _judge_trust(
     else:
         pooled = compute_agreement(rubric, f"judge:{identity}", ratings, judge)
     rated_ckpts = int(ratings.checkpoint_id.nunique()) if len(ratings) else 0
-    return trust_rows(rubric, ckpt_id, identity, label, pooled, own, rated_ckpts)
+    pairs = judge_pairs(rubric, ratings, judge)
+    return trust_rows(rubric, ckpt_id, identity, label, pooled, own, rated_ckpts, pairs)
 
 
 def _calibrated(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, ratings: pd.DataFrame) -> pd.DataFrame:
