@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Trust decided again after every rating: the error rates of the old rule and the new one, in the same run.
+
+Simulated judges on a 1-5 scale with a known true quadratic kappa against the people's (rounded) mean, 0.40 to
+0.80, with one and with two people rating each item; ratings arrive one at a time up to 300 and the verdict is
+decided again after each, from the rubric's floor (30) on:
+
+* old rule: ``trusted`` when the point estimates reach the bar (kappa_q >= 0.6, Spearman >= 0.5), else
+  ``untrusted``;
+* new rule: ``agreement.sequential`` (anytime-valid confidence sequences, margin 0.05, alpha 0.05).
+
+The truth is computed independently of the project: each judge's true kappa is found by bisection on its noise,
+its kappa measured on 1,000,000 simulated items with this file's own confusion-matrix kappa (not the project's),
+and the project's kappa is checked against that one on the simulated data sets. Printed per kappa and pooled:
+P(ever trusted | kappa <= bar - margin), P(ever untrusted | kappa >= bar + margin), each with its 95 %
+Clopper-Pearson interval, the verdict's flips per sequence (changes between trusted and untrusted, and back to
+pending), and the ratings to a first decision.
+
+    python bench/bench_trust_decisions.py [--sims 1000] [--max-n 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from scipy import stats as sps
+
+from eval_pipeline.agreement import sequential as sq
+
+BAR_KAPPA, BAR_RHO, FLOOR = 0.6, 0.5, 30
+CUTS = np.array([-1.3, -0.5, 0.3, 1.1])  # latent thresholds of the 1-5 scale (a mildly skewed distribution)
+HUMAN_NOISE = 0.5
+
+
+def on_scale(z: np.ndarray) -> np.ndarray:
+    return np.searchsorted(CUTS, z).astype(float) + 1.0
+
+
+def draw(rng: np.random.Generator, sims: int, n: int, judge_noise: float, raters: int) -> tuple[np.ndarray, ...]:
+    """Judge scores and the people's mean, ``sims`` data sets of ``n`` items."""
+    truth = rng.standard_normal((sims, n))
+    judge = on_scale(truth + judge_noise * rng.standard_normal((sims, n)))
+    people = np.mean([on_scale(truth + HUMAN_NOISE * rng.standard_normal((sims, n))) for _ in range(raters)], axis=0)
+    return judge, people
+
+
+def half_up(x: np.ndarray) -> np.ndarray:
+    return np.clip(np.floor(x + 0.5), 1, 5)
+
+
+def kappa_independent(a: np.ndarray, b: np.ndarray) -> float:
+    """Quadratic kappa from the 5 x 5 table of observed against chance-expected counts."""
+    ia, ib = (a.ravel() - 1).astype(int), (b.ravel() - 1).astype(int)
+    obs = np.bincount(ia * 5 + ib, minlength=25).reshape(5, 5) / len(ia)
+    exp = np.outer(obs.sum(1), obs.sum(0))
+    i, j = np.indices((5, 5))
+    w = (i - j) ** 2
+    return float(1 - (w * obs).sum() / (w * exp).sum())
+
+
+def noise_for(kappa: float, raters: int, seed: int) -> float:
+    lo, hi = 0.01, 4.0
+    for _ in range(22):
+        mid = (lo + hi) / 2
+        j, p = draw(np.random.default_rng(seed), 1, 1_000_000, mid, raters)
+        lo, hi = (mid, hi) if kappa_independent(j, half_up(p)) > kappa else (lo, mid)
+    return (lo + hi) / 2
+
+
+def old_rule(judge: np.ndarray, people: np.ndarray, n: int) -> np.ndarray:
+    k, _ = sq.kappa_and_sigma(judge[:, :n] - 1, half_up(people[:, :n]) - 1)
+    rho, *_ = sq.spearman_bounds(judge[:, :n], people[:, :n], sq.Rule())
+    return np.where((k >= BAR_KAPPA) & (rho >= BAR_RHO), sq.TRUSTED, sq.UNTRUSTED)
+
+
+def new_rule(judge: np.ndarray, people: np.ndarray, n: int, rule: sq.Rule) -> np.ndarray:
+    _, klo, khi, _ = sq.kappa_bounds(judge[:, :n] - 1, half_up(people[:, :n]) - 1, rule)
+    _, rlo, rhi, _ = sq.spearman_bounds(judge[:, :n], people[:, :n], rule)
+    return sq.verdicts([(klo, khi, BAR_KAPPA), (rlo, rhi, BAR_RHO)], n, rule)
+
+
+def summary(history: np.ndarray) -> dict[str, np.ndarray]:
+    """Per sequence: ever trusted, ever untrusted, flips, returns to pending after a decision, first decision."""
+    trusted, untrusted = history == sq.TRUSTED, history == sq.UNTRUSTED
+    decided = trusted | untrusted
+    first = np.where(decided.any(1), decided.argmax(1) + FLOOR, -1)
+    flips, back = np.zeros(len(history)), np.zeros(len(history))
+    for i, row in enumerate(history):
+        kept = row[row != sq.PENDING]
+        flips[i] = (kept[1:] != kept[:-1]).sum()
+        if first[i] >= 0:
+            after = row[first[i] - FLOOR :]
+            back[i] = ((after[1:] == sq.PENDING) & (after[:-1] != sq.PENDING)).sum()
+    return dict(trusted=trusted.any(1), untrusted=untrusted.any(1), flips=flips, back=back, first=first)
+
+
+def ci(hits: int, total: int) -> str:
+    lo, hi = sps.binomtest(hits, total).proportion_ci(method="exact") if total else (np.nan, np.nan)
+    return f"{hits / total:6.1%} [{lo:5.1%}, {hi:5.1%}]" if total else "n/a"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sims", type=int, default=1000)
+    ap.add_argument("--max-n", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=20261201)
+    args = ap.parse_args()
+    rule = sq.Rule(min_samples=FLOOR)
+    kappas = [0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70, 0.75, 0.80]
+    pooled: dict[tuple[str, str], list[dict[str, np.ndarray]]] = {}
+    started = time.perf_counter()
+    print(
+        f"bar kappa_q {BAR_KAPPA}, spearman {BAR_RHO}; margin {rule.margin}, alpha {rule.alpha}; {args.sims} "
+        f"sequences of {args.max_n} ratings each, decided after every rating from {FLOOR}"
+    )
+    print(
+        f"{'kappa':>6} {'raters':>6} {'rule':>4} {'ever trusted':>22} {'ever untrusted':>22} {'flips':>6} "
+        f"{'back':>5} {'ratings to decide (median)':>27} {'undecided':>9}"
+    )
+    rng = np.random.default_rng(args.seed)
+    for raters in (1, 2):
+        for kappa in kappas:
+            noise = noise_for(kappa, raters, args.seed + raters)
+            judge, people = draw(rng, args.sims, args.max_n, noise, raters)
+            # the project's kappa is this file's on the same data
+            assert (
+                abs(
+                    sq.kappa_and_sigma(judge[0] - 1, half_up(people[0]) - 1)[0]
+                    - kappa_independent(judge[0], half_up(people[0]))
+                )
+                < 1e-12
+            )
+            histories = {
+                "old": np.stack([old_rule(judge, people, n) for n in range(FLOOR, args.max_n + 1)], axis=1),
+                "new": np.stack([new_rule(judge, people, n, rule) for n in range(FLOOR, args.max_n + 1)], axis=1),
+            }
+            for name, history in histories.items():
+                s = summary(history)
+                side = (
+                    "low"
+                    if kappa <= BAR_KAPPA - rule.margin + 1e-9
+                    else "high"
+                    if kappa >= BAR_KAPPA + rule.margin - 1e-9
+                    else "zone"
+                )
+                pooled.setdefault((name, side), []).append(s)
+                decided = s["first"][s["first"] >= 0]
+                print(
+                    f"{kappa:6.2f} {raters:6d} {name:>4} {ci(int(s['trusted'].sum()), args.sims):>22} "
+                    f"{ci(int(s['untrusted'].sum()), args.sims):>22} {s['flips'].mean():6.3f} {s['back'].mean():5.2f} "
+                    f"{np.median(decided) if len(decided) else float('nan'):27.0f} {1 - len(decided) / args.sims:9.1%}"
+                )
+    print()
+    for name in ("old", "new"):
+        low, high = pooled[(name, "low")], pooled[(name, "high")]
+        every = [s for side in ("low", "zone", "high") for s in pooled.get((name, side), [])]
+        t = sum(int(s["trusted"].sum()) for s in low)
+        u = sum(int(s["untrusted"].sum()) for s in high)
+        n_low, n_high = len(low) * args.sims, len(high) * args.sims
+        flips = np.concatenate([s["flips"] for s in every]).mean()
+        back = np.concatenate([s["back"] for s in every]).mean()
+        first = np.concatenate([s["first"] for s in low + high])
+        print(
+            f"{name} rule: P(ever trusted | kappa <= {BAR_KAPPA - rule.margin:.2f}) {ci(t, n_low)}; "
+            f"P(ever untrusted | kappa >= {BAR_KAPPA + rule.margin:.2f}) {ci(u, n_high)}; "
+            f"flips per sequence {flips:.3f}, back to pending {back:.3f}; "
+            f"median ratings to a decision outside the margin "
+            f"{np.median(first[first >= 0]):.0f}"
+        )
+    print(f"({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
