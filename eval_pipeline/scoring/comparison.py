@@ -2,9 +2,11 @@
 
 The parent is the one `checkpoint.json` names, else the previous checkpoint by creation time. Every score's
 change is tested (a paired t-test, two-sided), the p-values of a rubric's scores corrected together (Holm), and
-a score whose corrected p-value is below ALPHA with the change on the worse side is a regression, whatever the
-score; beside it, the smallest change the shared samples could detect (MDE, power 0.8). Two checkpoints judged
-by different judges (judge.identity) are never compared: the rows say ``not_comparable`` and why.
+a score whose corrected p-value is below ALPHA with the change on the worse side *and* larger than the score's
+practical margin (``practical_margins``: the regression gate's per-score margins, else a share of its rating
+scale's range, never less than the judge's own repeat noise) is a regression, whatever the score; a significant
+drop within the margin is said as such in the note, never a regression. Beside it, the smallest change the
+shared samples could detect (MDE, power 0.8). Two checkpoints judged by different judges (judge.identity) are never compared: the rows say ``not_comparable`` and why.
 
 Where people rated samples of both checkpoints, each judged dimension also gets a human-calibrated row
 (``<dimension>_calibrated``): the PPI++ estimate of how the people's mean moved (agreement.ppi.ppi_change), on the
@@ -25,7 +27,7 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, COMPARISON_COLUMNS
 from eval_pipeline.core.resampling import in_item_order, mean_intervals
 from eval_pipeline.core.types import Row
-from eval_pipeline.scoring.gates.base import GateResult, RegressionSpec, pending
+from eval_pipeline.scoring.gates.base import GateResult, RegressionParams, RegressionSpec, pending
 from eval_pipeline.scoring.summary import numeric_scores
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -126,6 +128,41 @@ def not_comparable(rubric: RubricConfig, checkpoint_id: str, parent_id: str, not
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS).astype(DTYPES)
 
 
+def practical_margins(rubric: RubricConfig, parent: pd.DataFrame | None = None) -> dict[str, float]:
+    """The smallest drop of each score that counts as a regression, from the rubric's regression gate (its
+    defaults without one): ``margins[score]`` as given, else ``margin_share`` of the range of the scale the
+    score is on (judged dimensions and their ``_calibrated`` rows, questionnaire metrics (sums of items) and
+    totals, means of dimensions), else (a metric, on no scale of the rubric's) ``margin_share`` of the range
+    the parent's samples span on it (``parent``: its scores, one column per score)."""
+    from eval_pipeline.core.derived.mean import MeanScore
+    from eval_pipeline.core.derived.weighted_mean import WeightedMeanScore
+
+    spec = next((g for g in rubric.gates if g.kind == "regression"), None)
+    params = RegressionParams.model_validate(spec.params) if spec is not None else RegressionParams()
+    share = params.margin_share
+    out: dict[str, float] = {}
+    for d in rubric.judged_dimensions:
+        sc = rubric.scale_of(d)
+        out[d.key] = out[f"{d.key}{CALIBRATED_SUFFIX}"] = share * float(sc.max - sc.min)
+    q = rubric.questionnaire
+    if q is not None:
+        item = float(q.scale.max - q.scale.min)
+        for m in q.metrics:
+            out[m.key] = share * item * len(m.items)
+            out[f"{m.key}{CALIBRATED_SUFFIX}"] = share * item
+        for name in rubric.questionnaire_scores:
+            out.setdefault(name, share * item * sum(len(m.items) for m in q.metrics))
+    for s in rubric.derived:
+        if isinstance(s, (MeanScore, WeightedMeanScore)):
+            out[s.name] = share * float(rubric.scale.max - rubric.scale.min)
+    for col in numeric_scores(rubric) if parent is not None else []:
+        if col not in out and col in parent.columns:
+            values = pd.to_numeric(parent[col], errors="coerce").dropna()
+            out[col] = share * float(values.max() - values.min()) if len(values) else 0.0
+    out.update({k: float(v) for k, v in params.margins.items()})
+    return out
+
+
 def compare(
     rubric: RubricConfig,
     checkpoint_id: str,
@@ -194,6 +231,7 @@ def compare(
             )
         )
     rows.extend(calibrated or [])
+    margins = practical_margins(rubric, parent)
     for row, adjusted in zip(rows, holm([r["p_value"] for r in rows])):
         row["p_holm"] = adjusted
         worse = row["delta"] is not None and ((row["delta"] > 0) if row["lower_is_better"] else (row["delta"] < 0))
@@ -204,8 +242,23 @@ def compare(
                 f"(see {row['score']}{CALIBRATED_SUFFIX} where people rated both checkpoints)"
             )
             significant = False
+        margin = max(margins.get(row["score"], 0.0), _finite(row.get("judge_noise_95")))
+        if significant and abs(row["delta"]) < margin:
+            within = f"changed, below the margin of {margin:.3g}"
+            row["note"] = f"{within}: significant but too small to count as a regression" + (
+                f"; {row['note']}" if row["note"] else ""
+            )
+            significant = False
         row["regression"] = significant
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS).astype(DTYPES)
+
+
+def _finite(x: object) -> float:
+    try:
+        v = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0.0
+    return v if math.isfinite(v) else 0.0
 
 
 def calibrated_rows(

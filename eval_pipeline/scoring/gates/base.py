@@ -12,9 +12,24 @@ from pydantic import ConfigDict, Field
 from eval_pipeline.core.config.gates import GateParams
 from eval_pipeline.core.strict import Strict
 
+DEFAULT_MARGIN_SHARE = 0.05  # of a rating scale's range: 0.2 on a 1-5 scale, one sample in five a point lower
+
 
 class RegressionParams(GateParams):
     ignore: list[str] = Field(default_factory=list, description="Scores the regression gate does not gate on.")
+    margin_share: float = Field(
+        DEFAULT_MARGIN_SHARE,
+        ge=0,
+        lt=1,
+        description="Practical margin of a score on a rating scale (a dimension, its calibrated change, a "
+        "questionnaire metric, a mean of dimensions), as a share of the scale's range: a significant drop smaller "
+        "than it is a change, not a regression.",
+    )
+    margins: dict[str, float] = Field(
+        default_factory=dict,
+        description="Practical margin per score, on the score's own units (overrides margin_share); a metric with "
+        "no margin here regresses on significance alone.",
+    )
 
 
 class GateSpec(Strict):
