@@ -70,6 +70,18 @@ def _kappa_rows(base: Row, a: np.ndarray, b: np.ndarray, labels: list[float], to
                 "label": st.kappa_band(v),
             }
         )
+    rows.append(
+        {
+            **base,
+            "statistic": "gwet_ac1",
+            "value": st.gwet_ac1(a, b, labels),
+            "ci_low": None,
+            "ci_high": None,
+            "prevalence": prev,
+            "ceiling_share": ceil,
+            "label": "Gwet's AC1 (nominal): robust where a skewed scale makes kappa low",
+        }
+    )
     return rows
 
 

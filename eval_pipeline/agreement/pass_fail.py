@@ -1,9 +1,11 @@
 """The answer-quality protocol's pass/fail agreement: two raters' scores turned into pass or fail at the rubric's
-threshold (after its derived scores), then Cohen's kappa on the two labels, per rater pair."""
+threshold (after its derived scores), then Cohen's kappa on the two labels, per rater pair, and beside it Gwet's AC1
+(prevalence-robust) with each rater's PASS share."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -16,6 +18,22 @@ from eval_pipeline.core.resampling import seed_of
 from eval_pipeline.core.types import Row
 
 
+def pass_fail_pairs(
+    rubric: RubricConfig, per: pd.DataFrame
+) -> Iterator[tuple[str, str, np.ndarray, np.ndarray]]:
+    """Each pair of raters' PASS (1) / FAIL (0) labels on the items both rated, from ``per`` (items x raters: the
+    pass/fail score of each, ``core.derived.per_rater``)."""
+    pf = rubric.human_ratings.pass_fail
+    assert pf is not None
+    for e1, e2 in itertools.combinations(list(per.columns), 2):
+        pair = per[[e1, e2]].dropna()
+        if pair.empty:
+            continue
+        a = (pair[e1].round(9) >= pf.threshold).astype(float).to_numpy()
+        b = (pair[e2].round(9) >= pf.threshold).astype(float).to_numpy()
+        yield str(e1), str(e2), a, b
+
+
 def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> list[Row]:
     pf = rubric.human_ratings.pass_fail
     if pf is None or ratings.empty:
@@ -24,12 +42,7 @@ def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> li
     if per.shape[1] > rubric.human_ratings.pairwise_up_to:
         return [_pooled_row(rubric, ckpt, per)]
     rows = []
-    for e1, e2 in itertools.combinations(list(per.columns), 2):
-        pair = per[[e1, e2]].dropna()
-        if pair.empty:
-            continue
-        a = (pair[e1].round(9) >= pf.threshold).astype(float).to_numpy()
-        b = (pair[e2].round(9) >= pf.threshold).astype(float).to_numpy()
+    for e1, e2, a, b in pass_fail_pairs(rubric, per):
         v = st.cohen_kappa(a, b, [0.0, 1.0])
         lo, hi = st.bootstrap(
             lambda x, y, idx: st.cohen_kappa_resamples(x, y, [0.0, 1.0], None, idx),
@@ -41,9 +54,25 @@ def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> li
             dict(
                 checkpoint_id=ckpt,
                 dimension=pf.score,
+                statistic=f"pass_fail_ac1 (>= {pf.threshold:g})",
+                raters=rater_pair(e1, e2),
+                n_items=len(a),
+                n_raters=2,
+                value=st.gwet_ac1(a, b, [0.0, 1.0]),
+                ci_low=None,
+                ci_high=None,
+                prevalence=st.prevalence(both),
+                ceiling_share=float(both.mean()),
+                label=f"Gwet's AC1; {e1} passes {a.mean():.0%}, {e2} {b.mean():.0%}; agree on {(a == b).mean():.0%}",
+            )
+        )
+        rows.append(
+            dict(
+                checkpoint_id=ckpt,
+                dimension=pf.score,
                 statistic=f"pass_fail_kappa (>= {pf.threshold:g})",
                 raters=rater_pair(e1, e2),
-                n_items=len(pair),
+                n_items=len(a),
                 n_raters=2,
                 value=v,
                 ci_low=lo,

@@ -49,6 +49,21 @@ def cohen_kappa(a: Values, b: Values, labels: Values, weights: str | None = None
     return float(1 - (w * obs).sum() / de)
 
 
+def gwet_ac1(a: Values, b: Values, labels: Values) -> float:
+    """Gwet's (2008) AC1 between two raters over the full label set (nominal): ``(pa - pe) / (1 - pe)`` with pa the
+    share of items they agree on and ``pe = sum_k pi_k (1 - pi_k) / (q - 1)``, pi_k the mean of the two raters'
+    shares of category k and q the number of categories. Robust to prevalence where kappa is not (kappa's paradox:
+    high agreement on a skewed scale, kappa near 0)."""
+    lab = np.asarray(labels, float)
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if len(a) == 0 or len(lab) < 2:
+        return float("nan")
+    pa = float((a == b).mean())
+    pi = np.array([((a == v).mean() + (b == v).mean()) / 2 for v in lab])
+    pe = float((pi * (1 - pi)).sum() / (len(lab) - 1))
+    return float("nan") if pe >= 1 else (pa - pe) / (1 - pe)
+
+
 @lru_cache(maxsize=64)
 def _weights(k: int, weights: str | None) -> np.ndarray:
     i, j = np.indices((k, k))

@@ -6,7 +6,8 @@ a score whose corrected p-value is below ALPHA with the change on the worse side
 practical margin (``practical_margins``: the regression gate's per-score margins, else a share of its rating
 scale's range, never less than the judge's own repeat noise) is a regression, whatever the score; a significant
 drop within the margin is said as such in the note, never a regression. Beside it, the smallest change the
-shared samples could detect (MDE, power 0.8). Two checkpoints judged by different judges (judge.identity) are never compared: the rows say ``not_comparable`` and why.
+shared samples could detect (MDE, power 0.8). Two checkpoints judged by different judges (judge.identity) are
+never compared: the rows say ``not_comparable`` and why.
 
 Where people rated samples of both checkpoints, each judged dimension also gets a human-calibrated row
 (``<dimension>_calibrated``): the PPI++ estimate of how the people's mean moved (agreement.ppi.ppi_change), on the

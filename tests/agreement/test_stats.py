@@ -320,3 +320,33 @@ def test_pooled_counts_keeps_the_items_with_the_most_common_number_of_ratings():
     # c1's "a" has 4 ratings now (the off-scale one counted as a rating, not in the table): 2 is the most common
     assert (modal, rated) == (2, 4) and sorted(map(tuple, counts.tolist())) == [(0, 1, 1), (2, 0, 0)]
     assert pooled_counts(long.iloc[:0], [1.0, 2.0])[1:] == (0, 0)
+
+
+def test_gwet_ac1_on_the_kappa_paradox_table():
+    """Feinstein & Cicchetti (1990), "High agreement but low kappa", their table: 118 both yes, 5 and 2 split, 0
+    both no: 94.4 % agreement and kappa -0.02 (as published); Gwet's (2008) AC1 by hand from its definition:
+    pi_yes = (123/125 + 120/125) / 2 = 0.972, pe = 2 * 0.972 * 0.028 = 0.054432, AC1 = (0.944 - pe) / (1 - pe)."""
+    a = np.array([1] * 118 + [1] * 5 + [0] * 2, float)
+    b = np.array([1] * 118 + [0] * 5 + [1] * 2, float)
+    assert st.percent_agreement(a, b) == pytest.approx(0.944)
+    assert st.cohen_kappa(a, b, [0, 1]) == pytest.approx(-0.0234, abs=5e-4)
+    assert st.gwet_ac1(a, b, [0, 1]) == pytest.approx((0.944 - 0.054432) / (1 - 0.054432), abs=1e-12)
+    # two raters who agree on 8 of 10 items, one passing all 10: kappa 0, AC1 high
+    one = np.ones(10)
+    other = np.array([1] * 8 + [0] * 2, float)
+    assert st.cohen_kappa(one, other, [0, 1]) == 0.0 and st.gwet_ac1(one, other, [0, 1]) > 0.75
+
+
+def test_every_kappa_row_has_ac1_beside_it(rubrics):
+    rubric = rubrics["kg_qa"]
+    rng = np.random.default_rng(2)
+    rows = [
+        dict(checkpoint_id="c", sample_id=f"s{i}", evaluator=e, rater_kind="human", dimension=d, score=float(v))
+        for i in range(30)
+        for d in rubric.rating_scales
+        for e, v in (("ann", 5), ("bo", 5 if rng.random() < 0.9 else 4))
+    ]
+    ag = compute_agreement(rubric, "c", pd.DataFrame(rows), None)
+    pair = ag[ag.raters == "ann~bo"].set_index(["dimension", "statistic"]).value
+    for dim in rubric.rating_scales:
+        assert pair[(dim, "cohen_kappa")] <= 0.05 < 0.8 < pair[(dim, "gwet_ac1")]  # the paradox, and its answer

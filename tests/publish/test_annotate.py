@@ -283,6 +283,10 @@ def test_two_evaluators_rate_the_pilot_in_the_browser_and_the_judge_is_decided(p
                 "parseFloat(r.cells[2].dataset.value)])"
             )
             band = browser.evaluate("document.querySelector('#pass-fail .band').innerText")
+            # beside kappa: the share agreed on, each evaluator's PASS share and Gwet's AC1
+            shown_percent = float(browser.evaluate("document.querySelector('#pass-fail td.percent').dataset.value"))
+            shown_prevalence = browser.evaluate("document.querySelector('#pass-fail td.prevalence').innerText")
+            shown_ac1 = float(browser.evaluate("document.querySelector('#pass-fail td.ac1').dataset.value"))
             ran = _follow_ratings(project)
             assert ran and not any(k.endswith("judge_scores") for k in ran)
             browser.navigate(f"{server.url}/q/{RUBRIC}/ckpt-0200")
@@ -301,12 +305,15 @@ def test_two_evaluators_rate_the_pilot_in_the_browser_and_the_judge_is_decided(p
         )
     )
     pf = next(v for k, v in agreement.items() if k.startswith("pass_fail_kappa"))
+    ac1 = next(v for k, v in agreement.items() if k.startswith("pass_fail_ac1"))
+    assert abs(ac1 - shown_ac1) <= 1e-9 and 0 <= shown_percent <= 1
+    assert "ann" in shown_prevalence and "bo" in shown_prevalence and "%" in shown_prevalence
     assert abs(pf - shown_pf) <= 1e-9 or (pf != pf and shown_pf != shown_pf)
     for dim, value in shown_weighted:
         assert abs(agreement[f"cohen_kappa_quadratic|{dim}"] - value) <= 1e-9
     assert band in ("proceed", "discuss", "revise", "undefined")
     trust, rated = _trust("ckpt-0200")
-    assert trust in ("trusted", "untrusted") and rated == 35, (trust, rated)
+    assert trust in ("trusted", "untrusted", "pending") and rated == 35, (trust, rated)
     assert shown_trust == trust
     assert _trust("ckpt-0100")[0] == trust  # the pooled verdict: the same on every checkpoint it judged
     assert _judge_materializations(project) == judged_before  # no judge step ran again

@@ -25,8 +25,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from eval_pipeline.agreement.compute import compute_agreement
+from eval_pipeline.agreement.compute import compute_agreement, rater_sets
+from eval_pipeline.agreement.pass_fail import pass_fail_pairs
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import rater_pair
+from eval_pipeline.core.derived import per_rater
 from eval_pipeline.core.types import Row
 from eval_pipeline.publish.worklists import pilot_set, rereview
 
@@ -226,18 +229,53 @@ def calibration(plan: Plan, ratings: pd.DataFrame, checkpoint_id: str) -> Calibr
             row[d] = {e: _cell(table, sid, d, e) for e in done}
             row["differs"][d] = len({v for v in row[d].values() if v is not None}) > 1
         items.append(row)
-    pf = agreement[agreement.statistic.str.startswith("pass_fail_kappa")]
-    pass_fail = []
-    for r in pf.itertuples():
-        name, meaning = band(rubric, r.value)
-        pass_fail.append(
-            {"raters": r.raters, "statistic": r.statistic, "value": r.value, "band": name, "meaning": meaning}
-        )
+    pass_fail = pass_fail_view(rubric, pilot, agreement)
     quad = agreement[(agreement.statistic == "cohen_kappa_quadratic") & agreement.raters.str.contains("~")]
     weighted = [{"dimension": r.dimension, "raters": r.raters, "value": r.value} for r in quad.itertuples()]
     humans = pilot.copy()
     discrepant = discrepancies(rubric, humans) if rubric.worklists.rereview else []
     return Calibration(done, items, dims, discrepant, pass_fail, weighted, agreement)
+
+
+def pass_fail_view(rubric: RubricConfig, pilot: pd.DataFrame, agreement: pd.DataFrame) -> list[Row]:
+    """Per pair of pilot evaluators: the pass/fail kappa with its band, and beside it what kappa alone can
+    mislead about: the share of items they agree on, each one's PASS share (prevalence) and Gwet's AC1. The
+    band's advice says so when kappa is low because nearly every item falls on one side."""
+    pf = rubric.human_ratings.pass_fail
+    if pf is None or pilot.empty:
+        return []
+    kappas = agreement[agreement.statistic.str.startswith("pass_fail_kappa")].set_index("raters")
+    ac1 = agreement[agreement.statistic.str.startswith("pass_fail_ac1")].set_index("raters")
+    per = per_rater(rubric, rater_sets(rubric, pilot)["human"], pf.score, ["checkpoint_id", "sample_id"])
+    out: list[Row] = []
+    for e1, e2, a, b in pass_fail_pairs(rubric, per):
+        raters = rater_pair(e1, e2)
+        if raters not in kappas.index:
+            continue
+        k = float(kappas.at[raters, "value"])
+        g = float(ac1.at[raters, "value"]) if raters in ac1.index else float("nan")
+        agree = float((a == b).mean())
+        name, meaning = band(rubric, k)
+        skewed = max(a.mean(), 1 - a.mean(), b.mean(), 1 - b.mean()) >= 0.8
+        if name != "proceed" and skewed and g == g and g >= rubric.worklists.bands.proceed:
+            meaning = (
+                f"kappa is low because nearly every item falls on one side (prevalence), not because you disagree: "
+                f"you agree on {agree:.0%} of items and AC1 is {g:.2f}; discuss the items you differ on, and add "
+                "pilot items from the rarer side before revising the rubric"
+            )
+        out.append(
+            {
+                "raters": raters,
+                "statistic": str(kappas.at[raters, "statistic"]),
+                "value": k,
+                "band": name,
+                "meaning": meaning,
+                "percent_agreement": agree,
+                "prevalence": {e1: float(a.mean()), e2: float(b.mean())},
+                "ac1": g,
+            }
+        )
+    return out
 
 
 def _cell(table: pd.DataFrame, sid: str, dim: str, evaluator: str) -> float | None:
