@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import threading
 from dataclasses import replace
 from urllib.parse import urlsplit
@@ -38,32 +39,66 @@ def forget_endpoints() -> None:
     forget_learnt()
 
 
+PROBE_SECONDS = 2.0  # the whole /props probe: connect, headers and body, however slowly a server trickles them
+PROBE_BYTES = 65536
+
+
 def advertised_slots(endpoint: str, api_key: str | None = None) -> int | None:
     """How many requests the server says it serves at once, asked once per endpoint and process: llama.cpp's
     ``GET /props`` (``total_slots``, the ``-np`` it was started with) beside the ``/v1`` base URL. None when it
-    says nothing (another server, a hosted API, no answer within 2 s)."""
+    says nothing (another server, a hosted API, a redirect, no whole answer within ``PROBE_SECONDS`` in all, a
+    body past ``PROBE_BYTES``). A redirect is never followed: the key goes to the configured host only."""
     with _ADVERTISED_LOCK:
         if endpoint in _ADVERTISED:
             return _ADVERTISED[endpoint]
     slots: int | None = None
     parts = urlsplit(endpoint)
     if parts.scheme in ("http", "https") and not (parts.hostname or "").endswith(HOSTED):
-        import urllib.request
-
-        root = endpoint[: -len("/v1")] if endpoint.endswith("/v1") else endpoint
-        request = urllib.request.Request(root + "/props")
-        if api_key:
-            request.add_header("Authorization", f"Bearer {api_key}")
-        try:
-            with urllib.request.urlopen(request, timeout=2) as r:
-                body = json.loads(r.read(65536))
-            value = body.get("total_slots") if isinstance(body, dict) else None
-            slots = value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-        except (OSError, ValueError):
-            slots = None
+        slots = _probe(endpoint, api_key)
     with _ADVERTISED_LOCK:
         _ADVERTISED[endpoint] = slots
     return slots
+
+
+def _probe(endpoint: str, api_key: str | None) -> int | None:
+    """``total_slots`` from ``GET <root>/props`` over one connection (http.client: no redirect followed), in a
+    thread given ``PROBE_SECONDS`` in all; past it the connection is closed under it and the answer is None."""
+    import http.client
+
+    parts = urlsplit(endpoint)
+    root = parts.path[: -len("/v1")] if parts.path.endswith("/v1") else parts.path.rstrip("/")
+    conn_type = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = conn_type(parts.hostname or "", parts.port, timeout=PROBE_SECONDS)
+    found: list[int | None] = [None]
+
+    def ask() -> None:
+        try:
+            headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+            conn.request("GET", root + "/props", headers=headers)
+            response = conn.getresponse()
+            if response.status != 200:
+                return
+            body = response.read(PROBE_BYTES + 1)
+            if len(body) > PROBE_BYTES:
+                return
+            data = json.loads(body)
+            value = data.get("total_slots") if isinstance(data, dict) else None
+            found[0] = value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        except (OSError, ValueError, http.client.HTTPException):
+            found[0] = None
+
+    worker = threading.Thread(target=ask, name="slots-probe", daemon=True)
+    worker.start()
+    worker.join(PROBE_SECONDS)
+    alive = worker.is_alive()
+    sock = conn.sock
+    if sock is not None:  # shut down, not only closed: the response's reader still holds the socket open
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+    conn.close()  # a server still trickling loses its connection: the thread's read fails and it ends
+    return None if alive else found[0]
 
 
 def worker_processes(settings: JudgeSettings, calls: int) -> int:
