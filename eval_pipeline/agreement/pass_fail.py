@@ -18,9 +18,7 @@ from eval_pipeline.core.resampling import seed_of
 from eval_pipeline.core.types import Row
 
 
-def pass_fail_pairs(
-    rubric: RubricConfig, per: pd.DataFrame
-) -> Iterator[tuple[str, str, np.ndarray, np.ndarray]]:
+def pass_fail_pairs(rubric: RubricConfig, per: pd.DataFrame) -> Iterator[tuple[str, str, np.ndarray, np.ndarray]]:
     """Each pair of raters' PASS (1) / FAIL (0) labels on the items both rated, from ``per`` (items x raters: the
     pass/fail score of each, ``core.derived.per_rater``)."""
     pf = rubric.human_ratings.pass_fail

@@ -7,7 +7,7 @@ import dagster as dg
 import pandas as pd
 
 from eval_pipeline.agreement.compute import rater_sets
-from eval_pipeline.agreement.trust import UNTRUSTED
+from eval_pipeline.agreement.trust import PENDING, UNTRUSTED, judge_bar
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL, Table
 from eval_pipeline.core.types import Row
@@ -162,14 +162,18 @@ def _calibrated_changes(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, paren
 
 
 def _untrusted(wh: Warehouse, rubric: RubricConfig, ckpt_id: str) -> set[str]:
-    """The dimensions this checkpoint's judge is not trusted on (its judge_trust rows)."""
+    """The dimensions this checkpoint's judge is not trusted on (its judge_trust rows): untrusted, or still pending
+    past the rubric's floor of rated samples (people's ratings had their chance to show it trustworthy and have
+    not yet). Below the floor a judged change still counts, as it does where no one rated at all."""
     rows = wh.read(
-        rubric.name,
-        Table.JUDGE_TRUST,
-        columns=("dimension",),
-        where={"checkpoint_id": ckpt_id, "verdict": UNTRUSTED},
+        rubric.name, Table.JUDGE_TRUST, columns=("dimension", "verdict", "n_rated"), where={"checkpoint_id": ckpt_id}
     )
-    return {str(d) for d in rows.dimension}
+    floor = judge_bar(rubric).min_samples
+    return {
+        str(r.dimension)
+        for r in rows.itertuples()
+        if r.verdict == UNTRUSTED or (r.verdict == PENDING and int(r.n_rated) >= floor)
+    }
 
 
 def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
