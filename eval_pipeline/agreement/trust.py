@@ -211,7 +211,7 @@ def _sequences(
     a, b = (np.asarray(v, float) for v in pair)
 
     def positions(v: np.ndarray) -> np.ndarray:
-        return np.searchsorted(labels, np.clip(round_half_up(v), scale.min, scale.max)).astype(float)
+        return np.asarray(np.searchsorted(labels, np.clip(round_half_up(v), scale.min, scale.max)), float)
 
     return sq.kappa_sequence(positions(a), positions(b), rule), sq.spearman_sequence(a, b, rule)
 

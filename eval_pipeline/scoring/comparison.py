@@ -156,8 +156,8 @@ def practical_margins(rubric: RubricConfig, parent: pd.DataFrame | None = None) 
     for s in rubric.derived:
         if isinstance(s, (MeanScore, WeightedMeanScore)):
             out[s.name] = share * float(rubric.scale.max - rubric.scale.min)
-    for col in numeric_scores(rubric) if parent is not None else []:
-        if col not in out and col in parent.columns:
+    for col in numeric_scores(rubric):
+        if parent is not None and col not in out and col in parent.columns:
             values = pd.to_numeric(parent[col], errors="coerce").dropna()
             out[col] = share * float(values.max() - values.min()) if len(values) else 0.0
     out.update({k: float(v) for k, v in params.margins.items()})
