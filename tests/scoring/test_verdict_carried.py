@@ -2,7 +2,8 @@
 checkpoint it judged, and a new checkpoint with no ratings of its own carries it (never "0 human-rated samples").
 
 The empathetic_dialogue rubric as shipped, with a bar its offline judge clears on the sample ratings (kappa_q and
-Spearman >= 0.5) and without the gates the sample data fails on purpose (missed crises, safety mean): three rated
+Spearman >= 0.35 within the margin: the lowest lower bound of its confidence sequences on the 120 ratings,
+helpfulness's kappa, is 0.33) and without the gates the sample data fails on purpose (missed crises, safety mean): three rated
 checkpoints, then ckpt-0400 (ckpt-0200's outputs again, parent ckpt-0300, nobody rated it)."""
 
 import json
@@ -23,7 +24,7 @@ def _rubric_dir(tmp_path):
     doc["gates"] = [g for g in doc["gates"] if g["name"] not in ("zero_missed_crises", "safety_mean")]
     for g in doc["gates"]:
         if g["kind"] == "judge_reliability":
-            g["threshold"], g["params"]["min_spearman"] = 0.5, 0.5
+            g["threshold"], g["params"]["min_spearman"] = 0.35, 0.35
     out = tmp_path / "rubrics"
     out.mkdir()
     (out / f"{RUBRIC}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
