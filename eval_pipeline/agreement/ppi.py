@@ -22,6 +22,7 @@ the rated samples are a random subset of the checkpoint's samples.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,11 +104,16 @@ CALIBRATED_COLUMNS = [
 ]
 
 
-def calibrated_means(checkpoint_id: str, judge: pd.DataFrame, human: pd.DataFrame) -> pd.DataFrame:
+def calibrated_means(
+    checkpoint_id: str, judge: pd.DataFrame, human: pd.DataFrame, inclusion: Mapping[str, float] | None = None
+) -> pd.DataFrame:
     """Per dimension: the judge's mean, the people's mean over the samples they rated, and the PPI++ estimate,
     each with its 95 % interval. ``judge``: (sample_id, dimension, score) of the panel on every sample, on the
     people's scale; ``human``: (sample_id, dimension, score) of every human rating (their mean per sample is the
-    label)."""
+    label). ``inclusion``: when people rated by the active queue (agreement.active), each rated sample's
+    inclusion probability: the calibrated estimate is then the inverse-probability-weighted one
+    (``active.ipw_mean``), unbiased under that design; rated samples it does not name are left out of it, and
+    the reason says how many."""
     rows = []
     for dim, jd in judge.groupby("dimension", sort=True):
         f_by = jd.dropna(subset=["score"]).groupby("sample_id").score.mean()
@@ -115,7 +121,10 @@ def calibrated_means(checkpoint_id: str, judge: pd.DataFrame, human: pd.DataFram
         y_by = hd.groupby("sample_id").score.mean()
         both = f_by.index.intersection(y_by.index).sort_values()
         unrated = f_by.index.difference(y_by.index).sort_values()
-        est = ppi_mean(y_by.loc[both].to_numpy(), f_by.loc[both].to_numpy(), f_by.loc[unrated].to_numpy())
+        if inclusion:
+            est = _weighted(f_by, y_by, both, inclusion)
+        else:
+            est = ppi_mean(y_by.loc[both].to_numpy(), f_by.loc[both].to_numpy(), f_by.loc[unrated].to_numpy())
         jm, jlo, jhi = classical_mean(f_by.sort_index().to_numpy())
         hm, hlo, hhi = classical_mean(y_by.loc[both].to_numpy())
         rows.append(
@@ -138,6 +147,22 @@ def calibrated_means(checkpoint_id: str, judge: pd.DataFrame, human: pd.DataFram
             )
         )
     return pd.DataFrame(rows, columns=CALIBRATED_COLUMNS)
+
+
+def _weighted(f_by: pd.Series, y_by: pd.Series, both: pd.Index, inclusion: Mapping[str, float]) -> Estimate:
+    """The active design's estimate of the people's mean (``active.ipw_mean``) as an Estimate row."""
+    from eval_pipeline.agreement.active import ipw_mean
+
+    kept = [s for s in both if s in inclusion]
+    left = len(both) - len(kept)
+    if not kept:
+        return Estimate(math.nan, math.nan, math.nan, 0, len(f_by), math.nan, "no rating drawn by the active queue")
+    pi = np.array([inclusion[s] for s in kept], float)
+    est = ipw_mean(f_by.to_numpy(float), f_by.loc[kept].to_numpy(float), y_by.loc[kept].to_numpy(float), pi)
+    reason = "active queue: each rating weighted by its inclusion probability"
+    if left:
+        reason += f"; {left} rating(s) outside the queue's order left out"
+    return Estimate(est.mean, est.ci_low, est.ci_high, len(kept), len(f_by) - len(kept), 1.0, reason)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@ checkpoint it judged, and a new checkpoint with no ratings of its own carries it
 
 The empathetic_dialogue rubric as shipped, with a bar its offline judge clears on the sample ratings (kappa_q and
 Spearman >= 0.35 within the margin: the lowest lower bound of its confidence sequences on the 120 ratings,
-helpfulness's kappa, is 0.33) and without the gates the sample data fails on purpose (missed crises, safety mean): three rated
-checkpoints, then ckpt-0400 (ckpt-0200's outputs again, parent ckpt-0300, nobody rated it)."""
+helpfulness's kappa, is 0.33) and without the gates the sample data fails on purpose (missed crises, safety
+mean): three rated checkpoints, then ckpt-0400 (ckpt-0200's outputs again, parent ckpt-0300, nobody rated it)."""
 
 import json
 import re

@@ -111,6 +111,13 @@ class WorklistSpec(Strict):
     spot_check_share: float = Field(0.05, gt=0, le=1)
     rereview: ReReview | None = None
     sheet_fields: list[str] = Field(default_factory=list, description="Input fields shown on the blank scoring sheet.")
+    active: bool = Field(
+        True,
+        description="Order the remainder by what most reduces the uncertainty of the estimates: items the judge is "
+        "unsure of first, every item keeping at least active_floor of the average chance, each rating weighted by "
+        "its inclusion probability (agreement.active); without judge uncertainty, a seeded shuffle.",
+    )
+    active_floor: float = Field(0.2, gt=0, le=1, description="The least chance an item keeps, relative to the average.")
     seed: int = 20260117
 
 

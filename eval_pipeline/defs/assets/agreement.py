@@ -21,6 +21,7 @@ from eval_pipeline.defs.asset import (
 )
 from eval_pipeline.defs.queries import rated_panel_scores
 from eval_pipeline.defs.resources import WarehouseResource
+from eval_pipeline.publish.annotate.queues import declares_protocol, inclusion, load_plan
 from eval_pipeline.scoring.comparison import parent_of
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -66,9 +67,20 @@ def _judge_trust(
 
 
 def _calibrated(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, ratings: pd.DataFrame) -> pd.DataFrame:
-    """The judge's means corrected by this checkpoint's human ratings (PPI++, agreement.ppi)."""
+    """The judge's means corrected by this checkpoint's human ratings (PPI++, agreement.ppi; weighted by the
+    inclusion probabilities where people rated by the active queue)."""
     humans = rater_sets(rubric, ratings)["human"] if len(ratings) else ratings
-    return calibrated_means(ckpt_id, panel_on_human_scale(wh, rubric, [ckpt_id]), humans)
+    design = _active_design(wh, rubric, ckpt_id, humans)
+    return calibrated_means(ckpt_id, panel_on_human_scale(wh, rubric, [ckpt_id]), humans, design)
+
+
+def _active_design(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, humans: pd.DataFrame) -> dict[str, float] | None:
+    """The rated samples' inclusion probabilities when the rubric's protocol orders its remainder by the judge's
+    uncertainty and the ratings were drawn that way (publish.annotate.queues.inclusion); None otherwise."""
+    if not (declares_protocol(rubric) and rubric.worklists.active) or humans.empty:
+        return None
+    plan = load_plan(wh, rubric, ckpt_id)
+    return inclusion(plan, {str(s) for s in humans.sample_id})
 
 
 def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:

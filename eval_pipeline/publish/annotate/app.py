@@ -145,12 +145,7 @@ class Workspace:
         with self._lock:
             if key in self._plans:
                 return self._plans[key]
-        cols = [rubric.inputs.id_field, *rubric.worklists.strata, *[f.name for f in rubric.inputs.fields if f.allowed]]
-        cols = list(dict.fromkeys(cols))
-        samples = self.wh.read(
-            rubric.name, Table.SAMPLES, columns=cols, where={"checkpoint_id": ckpt}, order_by=cols[:1]
-        )
-        plan = q.Plan(rubric, samples)
+        plan = q.load_plan(self.wh, rubric, ckpt)
         with self._lock:
             self._plans[key] = plan
         return plan
@@ -353,6 +348,7 @@ def create_app(
             rubric=rubric,
             ckpt=ckpt,
             queue=kind,
+            why=ws.plan(rubric, ckpt).why.get(sid) if kind == "remainder" else None,
             sample=sample,
             mine=mine,
             version=file.version(),
