@@ -551,3 +551,43 @@ def test_the_item_page_shows_the_rubric_and_nothing_of_anyone_else(project):
         assert "Zorblax9" not in html and "heuristic judge" not in html and "prompt " not in html
     finally:
         server.stop()
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("CI"), reason="Chromium not installed (make provision-browser)"
+)
+def test_needed_on_the_queue_page_moves_after_each_submit(project):
+    """#58: "about N more rated samples would settle it" is an estimate from the ratings so far: after each round of
+    submits (and the ratings sensor's runs) the queue page in Chromium says a different N, never the floor's count."""
+    import re
+
+    assert CHROMIUM is not None, "Chromium is not installed: 'make test' provisions it"
+    server = Server(project).start()
+    person = Person(server, "ann")
+    rng = random.Random(5)
+    todo = [s for s in _ids("ckpt-0200")]
+    dims = ("semantic", "completeness", "accuracy", "presentation")
+    seen: list[int] = []
+    browser = Browser(project / "profile-needed")
+    try:
+        browser.navigate(server.url + "/login")
+        browser.type_text("ann")
+        browser.enter()
+        browser.wait_for("location.pathname === '/'")
+        for batch in (8, 6, 6):
+            for sid in todo[:batch]:
+                assert person.rate("ckpt-0200", sid, {d: rng.randint(2, 5) for d in dims}) == 303
+            todo = todo[batch:]
+            _follow_ratings(project)
+            browser.navigate(f"{server.url}/q/{RUBRIC}/ckpt-0200")
+            text = browser.evaluate("document.getElementById('trust').innerText")
+            found = re.search(r"about (\d+) more rated samples would settle it", text)
+            if found is None:  # decided: nothing more needed, and the page says which way
+                assert "trusted" in text or "untrusted" in text, text
+                break
+            seen.append(int(found.group(1)))
+        browser.screenshot(SHOTS / "needed.png")
+    finally:
+        browser.close()
+        server.stop()
+    assert len(seen) >= 2 and len(set(seen)) == len(seen), seen  # it moved after every round
