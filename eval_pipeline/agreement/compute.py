@@ -330,13 +330,13 @@ def _all_human_rows(
     return rows
 
 
-def joined_to_panel(panel: Panel, judge: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The judge's scores of the items the panel rated and, item by item, the raters' mean (``judge``: the
-    panel's item codes, ascending, and scores; an item the judge did not score is left out)."""
+def joined_to_panel(panel: Panel, judge: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The judge's scores of the items the panel rated and, item by item, the raters' mean and the item's code
+    (``judge``: the panel's item codes, ascending, and scores; an item the judge did not score is left out)."""
     codes, scores = judge
     found = np.minimum(np.searchsorted(panel.items, codes), max(len(panel.items) - 1, 0))
     joined = (panel.items[found] == codes) & ~np.isnan(scores) if len(panel.items) else np.zeros(len(codes), bool)
-    return scores[joined], panel.means[found[joined]]
+    return scores[joined], panel.means[found[joined]], codes[joined]
 
 
 def _judge_rows(
@@ -356,7 +356,7 @@ def _judge_rows(
     labels = [float(x) for x in scale.labels]
     top = float(scale.max)
     # judge vs humans
-    a, b = joined_to_panel(panel, judge)
+    a, b, _ = joined_to_panel(panel, judge)
     if len(a):
         base = dict(
             checkpoint_id=ckpt,
@@ -427,18 +427,33 @@ def _by_dimension(
 
 def judge_pairs(
     rubric: RubricConfig, ratings: pd.DataFrame, judge_long: pd.DataFrame | None
-) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per rated dimension, the panel's score of each item people rated and the people's mean of it, in item
-    order: the pairs the judge~human_mean rows of ``compute_agreement`` are computed on (its kappas on both
-    rounded half up to the scale)."""
+) -> dict[str, pd.DataFrame]:
+    """Per rated dimension, the panel's score (``judge``) of each item people rated and the people's mean of it
+    (``human``), with the item's ``checkpoint_id`` and ``sample_id``, in item order: the pairs the
+    judge~human_mean rows of ``compute_agreement`` are computed on (its kappas on both rounded half up to the
+    scale)."""
     ratings = in_item_order(ratings, ["checkpoint_id", "sample_id", "dimension", "evaluator"])
-    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    out: dict[str, pd.DataFrame] = {}
     for dim, subset, items, judge, _ in _by_dimension(rubric, ratings, judge_long):
         humans = rater_sets(rubric, subset)["human"]
         if humans.empty:
-            out[dim] = (np.zeros(0), np.zeros(0))
+            out[dim] = pd.DataFrame(columns=["checkpoint_id", "sample_id", "judge", "human"])
             continue
-        out[dim] = joined_to_panel(panel_of(humans, items[humans.index.to_numpy()]), judge)
+        at = humans.index.to_numpy()
+        a, b, codes = joined_to_panel(panel_of(humans, items[at]), judge)
+        keys = pd.DataFrame(
+            {"checkpoint_id": humans.checkpoint_id.to_numpy(), "sample_id": humans.sample_id.to_numpy()},
+            index=items[at],
+        )
+        keys = keys[~keys.index.duplicated()].loc[codes]
+        out[dim] = pd.DataFrame(
+            {
+                "checkpoint_id": keys.checkpoint_id.to_numpy(),
+                "sample_id": keys.sample_id.to_numpy(),
+                "judge": a,
+                "human": b,
+            }
+        )
     return out
 
 

@@ -93,65 +93,89 @@ class Sequence:
         return not (math.isnan(self.estimate) or math.isnan(self.sigma))
 
 
-def kappa_and_sigma(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Quadratic kappa of label positions ``x`` and ``y`` (along the last axis) and the root mean square of its
-    influence values; NaN where kappa is undefined (no disagreement possible by chance)."""
+def _normalised(w: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
+    """Weights as shares summing to 1 along the last axis (equal shares without weights)."""
+    if w is None:
+        return np.full(shape, 1.0 / shape[-1])
+    w = np.broadcast_to(np.asarray(w, float), shape)
+    return np.asarray(w / w.sum(axis=-1, keepdims=True), float)
+
+
+def kappa_and_sigma(x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Quadratic kappa of label positions ``x`` and ``y`` (along the last axis) and the standard deviation of its
+    influence values (with ``weights``, inverse inclusion probabilities: the weighted moments' kappa and
+    ``sqrt(n * sum(p_i² IF_i²))``, ``p`` the weights as shares, which is the same as without at equal weights);
+    NaN where kappa is undefined (no disagreement possible by chance)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
-    mx, my = x.mean(axis=-1, keepdims=True), y.mean(axis=-1, keepdims=True)
+    p = _normalised(weights, x.shape)
+    n = x.shape[-1]
+    mx, my = (p * x).sum(-1, keepdims=True), (p * y).sum(-1, keepdims=True)
     u, v = x - mx, y - my
-    sxx, syy, sxy = (u * u).mean(-1, keepdims=True), (v * v).mean(-1, keepdims=True), (u * v).mean(-1, keepdims=True)
+    sxx, syy, sxy = (
+        (p * u * u).sum(-1, keepdims=True),
+        (p * v * v).sum(-1, keepdims=True),
+        (p * u * v).sum(-1, keepdims=True),
+    )
     d = mx - my
     den = sxx + syy + d * d
     with np.errstate(divide="ignore", invalid="ignore"):
         k = 2.0 * sxy / den
         infl = (2.0 * (u * v - sxy) - k * ((u * u - sxx) + (v * v - syy) + 2.0 * d * (u - v))) / den
-        sigma = np.sqrt((infl * infl).mean(axis=-1))
+        sigma = np.sqrt(n * (p * p * infl * infl).sum(axis=-1))
     k = k[..., 0]
     bad = ~(den[..., 0] > 0)
     return np.where(bad, np.nan, k), np.where(bad, np.nan, sigma)
 
 
-def kappa_sequence(x: np.ndarray, y: np.ndarray, rule: Rule) -> Sequence:
-    """The CS of quadratic kappa between label positions ``x`` and ``y`` (one item each)."""
-    est, low, high, sigma = kappa_bounds(np.asarray(x, float)[None], np.asarray(y, float)[None], rule)
+def kappa_sequence(x: np.ndarray, y: np.ndarray, rule: Rule, weights: np.ndarray | None = None) -> Sequence:
+    """The CS of quadratic kappa between label positions ``x`` and ``y`` (one item each; ``weights``: inverse
+    inclusion probabilities, where the items were drawn unequally)."""
+    w = None if weights is None else np.asarray(weights, float)[None]
+    est, low, high, sigma = kappa_bounds(np.asarray(x, float)[None], np.asarray(y, float)[None], rule, w)
     return Sequence(float(est[0]), float(low[0]), float(high[0]), float(sigma[0]), len(x))
 
 
-def kappa_bounds(x: np.ndarray, y: np.ndarray, rule: Rule) -> tuple[np.ndarray, ...]:
+def kappa_bounds(x: np.ndarray, y: np.ndarray, rule: Rule, weights: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """Estimate, lower and upper bound and sigma of quadratic kappa for each row of ``x`` and ``y`` (label
     positions, one row per data set, items along the last axis); NaN where undefined."""
     n = x.shape[-1]
     if n < 2:
         nan = np.full(x.shape[:-1], np.nan)
         return nan, nan, nan, nan
-    k, s = kappa_and_sigma(x, y)
+    k, s = kappa_and_sigma(x, y, weights)
     kc = np.clip(k, -0.999999, 0.999999)
     z, sz = np.arctanh(kc), s / (1.0 - kc * kc)  # Lin's (1989) z-transform of the concordance
     r = sz * margin(n, rule.alpha, rule.design_n)
     return k, np.tanh(z - r), np.tanh(z + r), sz
 
 
-def spearman_sequence(a: np.ndarray, b: np.ndarray, rule: Rule) -> Sequence:
-    """The CS of Spearman's rho between ``a`` and ``b`` (Fisher z, Bonett-Wright variance, t = n - 3)."""
-    est, low, high, sigma = spearman_bounds(np.asarray(a, float)[None], np.asarray(b, float)[None], rule)
+def spearman_sequence(a: np.ndarray, b: np.ndarray, rule: Rule, weights: np.ndarray | None = None) -> Sequence:
+    """The CS of Spearman's rho between ``a`` and ``b`` (Fisher z, Bonett-Wright variance, t = n - 3; with
+    ``weights``, the weighted correlation of the ranks and Kish's effective n)."""
+    w = None if weights is None else np.asarray(weights, float)[None]
+    est, low, high, sigma = spearman_bounds(np.asarray(a, float)[None], np.asarray(b, float)[None], rule, w)
     return Sequence(float(est[0]), float(low[0]), float(high[0]), float(sigma[0]), len(a), 3)
 
 
-def spearman_bounds(a: np.ndarray, b: np.ndarray, rule: Rule) -> tuple[np.ndarray, ...]:
+def spearman_bounds(
+    a: np.ndarray, b: np.ndarray, rule: Rule, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, ...]:
     """As ``kappa_bounds``, for Spearman's rho (ranks with ties averaged); NaN below 5 items or on a constant."""
     n = a.shape[-1]
     if n < 5:
         nan = np.full(a.shape[:-1], np.nan)
         return nan, nan, nan, nan
+    p = _normalised(weights, a.shape)
     ra, rb = sps.rankdata(a, axis=-1), sps.rankdata(b, axis=-1)
-    ra -= ra.mean(axis=-1, keepdims=True)
-    rb -= rb.mean(axis=-1, keepdims=True)
+    ra -= (p * ra).sum(axis=-1, keepdims=True)
+    rb -= (p * rb).sum(axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
-        rho = (ra * rb).sum(-1) / np.sqrt((ra * ra).sum(-1) * (rb * rb).sum(-1))
+        rho = (p * ra * rb).sum(-1) / np.sqrt((p * ra * ra).sum(-1) * (p * rb * rb).sum(-1))
     rho = np.clip(rho, -1.0, 1.0)
     z = np.arctanh(np.clip(rho, -0.999999, 0.999999))
     s = np.sqrt(1.0 + rho * rho / 2.0)
-    r = s * margin(n - 3, rule.alpha, rule.design_n)
+    n_eff = 1.0 / (p * p).sum(axis=-1)  # Kish: n at equal weights
+    r = s * margin(n_eff - 3, rule.alpha, rule.design_n)
     return rho, np.tanh(z - r), np.tanh(z + r), s
 
 

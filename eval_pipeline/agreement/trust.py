@@ -202,18 +202,24 @@ def versus_people(judge: tuple[float, float, float], people: tuple[float, float,
 
 
 def _sequences(
-    rubric: RubricConfig, dim: str, pair: tuple[np.ndarray, np.ndarray], rule: sq.Rule
+    rubric: RubricConfig, dim: str, pair: pd.DataFrame, rule: sq.Rule, weights: pd.Series | None
 ) -> tuple[sq.Sequence, sq.Sequence]:
     """Kappa's CS on the scale's label positions of both scores rounded half up (as the agreement table's
-    kappa), and Spearman's on the scores as they are."""
+    kappa), and Spearman's on the scores as they are; ``weights``: inverse inclusion probabilities by
+    (checkpoint_id, sample_id), where people rated by the active queue (None: every item alike)."""
     scale = rubric.rating_scales[dim]
     labels = np.asarray([float(x) for x in scale.labels])
-    a, b = (np.asarray(v, float) for v in pair)
+    w = None
+    if weights is not None and len(pair):  # items the design leaves out (rated past the queue's order) drop out
+        keys = pd.MultiIndex.from_arrays([pair.checkpoint_id.astype(str), pair.sample_id.astype(str)])
+        found = weights.reindex(keys).to_numpy(float)
+        pair, w = pair[~np.isnan(found)], found[~np.isnan(found)]
+    a, b = pair.judge.to_numpy(float), pair.human.to_numpy(float)
 
     def positions(v: np.ndarray) -> np.ndarray:
         return np.asarray(np.searchsorted(labels, np.clip(round_half_up(v), scale.min, scale.max)), float)
 
-    return sq.kappa_sequence(positions(a), positions(b), rule), sq.spearman_sequence(a, b, rule)
+    return sq.kappa_sequence(positions(a), positions(b), rule, w), sq.spearman_sequence(a, b, rule, w)
 
 
 def _fmt(x: float) -> str:
@@ -228,12 +234,15 @@ def trust_rows(
     pooled: pd.DataFrame,
     own: pd.DataFrame,
     n_checkpoints: int,
-    pairs: dict[str, tuple[np.ndarray, np.ndarray]],
+    pairs: dict[str, pd.DataFrame],
+    weights: pd.Series | None = None,
 ) -> pd.DataFrame:
     """The verdict of ``identity`` on ``rubric`` from its pooled agreement rows (``pooled``, from
     compute_agreement over every rated sample it judged), the pairs they were computed on (``pairs``: per
-    dimension, judge score and human mean per rated item, from compute.judge_pairs) and this checkpoint's own
-    agreement rows (``own``)."""
+    dimension, judge score and human mean per rated item, from compute.judge_pairs), this checkpoint's own
+    agreement rows (``own``) and, where some ratings were drawn by the active queue, every rated item's inverse
+    inclusion probability (``weights``, by checkpoint_id and sample_id): the sequences are then weighted, so the
+    decision is on the agreement over all samples, not over the ones the queue favoured."""
     bar = judge_bar(rubric)
     rule = bar.rule
     min_kappa, min_rho, min_n = bar.kappa, bar.spearman, bar.min_samples
@@ -242,7 +251,8 @@ def trust_rows(
         n, k, k_lo, k_hi = _stat(pooled, dim, "cohen_kappa_quadratic")
         _, rho, r_lo, r_hi = _stat(pooled, dim, "spearman")
         own_n, own_k, _, own_hi = _stat(own, dim, "cohen_kappa_quadratic")
-        kcs, rcs = _sequences(rubric, dim, pairs.get(dim, (np.zeros(0), np.zeros(0))), rule)
+        empty = pd.DataFrame(columns=["checkpoint_id", "sample_id", "judge", "human"])
+        kcs, rcs = _sequences(rubric, dim, pairs.get(dim, empty), rule, weights)
         verdict, needed = sq.decide([(kcs, min_kappa), (rcs, min_rho)], rule)
         people = _people(pooled, dim)
         beside = versus_people((k, kcs.low, kcs.high), people)

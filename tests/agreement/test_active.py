@@ -85,3 +85,29 @@ def test_calibrated_means_are_weighted_only_under_the_active_design():
     # residual -1 on 10 items drawn with probability 0.5: -1 * 10 / 0.5 / 50 = -0.4 from the judge's mean 3.4
     assert weighted.calibrated_mean == pytest.approx(3.4 - 0.4) and "inclusion probability" in weighted.reason
     assert plain.calibrated_mean != weighted.calibrated_mean and plain.reason is None
+
+
+def test_a_trust_decision_on_actively_drawn_ratings_is_weighted_back_to_every_sample():
+    """The queue favours items the judge is unsure of, where it agrees least with people: unweighted, kappa on
+    those ratings understates the judge's agreement over all samples; weighted by 1 / pi it does not."""
+    from eval_pipeline.agreement import sequential as sq
+
+    rng = np.random.default_rng(21)
+    n_items, n, trials = 2000, 300, 40
+    unsure = rng.random(n_items) < 0.3
+    truth = rng.standard_normal(n_items)
+    cuts = np.array([-1.3, -0.5, 0.3, 1.1])
+    people = np.searchsorted(cuts, truth + 0.3 * rng.standard_normal(n_items)).astype(float)
+    judge = np.searchsorted(cuts, truth + np.where(unsure, 1.2, 0.2) * rng.standard_normal(n_items)).astype(float)
+    population = float(sq.kappa_and_sigma(judge, people)[0])
+    ids = [f"s{i}" for i in range(n_items)]
+    w = active.priorities(np.where(unsure, 1.2, 0.2))
+    plain, weighted = [], []
+    for t in range(trials):
+        queue, keys = active.order(ids, w, t)
+        at = np.array([int(q[1:]) for q in queue])[:n]
+        pi = active.inclusion(keys[:n], w[at], float(keys[n]))
+        plain.append(sq.kappa_sequence(judge[at], people[at], sq.Rule()).estimate)
+        weighted.append(sq.kappa_sequence(judge[at], people[at], sq.Rule(), 1 / pi).estimate)
+    assert np.mean(plain) < population - 0.05  # biased low
+    assert abs(np.mean(weighted) - population) < 0.02

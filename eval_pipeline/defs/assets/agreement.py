@@ -63,7 +63,32 @@ def _judge_trust(
         pooled = compute_agreement(rubric, f"judge:{identity}", ratings, judge)
     rated_ckpts = int(ratings.checkpoint_id.nunique()) if len(ratings) else 0
     pairs = judge_pairs(rubric, ratings, judge)
-    return trust_rows(rubric, ckpt_id, identity, label, pooled, own, rated_ckpts, pairs)
+    weights = _pooled_weights(wh, rubric, ratings)
+    return trust_rows(rubric, ckpt_id, identity, label, pooled, own, rated_ckpts, pairs, weights)
+
+
+def _pooled_weights(wh: Warehouse, rubric: RubricConfig, ratings: pd.DataFrame) -> pd.Series | None:
+    """Every rated item's inverse inclusion probability, by (checkpoint_id, sample_id), when some checkpoint's
+    ratings were drawn by the active queue: its items by the queue's probabilities, every other checkpoint's as a
+    random sample (rated / judged samples). None when none was: every item alike, as the table's statistics."""
+    if not (declares_protocol(rubric) and rubric.worklists.active) or ratings.empty:
+        return None
+    humans = rater_sets(rubric, ratings)["human"]
+    designs = {str(c): _active_design(wh, rubric, str(c), g) for c, g in humans.groupby("checkpoint_id")}
+    if not any(designs.values()):
+        return None
+    out: dict[tuple[str, str], float] = {}
+    for ckpt, design in designs.items():
+        rated = {str(s) for s in humans[humans.checkpoint_id == ckpt].sample_id}
+        if design:
+            out.update({(ckpt, s): 1.0 / p for s, p in design.items()})
+        else:
+            judged = wh.read(
+                rubric.name, Table.SAMPLES, columns=(rubric.inputs.id_field,), where={"checkpoint_id": ckpt}
+            )
+            share = len(rated) / max(len(judged), len(rated), 1)
+            out.update({(ckpt, s): 1.0 / share for s in rated})
+    return pd.Series(out)
 
 
 def _calibrated(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, ratings: pd.DataFrame) -> pd.DataFrame:
