@@ -72,6 +72,7 @@ class Verdict:
     drifting: list[str] = field(default_factory=list)
     trust_pending: list[str] = field(default_factory=list)
     ratings_needed: int = 0  # more rated samples that would settle a pending judge
+    versus_people: dict[str, str] = field(default_factory=dict)  # dimension -> as consistent as / below / above people
     rated: int = 0  # the rated samples the judge's pooled verdict rests on
     judge: str = ""
     regressions: list[Row] = field(default_factory=list)
@@ -253,6 +254,10 @@ def _trust(v: Verdict, trust: pd.DataFrame | None) -> None:
     needed = pd.to_numeric(dims.needed, errors="coerce").fillna(0) if "needed" in dims.columns else None
     v.ratings_needed = int(needed[dims.verdict == "pending"].max()) if needed is not None and v.trust_pending else 0
     v.trust = "untrusted" if v.untrusted else "pending" if v.trust_pending else "trusted"
+    if "versus_people" in dims.columns:
+        v.versus_people = {
+            str(r.dimension): str(r.versus_people) for r in dims.itertuples() if isinstance(r.versus_people, str)
+        }
     if "n_rated" in trust.columns and trust.n_rated.notna().any():
         v.rated = int(trust.n_rated.max())
 
@@ -391,6 +396,12 @@ def _reasons(
         out.append(
             (JUDGE, "; ".join(f"{g['gate']}: {g['reason']}" if len(failed) > 1 else str(g["reason"]) for g in failed))
         )
+    if v.versus_people:  # beside the people's own agreement with each other, where two or more rated the same items
+        by: dict[str, list[str]] = {}
+        for dim, how in sorted(v.versus_people.items()):
+            by.setdefault(how, []).append(dim)
+        order = ("below people", "as consistent as people", "above people")
+        out.append((JUDGE, "; ".join(f"{how} on {', '.join(by[how])}" for how in order if how in by)))
     by_kind: dict[str, list[Row]] = {}
     for g in other:
         by_kind.setdefault(str(g["kind"]), []).append(g)
