@@ -32,6 +32,7 @@ FAULTS = (
     "drip",
     "key_escaped",
     "key_plain",
+    "key_alternative",
     "context_full",
 )
 
@@ -186,6 +187,18 @@ def token_logprobs(answer: str, scales: dict[str, tuple[int, int]], top: int, pi
     return {"content": content}
 
 
+def hide_in_alternatives(logprobs: JSONObject, key: str) -> JSONObject:
+    """The key where no answer text shows it: whole as the second likeliest token of the first position, and in
+    pieces of 3 as the second likeliest token of the positions after it (as a model that nearly wrote it)."""
+    content = list(logprobs.get("content") or [])  # type: ignore[call-overload]
+    pieces = [key, *(key[i : i + 3] for i in range(0, len(key), 3))]
+    for token, piece in zip(content, pieces):
+        alts = list(token.get("top_logprobs") or [])
+        alts.insert(1 if alts else 0, {"token": piece, "logprob": -3.0})
+        token["top_logprobs"] = alts
+    return {"content": content}
+
+
 @dataclass
 class Reply:
     code: int
@@ -304,6 +317,8 @@ def reply(state: StubState, body: JSONObject, fault: str | None, authorization: 
     logprobs = None
     if body.get("logprobs") and not list_key:
         logprobs = token_logprobs(answer, scales, int(body.get("top_logprobs") or 1), 3 if fault == "key_plain" else 0)
+        if fault == "key_alternative":  # the key never written, only among the alternatives
+            logprobs = hide_in_alternatives(logprobs, key)
     with state.lock:
         state.completions += 1
     prompt_chars = sum(len(m.get("content") or "") for m in body.get("messages", []))

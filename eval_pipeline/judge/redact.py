@@ -71,29 +71,86 @@ def _decoded_with_offsets(text: str) -> tuple[str, list[int]]:
     return "".join(out), offsets
 
 
-def redact_tokens(tokens: list[Any] | None, secret: str | None = None) -> list[Any] | None:
-    """Token log probabilities (``[[token, [[alternative, logprob], ...]], ...]``) without a key split over
-    tokens, plainly or in JSON escapes: where the tokens joined hold a key, every token of it (and its
-    alternatives) becomes ``***``."""
-    if not tokens:
-        return tokens
-    texts = [str(t[0]) for t in tokens]
+FRAGMENT = 4  # a token or alternative this long or longer that is a piece of the configured key is removed
+
+
+def _spans(texts: list[str], secret: str | None) -> list[tuple[int, int]]:
+    """Where, in ``texts`` joined, a key shows (``secret`` in any form, or anything shaped like a key), plainly or
+    in JSON escapes, in the joined texts' own characters."""
     joined = "".join(texts)
-    if redact(joined, secret) == joined:  # the usual case: nothing shaped like a key anywhere
-        return tokens
-    decoded, offsets = _decoded_with_offsets(joined)
-    found = [(m.start(), m.end()) for m in KEY_RE.finditer(decoded)]
+    decoded, offsets = _decoded_with_offsets(joined) if "\\" in joined else (joined, list(range(len(joined) + 1)))
+    runs = _runs_of(decoded, secret) if secret else []
+    if not runs and redact(joined, secret) == joined:  # the usual case: nothing shaped like a key anywhere
+        return []
+    found = [(m.start(), m.end()) for m in KEY_RE.finditer(decoded)] + runs
     for form in secret_forms(secret) if secret else ():
         start = decoded.find(form)
         while start >= 0:
             found.append((start, start + len(form)))
             start = decoded.find(form, start + 1)
-    spans = [(offsets[a], offsets[b]) for a, b in found]  # in the joined tokens' own characters
-    out: list[Any] = []
+    return [(offsets[a], offsets[b]) for a, b in found]
+
+
+RUN = 8  # this many characters of the configured key in a row, anywhere, count as the key
+
+
+@functools.lru_cache(maxsize=8)
+def _grams(secret: str) -> frozenset[str]:
+    return frozenset(secret[i : i + RUN] for i in range(len(secret) - RUN + 1))
+
+
+def _runs_of(text: str, secret: str) -> list[tuple[int, int]]:
+    """Spans of ``text`` that are ``RUN`` or more characters in a row of ``secret`` (a part of the key, however it
+    was cut into tokens), one per window of ``RUN`` characters found in the key (a set lookup per position)."""
+    if len(secret) < RUN or len(text) < RUN:
+        return []
+    grams = _grams(secret)
+    return [(i, i + RUN) for i in range(len(text) - RUN + 1) if text[i : i + RUN] in grams]
+
+
+def _hit_positions(texts: list[str], secret: str | None) -> set[int]:
+    """The positions of ``texts`` that carry part of a key found in them joined."""
+    spans = _spans(texts, secret)
+    hits: set[int] = set()
     pos = 0
-    for token, text in zip(tokens, texts):
+    for i, text in enumerate(texts):
         end = pos + len(text)
-        hit = any(a < end and pos < b for a, b in spans) or redact(text, secret) != text
-        out.append(["***", [["***", alt[1]] for alt in token[1]]] if hit else token)
+        if any(a < end and pos < b for a, b in spans):
+            hits.add(i)
         pos = end
+    return hits
+
+
+def _is_secret(text: str, secret: str | None) -> bool:
+    """A token on its own that holds a key, or is a piece of the configured one."""
+    if redact(text, secret) != text:
+        return True
+    return bool(secret) and len(text.strip()) >= FRAGMENT and text.strip() in secret  # type: ignore[operator]
+
+
+def redact_tokens(tokens: list[Any] | None, secret: str | None = None) -> list[Any] | None:
+    """Token log probabilities (``[[token, [[alternative, logprob], ...]], ...]``) without a key anywhere in them:
+    a token or alternative that holds a key or a piece of the configured one, the tokens of a key split over the
+    answer, and the alternatives of a key split over the same rank of alternatives (the second likeliest token
+    at each position, and so on) become ``***``; an answer position whose token is removed loses its alternatives
+    too."""
+    if not tokens:
+        return tokens
+    chosen = [str(t[0]) for t in tokens]
+    alts = [[str(a[0]) for a in (t[1] or [])] for t in tokens]
+    hit_tokens = _hit_positions(chosen, secret) | {i for i, t in enumerate(chosen) if _is_secret(t, secret)}
+    hit_alts: set[tuple[int, int]] = set()
+    for rank in range(max((len(a) for a in alts), default=0)):
+        texts = [a[rank] if rank < len(a) else "" for a in alts]
+        hit_alts |= {(i, rank) for i in _hit_positions(texts, secret)}
+    hit_alts |= {(i, k) for i, a in enumerate(alts) for k, text in enumerate(a) if _is_secret(text, secret)}
+    if not hit_tokens and not hit_alts:
+        return tokens
+    out: list[Any] = []
+    for i, token in enumerate(tokens):
+        if i in hit_tokens:
+            out.append(["***", [["***", alt[1]] for alt in token[1]]])
+            continue
+        kept = [["***", alt[1]] if (i, k) in hit_alts else alt for k, alt in enumerate(token[1] or [])]
+        out.append([token[0], kept])
     return out

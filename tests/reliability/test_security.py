@@ -175,7 +175,7 @@ def test_sql_with_no_statement_says_so(tmp_path, monkeypatch, capsys, query):
 
 
 @pytest.mark.parametrize("key", [SECRET, "AZ9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c"])  # an sk- key and an Azure-style one
-@pytest.mark.parametrize("fault", ["key_escaped", "key_plain"])
+@pytest.mark.parametrize("fault", ["key_escaped", "key_plain", "key_alternative"])
 def test_a_key_the_judge_writes_back_is_stored_nowhere_however_spelled(rubrics, monkeypatch, tmp_path, key, fault):
     """#48: the key in the answer written with JSON escapes (``s\\u006b-...``) decoded, after redaction, into
     judge_scores.rationale; written plainly, it stayed whole in the cached token log probabilities, one piece per
@@ -193,7 +193,8 @@ def test_a_key_the_judge_writes_back_is_stored_nowhere_however_spelled(rubrics, 
         monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", key)
         df, _ = judge_samples(rubric, "c", records, wh, config=openai_judge())
-    assert df.rationale.str.contains("my key is \\*\\*\\*", regex=True).any()  # the answers were read, key redacted
+    if fault != "key_alternative":
+        assert df.rationale.str.contains("my key is \\*\\*\\*", regex=True).any()  # the answers were read, key redacted
     cache = wh.query_df("SELECT answer_text, CAST(logprobs AS VARCHAR) AS logprobs FROM main.judge_cache")
     tokens = "".join(str(t[0]) for lp in cache.logprobs.dropna() for t in json.loads(lp))
     for text in [*df.rationale.dropna(), *cache.answer_text.dropna(), tokens]:
@@ -201,6 +202,14 @@ def test_a_key_the_judge_writes_back_is_stored_nowhere_however_spelled(rubrics, 
     for text in cache.answer_text.dropna():  # what a JSON parser reading the stored answer finds
         assert key[4:] not in json.dumps(json.loads(text), ensure_ascii=False)
     assert key[4:12] not in tokens  # not even a piece of it kept in a token
+    # nor among the alternatives: whole, or in pieces at the same rank of successive positions
+    stored = [json.loads(lp) for lp in cache.logprobs.dropna()]
+    assert stored, "the token log probabilities were stored"
+    for lp in stored:
+        for rank in range(max(len(t[1]) for t in lp)):
+            same_rank = "".join(str(t[1][rank][0]) for t in lp if rank < len(t[1]))
+            assert key[4:] not in same_rank and key[4:12] not in same_rank
+        assert not any(key[4:] in str(a[0]) for t in lp for a in t[1])
 
 
 @pytest.mark.parametrize(
