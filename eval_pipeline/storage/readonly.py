@@ -82,22 +82,37 @@ DUCKLAKE_READS = {
 }
 # statements whose parsing alone reads files (IMPORT DATABASE reads a folder's schema.sql and load.sql)
 READS_WHEN_PARSED = {"import", "export"}
+# the same by another name (PRAGMA import_database('<dir>'), CALL export_database(...))
+READS_FILES_BY_NAME = {"import_database", "export_database"}
 
 
 def refuse_reaching_out(sql: str) -> None:
     """Raise ``PermissionError`` naming the first word of ``sql`` (as DuckDB's tokenizer sees it: comments and
-    string literals are not words, quoted names are) that would reach past the sandbox. Called before the text
-    is parsed."""
+    string literals are not words, quoted names are) that would reach past the sandbox, in any of its statements.
+    Called before the text is parsed."""
     tokens = duckdb.tokenize(sql)
     words: list[str] = []
+    starts: list[str] = []  # the first word of each statement
+    at_start = True
     for i, (start, kind) in enumerate(tokens):
+        end = tokens[i + 1][0] if i + 1 < len(tokens) else len(sql)
+        text = sql[start:end].strip()
+        if kind == duckdb.token_type.operator and ";" in text:
+            at_start = True
+            continue
         if kind not in (duckdb.token_type.identifier, duckdb.token_type.keyword):
             continue
-        end = tokens[i + 1][0] if i + 1 < len(tokens) else len(sql)
-        words.append(sql[start:end].strip().strip('"').lower())
-    if words and words[0] in READS_WHEN_PARSED:
-        raise PermissionError(f"{words[0].upper()} DATABASE cannot run here (only queries of the warehouse)")
+        word = text.strip('"').lower()
+        words.append(word)
+        if at_start:
+            starts.append(word)
+            at_start = False
+    for first in starts:  # every statement, not only the first: "SELECT 1; IMPORT DATABASE ..." is two
+        if first in READS_WHEN_PARSED:
+            raise PermissionError(f"{first.upper()} DATABASE cannot run here (only queries of the warehouse)")
     for word in words:
+        if word in READS_FILES_BY_NAME:
+            raise PermissionError(f"{word} cannot run here: it reads files (only queries of the warehouse)")
         if word in RUNS_SQL or (word.startswith(REACHING_OUT) and word not in DUCKLAKE_READS):
             raise PermissionError(f"{word}() cannot run here: it reaches past the warehouse (only queries of it)")
 
