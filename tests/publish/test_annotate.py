@@ -591,3 +591,43 @@ def test_needed_on_the_queue_page_moves_after_each_submit(project):
         browser.close()
         server.stop()
     assert len(seen) >= 2 and len(set(seen)) == len(seen), seen  # it moved after every round
+
+
+def test_a_site_rebound_to_this_machine_is_refused(project):
+    """#60: with no Host check, a page of evil.example whose name resolved to 127.0.0.1 signed in and rated (its
+    Origin matched its own Host). Without a token only loopback names are answered; with one, the scheme of
+    ``Authorization: bearer`` is read in any case; a short token for an address others reach is refused."""
+    from eval_pipeline.publish.annotate.app import AnnotateRefused, check_binding
+
+    server = Server(project).start()
+    try:
+        port = server.port
+
+        def ask(path: str, host: str, data: bytes | None = None, headers: dict[str, str] | None = None) -> int:
+            req = urllib.request.Request(
+                server.url + path, data=data, headers={"Host": host, "Origin": f"http://{host}", **(headers or {})}
+            )
+            try:
+                with urllib.request.build_opener(_NoRedirect).open(req, timeout=30) as r:
+                    return r.status
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        assert ask("/login", f"evil.example:{port}", b"evaluator=mallory") == 403
+        assert ask("/", f"evil.example:{port}") == 403
+        assert ask("/login", f"localhost:{port}", b"evaluator=ann") == 303  # this machine's own names still work
+        assert ask("/login", f"127.0.0.1:{port}") == 200
+    finally:
+        server.stop()
+    assert not any((project / "ratings").rglob("*mallory*"))
+    token = "a-long-enough-token-0123"
+    server = Server(project, extra={"EVAL_ANNOTATE_TOKEN": token}).start()
+    try:
+        req = urllib.request.Request(server.url + "/login", headers={"Authorization": f"bearer {token}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 200
+    finally:
+        server.stop()
+    with pytest.raises(AnnotateRefused, match="at least 16"):
+        check_binding("0.0.0.0", "x")
+    check_binding("0.0.0.0", token)

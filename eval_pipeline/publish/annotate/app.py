@@ -68,12 +68,34 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+MIN_TOKEN = 16  # characters of EVAL_ANNOTATE_TOKEN for an address others can reach
+
+
 def check_binding(host: str, token: str | None) -> None:
     if not is_loopback(host) and not token:
         raise AnnotateRefused(
             f"annotate on {host} would let anyone who reaches it write ratings: set EVAL_ANNOTATE_TOKEN (every "
             "request must then carry it), or serve on 127.0.0.1"
         )
+    if not is_loopback(host) and token is not None and len(token) < MIN_TOKEN:
+        raise AnnotateRefused(
+            f"EVAL_ANNOTATE_TOKEN is {len(token)} character(s): at least {MIN_TOKEN} for an address others can "
+            "reach (e.g. python -c 'import secrets; print(secrets.token_urlsafe(24))')"
+        )
+
+
+def host_name(header: str) -> str:
+    """The name of a Host header without its port (``[::1]:8766`` -> ``::1``)."""
+    h = header.strip()
+    if h.startswith("["):
+        return h[1:].split("]", 1)[0]
+    return h.rsplit(":", 1)[0] if h.count(":") == 1 else h
+
+
+def bearer(header: str) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header, the scheme in any case (RFC 7235)."""
+    scheme, _, value = header.strip().partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else ""
 
 
 def _secret(root: Path) -> bytes:
@@ -501,7 +523,7 @@ def create_app(
         given = (
             request.query_params.get("token")
             or request.cookies.get(TOKEN_COOKIE)
-            or request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            or bearer(request.headers.get("authorization", ""))
         )
         if request.url.path != "/healthz" and (not given or not hmac.compare_digest(given, token or "")):
             return PlainTextResponse("a token is required (EVAL_ANNOTATE_TOKEN): add ?token=...", 401)
@@ -510,7 +532,21 @@ def create_app(
             response.set_cookie(TOKEN_COOKIE, token or "", httponly=True, samesite="strict")
         return response
 
-    middleware = [Middleware(BaseHTTPMiddleware, dispatch=require_token)] if token else []
+    async def require_loopback_host(request: Request, call_next: RequestResponseEndpoint) -> Response:
+        """Without a token only this machine may reach the app, so only a loopback Host is answered: a page of
+        another site whose name was pointed at 127.0.0.1 (DNS rebinding) sends its own name, and is refused."""
+        if not is_loopback(host_name(request.headers.get("host", ""))):
+            return PlainTextResponse(
+                "refused: this app answers requests for 127.0.0.1 or localhost only (a request naming another host "
+                "is another site's page reaching it)",
+                403,
+            )
+        response: Response = await call_next(request)
+        return response
+
+    middleware = [
+        Middleware(BaseHTTPMiddleware, dispatch=require_token if token else require_loopback_host),
+    ]
     app = Starlette(routes=routes, middleware=middleware)
     return app
 
