@@ -243,7 +243,7 @@ def test_the_ratings_template_goes_where_ratings_are_read_and_unfilled_rows_are_
     monkeypatch.setenv("EVAL_RATINGS_DIR", str(env / "ratings"))
     args = ["ratings-template", "--rubric", "kg_qa", "--checkpoint", "ckpt-0100", "--evaluator", "ann"]
     assert cli(args) == 0
-    expected = env / "ratings" / "kg_qa" / "ckpt-0100-ann.csv"
+    expected = env / "ratings" / "kg_qa" / "ckpt-0100~ann.csv"
     out = capfd.readouterr().out
     assert expected.exists() and f"wrote {expected}" in out and "move the file" not in out
     assert cli(args) == 2 and "never overwritten" in capfd.readouterr().err

@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     tp.add_argument("--checkpoint", required=True)
     tp.add_argument("--evaluator", required=True, help="who rates: fills the evaluator column and names the file")
     tp.add_argument(
-        "--out", help="file to write (default: <ratings dir>/<rubric>/<checkpoint>-<evaluator>.csv, where it is read)"
+        "--out", help="file to write (default: <ratings dir>/<rubric>/<checkpoint>~<evaluator>.csv, where it is read)"
     )
     tp.set_defaults(fn=cmd_ratings_template)
     at = sub.add_parser(

@@ -51,7 +51,7 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     # by default where the pipeline reads ratings, so a filled-in file counts at the next run without a move; with
     # the ratings in a store (s3://), in the working folder: this machine's copy of the store is not the store
-    name = f"{ckpt.checkpoint_id}-{args.evaluator}.csv"
+    name = f"{ckpt.checkpoint_id}~{args.evaluator}.csv"  # the name annotate gives the same pair (store.SEPARATOR)
     remote = settings.is_remote(settings.ratings_location())
     out = Path(args.out or (Path(name) if remote else settings.ratings_dir() / rubric.name / name))
     if out.exists():

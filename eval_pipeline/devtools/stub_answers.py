@@ -190,7 +190,7 @@ def token_logprobs(answer: str, scales: dict[str, tuple[int, int]], top: int, pi
 def hide_in_alternatives(logprobs: JSONObject, key: str) -> JSONObject:
     """The key where no answer text shows it: whole as the second likeliest token of the first position, and in
     pieces of 3 as the second likeliest token of the positions after it (as a model that nearly wrote it)."""
-    content = list(logprobs.get("content") or [])  # type: ignore[call-overload]
+    content = list(logprobs.get("content") or [])
     pieces = [key, *(key[i : i + 3] for i in range(0, len(key), 3))]
     for token, piece in zip(content, pieces):
         alts = list(token.get("top_logprobs") or [])

@@ -180,7 +180,7 @@ def _ids(ckpt: str) -> list[str]:
 
 
 def _file_rows(where: Path, ckpt: str, evaluator: str) -> list[dict[str, str]]:
-    path = where / "ratings" / RUBRIC / f"{ckpt}-{evaluator}.csv"
+    path = where / "ratings" / RUBRIC / f"{ckpt}~{evaluator}.csv"
     return list(csv.DictReader(io.StringIO(path.read_text()))) if path.exists() else []
 
 
@@ -494,7 +494,7 @@ def test_who_may_write(project):
         assert post({"action": "submit", "score_semantic": "3"}) == 403  # no form token
         assert post({"csrf": csrf, "score_semantic": "3"}, {"Origin": "http://evil.example"}) == 403
         assert post({"csrf": csrf, "score_semantic": "3", "evaluator": "bo"}) == 303
-        assert not (project / "ratings" / RUBRIC / "ckpt-0200-bo.csv").exists()
+        assert not (project / "ratings" / RUBRIC / "ckpt-0200~bo.csv").exists()
         assert [r["evaluator"] for r in _file_rows(project, "ckpt-0200", "ann")] == ["ann"]
         # model text is shown, never run
         wh = Warehouse()
@@ -519,7 +519,7 @@ def test_a_file_edited_by_hand_is_never_overwritten_silently(project):
         assert person.rate("ckpt-0200", sid, {"semantic": 3}) == 303
         _, html, _ = person.get(f"/i/{RUBRIC}/ckpt-0200/remainder/{sid}")
         version = html.split('name="version" value="')[1].split('"')[0]
-        path = project / "ratings" / RUBRIC / "ckpt-0200-ann.csv"
+        path = project / "ratings" / RUBRIC / "ckpt-0200~ann.csv"
         path.write_text(path.read_text().replace(",3,", ",4,"))  # a person edits the file meanwhile
         status, body = person.post(
             f"/i/{RUBRIC}/ckpt-0200/remainder/{sid}",
@@ -631,3 +631,73 @@ def test_a_site_rebound_to_this_machine_is_refused(project):
     with pytest.raises(AnnotateRefused, match="at least 16"):
         check_binding("0.0.0.0", "x")
     check_binding("0.0.0.0", token)
+
+
+def test_two_pairs_that_the_old_names_mixed_up_each_keep_their_ratings(project, rubrics):
+    """#60: evaluator ema-zed on ckpt-0100 and evaluator zed on ckpt-0100-ema both wrote ckpt-0100-ema-zed.csv, and
+    the second save kept only its own rows. Now each pair has a file no other pair can name; rows typed by hand
+    for someone else are kept; a row the app cannot rewrite is refused with the reason; an old-named file is read
+    and its pair's rows move on the next save."""
+    from eval_pipeline.publish.annotate.store import CannotKeep, Rating, RatingsFile
+
+    rubric = rubrics[RUBRIC]
+    root = project / "ratings"
+    dims = list(rubric.rating_scales)
+
+    def rating(sid: str, v: float) -> Rating:
+        return Rating(sid, dict.fromkeys(dims, v))
+
+    a = RatingsFile(root, rubric, "ckpt-0100", "ema-zed")
+    b = RatingsFile(root, rubric, "ckpt-0100-ema", "zed")
+    assert a.path != b.path
+    a.save(rating("q1", 3), None)
+    b.save(rating("q9", 2), None)
+    assert set(a.read()) == {"q1"} and set(b.read()) == {"q9"}
+    # a colleague's row typed into ann's file is kept by ann's next save
+    ann = RatingsFile(root, rubric, "ckpt-0200", "ann")
+    ann.save(rating("q2", 4), None)
+    with ann.path.open("a") as fh:
+        fh.write("q3,bo,ckpt-0200," + ",".join("5" for _ in dims) + ",typed by hand\n")
+    ann.save(rating("q4", 1), None)
+    text = ann.path.read_text()
+    assert "q3,bo,ckpt-0200" in text and "typed by hand" in text and set(ann.read()) == {"q2", "q4"}
+    # a row with a column the app does not write is not silently dropped
+    with ann.path.open("a") as fh:
+        fh.write("q5,cy,ckpt-0200," + ",".join("5" for _ in dims) + ",x,extra-cell\n")
+    with pytest.raises(CannotKeep, match="line"):
+        ann.save(rating("q6", 2), None)
+    # an old-named file holding both pairs' rows: each pair reads its own, and its save moves only those
+    old = root / RUBRIC / "ckpt-0300-ema-zed.csv"
+    header = "sample_id,evaluator,checkpoint," + ",".join(dims) + ",notes\n"
+    old.write_text(header + "q7,ema-zed,ckpt-0300,3,3,3,3,\n" + "q8,zed,ckpt-0300-ema,4,4,4,4,\n")
+    c = RatingsFile(root, rubric, "ckpt-0300", "ema-zed")
+    d = RatingsFile(root, rubric, "ckpt-0300-ema", "zed")
+    assert set(c.read()) == {"q7"} and set(d.read()) == {"q8"}
+    c.save(rating("q10", 2), None)
+    assert set(c.read()) == {"q7", "q10"} and set(d.read()) == {"q8"} and "q7" not in old.read_text()
+    d.save(rating("q11", 5), None)
+    assert set(d.read()) == {"q8", "q11"} and not old.exists()
+
+
+def test_odd_form_values_are_read_as_nothing_not_as_a_server_error(project):
+    """#60: seconds=nan was stored and added to later totals; a checklist index '²' (a digit to str.isdigit, not
+    to int) answered 500."""
+    server = Server(project).start()
+    try:
+        person = Person(server, "ann")
+        sid = _ids("ckpt-0200")[0]
+        fields = {
+            "csrf": person.csrf,
+            "action": "submit",
+            "score_semantic": 3,
+            "seconds": "nan",
+            "check_completeness": "²",
+        }
+        status, _ = person.post(f"/i/{RUBRIC}/ckpt-0200/remainder/{urllib.parse.quote(sid, safe='')}", fields)
+        assert status == 303
+        extra = project / "ratings" / ".annotate" / RUBRIC / "ckpt-0200~ann.json"
+        saved = json.loads(extra.read_text()) if extra.exists() else {}
+        assert all(v.get("seconds", 0) == v.get("seconds", 0) for v in saved.values())  # no NaN stored
+        assert [r["sample_id"] for r in _file_rows(project, "ckpt-0200", "ann")] == [sid]
+    finally:
+        server.stop()

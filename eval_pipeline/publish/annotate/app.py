@@ -23,6 +23,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import math
 import os
 import secrets
 import threading
@@ -45,7 +46,7 @@ from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_checkpoint_id, check_evaluator
 from eval_pipeline.ingest.ratings import load_ratings
 from eval_pipeline.publish.annotate import queues as q
-from eval_pipeline.publish.annotate.store import EditedElsewhere, Rating, RatingsFile, atomic_write
+from eval_pipeline.publish.annotate.store import CannotKeep, EditedElsewhere, Rating, RatingsFile, atomic_write
 from eval_pipeline.scoring.verdict import Verdict
 from eval_pipeline.scoring.verdict import read as read_verdicts
 from eval_pipeline.storage.warehouse import Warehouse
@@ -82,6 +83,13 @@ def check_binding(host: str, token: str | None) -> None:
             f"EVAL_ANNOTATE_TOKEN is {len(token)} character(s): at least {MIN_TOKEN} for an address others can "
             "reach (e.g. python -c 'import secrets; print(secrets.token_urlsafe(24))')"
         )
+
+
+def _index(value: object) -> int:
+    """A checklist item's index from a form field (ASCII digits only: ``²`` is a digit to str.isdigit, not to
+    int); -1 for anything else."""
+    text = str(value)
+    return int(text) if text.isascii() and text.isdecimal() else -1
 
 
 def host_name(header: str) -> str:
@@ -424,13 +432,14 @@ def create_app(
             )
         checklist: dict[str, list[int]] = {}
         for d in rubric.dimensions:
-            ticked = [int(i) for i in form.getlist(f"check_{d.key}") if str(i).isdigit() and int(i) < len(d.checklist)]
+            ticked = [k for k in map(_index, form.getlist(f"check_{d.key}")) if 0 <= k < len(d.checklist)]
             if ticked:
                 checklist[d.key] = sorted(set(ticked))
         try:
-            seconds = min(max(float(str(form.get("seconds", "0")) or 0), 0.0), 86400.0)
+            seconds = float(str(form.get("seconds", "0")) or 0)
         except ValueError:
             seconds = 0.0
+        seconds = min(max(seconds, 0.0), 86400.0) if math.isfinite(seconds) else 0.0  # nan: no time, not nan time
         file = RatingsFile(ws.root, rubric, ckpt, sess[0])
         old = file.read().get(sid)
         rating = Rating(
@@ -444,8 +453,11 @@ def create_app(
         )
         try:
             mine = file.save(rating, str(form.get("version", "")) or None)
-        except EditedElsewhere as exc:
+        except (EditedElsewhere, CannotKeep) as exc:
             return message("Not written", str(exc), 409)
+        except OSError as exc:  # a full disk, a read-only folder: the page says why, nothing half-written
+            why = exc.strerror or type(exc).__name__
+            return message("Not written", f"the ratings file could not be written ({why}): nothing was saved", 507)
         queue_url = f"/q/{quote(rubric.name)}/{quote(ckpt)}"
         # the next item: the others' ratings as last read (only this evaluator's own file changed: ``mine``)
         skipped = {s for s, r in mine.items() if r.skipped}

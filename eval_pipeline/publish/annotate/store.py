@@ -1,9 +1,14 @@
 """Ratings given in the browser, written as the files the pipeline already reads.
 
-One file per rubric, checkpoint and evaluator: ``<EVAL_RATINGS_DIR>/<rubric>/<checkpoint>-<evaluator>.csv`` with the
-columns the ratings loader reads (``sample_id, evaluator, checkpoint, <each rated dimension>, notes``). What the CSV
-has no column for (seconds spent, checklist ticks, a skip or a flag and its reason) is kept beside it in
-``<EVAL_RATINGS_DIR>/.annotate/<rubric>/<checkpoint>-<evaluator>.json``, which the loader never reads.
+One file per rubric, checkpoint and evaluator: ``<EVAL_RATINGS_DIR>/<rubric>/<checkpoint>~<evaluator>.csv`` with the
+columns the ratings loader reads (``sample_id, evaluator, checkpoint, <each rated dimension>, notes``). ``~`` is in
+neither a checkpoint id's nor an evaluator name's alphabet, so no other pair can name the same file (``-`` is in
+both: ``ckpt-0100`` rated by ``ema-zed`` and ``ckpt-0100-ema`` by ``zed`` were one file under the old
+``<checkpoint>-<evaluator>.csv``; a pair's rows in such a file are read, and moved to its own file on its next save,
+the other pair's left where they are). What the CSV has no column for (seconds spent, checklist ticks, a skip or a
+flag and its reason) is kept beside it in ``<EVAL_RATINGS_DIR>/.annotate/<rubric>/<checkpoint>~<evaluator>.json``,
+which the loader never reads. Rows someone typed into the file for another evaluator or checkpoint are kept as they
+are on every save; one with columns this app does not write is not rewritten: the save is refused, saying so.
 
 Durability: a submit rewrites the file whole into a temporary file in the same folder, fsyncs it, renames it over the
 old one and fsyncs the folder, before the page answers. A process killed at any moment leaves either the old file or
@@ -33,9 +38,15 @@ from eval_pipeline.core.ids import check_checkpoint_id, check_evaluator, check_i
 from eval_pipeline.core.text import neutralise
 from eval_pipeline.core.types import JSONObject
 
+SEPARATOR = "~"  # between checkpoint and evaluator in a file name: in neither's alphabet (core.ids)
+
 
 class EditedElsewhere(Exception):
     """The ratings file changed on disk since the page read it (edited by hand, or by another tab)."""
+
+
+class CannotKeep(Exception):
+    """The file holds a row this app would lose by rewriting it (a column it does not write)."""
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -92,9 +103,12 @@ class RatingsFile:
         self.checkpoint_id = check_checkpoint_id(checkpoint_id)
         self.evaluator = check_evaluator(evaluator)
         check_identifier(rubric.name, "rubric name")
-        self.path = Path(root) / rubric.name / f"{checkpoint_id}-{evaluator}.csv"
-        self.extra = Path(root) / ".annotate" / rubric.name / f"{checkpoint_id}-{evaluator}.json"
-        self.lock = Path(root) / ".annotate" / rubric.name / f"{checkpoint_id}-{evaluator}.lock"
+        self.path = Path(root) / rubric.name / f"{checkpoint_id}{SEPARATOR}{evaluator}.csv"
+        self.extra = Path(root) / ".annotate" / rubric.name / f"{checkpoint_id}{SEPARATOR}{evaluator}.json"
+        self.lock = Path(root) / ".annotate" / rubric.name / f"{checkpoint_id}{SEPARATOR}{evaluator}.lock"
+        # the old, ambiguous name: read (this pair's rows only) until this pair's first save moves them
+        self.legacy = Path(root) / rubric.name / f"{checkpoint_id}-{evaluator}.csv"
+        self.legacy_extra = Path(root) / ".annotate" / rubric.name / f"{checkpoint_id}-{evaluator}.json"
         self.dims = list(rubric.rating_scales)
 
     @contextmanager
@@ -107,15 +121,19 @@ class RatingsFile:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
+    def _source(self) -> Path:
+        """The file this pair's rows are in: its own, or (before its first save) the old-named one."""
+        return self.path if self.path.exists() or not self.legacy.exists() else self.legacy
+
     def version(self) -> str:
-        return fingerprint(self.path)
+        return fingerprint(self._source())
 
     def read(self) -> dict[str, Rating]:
         """Every row of the file (the last one of a sample if a hand edit repeated it), with what the side file
         keeps; rows of other evaluators or checkpoints (a file edited by hand) are left out."""
         out: dict[str, Rating] = {}
         try:
-            text = self.path.read_text(encoding="utf-8-sig")
+            text = self._source().read_text(encoding="utf-8-sig")
         except FileNotFoundError:
             return out
         extra = self._extra()
@@ -153,9 +171,38 @@ class RatingsFile:
                 )
         return out
 
-    def _extra(self) -> JSONObject:
+    def _foreign(self, path: Path) -> list[dict[str, str]]:
+        """The rows of ``path`` that are not this pair's (another evaluator or checkpoint), as read."""
         try:
-            data = json.loads(self.extra.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8-sig")
+        except FileNotFoundError:
+            return []
+        rows = []
+        for line_no, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
+            if not (row.get("sample_id") or "").strip():
+                continue
+            mine = (row.get("evaluator") or self.evaluator) == self.evaluator and (
+                row.get("checkpoint") or self.checkpoint_id
+            ) == self.checkpoint_id
+            if mine:
+                continue
+            extra = [k for k, v in row.items() if k is not None and k not in self._columns() and (v or "").strip()]
+            if None in row or extra:
+                raise CannotKeep(
+                    f"{path.name} line {line_no} (evaluator {row.get('evaluator')!r}) has columns this app does not "
+                    f"write ({', '.join(str(k) for k in extra) or 'more cells than the header'}): nothing was "
+                    "written; move that row to a file of its own, then save again"
+                )
+            rows.append({k: row.get(k) or "" for k in self._columns()})
+        return rows
+
+    def _columns(self) -> list[str]:
+        return ["sample_id", "evaluator", "checkpoint", *self.dims, "notes"]
+
+    def _extra(self) -> JSONObject:
+        source = self.extra if self.extra.exists() or not self.legacy_extra.exists() else self.legacy_extra
+        try:
+            data = json.loads(source.read_text(encoding="utf-8"))
         except (FileNotFoundError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
@@ -176,6 +223,8 @@ class RatingsFile:
                 )
             rows = self.read()
             rows[rating.sample_id] = rating
+            foreign = self._foreign(self.path)
+            legacy_left = self._foreign(self.legacy) if self.legacy.exists() and not self.path.exists() else None
             extra = self._extra()
             more = {
                 "seconds": round(rating.seconds, 1),
@@ -189,13 +238,20 @@ class RatingsFile:
             ):
                 extra[rating.sample_id] = more  # written only when it says something new
                 atomic_write(self.extra, json.dumps(extra, sort_keys=True).encode())
-            atomic_write(self.path, self._csv(rows))
+            atomic_write(self.path, self._csv(rows, foreign))
+            if legacy_left is not None:  # this pair's rows have moved: the other pair's stay in the old file
+                if legacy_left:
+                    atomic_write(self.legacy, self._csv({}, legacy_left))
+                else:
+                    self.legacy.unlink(missing_ok=True)
             return rows
 
-    def _csv(self, rows: dict[str, Rating]) -> bytes:
+    def _csv(self, rows: dict[str, Rating], foreign: list[dict[str, str]] | None = None) -> bytes:
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["sample_id", "evaluator", "checkpoint", *self.dims, "notes"])
+        w.writerow(self._columns())
+        for row in foreign or []:  # typed in by hand for another evaluator or checkpoint: kept as it was
+            w.writerow([row[c] for c in self._columns()])
         for sid in sorted(rows):
             r = rows[sid]
             if r.skipped and not any(v is not None for v in r.scores.values()):
@@ -207,10 +263,3 @@ class RatingsFile:
 
 def _number(v: float | None) -> str:
     return "" if v is None else (str(int(v)) if float(v).is_integer() else f"{v:g}")
-
-
-def evaluators_of(root: Path, rubric: str, checkpoint_id: str) -> list[str]:
-    """The evaluators with a file of this app's naming for the checkpoint."""
-    folder = Path(root) / rubric
-    prefix = f"{checkpoint_id}-"
-    return sorted(p.stem[len(prefix) :] for p in folder.glob(f"{prefix}*.csv")) if folder.is_dir() else []
