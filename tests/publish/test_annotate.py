@@ -701,3 +701,46 @@ def test_odd_form_values_are_read_as_nothing_not_as_a_server_error(project):
         assert [r["sample_id"] for r in _file_rows(project, "ckpt-0200", "ann")] == [sid]
     finally:
         server.stop()
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("CI"), reason="Chromium not installed (make provision-browser)"
+)
+def test_a_prevalence_skewed_pilot_shows_kappa_beside_what_explains_it(project, rubrics):
+    """#58: two evaluators who agree on 8 of 10 pilot items, one passing all 10, got PASS/FAIL kappa 0.000 and
+    "revise ... re-pilot" with nothing beside it. In Chromium: kappa, the share agreed on (80 %), each evaluator's
+    PASS share (100 %, 80 %), Gwet's AC1 (0.76, by hand: pi 0.9, pe 0.18) and advice that names prevalence."""
+    from eval_pipeline.publish.annotate.queues import load_plan
+
+    assert CHROMIUM is not None, "Chromium is not installed: 'make test' provisions it"
+    plan = load_plan(Warehouse(), rubrics[RUBRIC], "ckpt-0200")
+    dims = ("semantic", "completeness", "accuracy", "presentation")
+    server = Server(project).start()
+    browser = Browser(project / "profile-prevalence")
+    try:
+        ann, bo = Person(server, "ann"), Person(server, "bo")
+        for i, sid in enumerate(plan.pilot):
+            assert ann.rate("ckpt-0200", sid, dict.fromkeys(dims, 5), queue="pilot") == 303  # 20/20: PASS
+            low = 1 if i < 2 else 5  # 4/20 on two items: FAIL
+            assert bo.rate("ckpt-0200", sid, dict.fromkeys(dims, low), queue="pilot") == 303
+        browser.navigate(server.url + "/login")
+        browser.type_text("ann")
+        browser.enter()
+        browser.wait_for("location.pathname === '/'")
+        browser.navigate(f"{server.url}/c/{RUBRIC}/ckpt-0200")
+        browser.wait_for("!!document.getElementById('pass-fail')")
+        row = browser.evaluate(
+            "(() => { const r = document.querySelector('#pass-fail tr.pf-row'); return {"
+            "kappa: parseFloat(r.querySelector('td.kappa').dataset.value),"
+            "percent: parseFloat(r.querySelector('td.percent').dataset.value),"
+            "prevalence: r.querySelector('td.prevalence').innerText,"
+            "ac1: parseFloat(r.querySelector('td.ac1').dataset.value), text: r.innerText}; })()"
+        )
+        browser.screenshot(SHOTS / "calibration-prevalence.png")
+    finally:
+        browser.close()
+        server.stop()
+    assert row["kappa"] == pytest.approx(0.0, abs=1e-9) and row["percent"] == pytest.approx(0.8)
+    assert "ann 100 %" in row["prevalence"] and "bo 80 %" in row["prevalence"]
+    assert row["ac1"] == pytest.approx((0.8 - 0.18) / 0.82, abs=1e-9)
+    assert "prevalence" in row["text"] and "re-pilot" not in row["text"]

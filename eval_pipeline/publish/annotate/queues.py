@@ -319,11 +319,13 @@ def pass_fail_view(rubric: RubricConfig, pilot: pd.DataFrame, agreement: pd.Data
         agree = float((a == b).mean())
         name, meaning = band(rubric, k)
         skewed = max(a.mean(), 1 - a.mean(), b.mean(), 1 - b.mean()) >= 0.8
-        if name != "proceed" and skewed and g == g and g >= rubric.worklists.bands.proceed:
+        order = ("undefined", "revise", "discuss", "proceed")
+        by_ac1 = band(rubric, g)[0]
+        if skewed and order.index(by_ac1) > order.index(name):
             meaning = (
-                f"kappa is low because nearly every item falls on one side (prevalence), not because you disagree: "
-                f"you agree on {agree:.0%} of items and AC1 is {g:.2f}; discuss the items you differ on, and add "
-                "pilot items from the rarer side before revising the rubric"
+                f"kappa is low largely because nearly every item falls on one side (prevalence), not only because "
+                f"you disagree: you agree on {agree:.0%} of items and AC1 is {g:.2f} (the {by_ac1!r} band); discuss "
+                "the items you differ on and add pilot items from the rarer side before revising the rubric"
             )
         out.append(
             {
