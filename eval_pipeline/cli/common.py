@@ -71,6 +71,26 @@ def _select(scan: Any, ids: list[str] | None) -> list[Any]:
     return [known[i] for i in ids]
 
 
+def judge_settings_or_stop() -> None:
+    """The judge's settings as the run's steps will read them, checked before anything starts: a misspelt
+    EVAL_JUDGE or a value that is not a number is a configuration error now (exit 2), not a failed step later."""
+    import difflib
+
+    from eval_pipeline.core import settings
+    from eval_pipeline.judge.backends import BACKENDS
+
+    try:
+        config = settings.judge_config()
+    except ValueError as exc:
+        raise CliError(f"judge settings: {exc}") from None
+    if config.mode not in BACKENDS:
+        near = difflib.get_close_matches(config.mode, list(BACKENDS), n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise CliError(
+            f"EVAL_JUDGE={config.mode!r} is no judge backend{hint}: use one of {', '.join(sorted(BACKENDS))}"
+        )
+
+
 def _rubrics_and_defs(args: argparse.Namespace) -> tuple[dg.Definitions, dict[str, RubricConfig]]:
     """The definitions and the rubrics that load. A rubric file that does not load is said in one line and
     skipped; the others run (``args.skipped_rubrics``: the command then exits 2 if it would have exited 0). A
@@ -79,6 +99,7 @@ def _rubrics_and_defs(args: argparse.Namespace) -> tuple[dg.Definitions, dict[st
     from eval_pipeline.defs.build import build_definitions
     from eval_pipeline.rubrics import load_rubrics_leniently
 
+    judge_settings_or_stop()
     good, broken = load_rubrics_leniently()
     rubrics = {r.name: r for r in good}
     asked = set(args.rubric or [])

@@ -162,3 +162,24 @@ def test_a_model_name_of_a_megabyte_is_shown_shortened(tmp_path, monkeypatch, ca
     assert cli(["checkpoints"]) == 0
     out = capsys.readouterr().out
     assert "ckpt-big" in out and max(len(line) for line in out.splitlines()) < 300
+
+
+@pytest.mark.parametrize(
+    "name, value, said",
+    [
+        ("EVAL_JUDGE", "opnai", "EVAL_JUDGE='opnai' is no judge backend (did you mean 'openai'?)"),
+        ("EVAL_JUDGE_CONCURRENCY", "many", "EVAL_JUDGE_CONCURRENCY 'many' is not a whole number"),
+        ("EVAL_JUDGE_TIMEOUT", "-1", "timeout_s must be > 0"),
+    ],
+)
+def test_a_wrong_judge_setting_is_a_configuration_error_before_anything_runs(
+    tmp_path, monkeypatch, capsys, name, value, said
+):
+    """#60: a misspelt EVAL_JUDGE failed 10 s into the run with exit 1; the docs say a configuration error is 2."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("EVAL_WAREHOUSE", str(tmp_path / "w.duckdb"))
+    monkeypatch.setenv(name, value)
+    assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa"]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*.db"))  # nothing started
