@@ -191,4 +191,29 @@ def test_one_broken_file_does_not_hide_the_others(tmp_path):
     msg = str(exc.value)
     assert msg.startswith(f"2 of 3 rubric configs in {tmp_path} are invalid")
     assert "kg_qa.yaml: invalid rubric config" in msg and "field 'headline'" in msg
-    assert "npc_dialogue.yaml: not valid YAML" in msg and "roleplay_style.yaml" not in msg
+    assert "npc_dialogue.yaml:1:" in msg and "not valid YAML" in msg and "roleplay_style.yaml" not in msg
+
+
+def test_a_misspelt_key_gets_the_nearest_one_and_bad_yaml_one_line_with_its_place(tmp_path):
+    """#60: a misspelt key said only "Extra inputs are not permitted"; a YAML error was PyYAML's multi-line text
+    run together on one line."""
+    import yaml
+
+    from eval_pipeline.core.config import RubricConfigError
+    from eval_pipeline.rubrics import load_rubric
+
+    doc = yaml.safe_load((RUBRIC_DIR / "kg_qa.yaml").read_text())
+    doc["gates"][0]["thresold"] = doc["gates"][0].pop("threshold")
+    doc["scael"] = doc.pop("scale")
+    path = tmp_path / "kg_qa.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(RubricConfigError) as err:
+        load_rubric(path)
+    text = str(err.value)
+    assert "did you mean 'threshold'?" in text and "did you mean 'scale'?" in text
+    path.write_text("name: kg_qa\nscale: {min: 1, max: 5\ndimensions: []\n")
+    with pytest.raises(RubricConfigError) as err:
+        load_rubric(path)
+    assert str(err.value) == (
+        f"{path}:3:11: not valid YAML: expected ',' or '}}', but got ':' (while parsing a flow mapping, from line 2)"
+    )

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.config.dimensions import Dimension, Example, Questionnaire, Scale
@@ -231,6 +231,60 @@ def _field_path(raw: Any, loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "<top level>"
 
 
+def _yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
+    """PyYAML's error as one line a reader can act on: ``<file>:<line>:<column>: not valid YAML: <problem> (while
+    <context>, from line N)``."""
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if not problem or mark is None:
+        return f"{path}: not valid YAML: {' '.join(str(exc).split())}"
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}"
+    context, cmark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    why = (
+        f" ({context}, from line {cmark.line + 1})"
+        if context and cmark is not None
+        else f" ({context})"
+        if context
+        else ""
+    )
+    return f"{where}: not valid YAML: {problem}{why}"
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation holds (through lists, unions, dicts and Annotated)."""
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    out: list[type[BaseModel]] = []
+    for arg in typing.get_args(annotation):
+        out += _models_in(arg)
+    return out
+
+
+def _with_hint(error: Any) -> str:
+    """A validation error's message, and for a key the model does not know, the nearest one it does."""
+    import difflib
+
+    msg = str(error["msg"])
+    loc = tuple(error["loc"])
+    if error.get("type") != "extra_forbidden" or not loc or not isinstance(loc[-1], str):
+        return msg
+    models: list[type[BaseModel]] = [RubricConfig]
+    for step in loc[:-1]:
+        if isinstance(step, int):
+            continue
+        nxt: list[type[BaseModel]] = []
+        for m in models:
+            field = m.model_fields.get(str(step))
+            if field is not None:
+                nxt += _models_in(field.annotation)
+        models = nxt or models
+    known = sorted({name for m in models for name in m.model_fields})
+    near = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
+    return f"{msg}: did you mean {near[0]!r}?" if near else f"{msg} (known: {', '.join(known)})"
+
+
 def _problem_message(path: Path, problems: list[tuple[str, str]]) -> str:
     lines = [f"{path}: invalid rubric config ({len(problems)} problem(s))"]
     lines += [f"  - field '{where}': {what}" for where, what in problems]
@@ -250,7 +304,7 @@ def parse_rubric(path: str | Path, checks: Sequence[Check] = ()) -> RubricConfig
     except FileNotFoundError as exc:
         raise RubricConfigError(f"{path}: rubric config not found") from exc
     except yaml.YAMLError as exc:
-        raise RubricConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
+        raise RubricConfigError(_yaml_problem(path, exc)) from exc
     except UnicodeDecodeError as exc:
         raise RubricConfigError(f"{path}: not UTF-8 text: {exc}") from exc
     if not isinstance(raw, dict):
@@ -258,7 +312,7 @@ def parse_rubric(path: str | Path, checks: Sequence[Check] = ()) -> RubricConfig
     try:
         cfg = RubricConfig.model_validate(raw, context={"collect_problems": True})
     except ValidationError as exc:
-        problems = [(_field_path(raw, tuple(e["loc"])), e["msg"]) for e in exc.errors()]
+        problems = [(_field_path(raw, tuple(e["loc"])), _with_hint(e)) for e in exc.errors()]
         raise RubricConfigError(_problem_message(path, problems)) from exc
     problems = cross_problems(cfg) + [p for check in checks for p in check(cfg)]
     if cfg.name != path.stem:
