@@ -48,6 +48,43 @@ T = TypeVar("T")
 _QUERY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA", "RELATION"}
 
 
+INTERRUPT_GRACE_S = 2.0  # how long an interrupted query may take to stop before the command stops without it
+
+
+def _interruptible(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
+    """``sql``'s result on ``con``, run in a thread while this one waits in steps a signal can break: DuckDB
+    holds the calling thread in C for the whole query, where Python runs no signal handler, so Ctrl-C (and
+    SIGTERM, which the CLI takes as Ctrl-C) waited for the query to end. On KeyboardInterrupt the query is
+    interrupted (``con.interrupt()``) and the KeyboardInterrupt goes on once it stopped, or after
+    ``INTERRUPT_GRACE_S``."""
+    import threading
+
+    out: list[pa.Table] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result = con.execute(sql)
+            if result is None or result.description is None:
+                raise ValueError("the statement returned no rows (only queries can run here)")
+            out.append(result.to_arrow_table())
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread as it is
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, name="eval-sql", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+    except KeyboardInterrupt:
+        con.interrupt()
+        worker.join(INTERRUPT_GRACE_S)
+        raise
+    if failed:
+        raise failed[0]
+    return out[0]
+
+
 class Warehouse:
     """Access to the warehouse through its backend. Cheap to construct (nothing is opened until used); objects
     made from one another (``session``) share the backend. ``close`` lets go of what the backend holds."""
@@ -132,10 +169,7 @@ class Warehouse:
             raise PermissionError(f"only queries may run here, not {', '.join(bad)} (the warehouse is read-only)")
         with self.sandboxed_reader(as_of) as con:
             try:
-                result = con.execute(sql)
-                if result is None or result.description is None:
-                    raise ValueError("the statement returned no rows (only queries can run here)")
-                return result.to_arrow_table()
+                return _interruptible(con, sql)
             except duckdb.OutOfMemoryException:  # the sandbox may not spill to disk: it writes no file at all
                 raise MemoryError(
                     f"the query needs more than the reader's memory ({settings.duckdb_memory_limit()}, "
