@@ -744,3 +744,43 @@ def test_a_prevalence_skewed_pilot_shows_kappa_beside_what_explains_it(project, 
     assert "ann 100 %" in row["prevalence"] and "bo 80 %" in row["prevalence"]
     assert row["ac1"] == pytest.approx((0.8 - 0.18) / 0.82, abs=1e-9)
     assert "prevalence" in row["text"] and "re-pilot" not in row["text"]
+
+
+def test_a_form_past_the_limit_is_refused_before_it_is_read(project):
+    """#60: a 600 MB POST was read whole (355 -> 1,553 MB) before the 1 MB cut; 2,500 fields answered 500. A
+    declared length past the limit is refused with nothing of the body sent, a chunked stream as it passes it,
+    too many fields in one line."""
+    import socket
+
+    server = Server(project).start()
+    try:
+        person = Person(server, "ann")
+        cookie = "; ".join(f"{c.name}={c.value}" for c in person.jar)
+        sid = _ids("ckpt-0200")[0]
+        path = f"/i/{RUBRIC}/ckpt-0200/remainder/{urllib.parse.quote(sid, safe='')}"
+
+        def raw(head: str, body: bytes = b"") -> str:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
+                s.sendall(head.encode() + body)
+                answer = b""
+                while b"\r\n\r\n" not in answer:
+                    part = s.recv(4096)
+                    if not part:
+                        break
+                    answer += part
+                return answer.decode(errors="replace").split("\r\n", 1)[0]
+
+        base = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nCookie: {cookie}\r\n"
+        base += "Content-Type: application/x-www-form-urlencoded\r\n"
+        # 600 MB declared, not a byte of it sent: the answer comes anyway
+        assert " 413 " in raw(base + "Content-Length: 600000000\r\n\r\n")
+        # a chunked body: refused once past the limit (the answer arrives while more is still to come)
+        chunk = b"a=" + b"x" * 65534
+        stream = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(20))  # 1.3 MB, no end chunk
+        assert " 413 " in raw(base + "Transfer-Encoding: chunked\r\n\r\n", stream)
+        many = urllib.parse.urlencode([("csrf", person.csrf)] + [(f"f{i}", "1") for i in range(2500)])
+        status, body = person.post(path, dict(urllib.parse.parse_qsl(many)))
+        assert status == 413 and "more than 2000 fields" in body
+    finally:
+        server.stop()
+    assert _file_rows(project, "ckpt-0200", "ann") == []

@@ -118,11 +118,30 @@ def _secret(root: Path) -> bytes:
         return path.read_bytes()
 
 
+class FormRefused(Exception):
+    """A posted form this app will not read: too large, or too many fields. Answered in one line, nothing written."""
+
+    def __init__(self, status: int, text: str):
+        super().__init__(text)
+        self.status, self.text = status, text
+
+
+MAX_FORM_FIELDS = 2000
+
+
 class Form:
     """A posted URL-encoded form (this app's pages post nothing else), read without python-multipart."""
 
     def __init__(self, body: bytes):
-        self._fields = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True, max_num_fields=2000)
+        try:
+            fields = parse_qs(
+                body.decode("utf-8", errors="replace"), keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS
+            )
+        except ValueError:  # past max_num_fields
+            raise FormRefused(
+                413, f"refused: the form has more than {MAX_FORM_FIELDS} fields; nothing was written"
+            ) from None
+        self._fields = fields
 
     def get(self, name: str, default: str = "") -> str:
         values = self._fields.get(name)
@@ -136,8 +155,19 @@ MAX_FORM_BYTES = 1_000_000
 
 
 async def form_of(request: Request) -> Form:
-    body = await request.body()
-    return Form(body[:MAX_FORM_BYTES])
+    """The posted form, read no further than ``MAX_FORM_BYTES``: a larger declared length is refused before a
+    byte of the body is read, a longer stream as soon as it passes the limit (it is never held whole)."""
+    too_large = FormRefused(413, f"refused: a form larger than {MAX_FORM_BYTES:,} bytes; nothing was written")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_FORM_BYTES:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_FORM_BYTES:
+            raise too_large
+        chunks.append(chunk)
+    return Form(b"".join(chunks))
 
 
 @dataclass
@@ -559,7 +589,12 @@ def create_app(
     middleware = [
         Middleware(BaseHTTPMiddleware, dispatch=require_token if token else require_loopback_host),
     ]
-    app = Starlette(routes=routes, middleware=middleware)
+
+    async def refused(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, FormRefused)
+        return PlainTextResponse(exc.text, exc.status, headers={"Connection": "close"})
+
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={FormRefused: refused})
     return app
 
 
