@@ -29,6 +29,7 @@ from eval_pipeline.core import interrupts
 from eval_pipeline.core import settings as env_settings
 from eval_pipeline.core.types import JSONObject
 from eval_pipeline.judge import costs, reply, transport
+from eval_pipeline.judge.bounded_http import bounded_client
 from eval_pipeline.judge.config import JudgeSettings
 from eval_pipeline.judge.parsing import JudgeParseError
 
@@ -158,6 +159,7 @@ class OpenAIJudgeClient:
             base_url=base_url,
             timeout=settings.timeout_s * TIMEOUT_GROWTH,  # each call is bounded by ours (wait_for), which grows
             max_retries=0,  # retries are ours: bounded, jittered, Retry-After aware
+            http_client=bounded_client(),  # every answer bounded in size, decoded size included
         )
         # adaptive: calls in flight at most ``_limit`` (halved when a call times out, one more per ``_limit``
         # answers, never past the configured concurrency); the time-out doubles when calls time out, up to

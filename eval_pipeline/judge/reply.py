@@ -85,6 +85,24 @@ def read(data: Any, usage: tuple[int, int] | None, error: BaseException | None, 
     return sent
 
 
+def _connection_reason(exc: BaseException, secret: str | None) -> str:
+    """What went wrong under the client's "Connection error.": the cause it wraps (refused, unknown host, an
+    answer past the bound), and where the endpoint comes from when nothing answered at all."""
+    from eval_pipeline.judge.bounded_http import TooLarge
+
+    causes: list[str] = []
+    seen: BaseException | None = exc.__cause__ or exc.__context__
+    while seen is not None and len(causes) < 3:
+        text = " ".join(str(seen).split())
+        if text and text not in causes:
+            causes.append(text)
+        if isinstance(seen, TooLarge):
+            return redact(text, secret)[:300]
+        seen = seen.__cause__ or seen.__context__
+    cause = redact("; ".join(causes), secret)[:240] or redact(str(exc), secret)[:120]
+    return f"{cause} (is the endpoint right? OPENAI_BASE_URL, or the panel's base_url)"
+
+
 def _failure(exc: BaseException, secret: str | None) -> Sent:
     """A request that raised ``exc``, by kind; anything that is not the endpoint's failure is raised again."""
     import openai
@@ -101,7 +119,7 @@ def _failure(exc: BaseException, secret: str | None) -> Sent:
     if isinstance(exc, (openai.APITimeoutError, asyncio.TimeoutError)):
         return Sent(failure=TIMEOUT)
     if isinstance(exc, openai.APIConnectionError):
-        return Sent(failure=CONNECTION, message=text[:200])
+        return Sent(failure=CONNECTION, message=_connection_reason(exc, secret))
     if isinstance(exc, openai.APIStatusError):
         return Sent(failure=STATUS, message=text[:300], status=exc.status_code)
     if isinstance(exc, openai.APIResponseValidationError):

@@ -1,0 +1,101 @@
+"""The judge's HTTP client with every answer bounded in size, decoded size included.
+
+The `openai` client reads an answer whole before parsing it, and its HTTP layer decodes a compressed body as it
+comes: a 0.5 MB gzip body that decodes to 512 MB, or a 200 answer that never ends, was held in memory (1.8 GB,
+193 s). Here the transport decodes ``gzip`` and ``deflate`` itself, counting the decoded bytes, and ends the
+answer with a read error past ``MAX_BODY_BYTES`` (the answer is then a missing score with its reason, as any
+answer that cannot be used); it asks for no other encoding, and an answer in one (``br``, ``zstd``) is refused. A
+redirect is never followed (the client's default), so the key goes to the configured host only.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+
+MAX_BODY_BYTES = 8 * 1024 * 1024  # decoded: a judge's answer, even with token log probabilities, is far smaller
+ENCODINGS = "gzip, deflate"
+
+
+class TooLarge(httpx2.ReadError):
+    """An answer past the bound."""
+
+
+class _Bounded(httpx2.AsyncByteStream):
+    def __init__(self, raw: httpx2.AsyncByteStream, encoding: str, request: httpx2.Request, limit: int):
+        self._raw, self._request, self._limit = raw, request, limit
+        wbits = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}.get(encoding)
+        self._decoder = zlib.decompressobj(wbits) if wbits is not None else None
+        self._encoding = encoding
+
+    def _too_large(self) -> TooLarge:
+        what = f"decoded from {self._encoding} " if self._decoder is not None else ""
+        return TooLarge(f"the answer is past {self._limit:,} bytes {what}(read no further)", request=self._request)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        size = 0
+        async for chunk in self._raw:
+            if self._decoder is None:
+                out = chunk
+            else:
+                # never more than the room left, however much the chunk would decode to (a bomb stops here)
+                out = self._decoder.decompress(chunk, self._limit - size + 1)
+                if self._decoder.unconsumed_tail:
+                    raise self._too_large()
+            size += len(out)
+            if size > self._limit:
+                raise self._too_large()
+            if out:
+                yield out
+        if self._decoder is not None:
+            tail = self._decoder.flush()
+            if size + len(tail) > self._limit:
+                raise self._too_large()
+            if tail:
+                yield tail
+
+    async def aclose(self) -> None:
+        await self._raw.aclose()
+
+
+class BoundedTransport(httpx2.AsyncBaseTransport):
+    """``httpx2.AsyncHTTPTransport`` whose answers are decoded here and bounded (``MAX_BODY_BYTES``)."""
+
+    def __init__(self, limit: int = MAX_BODY_BYTES, **kwargs: Any):
+        self._inner = httpx2.AsyncHTTPTransport(**kwargs)
+        self._limit = limit
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        request.headers["Accept-Encoding"] = ENCODINGS
+        response = await self._inner.handle_async_request(request)
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("identity", "gzip", "deflate"):
+            await response.aclose()
+            raise httpx2.DecodingError(
+                f"the answer is encoded as {encoding!r}, which was not asked for", request=request
+            )
+        headers = [
+            (k, v) for k, v in response.headers.multi_items() if k.lower() not in ("content-encoding", "content-length")
+        ]
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        return httpx2.Response(
+            response.status_code,
+            headers=headers,
+            stream=_Bounded(response.stream, encoding, request, self._limit),
+            request=request,
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def bounded_client(**kwargs: Any) -> httpx2.AsyncClient:
+    """The `openai` client's default async HTTP client (its time-outs and connection limits) over the bounded
+    transport."""
+    import openai
+
+    return openai.DefaultAsyncHttpxClient(transport=BoundedTransport(), **kwargs)
