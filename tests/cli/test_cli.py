@@ -183,3 +183,17 @@ def test_a_wrong_judge_setting_is_a_configuration_error_before_anything_runs(
     err = capsys.readouterr().err
     assert said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*.db"))  # nothing started
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json"])
+def test_sql_shows_every_type_duckdb_has(tmp_path, monkeypatch, capsys, fmt):
+    """#60: `SELECT * FROM test_all_types()` exited 1 with a pandas error (a union; dates past year 9999): the
+    columns Python cannot hold are shown as DuckDB writes them."""
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    wh_path = tmp_path / "w.duckdb"
+    Warehouse(str(wh_path)).execute("CREATE TABLE t AS SELECT 1 AS x")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli(["sql", "--warehouse", str(wh_path), "--format", fmt, "SELECT * FROM test_all_types()"]) == 0
+    out = capsys.readouterr().out
+    assert "5877642-06-25 (BC)" in out or "290309-12-22 (BC)" in out  # a date Python has no type for, as text
