@@ -65,10 +65,14 @@ def test_usage_and_cost_are_recorded_per_step_and_shown(env, capfd):
 
     page = TestClient(create_app(Warehouse(read_only=True))).get("/r/kg_qa/ckpt-0100").text
     assert page.count('class="usage-row"') == len(usage) and "EUR" in page
-    # a re-run is answered from the cache: no call, no cost
+    # a re-run is answered from the cache: no call, no cost; and the paid run's record stays (#60: the cached
+    # re-run's row replaced it, 211 calls -> 0)
+    first_runs = set(Warehouse().run_readonly("SELECT DISTINCT run_id FROM main.judge_usage").run_id)
     assert cli(["run", "--rubric", "kg_qa", "--no-fail-on-gates"]) == 0
-    again = _usage()
-    assert again.calls.sum() == 0 and again.cost.sum() == 0 and again.cache_hits.sum() > 0
+    rows = Warehouse().run_readonly("SELECT run_id, calls, cost, cache_hits FROM main.judge_usage")
+    again = rows[~rows.run_id.isin(first_runs)]
+    assert len(again) and again.calls.sum() == 0 and again.cost.sum() == 0 and again.cache_hits.sum() > 0
+    assert rows[rows.run_id.isin(first_runs)].calls.sum() == calls
 
 
 @pytest.mark.slow

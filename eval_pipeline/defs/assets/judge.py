@@ -140,7 +140,10 @@ def judge_step(
             yield usage
         frame, usage.metadata = _usage_frame(context.partition_key, step, run_id, batches, config.prices)
         wh.replace_partition(
-            rubric.name, Table.JUDGE_USAGE, frame, {"checkpoint_id": context.partition_key, "step": step}
+            rubric.name,
+            Table.JUDGE_USAGE,
+            frame,
+            {"checkpoint_id": context.partition_key, "step": step, "run_id": run_id},
         )
     except costs.BudgetError as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
