@@ -161,7 +161,10 @@ def _ours(exc: BaseException) -> bool:
     if isinstance(exc, CliError):
         return True
     config = sys.modules.get("eval_pipeline.core.config")  # only loaded when a rubric was: --help stays light
-    return config is not None and isinstance(exc, config.RubricConfigError)
+    if config is not None and isinstance(exc, config.RubricConfigError):
+        return True
+    settings = sys.modules.get("eval_pipeline.core.settings")
+    return settings is not None and isinstance(exc, settings.SettingError)
 
 
 def _sigterm_as_interrupt() -> None:

@@ -64,39 +64,6 @@ def _json_value(value: Any) -> Any:
     return str(value)  # dates, times, intervals, UUIDs, bytes: as text
 
 
-def _as_text_where_needed(table: Any) -> Any:
-    """``table`` with every column pandas or Python cannot hold (a union, a date past year 9999, a 128-bit
-    interval) as DuckDB writes it as text; the other columns as they are."""
-    import duckdb
-
-    bad = []
-    for name, col in zip(table.column_names, table.columns, strict=True):
-        try:
-            col.to_pandas()
-            col.to_pylist()
-        except (ValueError, OverflowError, NotImplementedError, TypeError, ArithmeticError):
-            bad.append(name)
-        except Exception as exc:  # noqa: BLE001 - pyarrow's own (ArrowNotImplementedError, ArrowInvalid)
-            if type(exc).__module__.startswith("pyarrow"):
-                bad.append(name)
-            else:
-                raise
-    if not bad:
-        return table
-    con = duckdb.connect(":memory:", config={"enable_external_access": False})
-    try:
-        con.register("result", table)
-        cols = ", ".join(
-            f'CAST("{c.replace(chr(34), chr(34) * 2)}" AS VARCHAR) AS "{c.replace(chr(34), chr(34) * 2)}"'
-            if c in bad
-            else f'"{c.replace(chr(34), chr(34) * 2)}"'
-            for c in table.column_names
-        )
-        return con.execute(f"SELECT {cols} FROM result").to_arrow_table()
-    finally:
-        con.close()
-
-
 def _write_result(table: Any, args: argparse.Namespace) -> None:
     import json
 
@@ -107,7 +74,9 @@ def _write_result(table: Any, args: argparse.Namespace) -> None:
         pq.write_table(table, args.out)
         print(f"wrote {table.num_rows} row(s) to {args.out}", file=sys.stderr)
         return
-    table = _as_text_where_needed(table)
+    from eval_pipeline.storage.readonly import as_text_where_needed
+
+    table = as_text_where_needed(table)
     if args.format == "csv":
         text = table.to_pandas().to_csv(index=False)  # from Arrow: a sum of integers (a decimal) stays "6"
     elif args.format == "json":

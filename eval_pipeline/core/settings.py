@@ -39,6 +39,10 @@ def _float(name: str, default: str) -> float:
         raise ValueError(f"{name} {raw!r} is not a number") from None
 
 
+class SettingError(ValueError):
+    """A setting (an environment variable) that cannot be used as it is: a configuration error, said in one line."""
+
+
 def project_root() -> Path:
     """EVAL_PROJECT_DIR, else the nearest folder at or above the working folder that holds ``rubric_configs/``,
     else the repository this package was installed from. Every relative path a setting names (the defaults
@@ -46,7 +50,13 @@ def project_root() -> Path:
     project open the same warehouse and read the same files."""
     named = os.environ.get("EVAL_PROJECT_DIR", "").strip()
     if named:
-        return Path(named).expanduser().resolve()
+        folder = Path(named).expanduser().resolve()
+        if not folder.is_dir():
+            raise SettingError(
+                f"EVAL_PROJECT_DIR names {folder}, which is not a folder: set it to the project's folder (the one "
+                "holding rubric_configs/), or unset it"
+            )
+        return folder
     here = Path.cwd().resolve()
     for folder in (here, *here.parents):
         if (folder / PROJECT_MARKER).is_dir():

@@ -139,3 +139,34 @@ def attach_file(path: str, config: dict[str, Any]) -> duckdb.DuckDBPyConnection:
         con.close()
         raise
     return con
+
+
+def as_text_where_needed(table: Any) -> Any:
+    """``table`` with every column pandas or Python cannot hold (a union, a date past year 9999, a 128-bit
+    interval) as DuckDB writes it as text; the other columns as they are."""
+    bad = []
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        try:
+            col.to_pandas()
+            col.to_pylist()
+        except (ValueError, OverflowError, NotImplementedError, TypeError, ArithmeticError):
+            bad.append(name)
+        except Exception as exc:  # noqa: BLE001 - pyarrow's own (ArrowNotImplementedError, ArrowInvalid)
+            if type(exc).__module__.startswith("pyarrow"):
+                bad.append(name)
+            else:
+                raise
+    if not bad:
+        return table
+    con = duckdb.connect(":memory:", config={"enable_external_access": False})
+    try:
+        con.register("result", table)
+        cols = ", ".join(
+            f'CAST("{c.replace(chr(34), chr(34) * 2)}" AS VARCHAR) AS "{c.replace(chr(34), chr(34) * 2)}"'
+            if c in bad
+            else f'"{c.replace(chr(34), chr(34) * 2)}"'
+            for c in table.column_names
+        )
+        return con.execute(f"SELECT {cols} FROM result").to_arrow_table()
+    finally:
+        con.close()

@@ -197,3 +197,12 @@ def test_sql_shows_every_type_duckdb_has(tmp_path, monkeypatch, capsys, fmt):
     assert cli(["sql", "--warehouse", str(wh_path), "--format", fmt, "SELECT * FROM test_all_types()"]) == 0
     out = capsys.readouterr().out
     assert "5877642-06-25 (BC)" in out or "290309-12-22 (BC)" in out  # a date Python has no type for, as text
+
+
+def test_a_project_folder_that_is_not_there_is_said_as_such(tmp_path, monkeypatch, capsys):
+    """#60: EVAL_PROJECT_DIR naming a missing folder said "run eval-pipeline run"."""
+    monkeypatch.setenv("EVAL_PROJECT_DIR", str(tmp_path / "nowhere"))
+    monkeypatch.delenv("EVAL_WAREHOUSE", raising=False)
+    assert cli(["sql", "SELECT 1"]) == 2
+    err = capsys.readouterr().err
+    assert "EVAL_PROJECT_DIR names" in err and "not a folder" in err and "eval-pipeline run" not in err
