@@ -67,12 +67,14 @@ def leaderboard_rows(wh: Warehouse) -> pd.DataFrame:
 
 
 def leaderboard_text(wh: Warehouse) -> pd.DataFrame:
-    """The leaderboard as the console's results table prints it: score and CI rounded to 3 places, gates as
-    passed/total."""
+    """The leaderboard as the console's results table prints it: the stored verdict first (a checkpoint with the best
+    score may have regressed), score and CI rounded to 3 places, gates as passed/total, the judge's trust."""
     return wh.query_df(
-        f"SELECT {_RUBRIC_SHOWN}, checkpoint_id AS checkpoint, headline_name AS headline, round(headline, 3) AS score, "
+        f"SELECT {_RUBRIC_SHOWN}, checkpoint_id AS checkpoint, upper(coalesce(verdict, 'not decided')) AS verdict, "
+        "headline_name AS headline, round(headline, 3) AS score, "
         "'[' || round(ci_low, 3) || ', ' || round(ci_high, 3) || ']' AS ci95, "
-        "gates_passed || '/' || gates_total AS gates, judge FROM main.leaderboard ORDER BY rubric, created_at"
+        "gates_passed || '/' || gates_total AS gates, coalesce(judge_trust, '') AS judge_trust, judge "
+        "FROM main.leaderboard ORDER BY rubric, created_at"
     )
 
 

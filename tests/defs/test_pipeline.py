@@ -245,6 +245,10 @@ def test_the_demo_as_make_demo_runs_it(tmp_path, monkeypatch, capsys):
         verdicts = "PASSED|FAILED GATES|REGRESSED|JUDGE UNTRUSTED|PENDING RATINGS"
         assert re.search(rf"^{ckpt}: ({verdicts})\b", done.stdout, re.M)  # the verdict first
     assert "demo wall time" in done.stdout and "report: " in done.stdout
+    # the last table says what each checkpoint's verdict is beside its score (#60: ckpt-0300 had the best scores of
+    # four rubrics and no word that all five regressed)
+    board = done.stdout.split("== main.leaderboard", 1)[1]
+    assert len(re.findall(r"ckpt-0300\s+REGRESSED", board)) == 5, board
     assert "eval_pipeline.defs.event_log" in (home / "dagster.yaml").read_text()
     runs = sorted(p.name.rsplit(".", 1)[-1] for p in (home / "history" / "runs").iterdir())
     assert runs == ["db"] * 7, runs  # two runs a checkpoint (calibration inputs, then the rest) and the index
