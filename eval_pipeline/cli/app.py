@@ -55,10 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
     ck = sub.add_parser("checkpoints", help="list checkpoint folders with their status", parents=[common])
     ck.set_defaults(fn=cmd_checkpoints)
     sql = sub.add_parser("sql", help="run a read-only SQL query on the warehouse", parents=[common])
-    sql.add_argument("query")
+    sql.add_argument("query", help="the query (SQL; read-only: only queries of the warehouse run)")
     sql.add_argument("--warehouse", help="the warehouse (default EVAL_WAREHOUSE, or the project's lake)")
     sql.add_argument("--max-rows", type=int, default=200, help="rows shown by --format table (default 200)")
-    sql.add_argument("--format", choices=("table", "csv", "json", "parquet"), default="table")
+    sql.add_argument(
+        "--format",
+        choices=("table", "csv", "json", "parquet"),
+        default="table",
+        help="how the rows are written (json: one object per line; parquet needs --out)",
+    )
     sql.add_argument("--out", help="write the result to this file instead of stdout")
     sql.add_argument("--as-of", help="a DuckLake snapshot id or a timestamp: read the warehouse as it was then")
     sql.set_defaults(fn=cmd_sql)
@@ -69,14 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    bf.add_argument("--from", dest="start")
-    bf.add_argument("--to", dest="end")
+    bf.add_argument("--from", dest="start", help="the first checkpoint id to evaluate (by creation order)")
+    bf.add_argument("--to", dest="end", help="the last checkpoint id to evaluate (by creation order)")
     bf.set_defaults(fn=cmd_backfill)
     tp = sub.add_parser(
         "ratings-template", help="write a ratings CSV for a checkpoint, one row per sample", parents=[common]
     )
-    tp.add_argument("--rubric", required=True)
-    tp.add_argument("--checkpoint", required=True)
+    tp.add_argument("--rubric", required=True, help="the rubric whose dimensions the template asks for")
+    tp.add_argument("--checkpoint", required=True, help="the checkpoint whose samples are listed to rate")
     tp.add_argument("--evaluator", required=True, help="who rates: fills the evaluator column and names the file")
     tp.add_argument(
         "--out", help="file to write (default: <ratings dir>/<rubric>/<checkpoint>~<evaluator>.csv, where it is read)"
@@ -85,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     at = sub.add_parser(
         "attach-sql", help="print the SQL that opens the warehouse read-only in a plain DuckDB", parents=[common]
     )
-    at.add_argument("--warehouse")
+    at.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
     at.set_defaults(fn=cmd_attach_sql)
     mg = sub.add_parser(
         "migrate",
@@ -95,9 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("source", help="the DuckDB file (e.g. data/warehouse.duckdb)")
     mg.set_defaults(fn=cmd_migrate)
     ex = sub.add_parser("export", help="write a checkpoint's results as files (Parquet, CSV or JSON)", parents=[common])
-    ex.add_argument("--checkpoint", required=True)
+    ex.add_argument("--checkpoint", required=True, help="the checkpoint to export")
     ex.add_argument("--rubric", action="append", help="only this rubric (repeatable; default: every rubric)")
-    ex.add_argument("--format", choices=["parquet", "csv", "json"], default="parquet")
+    ex.add_argument(
+        "--format", choices=["parquet", "csv", "json"], default="parquet", help="one file per table in this format"
+    )
     ex.add_argument("--out", help="an empty or new folder (default: ./export-<checkpoint>)")
     ex.add_argument("--warehouse", help="warehouse to read (default: EVAL_WAREHOUSE)")
     ex.set_defaults(fn=cmd_export)
@@ -117,18 +124,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="a local results viewer: leaderboard, checkpoints, samples (reads the warehouse live)",
         parents=[common],
     )
-    vw.add_argument("--port", type=int, default=8765)
-    vw.add_argument("--host", default="127.0.0.1")
-    vw.add_argument("--warehouse")
+    vw.add_argument("--port", type=int, default=8765, help="the port to serve on (default 8765)")
+    vw.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1: this machine only)")
+    vw.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
     vw.set_defaults(fn=cmd_view)
     an = sub.add_parser(
         "annotate",
         help="people rate samples in the browser by the rubric's protocol (pilot, calibration, remainder, spot check)",
         parents=[common],
     )
-    an.add_argument("--port", type=int, default=8766)
+    an.add_argument("--port", type=int, default=8766, help="the port to serve on (default 8766)")
     an.add_argument("--host", default="127.0.0.1", help="past 127.0.0.1 it needs EVAL_ANNOTATE_TOKEN")
-    an.add_argument("--warehouse")
+    an.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
     an.set_defaults(fn=cmd_annotate)
     wk = sub.add_parser(
         "worker",
@@ -137,18 +144,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     wk.add_argument("--name", help="the worker's name (default: worker), shown on the runs it executes")
     wk.add_argument("--runs", type=int, default=1, help="runs at once in this worker (default 1)")
-    wk.add_argument("--log-level", default="INFO")
+    wk.add_argument("--log-level", default="INFO", help="the worker's log level (DEBUG, INFO, WARNING, ERROR)")
     wk.set_defaults(fn=cmd_worker)
     ui = sub.add_parser(
         "ui", help="the Dagster UI with the project's daemon (sensors, run queue, backfills)", parents=[common]
     )
-    ui.add_argument("--port", type=int, default=3000)
-    ui.add_argument("--host", default="127.0.0.1")
-    ui.add_argument("--workspace", default="workspace.yaml")
+    ui.add_argument("--port", type=int, default=3000, help="the Dagster UI's port (default 3000)")
+    ui.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1: this machine only)")
+    ui.add_argument("--workspace", default="workspace.yaml", help="Dagster's workspace file (default workspace.yaml)")
     ui.set_defaults(fn=cmd_ui)
     rp = sub.add_parser("report", help="write a static HTML report (one file, offline)", parents=[common])
-    rp.add_argument("--out", default="reports")
-    rp.add_argument("--warehouse")
+    rp.add_argument("--out", default="reports", help="the folder report.html is written to (default reports/)")
+    rp.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
     rp.set_defaults(fn=cmd_report)
     rf = sub.add_parser("reference", help="write the rubric YAML reference (from the code)", parents=[common])
     rf.add_argument("--out", default="docs/rubric-reference.md", help="a file, or - for standard output")

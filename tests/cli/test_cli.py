@@ -206,3 +206,31 @@ def test_a_project_folder_that_is_not_there_is_said_as_such(tmp_path, monkeypatc
     assert cli(["sql", "SELECT 1"]) == 2
     err = capsys.readouterr().err
     assert "EVAL_PROJECT_DIR names" in err and "not a folder" in err and "eval-pipeline run" not in err
+
+
+def test_every_exit_code_of_the_help_is_in_the_operating_guide():
+    """#60: exit 5 was missing from docs/operating.md's list."""
+    import re
+    from pathlib import Path
+
+    from eval_pipeline.cli.common import EXIT_CODES
+
+    codes = re.findall(r"^\s+(\d+)\s", EXIT_CODES, re.M)
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "operating.md").read_text()
+    listed = guide[guide.index("**Exit codes**") :][:1200]
+    assert codes and all(f"`{c}`" in listed for c in codes), codes
+
+
+def test_every_option_says_what_it_does():
+    """#60: 20 options of the CLI had no help text."""
+    from eval_pipeline.cli.app import build_parser
+
+    parser = build_parser()
+    missing = [
+        (name, "/".join(a.option_strings) or a.dest)
+        for group in parser._subparsers._group_actions  # noqa: SLF001 - argparse keeps its subcommands here
+        for name, sub in group.choices.items()
+        for a in sub._actions  # noqa: SLF001
+        if not a.help and a.dest != "help"
+    ]
+    assert missing == []
