@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument(
         "--format", choices=["parquet", "csv", "json"], default="parquet", help="one file per table in this format"
     )
-    ex.add_argument("--out", help="an empty or new folder (default: ./export-<checkpoint>)")
+    ex.add_argument("--out", help="an empty or new folder (default: ./export-<checkpoint>-<format>)")
     ex.add_argument("--warehouse", help="warehouse to read (default: EVAL_WAREHOUSE)")
     ex.set_defaults(fn=cmd_export)
     mt = sub.add_parser("maintain", help="DuckLake upkeep: merge small files, expire old snapshots", parents=[common])

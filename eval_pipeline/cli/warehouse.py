@@ -44,7 +44,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True)
     if not wh.exists():
         raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' (or make demo) first")
-    out = Path(args.out or f"export-{args.checkpoint}")
+    out = Path(args.out or f"export-{args.checkpoint}-{args.format}")  # another format: another folder
     if out.exists() and any(out.iterdir()):
         raise CliError(f"{out} exists and is not empty: give a new --out folder")
     try:

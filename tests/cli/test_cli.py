@@ -121,6 +121,12 @@ def test_export_writes_every_table_of_the_checkpoint_and_a_manifest(tmp_path, mo
             read = {"parquet": pd.read_parquet, "csv": pd.read_csv, "json": lambda p: pd.read_json(p, lines=True)}[fmt]
             assert len(read(path)) == n
     assert cli(["export", "--checkpoint", "ckpt-0100", "--out", str(out)]) == 2  # never into a folder with files
+    # without --out, each format its own folder: a second export in another format is not refused (#60)
+    monkeypatch.chdir(tmp_path)
+    assert cli(["export", "--checkpoint", "ckpt-0100"]) == 0
+    assert cli(["export", "--checkpoint", "ckpt-0100", "--format", "csv"]) == 0
+    assert (tmp_path / "export-ckpt-0100-parquet" / "manifest.json").exists()
+    assert (tmp_path / "export-ckpt-0100-csv" / "manifest.json").exists()
     assert cli(["export", "--checkpoint", "ckpt-9999", "--out", str(tmp_path / "x")]) == 2
     assert "no results for checkpoint 'ckpt-9999'" in capsys.readouterr().err
     # #48: a disk that fills up midway left files without a manifest: now whole or nothing, said in one line
