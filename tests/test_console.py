@@ -240,10 +240,15 @@ def test_the_ratings_template_goes_where_ratings_are_read_and_unfilled_rows_are_
     from eval_pipeline.ingest.ratings import load_ratings
     from eval_pipeline.scoring.verdict import Verdict
 
+    from eval_pipeline.ingest.ratings import folder_fingerprint
+
     monkeypatch.setenv("EVAL_RATINGS_DIR", str(env / "ratings"))
+    before = folder_fingerprint("kg_qa", env / "ratings")
     args = ["ratings-template", "--rubric", "kg_qa", "--checkpoint", "ckpt-0100", "--evaluator", "ann"]
     assert cli(args) == 0
     expected = env / "ratings" / "kg_qa" / "ckpt-0100~ann.csv"
+    # a blank template is no rating: the folder's version (what the ratings sensor follows) has not moved (#60)
+    assert folder_fingerprint("kg_qa", env / "ratings") == before
     out = capfd.readouterr().out
     assert expected.exists() and f"wrote {expected}" in out and "move the file" not in out
     assert cli(args) == 2 and "never overwritten" in capfd.readouterr().err
@@ -251,6 +256,13 @@ def test_the_ratings_template_goes_where_ratings_are_read_and_unfilled_rows_are_
     load = load_ratings(rubrics["kg_qa"], "ckpt-0100", ids, root=env / "ratings")
     assert load.ratings.empty and len(load.quarantine) == 60
     assert load.quarantine.reason.str.startswith("not rated yet: ").all()
+    rows = list(csv.DictReader(expected.open()))
+    rows[0]["relevance"] = "4"  # one score typed in: now it is a rating, and the version moves
+    with expected.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert folder_fingerprint("kg_qa", env / "ratings") != before
     assert cli(["ratings-template", "--rubric", "kg_qa", "--checkpoint", "ckpt-0100", "--evaluator", "a b"]) == 2
     assert "unsafe evaluator name" in capfd.readouterr().err
     line = report_lines(Verdict("kg_qa", "ckpt-0100", lines=60, valid=60, rating_unrated=60))[0]

@@ -387,9 +387,32 @@ def load_ratings(
 SOURCES = "human_ratings_sources"  # per checkpoint: the version of the ratings folder its human_ratings was read from
 
 
+_NOT_SCORES = {"sample_id", "evaluator", "checkpoint", "checkpoint_id", "rater_kind", "notes"}
+_HOLDS: dict[tuple[str, int, int], bool] = {}  # (path, size, mtime) -> whether the file holds a score
+
+
+def _holds_a_score(path: Path, size: int, mtime: int) -> bool:
+    """Whether a ratings file has any cell filled in past its bookkeeping columns (``ratings-template``'s blank
+    file has none: it is no rating yet). Worked out once per version of the file; a file that cannot be read
+    counts (the loader will say why)."""
+    key = (str(path), size, mtime)
+    if key not in _HOLDS:
+        try:
+            with path.open(newline="", encoding="utf-8-sig", errors="replace") as fh:
+                reader = csv.DictReader(fh)
+                scored = [
+                    c for c in (reader.fieldnames or []) if c and c not in _NOT_SCORES and not c.startswith("read_")
+                ]
+                _HOLDS[key] = any(any((row.get(c) or "").strip() for c in scored) for row in reader)
+        except (OSError, csv.Error):
+            _HOLDS[key] = True
+    return _HOLDS[key]
+
+
 def folder_fingerprint(rubric_name: str, root: Path | None = None) -> str:
     """The version of a rubric's ratings folder: the names, sizes and modification times of the files
-    ``load_ratings`` reads. A rating written, changed, added or removed changes it."""
+    ``load_ratings`` reads that hold a score. A rating written, changed, added or removed changes it; a blank
+    template written (``ratings-template``) does not, until a score is typed into it."""
     import hashlib
 
     folder = (root or settings.ratings_dir()) / rubric_name
@@ -400,6 +423,8 @@ def folder_fingerprint(rubric_name: str, root: Path | None = None) -> str:
                 try:
                     st = p.stat()
                 except OSError:
+                    continue
+                if st.st_size <= MAX_RATINGS_BYTES and not _holds_a_score(p, st.st_size, st.st_mtime_ns):
                     continue
                 parts.append(f"{p.name}\0{st.st_size}\0{st.st_mtime_ns}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
