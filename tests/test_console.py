@@ -237,10 +237,8 @@ def test_the_ratings_template_goes_where_ratings_are_read_and_unfilled_rows_are_
     into the rubric's ratings folder, the path printed; rows not filled in yet are reported as such (quarantined
     with that reason), never as rejected ratings; an existing file is never overwritten."""
     from eval_pipeline.console import report_lines
-    from eval_pipeline.ingest.ratings import load_ratings
+    from eval_pipeline.ingest.ratings import folder_fingerprint, load_ratings
     from eval_pipeline.scoring.verdict import Verdict
-
-    from eval_pipeline.ingest.ratings import folder_fingerprint
 
     monkeypatch.setenv("EVAL_RATINGS_DIR", str(env / "ratings"))
     before = folder_fingerprint("kg_qa", env / "ratings")

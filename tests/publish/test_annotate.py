@@ -784,3 +784,21 @@ def test_a_form_past_the_limit_is_refused_before_it_is_read(project):
     finally:
         server.stop()
     assert _file_rows(project, "ckpt-0200", "ann") == []
+
+
+def test_ratings_files_take_the_umask_and_the_session_key_stays_private(project, rubrics):
+    """#60: every ratings file was 0600 (a temporary file's mode) whatever the umask, so a colleague sharing the
+    folder could not read it; the app's session key stays 0600."""
+    from eval_pipeline.publish.annotate.store import Rating, RatingsFile
+
+    rubric = rubrics[RUBRIC]
+    old = os.umask(0o002)
+    try:
+        f = RatingsFile(project / "ratings", rubric, "ckpt-0200", "ann")
+        f.save(Rating("q1", dict.fromkeys(rubric.rating_scales, 3.0)), None)
+    finally:
+        os.umask(old)
+    assert f.path.stat().st_mode & 0o777 == 0o664
+    server = Server(project).start()
+    server.stop()
+    assert (project / "ratings" / ".annotate" / "secret").stat().st_mode & 0o777 == 0o600

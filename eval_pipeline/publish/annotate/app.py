@@ -24,7 +24,6 @@ import hmac
 import ipaddress
 import json
 import math
-import os
 import secrets
 import threading
 from dataclasses import dataclass
@@ -113,8 +112,7 @@ def _secret(root: Path) -> bytes:
         return path.read_bytes()
     except FileNotFoundError:
         key = secrets.token_bytes(32)
-        atomic_write(path, key)
-        os.chmod(path, 0o600)
+        atomic_write(path, key, mode=0o600)  # the key: for this user alone
         return path.read_bytes()
 
 

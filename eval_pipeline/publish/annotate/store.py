@@ -57,10 +57,26 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """``data`` as ``path``, all or nothing, on disk when this returns (temporary file, fsync, rename, fsync)."""
+def umask() -> int:
+    """The process's umask, read without changing it (Linux's /proc; elsewhere set and set back)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """``data`` as ``path``, all or nothing, on disk when this returns (temporary file, fsync, rename, fsync), with
+    ``mode`` or, without one, the permissions a file made by ``open`` gets (0666 less the umask: a temporary
+    file is made 0600, which the ratings files of a shared folder must not be)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, mode if mode is not None else 0o666 & ~umask())
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
