@@ -217,3 +217,24 @@ def test_a_misspelt_key_gets_the_nearest_one_and_bad_yaml_one_line_with_its_plac
     assert str(err.value) == (
         f"{path}:3:11: not valid YAML: expected ',' or '}}', but got ':' (while parsing a flow mapping, from line 2)"
     )
+
+
+@pytest.mark.parametrize(
+    "body, said",
+    [
+        ("{a: " * 3000 + "1" + "}" * 3000, "nested too deeply to read"),  # was Python's RecursionError, no file
+        ("{a: " * 40 + "1" + "}" * 40, "nested more than 16 levels deep"),
+        ("{blob: '" + "x" * 2_000_000 + "'}", "at most 65,536"),  # was accepted
+    ],
+)
+def test_a_judges_extra_body_is_bounded_and_said_with_its_file(tmp_path, body, said):
+    from eval_pipeline.core.config import RubricConfigError
+    from eval_pipeline.rubrics import load_rubric
+
+    path = tmp_path / "kg_qa.yaml"
+    path.write_text(
+        (RUBRIC_DIR / "kg_qa.yaml").read_text() + f"\npanel:\n  judges:\n    - name: j\n      extra_body: {body}\n"
+    )
+    with pytest.raises(RubricConfigError) as err:
+        load_rubric(path)
+    assert str(path) in str(err.value) and said in str(err.value)

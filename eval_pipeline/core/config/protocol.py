@@ -121,6 +121,8 @@ class WorklistSpec(Strict):
     seed: int = 20260117
 
 
+EXTRA_BODY_DEPTH, EXTRA_BODY_BYTES = 16, 64 * 1024  # a server's request options, not a payload
+
 # Request fields the judge client sets itself: a judge's extra_body may not.
 OWNED_REQUEST_FIELDS = frozenset(
     {"model", "messages", "temperature", "seed", "max_tokens", "max_completion_tokens", "response_format",
@@ -154,6 +156,25 @@ class JudgeSpec(Strict):
         "messages, temperature, seed, max_tokens, response_format, logprobs, top_logprobs, n, stream) cannot be set "
         "here.",
     )
+
+    @field_validator("extra_body", mode="before")
+    @classmethod
+    def _extra_body_bounded(cls, value: object) -> object:
+        """At most ``EXTRA_BODY_DEPTH`` levels and ``EXTRA_BODY_BYTES`` of JSON: options for a server, not data."""
+        depth, todo = 0, [(value, 1)]
+        while todo:
+            node, level = todo.pop()
+            depth = max(depth, level)
+            if depth > EXTRA_BODY_DEPTH:
+                raise ValueError(f"extra_body is nested more than {EXTRA_BODY_DEPTH} levels deep")
+            if isinstance(node, dict):
+                todo += [(v, level + 1) for v in node.values()]
+            elif isinstance(node, list):
+                todo += [(v, level + 1) for v in node]
+        size = len(json.dumps(value, default=str))
+        if size > EXTRA_BODY_BYTES:
+            raise ValueError(f"extra_body is {size:,} bytes as JSON: at most {EXTRA_BODY_BYTES:,}")
+        return value
 
     @field_validator("extra_body")
     @classmethod

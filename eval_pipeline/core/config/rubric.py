@@ -307,10 +307,14 @@ def parse_rubric(path: str | Path, checks: Sequence[Check] = ()) -> RubricConfig
         raise RubricConfigError(_yaml_problem(path, exc)) from exc
     except UnicodeDecodeError as exc:
         raise RubricConfigError(f"{path}: not UTF-8 text: {exc}") from exc
+    except RecursionError:
+        raise RubricConfigError(f"{path}: nested too deeply to read (a value inside hundreds of others)") from None
     if not isinstance(raw, dict):
         raise RubricConfigError(f"{path}: field '<top level>': expected a mapping, got {type(raw).__name__}")
     try:
         cfg = RubricConfig.model_validate(raw, context={"collect_problems": True})
+    except RecursionError:
+        raise RubricConfigError(f"{path}: nested too deeply to check (a value inside hundreds of others)") from None
     except ValidationError as exc:
         problems = [(_field_path(raw, tuple(e["loc"])), _with_hint(e)) for e in exc.errors()]
         raise RubricConfigError(_problem_message(path, problems)) from exc
