@@ -47,6 +47,20 @@ class ReadOnlyFileSystem(LocalFileSystem):  # type: ignore[misc]  # fsspec is un
                 raise PermissionError(f"{path} leads outside the lake's data folder: not read")
         return super()._open(path, mode, **kwargs)
 
+    def _inside(self, path: str) -> bool:
+        if self.root is None:
+            return True
+        real = os.path.realpath(self._strip_protocol(path))
+        return os.path.commonpath([real, self.root]) == self.root
+
+    def ls(self, path: str, detail: bool = False, **kwargs: Any) -> Any:
+        """A folder's entries, none whose real path (links followed) is outside ``root``; a folder outside it has
+        none (a glob through a link to another folder lists nothing there)."""
+        if not self._inside(path):
+            return []
+        entries = super().ls(path, detail=detail, **kwargs)
+        return [e for e in entries if self._inside(e["name"] if detail else e)]
+
     @classmethod
     def _strip_protocol(cls, path: Any) -> Any:
         if isinstance(path, str) and path.startswith(f"{PROTOCOL}://"):

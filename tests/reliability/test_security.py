@@ -287,3 +287,11 @@ def test_a_link_inside_the_lakes_data_folder_is_not_followed_out_of_it(tmp_path,
     out, err = capsys.readouterr()
     assert "leads outside the lake's data folder" in err and "OUTSIDE-SECRET" not in out + err
     assert cli(["sql", "--warehouse", lake, "SELECT x FROM t"]) == 0 and "42" in capsys.readouterr().out
+    # nor is a link to a folder, by a glob (#60: it listed the names of the files there)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "NAME-SECRET.csv").write_text("x\n1\n")
+    (tmp_path / "lake" / "catalog.sqlite.files" / "dirlink").symlink_to(tmp_path / "elsewhere")
+    files = tmp_path / "lake" / "catalog.sqlite.files"
+    for pattern in (f"{files}/dirlink/*", f"{files}/**"):
+        assert cli(["sql", "--warehouse", lake, "--format", "csv", f"SELECT * FROM glob('evalro://{pattern}')"]) == 0
+        assert "NAME-SECRET" not in capsys.readouterr().out
