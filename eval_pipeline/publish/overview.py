@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from eval_pipeline.core.types import Row
-from eval_pipeline.scoring.verdict import TABLE, VERDICTS, Verdict, read, regression_text, worst
+from eval_pipeline.scoring.verdict import TABLE, Verdict, read, regression_text, worst
 from eval_pipeline.storage.warehouse import Warehouse
 
 # a verdict's colour class, the same in the viewer and the report
@@ -26,7 +26,7 @@ class Overview:
     checkpoints: list[Row] = field(default_factory=list)  # checkpoint_id, model, created_at, verdict
     cells: dict[tuple[str, str], Verdict] = field(default_factory=dict)  # (checkpoint, rubric)
     best: dict[str, str] = field(default_factory=dict)  # rubric -> checkpoint with the best complete headline
-    best_overall: str | None = None  # the checkpoint whose worst verdict is least bad (newest on a tie)
+    best_overall: str | None = None  # the newest checkpoint that passed on every rubric (None: none did)
     regressions: list[Row] = field(default_factory=list)  # rubric, checkpoint, text, score, parent
     trust: list[Verdict] = field(default_factory=list)  # each rubric's newest verdict: its judge's trust
 
@@ -65,7 +65,12 @@ def overview(wh: Warehouse) -> Overview:
         out.checkpoints.append({**c, "created_at": str(c["created_at"] or ""), "verdict": worst(named)})
     order = [c["checkpoint_id"] for c in out.checkpoints]
     for r in rubrics:
-        complete = [v for v in verdicts if v.rubric == r and v.verdict != "incomplete" and v.headline is not None]
+        # a regressed or incomplete cell is never the best, whatever its score
+        complete = [
+            v
+            for v in verdicts
+            if v.rubric == r and v.verdict not in ("incomplete", "regressed") and v.headline is not None
+        ]
         complete = [v for v in complete if v.checkpoint_id in order]
         if complete:  # the best headline in the score's direction; the newest on a tie
             best = max(complete, key=lambda v: (_signed(v), order.index(v.checkpoint_id)))
@@ -73,9 +78,9 @@ def overview(wh: Warehouse) -> Overview:
         mine = [v for v in verdicts if v.rubric == r and v.checkpoint_id in order]
         if mine:
             out.trust.append(max(mine, key=lambda v: order.index(v.checkpoint_id)))
-    if out.checkpoints:  # least bad worst verdict; the newest of those
-        rank = {c["checkpoint_id"]: VERDICTS.index(c["verdict"]) for c in out.checkpoints}
-        out.best_overall = max(order, key=lambda c: (rank[c], order.index(c)))
+    passed = [c["checkpoint_id"] for c in out.checkpoints if c["verdict"] == "passed"]
+    if passed:  # "best" is said only of a checkpoint that passed everywhere: the newest of those
+        out.best_overall = max(passed, key=order.index)
     for ck in reversed(order):  # newest first
         for r in rubrics:
             cell = out.cells.get((ck, r))

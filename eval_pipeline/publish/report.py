@@ -17,6 +17,7 @@ import pandas as pd
 from eval_pipeline.core.contracts import Table
 from eval_pipeline.publish.overview import TONE, Overview, overview
 from eval_pipeline.publish.queries import leaderboard_rows
+from eval_pipeline.publish.viewer.render import change_class, num, signed
 from eval_pipeline.storage.tables import Filter
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -313,7 +314,8 @@ td.v-bad{background:#fdf0ee}td.v-good{background:#f0faf3}td.v-warn{background:#f
 
 
 def _num(v: float | None) -> str:
-    return "–" if v is None or v != v else f"{v:.4g}"
+    """A number as the viewer shows it (publish.viewer.render.num): the report and the viewer round alike."""
+    return num(v)
 
 
 def overview_html(ov: Overview) -> str:
@@ -338,11 +340,10 @@ def overview_html(ov: Overview) -> str:
             else:
                 change = ""
                 if v.headline_delta is not None:
-                    cls = {"better": "good", "worse": "bad"}.get(v.headline_change, "muted")
+                    cls = change_class(v.headline_delta, v.headline_change)  # as the viewer colours and rounds it
                     way = " (lower is better)" if v.headline_lower_is_better else ""
-                    change = (
-                        f" <span class='{cls}' title='{_esc(v.headline_change + way)}'>{v.headline_delta:+.3g}</span>"
-                    )
+                    shown_delta = _esc(signed(v.headline_delta))
+                    change = f" <span class='{cls}' title='{_esc(v.headline_change + way)}'>{shown_delta}</span>"
                 star = " ★" if ov.best.get(r) == ck else ""
                 shown = f"{_num(v.headline)}{change}{star}"
             cells.append(

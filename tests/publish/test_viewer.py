@@ -421,3 +421,25 @@ def test_the_leaderboard_matrix_and_downloads_of_every_table(client, evaluated):
     assert client.get("/r/npc_dialogue/ckpt-0300/table/no_such").status_code == 404
     assert client.get("/r/npc_dialogue/ckpt-0300/table/x;drop").status_code == 404
     assert len(client.get("/?format=json").json()) == len(wh.query_df("SELECT * FROM main.leaderboard"))
+
+
+def test_the_verdicts_matrix_praises_nothing_that_failed(client, evaluated):
+    """#60: a green `best` on a checkpoint whose verdict was failed gates, a ★ on regressed cells, a green `+0`."""
+    from eval_pipeline.publish.viewer.render import change_class, signed
+
+    page = client.get("/").text
+    wh = Warehouse(evaluated[0])
+    verdicts = dict(
+        wh.query_rows(
+            "SELECT checkpoint_id, max(CASE WHEN verdict = 'passed' THEN 0 ELSE 1 END) FROM main.verdicts GROUP BY 1"
+        )
+    )
+    for row in page.split('class="verdict-row"')[1:]:
+        ckpt = row.split('data-checkpoint="', 1)[1].split('"', 1)[0]
+        if verdicts.get(ckpt):  # not passed on every rubric: never called best
+            assert 'class="tag good" title="the newest checkpoint that passed on every rubric">best' not in row
+        for cell in row.split('class="cell ')[1:]:
+            if cell.startswith("v-bad") and "regressed" in cell.split("</td>")[0]:
+                assert "★" not in cell.split("</td>")[0]
+    assert signed(-0.0001) == "±0" == signed(0.0002) and change_class(0.0002, "better") == "muted"
+    assert change_class(0.5, "better") == "good" and change_class(-0.5, "worse") == "bad"

@@ -33,7 +33,7 @@ from eval_pipeline.core.types import Row
 from eval_pipeline.publish.overview import TONE, overview
 from eval_pipeline.publish.viewer import queries
 from eval_pipeline.publish.viewer.queries.compare import compare_page
-from eval_pipeline.publish.viewer.render import dist, input_groups, num, signed, word_diff
+from eval_pipeline.publish.viewer.render import change_class, dist, input_groups, num, signed, word_diff
 from eval_pipeline.rubrics import load_rubrics
 from eval_pipeline.storage.backends.file import WarehouseBusy
 from eval_pipeline.storage.warehouse import Warehouse
@@ -105,6 +105,7 @@ def table_response(request: Request, rows: list[Row], name: str, default: str = 
 def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> Starlette:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
     env.filters.update(num=num, signed=signed, dist=dist)
+    env.globals.update(change_class=change_class)
     env.globals.update(samples_url=samples_url, sample_url=sample_url, quote=quote, tone=TONE)
 
     folder = Path(rubric_dir) if rubric_dir else settings.rubric_dir()

@@ -52,10 +52,21 @@ def num(v: Any, digits: int = 3) -> str:
 
 
 def signed(v: object, digits: int = 3) -> str:
+    """A change with its sign; one that rounds to nothing at the digits shown is ``±0``, never ``+0`` or ``-0``."""
     if v is None:
         return "–"
     s = num(v, digits)
+    if s in ("0", "-0"):
+        return "±0"
     return s if s.startswith("-") or s == "–" else "+" + s
+
+
+def change_class(delta: object, change: str | None, digits: int = 3) -> str:
+    """The colour of a shown change: good or bad only when it is significant (``change``) and shows as more than
+    nothing at the digits shown; else muted."""
+    if signed(delta, digits) in ("±0", "–"):
+        return "muted"
+    return "good" if change == "better" else "bad" if change == "worse" else "muted"
 
 
 @dataclass
