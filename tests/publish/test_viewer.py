@@ -443,3 +443,21 @@ def test_the_verdicts_matrix_praises_nothing_that_failed(client, evaluated):
                 assert "★" not in cell.split("</td>")[0]
     assert signed(-0.0001) == "±0" == signed(0.0002) and change_class(0.0002, "better") == "muted"
     assert change_class(0.5, "better") == "good" and change_class(-0.5, "worse") == "bad"
+
+
+def test_the_compare_page_colours_a_change_alike_in_both_tables_and_says_why_two_intervals(client):
+    """#60: the compare page coloured a change in one table and not in the other, and gave two 95 % intervals for
+    one change with no word of why."""
+    page = client.get("/r/npc_dialogue/compare?a=ckpt-0200&b=ckpt-0300").text
+    assert 'id="two-intervals"' in page and "paired bootstrap" in page and "paired t, uncorrected" in page
+    tested = page.split('id="tested"', 1)[1].split("<h2>", 1)[0]
+    paired = page.split('class="compare"', 1)[1].split("</table>", 1)[0]
+
+    # the planted regression: significant and worse in both, so red in both
+    row_t = tested.split("dialogue_naturalness_calibrated", 1)[1].split("</tr>", 1)[0]
+    assert 'class="n bad"' in row_t
+    for line in paired.split("</tr>"):
+        if ">dialogue_naturalness<" in line and 'class="n bad"' in line:
+            break
+    else:
+        raise AssertionError("the judged drop is not red in the paired table")
