@@ -802,3 +802,29 @@ def test_ratings_files_take_the_umask_and_the_session_key_stays_private(project,
     server = Server(project).start()
     server.stop()
     assert (project / "ratings" / ".annotate" / "secret").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("CI"), reason="Chromium not installed (make provision-browser)"
+)
+def test_the_response_is_on_the_first_screen_of_an_item(project):
+    """#60: the item page put the response below the first screen: every item needed a scroll to read what is
+    rated. The response comes first; long input fields scroll in their own boxes."""
+    assert CHROMIUM is not None, "Chromium is not installed: 'make test' provisions it"
+    server = Server(project).start()
+    browser = Browser(project / "profile-fold")
+    try:
+        browser.navigate(server.url + "/login")
+        browser.type_text("ann")
+        browser.enter()
+        browser.wait_for("location.pathname === '/'")
+        for sid in _ids("ckpt-0200")[:3]:
+            browser.navigate(f"{server.url}/i/{RUBRIC}/ckpt-0200/remainder/{urllib.parse.quote(sid, safe='')}")
+            browser.wait_for("!!document.getElementById('response')")
+            top = browser.evaluate("document.getElementById('response').getBoundingClientRect().top")
+            height = browser.evaluate("window.innerHeight")
+            assert 0 <= float(top) < float(height) / 2, (sid, top, height)
+        browser.screenshot(SHOTS / "item-fold.png")
+    finally:
+        browser.close()
+        server.stop()
