@@ -325,3 +325,17 @@ def test_scores_bootstrapped_together_get_their_own_bootstrap():
                 assert many == pytest.approx(index, abs=0.03 * width)
                 assert many != index
     assert joint_bootstrap_ci(np.array([[2.0, 5.0]]), seed=1, n_boot=2000) == [(2.0, 2.0), (5.0, 5.0)]
+
+
+def test_gates_wait_when_nothing_was_scored_at_all(rubrics):
+    """#60: a wrong endpoint left every judge score missing and the gates said "failed ... n/a": nothing was
+    scored, which is data not there yet (pending), while the verdict's completeness says why."""
+    rubric = rubrics["npc_dialogue"]
+    dims = [d.key for d in rubric.judged_dimensions]
+    none = pd.DataFrame({d: [np.nan] * 60 for d in dims})
+    g = evaluate_gates(rubric, "c", none).set_index("gate")
+    assert g.loc["dimension_means", "status"] == "pending" and not g.loc["dimension_means", "passed"]
+    assert "none of the 60 samples has a score yet" in g.loc["dimension_means", "reason"]
+    # a checkpoint with too few samples still fails closed: that is the checkpoint's, not data still to come
+    few = pd.DataFrame({d: [np.nan] * 10 for d in dims})
+    assert evaluate_gates(rubric, "c", few).set_index("gate").loc["dimension_means", "status"] == "failed"

@@ -146,5 +146,5 @@ def test_two_judges_of_one_name_and_an_extra_body_nested_too_deep_are_refused_in
     for _ in range(100_000):
         node["x"] = {}
         node = node["x"]
-    with pytest.raises(ValidationError, match="nested too deeply"):
+    with pytest.raises(ValidationError, match="nested more than 16 levels deep"):
         JudgeSpec(name="a", extra_body=deep)

@@ -110,7 +110,18 @@ def values_of(scores: pd.DataFrame, col: str) -> np.ndarray:
     return np.asarray(v[~np.isnan(v)])
 
 
-def too_few(g: GateSpec, n: int, what: str) -> GateResult:
+def too_few(g: GateSpec, n: int, what: str, rows: int | None = None) -> GateResult:
+    """Fewer than ``min_samples`` values: the gate fails closed (missing scores count as missing), unless the
+    checkpoint has enough samples (``rows``) and *none* has a value: nothing was scored (an endpoint that never
+    answered, a wrong OPENAI_BASE_URL), which is data not there yet, not a failure of the model: pending; the
+    verdict's completeness says why."""
+    if rows is not None and n == 0 and rows >= g.min_samples:
+        return pending(
+            g,
+            n,
+            f"none of the {rows} samples has a score yet (every one missing: see judge_scores.reason); evaluate "
+            "again once they are scored",
+        )
     return GateResult(
         g.name,
         g.kind,

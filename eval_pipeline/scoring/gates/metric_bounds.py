@@ -14,7 +14,7 @@ class MetricBoundSpec(GateSpec):
 def _bound(g: MetricBoundSpec, scores: pd.DataFrame, at_least: bool) -> GateResult:
     vals = values_of(scores, g.score)
     if len(vals) < g.min_samples:
-        return too_few(g, len(vals), f"samples with a {g.score}")
+        return too_few(g, len(vals), f"samples with a {g.score}", len(scores))
     mean = float(vals.mean())
     ok = mean >= g.threshold if at_least else mean <= g.threshold
     note = ""

@@ -20,7 +20,7 @@ def per_dimension(
         vals = values_of(scores, k)
         ns.append(len(vals))
         if len(vals) < g.min_samples:
-            return too_few(g, len(vals), f"scored samples on '{k}'")
+            return too_few(g, len(vals), f"scored samples on '{k}'", len(scores))
         v = stat(vals, k)
         values.append(v)
         parts.append(f"{k} {v:.3f}")

@@ -17,7 +17,7 @@ def score_share(g: ScoreShareSpec, rubric: RubricConfig, scores: pd.DataFrame, i
     col = scores[g.score] if g.score in scores.columns else pd.Series(dtype=object)
     known = col.dropna()
     if len(known) < g.min_samples:
-        return too_few(g, len(known), f"samples with a {g.score}")
+        return too_few(g, len(known), f"samples with a {g.score}", len(scores))
     share = float(known.isin(g.values).mean())
     return GateResult(
         g.name,
