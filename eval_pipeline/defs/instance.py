@@ -35,6 +35,10 @@ class InstanceConfig:
         return [
             ("", {"telemetry": {"enabled": False}}),
             (
+                'The UI\'s first-run dialogs ("join the community") off: the machine may be offline.',
+                {"nux": {"enabled": False}},
+            ),
+            (
                 "Runs of one backfill launched from the UI at once: what the warehouse backend declares (a\n"
                 "DuckLake: 2, one run's process starts while the other works; a DuckDB file: 1, it serves one\n"
                 "process at a time).\n"

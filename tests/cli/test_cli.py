@@ -240,3 +240,19 @@ def test_every_option_says_what_it_does():
         if not a.help and a.dest != "help"
     ]
     assert missing == []
+
+
+def test_the_installed_instance_shows_no_first_run_dialog(tmp_path, monkeypatch):
+    """#60: Dagster's "join the community" dialog opened on an offline machine: the instance the project installs
+    turns the UI's first-run dialogs off (and telemetry)."""
+    import dagster as dg
+
+    from eval_pipeline.defs.instance import InstanceConfig
+
+    (tmp_path / "dagster.yaml").write_text(InstanceConfig().render())
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    instance = dg.DagsterInstance.get()
+    try:
+        assert instance.nux_enabled is False and instance.telemetry_enabled is False
+    finally:
+        instance.dispose()
