@@ -298,16 +298,23 @@ class OpenAIJudgeClient:
             self._ever_answered and self._newest_answered <= sent and self._silent_for() < self.settings.max_silence_s
         )
 
-    def _unreachable(self, error: str) -> None:
+    def _unreachable(self, error: str, second_wave: bool = False) -> None:
         """One more attempt refused or timed out; past ``max_consecutive_failures`` in a row, the endpoint is down
-        (one that has answered in this client: once it has also been silent for ``max_silence_s``)."""
+        (one that has answered in this client: once it has also been silent for ``max_silence_s``). ``second_wave``:
+        a time-out of the second wave of an endpoint that never answered: down whatever the count (a server that
+        advertises few slots sends small waves, and counting to the limit took many waves of growing time-outs)."""
         self._unreachable_in_a_row += 1
         limit = self.settings.max_consecutive_failures
-        if not limit or self._unreachable_in_a_row < limit or self._down is not None:
+        if not limit or self._down is not None:
+            return
+        if self._unreachable_in_a_row < limit and not (second_wave and not self._ever_answered):
             return
         host = urlsplit(self.settings.endpoint).netloc or self.settings.endpoint
         if not self._ever_answered:
-            self._down = f"endpoint {host} unreachable, stopped asking after {limit} failed attempts in a row: {error}"
+            self._down = (
+                f"endpoint {host} unreachable, stopped asking after {self._unreachable_in_a_row} failed attempts in "
+                f"a row: {error}"
+            )
         elif self._silent_for() >= self.settings.max_silence_s:
             self._down = (
                 f"endpoint {host} unreachable, stopped asking: nothing answered for {self._silent_for():.0f} s "
@@ -398,7 +405,7 @@ class OpenAIJudgeClient:
                     # may all time out and it still gets a second, slower chance; a black hole is given up in the
                     # second wave)
                     if self._timed_out(epoch) or (not self._ever_answered and epoch > 0):
-                        self._unreachable(last_error)
+                        self._unreachable(last_error, second_wave=not self._ever_answered and epoch > 0)
                     stall = self._stalled(t0)
                 elif sent.failure == reply.CONNECTION:
                     last_error = f"connection error: {sent.message}"

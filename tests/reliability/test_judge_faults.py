@@ -275,3 +275,18 @@ def test_an_endpoint_that_answered_then_went_silent_is_given_up_after_max_silenc
     missing = panel[panel.status == "missing"]
     assert missing.reason.str.contains("stopped asking").all(), missing.reason.unique()[:3]
     assert missing.reason.str.contains("nothing answered for").all(), missing.reason.unique()[:3]
+
+
+def test_a_black_hole_that_advertises_slots_is_given_up_as_soon_as_one_that_does_not(rubrics, stub, warehouse_path):
+    """#60: a server that answers /props (2 slots) but never a completion was given up ~4x later than one that
+    advertises nothing: its waves are small (the slots), so counting to the breaker's 8 took many waves, each of the
+    grown time-out. An endpoint that never answered is down once its second wave times out, whatever its size."""
+    stub.state.slots, stub.state.advertise_slots = 2, True
+    stub.state.fault_rate, stub.state.fault_kind, stub.state.timeout_sleep_s = 1.0, "timeout", 60.0
+    df, stats = ask(
+        rubrics["empathetic_dialogue"], warehouse_path, records(12),
+        timeout_s=0.2, max_retries=4, concurrency=16, max_consecutive_failures=8,
+    )  # fmt: skip
+    panel = df[df.judge == PANEL]
+    assert (panel.status == "missing").all() and panel.reason.str.contains("stopped asking").all()
+    assert stats.http_attempts <= 2 * 2  # two waves of the two slots, then nothing more
