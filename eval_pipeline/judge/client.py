@@ -301,8 +301,9 @@ class OpenAIJudgeClient:
     def _unreachable(self, error: str, second_wave: bool = False) -> None:
         """One more attempt refused or timed out; past ``max_consecutive_failures`` in a row, the endpoint is down
         (one that has answered in this client: once it has also been silent for ``max_silence_s``). ``second_wave``:
-        a time-out of the second wave of an endpoint that never answered: down whatever the count (a server that
-        advertises few slots sends small waves, and counting to the limit took many waves of growing time-outs)."""
+        a time-out of the second wave of an endpoint that never answered, at the longest time-out it is given: down
+        whatever the count (a server that advertises few slots sends small waves, and counting to the limit took
+        many waves of the grown time-out)."""
         self._unreachable_in_a_row += 1
         limit = self.settings.max_consecutive_failures
         if not limit or self._down is not None:
@@ -399,13 +400,14 @@ class OpenAIJudgeClient:
                     delay = min(60.0, ra) if ra is not None else self._backoff(attempt)
                 elif sent.failure == reply.TIMEOUT:
                     last_error = f"timeout after {self._timeout:g}s"
+                    patient = self._timeout >= self.settings.timeout_s * TIMEOUT_GROWTH  # the longest time-out given
                     delay = self._backoff(attempt)
                     # a cut's own time-out counts toward the breaker, the others of its epoch do not; an endpoint
                     # that has never answered counts every time-out after the first cut (a slow server's first wave
                     # may all time out and it still gets a second, slower chance; a black hole is given up in the
                     # second wave)
                     if self._timed_out(epoch) or (not self._ever_answered and epoch > 0):
-                        self._unreachable(last_error, second_wave=not self._ever_answered and epoch > 0)
+                        self._unreachable(last_error, second_wave=not self._ever_answered and epoch > 0 and patient)
                     stall = self._stalled(t0)
                 elif sent.failure == reply.CONNECTION:
                     last_error = f"connection error: {sent.message}"
