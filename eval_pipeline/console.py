@@ -23,6 +23,7 @@ from eval_pipeline.core.terminal import (
     EXIT_GATES,
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
+    EXIT_NOT_LEARNT,
     EXIT_OK,
     EXIT_RUN_FAILED,
     clean,
@@ -167,11 +168,17 @@ def evaluate(
         for i, c in enumerate(ckpts, 1)
     }
     todo = []
+    elsewhere: list[tuple[str, str]] = []  # (checkpoint, the other run evaluating it)
+    wait_s = settings.wait_for_run_s()
     for c in ckpts:
         busy = in_flight_elsewhere(instance, c.checkpoint_id)
         if busy:
-            why = f"SKIPPED: run {busy} is evaluating it now (the UI or the sensor); not run twice"
+            why = (
+                f"run {busy} is evaluating it now (the UI or the sensor): not run twice; its verdict is reported "
+                f"once it ends (waiting at most {wait_s:g} s, EVAL_WAIT_FOR_RUN; Ctrl-C stops waiting)"
+            )
             print(f"{heads[c.checkpoint_id]}: {why}", flush=True)
+            elsewhere.append((c.checkpoint_id, busy))
             continue
         todo.append(c)
         for refused in getattr(c, "refused_files", {}).values():
@@ -217,6 +224,11 @@ def evaluate(
     bar.clear()
     for line in followed_lines(wh, rubrics, followed, before):
         print(line, flush=True)
+    others = OtherRuns(instance, wh, rubrics, selected, heads, wait_s, verbose=args.verbose)
+    for ckpt_id, run_id in elsewhere:
+        reports.extend(
+            others.learn(ckpt_id, run_id, {r for c in ckpts if c.checkpoint_id == ckpt_id for r in c.rubric_files})
+        )
     if any(o.interrupted for o in outcomes):
         done = [o.checkpoint_id for o in outcomes if not o.interrupted]
         reached = {o.checkpoint_id for o in outcomes}
@@ -234,18 +246,79 @@ def evaluate(
             flush=True,
         )
         return EXIT_INCOMPLETE
-    if not outcomes:  # every checkpoint is being evaluated by another run: that run decides, nothing failed here
-        print(
-            "eval-pipeline: nothing evaluated here: every selected checkpoint is being evaluated by another run "
-            "(see the SKIPPED lines; its verdict will be in main.verdicts)",
-            flush=True,
-        )
-        return EXIT_OK
+    code = others.code(code)
+    if not outcomes and elsewhere:  # every checkpoint evaluated by another run: its verdicts, and their code
+        print(_verdict(code, outcomes, reports), file=sys.stderr if code else sys.stdout, flush=True)
+        return code
     if refused and code in (EXIT_OK, EXIT_GATES):  # incomplete data outranks failed gates, as in exit_code
         print(f"eval-pipeline: INCOMPLETE: {refused} rubric file(s) refused (exit 4)", file=sys.stderr, flush=True)
         return EXIT_INCOMPLETE
     print(_verdict(code, outcomes, reports), file=sys.stderr if code else sys.stdout, flush=True)
     return code
+
+
+class OtherRuns:
+    """Checkpoints another run was evaluating when the command reached them: the command waits for each such run
+    (at most ``wait_s``), then reports its stored verdicts as its own, with their exit code. A run that failed is a
+    failed run (exit 1); a verdict not learnt in time is exit 6 (``EXIT_NOT_LEARNT``), never 0."""
+
+    def __init__(
+        self,
+        instance: dg.DagsterInstance,
+        wh: Warehouse,
+        rubrics: dict[str, RubricConfig],
+        selected: set[str] | None,
+        heads: dict[str, str],
+        wait_s: float,
+        verbose: bool = False,
+    ):
+        self.instance, self.wh, self.rubrics, self.selected = instance, wh, rubrics, selected
+        self.heads, self.wait_s, self.verbose = heads, wait_s, verbose
+        self.failed = 0
+        self.not_learnt = 0
+
+    def learn(self, ckpt_id: str, run_id: str, files: set[str]) -> list[Verdict]:
+        """Wait for ``run_id``, then its verdicts of ``ckpt_id`` (the selected rubrics the checkpoint has files
+        of), printed as the command prints its own."""
+        import dagster as dg
+
+        from eval_pipeline.defs.runner import IN_FLIGHT
+
+        head = self.heads.get(ckpt_id, ckpt_id)
+        deadline = time.monotonic() + self.wait_s
+        run = self.instance.get_run_by_id(run_id)
+        while run is not None and run.status in IN_FLIGHT and time.monotonic() < deadline:
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            run = self.instance.get_run_by_id(run_id)
+        if run is not None and run.status in IN_FLIGHT:
+            self.not_learnt += 1
+            print(
+                f"{head}: NOT LEARNT: run {run_id} still evaluating it after {self.wait_s:g} s (EVAL_WAIT_FOR_RUN); "
+                f"its verdict will be in main.verdicts (exit {EXIT_NOT_LEARNT})",
+                flush=True,
+            )
+            return []
+        if run is None or run.status != dg.DagsterRunStatus.SUCCESS:
+            self.failed += 1
+        names = sorted(n for n in files if n in self.rubrics and (self.selected is None or n in self.selected))
+        found = [decided(self.wh, self.rubrics[n], ckpt_id, [run_id]) for n in names] if self.wh.exists() else []
+        status = run.status.value if run is not None else "gone"
+        word = worst([v.verdict for v in found]).upper() if found else "NOT DECIDED"
+        print(f"{head}: {word}: evaluated by run {run_id} ({status.lower()})", flush=True)
+        for v in found:
+            print("\n".join(report_lines(v, verbose=self.verbose)), flush=True)
+        return found
+
+    def code(self, code: int) -> int:
+        """The command's exit code with what the other runs gave: a failed one is a failed run, a verdict not
+        learnt is exit 6 where nothing else said worse."""
+        if code == EXIT_INTERRUPTED:
+            return code
+        if self.failed:
+            return EXIT_RUN_FAILED
+        if self.not_learnt and code == EXIT_OK:
+            return EXIT_NOT_LEARNT
+        return code
 
 
 def followed_lines(

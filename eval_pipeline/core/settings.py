@@ -310,6 +310,15 @@ def judge_config() -> JudgeConfig:
     )
 
 
+def wait_for_run_s() -> float:
+    """EVAL_WAIT_FOR_RUN: how long `run` / `backfill` wait for another run evaluating a selected checkpoint before
+    saying its verdict could not be learnt (seconds; default 1800)."""
+    value = _float("EVAL_WAIT_FOR_RUN", "1800")
+    if not value >= 0:
+        raise SettingError(f"EVAL_WAIT_FOR_RUN {value!r} must be a number of seconds >= 0")
+    return value
+
+
 def openai_base_url() -> str | None:
     """OPENAI_BASE_URL: the OpenAI-compatible endpoint (None: the client's default)."""
     return os.environ.get("OPENAI_BASE_URL") or None

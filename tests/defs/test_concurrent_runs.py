@@ -95,3 +95,46 @@ def test_sensor_launched_concurrent_runs_take_turns_on_the_warehouse(tmp_path, m
         "GROUP BY ALL HAVING count(*) > 1)"
     ) == [(0,)]
     assert wh.query_rows("SELECT count(DISTINCT checkpoint_id) FROM kg_qa.gates") == [(2,)]
+
+
+@pytest.mark.slow
+def test_a_checkpoint_another_run_is_evaluating_gets_that_runs_verdict_and_exit_code(tmp_path):
+    """#59.5: while another run evaluated the checkpoint, `eval-pipeline run` printed "SKIPPED ... not run twice"
+    and exited 0 though the stored verdict was failed gates: a CI step checking the exit code let it through.
+    Now it waits for that run and reports its verdict with that verdict's exit code."""
+    from eval_pipeline.devtools.openai_stub import StubServer
+
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    root = tmp_path / "checkpoints" / "ckpt-0100"
+    root.mkdir(parents=True)
+    for name in ("kg_qa.jsonl", "checkpoint.json"):
+        shutil.copy(SAMPLE_CHECKPOINTS / "ckpt-0100" / name, root / name)
+    eval_cli = str(ROOT / ".venv" / "bin" / "eval-pipeline") if (ROOT / ".venv").exists() else "eval-pipeline"
+    with StubServer() as stub:
+        stub.state.latency_s = 0.05  # slow enough that the first run is still judging when the second starts
+        env = dict(
+            os.environ,
+            DAGSTER_HOME=str(home),
+            EVAL_WAREHOUSE=f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}",
+            EVAL_CHECKPOINT_DIR=str(tmp_path / "checkpoints"),
+            EVAL_REPORT_DIR=str(tmp_path / "reports"),
+            EVAL_WORKLIST_DIR=str(tmp_path / "wl"),
+            EVAL_JUDGE="openai",
+            OPENAI_BASE_URL=stub.base_url,
+            OPENAI_API_KEY="sk-test-wait",
+            EVAL_JUDGE_CONCURRENCY="1",
+        )
+        args = [eval_cli, "run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa"]
+        first = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            assert poll(lambda: stub.state.requests > 5, 120), "the first run never started judging"
+            second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+            out_first, _ = first.communicate(timeout=600)
+        finally:
+            if first.poll() is None:
+                first.kill()
+    assert first.returncode in (3, 4), out_first[-2000:]
+    assert second.returncode == first.returncode, second.stdout[-2000:] + second.stderr[-2000:]
+    assert "evaluated by run" in second.stdout and "SKIPPED" not in second.stdout
