@@ -626,6 +626,10 @@ def test_a_site_rebound_to_this_machine_is_refused(project):
         req = urllib.request.Request(server.url + "/login", headers={"Authorization": f"bearer {token}"})
         with urllib.request.urlopen(req, timeout=30) as r:
             assert r.status == 200
+        # a token of other characters is refused like any wrong one (it answered 500)
+        with pytest.raises(urllib.error.HTTPError) as wrong:
+            urllib.request.urlopen(server.url + "/login?token=" + urllib.parse.quote("tökén-ü-日本"), timeout=30)
+        assert wrong.value.code == 401
     finally:
         server.stop()
     with pytest.raises(AnnotateRefused, match="at least 16"):

@@ -84,6 +84,11 @@ def check_binding(host: str, token: str | None) -> None:
         )
 
 
+def same(a: str, b: str) -> bool:
+    """A constant-time comparison of two texts, any characters (hmac.compare_digest refuses non-ASCII str)."""
+    return hmac.compare_digest(a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass"))
+
+
 def _index(value: object) -> int:
     """A checklist item's index from a form field (ASCII digits only: ``²`` is a digit to str.isdigit, not to
     int); -1 for anything else."""
@@ -282,7 +287,7 @@ def create_app(
             name, sid, mac = raw.split("|")
         except ValueError:
             return None
-        if not hmac.compare_digest(mac, sign(f"{name}|{sid}")):
+        if not same(mac, sign(f"{name}|{sid}")):
             return None
         return name, sid
 
@@ -300,7 +305,7 @@ def create_app(
         origin = request.headers.get("origin")
         if origin and origin.split("://", 1)[-1] != request.headers.get("host", ""):
             return False
-        return hmac.compare_digest(str(form.get("csrf", "")), csrf(sess))
+        return same(str(form.get("csrf", "")), csrf(sess))
 
     async def login(request: Request) -> Response:
         if request.method == "GET":
@@ -565,7 +570,7 @@ def create_app(
             or request.cookies.get(TOKEN_COOKIE)
             or bearer(request.headers.get("authorization", ""))
         )
-        if request.url.path != "/healthz" and (not given or not hmac.compare_digest(given, token or "")):
+        if request.url.path != "/healthz" and (not given or not same(given, token or "")):
             return PlainTextResponse("a token is required (EVAL_ANNOTATE_TOKEN): add ?token=...", 401)
         response: Response = await call_next(request)
         if request.query_params.get("token"):
