@@ -300,7 +300,8 @@ class OpenAIJudgeClient:
 
     def _unreachable(self, error: str, second_wave: bool = False) -> None:
         """One more attempt refused or timed out; past ``max_consecutive_failures`` in a row, the endpoint is down
-        (one that has answered in this client: once it has also been silent for ``max_silence_s``). ``second_wave``:
+        (one that has answered in this client: once it has also been silent for ``max_silence_s``, and then at its
+        first failure past that silence, however few came before). ``second_wave``:
         a time-out of the second wave of an endpoint that never answered, at the longest time-out it is given: down
         whatever the count (a server that advertises few slots sends small waves, and counting to the limit took
         many waves of the grown time-out)."""
@@ -308,8 +309,9 @@ class OpenAIJudgeClient:
         limit = self.settings.max_consecutive_failures
         if not limit or self._down is not None:
             return
-        if self._unreachable_in_a_row < limit and not (second_wave and not self._ever_answered):
-            return
+        silent = self._ever_answered and self._silent_for() >= self.settings.max_silence_s
+        if self._unreachable_in_a_row < limit and not (second_wave and not self._ever_answered) and not silent:
+            return  # an endpoint silent past max_silence_s is down at its next failure, however few in a row
         host = urlsplit(self.settings.endpoint).netloc or self.settings.endpoint
         if not self._ever_answered:
             self._down = (

@@ -290,3 +290,20 @@ def test_a_black_hole_that_advertises_slots_is_given_up_as_soon_as_one_that_does
     panel = df[df.judge == PANEL]
     assert (panel.status == "missing").all() and panel.reason.str.contains("stopped asking").all()
     assert stats.http_attempts <= 2 * 2  # two waves of the two slots, then nothing more
+
+
+def test_past_max_silence_the_next_failure_gives_the_endpoint_up_however_few_came_before(rubrics, stub, warehouse_path):
+    """#60: EVAL_JUDGE_MAX_SILENCE=15 gave up after 54 s: past the silence, the breaker still counted its failures
+    in a row. Silent past max_silence_s, the endpoint is down at its next failure."""
+    stub.state.latency_s, stub.state.stalls = 0.05, (0.5, 3600.0)
+    df, stats = ask(
+        rubrics["empathetic_dialogue"], warehouse_path, records(200),
+        timeout_s=0.4, max_retries=50, concurrency=2, max_consecutive_failures=1000, max_silence_s=1.0,
+    )  # fmt: skip
+    panel = df[df.judge == PANEL]
+    missing = panel[panel.status == "missing"]
+    assert len(missing) and missing.reason.str.contains("nothing answered for").all(), missing.reason.unique()[:3]
+    answered = int((panel.status == "ok").sum())
+    # the attempts after the stall: a few time-outs of the two in flight to pass the second of silence, not the
+    # breaker's thousand (or every prompt's 51)
+    assert stats.http_attempts - answered <= 2 * 8, (stats.http_attempts, answered)
