@@ -259,7 +259,7 @@ def trust_rows(
         drift: bool | None = None
         bars = f"kappa_q >= {min_kappa:g} and spearman >= {min_rho:g}, each within {rule.margin:g}"
         evidence = (
-            f"kappa_q {_fmt(k)} [{_fmt(kcs.low)}, {_fmt(kcs.high)}], spearman {_fmt(rho)} "
+            f"kappa_q {_fmt(kcs.estimate)} [{_fmt(kcs.low)}, {_fmt(kcs.high)}], spearman {_fmt(rcs.estimate)} "
             f"[{_fmt(rcs.low)}, {_fmt(rcs.high)}] on {n} rated samples from {n_checkpoints} checkpoint(s) "
             f"({1 - rule.alpha:.0%} anytime-valid; needs {bars})"
         )
