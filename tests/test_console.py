@@ -284,14 +284,18 @@ def test_a_ctrl_c_is_forgotten_once_its_command_has_ended(env, rubrics, monkeypa
     assert not interrupts.requested()
 
 
-def test_a_second_run_of_a_checkpoint_another_process_is_evaluating_skips_it_and_says_so(env, capfd):
-    """#48: the checkpoint is being evaluated elsewhere (the UI, the sensor, another machine): the command says it
-    skipped it and why, exits 0, and never says that no rubric has a file (it said so, and exited 4)."""
+def test_a_second_run_of_a_checkpoint_another_process_is_evaluating_waits_for_it_and_never_says_0(
+    env, capfd, monkeypatch
+):
+    """#48: the checkpoint is being evaluated elsewhere (the UI, the sensor, another machine): the command does not
+    run it twice, and never says that no rubric has a file (it said so, and exited 4). #59.5: it waits for that run
+    and reports its verdict; one it cannot learn in time (EVAL_WAIT_FOR_RUN) is exit 6, never 0 (it exited 0)."""
     import dagster as dg
 
     from eval_pipeline.core import settings
     from eval_pipeline.defs.instance import open_instance
 
+    monkeypatch.setenv("EVAL_WAIT_FOR_RUN", "0.5")
     instance = open_instance(settings.dagster_home(), settings.warehouse_path())
     elsewhere = dg.DagsterRun(
         job_name="__ASSET_JOB",
@@ -300,10 +304,10 @@ def test_a_second_run_of_a_checkpoint_another_process_is_evaluating_skips_it_and
         tags={"eval/checkpoint": "ckpt-0100", "eval/host": "another-machine", "eval/pid": "1"},
     )
     instance.add_run(elsewhere)
-    assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa"]) == 0
+    assert cli(["run", "--checkpoint", "ckpt-0100", "--rubric", "kg_qa"]) == 6
     out, err = capfd.readouterr()
-    assert "ckpt-0100 (lumen-7b-chat): SKIPPED: run 0123abcd-0000-0000-0000-000000000000 is evaluating it now" in out
-    assert "nothing evaluated here: every selected checkpoint is being evaluated by another run" in out
+    assert "ckpt-0100 (lumen-7b-chat): run 0123abcd-0000-0000-0000-000000000000 is evaluating it now" in out
+    assert "NOT LEARNT: run 0123abcd-0000-0000-0000-000000000000 still evaluating it after 0.5 s" in out
     assert "no selected rubric has a file" not in out + err
 
 

@@ -18,12 +18,19 @@ VOLATILE = re.compile(
 )
 
 
+# tables that log the runs themselves, a row per run: how many depends on the path taken (resumed steps, a run per
+# pass), not on what was evaluated
+RUN_LOGS = {"judge_usage"}
+
+
 def contents(wh: Warehouse, every_column: bool = False) -> dict[str, pd.DataFrame]:
-    """Every table of ``wh`` (``schema.table``) with its lasting columns (``every_column``: all of them), rows in a
-    canonical order."""
+    """Every table of ``wh`` (``schema.table``) but the runs' own logs (``RUN_LOGS``) with its lasting columns
+    (``every_column``: all of them), rows in a canonical order."""
     out: dict[str, pd.DataFrame] = {}
     with wh.session() as s:
         for schema, table in sorted(s.tables()):
+            if table in RUN_LOGS and not every_column:
+                continue
             cols = [c for c in s.columns(schema, table) if every_column or not VOLATILE.search(c)]
             if not cols:
                 continue

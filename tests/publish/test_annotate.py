@@ -369,7 +369,7 @@ def test_a_server_killed_at_random_loses_no_acknowledged_rating(project):
         t.join()
         server.stop()
     assert kills == 12
-    text = (project / "ratings" / RUBRIC / "ckpt-0200-kim.csv").read_text()
+    text = (project / "ratings" / RUBRIC / "ckpt-0200~kim.csv").read_text()
     rows = list(csv.DictReader(io.StringIO(text)))
     assert rows and list(rows[0]) == ["sample_id", "evaluator", "checkpoint", "semantic", "completeness", "accuracy",
                                       "presentation", "notes"]  # fmt: skip

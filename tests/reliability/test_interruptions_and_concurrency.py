@@ -333,12 +333,18 @@ def test_a_long_sql_query_stops_on_sigterm_and_ctrl_c(tmp_path, sig):
     Warehouse(str(wh_path)).execute("CREATE TABLE t AS SELECT 1 AS x")
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home")}
     endless = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
+
+    def as_from_a_terminal() -> None:  # a background job inherits Ctrl-C ignored: a person's terminal does not
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
     proc = subprocess.Popen(
         [str(Path(sys.executable).with_name("eval-pipeline")), "sql", "--warehouse", str(wh_path), endless],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_from_a_terminal,
     )
 
     def cpu_seconds() -> float:  # the query is running once the process has spent a while computing
