@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
@@ -54,6 +55,7 @@ def test_a_significant_drop_below_the_margin_is_a_change_not_a_regression():
     assert df.loc["fluency"].judge_noise_95 > 0.3 and not df.loc["fluency"].regression
 
 
+@pytest.mark.slow
 def test_a_near_copy_of_ckpt_0300_is_not_regressed(tmp_path, warehouse_path, instance):
     """ckpt-0300 with one word added to every answer, its parent ckpt-0300, on kg_qa: the heuristic judge moves
     every score a little (significant: it is deterministic), far below the margin: not REGRESSED."""
