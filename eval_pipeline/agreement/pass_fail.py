@@ -48,38 +48,24 @@ def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> li
             seed_of(rubric.name, ckpt, "pf"),
         )
         both = np.concatenate([a, b])
-        rows.append(
-            dict(
-                checkpoint_id=ckpt,
-                dimension=pf.score,
-                statistic=f"pass_fail_ac1 (>= {pf.threshold:g})",
-                raters=rater_pair(e1, e2),
-                n_items=len(a),
-                n_raters=2,
-                value=st.gwet_ac1(a, b, [0.0, 1.0]),
-                ci_low=None,
-                ci_high=None,
-                prevalence=st.prevalence(both),
-                ceiling_share=float(both.mean()),
-                label=f"Gwet's AC1; {e1} passes {a.mean():.0%}, {e2} {b.mean():.0%}; agree on {(a == b).mean():.0%}",
-            )
+        base = dict(
+            checkpoint_id=ckpt,
+            dimension=pf.score,
+            raters=rater_pair(e1, e2),
+            n_items=len(a),
+            n_raters=2,
+            prevalence=st.prevalence(both),
+            ceiling_share=float(both.mean()),
         )
+        ac1_label = f"Gwet's AC1; {e1} passes {a.mean():.0%}, {e2} {b.mean():.0%}; agree on {(a == b).mean():.0%}"
         rows.append(
-            dict(
-                checkpoint_id=ckpt,
-                dimension=pf.score,
-                statistic=f"pass_fail_kappa (>= {pf.threshold:g})",
-                raters=rater_pair(e1, e2),
-                n_items=len(a),
-                n_raters=2,
-                value=v,
-                ci_low=lo,
-                ci_high=hi,
-                prevalence=st.prevalence(both),
-                ceiling_share=float(both.mean()),
-                label=st.kappa_band(v),
-            )
-        )
+            {**base, "statistic": f"pass_fail_ac1 (>= {pf.threshold:g})", "value": st.gwet_ac1(a, b, [0.0, 1.0]),
+             "ci_low": None, "ci_high": None, "label": ac1_label}
+        )  # fmt: skip
+        rows.append(
+            {**base, "statistic": f"pass_fail_kappa (>= {pf.threshold:g})", "value": v, "ci_low": lo,
+             "ci_high": hi, "label": st.kappa_band(v)}
+        )  # fmt: skip
     return rows
 
 
