@@ -45,6 +45,7 @@ def _judge_trust(
     all_ratings: pd.DataFrame,
     all_judge: pd.DataFrame,
     overall: pd.DataFrame,
+    designs: dict[str, dict[str, float] | None],
 ) -> pd.DataFrame | None:
     """The verdict on this checkpoint's judge identity from its pooled calibration set: every rated sample of every
     checkpoint the same identity judged (agreement.trust); None before the judge recorded who it is. ``overall``:
@@ -63,22 +64,24 @@ def _judge_trust(
         pooled = compute_agreement(rubric, f"judge:{identity}", ratings, judge)
     rated_ckpts = int(ratings.checkpoint_id.nunique()) if len(ratings) else 0
     pairs = judge_pairs(rubric, ratings, judge)
-    weights = _pooled_weights(wh, rubric, ratings)
+    weights = _pooled_weights(wh, rubric, ratings, designs)
     return trust_rows(rubric, ckpt_id, identity, label, pooled, own, rated_ckpts, pairs, weights)
 
 
-def _pooled_weights(wh: Warehouse, rubric: RubricConfig, ratings: pd.DataFrame) -> pd.Series | None:
+def _pooled_weights(
+    wh: Warehouse, rubric: RubricConfig, ratings: pd.DataFrame, designs: dict[str, dict[str, float] | None]
+) -> pd.Series | None:
     """Every rated item's inverse inclusion probability, by (checkpoint_id, sample_id), when some checkpoint's
-    ratings were drawn by the active queue: its items by the queue's probabilities, every other checkpoint's as a
-    random sample (rated / judged samples). None when none was: every item alike, as the table's statistics."""
-    if not (declares_protocol(rubric) and rubric.worklists.active) or ratings.empty:
+    ratings were drawn by the active queue (``designs``, from ``_designs``): its items by the queue's
+    probabilities, every other checkpoint's as a random sample (rated / judged samples). None when none was:
+    every item alike, as the table's statistics."""
+    pooled = {str(c) for c in ratings.checkpoint_id} if len(ratings) else set()
+    if not any(designs.get(c) for c in pooled):
         return None
     humans = rater_sets(rubric, ratings)["human"]
-    designs = {str(c): _active_design(wh, rubric, str(c), g) for c, g in humans.groupby("checkpoint_id")}
-    if not any(designs.values()):
-        return None
     out: dict[tuple[str, str], float] = {}
-    for ckpt, design in designs.items():
+    for ckpt in sorted(pooled):
+        design = designs.get(ckpt)
         rated = {str(s) for s in humans[humans.checkpoint_id == ckpt].sample_id}
         if design:
             out.update({(ckpt, s): 1.0 / p for s, p in design.items()})
@@ -91,21 +94,26 @@ def _pooled_weights(wh: Warehouse, rubric: RubricConfig, ratings: pd.DataFrame) 
     return pd.Series(out)
 
 
-def _calibrated(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, ratings: pd.DataFrame) -> pd.DataFrame:
+def _calibrated(
+    wh: Warehouse, rubric: RubricConfig, ckpt_id: str, ratings: pd.DataFrame, design: dict[str, float] | None
+) -> pd.DataFrame:
     """The judge's means corrected by this checkpoint's human ratings (PPI++, agreement.ppi; weighted by the
-    inclusion probabilities where people rated by the active queue)."""
+    inclusion probabilities ``design`` where people rated by the active queue)."""
     humans = rater_sets(rubric, ratings)["human"] if len(ratings) else ratings
-    design = _active_design(wh, rubric, ckpt_id, humans)
     return calibrated_means(ckpt_id, panel_on_human_scale(wh, rubric, [ckpt_id]), humans, design)
 
 
-def _active_design(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, humans: pd.DataFrame) -> dict[str, float] | None:
-    """The rated samples' inclusion probabilities when the rubric's protocol orders its remainder by the judge's
-    uncertainty and the ratings were drawn that way (publish.annotate.queues.inclusion); None otherwise."""
-    if not (declares_protocol(rubric) and rubric.worklists.active) or humans.empty:
-        return None
-    plan = load_plan(wh, rubric, ckpt_id)
-    return inclusion(plan, {str(s) for s in humans.sample_id})
+def _designs(wh: Warehouse, rubric: RubricConfig, all_ratings: pd.DataFrame) -> dict[str, dict[str, float] | None]:
+    """Per rated checkpoint, its rated samples' inclusion probabilities when the rubric's protocol orders the
+    remainder by the judge's uncertainty and the ratings were drawn that way (publish.annotate.queues.inclusion),
+    else None; worked out once per materialization, for the checkpoint's own estimates and the pooled trust."""
+    if not (declares_protocol(rubric) and rubric.worklists.active) or all_ratings.empty:
+        return {}
+    humans = rater_sets(rubric, all_ratings)["human"]
+    return {
+        str(c): inclusion(load_plan(wh, rubric, str(c)), {str(s) for s in g.sample_id})
+        for c, g in humans.groupby("checkpoint_id")
+    }
 
 
 def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
@@ -131,10 +139,13 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         df = compute_agreement(rubric, ckpt_id, ratings, judge)
         all_ratings = wh.read(rubric.name, Table.HUMAN_RATINGS)
         overall = compute_agreement(rubric, ALL_CHECKPOINTS, all_ratings, all_judge)
+        designs = _designs(wh, rubric, all_ratings) if has_judge else {}
         trust = (
-            _judge_trust(wh, rubric, ckpt_id, df, all_ratings, all_judge, overall) if all_judge is not None else None
+            _judge_trust(wh, rubric, ckpt_id, df, all_ratings, all_judge, overall, designs)
+            if all_judge is not None
+            else None
         )
-        calibrated = _calibrated(wh, rubric, ckpt_id, ratings) if has_judge else None
+        calibrated = _calibrated(wh, rubric, ckpt_id, ratings, designs.get(ckpt_id)) if has_judge else None
         with wh.partition_writer() as w:  # the checkpoint's rows and the pooled ones in one transaction
             w.write(rubric.name, Table.AGREEMENT, df, {"checkpoint_id": ckpt_id})
             w.write(rubric.name, Table.AGREEMENT, overall, {"checkpoint_id": ALL_CHECKPOINTS})
