@@ -36,10 +36,14 @@ def _fresh():
     forget_endpoints()
 
 
-def test_a_server_that_advertises_slots_is_believed():
+def props(slots: int, seen: list[str | None] | None = None) -> type[http.server.BaseHTTPRequestHandler]:
+    """A server whose /props says ``slots``; the Authorization header of each request it gets goes to ``seen``."""
+
     class Props(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802
-            body = b'{"total_slots": 4}'
+            if seen is not None:
+                seen.append(self.headers.get("Authorization"))
+            body = b'{"total_slots": %d}' % slots
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -48,26 +52,17 @@ def test_a_server_that_advertises_slots_is_believed():
         def log_message(self, *args):
             pass
 
-    with serving(Props) as url:
+    return Props
+
+
+def test_a_server_that_advertises_slots_is_believed():
+    with serving(props(4)) as url:
         assert advertised_slots(url + "/v1", KEY) == 4
 
 
 def test_a_redirect_is_not_followed_and_the_key_stays_home():
     seen: list[str | None] = []
-
-    class Elsewhere(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            seen.append(self.headers.get("Authorization"))
-            body = b'{"total_slots": 9}'
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    with serving(Elsewhere) as other:
+    with serving(props(9, seen)) as other:
 
         class Redirect(http.server.BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802
