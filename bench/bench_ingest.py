@@ -19,7 +19,7 @@ import dagster as dg
 import duckdb
 
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.runner import register_checkpoints
+from eval_pipeline.defs.runs import register_checkpoints
 from eval_pipeline.ingest.jsonl import iter_jsonl
 from eval_pipeline.storage.warehouse import Warehouse
 

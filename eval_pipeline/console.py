@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # dagster and argparse only for the annotations: the console 
 
     import dagster as dg
 
-    from eval_pipeline.defs.runner import RunOutcome
+    from eval_pipeline.defs.runs import RunOutcome
     from eval_pipeline.ingest.checkpoints import Checkpoint
 
 UNDECIDED = "not decided"  # a run that failed before its verdict step
@@ -149,12 +149,8 @@ def evaluate(
 ) -> int:
     """Run each checkpoint in turn: a progress line while it runs, a summary after it, an exit code at the end."""
     from eval_pipeline.core import progress, settings
-    from eval_pipeline.defs.runner import (
-        in_flight_elsewhere,
-        materialize_checkpoints,
-        reap_dead_runs,
-        register_checkpoints,
-    )
+    from eval_pipeline.defs.runner import materialize_checkpoints
+    from eval_pipeline.defs.runs import in_flight_elsewhere, reap_dead_runs, register_checkpoints
 
     wh = Warehouse(settings.warehouse_path())
     outcomes: list[RunOutcome] = []
@@ -282,7 +278,7 @@ class OtherRuns:
         of), printed as the command prints its own."""
         import dagster as dg
 
-        from eval_pipeline.defs.runner import IN_FLIGHT
+        from eval_pipeline.defs.runs import IN_FLIGHT
 
         head = self.heads.get(ckpt_id, ckpt_id)
         deadline = time.monotonic() + self.wait_s
@@ -333,6 +329,11 @@ def followed_lines(
     if reread:
         names = ", ".join(f"{o.checkpoint_id} ({', '.join(o.rubrics)})" for o in reread)
         out.append(f"ratings changed since these were decided, read again: {names}")
+    for o in followed:
+        if o.purpose == "pool" and not o.success:
+            out.append(
+                f"  the pools over every checkpoint ({', '.join(o.rubrics)}): RUN FAILED {'; '.join(o.failures)[:300]}"
+            )
     again = [o for o in followed if o.purpose == "decide again"]
     if again:
         out.append("decided again, the judge's pooled verdict having new ratings (no judge call):")

@@ -271,7 +271,7 @@ def test_a_ctrl_c_is_forgotten_once_its_command_has_ended(env, rubrics, monkeypa
     """A stop belongs to the command it interrupted: judge calls made afterwards in the same process (the next
     command, a notebook, the next test) are not cancelled by it."""
     from eval_pipeline.core import interrupts
-    from eval_pipeline.defs.runner import interruptible
+    from eval_pipeline.defs.runs import interruptible
 
     with interruptible() as state:
         try:
@@ -316,7 +316,7 @@ def test_a_run_ended_without_a_failed_step_says_why():
     it) is one line with the instance's reason, not 'run … failure' alone."""
     import dagster as dg
 
-    from eval_pipeline.defs.runner import run_failure
+    from eval_pipeline.defs.runs import run_failure
 
     with dg.DagsterInstance.ephemeral() as instance:
         run = instance.add_run(dg.DagsterRun(job_name="__ASSET_JOB", run_id="feedbeef-0000-0000-0000-000000000000"))

@@ -238,3 +238,5 @@ class Table:
     GATES: Final = "gates"
     VERDICT: Final = "verdict"
     WORKLISTS: Final = "worklists"
+    CALIBRATION_POOL: Final = "calibration_pool"
+    CHECKPOINT_LINEAGE: Final = "checkpoint_lineage"

@@ -41,11 +41,15 @@ def rubric_asset(
     *,
     description: str,
     kinds: set[str],
-    deps: Sequence[dg.AssetKey] = (),
+    deps: Sequence[dg.AssetKey | dg.AssetDep] = (),
     metadata: dict[str, Any] | None = None,
     table: bool = True,
+    partitioned: bool = True,
+    automation_condition: dg.AutomationCondition[Any] | None = None,
 ) -> Callable[[Body], dg.AssetsDefinition]:
-    """One decorator for every asset of a rubric group (``_step``: progress, the step scope, table metadata)."""
+    """One decorator for every asset of a rubric group (``_step``: progress, the step scope, table metadata).
+    ``partitioned`` False: an asset over every checkpoint (a pool, defs/assets/pools.py); its ``deps`` are given as
+    ``dg.AssetDep`` with the partition mapping that says which partitions it reads."""
     md: dict[str, Any] = {"rubric_version": rubric.version, **(metadata or {})}
     if table:
         md["dagster/table_name"] = f"{rubric.name}.{name}"
@@ -54,8 +58,9 @@ def rubric_asset(
         return dg.asset(
             key=asset_key(rubric, name),
             group_name=rubric.name,
-            partitions_def=CHECKPOINTS,
+            partitions_def=CHECKPOINTS if partitioned else None,
             code_version=rubric.version,
+            automation_condition=automation_condition,
             deps=list(deps),
             kinds=kinds,
             description=description,
@@ -76,7 +81,7 @@ def _step(fn: Body, rubric: str, name: str, table: bool) -> Body:
     def step(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, **resources: object
     ) -> dg.MaterializeResult[None]:
-        ckpt = context.partition_key
+        ckpt = context.partition_key if context.has_partition_key else None
         progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="start")
         wh = warehouse.get()
         start = time.time()
@@ -92,7 +97,7 @@ def _step(fn: Body, rubric: str, name: str, table: bool) -> Body:
 
 
 def _with_table_metadata(
-    result: dg.MaterializeResult[None], wh: Warehouse, schema: str, table: str, ckpt_id: str
+    result: dg.MaterializeResult[None], wh: Warehouse, schema: str, table: str, ckpt_id: str | None
 ) -> dg.MaterializeResult[None]:
     """``result`` with the partition's row count and the table's column schema (a MaterializeResult; else as it is)."""
     if not isinstance(result, dg.MaterializeResult):
@@ -102,9 +107,10 @@ def _with_table_metadata(
     cols = list((seen or wh.columns(schema, table)).items())
     if not cols:
         return result
-    n = wh.rows_written(schema, table, {"checkpoint_id": ckpt_id})
+    where = {"checkpoint_id": ckpt_id} if ckpt_id is not None else {}  # a pool's table: all of it
+    n = wh.rows_written(schema, table, where)
     if n is None:  # not written through this object's partition replacement: counted
-        n = wh.count(schema, table, {"checkpoint_id": ckpt_id})
+        n = wh.count(schema, table, where)
     extra: dict[str, Any] = {
         "dagster/row_count": dg.MetadataValue.int(int(n)),
         "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(c, t) for c, t in cols]),

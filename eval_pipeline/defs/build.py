@@ -11,8 +11,9 @@ import dagster as dg
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.ids import IDENTIFIER_RE
+from eval_pipeline.defs.automation import redecide_sensor
 from eval_pipeline.defs.factory import rubric_definitions
-from eval_pipeline.defs.ratings_follow import build_ratings_sensor
+from eval_pipeline.defs.ratings_sensor import build_ratings_sensor
 from eval_pipeline.defs.resources import RatingsSource, default_resources
 from eval_pipeline.defs.sensors import build_checkpoint_sensor, build_report_sensors
 from eval_pipeline.rubrics import load_rubrics, load_rubrics_leniently
@@ -39,14 +40,14 @@ def build_definitions(
         for name, d in groups.items()
     }
     resources = default_resources(warehouse_path, checkpoint_root)
-    present = {k for keys in keys_by_rubric.values() for k in keys}
     follow = build_ratings_sensor(
-        [r.name for r in rubrics], present, RatingsSource(), warehouse_path or settings.warehouse_path()
+        [r.name for r in rubrics], RatingsSource(), warehouse_path or settings.warehouse_path()
     )
     shared = dg.Definitions(
         sensors=[
             build_checkpoint_sensor(rubrics, keys_by_rubric, checkpoint_root),
             follow,
+            redecide_sensor(),
             *build_report_sensors(resources),
         ],
         resources=resources,

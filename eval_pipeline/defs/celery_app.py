@@ -29,7 +29,7 @@ from dagster_celery.make_app import make_app
 from dagster_celery.tags import DAGSTER_CELERY_TASK_ID_TAG
 from dagster_celery.tasks import create_execute_job_task, create_resume_job_task
 
-from eval_pipeline.defs.runner import WORKER_TAG
+from eval_pipeline.defs.runs import WORKER_TAG
 
 if TYPE_CHECKING:
     import dagster as dg

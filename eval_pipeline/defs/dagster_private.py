@@ -1,20 +1,22 @@
 """Every Dagster name this project reaches past the public API for, in one place.
 
-Four things need them: the event log that keeps its SQLite connections (``defs/event_log.py``, a subclass of
+Five things need them: the event log that keeps its SQLite connections (``defs/event_log.py``, a subclass of
 Dagster's ``SqliteEventLogStorage``), the daemon entrypoint that shortens the backfill loop's sleep
 (``defs/daemon.py``), the Celery worker reading which run a task executes (``defs/celery_app.py``: the arguments
-dagster-celery's launcher packs) and the launcher resuming a run (``defs/celery_launcher.py``). Nothing else imports
+dagster-celery's launcher packs), the launcher resuming a run (``defs/celery_launcher.py``) and the command's own
+evaluation of the automation conditions (``dynamic_partitions_read_once``, defs/runner.py). Nothing else imports
 ``dagster._``; ``tests/house/test_dagster_private.py`` fails when a Dagster release moves, renames or reshapes any
 of these, naming which.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from dagster._core.event_api import EventHandlerFn
@@ -123,3 +125,25 @@ def compute_log_helpers_off_the_terminal() -> None:
     # the module's own `subprocess` import (private, not exported): the name this module exists to reach
     if not isinstance(compute_logs.subprocess, _OwnSessionSubprocess):  # type: ignore[attr-defined]
         compute_logs.subprocess = _OwnSessionSubprocess(compute_logs.subprocess)  # type: ignore[attr-defined,assignment]
+
+
+@contextlib.contextmanager
+def dynamic_partitions_read_once(instance: Any) -> Iterator[None]:
+    """Within the block, ``instance.get_dynamic_partitions`` answers each partitions definition from its first
+    read. ``dg.evaluate_automation_conditions`` writes its cursor in a partition-loading context that names the bare
+    instance, and every subset it serialises asks the instance for the checkpoint partitions again: thousands of
+    event-log queries an evaluation (bench/bench_settle.py). The daemon's own evaluation reads them through a
+    caching loader; this does the same for the command's. Nothing registers partitions during an evaluation."""
+    read = instance.get_dynamic_partitions  # the bound method Dagster's DagsterInstance defines
+    cache: dict[str, Sequence[str]] = {}
+
+    def once(partitions_def_name: str) -> Sequence[str]:
+        if partitions_def_name not in cache:
+            cache[partitions_def_name] = read(partitions_def_name)
+        return cache[partitions_def_name]
+
+    instance.get_dynamic_partitions = once
+    try:
+        yield
+    finally:
+        del instance.get_dynamic_partitions

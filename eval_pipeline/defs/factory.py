@@ -22,6 +22,7 @@ from eval_pipeline.defs.assets.judge import (
     judge_scores_asset,
 )
 from eval_pipeline.defs.assets.metrics import metrics_asset
+from eval_pipeline.defs.assets.pools import calibration_pool_asset, checkpoint_lineage_asset
 from eval_pipeline.defs.assets.publish import worklists_asset
 from eval_pipeline.defs.assets.scoring import comparison_asset, gate_tables, gates_asset, scores_asset, summary_asset
 from eval_pipeline.defs.assets.verdict import verdict_asset
@@ -42,7 +43,12 @@ def rubric_definitions(rubric: RubricConfig) -> dg.Definitions:
     if rubric.metrics:
         assets.append(metrics_asset(rubric))
     assets += [scores_asset(rubric, has_judge, bool(rubric.metrics)), summary_asset(rubric)]
-    assets += [human_ratings_asset(rubric), agreement_asset(rubric, has_judge), comparison_asset(rubric)]
+    assets += [
+        human_ratings_asset(rubric),
+        calibration_pool_asset(rubric, has_judge),
+        agreement_asset(rubric, has_judge),
+    ]
+    assets += [checkpoint_lineage_asset(rubric, has_judge), comparison_asset(rubric)]
     if has_judge:
         assets.append(length_bias_asset(rubric))
     if has_judge and rubric.repeat:

@@ -1,340 +1,127 @@
-"""Materialize checkpoints in-process: register the partitions, then run each checkpoint (with several, their
-judges' calibration inputs first, then the rest of each; see materialize_checkpoints).
+"""What ``eval-pipeline run`` / ``backfill``, ``make demo`` and the tests launch: a client of the asset graph, which
+decides nothing the graph does not say.
 
-Used by ``make demo``, the CLI and the tests. A run covers exactly the rubric groups the checkpoint has a
-file for. Dagster's own console log is kept at ``log_level`` (WARNING for the CLI; the full log stays in
-the instance); each failed step's error is collected as one line. Ctrl-C stops the whole sequence: a
-checkpoint interrupted mid-run is reported as such and no further checkpoint starts.
+A command (1) reads again the ``human_ratings`` partitions the ratings sensor would (their files changed since),
+(2) runs each of its checkpoints' rubric groups, one run per checkpoint, and (3) lets Dagster's automation settle:
+it evaluates the graph's automation conditions (defs/automation.py) and launches what they request — the other
+checkpoints' decisions that read the calibration pool or the lineage a run changed — until nothing is requested.
+The conditions are armed by one evaluation before the first run, so only what this command changed is followed.
+Each checkpoint's outcome is reported once it has settled. Ctrl-C stops the whole sequence: a checkpoint interrupted
+mid-run is reported as such, no further run starts, and nothing is settled.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import socket
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import dagster as dg
 
-from eval_pipeline.core import interrupts, settings
-from eval_pipeline.core.processes import pid_alive
-from eval_pipeline.defs.dagster_private import compute_log_helpers_off_the_terminal
+from eval_pipeline.core import settings
+from eval_pipeline.defs.dagster_private import compute_log_helpers_off_the_terminal, dynamic_partitions_read_once
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
-from eval_pipeline.defs.ratings_follow import ratings_keys, redecided_keys
+from eval_pipeline.defs.ratings_sensor import ratings_key, stale_partitions
+from eval_pipeline.defs.runs import (
+    Batch,
+    RunOutcome,
+    in_flight_elsewhere,
+    interruptible,
+    launch,
+    reap_dead_runs,
+    register_checkpoints,
+    run,
+)
 from eval_pipeline.ingest.checkpoints import read_checkpoint
-from eval_pipeline.ingest.ratings import evaluated, has_ratings
-from eval_pipeline.ingest.ratings import stale as stale_ratings
 from eval_pipeline.publish.report import redraw_report
 from eval_pipeline.storage.backends.lake import failure_hint
-from eval_pipeline.storage.warehouse import Warehouse
+
+SETTLE_ROUNDS = 8  # evaluations of the automation conditions at most; the graph's depth needs about three
+POOL = ""  # the "checkpoint" of a run of the assets over every checkpoint (unpartitioned)
 
 
-@dataclass
-class RunOutcome:
-    checkpoint_id: str
-    rubrics: list[str]
-    success: bool
-    seconds: float
-    run_id: str
-    failures: list[str] = field(default_factory=list)  # "<step>: <first line of its error>"
-    interrupted: bool = False
-    report: Path | None = None  # the report, when it was redrawn after this run (see REPORT_EVERY_S)
-    report_error: str | None = None  # why it could not be (the run's outcome does not depend on it)
-    run_ids: list[str] = field(default_factory=list)  # every run of this checkpoint in the command, run_id last
-    purpose: str = "evaluate"  # or "ratings" / "decide again": a checkpoint outside the command, after new ratings
-    notes: list[str] = field(default_factory=list)  # what happened to the run on the way (a worker that died)
+class Automation:
+    """The graph's automation conditions, evaluated against the instance with this command's cursor."""
+
+    def __init__(self, defs: dg.Definitions, instance: dg.DagsterInstance) -> None:
+        self.defs, self.instance = defs, instance
+        self.cursor = self._evaluate(None).cursor  # armed: requests nothing
+
+    def _evaluate(self, cursor: Any) -> Any:
+        with warnings.catch_warnings(), dynamic_partitions_read_once(self.instance):
+            warnings.simplefilter("ignore", dg.BetaWarning)  # Dagster's own selection in it: not the user's business
+            return dg.evaluate_automation_conditions(self.defs, self.instance, cursor=cursor)
+
+    def requested(self) -> dict[str, list[dg.AssetKey]]:
+        """What the conditions request now, by partition (POOL: the unpartitioned assets), in key order."""
+        result = self._evaluate(self.cursor)
+        self.cursor = result.cursor
+        out: defaultdict[str, list[dg.AssetKey]] = defaultdict(list)
+        for asset in self.defs.assets or []:
+            if isinstance(asset, dg.AssetsDefinition):
+                for key in asset.keys:
+                    for partition in result.get_requested_partitions(key):
+                        out[partition or POOL].append(key)
+        return {p: sorted(keys, key=lambda k: k.to_user_string()) for p, keys in sorted(out.items())}
 
 
-def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]) -> list[str]:
-    existing = set(instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
-    new = [c for c in checkpoint_ids if c not in existing]
-    if new:
-        instance.add_dynamic_partitions(CHECKPOINTS_PARTITION, new)
-    return new
+def _todo(batch: Batch, checkpoint_ids: list[str], rubrics: set[str] | None) -> list[tuple[str, str, list[str]]]:
+    """(checkpoint, model, rubric groups it has a file for) of each checkpoint with at least one."""
+    checkpoints = (batch.defs.resources or {})["checkpoints"]
+    groups = {k.path[0] for a in batch.assets for k in a.keys}
+    todo = []
+    for ckpt_id in checkpoint_ids:
+        ckpt = read_checkpoint(checkpoints.folder(ckpt_id) / ckpt_id)
+        names = sorted(set(ckpt.rubric_files) & groups & (rubrics or groups))
+        if names:
+            todo.append((ckpt_id, ckpt.model, names))
+    return todo
 
 
-def runs_of_checkpoint(
-    instance: dg.DagsterInstance, checkpoint_id: str, statuses: list[dg.DagsterRunStatus] | None = None, limit: int = 5
-) -> list[dg.DagsterRun]:
-    """The newest runs tagged with this checkpoint (of these statuses, when given)."""
-    tags = {"eval/checkpoint": checkpoint_id}
-    records = instance.get_run_records(filters=dg.RunsFilter(tags=tags, statuses=statuses), limit=limit)
-    return [r.dagster_run for r in records]
-
-
-IN_FLIGHT = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-]
-
-
-def in_flight_elsewhere(instance: dg.DagsterInstance, checkpoint_id: str) -> str | None:
-    """The id of a run of this checkpoint that is queued or running in another process, or None."""
-    for run in runs_of_checkpoint(instance, checkpoint_id, IN_FLIGHT):
-        if run.tags.get(PID_TAG) != str(os.getpid()) or run.tags.get(HOST_TAG) != socket.gethostname():
-            return run.run_id
-    return None
-
-
-HOST_TAG, PID_TAG = "eval/host", "eval/pid"  # who runs an in-process run: a dead one is found and reaped
-WORKER_TAG = "eval/worker"  # the distributed profile's worker that executed a run (defs/celery_app.py sets it)
-INTERRUPTED = "DagsterExecutionInterruptedError"  # what Dagster's own Ctrl-C handler raises inside a step
-
-
-def _interrupted(cls_name: str, message: str) -> bool:
-    """An error that is a signal's doing: Dagster's interrupt, Python's, DuckDB's "Query interrupted" (also when
-    DuckDB wraps Dagster's: "_duckdb.Error: DagsterExecutionInterruptedError")."""
-    return cls_name in (INTERRUPTED, "KeyboardInterrupt") or any(
-        word in message for word in (INTERRUPTED, "KeyboardInterrupt", "Query interrupted", "INTERRUPT Error")
-    )
-
-
-def step_failures(instance: dg.DagsterInstance, run_id: str) -> list[str]:
-    """Each failed step of a run as one line: its key and the first line of the error that ended it."""
-    out = []
-    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE):
-        event = record.dagster_event
-        data = getattr(event, "step_failure_data", None) if event else None
-        err = getattr(data, "error", None)
-        while err is not None and getattr(err, "cause", None) is not None and "Error occurred while" in err.message:
-            err = err.cause  # past Dagster's wrapper, to the user's error
-        if err is not None and _interrupted(err.cls_name, err.message):
-            out.append(f"{event.step_key if event else '?'}: interrupted (Ctrl-C)")
-            continue
-        message = (err.message if err is not None else record.user_message or "failed").strip().splitlines()
-        first = message[0] if message else "failed"
-        if first.startswith("dagster."):
-            first = first.split(": ", 1)[-1]  # "dagster._core.definitions.events.Failure: <why>": the why
-        first = failure_hint(first) or first  # a lake data file deleted outside the pipeline, a store that stopped
-        out.append(f"{event.step_key if event else '?'}: {first}")
-    return out
-
-
-def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
-    """Runs this machine started in-process (tagged eval/host, eval/pid) whose process is gone, killed with
-    SIGKILL or by the OOM killer: each is marked failed and its concurrency-pool slots are freed, so the next run
-    does not wait forever for a slot a dead process holds. Runs of other machines and live ones are left alone
-    (the daemon's run monitoring watches the runs it launched)."""
-    host = socket.gethostname()
-    reaped = []
-    active = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.CANCELING]
-    for run in instance.get_runs(filters=dg.RunsFilter(statuses=active)):
-        pid = run.tags.get(PID_TAG, "")
-        if run.tags.get(HOST_TAG) != host or not pid.isdigit() or pid_alive(int(pid)) or int(pid) == os.getpid():
-            continue
-        instance.report_run_failed(run, f"the process that ran it (pid {pid}) is gone: killed mid-run")
-        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
-        reaped.append(run.run_id)
-    return reaped
-
-
-class Interrupted:
-    """Set when Ctrl-C or SIGTERM arrived during a run, whatever the run then did with it (Dagster turns the
-    signal into its own error inside a step, DuckDB into "Query interrupted": core.interrupts notes it)."""
-
-    def __init__(self) -> None:
-        self.flag = False
-
-    def check(self) -> bool:
-        self.flag |= interrupts.requested()
-        return self.flag
-
-
-@contextmanager
-def interruptible() -> Iterator[Interrupted]:
-    """Ctrl-C and SIGTERM record themselves, then interrupt as Ctrl-C does; a caller checks ``check()`` after
-    each run, because a step may turn the interrupt into an ordinary failure."""
-    state = Interrupted()
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        state.flag = True
-        raise KeyboardInterrupt
-
+def _model_of(root: Path, ckpt_id: str) -> str:
     try:
-        for sig in previous:
-            signal.signal(sig, on_signal)
-    except ValueError:  # not the main thread: leave the signals as they are
-        yield state
-        return
-    try:
-        with interrupts.watching():
-            yield state
-            state.check()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        return read_checkpoint(root / ckpt_id).model
+    except Exception:  # noqa: BLE001 - a folder gone since: the run's tag says so, the warehouse has its rows
+        return "(folder gone)"
 
 
-# The report covers every rubric and checkpoint: drawn after the last run of a sequence, and after an earlier
-# one when the last drawing is older than this (not after every run of a sequence).
-REPORT_EVERY_S = 60.0
-
-
-# the asset whose inputs are a judge's calibration set (every rated sample it judged, pooled across checkpoints)
-CALIBRATED_BY = "agreement"
-
-
-def _calibration_inputs(assets: list[dg.AssetsDefinition]) -> dg.AssetSelection:
-    """What the judge's calibration set is made of: every asset upstream of a rubric's agreement asset."""
-    keys = [k for a in assets for k in a.keys if k.path[-1] == CALIBRATED_BY]
-    return dg.AssetSelection.assets(*keys).upstream() - dg.AssetSelection.assets(*keys)
-
-
-@dataclass
-class _Batch:
-    """One command's checkpoints and what every run of it shares."""
-
-    defs: dg.Definitions
-    instance: dg.DagsterInstance
-    assets: list[dg.AssetsDefinition]
-    raise_on_error: bool
-    log_level: str
-    # the deployment's webserver when runs execute on its workers (EVAL_DAGSTER_URL); None: in this process
-    remote: str | None = None
-    # (checkpoint, rubric, selection): the run submitted for it, and when
-    launched: dict[tuple[str, str, str], tuple[str, float]] = field(default_factory=dict)
-
-
-def _tags(ckpt_id: str, model: str, names: list[str]) -> dict[str, str]:
-    return {"eval/checkpoint": ckpt_id, "eval/model": model, "eval/rubrics": ",".join(names)}
-
-
-def _client(url: str) -> Any:
-    from urllib.parse import urlsplit
-
-    from dagster_graphql import DagsterGraphQLClient
-
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    return DagsterGraphQLClient(
-        parts.hostname or "127.0.0.1", port_number=parts.port, use_https=parts.scheme == "https", timeout=60
-    )
-
-
-def launch(batch: _Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> list[str]:
-    """Submit ``selection`` for one checkpoint to the deployment at ``batch.remote`` (its queue, its launcher, its
-    workers) as one run per rubric, so workers share a checkpoint's rubrics as they share checkpoints; the run ids.
-    Submitted once per checkpoint, rubric and selection in a command: ``_run`` then waits for them."""
-    ids = []
-    for name in names:
-        key = (ckpt_id, name, repr(selection))
-        if key not in batch.launched:
-            keys = sorted(
-                (selection & dg.AssetSelection.groups(name)).resolve(batch.assets), key=lambda k: k.to_user_string()
-            )
-            tags = {**_tags(ckpt_id, model, [name]), "dagster/partition": ckpt_id}
-            run_id = _client(batch.remote or "").submit_job_execution(
-                "__ASSET_JOB",
-                tags=tags,
-                asset_selection=keys,
-                run_config={"loggers": {"console": {"config": {"log_level": batch.log_level}}}},
-            )
-            batch.launched[key] = (run_id, time.perf_counter())
-        ids.append(batch.launched[key][0])
-    return ids
-
-
-FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
-
-
-def _run_remote(batch: _Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> RunOutcome:
-    """The runs submitted for this checkpoint and selection (submitted now when they were not yet), waited for,
-    as one outcome. On Ctrl-C every run this command submitted and that has not finished is terminated."""
-    run_ids = launch(batch, ckpt_id, model, names, selection)
-    t0 = min(batch.launched[(ckpt_id, n, repr(selection))][1] for n in names)
-    runs: dict[str, dg.DagsterRun] = {}
-    try:
-        while len(runs) < len(run_ids):  # one query a tick for the runs not finished yet
-            waiting = [r for r in run_ids if r not in runs]
-            for run in batch.instance.get_runs(filters=dg.RunsFilter(run_ids=waiting, statuses=list(FINISHED))):
-                runs[run.run_id] = run
-            if len(runs) < len(run_ids):
-                time.sleep(0.5)
-    except KeyboardInterrupt:
-        for other, _t in batch.launched.values():
-            found = batch.instance.get_run_by_id(other)
-            if found is not None and found.status not in FINISHED:
-                with contextlib.suppress(Exception):  # the webserver gone as well: the daemon's monitoring ends it
-                    _client(batch.remote or "").terminate_run(other)
-        seconds = time.perf_counter() - t0
-        return RunOutcome(ckpt_id, names, False, seconds, run_ids[-1], ["interrupted"], True, run_ids=run_ids)
-    failures: list[str] = []
-    notes: list[str] = []
-    for run_id in run_ids:
-        run = runs[run_id]
-        if run.status != dg.DagsterRunStatus.SUCCESS:
-            failures += step_failures(batch.instance, run_id) or [run_failure(batch.instance, run)]
-        notes += remote_notes(batch.instance, run)
-    success = all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs.values())
-    outcome = RunOutcome(ckpt_id, names, success, time.perf_counter() - t0, run_ids[-1], failures, run_ids=run_ids)
-    outcome.notes = notes
+def _other(batch: Batch, ckpt_id: str, keys: list[dg.AssetKey], purpose: str) -> RunOutcome:
+    """A run of ``keys`` for a checkpoint outside the command (or of the pools), as the graph asked for it."""
+    names = sorted({k.path[0] for k in keys})
+    model = _model_of((batch.defs.resources or {})["checkpoints"].folder(ckpt_id), ckpt_id) if ckpt_id else ""
+    outcome = run(batch, ckpt_id, model, names, dg.AssetSelection.assets(*keys))
+    outcome.purpose = purpose
     return outcome
 
 
-def run_failure(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
-    """A run that ended without a failed step, in one line: why the instance ended it (a run monitoring's time-out,
-    a launcher's error), else its status."""
-    ended = instance.all_logs(run.run_id, of_type={dg.DagsterEventType.RUN_FAILURE, dg.DagsterEventType.RUN_CANCELED})
-    why = next((e.message for e in reversed(ended) if e.message), None)
-    return f"run {run.run_id[:8]} {run.status.value.lower()}" + (f": {why.strip().splitlines()[0]}" if why else "")
+def _merge(into: RunOutcome, later: RunOutcome) -> None:
+    """A settling run of a command's checkpoint, folded into its outcome."""
+    into.success &= later.success
+    into.failures += later.failures
+    into.notes += later.notes
+    into.seconds += later.seconds
+    into.run_ids += later.run_ids
+    into.run_id = later.run_id or into.run_id
+    into.interrupted |= later.interrupted
 
 
-def remote_notes(instance: dg.DagsterInstance, run: dg.DagsterRun) -> list[str]:
-    """What the console says of a run a worker executed beyond its outcome: that its worker died and the daemon's
-    run monitoring resumed it (how often, and where it finished)."""
-    events = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)
-    died = [e for e in events if (e.message or "").startswith("Detected run worker status FAILED")]
-    if not died:
-        return []
-    ended = (
-        f"finished on {run.tags.get(WORKER_TAG, 'another worker')}"
-        if run.status == dg.DagsterRunStatus.SUCCESS
-        else f"then {run.status.value.lower()}"
-    )
-    return [
-        f"run {run.run_id[:8]}: its worker died {len(died)} time(s); resumed by the daemon's run monitoring, {ended}"
-    ]
-
-
-def _run(batch: _Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> RunOutcome:
-    """One run of ``selection`` (within the checkpoint's rubric groups) for one checkpoint: in this process, or
-    on the deployment's workers (``batch.remote``)."""
-    if batch.remote:
-        return _run_remote(batch, ckpt_id, model, names, selection)
-    t0 = time.perf_counter()
-    try:
-        result = dg.materialize(
-            [*batch.assets, *(batch.defs.asset_checks or [])],
-            instance=batch.instance,
-            partition_key=ckpt_id,
-            resources=batch.defs.resources or {},
-            selection=selection,
-            tags={
-                **_tags(ckpt_id, model, names),
-                HOST_TAG: socket.gethostname(),
-                PID_TAG: str(os.getpid()),
-            },
-            raise_on_error=batch.raise_on_error,
-            run_config={"loggers": {"console": {"config": {"log_level": batch.log_level}}}},
-        )
-    except KeyboardInterrupt:
-        return RunOutcome(ckpt_id, names, False, time.perf_counter() - t0, "", ["interrupted"], True)
-    failures = [] if result.success else step_failures(batch.instance, result.run_id)
-    interrupted = any(f.endswith("interrupted (Ctrl-C)") for f in failures)
-    seconds = time.perf_counter() - t0
-    return RunOutcome(
-        ckpt_id, names, result.success, seconds, result.run_id, failures, interrupted, run_ids=[result.run_id]
-    )
+def _stale_ratings(batch: Batch, command: set[str]) -> dict[str, list[dg.AssetKey]]:
+    """The ratings sensor's question, asked now: checkpoints outside the command whose ratings files changed."""
+    resources = batch.defs.resources or {}
+    wh = resources["warehouse"].get()
+    registered = set(batch.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
+    rubrics = sorted({k.path[0] for a in batch.assets for k in a.keys})
+    known = {k for a in batch.assets for k in a.keys}
+    stale = stale_partitions(wh, rubrics, resources["ratings"], registered)
+    return {
+        c: [ratings_key(r) for r in names if ratings_key(r) in known]
+        for c, names in stale.items()
+        if c not in command and in_flight_elsewhere(batch.instance, c) is None
+    }
 
 
 def materialize_checkpoints(
@@ -348,136 +135,52 @@ def materialize_checkpoints(
     on_start: Callable[[str], None] | None = None,
     on_followed: Callable[[RunOutcome], None] | None = None,
 ) -> list[RunOutcome]:
-    """Evaluate ``checkpoint_ids`` in order, one outcome each. With more than one, every checkpoint's calibration
-    inputs (samples, judge scores, ratings: what a judge's pooled calibration set is made of) are materialized
-    first, then the rest of each: the verdict on a judge then comes from every rated sample of the command, and
-    the checkpoints it judged carry the same verdict whatever their order."""
+    """Evaluate ``checkpoint_ids`` in order and let the graph settle (see the module); one outcome each, given to
+    ``on_outcome`` once settled. Runs the graph asked for outside the command go to ``on_followed``."""
     compute_log_helpers_off_the_terminal()  # a terminal's Ctrl-C reaches the command, not Dagster's helpers
-    resources = defs.resources or {}
-    checkpoints = resources["checkpoints"]
-    wh = resources["warehouse"].get()
     reap_dead_runs(instance)
     register_checkpoints(instance, checkpoint_ids)
     assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]
-    groups = {k.path[0] for a in assets for k in a.keys}
-    batch = _Batch(defs, instance, assets, raise_on_error, log_level, remote=settings.dagster_url())
-    todo = []
-    for ckpt_id in checkpoint_ids:
-        ckpt = read_checkpoint(checkpoints.folder(ckpt_id) / ckpt_id)
-        names = sorted(set(ckpt.rubric_files) & groups & (rubrics or groups))
-        if names:
-            todo.append((ckpt_id, ckpt.model, names))
-    first = _calibration_inputs(assets)  # the first pass's selection, when several checkpoints make two
-    present = {k for a in assets for k in a.keys}
-    ratings_root = resources["ratings"].folder()  # an s3:// folder mirrored now
-    command = {c for c, _, _ in todo}
-    run_rubrics = sorted({n for _, _, names in todo for n in names})
-    # ratings changed since the other evaluated checkpoints read them: read again first, so the pooled calibration
-    # set this command's checkpoints are decided on is the files as they are now (ratings_follow)
-    reread: dict[str, list[str]] = {}
-    unread: dict[str, set[str]] = {}  # per rubric: the checkpoints whose ratings the warehouse has not read as now
-    # only the checkpoints this instance knows as partitions and no other process is evaluating now are followed
-    # (another process's run decides its own checkpoint, from the files as they are when it gets there)
-    registered = set(instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
-
-    def followable(c: str) -> bool:
-        return c not in command and c in registered and in_flight_elsewhere(instance, c) is None
-
-    for rubric in run_rubrics:
-        old = set(stale_ratings(wh, rubric, ratings_root)[1])
-        unread[rubric] = old | (command - set(evaluated(wh, rubric)))
-        for c in sorted(c for c in old if followable(c)):
-            reread.setdefault(c, []).append(rubric)
-    outcomes: list[RunOutcome] = []
-    drawn_at = time.monotonic()
-    # the DuckDB file stays open from one run to the next, as from one step to the next within a run (it still
-    # yields to another process that waits for it)
-    starting = on_start or (lambda _ckpt: None)
-    finished = on_outcome or (lambda _outcome: None)
+    batch = Batch(defs, instance, assets, raise_on_error, log_level, remote=settings.dagster_url())
+    todo = _todo(batch, checkpoint_ids, rubrics)
+    automation = Automation(defs, instance)
+    wh = (defs.resources or {})["warehouse"].get()
+    starting, followed = on_start or (lambda _c: None), on_followed or (lambda _o: None)
+    outcomes: dict[str, RunOutcome] = {}
     with interruptible() as interrupt, wh.lingering():
-
-        def run(ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> RunOutcome:
-            starting(ckpt_id)
-            outcome = _run(batch, ckpt_id, model, names, selection)
-            interrupt.flag |= outcome.interrupted
-            interrupt.check()
-            return outcome
-
-        def follow(ckpt_id: str, names: list[str], keys: list[dg.AssetKey], purpose: str) -> None:
-            outcome = run(
-                ckpt_id, _model_of(checkpoints.folder(ckpt_id), ckpt_id), names, dg.AssetSelection.assets(*keys)
-            )
-            outcome.purpose = purpose
-            if on_followed is not None:
-                on_followed(outcome)
-
-        for ckpt_id, names in sorted(reread.items()):
-            follow(ckpt_id, names, [k for n in names for k in ratings_keys(n, present)], "ratings")
-        before: dict[str, RunOutcome] = {}  # each checkpoint's calibration inputs, when they go first
-        if batch.remote and len(todo) > 1:  # on workers: the whole pass submitted at once, then waited for
+        for ckpt_id, keys in sorted(_stale_ratings(batch, {c for c, _, _ in todo}).items()):
+            followed(_other(batch, ckpt_id, keys, "ratings"))
+        if batch.remote:  # on workers: every checkpoint submitted at once, then waited for in order
             for ckpt_id, model, names in todo:
-                launch(batch, ckpt_id, model, names, dg.AssetSelection.groups(*names) & first)
-        for ckpt_id, model, names in todo if len(todo) > 1 else []:
-            before[ckpt_id] = run(ckpt_id, model, names, dg.AssetSelection.groups(*names) & first)
-            if interrupt.flag:  # stopped in the first pass: the checkpoint it stopped in is reported
-                before[ckpt_id].interrupted = True
-                outcomes.append(before[ckpt_id])
-                finished(before[ckpt_id])
-                break
-        if batch.remote and not interrupt.flag:
-            for ckpt_id, model, names in todo:
-                earlier = before.get(ckpt_id)
-                if earlier is None or earlier.success:
-                    whole = dg.AssetSelection.groups(*names)
-                    launch(batch, ckpt_id, model, names, whole - first if earlier is not None else whole)
+                launch(batch, ckpt_id, model, names, dg.AssetSelection.groups(*names))
         for ckpt_id, model, names in todo:
-            if interrupt.flag:
+            if interrupt.check():
                 break
-            selection = dg.AssetSelection.groups(*names)
-            earlier = before.get(ckpt_id)
-            if earlier is not None and not earlier.success:
-                outcome = earlier  # its calibration inputs failed: the rest would only fail on them
-            elif earlier is not None:
-                outcome = run(ckpt_id, model, names, selection - first)
-                outcome.seconds += earlier.seconds
-                outcome.run_ids = earlier.run_ids + outcome.run_ids
-                outcome.notes = earlier.notes + outcome.notes
-            else:
-                outcome = run(ckpt_id, model, names, selection)
-            outcome.interrupted = interrupt.flag
-            if outcome.run_id and time.monotonic() - drawn_at >= REPORT_EVERY_S:
-                drawn_at = _draw_report(wh, resources, outcome)
-            outcomes.append(outcome)
-            finished(outcome)
-        # the judge's pooled verdict moved for the other checkpoints of a rubric whose ratings changed, or one of
-        # this command's checkpoints brought ratings of its own: decide them again (no judge call)
-        moved = {n for names in reread.values() for n in names}
-        moved |= {n for c, _, names in todo for n in names if c in unread.get(n, set()) and has_ratings(wh, n, c)}
-        again: dict[str, list[str]] = {}
-        for rubric in sorted(moved):
-            for c in evaluated(wh, rubric):
-                if followable(c):
-                    again.setdefault(c, []).append(rubric)
-        for ckpt_id, names in sorted(again.items()):
-            if interrupt.flag:
+            starting(ckpt_id)
+            outcomes[ckpt_id] = run(batch, ckpt_id, model, names, dg.AssetSelection.groups(*names))
+            interrupt.flag |= outcomes[ckpt_id].interrupted
+        for _ in range(SETTLE_ROUNDS):
+            requested = {} if interrupt.check() else automation.requested()
+            if not requested:
                 break
-            follow(ckpt_id, names, [k for n in names for k in redecided_keys(n, present)], "decide again")
-    ran = [o for o in outcomes if o.run_id]
-    if (
-        ran and not interrupt.flag and ran[-1].report is None and ran[-1].report_error is None
-    ):  # the last run's, unless drawn after it
-        _draw_report(wh, resources, ran[-1])
-    return outcomes
+            for ckpt_id, keys in requested.items():
+                if interrupt.check():
+                    break
+                if ckpt_id in outcomes:
+                    starting(ckpt_id)
+                    _merge(outcomes[ckpt_id], _other(batch, ckpt_id, keys, "settle"))
+                else:
+                    followed(_other(batch, ckpt_id, keys, "pool" if ckpt_id == POOL else "decide again"))
+        for outcome in outcomes.values():
+            outcome.interrupted |= interrupt.flag and not outcome.success
+            (on_outcome or (lambda _o: None))(outcome)
+    ran = [o for o in outcomes.values() if o.run_id]
+    if ran and not interrupt.flag:
+        _draw_report(wh, defs.resources or {}, ran[-1])
+    return list(outcomes.values())
 
 
-def _model_of(root: Path, ckpt_id: str) -> str:
-    try:
-        return read_checkpoint(root / ckpt_id).model
-    except Exception:  # noqa: BLE001 - a folder gone since: the run's tag says so, the warehouse has its rows
-        return "(folder gone)"
-
-
-def _draw_report(wh: Warehouse, resources: Mapping[str, Any], outcome: RunOutcome) -> float:
+def _draw_report(wh: Any, resources: Mapping[str, Any], outcome: RunOutcome) -> float:
     """The report drawn and given to ``outcome``; when it was drawn (time.monotonic)."""
     outcome.report, outcome.report_error = redraw_report(wh, resources["publish"].report_dir)
     if outcome.report_error:

@@ -34,7 +34,7 @@ def test_a_worker_tags_its_run_only_after_the_launcher_has(monkeypatch, tmp_path
 
     monkeypatch.setenv("EVAL_CELERY_BROKER", "redis://127.0.0.1:9/0")  # no broker is contacted
     from eval_pipeline.defs.celery_app import tag_worker
-    from eval_pipeline.defs.runner import WORKER_TAG
+    from eval_pipeline.defs.runs import WORKER_TAG
 
     with dg.DagsterInstance.local_temp(str(tmp_path)) as instance:
         run = instance.add_run(dg.DagsterRun(job_name="j", run_id="r1"))

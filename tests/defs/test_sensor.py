@@ -115,7 +115,7 @@ def test_the_report_is_redrawn_once_after_each_run_the_daemon_sees_end(tmp_path,
 
 def test_a_checkpoint_the_cli_claimed_or_ran_is_not_run_again_by_the_sensor(tmp_path, instance, monkeypatch):
     """#34.6: with `make ui` running, `eval-pipeline run --checkpoint X` and the sensor both evaluated X."""
-    from eval_pipeline.defs.runner import in_flight_elsewhere
+    from eval_pipeline.defs.runs import in_flight_elsewhere
 
     root = tmp_path / "ckpts"
     write_checkpoint(root, "ckpt-a", {"empathetic_dialogue": [ROW]})

@@ -19,10 +19,10 @@ from eval_pipeline.defs.asset import (
     rubric_asset,
     viewer_link,
 )
+from eval_pipeline.defs.assets.pools import ACTIVE, lineage_parent
+from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.queries import rated_panel_scores
 from eval_pipeline.defs.resources import WarehouseResource
-from eval_pipeline.publish.annotate.queues import declares_protocol, inclusion, load_plan
-from eval_pipeline.scoring.comparison import parent_of
 from eval_pipeline.storage.warehouse import Warehouse
 
 
@@ -30,11 +30,25 @@ def _kappas(df: pd.DataFrame) -> dict[str, float]:
     return {r.dimension: round(r.value, 3) for r in df.itertuples() if r.value == r.value}
 
 
-def _rated_panel_rows(wh: Warehouse, rubric: RubricConfig) -> pd.DataFrame:
-    """The panel's judge_scores rows of the samples people rated, of every checkpoint: agreement needs no other
-    (a 100k-sample checkpoint has about 1,000 rated); this checkpoint's and a judge's pooled ones are taken
-    from them."""
-    return rated_panel_scores(wh, rubric.name)
+def _pool(wh: Warehouse, rubric: RubricConfig) -> pd.DataFrame:
+    """The calibration pool as its asset last wrote it (defs/assets/pools.py)."""
+    return wh.read(rubric.name, Table.CALIBRATION_POOL)
+
+
+def _pooled_inputs(
+    wh: Warehouse, rubric: RubricConfig, pool: pd.DataFrame, has_judge: bool
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Every pooled checkpoint's ratings, and the panel's judge_scores rows of the samples the pool holds: agreement
+    needs no other (a 100k-sample checkpoint has about 1,000 rated)."""
+    members = set(pool.checkpoint_id.astype(str))
+    ratings = wh.read(rubric.name, Table.HUMAN_RATINGS)
+    ratings = ratings[ratings.checkpoint_id.isin(members)]
+    if not has_judge:
+        return ratings, None
+    judge = rated_panel_scores(wh, rubric.name)
+    pairs = pd.MultiIndex.from_frame(pool[["checkpoint_id", "sample_id"]].astype(str))
+    rated = pd.MultiIndex.from_frame(judge[["checkpoint_id", "sample_id"]].astype(str)).isin(pairs)
+    return ratings, judge[rated]
 
 
 def _judge_trust(
@@ -42,10 +56,10 @@ def _judge_trust(
     rubric: RubricConfig,
     ckpt_id: str,
     own: pd.DataFrame,
+    pool: pd.DataFrame,
     all_ratings: pd.DataFrame,
     all_judge: pd.DataFrame,
     overall: pd.DataFrame,
-    designs: dict[str, dict[str, float] | None],
 ) -> pd.DataFrame | None:
     """The verdict on this checkpoint's judge identity from its pooled calibration set: every rated sample of every
     checkpoint the same identity judged (agreement.trust); None before the judge recorded who it is. ``overall``:
@@ -54,8 +68,7 @@ def _judge_trust(
     if who is None:
         return None
     identity, label = who
-    judged = wh.read(rubric.name, Table.JUDGE_IDENTITY, columns=("checkpoint_id",), where={"judge_identity": identity})
-    same = {str(c) for c in judged.checkpoint_id}
+    same = set(pool.checkpoint_id[pool.judge_identity == identity].astype(str))
     ratings = all_ratings[all_ratings.checkpoint_id.isin(same)]
     judge = all_judge[all_judge.checkpoint_id.isin(same)]
     if len(ratings) == len(all_ratings) and len(judge) == len(all_judge):
@@ -64,34 +77,27 @@ def _judge_trust(
         pooled = compute_agreement(rubric, f"judge:{identity}", ratings, judge)
     rated_ckpts = int(ratings.checkpoint_id.nunique()) if len(ratings) else 0
     pairs = judge_pairs(rubric, ratings, judge)
-    weights = _pooled_weights(wh, rubric, ratings, designs)
+    weights = _pooled_weights(pool[pool.checkpoint_id.isin(same)])
     return trust_rows(rubric, ckpt_id, identity, label, pooled, own, rated_ckpts, pairs, weights)
 
 
-def _pooled_weights(
-    wh: Warehouse, rubric: RubricConfig, ratings: pd.DataFrame, designs: dict[str, dict[str, float] | None]
-) -> pd.Series | None:
-    """Every rated item's inverse inclusion probability, by (checkpoint_id, sample_id), when some checkpoint's
-    ratings were drawn by the active queue (``designs``, from ``_designs``): its items by the queue's
-    probabilities, every other checkpoint's as a random sample (rated / judged samples). None when none was:
-    every item alike, as the table's statistics."""
-    pooled = {str(c) for c in ratings.checkpoint_id} if len(ratings) else set()
-    if not any(designs.get(c) for c in pooled):
+def _pooled_weights(pool: pd.DataFrame) -> pd.Series | None:
+    """Every pooled item's inverse inclusion probability, by (checkpoint_id, sample_id), when some checkpoint's
+    ratings were drawn by the active queue: its items by the queue's probabilities (an item past the queue's first
+    unrated one left out), every other checkpoint's as a random sample (rated / judged samples). None when none
+    was: every item alike, as the table's statistics."""
+    if not (pool.design == ACTIVE).any():
         return None
-    humans = rater_sets(rubric, ratings)["human"]
-    out: dict[tuple[str, str], float] = {}
-    for ckpt in sorted(pooled):
-        design = designs.get(ckpt)
-        rated = {str(s) for s in humans[humans.checkpoint_id == ckpt].sample_id}
-        if design:
-            out.update({(ckpt, s): 1.0 / p for s, p in design.items()})
-        else:
-            judged = wh.read(
-                rubric.name, Table.SAMPLES, columns=(rubric.inputs.id_field,), where={"checkpoint_id": ckpt}
-            )
-            share = len(rated) / max(len(judged), len(rated), 1)
-            out.update({(ckpt, s): 1.0 / share for s in rated})
-    return pd.Series(out)
+    drawn = pool[pool.inclusion.notna()]
+    return pd.Series(
+        (1.0 / drawn.inclusion).to_numpy(), index=pd.MultiIndex.from_frame(drawn[["checkpoint_id", "sample_id"]])
+    ).rename(None)
+
+
+def _design(pool: pd.DataFrame, ckpt_id: str) -> dict[str, float] | None:
+    """This checkpoint's rated samples' inclusion probabilities when people rated by the active queue, else None."""
+    mine = pool[(pool.checkpoint_id == ckpt_id) & (pool.design == ACTIVE) & pool.inclusion.notna()]
+    return {str(s): float(p) for s, p in zip(mine.sample_id, mine.inclusion)} or None
 
 
 def _calibrated(
@@ -103,27 +109,16 @@ def _calibrated(
     return calibrated_means(ckpt_id, panel_on_human_scale(wh, rubric, [ckpt_id]), humans, design)
 
 
-def _designs(wh: Warehouse, rubric: RubricConfig, all_ratings: pd.DataFrame) -> dict[str, dict[str, float] | None]:
-    """Per rated checkpoint, its rated samples' inclusion probabilities when the rubric's protocol orders the
-    remainder by the judge's uncertainty and the ratings were drawn that way (publish.annotate.queues.inclusion),
-    else None; worked out once per materialization, for the checkpoint's own estimates and the pooled trust."""
-    if not (declares_protocol(rubric) and rubric.worklists.active) or all_ratings.empty:
-        return {}
-    humans = rater_sets(rubric, all_ratings)["human"]
-    return {
-        str(c): inclusion(load_plan(wh, rubric, str(c)), {str(s) for s in g.sample_id})
-        for c, g in humans.groupby("checkpoint_id")
-    }
-
-
 def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
-    deps = [asset_key(rubric, Table.HUMAN_RATINGS)] + ([asset_key(rubric, Table.JUDGE_SCORES)] if has_judge else [])
+    deps = [asset_key(rubric, Table.HUMAN_RATINGS), asset_key(rubric, Table.CALIBRATION_POOL)]
+    deps += [asset_key(rubric, Table.JUDGE_SCORES)] if has_judge else []
 
     @rubric_asset(
         rubric,
         Table.AGREEMENT,
         deps=deps,
         kinds={"duckdb"},
+        automation_condition=REDECIDE,
         description="Agreement per dimension, and the verdict on the judge (judge_trust: pooled over every rated "
         "sample its identity judged): percent agreement, Cohen's kappa (unweighted, linear, quadratic over the "
         "full scale), Fleiss' kappa, Krippendorff's alpha (nominal, ordinal, interval), ICC (absolute, consistency); "
@@ -134,18 +129,17 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         ckpt_id = context.partition_key
         wh = warehouse.get()
         ratings = required_rows(wh, rubric, Table.HUMAN_RATINGS, ckpt_id)
-        all_judge = _rated_panel_rows(wh, rubric) if has_judge else None
+        pool = _pool(wh, rubric)
+        all_ratings, all_judge = _pooled_inputs(wh, rubric, pool, has_judge)
         judge = all_judge[all_judge.checkpoint_id == ckpt_id] if all_judge is not None else None
         df = compute_agreement(rubric, ckpt_id, ratings, judge)
-        all_ratings = wh.read(rubric.name, Table.HUMAN_RATINGS)
         overall = compute_agreement(rubric, ALL_CHECKPOINTS, all_ratings, all_judge)
-        designs = _designs(wh, rubric, all_ratings) if has_judge else {}
         trust = (
-            _judge_trust(wh, rubric, ckpt_id, df, all_ratings, all_judge, overall, designs)
+            _judge_trust(wh, rubric, ckpt_id, df, pool, all_ratings, all_judge, overall)
             if all_judge is not None
             else None
         )
-        calibrated = _calibrated(wh, rubric, ckpt_id, ratings, designs.get(ckpt_id)) if has_judge else None
+        calibrated = _calibrated(wh, rubric, ckpt_id, ratings, _design(pool, ckpt_id)) if has_judge else None
         with wh.partition_writer() as w:  # the checkpoint's rows and the pooled ones in one transaction
             w.write(rubric.name, Table.AGREEMENT, df, {"checkpoint_id": ckpt_id})
             w.write(rubric.name, Table.AGREEMENT, overall, {"checkpoint_id": ALL_CHECKPOINTS})
@@ -182,13 +176,14 @@ def _log_words(wh: Warehouse, rubric: RubricConfig, ckpt_id: str) -> pd.Series:
 
 
 def length_bias_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
-    deps = [asset_key(rubric, t) for t in ("samples", "scores", "human_ratings")]
+    deps = [asset_key(rubric, t) for t in ("samples", "scores", "human_ratings", Table.CHECKPOINT_LINEAGE)]
 
     @rubric_asset(
         rubric,
         Table.LENGTH_BIAS,
         deps=deps,
         kinds={"duckdb"},
+        automation_condition=REDECIDE,
         description="Does the judge lean on length more than people do? Per judged dimension and the headline: "
         "Spearman of the judge's score with the response's length, the same for the human mean on the rated "
         "samples and the gap with a paired bootstrap CI (flagged when wholly above zero), and a length-controlled "
@@ -200,7 +195,7 @@ def length_bias_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         wh = warehouse.get()
         scores = required_rows(wh, rubric, Table.SCORES, ckpt_id)
         lengths = _log_words(wh, rubric, ckpt_id)
-        parent = parent_of(wh, ckpt_id)
+        parent = lineage_parent(wh, rubric, ckpt_id)
         reference = None
         if parent is not None:
             ref = _log_words(wh, rubric, parent)

@@ -21,11 +21,13 @@ from eval_pipeline.defs.asset import (
     rubric_asset,
     viewer_link,
 )
+from eval_pipeline.defs.assets.pools import lineage_parent
+from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.queries import headline_trend
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.ingest.samples import load_samples
 from eval_pipeline.publish.report import trend_svg
-from eval_pipeline.scoring.comparison import calibrated_rows, compare, empty_comparison, not_comparable, parent_of
+from eval_pipeline.scoring.comparison import calibrated_rows, compare, empty_comparison, not_comparable
 from eval_pipeline.scoring.gates import GateInputs, evaluate_gates, gate_kind
 from eval_pipeline.scoring.scores import compute_scores
 from eval_pipeline.scoring.summary import headline, summarise
@@ -181,12 +183,14 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     repeats = bool(rubric.repeat and judged)
     deps = [asset_key(rubric, Table.SCORES)] + ([asset_key(rubric, Table.JUDGE_REPEATABILITY)] if repeats else [])
     deps += [asset_key(rubric, Table.HUMAN_RATINGS), asset_key(rubric, Table.AGREEMENT)] if judged else []
+    deps.append(asset_key(rubric, Table.CHECKPOINT_LINEAGE))
 
     @rubric_asset(
         rubric,
         Table.COMPARISON,
         deps=deps,
         kinds={"duckdb"},
+        automation_condition=REDECIDE,
         description="This checkpoint against its parent (or the previous one): per-score change with a seeded paired "
         "bootstrap 95 % CI over the samples both share, shares better and worse, a paired t-test corrected over the "
         "rubric's scores (Holm) and the minimum detectable effect; a significant drop is a regression. Checkpoints "
@@ -195,7 +199,7 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     def comparison(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         ckpt_id = context.partition_key
         wh = warehouse.get()
-        parent = parent_of(wh, ckpt_id)
+        parent = lineage_parent(wh, rubric, ckpt_id)
         child = required_rows(wh, rubric, Table.SCORES, ckpt_id)
         prev = partition_rows(wh, rubric, Table.SCORES, parent) if parent else None
         judges = _judges(wh, rubric, ckpt_id, parent) if parent else None
@@ -240,8 +244,9 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.AssetsD
     @rubric_asset(
         rubric,
         Table.GATES,
-        deps=[asset_key(rubric, Table.SCORES), *upstream],
+        deps=[asset_key(rubric, Table.SCORES), asset_key(rubric, Table.CHECKPOINT_LINEAGE), *upstream],
         kinds={"duckdb"},
+        automation_condition=REDECIDE,
         description="Threshold gates from the rubric YAML (" + ", ".join(g.name for g in rubric.gates) + "); "
         "each is also an asset check. Too little data fails closed. The report is redrawn once the run ends.",
     )
@@ -252,7 +257,7 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.AssetsD
             scores = required_rows(reader, rubric, Table.SCORES, ckpt_id)
             inputs = GateInputs(
                 load=lambda t: partition_rows(reader, rubric, t, ckpt_id),
-                parent=parent_of(reader, ckpt_id),
+                parent=lineage_parent(reader, rubric, ckpt_id),
                 lineage_known=True,
             )
             df = evaluate_gates(rubric, ckpt_id, scores, inputs)

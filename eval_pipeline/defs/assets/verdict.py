@@ -5,6 +5,7 @@ import dagster as dg
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import Table
 from eval_pipeline.defs.asset import rubric_asset, viewer_link
+from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring import verdict as verdicts
 from eval_pipeline.storage.views import refresh_views
@@ -16,6 +17,7 @@ def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.Asset
         Table.VERDICT,
         deps=upstream,
         kinds={"duckdb"},
+        automation_condition=REDECIDE,
         description="The checkpoint's verdict on this rubric, decided once from everything before it: incomplete, "
         "regressed, failed gates, judge untrusted, pending ratings or passed, with the reasons, the counts and the "
         "judge's trust per dimension. The console, the viewer, the report, export and main.leaderboard read it "

@@ -1,0 +1,148 @@
+"""The two assets of a rubric group that span every checkpoint, so the graph says what crosses partitions.
+
+- ``calibration_pool``: the judge's calibration set, every rated sample of every checkpoint with the identity of
+  the judge that scored it and the chance it had of being rated (the active queue's, or the uniform share). It
+  reads every partition of ``samples``, ``human_ratings`` and ``judge_scores`` (``AllPartitionMapping``);
+  ``agreement`` of each checkpoint reads its pooled verdict on the judge from it.
+- ``checkpoint_lineage``: each evaluated checkpoint and the parent it is compared with. It reads every partition
+  of ``scores`` and ``agreement`` (a parent's calibrated means); ``comparison``, ``length_bias`` and ``gates`` read
+  their parent's rows through it.
+
+Both are unpartitioned and carry the automation condition of defs/automation.py, as does everything downstream of
+them: when a checkpoint's judge scores or ratings change, Dagster itself marks the other checkpoints' decisions
+stale and brings them up to date (docs/how-it-works.md, "Across checkpoints").
+"""
+
+import dagster as dg
+import pandas as pd
+
+from eval_pipeline.agreement.compute import rater_sets
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import Table
+from eval_pipeline.defs.asset import asset_key, rubric_asset
+from eval_pipeline.defs.automation import REDECIDE
+from eval_pipeline.defs.resources import WarehouseResource
+from eval_pipeline.publish.annotate.queues import declares_protocol, inclusion, load_plan
+from eval_pipeline.scoring.comparison import parent_of
+from eval_pipeline.storage.warehouse import Warehouse
+
+POOL_COLUMNS = ["checkpoint_id", "sample_id", "judge_identity", "judge_label", "design", "inclusion"]
+LINEAGE_COLUMNS = ["checkpoint_id", "parent_id"]
+ACTIVE, UNIFORM = "active", "uniform"  # calibration_pool.design: how the checkpoint's rated samples were drawn
+
+
+def across(rubric: RubricConfig, *tables: str) -> list[dg.AssetDep]:
+    """Dependencies on every checkpoint partition of these assets of the group."""
+    return [dg.AssetDep(asset_key(rubric, t), partition_mapping=dg.AllPartitionMapping()) for t in tables]
+
+
+def pool_rows(wh: Warehouse, rubric: RubricConfig, has_judge: bool) -> pd.DataFrame:
+    """One row per rated sample of every checkpoint: who judged its checkpoint (NULL before a judge recorded who it
+    is) and how it came to be rated. ``design`` active: people rated by the active queue and ``inclusion`` is the
+    sample's probability under it (NULL for a rated sample past the queue's first unrated one); uniform: ``inclusion``
+    is the checkpoint's rated share (rated / samples)."""
+    empty = pd.DataFrame(columns=POOL_COLUMNS).astype({"inclusion": "float64"})
+    if not wh.table_exists(rubric.name, Table.HUMAN_RATINGS):
+        return empty
+    humans = rater_sets(rubric, wh.read(rubric.name, Table.HUMAN_RATINGS))["human"]
+    if humans.empty:
+        return empty
+    who: dict[str, tuple[str, str]] = {}
+    if has_judge and wh.table_exists(rubric.name, Table.JUDGE_IDENTITY):
+        ids = wh.read(rubric.name, Table.JUDGE_IDENTITY, columns=("checkpoint_id", "judge_identity", "label"))
+        who = {str(r.checkpoint_id): (str(r.judge_identity), str(r.label)) for r in ids.itertuples()}
+    active = has_judge and declares_protocol(rubric) and rubric.worklists.active
+    rows = []
+    for ckpt, group in humans.groupby("checkpoint_id", sort=True):
+        c = str(ckpt)
+        rated = sorted({str(s) for s in group.sample_id})
+        design = inclusion(load_plan(wh, rubric, c), set(rated)) if active else None
+        identity, label = who.get(c, (None, None))
+        if design:
+            probs: dict[str, float | None] = {s: design.get(s) for s in rated}
+            kind = ACTIVE
+        else:
+            judged = wh.read(rubric.name, Table.SAMPLES, columns=(rubric.inputs.id_field,), where={"checkpoint_id": c})
+            share = len(rated) / max(len(judged), len(rated), 1)
+            probs, kind = dict.fromkeys(rated, share), UNIFORM
+        rows += [(c, s, identity, label, kind, p) for s, p in probs.items()]
+    return pd.DataFrame(rows, columns=POOL_COLUMNS).astype({"inclusion": "float64"})
+
+
+def calibration_pool_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
+    tables = [Table.SAMPLES, Table.HUMAN_RATINGS] + ([Table.JUDGE_SCORES] if has_judge else [])
+
+    @rubric_asset(
+        rubric,
+        Table.CALIBRATION_POOL,
+        deps=across(rubric, *tables),
+        kinds={"duckdb"},
+        partitioned=False,
+        automation_condition=REDECIDE,
+        description="The judge's calibration set across every checkpoint: each rated sample, the judge identity that "
+        "scored its checkpoint, and its chance of being rated (the active queue's inclusion probability, or the "
+        "checkpoint's rated share). Every checkpoint's agreement and judge_trust pool it; it is brought up to date "
+        "by Dagster's automation whenever any checkpoint's samples, judge scores or ratings change.",
+    )
+    def calibration_pool(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
+        wh = warehouse.get()
+        df = pool_rows(wh, rubric, has_judge)
+        wh.replace_partition(rubric.name, Table.CALIBRATION_POOL, df, {})
+        return dg.MaterializeResult(
+            metadata={
+                "rated_samples": dg.MetadataValue.int(len(df)),
+                "checkpoints": dg.MetadataValue.int(int(df.checkpoint_id.nunique()) if len(df) else 0),
+                "judge_identities": dg.MetadataValue.int(int(df.judge_identity.nunique()) if len(df) else 0),
+            }
+        )
+
+    return calibration_pool
+
+
+def lineage_rows(wh: Warehouse, rubric: RubricConfig) -> pd.DataFrame:
+    """Each checkpoint the rubric scored and the parent it is compared with (scoring.comparison.parent_of)."""
+    if not wh.table_exists(rubric.name, Table.SCORES):
+        return pd.DataFrame(columns=LINEAGE_COLUMNS)
+    found = wh.read(rubric.name, Table.SCORES, columns=("checkpoint_id",), distinct=True, order_by=("checkpoint_id",))
+    rows = [(str(c), parent_of(wh, str(c))) for c in found.checkpoint_id]
+    return pd.DataFrame(rows, columns=LINEAGE_COLUMNS).astype({"parent_id": "object"})
+
+
+def checkpoint_lineage_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
+    tables = [Table.SAMPLES, Table.SCORES] + ([Table.AGREEMENT, Table.JUDGE_SCORES] if has_judge else [])
+
+    @rubric_asset(
+        rubric,
+        Table.CHECKPOINT_LINEAGE,
+        deps=across(rubric, *tables),
+        kinds={"duckdb"},
+        partitioned=False,
+        automation_condition=REDECIDE,
+        description="Every checkpoint this rubric scored and the parent it is compared with (the one its manifest "
+        "names, else the one created just before it). Comparison, length bias and gates read their parent's rows "
+        "through it, so a checkpoint's comparison is decided again when its parent is (re-)evaluated.",
+    )
+    def checkpoint_lineage(
+        context: dg.AssetExecutionContext, warehouse: WarehouseResource
+    ) -> dg.MaterializeResult[None]:
+        wh = warehouse.get()
+        df = lineage_rows(wh, rubric)
+        wh.replace_partition(rubric.name, Table.CHECKPOINT_LINEAGE, df, {})
+        edges = {r.checkpoint_id: r.parent_id for r in df.itertuples() if r.parent_id}
+        return dg.MaterializeResult(
+            metadata={
+                "checkpoints": dg.MetadataValue.int(len(df)),
+                "parents": dg.MetadataValue.json(edges),
+            }
+        )
+
+    return checkpoint_lineage
+
+
+def lineage_parent(wh: Warehouse, rubric: RubricConfig, checkpoint_id: str) -> str | None:
+    """The parent of this checkpoint as ``checkpoint_lineage`` recorded it (None before the lineage has it)."""
+    if not wh.table_exists(rubric.name, Table.CHECKPOINT_LINEAGE):
+        return None
+    df = wh.read(rubric.name, Table.CHECKPOINT_LINEAGE, columns=("parent_id",), where={"checkpoint_id": checkpoint_id})
+    parent = df.parent_id.iloc[0] if len(df) else None
+    return str(parent) if isinstance(parent, str) and parent else None

@@ -1,0 +1,91 @@
+"""The ratings sensor: when rating files change, the ``human_ratings`` partitions read from an older version of the
+folder are read again, and nothing else.
+
+A rubric's ``human_ratings`` partition records the version of the ratings folder it was read from
+(``<rubric>.human_ratings_sources``); a checkpoint whose recorded version is not the folder's now is *stale*. What
+the new ratings move (the calibration pool, so every checkpoint's agreement, the judge's trust, calibrated means,
+comparison, gates and verdict) is the graph's to say: those assets carry the automation condition of
+defs/automation.py and Dagster brings them up to date, with no judge call. ``eval-pipeline run`` asks the same
+question at its start (``stale_ratings``) and reads those partitions again first.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from eval_pipeline.core.contracts import Table
+from eval_pipeline.defs.resources import RatingsSource
+from eval_pipeline.ingest.ratings import evaluated, stale
+from eval_pipeline.storage.warehouse import Warehouse
+
+
+def stale_ratings(wh: Warehouse, rubrics: list[str], ratings: RatingsSource, registered: set[str]) -> dict[str, str]:
+    """Per rubric, the folder version now, for the rubrics with a stale partition; the partitions by
+    ``stale_partitions``."""
+    return {r: v for r, (v, old) in _stale(wh, rubrics, ratings, registered).items() if old}
+
+
+def stale_partitions(
+    wh: Warehouse, rubrics: list[str], ratings: RatingsSource, registered: set[str]
+) -> dict[str, list[str]]:
+    """Per checkpoint (registered as a partition), the rubrics whose ``human_ratings`` of it is stale."""
+    out: dict[str, list[str]] = {}
+    for rubric, (_, old) in sorted(_stale(wh, rubrics, ratings, registered).items()):
+        for ckpt in old:
+            out.setdefault(ckpt, []).append(rubric)
+    return out
+
+
+def _stale(
+    wh: Warehouse, rubrics: list[str], ratings: RatingsSource, registered: set[str]
+) -> dict[str, tuple[str, list[str]]]:
+    found = {}
+    for rubric in rubrics:
+        ckpts = [c for c in evaluated(wh, rubric) if c in registered]
+        found[rubric] = stale(wh, rubric, ratings.folder(rubric), ckpts)
+    return found
+
+
+def ratings_key(rubric: str) -> dg.AssetKey:
+    return dg.AssetKey([rubric, Table.HUMAN_RATINGS])
+
+
+def build_ratings_sensor(
+    rubrics: list[str], ratings: RatingsSource, warehouse: str, minimum_interval_seconds: int = 10
+) -> dg.SensorDefinition:
+    """Watches each rubric's ratings folder; requests one run per checkpoint whose ``human_ratings`` were read from
+    another version of it (keyed by the version: a version is never asked for twice)."""
+
+    @dg.sensor(
+        name="ratings_sensor",
+        description="When rating files change (a person rating in `eval-pipeline annotate`, a CSV dropped in the "
+        "folder), reads them again for every evaluated checkpoint; the automation sensor then decides agreement, the "
+        "judge's trust, gates and verdicts again from the calibration pool, with no judge call.",
+        asset_selection=[ratings_key(r) for r in rubrics],
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+    )
+    def ratings_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
+
+        registered = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
+        wh = Warehouse(warehouse, read_only=True, lock_timeout_s=3)
+        try:
+            versions = stale_ratings(wh, rubrics, ratings, registered)
+            partitions = stale_partitions(wh, rubrics, ratings, registered)
+        finally:
+            wh.close()
+        requests = [
+            dg.RunRequest(
+                run_key=f"ratings:{ckpt}:" + ",".join(f"{r}@{versions[r]}" for r in names),
+                partition_key=ckpt,
+                asset_selection=[ratings_key(r) for r in names],
+                tags={"eval/checkpoint": ckpt, "eval/rubrics": ",".join(names), "eval/purpose": "ratings changed"},
+            )
+            for ckpt, names in sorted(partitions.items())
+        ]
+        if not requests:
+            return dg.SkipReason("no rating file changed")
+        return dg.SensorResult(run_requests=requests)
+
+    return ratings_sensor

@@ -1,0 +1,312 @@
+"""Running one selection of a rubric group for one checkpoint, as a Dagster run: in this process, or on a
+deployment's workers (``EVAL_DAGSTER_URL``), and reading back how it ended. What to run, and in which order, is
+defs/runner.py's (from the graph); this module only operates runs: tags, Ctrl-C, dead runs, failures in one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import dagster as dg
+
+from eval_pipeline.core import interrupts
+from eval_pipeline.core.processes import pid_alive
+from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
+from eval_pipeline.storage.backends.lake import failure_hint
+
+
+@dataclass
+class RunOutcome:
+    checkpoint_id: str
+    rubrics: list[str]
+    success: bool
+    seconds: float
+    run_id: str
+    failures: list[str] = field(default_factory=list)  # "<step>: <first line of its error>"
+    interrupted: bool = False
+    report: Path | None = None  # the report, when it was redrawn after this run (see REPORT_EVERY_S)
+    report_error: str | None = None  # why it could not be (the run's outcome does not depend on it)
+    run_ids: list[str] = field(default_factory=list)  # every run of this checkpoint in the command, run_id last
+    purpose: str = "evaluate"  # or "ratings" / "decide again": a checkpoint outside the command, after new ratings
+    notes: list[str] = field(default_factory=list)  # what happened to the run on the way (a worker that died)
+
+
+def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]) -> list[str]:
+    existing = set(instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
+    new = [c for c in checkpoint_ids if c not in existing]
+    if new:
+        instance.add_dynamic_partitions(CHECKPOINTS_PARTITION, new)
+    return new
+
+
+def runs_of_checkpoint(
+    instance: dg.DagsterInstance, checkpoint_id: str, statuses: list[dg.DagsterRunStatus] | None = None, limit: int = 5
+) -> list[dg.DagsterRun]:
+    """The newest runs tagged with this checkpoint (of these statuses, when given)."""
+    tags = {"eval/checkpoint": checkpoint_id}
+    records = instance.get_run_records(filters=dg.RunsFilter(tags=tags, statuses=statuses), limit=limit)
+    return [r.dagster_run for r in records]
+
+
+IN_FLIGHT = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+
+def in_flight_elsewhere(instance: dg.DagsterInstance, checkpoint_id: str) -> str | None:
+    """The id of a run of this checkpoint that is queued or running in another process, or None."""
+    for run in runs_of_checkpoint(instance, checkpoint_id, IN_FLIGHT):
+        if run.tags.get(PID_TAG) != str(os.getpid()) or run.tags.get(HOST_TAG) != socket.gethostname():
+            return run.run_id
+    return None
+
+
+HOST_TAG, PID_TAG = "eval/host", "eval/pid"  # who runs an in-process run: a dead one is found and reaped
+WORKER_TAG = "eval/worker"  # the distributed profile's worker that executed a run (defs/celery_app.py sets it)
+INTERRUPTED = "DagsterExecutionInterruptedError"  # what Dagster's own Ctrl-C handler raises inside a step
+
+
+def _interrupted(cls_name: str, message: str) -> bool:
+    """An error that is a signal's doing: Dagster's interrupt, Python's, DuckDB's "Query interrupted" (also when
+    DuckDB wraps Dagster's: "_duckdb.Error: DagsterExecutionInterruptedError")."""
+    return cls_name in (INTERRUPTED, "KeyboardInterrupt") or any(
+        word in message for word in (INTERRUPTED, "KeyboardInterrupt", "Query interrupted", "INTERRUPT Error")
+    )
+
+
+def step_failures(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """Each failed step of a run as one line: its key and the first line of the error that ended it."""
+    out = []
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE):
+        event = record.dagster_event
+        data = getattr(event, "step_failure_data", None) if event else None
+        err = getattr(data, "error", None)
+        while err is not None and getattr(err, "cause", None) is not None and "Error occurred while" in err.message:
+            err = err.cause  # past Dagster's wrapper, to the user's error
+        if err is not None and _interrupted(err.cls_name, err.message):
+            out.append(f"{event.step_key if event else '?'}: interrupted (Ctrl-C)")
+            continue
+        message = (err.message if err is not None else record.user_message or "failed").strip().splitlines()
+        first = message[0] if message else "failed"
+        if first.startswith("dagster."):
+            first = first.split(": ", 1)[-1]  # "dagster._core.definitions.events.Failure: <why>": the why
+        first = failure_hint(first) or first  # a lake data file deleted outside the pipeline, a store that stopped
+        out.append(f"{event.step_key if event else '?'}: {first}")
+    return out
+
+
+def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Runs this machine started in-process (tagged eval/host, eval/pid) whose process is gone, killed with
+    SIGKILL or by the OOM killer: each is marked failed and its concurrency-pool slots are freed, so the next run
+    does not wait forever for a slot a dead process holds. Runs of other machines and live ones are left alone
+    (the daemon's run monitoring watches the runs it launched)."""
+    host = socket.gethostname()
+    reaped = []
+    active = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.CANCELING]
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=active)):
+        pid = run.tags.get(PID_TAG, "")
+        if run.tags.get(HOST_TAG) != host or not pid.isdigit() or pid_alive(int(pid)) or int(pid) == os.getpid():
+            continue
+        instance.report_run_failed(run, f"the process that ran it (pid {pid}) is gone: killed mid-run")
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        reaped.append(run.run_id)
+    return reaped
+
+
+class Interrupted:
+    """Set when Ctrl-C or SIGTERM arrived during a run, whatever the run then did with it (Dagster turns the
+    signal into its own error inside a step, DuckDB into "Query interrupted": core.interrupts notes it)."""
+
+    def __init__(self) -> None:
+        self.flag = False
+
+    def check(self) -> bool:
+        self.flag |= interrupts.requested()
+        return self.flag
+
+
+@contextmanager
+def interruptible() -> Iterator[Interrupted]:
+    """Ctrl-C and SIGTERM record themselves, then interrupt as Ctrl-C does; a caller checks ``check()`` after
+    each run, because a step may turn the interrupt into an ordinary failure."""
+    state = Interrupted()
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        state.flag = True
+        raise KeyboardInterrupt
+
+    try:
+        for sig in previous:
+            signal.signal(sig, on_signal)
+    except ValueError:  # not the main thread: leave the signals as they are
+        yield state
+        return
+    try:
+        with interrupts.watching():
+            yield state
+            state.check()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@dataclass
+class Batch:
+    """One command's checkpoints and what every run of it shares."""
+
+    defs: dg.Definitions
+    instance: dg.DagsterInstance
+    assets: list[dg.AssetsDefinition]
+    raise_on_error: bool
+    log_level: str
+    # the deployment's webserver when runs execute on its workers (EVAL_DAGSTER_URL); None: in this process
+    remote: str | None = None
+    # (checkpoint, rubric, selection): the run submitted for it, and when
+    launched: dict[tuple[str, str, str], tuple[str, float]] = field(default_factory=dict)
+
+
+def _tags(ckpt_id: str, model: str, names: list[str]) -> dict[str, str]:
+    mine = {"eval/checkpoint": ckpt_id, "eval/model": model} if ckpt_id else {}
+    return {**mine, "eval/rubrics": ",".join(names)}
+
+
+def _client(url: str) -> Any:
+    from urllib.parse import urlsplit
+
+    from dagster_graphql import DagsterGraphQLClient
+
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    return DagsterGraphQLClient(
+        parts.hostname or "127.0.0.1", port_number=parts.port, use_https=parts.scheme == "https", timeout=60
+    )
+
+
+def launch(batch: Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> list[str]:
+    """Submit ``selection`` for one checkpoint to the deployment at ``batch.remote`` (its queue, its launcher, its
+    workers) as one run per rubric, so workers share a checkpoint's rubrics as they share checkpoints; the run ids.
+    Submitted once per checkpoint, rubric and selection in a command: ``_run`` then waits for them."""
+    ids = []
+    for name in names:
+        key = (ckpt_id, name, repr(selection))
+        if key not in batch.launched:
+            keys = sorted(
+                (selection & dg.AssetSelection.groups(name)).resolve(batch.assets), key=lambda k: k.to_user_string()
+            )
+            tags = {**_tags(ckpt_id, model, [name]), **({"dagster/partition": ckpt_id} if ckpt_id else {})}
+            run_id = _client(batch.remote or "").submit_job_execution(
+                "__ASSET_JOB",
+                tags=tags,
+                asset_selection=keys,
+                run_config={"loggers": {"console": {"config": {"log_level": batch.log_level}}}},
+            )
+            batch.launched[key] = (run_id, time.perf_counter())
+        ids.append(batch.launched[key][0])
+    return ids
+
+
+FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+
+
+def _run_remote(batch: Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> RunOutcome:
+    """The runs submitted for this checkpoint and selection (submitted now when they were not yet), waited for,
+    as one outcome. On Ctrl-C every run this command submitted and that has not finished is terminated."""
+    run_ids = launch(batch, ckpt_id, model, names, selection)
+    t0 = min(batch.launched[(ckpt_id, n, repr(selection))][1] for n in names)
+    runs: dict[str, dg.DagsterRun] = {}
+    try:
+        while len(runs) < len(run_ids):  # one query a tick for the runs not finished yet
+            waiting = [r for r in run_ids if r not in runs]
+            for run in batch.instance.get_runs(filters=dg.RunsFilter(run_ids=waiting, statuses=list(FINISHED))):
+                runs[run.run_id] = run
+            if len(runs) < len(run_ids):
+                time.sleep(0.5)
+    except KeyboardInterrupt:
+        for other, _t in batch.launched.values():
+            found = batch.instance.get_run_by_id(other)
+            if found is not None and found.status not in FINISHED:
+                with contextlib.suppress(Exception):  # the webserver gone as well: the daemon's monitoring ends it
+                    _client(batch.remote or "").terminate_run(other)
+        seconds = time.perf_counter() - t0
+        return RunOutcome(ckpt_id, names, False, seconds, run_ids[-1], ["interrupted"], True, run_ids=run_ids)
+    failures: list[str] = []
+    notes: list[str] = []
+    for run_id in run_ids:
+        run = runs[run_id]
+        if run.status != dg.DagsterRunStatus.SUCCESS:
+            failures += step_failures(batch.instance, run_id) or [run_failure(batch.instance, run)]
+        notes += remote_notes(batch.instance, run)
+    success = all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs.values())
+    outcome = RunOutcome(ckpt_id, names, success, time.perf_counter() - t0, run_ids[-1], failures, run_ids=run_ids)
+    outcome.notes = notes
+    return outcome
+
+
+def run_failure(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
+    """A run that ended without a failed step, in one line: why the instance ended it (a run monitoring's time-out,
+    a launcher's error), else its status."""
+    ended = instance.all_logs(run.run_id, of_type={dg.DagsterEventType.RUN_FAILURE, dg.DagsterEventType.RUN_CANCELED})
+    why = next((e.message for e in reversed(ended) if e.message), None)
+    return f"run {run.run_id[:8]} {run.status.value.lower()}" + (f": {why.strip().splitlines()[0]}" if why else "")
+
+
+def remote_notes(instance: dg.DagsterInstance, run: dg.DagsterRun) -> list[str]:
+    """What the console says of a run a worker executed beyond its outcome: that its worker died and the daemon's
+    run monitoring resumed it (how often, and where it finished)."""
+    events = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)
+    died = [e for e in events if (e.message or "").startswith("Detected run worker status FAILED")]
+    if not died:
+        return []
+    ended = (
+        f"finished on {run.tags.get(WORKER_TAG, 'another worker')}"
+        if run.status == dg.DagsterRunStatus.SUCCESS
+        else f"then {run.status.value.lower()}"
+    )
+    return [
+        f"run {run.run_id[:8]}: its worker died {len(died)} time(s); resumed by the daemon's run monitoring, {ended}"
+    ]
+
+
+def run(batch: Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> RunOutcome:
+    """One run of ``selection`` (within the checkpoint's rubric groups) for one checkpoint (``ckpt_id`` empty: of
+    the assets over every checkpoint, unpartitioned): in this process, or on the deployment's workers
+    (``batch.remote``)."""
+    if batch.remote:
+        return _run_remote(batch, ckpt_id, model, names, selection)
+    t0 = time.perf_counter()
+    try:
+        result = dg.materialize(
+            [*batch.assets, *(batch.defs.asset_checks or [])],
+            instance=batch.instance,
+            partition_key=ckpt_id or None,
+            resources=batch.defs.resources or {},
+            selection=selection,
+            tags={
+                **_tags(ckpt_id, model, names),
+                HOST_TAG: socket.gethostname(),
+                PID_TAG: str(os.getpid()),
+            },
+            raise_on_error=batch.raise_on_error,
+            run_config={"loggers": {"console": {"config": {"log_level": batch.log_level}}}},
+        )
+    except KeyboardInterrupt:
+        return RunOutcome(ckpt_id, names, False, time.perf_counter() - t0, "", ["interrupted"], True)
+    failures = [] if result.success else step_failures(batch.instance, result.run_id)
+    interrupted = any(f.endswith("interrupted (Ctrl-C)") for f in failures)
+    seconds = time.perf_counter() - t0
+    return RunOutcome(
+        ckpt_id, names, result.success, seconds, result.run_id, failures, interrupted, run_ids=[result.run_id]
+    )

@@ -1,0 +1,162 @@
+"""One verdict whatever the path (#59): the sample checkpoints materialized the Dagster way — one run per partition in
+every order, with Dagster's own automation conditions evaluated as the automation sensor would (between the runs,
+or only once they are all done) — leave every warehouse table as `eval-pipeline run` of the three does."""
+
+import itertools
+import warnings
+
+import dagster as dg
+import pytest
+
+from eval_pipeline.defs.build import build_definitions
+from eval_pipeline.defs.dagster_private import dynamic_partitions_read_once  # evaluations in seconds, not minutes
+from eval_pipeline.defs.runner import materialize_checkpoints
+from eval_pipeline.storage.warehouse import Warehouse
+from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
+from tests.helpers.lakes import contents, differences
+
+CHECKPOINTS = ["ckpt-0100", "ckpt-0200", "ckpt-0300"]
+RUBRIC = "kg_qa"  # rated on all three checkpoints, a judge with repeats, every gate kind that reads a parent
+
+
+def _defs(tmp_path):
+    lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    return build_definitions(RUBRIC_DIR, lake, str(SAMPLE_CHECKPOINTS)), lake
+
+
+def _assets(defs):
+    return [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
+
+
+def _partition_run(defs, instance, partition, keys=None):
+    """What `dagster asset materialize --partition` (or the UI's "Materialize" of one partition) runs: the group, or
+    ``keys``, in one run."""
+    selection = dg.AssetSelection.groups(RUBRIC) if keys is None else dg.AssetSelection.assets(*keys)
+    result = dg.materialize(
+        [*_assets(defs), *(defs.asset_checks or [])],
+        instance=instance,
+        partition_key=partition,
+        resources=defs.resources,
+        selection=selection,
+        raise_on_error=True,
+    )
+    assert result.success
+
+
+class Sensor:
+    """The automation sensor's ticks, as the daemon makes them: Dagster's evaluation of the graph's conditions, each
+    request launched as a run (unpartitioned ones first). Nothing of the project's runner."""
+
+    def __init__(self, defs, instance):
+        self.defs, self.instance, self.cursor, self.runs = defs, instance, None, 0
+        self.tick()  # the sensor's first tick: conditions armed
+
+    def tick(self):
+        with warnings.catch_warnings(), dynamic_partitions_read_once(self.instance):
+            warnings.simplefilter("ignore")
+            result = dg.evaluate_automation_conditions(self.defs, self.instance, cursor=self.cursor)
+        self.cursor = result.cursor
+        by_partition = {}
+        for asset in _assets(self.defs):
+            for key in asset.keys:
+                for p in result.get_requested_partitions(key):
+                    by_partition.setdefault(p, []).append(key)
+        for p in sorted(by_partition, key=lambda p: (p is not None, p or "")):
+            _partition_run(self.defs, self.instance, p, by_partition[p])
+            self.runs += 1
+        return len(by_partition)
+
+    def settle(self):
+        for _ in range(10):
+            if not self.tick():
+                return
+        raise AssertionError("the automation did not settle in 10 ticks")
+
+
+def _cli(tmp_path):
+    defs, lake = _defs(tmp_path)
+    with dg.instance_for_test() as instance:
+        outcomes = materialize_checkpoints(defs, instance, CHECKPOINTS, {RUBRIC}, log_level="ERROR")
+        assert all(o.success for o in outcomes), [o.failures for o in outcomes]
+    return contents(Warehouse(lake))
+
+
+@pytest.fixture(scope="module")
+def by_the_cli(tmp_path_factory):
+    return _cli(tmp_path_factory.mktemp("cli"))
+
+
+def _schema_only(tables):
+    return {t: df for t, df in tables.items() if t.startswith(f"{RUBRIC}.") or t == "main.checkpoints"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("order", list(itertools.permutations(CHECKPOINTS)), ids="-".join)
+def test_every_order_of_partition_runs_settles_to_the_cli_result(tmp_path, order, by_the_cli):
+    defs, lake = _defs(tmp_path)
+    ticks_between = order[0] != "ckpt-0100"  # half the orders tick after every run, half only once all are done
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("checkpoints", CHECKPOINTS)
+        sensor = Sensor(defs, instance)
+        for ckpt in order:
+            _partition_run(defs, instance, ckpt)
+            if ticks_between:
+                sensor.tick()
+        sensor.settle()
+        assert sensor.runs >= 1  # the first checkpoints' decisions were stale, and Dagster said so
+    found = contents(Warehouse(lake))
+    assert differences(_schema_only(found), _schema_only(by_the_cli)) == []
+    trust = found[f"{RUBRIC}.judge_trust"]
+    assert set(trust.n_checkpoints) == {"3"}  # every checkpoint's verdict on the judge pools all three
+
+
+@pytest.mark.slow
+def test_new_ratings_for_one_checkpoint_redecide_all_without_a_judge_call(tmp_path, by_the_cli):
+    """Ratings of one checkpoint read again (what the ratings sensor requests) move every checkpoint's pooled
+    verdict: Dagster's automation re-decides the other two, and never asks for judge_scores."""
+    defs, lake = _defs(tmp_path)
+    with dg.instance_for_test() as instance:
+        materialize_checkpoints(defs, instance, CHECKPOINTS, {RUBRIC}, log_level="ERROR")
+        sensor = Sensor(defs, instance)
+        _partition_run(defs, instance, "ckpt-0200", [dg.AssetKey([RUBRIC, "human_ratings"])])
+        with warnings.catch_warnings(), dynamic_partitions_read_once(instance):
+            warnings.simplefilter("ignore")
+            result = dg.evaluate_automation_conditions(defs, instance, cursor=sensor.cursor)
+        asked = {k.path[1] for a in _assets(defs) for k in a.keys if result.get_requested_partitions(k)}
+        assert "calibration_pool" in asked
+        assert not asked & {"judge_scores", "samples", "raw_outputs", "metrics", "scores"}
+        agreement = dg.AssetKey([RUBRIC, "agreement"])
+        before = instance.fetch_materializations(agreement, limit=1).records[0].storage_id
+        sensor.settle()
+        after = dg.AssetRecordsFilter(asset_key=agreement, after_storage_id=before)
+        redone = {r.partition_key for r in instance.fetch_materializations(after, limit=100).records}
+        assert redone == set(CHECKPOINTS)  # the rated checkpoint's and the two others', from the grown pool
+        judged = dg.AssetRecordsFilter(asset_key=dg.AssetKey([RUBRIC, "judge_scores"]), after_storage_id=before)
+        assert instance.fetch_materializations(judged, limit=10).records == []
+    assert differences(_schema_only(contents(Warehouse(lake))), _schema_only(by_the_cli)) == []
+
+
+def test_the_graph_declares_the_pool_across_checkpoints():
+    """Lineage a person browses: the pool reads every checkpoint partition of what it pools, every asset that reads
+    across checkpoints depends on one of the two pools, and nothing that calls the judge is automated."""
+    defs = build_definitions(RUBRIC_DIR, "unused.duckdb", str(SAMPLE_CHECKPOINTS))
+    graph = defs.resolve_asset_graph()
+    pool = graph.get(dg.AssetKey([RUBRIC, "calibration_pool"]))
+    assert pool.partitions_def is None
+    for parent in ("samples", "human_ratings", "judge_scores"):
+        mapping = graph.get_partition_mapping(pool.key, dg.AssetKey([RUBRIC, parent]))
+        assert isinstance(mapping, dg.AllPartitionMapping)
+    assert pool.key in graph.get(dg.AssetKey([RUBRIC, "agreement"])).parent_keys
+    lineage = dg.AssetKey([RUBRIC, "checkpoint_lineage"])
+    for reader in ("comparison", "length_bias", "gates"):
+        assert lineage in graph.get(dg.AssetKey([RUBRIC, reader])).parent_keys
+    automated = {k.path[1] for k in graph.get_all_asset_keys() if graph.get(k).automation_condition is not None}
+    assert automated == {
+        "calibration_pool",
+        "agreement",
+        "checkpoint_lineage",
+        "comparison",
+        "length_bias",
+        "gates",
+        "verdict",
+    }
