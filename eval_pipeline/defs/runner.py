@@ -16,9 +16,8 @@ import sys
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 
@@ -29,18 +28,21 @@ from eval_pipeline.defs.ratings_sensor import ratings_key, stale_partitions
 from eval_pipeline.defs.runs import (
     Batch,
     RunOutcome,
+    automation_daemon_alive,
     in_flight_elsewhere,
     interruptible,
     launch,
     reap_dead_runs,
     register_checkpoints,
     run,
+    wait_until_settled,
 )
 from eval_pipeline.ingest.checkpoints import read_checkpoint
 from eval_pipeline.publish.report import redraw_report
 from eval_pipeline.storage.backends.lake import failure_hint
 
 SETTLE_ROUNDS = 8  # evaluations of the automation conditions at most; the graph's depth needs about three
+QUIET_S, SETTLE_TIMEOUT_S = 40.0, 1800.0  # a deployment that settles: twice its automation sensor's interval
 POOL = ""  # the "checkpoint" of a run of the assets over every checkpoint (unpartitioned)
 
 
@@ -49,17 +51,16 @@ class Automation:
 
     def __init__(self, defs: dg.Definitions, instance: dg.DagsterInstance) -> None:
         self.defs, self.instance = defs, instance
-        self.cursor = self._evaluate(None).cursor  # armed: requests nothing
+        self.last = self._evaluate(None)  # armed: requests nothing
 
-    def _evaluate(self, cursor: Any) -> Any:
+    def _evaluate(self, last: dg.EvaluateAutomationConditionsResult | None) -> dg.EvaluateAutomationConditionsResult:
         with warnings.catch_warnings(), dynamic_partitions_read_once(self.instance):
             warnings.simplefilter("ignore", dg.BetaWarning)  # Dagster's own selection in it: not the user's business
-            return dg.evaluate_automation_conditions(self.defs, self.instance, cursor=cursor)
+            return dg.evaluate_automation_conditions(self.defs, self.instance, cursor=last.cursor if last else None)
 
     def requested(self) -> dict[str, list[dg.AssetKey]]:
         """What the conditions request now, by partition (POOL: the unpartitioned assets), in key order."""
-        result = self._evaluate(self.cursor)
-        self.cursor = result.cursor
+        result = self.last = self._evaluate(self.last)
         out: defaultdict[str, list[dg.AssetKey]] = defaultdict(list)
         for asset in self.defs.assets or []:
             if isinstance(asset, dg.AssetsDefinition):
@@ -93,9 +94,22 @@ def _other(batch: Batch, ckpt_id: str, keys: list[dg.AssetKey], purpose: str) ->
     """A run of ``keys`` for a checkpoint outside the command (or of the pools), as the graph asked for it."""
     names = sorted({k.path[0] for k in keys})
     model = _model_of((batch.defs.resources or {})["checkpoints"].folder(ckpt_id), ckpt_id) if ckpt_id else ""
-    outcome = run(batch, ckpt_id, model, names, dg.AssetSelection.assets(*keys))
+    outcome = run(batch, ckpt_id, model, names, _with_checks(batch.defs, keys))
     outcome.purpose = purpose
     return outcome
+
+
+def _with_checks(defs: dg.Definitions, keys: list[dg.AssetKey]) -> dg.AssetSelection:
+    """``keys`` and the asset checks that read them: those on the keys (selected with them) and those shown on
+    another asset that read one of them (a gate's check shown on ``judge_scores`` reads ``gates``)."""
+    wanted = set(keys)
+    checks = [
+        spec.key
+        for definition in defs.asset_checks or []
+        for spec in definition.check_specs
+        if wanted & {d.asset_key for d in spec.additional_deps}
+    ]
+    return dg.AssetSelection.assets(*keys) | dg.AssetSelection.checks(*checks)
 
 
 def _merge(into: RunOutcome, later: RunOutcome) -> None:
@@ -143,7 +157,9 @@ def materialize_checkpoints(
     assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]
     batch = Batch(defs, instance, assets, raise_on_error, log_level, remote=settings.dagster_url())
     todo = _todo(batch, checkpoint_ids, rubrics)
-    automation = Automation(defs, instance)
+    # a daemon that evaluates the automation sensor settles what the command's runs changed; else the command does
+    deployment = bool(batch.remote) or automation_daemon_alive(instance)
+    automation, since = None if deployment else Automation(defs, instance), time.time()
     wh = (defs.resources or {})["warehouse"].get()
     starting, followed = on_start or (lambda _c: None), on_followed or (lambda _o: None)
     outcomes: dict[str, RunOutcome] = {}
@@ -159,31 +175,25 @@ def materialize_checkpoints(
             starting(ckpt_id)
             outcomes[ckpt_id] = run(batch, ckpt_id, model, names, dg.AssetSelection.groups(*names))
             interrupt.flag |= outcomes[ckpt_id].interrupted
-        for _ in range(SETTLE_ROUNDS):
-            requested = {} if interrupt.check() else automation.requested()
-            if not requested:
-                break
-            for ckpt_id, keys in requested.items():
-                if interrupt.check():
-                    break
+        if automation is None and not interrupt.check():
+            wait_until_settled(instance, list(outcomes.values()), since, QUIET_S, SETTLE_TIMEOUT_S)
+        for _ in range(SETTLE_ROUNDS if automation is not None else 0):
+            requested = {} if interrupt.check() or automation is None else automation.requested()
+            for ckpt_id, keys in requested.items() if not interrupt.check() else ():
+                starting(ckpt_id)
                 if ckpt_id in outcomes:
-                    starting(ckpt_id)
                     _merge(outcomes[ckpt_id], _other(batch, ckpt_id, keys, "settle"))
                 else:
                     followed(_other(batch, ckpt_id, keys, "pool" if ckpt_id == POOL else "decide again"))
+            if not requested:
+                break
         for outcome in outcomes.values():
             outcome.interrupted |= interrupt.flag and not outcome.success
             (on_outcome or (lambda _o: None))(outcome)
     ran = [o for o in outcomes.values() if o.run_id]
-    if ran and not interrupt.flag:
-        _draw_report(wh, defs.resources or {}, ran[-1])
+    if ran and not interrupt.flag:  # the report, drawn once the graph has settled
+        ran[-1].report, error = redraw_report(wh, (defs.resources or {})["publish"].report_dir)
+        ran[-1].report_error = (failure_hint(error) or error) if error else None
+        if error:
+            print(f"report not written: {ran[-1].report_error}", file=sys.stderr, flush=True)
     return list(outcomes.values())
-
-
-def _draw_report(wh: Any, resources: Mapping[str, Any], outcome: RunOutcome) -> float:
-    """The report drawn and given to ``outcome``; when it was drawn (time.monotonic)."""
-    outcome.report, outcome.report_error = redraw_report(wh, resources["publish"].report_dir)
-    if outcome.report_error:
-        outcome.report_error = failure_hint(outcome.report_error) or outcome.report_error
-        print(f"report not written: {outcome.report_error}", file=sys.stderr, flush=True)
-    return time.monotonic()

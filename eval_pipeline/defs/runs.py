@@ -310,3 +310,43 @@ def run(batch: Batch, ckpt_id: str, model: str, names: list[str], selection: dg.
     return RunOutcome(
         ckpt_id, names, result.success, seconds, result.run_id, failures, interrupted, run_ids=[result.run_id]
     )
+
+
+AUTOMATION_DAEMON = "ASSET"  # the daemon that evaluates automation condition sensors (Dagster's daemon type)
+
+
+def automation_daemon_alive(instance: dg.DagsterInstance, within_s: float = 60.0) -> bool:
+    """A daemon evaluates this instance's automation sensor (its heartbeat is recent): it, not the command, settles."""
+    beat = instance.get_daemon_heartbeats().get(AUTOMATION_DAEMON)
+    return beat is not None and time.time() - beat.timestamp < within_s
+
+
+def wait_until_settled(
+    instance: dg.DagsterInstance, outcomes: list[RunOutcome], since: float, quiet_s: float, timeout_s: float
+) -> bool:
+    """Wait until no run of the instance is queued or in flight for ``quiet_s`` (longer than the automation sensor's
+    interval: it has looked since the last run ended), at most ``timeout_s``; then give each outcome the runs of its
+    checkpoint made since ``since`` (the automation's, which decided it again), failures included. False when it
+    did not settle in time. Ctrl-C ends the wait."""
+    start, quiet_from = time.monotonic(), None
+    while time.monotonic() - start < timeout_s:
+        if instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT), limit=1):
+            quiet_from = None
+        elif quiet_from is None:
+            quiet_from = time.monotonic()
+        elif time.monotonic() - quiet_from >= quiet_s:
+            break
+        time.sleep(1.0)
+    else:
+        return False
+    for outcome in outcomes:
+        tags = {"dagster/partition": outcome.checkpoint_id}
+        for record in reversed(instance.get_run_records(filters=dg.RunsFilter(tags=tags), limit=200)):
+            later = record.create_timestamp.timestamp() >= since and record.dagster_run.run_id not in outcome.run_ids
+            if later and record.dagster_run.status in FINISHED:
+                run = record.dagster_run
+                outcome.run_ids.append(run.run_id)
+                if run.status != dg.DagsterRunStatus.SUCCESS:
+                    outcome.success = False
+                    outcome.failures += step_failures(instance, run.run_id) or [run_failure(instance, run)]
+    return True

@@ -70,11 +70,19 @@ def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, 
             for g in names:
                 assert g in groups
             assets = ("raw_outputs", "samples", "judge_scores", "metrics", "scores", "agreement", "gates")
+            assets += ("calibration_pool", "checkpoint_lineage")
             lineage = browser.page_text(
                 f"{base}/locations/eval_pipeline/asset-groups/npc_dialogue", ARTIFACTS / "npc_lineage.png", assets
             )
             for asset in assets:
                 assert asset in lineage
+            # the pool between checkpoints (#59): what it reads of every checkpoint, and who reads it
+            around = ("calibration_pool", "judge_scores", "human_ratings", "samples", "agreement")
+            pool = browser.page_text(
+                f"{base}/assets/npc_dialogue/calibration_pool?view=lineage", ARTIFACTS / "pool_lineage.png", around
+            )
+            for asset in around:
+                assert asset in pool
             keys = ("lines_read", "quarantined", "valid")
             meta = browser.page_text(
                 f"{base}/assets/npc_dialogue/samples?partition=ckpt-0100", ARTIFACTS / "npc_samples.png", keys
@@ -90,6 +98,7 @@ def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, 
         finally:
             browser.close()
         assert (ARTIFACTS / "npc_lineage.png").stat().st_size > 10_000
+        assert (ARTIFACTS / "pool_lineage.png").stat().st_size > 10_000
         with dg.DagsterInstance.get() as instance:  # the daemon beside it: its backfill loop is alive
             poll(lambda: "BACKFILL" in instance.get_daemon_heartbeats(), 60, every=1)
             assert "BACKFILL" in instance.get_daemon_heartbeats(), (tmp_path / "webserver.log").read_text()[-2000:]

@@ -130,3 +130,39 @@ print("RESULT", comm, ignored, os.path.exists(f"/proc/{{tail_pid}}"), os.path.ex
     assert done.returncode == 0, done.stderr[-3000:]  # a helper that outlives its terminate: Dagster waits 30 s, fails
     result = [line for line in done.stdout.splitlines() if line.startswith("RESULT")][0].split()
     assert result[1:] == ["tail", "False", "False", "False"], done.stdout + done.stderr  # TERM honoured, both gone
+
+
+def test_an_evaluation_of_the_automation_conditions_reads_the_partitions_once(tmp_path):
+    """``dynamic_partitions_read_once`` still serves what ``dg.evaluate_automation_conditions`` asks the instance
+    for (a release that reads partitions another way would make it useless, and the command's settling slow), and
+    the instance is itself again after it."""
+    import dagster as dg
+
+    from eval_pipeline.defs.dagster_private import dynamic_partitions_read_once
+
+    parts = dg.DynamicPartitionsDefinition(name="ck")
+
+    @dg.asset(partitions_def=parts)
+    def up() -> None: ...
+
+    @dg.asset(partitions_def=parts, deps=[up], automation_condition=dg.AutomationCondition.eager())
+    def down() -> None: ...
+
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("ck", ["a", "b"])
+        calls: list[str] = []
+        real = type(instance).get_dynamic_partitions
+
+        def counted(partitions_def_name: str) -> list[str]:
+            calls.append(partitions_def_name)
+            return real(instance, partitions_def_name)
+
+        instance.get_dynamic_partitions = counted  # type: ignore[method-assign]
+        first = dg.evaluate_automation_conditions([up, down], instance)
+        bare = len(calls)
+        del calls[:]
+        with dynamic_partitions_read_once(instance):
+            dg.evaluate_automation_conditions([up, down], instance, cursor=first.cursor)
+        assert bare > 1, "Dagster no longer asks the instance for dynamic partitions again and again"
+        assert calls == ["ck"], calls  # once, then from the first read
+        assert "get_dynamic_partitions" not in vars(instance)  # the instance's own method again

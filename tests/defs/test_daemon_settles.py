@@ -1,0 +1,235 @@
+"""#59, with Dagster alone: a real dagster-daemon (as `make ui` starts it) evaluates three checkpoints, then a fourth
+lands, then a person adds ratings for the first. Nothing but the daemon's sensors — the checkpoint sensor, the
+ratings sensor and the automation sensor — decides what runs. Once it has settled, every table equals what
+`eval-pipeline run` of the four gives with the same ratings, and the re-decided checkpoints were never judged again."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import dagster as dg
+import pytest
+
+from eval_pipeline.defs.build import build_definitions
+from eval_pipeline.defs.runner import materialize_checkpoints
+from eval_pipeline.storage.warehouse import Warehouse
+from tests.conftest import ROOT, RUBRIC_DIR, SAMPLE_CHECKPOINTS
+from tests.helpers.lakes import contents, differences
+from tests.helpers.waiting import poll
+
+RUBRIC = "kg_qa"
+FIRST_THREE = ["ckpt-0100", "ckpt-0200", "ckpt-0300"]
+
+
+def _land(root, ckpt, source, manifest=None):
+    """A complete checkpoint folder, its manifest written last (what the checkpoint sensor waits for)."""
+    (root / ckpt).mkdir(parents=True)
+    shutil.copy(SAMPLE_CHECKPOINTS / source / f"{RUBRIC}.jsonl", root / ckpt / f"{RUBRIC}.jsonl")
+    text = json.dumps(manifest) if manifest else (SAMPLE_CHECKPOINTS / source / "checkpoint.json").read_text()
+    (root / ckpt / "checkpoint.json").write_text(text)
+
+
+def _more_ratings(ratings):
+    """A second person's ratings of ckpt-0100's first 20 samples: the first's, one point lower where it can be."""
+    lines = (ratings / "ckpt-0100.csv").read_text().splitlines()
+    out = [lines[0]]
+    for line in lines[1:21]:
+        cells = line.split(",")
+        cells[1] = "Evaluator9"
+        cells[2:7] = [str(max(1, int(c) - 1)) if c.isdigit() else c for c in cells[2:7]]
+        out.append(",".join(cells))
+    (ratings / "ckpt-0100~Evaluator9.csv").write_text("\n".join(out) + "\n")
+
+
+def _settled(instance, quiet_s=35.0):
+    """No run queued or in flight for ``quiet_s`` (longer than two ticks of every sensor)."""
+    live = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+    state = {"since": None}
+
+    def check():
+        if instance.get_runs(filters=dg.RunsFilter(statuses=live), limit=1):
+            state["since"] = None
+            return False
+        state["since"] = state["since"] or time.monotonic()
+        return time.monotonic() - state["since"] >= quiet_s
+
+    return check
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # three settlings of a daemon whose sensors tick every 10-15 s, and the CLI's run
+def test_the_daemon_alone_settles_four_checkpoints_and_new_ratings_to_the_cli_result(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    root = tmp_path / "checkpoints"
+    for ckpt in FIRST_THREE:
+        _land(root, ckpt, ckpt)
+    ratings = tmp_path / "ratings" / RUBRIC
+    shutil.copytree(ROOT / "data" / "human_ratings" / RUBRIC, ratings)
+    lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    env = dict(
+        os.environ,
+        DAGSTER_HOME=str(home),
+        EVAL_WAREHOUSE=lake,
+        EVAL_CHECKPOINT_DIR=str(root),
+        EVAL_RATINGS_DIR=str(ratings.parent),
+        EVAL_JUDGE="heuristic",
+        EVAL_REPORT_DIR=str(tmp_path / "reports"),
+        EVAL_WORKLIST_DIR=str(tmp_path / "worklists"),
+    )
+    log = open(tmp_path / "daemon.log", "w")
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", "-w", str(ROOT / "workspace.yaml")],
+        env=env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    judged = dg.AssetKey([RUBRIC, "judge_scores"])
+    try:
+        with dg.DagsterInstance.get() as instance:
+            first = lambda: len(instance.fetch_materializations(judged, limit=10).records) == 3  # noqa: E731
+            assert poll(first, 600, every=3), (tmp_path / "daemon.log").read_text()[-3000:]
+            assert poll(_settled(instance), 600, every=3)
+            fourth = {"model": "lumen-7b-chat", "created_at": "2026-10-02T08:00:00Z", "parent": "ckpt-0300"}
+            _land(root, "ckpt-0400", "ckpt-0300", fourth)
+            four = lambda: len(instance.fetch_materializations(judged, limit=10).records) == 4  # noqa: E731
+            assert poll(four, 600, every=3), (tmp_path / "daemon.log").read_text()[-3000:]
+            assert poll(_settled(instance), 600, every=3)
+            _more_ratings(ratings)
+            read = dg.AssetKey([RUBRIC, "human_ratings"])
+            before = len(instance.fetch_materializations(read, limit=100).records)
+            assert poll(lambda: len(instance.fetch_materializations(read, limit=100).records) > before, 300, every=3)
+            assert poll(_settled(instance), 600, every=3)
+            failed = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+            assert not failed, [r.run_id for r in failed]
+            # every checkpoint judged once: the re-decided ones cost no judge call
+            partitions = [r.partition_key for r in instance.fetch_materializations(judged, limit=100).records]
+            assert sorted(partitions) == [*FIRST_THREE, "ckpt-0400"]
+            automated = [r for r in instance.get_runs() if r.tags.get("dagster/sensor_name") == "redecide_sensor"]
+            assert automated, "nothing was decided again by the automation sensor"
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+        log.close()
+    by_daemon = contents(Warehouse(lake))
+    cli_lake = f"ducklake:sqlite:{tmp_path / 'cli' / 'catalog.sqlite'}"
+    monkeypatch.setenv("EVAL_RATINGS_DIR", str(ratings.parent))
+    defs = build_definitions(RUBRIC_DIR, cli_lake, str(root))
+    with dg.instance_for_test() as instance:
+        outcomes = materialize_checkpoints(defs, instance, [*FIRST_THREE, "ckpt-0400"], {RUBRIC}, log_level="ERROR")
+        assert all(o.success for o in outcomes), [o.failures for o in outcomes]
+    by_cli = contents(Warehouse(cli_lake))
+    mine = {t: df for t, df in by_daemon.items() if t.startswith(f"{RUBRIC}.")}
+    theirs = {t: df for t, df in by_cli.items() if t.startswith(f"{RUBRIC}.")}
+    assert differences(mine, theirs) == []
+    trust = mine[f"{RUBRIC}.judge_trust"]
+    assert set(trust.n_checkpoints) == {"4"}
+
+
+MUTATION = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+
+
+def _graphql(port, query, variables):
+    import urllib.request
+
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query, "variables": variables}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_ui_backfill_of_the_group_settles_to_the_cli_result(tmp_path, monkeypatch):
+    """The UI's way: the webserver's GraphQL `launchPartitionBackfill` of the whole kg_qa group (its pools
+    included) over the three checkpoints, run by the daemon's backfill loop, then the automation sensor."""
+    from eval_pipeline.devtools.net import free_port, wait_until_serving
+
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    root = tmp_path / "checkpoints"
+    for ckpt in FIRST_THREE:
+        _land(root, ckpt, ckpt)
+    lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    env = dict(
+        os.environ,
+        DAGSTER_HOME=str(home),
+        EVAL_WAREHOUSE=lake,
+        EVAL_CHECKPOINT_DIR=str(root),
+        EVAL_JUDGE="heuristic",
+        EVAL_REPORT_DIR=str(tmp_path / "reports"),
+        EVAL_WORKLIST_DIR=str(tmp_path / "worklists"),
+    )
+    bin_ = os.path.dirname(sys.executable)
+    ws = str(ROOT / "workspace.yaml")
+    stop = [os.path.join(bin_, "dagster"), "sensor", "stop", "checkpoint_sensor", "-w", ws]
+    subprocess.run(stop, env=env, cwd=ROOT, capture_output=True, timeout=300)  # the backfill alone launches runs
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    port = free_port()
+    logs = [open(tmp_path / "webserver.log", "w"), open(tmp_path / "daemon.log", "w")]
+    web = subprocess.Popen(
+        [os.path.join(bin_, "dagster-webserver"), "-w", ws, "-p", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=logs[0],
+        stderr=subprocess.STDOUT,
+    )
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", "-w", ws],
+        env=env,
+        cwd=ROOT,
+        stdout=logs[1],
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        with dg.DagsterInstance.get() as instance:
+            instance.add_dynamic_partitions("checkpoints", FIRST_THREE)
+            wait_until_serving(f"http://127.0.0.1:{port}/server_info", web, timeout_s=120)
+            graph = build_definitions(RUBRIC_DIR, lake, str(root)).resolve_asset_graph()
+            keys = [k for k in graph.get_all_asset_keys() if k.path[0] == RUBRIC]
+            params = {
+                "partitionNames": FIRST_THREE,
+                "assetSelection": [{"path": list(k.path)} for k in keys],
+                "fromFailure": False,
+            }
+            out = _graphql(port, MUTATION, {"p": params})["data"]["launchPartitionBackfill"]
+            assert out["__typename"] == "LaunchBackfillSuccess", out
+            backfill = out["backfillId"]
+
+            def done():
+                bf = instance.get_backfill(backfill)
+                return bf is not None and bf.status.value not in ("REQUESTED", "CANCELING")
+
+            assert poll(done, 900, every=3), (tmp_path / "daemon.log").read_text()[-3000:]
+            assert instance.get_backfill(backfill).status.value == "COMPLETED_SUCCESS"
+            assert poll(_settled(instance), 600, every=3)
+            failed = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+            assert not failed, [r.run_id for r in failed]
+    finally:
+        for p in (daemon, web):
+            p.terminate()
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for f in logs:
+            f.close()
+    cli_lake = f"ducklake:sqlite:{tmp_path / 'cli' / 'catalog.sqlite'}"
+    defs = build_definitions(RUBRIC_DIR, cli_lake, str(root))
+    with dg.instance_for_test() as instance:
+        outcomes = materialize_checkpoints(defs, instance, FIRST_THREE, {RUBRIC}, log_level="ERROR")
+        assert all(o.success for o in outcomes), [o.failures for o in outcomes]
+    mine = {t: df for t, df in contents(Warehouse(lake)).items() if t.startswith(f"{RUBRIC}.")}
+    theirs = {t: df for t, df in contents(Warehouse(cli_lake)).items() if t.startswith(f"{RUBRIC}.")}
+    assert differences(mine, theirs) == []
