@@ -129,7 +129,9 @@ def test_the_daemon_alone_settles_four_checkpoints_and_new_ratings_to_the_cli_re
     theirs = {t: df for t, df in by_cli.items() if t.startswith(f"{RUBRIC}.")}
     assert differences(mine, theirs) == []
     trust = mine[f"{RUBRIC}.judge_trust"]
-    assert set(trust.n_checkpoints) == {"4"}
+    assert sorted(trust.checkpoint_id.unique()) == [*FIRST_THREE, "ckpt-0400"]
+    assert set(trust.n_checkpoints) == {"3"}  # every verdict pools the three rated checkpoints (0400 has none)
+    assert "Evaluator9" in set(mine[f"{RUBRIC}.human_ratings"].evaluator)  # the new ratings were read
 
 
 MUTATION = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {

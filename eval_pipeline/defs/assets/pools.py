@@ -5,8 +5,9 @@
   reads every partition of ``samples``, ``human_ratings`` and ``judge_scores`` (``AllPartitionMapping``);
   ``agreement`` of each checkpoint reads its pooled verdict on the judge from it.
 - ``checkpoint_lineage``: each evaluated checkpoint and the parent it is compared with. It reads every partition
-  of ``scores`` and ``agreement`` (a parent's calibrated means); ``comparison``, ``length_bias`` and ``gates`` read
-  their parent's rows through it.
+  of what a child reads of its parent (``samples``, ``scores``, ``human_ratings``, ``judge_scores``: the panel's
+  scores and the judge's identity); ``comparison``, ``length_bias`` and ``gates`` read their parent's rows through
+  it. None of those is decided by the automation, so a re-decision does not move the lineage.
 
 Both are unpartitioned and carry the automation condition of defs/automation.py, as does everything downstream of
 them: when a checkpoint's judge scores or ratings change, Dagster itself marks the other checkpoints' decisions
@@ -109,7 +110,7 @@ def lineage_rows(wh: Warehouse, rubric: RubricConfig) -> pd.DataFrame:
 
 
 def checkpoint_lineage_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
-    tables = [Table.SAMPLES, Table.SCORES] + ([Table.AGREEMENT, Table.JUDGE_SCORES] if has_judge else [])
+    tables = [Table.SAMPLES, Table.SCORES, Table.HUMAN_RATINGS] + ([Table.JUDGE_SCORES] if has_judge else [])
 
     @rubric_asset(
         rubric,
