@@ -59,9 +59,47 @@ def _settled(instance, quiet_s=35.0):
     return check
 
 
+MUTATION = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+
+
+def _graphql(port, query, variables):
+    import urllib.request
+
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query, "variables": variables}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+def _cli(tmp_path, name, root, ratings, checkpoints, monkeypatch):
+    """The tables of `eval-pipeline run` of ``checkpoints`` on a fresh lake, with these ratings."""
+    lake = f"ducklake:sqlite:{tmp_path / name / 'catalog.sqlite'}"
+    monkeypatch.setenv("EVAL_RATINGS_DIR", str(ratings.parent))
+    defs = build_definitions(RUBRIC_DIR, lake, str(root))
+    with dg.instance_for_test() as instance:
+        outcomes = materialize_checkpoints(defs, instance, checkpoints, {RUBRIC}, log_level="ERROR")
+        assert all(o.success for o in outcomes), [o.failures for o in outcomes]
+    return _ours(lake)
+
+
+def _ours(lake):
+    return {t: df for t, df in contents(Warehouse(lake)).items() if t.startswith(f"{RUBRIC}.")}
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(1500)  # three settlings of a daemon whose sensors tick every 10-15 s, and the CLI's run
-def test_the_daemon_alone_settles_four_checkpoints_and_new_ratings_to_the_cli_result(tmp_path, monkeypatch):
+@pytest.mark.timeout(1800)  # three settlings of a daemon whose sensors tick every 10-15 s, and two CLI runs
+def test_a_ui_backfill_a_fourth_checkpoint_and_new_ratings_settle_to_the_cli_result(tmp_path, monkeypatch):
+    """Dagster alone, as `make ui` runs it (webserver and daemon): the webserver's GraphQL `launchPartitionBackfill`
+    of the whole kg_qa group (its pools included) over the three checkpoints, run by the daemon's backfill loop and
+    settled by the automation sensor; then a fourth checkpoint lands (the checkpoint sensor), then a second person's
+    ratings of ckpt-0100 (the ratings sensor). After each settling, every table equals `eval-pipeline run`'s, and the
+    re-decided checkpoints were never judged again."""
+    from eval_pipeline.devtools.net import free_port, wait_until_serving
+
     home = tmp_path / "home"
     home.mkdir()
     shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
@@ -81,102 +119,14 @@ def test_the_daemon_alone_settles_four_checkpoints_and_new_ratings_to_the_cli_re
         EVAL_REPORT_DIR=str(tmp_path / "reports"),
         EVAL_WORKLIST_DIR=str(tmp_path / "worklists"),
     )
-    log = open(tmp_path / "daemon.log", "w")
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", "-w", str(ROOT / "workspace.yaml")],
-        env=env,
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    judged = dg.AssetKey([RUBRIC, "judge_scores"])
-    try:
-        with dg.DagsterInstance.get() as instance:
-            first = lambda: len(instance.fetch_materializations(judged, limit=10).records) == 3  # noqa: E731
-            assert poll(first, 600, every=3), (tmp_path / "daemon.log").read_text()[-3000:]
-            assert poll(_settled(instance), 600, every=3)
-            fourth = {"model": "lumen-7b-chat", "created_at": "2026-10-02T08:00:00Z", "parent": "ckpt-0300"}
-            _land(root, "ckpt-0400", "ckpt-0300", fourth)
-            four = lambda: len(instance.fetch_materializations(judged, limit=10).records) == 4  # noqa: E731
-            assert poll(four, 600, every=3), (tmp_path / "daemon.log").read_text()[-3000:]
-            assert poll(_settled(instance), 600, every=3)
-            _more_ratings(ratings)
-            read = dg.AssetKey([RUBRIC, "human_ratings"])
-            before = len(instance.fetch_materializations(read, limit=100).records)
-            assert poll(lambda: len(instance.fetch_materializations(read, limit=100).records) > before, 300, every=3)
-            assert poll(_settled(instance), 600, every=3)
-            failed = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
-            assert not failed, [r.run_id for r in failed]
-            # every checkpoint judged once: the re-decided ones cost no judge call
-            partitions = [r.partition_key for r in instance.fetch_materializations(judged, limit=100).records]
-            assert sorted(partitions) == [*FIRST_THREE, "ckpt-0400"]
-            automated = [r for r in instance.get_runs() if r.tags.get("dagster/sensor_name") == "redecide_sensor"]
-            assert automated, "nothing was decided again by the automation sensor"
-    finally:
-        daemon.terminate()
-        daemon.wait(timeout=60)
-        log.close()
-    by_daemon = contents(Warehouse(lake))
-    cli_lake = f"ducklake:sqlite:{tmp_path / 'cli' / 'catalog.sqlite'}"
-    monkeypatch.setenv("EVAL_RATINGS_DIR", str(ratings.parent))
-    defs = build_definitions(RUBRIC_DIR, cli_lake, str(root))
-    with dg.instance_for_test() as instance:
-        outcomes = materialize_checkpoints(defs, instance, [*FIRST_THREE, "ckpt-0400"], {RUBRIC}, log_level="ERROR")
-        assert all(o.success for o in outcomes), [o.failures for o in outcomes]
-    by_cli = contents(Warehouse(cli_lake))
-    mine = {t: df for t, df in by_daemon.items() if t.startswith(f"{RUBRIC}.")}
-    theirs = {t: df for t, df in by_cli.items() if t.startswith(f"{RUBRIC}.")}
-    assert differences(mine, theirs) == []
-    trust = mine[f"{RUBRIC}.judge_trust"]
-    assert sorted(trust.checkpoint_id.unique()) == [*FIRST_THREE, "ckpt-0400"]
-    assert set(trust.n_checkpoints) == {"3"}  # every verdict pools the three rated checkpoints (0400 has none)
-    assert "Evaluator9" in set(mine[f"{RUBRIC}.human_ratings"].evaluator)  # the new ratings were read
-
-
-MUTATION = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
-  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
-
-
-def _graphql(port, query, variables):
-    import urllib.request
-
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql",
-        data=json.dumps({"query": query, "variables": variables}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=120) as r:
-        return json.loads(r.read())
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(1200)
-def test_a_ui_backfill_of_the_group_settles_to_the_cli_result(tmp_path, monkeypatch):
-    """The UI's way: the webserver's GraphQL `launchPartitionBackfill` of the whole kg_qa group (its pools
-    included) over the three checkpoints, run by the daemon's backfill loop, then the automation sensor."""
-    from eval_pipeline.devtools.net import free_port, wait_until_serving
-
-    home = tmp_path / "home"
-    home.mkdir()
-    shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
-    root = tmp_path / "checkpoints"
-    for ckpt in FIRST_THREE:
-        _land(root, ckpt, ckpt)
-    lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
-    env = dict(
-        os.environ,
-        DAGSTER_HOME=str(home),
-        EVAL_WAREHOUSE=lake,
-        EVAL_CHECKPOINT_DIR=str(root),
-        EVAL_JUDGE="heuristic",
-        EVAL_REPORT_DIR=str(tmp_path / "reports"),
-        EVAL_WORKLIST_DIR=str(tmp_path / "worklists"),
-    )
     bin_ = os.path.dirname(sys.executable)
     ws = str(ROOT / "workspace.yaml")
-    stop = [os.path.join(bin_, "dagster"), "sensor", "stop", "checkpoint_sensor", "-w", ws]
-    subprocess.run(stop, env=env, cwd=ROOT, capture_output=True, timeout=300)  # the backfill alone launches runs
+
+    def sensor(verb):
+        cmd = [os.path.join(bin_, "dagster"), "sensor", verb, "checkpoint_sensor", "-w", ws]
+        subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, timeout=300, check=True)
+
+    sensor("stop")  # the backfill alone launches the first three's runs
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     port = free_port()
     logs = [open(tmp_path / "webserver.log", "w"), open(tmp_path / "daemon.log", "w")]
@@ -194,6 +144,8 @@ def test_a_ui_backfill_of_the_group_settles_to_the_cli_result(tmp_path, monkeypa
         stdout=logs[1],
         stderr=subprocess.STDOUT,
     )
+    judged = dg.AssetKey([RUBRIC, "judge_scores"])
+    snapshots = {}
     try:
         with dg.DagsterInstance.get() as instance:
             instance.add_dynamic_partitions("checkpoints", FIRST_THREE)
@@ -216,8 +168,25 @@ def test_a_ui_backfill_of_the_group_settles_to_the_cli_result(tmp_path, monkeypa
             assert poll(done, 900, every=3), (tmp_path / "daemon.log").read_text()[-3000:]
             assert instance.get_backfill(backfill).status.value == "COMPLETED_SUCCESS"
             assert poll(_settled(instance), 600, every=3)
+            snapshots["backfill"] = _ours(lake)
+            sensor("start")
+            fourth = {"model": "lumen-7b-chat", "created_at": "2026-10-02T08:00:00Z", "parent": "ckpt-0300"}
+            _land(root, "ckpt-0400", "ckpt-0300", fourth)
+            four = lambda: len(instance.fetch_materializations(judged, limit=10).records) == 4  # noqa: E731
+            assert poll(four, 600, every=3), (tmp_path / "daemon.log").read_text()[-3000:]
+            assert poll(_settled(instance), 600, every=3)
+            _more_ratings(ratings)
+            read = dg.AssetKey([RUBRIC, "human_ratings"])
+            before = len(instance.fetch_materializations(read, limit=100).records)
+            assert poll(lambda: len(instance.fetch_materializations(read, limit=100).records) > before, 300, every=3)
+            assert poll(_settled(instance), 600, every=3)
             failed = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
             assert not failed, [r.run_id for r in failed]
+            # every checkpoint judged once: the re-decided ones cost no judge call
+            partitions = [r.partition_key for r in instance.fetch_materializations(judged, limit=100).records]
+            assert sorted(partitions) == [*FIRST_THREE, "ckpt-0400"]
+            automated = [r for r in instance.get_runs() if r.tags.get("dagster/sensor_name") == "redecide_sensor"]
+            assert automated, "nothing was decided again by the automation sensor"
     finally:
         for p in (daemon, web):
             p.terminate()
@@ -227,11 +196,14 @@ def test_a_ui_backfill_of_the_group_settles_to_the_cli_result(tmp_path, monkeypa
                 p.kill()
         for f in logs:
             f.close()
-    cli_lake = f"ducklake:sqlite:{tmp_path / 'cli' / 'catalog.sqlite'}"
-    defs = build_definitions(RUBRIC_DIR, cli_lake, str(root))
-    with dg.instance_for_test() as instance:
-        outcomes = materialize_checkpoints(defs, instance, FIRST_THREE, {RUBRIC}, log_level="ERROR")
-        assert all(o.success for o in outcomes), [o.failures for o in outcomes]
-    mine = {t: df for t, df in contents(Warehouse(lake)).items() if t.startswith(f"{RUBRIC}.")}
-    theirs = {t: df for t, df in contents(Warehouse(cli_lake)).items() if t.startswith(f"{RUBRIC}.")}
-    assert differences(mine, theirs) == []
+    original = tmp_path / "original" / RUBRIC  # the ratings as the backfill read them
+    shutil.copytree(ratings, original)
+    (original / "ckpt-0100~Evaluator9.csv").unlink()
+    three = _cli(tmp_path, "cli3", root, original, FIRST_THREE, monkeypatch)
+    assert differences(snapshots["backfill"], three) == []
+    mine = _ours(lake)
+    assert differences(mine, _cli(tmp_path, "cli4", root, ratings, [*FIRST_THREE, "ckpt-0400"], monkeypatch)) == []
+    trust = mine[f"{RUBRIC}.judge_trust"]
+    assert sorted(trust.checkpoint_id.unique()) == [*FIRST_THREE, "ckpt-0400"]
+    assert set(trust.n_checkpoints) == {"3"}  # every verdict pools the three rated checkpoints (0400 has none)
+    assert "Evaluator9" in set(mine[f"{RUBRIC}.human_ratings"].evaluator)  # the new ratings were read
