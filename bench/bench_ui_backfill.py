@@ -18,15 +18,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 CKPTS = ["ckpt-0100", "ckpt-0200", "ckpt-0300", "ckpt-0400"]
-
-MUTATION = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
-  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
 
 
 def checkpoints(tmp: Path) -> Path:
@@ -77,16 +73,6 @@ def cli(backend: str) -> float:
     return wall
 
 
-def graphql(port: int, query: str, variables: dict) -> dict:
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql",
-        data=json.dumps({"query": query, "variables": variables}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=120) as r:
-        return json.loads(r.read())
-
-
 def _cpu_seconds(root_pids: list[int]) -> dict[str, float]:
     """CPU seconds (user + system) so far of the servers' processes and their living children, by command."""
     children: dict[int, list[int]] = {}
@@ -116,7 +102,7 @@ def ui(
 ) -> tuple[float, int, int]:
     import dagster as dg
 
-    from eval_pipeline.devtools.net import free_port, wait_until_serving
+    from eval_pipeline.devtools.net import free_port, launch_partition_backfill, wait_until_serving
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_ui_"))
     env = environment(tmp, backend, checkpoints(tmp), backfill_limit)
@@ -157,15 +143,8 @@ def ui(
 
         keys = [k for k in build_definitions().resolve_asset_graph().get_all_asset_keys()]
         assert load_rubrics()
-        params = {
-            "partitionNames": CKPTS,
-            "assetSelection": [{"path": list(k.path)} for k in keys],
-            "fromFailure": False,
-        }
         t, t_wall = time.perf_counter(), time.time()
-        out = graphql(port, MUTATION, {"p": params})["data"]["launchPartitionBackfill"]
-        assert out["__typename"] == "LaunchBackfillSuccess", out
-        backfill_id = out["backfillId"]
+        backfill_id = launch_partition_backfill(port, CKPTS, [list(k.path) for k in keys])
         while time.perf_counter() - t < timeout_s:
             bf = instance.get_backfill(backfill_id)
             runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id}))

@@ -132,8 +132,9 @@ def dynamic_partitions_read_once(instance: Any) -> Iterator[None]:
     """Within the block, ``instance.get_dynamic_partitions`` answers each partitions definition from its first
     read. ``dg.evaluate_automation_conditions`` writes its cursor in a partition-loading context that names the bare
     instance, and every subset it serialises asks the instance for the checkpoint partitions again: thousands of
-    event-log queries an evaluation (bench/bench_settle.py). The daemon's own evaluation reads them through a
-    caching loader; this does the same for the command's. Nothing registers partitions during an evaluation."""
+    event-log queries an evaluation (docs/design/graph-across-checkpoints.md). The daemon's own evaluation reads
+    them through a caching loader; this does the same for the command's. Nothing registers partitions during an
+    evaluation."""
     read = instance.get_dynamic_partitions  # the bound method Dagster's DagsterInstance defines
     cache: dict[str, Sequence[str]] = {}
 

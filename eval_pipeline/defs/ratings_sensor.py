@@ -19,31 +19,27 @@ from eval_pipeline.ingest.ratings import evaluated, stale
 from eval_pipeline.storage.warehouse import Warehouse
 
 
-def stale_ratings(wh: Warehouse, rubrics: list[str], ratings: RatingsSource, registered: set[str]) -> dict[str, str]:
-    """Per rubric, the folder version now, for the rubrics with a stale partition; the partitions by
-    ``stale_partitions``."""
-    return {r: v for r, (v, old) in _stale(wh, rubrics, ratings, registered).items() if old}
-
-
-def stale_partitions(
-    wh: Warehouse, rubrics: list[str], ratings: RatingsSource, registered: set[str]
-) -> dict[str, list[str]]:
-    """Per checkpoint (registered as a partition), the rubrics whose ``human_ratings`` of it is stale."""
-    out: dict[str, list[str]] = {}
-    for rubric, (_, old) in sorted(_stale(wh, rubrics, ratings, registered).items()):
-        for ckpt in old:
-            out.setdefault(ckpt, []).append(rubric)
-    return out
-
-
-def _stale(
+def stale_ratings(
     wh: Warehouse, rubrics: list[str], ratings: RatingsSource, registered: set[str]
 ) -> dict[str, tuple[str, list[str]]]:
+    """Per rubric with a stale partition: (the folder's version now, the evaluated checkpoints, registered as
+    partitions, whose ``human_ratings`` were read from another)."""
     found = {}
     for rubric in rubrics:
         ckpts = [c for c in evaluated(wh, rubric) if c in registered]
-        found[rubric] = stale(wh, rubric, ratings.folder(rubric), ckpts)
+        now, old = stale(wh, rubric, ratings.folder(rubric), ckpts)
+        if old:
+            found[rubric] = (now, old)
     return found
+
+
+def by_checkpoint(found: dict[str, tuple[str, list[str]]]) -> dict[str, list[str]]:
+    """``stale_ratings``' answer turned round: per checkpoint, the rubrics whose ratings of it are stale."""
+    out: dict[str, list[str]] = {}
+    for rubric, (_, old) in sorted(found.items()):
+        for ckpt in old:
+            out.setdefault(ckpt, []).append(rubric)
+    return out
 
 
 def ratings_key(rubric: str) -> dg.AssetKey:
@@ -71,18 +67,17 @@ def build_ratings_sensor(
         registered = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
         wh = Warehouse(warehouse, read_only=True, lock_timeout_s=3)
         try:
-            versions = stale_ratings(wh, rubrics, ratings, registered)
-            partitions = stale_partitions(wh, rubrics, ratings, registered)
+            found = stale_ratings(wh, rubrics, ratings, registered)
         finally:
             wh.close()
         requests = [
             dg.RunRequest(
-                run_key=f"ratings:{ckpt}:" + ",".join(f"{r}@{versions[r]}" for r in names),
+                run_key=f"ratings:{ckpt}:" + ",".join(f"{r}@{found[r][0]}" for r in names),
                 partition_key=ckpt,
                 asset_selection=[ratings_key(r) for r in names],
                 tags={"eval/checkpoint": ckpt, "eval/rubrics": ",".join(names), "eval/purpose": "ratings changed"},
             )
-            for ckpt, names in sorted(partitions.items())
+            for ckpt, names in sorted(by_checkpoint(found).items())
         ]
         if not requests:
             return dg.SkipReason("no rating file changed")

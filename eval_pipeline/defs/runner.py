@@ -17,21 +17,22 @@ import time
 import warnings
 from collections import defaultdict
 from collections.abc import Callable
-from pathlib import Path
 
 import dagster as dg
 
 from eval_pipeline.core import settings
 from eval_pipeline.defs.dagster_private import compute_log_helpers_off_the_terminal, dynamic_partitions_read_once
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
-from eval_pipeline.defs.ratings_sensor import ratings_key, stale_partitions
+from eval_pipeline.defs.ratings_sensor import by_checkpoint, ratings_key, stale_ratings
 from eval_pipeline.defs.runs import (
     Batch,
+    Interrupted,
     RunOutcome,
     automation_daemon_alive,
     in_flight_elsewhere,
     interruptible,
     launch,
+    model_of,
     reap_dead_runs,
     register_checkpoints,
     run,
@@ -83,17 +84,10 @@ def _todo(batch: Batch, checkpoint_ids: list[str], rubrics: set[str] | None) -> 
     return todo
 
 
-def _model_of(root: Path, ckpt_id: str) -> str:
-    try:
-        return read_checkpoint(root / ckpt_id).model
-    except Exception:  # noqa: BLE001 - a folder gone since: the run's tag says so, the warehouse has its rows
-        return "(folder gone)"
-
-
 def _other(batch: Batch, ckpt_id: str, keys: list[dg.AssetKey], purpose: str) -> RunOutcome:
     """A run of ``keys`` for a checkpoint outside the command (or of the pools), as the graph asked for it."""
     names = sorted({k.path[0] for k in keys})
-    model = _model_of((batch.defs.resources or {})["checkpoints"].folder(ckpt_id), ckpt_id) if ckpt_id else ""
+    model = model_of((batch.defs.resources or {})["checkpoints"].folder(ckpt_id), ckpt_id) if ckpt_id else ""
     outcome = run(batch, ckpt_id, model, names, _with_checks(batch.defs, keys))
     outcome.purpose = purpose
     return outcome
@@ -112,30 +106,41 @@ def _with_checks(defs: dg.Definitions, keys: list[dg.AssetKey]) -> dg.AssetSelec
     return dg.AssetSelection.assets(*keys) | dg.AssetSelection.checks(*checks)
 
 
-def _merge(into: RunOutcome, later: RunOutcome) -> None:
-    """A settling run of a command's checkpoint, folded into its outcome."""
-    into.success &= later.success
-    into.failures += later.failures
-    into.notes += later.notes
-    into.seconds += later.seconds
-    into.run_ids += later.run_ids
-    into.run_id = later.run_id or into.run_id
-    into.interrupted |= later.interrupted
-
-
 def _stale_ratings(batch: Batch, command: set[str]) -> dict[str, list[dg.AssetKey]]:
     """The ratings sensor's question, asked now: checkpoints outside the command whose ratings files changed."""
     resources = batch.defs.resources or {}
-    wh = resources["warehouse"].get()
     registered = set(batch.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
     rubrics = sorted({k.path[0] for a in batch.assets for k in a.keys})
-    known = {k for a in batch.assets for k in a.keys}
-    stale = stale_partitions(wh, rubrics, resources["ratings"], registered)
+    found = stale_ratings(resources["warehouse"].get(), rubrics, resources["ratings"], registered)
     return {
-        c: [ratings_key(r) for r in names if ratings_key(r) in known]
-        for c, names in stale.items()
+        c: [ratings_key(r) for r in names]
+        for c, names in by_checkpoint(found).items()
         if c not in command and in_flight_elsewhere(batch.instance, c) is None
     }
+
+
+def _settle(
+    batch: Batch,
+    automation: Automation,
+    outcomes: dict[str, RunOutcome],
+    interrupt: Interrupted,
+    starting: Callable[[str], None],
+    followed: Callable[[RunOutcome], None],
+) -> None:
+    """Launch what the automation conditions request until they request nothing (at most SETTLE_ROUNDS rounds), none
+    after Ctrl-C: a command's checkpoint's runs fold into its outcome, the others' go to ``followed``."""
+    for _ in range(SETTLE_ROUNDS):
+        requested = {} if interrupt.check() else automation.requested()
+        for ckpt_id, keys in requested.items():
+            if interrupt.check():
+                return
+            starting(ckpt_id)
+            if ckpt_id in outcomes:
+                outcomes[ckpt_id].absorb(_other(batch, ckpt_id, keys, "settle"))
+            else:
+                followed(_other(batch, ckpt_id, keys, "pool" if ckpt_id == POOL else "decide again"))
+        if not requested:
+            return
 
 
 def materialize_checkpoints(
@@ -158,8 +163,8 @@ def materialize_checkpoints(
     batch = Batch(defs, instance, assets, raise_on_error, log_level, remote=settings.dagster_url())
     todo = _todo(batch, checkpoint_ids, rubrics)
     # a daemon that evaluates the automation sensor settles what the command's runs changed; else the command does
-    deployment = bool(batch.remote) or automation_daemon_alive(instance)
-    automation, since = None if deployment else Automation(defs, instance), time.time()
+    automation = None if batch.remote or automation_daemon_alive(instance) else Automation(defs, instance)
+    since = time.time()
     wh = (defs.resources or {})["warehouse"].get()
     starting, followed = on_start or (lambda _c: None), on_followed or (lambda _o: None)
     outcomes: dict[str, RunOutcome] = {}
@@ -177,16 +182,8 @@ def materialize_checkpoints(
             interrupt.flag |= outcomes[ckpt_id].interrupted
         if automation is None and not interrupt.check():
             wait_until_settled(instance, list(outcomes.values()), since, QUIET_S, SETTLE_TIMEOUT_S)
-        for _ in range(SETTLE_ROUNDS if automation is not None else 0):
-            requested = {} if interrupt.check() or automation is None else automation.requested()
-            for ckpt_id, keys in requested.items() if not interrupt.check() else ():
-                starting(ckpt_id)
-                if ckpt_id in outcomes:
-                    _merge(outcomes[ckpt_id], _other(batch, ckpt_id, keys, "settle"))
-                else:
-                    followed(_other(batch, ckpt_id, keys, "pool" if ckpt_id == POOL else "decide again"))
-            if not requested:
-                break
+        elif automation is not None:
+            _settle(batch, automation, outcomes, interrupt, starting, followed)
         for outcome in outcomes.values():
             outcome.interrupted |= interrupt.flag and not outcome.success
             (on_outcome or (lambda _o: None))(outcome)

@@ -22,6 +22,7 @@ import dagster as dg
 from eval_pipeline.core import interrupts
 from eval_pipeline.core.processes import pid_alive
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
+from eval_pipeline.ingest.checkpoints import read_checkpoint
 from eval_pipeline.storage.backends.lake import failure_hint
 
 
@@ -34,11 +35,23 @@ class RunOutcome:
     run_id: str
     failures: list[str] = field(default_factory=list)  # "<step>: <first line of its error>"
     interrupted: bool = False
-    report: Path | None = None  # the report, when it was redrawn after this run (see REPORT_EVERY_S)
+    report: Path | None = None  # the report, when it was drawn after this run (the command's last)
     report_error: str | None = None  # why it could not be (the run's outcome does not depend on it)
     run_ids: list[str] = field(default_factory=list)  # every run of this checkpoint in the command, run_id last
-    purpose: str = "evaluate"  # or "ratings" / "decide again": a checkpoint outside the command, after new ratings
+    # "settle" (a command's checkpoint decided again), or outside the command: "ratings" (read again), "decide again"
+    # (the automation's re-decision), "pool" (the assets over every checkpoint)
+    purpose: str = "evaluate"
     notes: list[str] = field(default_factory=list)  # what happened to the run on the way (a worker that died)
+
+    def absorb(self, later: RunOutcome) -> None:
+        """A later run of the same checkpoint (the automation's re-decision), folded into this outcome."""
+        self.success &= later.success
+        self.failures += later.failures
+        self.notes += later.notes
+        self.seconds += later.seconds
+        self.run_ids += later.run_ids
+        self.run_id = later.run_id or self.run_id
+        self.interrupted |= later.interrupted
 
 
 def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]) -> list[str]:
@@ -350,3 +363,11 @@ def wait_until_settled(
                     outcome.success = False
                     outcome.failures += step_failures(instance, run.run_id) or [run_failure(instance, run)]
     return True
+
+
+def model_of(root: Path, ckpt_id: str) -> str:
+    """The model a checkpoint's manifest names (for a run's tags); a folder gone since says so."""
+    try:
+        return read_checkpoint(root / ckpt_id).model
+    except Exception:  # noqa: BLE001 - a folder gone since: the run's tag says so, the warehouse has its rows
+        return "(folder gone)"

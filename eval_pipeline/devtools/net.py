@@ -28,3 +28,30 @@ def wait_until_serving(url: str, proc: subprocess.Popen[Any] | None = None, time
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{url} did not answer within {timeout_s:g} s") from None
             time.sleep(0.05)
+
+
+LAUNCH_BACKFILL = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+
+
+def graphql(port: int, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+    """One query to the Dagster webserver on this machine's ``port``, as the UI sends it; the parsed answer."""
+    import json
+
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query, "variables": variables}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=120) as r:
+        answer: dict[str, Any] = json.loads(r.read())
+        return answer
+
+
+def launch_partition_backfill(port: int, partitions: list[str], keys: list[list[str]]) -> str:
+    """A backfill of these asset keys (paths) over these partitions, launched as the UI launches it; its id."""
+    params = {"partitionNames": partitions, "assetSelection": [{"path": k} for k in keys], "fromFailure": False}
+    out = graphql(port, LAUNCH_BACKFILL, {"p": params})["data"]["launchPartitionBackfill"]
+    if out["__typename"] != "LaunchBackfillSuccess":
+        raise RuntimeError(f"launchPartitionBackfill answered {out}")
+    return str(out["backfillId"])

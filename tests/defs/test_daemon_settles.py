@@ -59,22 +59,6 @@ def _settled(instance, quiet_s=35.0):
     return check
 
 
-MUTATION = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
-  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
-
-
-def _graphql(port, query, variables):
-    import urllib.request
-
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql",
-        data=json.dumps({"query": query, "variables": variables}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=120) as r:
-        return json.loads(r.read())
-
-
 def _cli(tmp_path, name, root, ratings, checkpoints, monkeypatch):
     """The tables of `eval-pipeline run` of ``checkpoints`` on a fresh lake, with these ratings."""
     lake = f"ducklake:sqlite:{tmp_path / name / 'catalog.sqlite'}"
@@ -98,7 +82,7 @@ def test_a_ui_backfill_a_fourth_checkpoint_and_new_ratings_settle_to_the_cli_res
     settled by the automation sensor; then a fourth checkpoint lands (the checkpoint sensor), then a second person's
     ratings of ckpt-0100 (the ratings sensor). After each settling, every table equals `eval-pipeline run`'s, and the
     re-decided checkpoints were never judged again."""
-    from eval_pipeline.devtools.net import free_port, wait_until_serving
+    from eval_pipeline.devtools.net import free_port, launch_partition_backfill, wait_until_serving
 
     home = tmp_path / "home"
     home.mkdir()
@@ -152,14 +136,7 @@ def test_a_ui_backfill_a_fourth_checkpoint_and_new_ratings_settle_to_the_cli_res
             wait_until_serving(f"http://127.0.0.1:{port}/server_info", web, timeout_s=120)
             graph = build_definitions(RUBRIC_DIR, lake, str(root)).resolve_asset_graph()
             keys = [k for k in graph.get_all_asset_keys() if k.path[0] == RUBRIC]
-            params = {
-                "partitionNames": FIRST_THREE,
-                "assetSelection": [{"path": list(k.path)} for k in keys],
-                "fromFailure": False,
-            }
-            out = _graphql(port, MUTATION, {"p": params})["data"]["launchPartitionBackfill"]
-            assert out["__typename"] == "LaunchBackfillSuccess", out
-            backfill = out["backfillId"]
+            backfill = launch_partition_backfill(port, FIRST_THREE, [list(k.path) for k in keys])
 
             def done():
                 bf = instance.get_backfill(backfill)

@@ -13,6 +13,7 @@ from eval_pipeline.defs.dagster_private import dynamic_partitions_read_once  # e
 from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
+from tests.helpers.automation import AutomationSensor, assets_of, partition_run
 from tests.helpers.lakes import contents, differences
 
 CHECKPOINTS = ["ckpt-0100", "ckpt-0200", "ckpt-0300"]
@@ -24,53 +25,10 @@ def _defs(tmp_path):
     return build_definitions(RUBRIC_DIR, lake, str(SAMPLE_CHECKPOINTS)), lake
 
 
-def _assets(defs):
-    return [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
-
-
 def _partition_run(defs, instance, partition, keys=None):
-    """What `dagster asset materialize --partition` (or the UI's "Materialize" of one partition) runs: the group, or
-    ``keys``, in one run."""
+    """The group, or ``keys``, of one partition in one run."""
     selection = dg.AssetSelection.groups(RUBRIC) if keys is None else dg.AssetSelection.assets(*keys)
-    result = dg.materialize(
-        [*_assets(defs), *(defs.asset_checks or [])],
-        instance=instance,
-        partition_key=partition,
-        resources=defs.resources,
-        selection=selection,
-        raise_on_error=True,
-    )
-    assert result.success
-
-
-class Sensor:
-    """The automation sensor's ticks, as the daemon makes them: Dagster's evaluation of the graph's conditions, each
-    request launched as a run (unpartitioned ones first). Nothing of the project's runner."""
-
-    def __init__(self, defs, instance):
-        self.defs, self.instance, self.cursor, self.runs = defs, instance, None, 0
-        self.tick()  # the sensor's first tick: conditions armed
-
-    def tick(self):
-        with warnings.catch_warnings(), dynamic_partitions_read_once(self.instance):
-            warnings.simplefilter("ignore")
-            result = dg.evaluate_automation_conditions(self.defs, self.instance, cursor=self.cursor)
-        self.cursor = result.cursor
-        by_partition = {}
-        for asset in _assets(self.defs):
-            for key in asset.keys:
-                for p in result.get_requested_partitions(key):
-                    by_partition.setdefault(p, []).append(key)
-        for p in sorted(by_partition, key=lambda p: (p is not None, p or "")):
-            _partition_run(self.defs, self.instance, p, by_partition[p])
-            self.runs += 1
-        return len(by_partition)
-
-    def settle(self):
-        for _ in range(10):
-            if not self.tick():
-                return
-        raise AssertionError("the automation did not settle in 10 ticks")
+    partition_run(defs, instance, partition, selection)
 
 
 def _cli(tmp_path):
@@ -97,7 +55,7 @@ def test_every_order_of_partition_runs_settles_to_the_cli_result(tmp_path, order
     ticks_between = order[0] != "ckpt-0100"  # half the orders tick after every run, half only once all are done
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("checkpoints", CHECKPOINTS)
-        sensor = Sensor(defs, instance)
+        sensor = AutomationSensor(defs, instance)
         for ckpt in order:
             _partition_run(defs, instance, ckpt)
             if ticks_between:
@@ -117,12 +75,12 @@ def test_new_ratings_for_one_checkpoint_redecide_all_without_a_judge_call(tmp_pa
     defs, lake = _defs(tmp_path)
     with dg.instance_for_test() as instance:
         materialize_checkpoints(defs, instance, CHECKPOINTS, {RUBRIC}, log_level="ERROR")
-        sensor = Sensor(defs, instance)
+        sensor = AutomationSensor(defs, instance)
         _partition_run(defs, instance, "ckpt-0200", [dg.AssetKey([RUBRIC, "human_ratings"])])
         with warnings.catch_warnings(), dynamic_partitions_read_once(instance):
             warnings.simplefilter("ignore")
             result = dg.evaluate_automation_conditions(defs, instance, cursor=sensor.cursor)
-        asked = {k.path[1] for a in _assets(defs) for k in a.keys if result.get_requested_partitions(k)}
+        asked = {k.path[1] for a in assets_of(defs) for k in a.keys if result.get_requested_partitions(k)}
         assert "calibration_pool" in asked
         assert not asked & {"judge_scores", "samples", "raw_outputs", "metrics", "scores"}
         agreement = dg.AssetKey([RUBRIC, "agreement"])

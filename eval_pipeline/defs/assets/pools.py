@@ -14,17 +14,19 @@ them: when a checkpoint's judge scores or ratings change, Dagster itself marks t
 stale and brings them up to date (docs/how-it-works.md, "Across checkpoints").
 """
 
+from collections.abc import Callable
+
 import dagster as dg
 import pandas as pd
 
 from eval_pipeline.agreement.compute import rater_sets
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import Table
+from eval_pipeline.core.contracts import CHECKPOINTS, Table
 from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.publish.annotate.queues import declares_protocol, inclusion, load_plan
-from eval_pipeline.scoring.comparison import parent_of
+from eval_pipeline.scoring.comparison import find_parent
 from eval_pipeline.storage.warehouse import Warehouse
 
 POOL_COLUMNS = ["checkpoint_id", "sample_id", "judge_identity", "judge_label", "design", "inclusion"]
@@ -63,81 +65,90 @@ def pool_rows(wh: Warehouse, rubric: RubricConfig, has_judge: bool) -> pd.DataFr
             probs: dict[str, float | None] = {s: design.get(s) for s in rated}
             kind = ACTIVE
         else:
-            judged = wh.read(rubric.name, Table.SAMPLES, columns=(rubric.inputs.id_field,), where={"checkpoint_id": c})
-            share = len(rated) / max(len(judged), len(rated), 1)
+            share = len(rated) / max(wh.count(rubric.name, Table.SAMPLES, {"checkpoint_id": c}), len(rated), 1)
             probs, kind = dict.fromkeys(rated, share), UNIFORM
         rows += [(c, s, identity, label, kind, p) for s, p in probs.items()]
     return pd.DataFrame(rows, columns=POOL_COLUMNS).astype({"inclusion": "float64"})
 
 
-def calibration_pool_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
-    tables = [Table.SAMPLES, Table.HUMAN_RATINGS] + ([Table.JUDGE_SCORES] if has_judge else [])
-
-    @rubric_asset(
-        rubric,
-        Table.CALIBRATION_POOL,
-        deps=across(rubric, *tables),
-        kinds={"duckdb"},
-        partitioned=False,
-        automation_condition=REDECIDE,
-        description="The judge's calibration set across every checkpoint: each rated sample, the judge identity that "
-        "scored its checkpoint, and its chance of being rated (the active queue's inclusion probability, or the "
-        "checkpoint's rated share). Every checkpoint's agreement and judge_trust pool it; it is brought up to date "
-        "by Dagster's automation whenever any checkpoint's samples, judge scores or ratings change.",
-    )
-    def calibration_pool(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
-        wh = warehouse.get()
-        df = pool_rows(wh, rubric, has_judge)
-        wh.replace_partition(rubric.name, Table.CALIBRATION_POOL, df, {})
-        return dg.MaterializeResult(
-            metadata={
-                "rated_samples": dg.MetadataValue.int(len(df)),
-                "checkpoints": dg.MetadataValue.int(int(df.checkpoint_id.nunique()) if len(df) else 0),
-                "judge_identities": dg.MetadataValue.int(int(df.judge_identity.nunique()) if len(df) else 0),
-            }
-        )
-
-    return calibration_pool
-
-
 def lineage_rows(wh: Warehouse, rubric: RubricConfig) -> pd.DataFrame:
-    """Each checkpoint the rubric scored and the parent it is compared with (scoring.comparison.parent_of)."""
+    """Each checkpoint the rubric scored and the parent it is compared with (scoring.comparison.find_parent over
+    ``main.checkpoints``, read once)."""
     if not wh.table_exists(rubric.name, Table.SCORES):
         return pd.DataFrame(columns=LINEAGE_COLUMNS)
     found = wh.read(rubric.name, Table.SCORES, columns=("checkpoint_id",), distinct=True, order_by=("checkpoint_id",))
-    rows = [(str(c), parent_of(wh, str(c))) for c in found.checkpoint_id]
+    made = wh.read(*CHECKPOINTS) if wh.table_exists(*CHECKPOINTS) else None
+    rows = [(str(c), find_parent(made, str(c)) if made is not None else None) for c in found.checkpoint_id]
     return pd.DataFrame(rows, columns=LINEAGE_COLUMNS).astype({"parent_id": "object"})
 
 
-def checkpoint_lineage_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
-    tables = [Table.SAMPLES, Table.SCORES, Table.HUMAN_RATINGS] + ([Table.JUDGE_SCORES] if has_judge else [])
+def _pool_metadata(df: pd.DataFrame) -> dict[str, dg.MetadataValue]:
+    return {
+        "rated_samples": dg.MetadataValue.int(len(df)),
+        "checkpoints": dg.MetadataValue.int(int(df.checkpoint_id.nunique()) if len(df) else 0),
+        "judge_identities": dg.MetadataValue.int(int(df.judge_identity.nunique()) if len(df) else 0),
+    }
+
+
+def _lineage_metadata(df: pd.DataFrame) -> dict[str, dg.MetadataValue]:
+    edges = {r.checkpoint_id: r.parent_id for r in df.itertuples() if r.parent_id}
+    return {"checkpoints": dg.MetadataValue.int(len(df)), "parents": dg.MetadataValue.json(edges)}
+
+
+def _across_asset(
+    rubric: RubricConfig,
+    name: str,
+    tables: list[str],
+    description: str,
+    rows: Callable[[Warehouse], pd.DataFrame],
+    metadata: Callable[[pd.DataFrame], dict[str, dg.MetadataValue]],
+) -> dg.AssetsDefinition:
+    """An unpartitioned asset of the group that reads every checkpoint partition of ``tables`` and writes the whole
+    table ``name`` from ``rows``, re-decided by the automation."""
 
     @rubric_asset(
         rubric,
-        Table.CHECKPOINT_LINEAGE,
+        name,
         deps=across(rubric, *tables),
         kinds={"duckdb"},
         partitioned=False,
         automation_condition=REDECIDE,
-        description="Every checkpoint this rubric scored and the parent it is compared with (the one its manifest "
-        "names, else the one created just before it). Comparison, length bias and gates read their parent's rows "
-        "through it, so a checkpoint's comparison is decided again when its parent is (re-)evaluated.",
+        description=description,
     )
-    def checkpoint_lineage(
-        context: dg.AssetExecutionContext, warehouse: WarehouseResource
-    ) -> dg.MaterializeResult[None]:
+    def pool(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         wh = warehouse.get()
-        df = lineage_rows(wh, rubric)
-        wh.replace_partition(rubric.name, Table.CHECKPOINT_LINEAGE, df, {})
-        edges = {r.checkpoint_id: r.parent_id for r in df.itertuples() if r.parent_id}
-        return dg.MaterializeResult(
-            metadata={
-                "checkpoints": dg.MetadataValue.int(len(df)),
-                "parents": dg.MetadataValue.json(edges),
-            }
-        )
+        df = rows(wh)
+        wh.replace_partition(rubric.name, name, df, {})
+        return dg.MaterializeResult(metadata=metadata(df))
 
-    return checkpoint_lineage
+    return pool
+
+
+def calibration_pool_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
+    return _across_asset(
+        rubric,
+        Table.CALIBRATION_POOL,
+        [Table.SAMPLES, Table.HUMAN_RATINGS] + ([Table.JUDGE_SCORES] if has_judge else []),
+        "The judge's calibration set across every checkpoint: each rated sample, the judge identity that scored its "
+        "checkpoint, and its chance of being rated (the active queue's inclusion probability, or the checkpoint's "
+        "rated share). Every checkpoint's agreement and judge_trust pool it; it is brought up to date by Dagster's "
+        "automation whenever any checkpoint's samples, judge scores or ratings change.",
+        lambda wh: pool_rows(wh, rubric, has_judge),
+        _pool_metadata,
+    )
+
+
+def checkpoint_lineage_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
+    return _across_asset(
+        rubric,
+        Table.CHECKPOINT_LINEAGE,
+        [Table.SAMPLES, Table.SCORES, Table.HUMAN_RATINGS] + ([Table.JUDGE_SCORES] if has_judge else []),
+        "Every checkpoint this rubric scored and the parent it is compared with (the one its manifest names, else the "
+        "one created just before it). Comparison, length bias and gates read their parent's rows through it, so a "
+        "checkpoint's comparison is decided again when its parent is (re-)evaluated.",
+        lambda wh: lineage_rows(wh, rubric),
+        _lineage_metadata,
+    )
 
 
 def lineage_parent(wh: Warehouse, rubric: RubricConfig, checkpoint_id: str) -> str | None:
