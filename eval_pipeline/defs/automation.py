@@ -33,6 +33,14 @@ REDECIDE: dg.AutomationCondition[Any] = (
     & ~AC.execution_failed()
 ).with_label("decide again when what it reads changed")
 
+# The gate checks: asked with the gates (when they will be requested, or were updated), and handled once asked.
+# A check's own update carries no time and Dagster does not count every check evaluation as one (a check shown on
+# judge_scores, whose target the re-decision never materializes, was asked again on every tick with REDECIDE's
+# reset), so the reset is eager's: requested or updated.
+RECHECK: dg.AutomationCondition[Any] = (
+    (_deps_updated.since_last_handled() | AC.any_deps_match(AC.will_be_requested())) & ~AC.in_progress()
+).with_label("checked again with the gates")
+
 SENSOR = "redecide_sensor"
 
 

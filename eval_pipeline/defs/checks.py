@@ -10,7 +10,7 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.types import Row
 from eval_pipeline.defs.asset import asset_key, partition_rows
-from eval_pipeline.defs.automation import REDECIDE
+from eval_pipeline.defs.automation import RECHECK
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring.gates import gate_kind, typed
@@ -35,7 +35,7 @@ def _check_specs(rubric: RubricConfig, assets: set[str]) -> tuple[list[dg.AssetC
                     additional_deps=[gates_key] if target != gates_key else None,
                     description=g.description or f"{g.kind} {g.threshold:g}",
                     metadata={"kind": g.kind, "threshold": g.threshold, "min_samples": g.min_samples},
-                    automation_condition=REDECIDE,  # decided again with the gates (defs/automation.py)
+                    automation_condition=RECHECK,  # checked again with the gates (defs/automation.py)
                 )
             )
     return specs, targets

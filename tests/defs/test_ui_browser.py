@@ -71,9 +71,14 @@ def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, 
                 assert g in groups
             assets = ("raw_outputs", "samples", "judge_scores", "metrics", "scores", "agreement", "gates")
             assets += ("calibration_pool", "checkpoint_lineage")
+            # the group is a layer deeper with its pools, and the UI draws it around its centre at a readable zoom:
+            # a window big enough for every asset of it, for this page alone
+            big = {"width": 3600, "height": 2800, "deviceScaleFactor": 1, "mobile": False}
+            browser.call("Emulation.setDeviceMetricsOverride", **big)
             lineage = browser.page_text(
                 f"{base}/locations/eval_pipeline/asset-groups/npc_dialogue", ARTIFACTS / "npc_lineage.png", assets
             )
+            browser.call("Emulation.clearDeviceMetricsOverride")
             for asset in assets:
                 assert asset in lineage
             # the pool between checkpoints (#59): what it reads of every checkpoint, and who reads it

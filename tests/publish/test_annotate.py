@@ -33,6 +33,7 @@ from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.net import free_port, wait_until_serving
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
+from tests.helpers.automation import AutomationSensor
 from tests.helpers.browser import ARTIFACTS, CHROMIUM, Browser
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -185,19 +186,22 @@ def _file_rows(where: Path, ckpt: str, evaluator: str) -> list[dict[str, str]]:
 
 
 def _follow_ratings(where: Path) -> list[str]:
-    """The ratings sensor evaluated as the daemon would, each run it asks for executed, until it asks for none;
-    returns the asset keys the runs materialized."""
+    """The daemon's two sensors that follow ratings, evaluated as it would: the ratings sensor's runs (the changed
+    ratings read again), each executed, until it asks for none, then the automation sensor's (what reads the pool
+    decided again) until it asks for none; returns the asset keys the runs materialized."""
     defs = build_definitions(RUBRIC_DIR, _env(where)["EVAL_WAREHOUSE"], str(where / "checkpoints"))
     sensor = next(s for s in defs.sensors if s.name == "ratings_sensor")
     assets = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
     instance = open_instance(where / "home", _env(where)["EVAL_WAREHOUSE"])
     cursor, done = None, []
     try:
+        automation = AutomationSensor(defs, instance)
         for _ in range(4):
             ctx = dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs)
             result = sensor(ctx)
             if isinstance(result, dg.SkipReason) or not result.run_requests:
-                return done
+                automation.settle()
+                return done + automation.keys
             cursor = result.cursor
             for req in result.run_requests:
                 out = dg.materialize(
