@@ -342,15 +342,18 @@ def wait_until_settled(
     checkpoint made since ``since`` (the automation's, which decided it again), failures included. False when it
     did not settle in time. Ctrl-C ends the wait."""
     start, quiet_from = time.monotonic(), None
-    while time.monotonic() - start < timeout_s:
-        if instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT), limit=1):
-            quiet_from = None
-        elif quiet_from is None:
-            quiet_from = time.monotonic()
-        elif time.monotonic() - quiet_from >= quiet_s:
-            break
-        time.sleep(1.0)
-    else:
+    try:
+        while time.monotonic() - start < timeout_s:
+            if instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT), limit=1):
+                quiet_from = None
+            elif quiet_from is None:
+                quiet_from = time.monotonic()
+            elif time.monotonic() - quiet_from >= quiet_s:
+                break
+            time.sleep(1.0)
+        else:
+            return False
+    except KeyboardInterrupt:  # Ctrl-C: the outcomes stay as the command's own runs left them
         return False
     for outcome in outcomes:
         tags = {"dagster/partition": outcome.checkpoint_id}
