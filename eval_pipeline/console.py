@@ -25,6 +25,7 @@ from eval_pipeline.core.terminal import (
     EXIT_INTERRUPTED,
     EXIT_NOT_LEARNT,
     EXIT_OK,
+    EXIT_PENDING,
     EXIT_RUN_FAILED,
     clean,
 )
@@ -86,6 +87,8 @@ def exit_code(outcomes: list[RunOutcome], verdicts: list[Verdict], fail_on_gates
         return EXIT_RUN_FAILED
     if any(v.verdict == "incomplete" for v in verdicts):
         return EXIT_INCOMPLETE
+    if any(v.verdict == "pending judge" for v in verdicts):
+        return EXIT_PENDING
     if fail_on_gates and any(v.gates_failed for v in verdicts):
         return EXIT_GATES
     return EXIT_OK
@@ -368,8 +371,8 @@ def usage_line(wh: Warehouse, ckpt: str, rubrics: list[str], run_ids: list[str] 
             row = judge_usage_totals(s, ckpt, rubrics, run_ids)
     except Exception:  # noqa: BLE001 - a warehouse from before usage was recorded: no line
         return None
-    calls, hits, tin, tout, p50, p90, cost, unpriced, currency, unasked, cuts, settled = row
-    if not calls and not hits:  # nothing asked of an LLM (the heuristic judge)
+    calls, hits, tin, tout, p50, p90, cost, unpriced, currency, unasked, cuts, settled, online, batch, waiting = row
+    if not calls and not hits and not waiting:  # nothing asked of an LLM (the heuristic judge)
         return None
     text = f"judge usage: {int(calls)} calls, {int(hits)} cached, {_k(tin)} in / {_k(tout)} out tokens"
     if p50 is not None:
@@ -378,6 +381,10 @@ def usage_line(wh: Warehouse, ckpt: str, rubrics: list[str], run_ids: list[str] 
         text += f", cost {cost:.4f} {currency}"
     elif calls:
         text += " (no price: EVAL_PRICES)"
+    if calls and not unpriced and online is not None and batch is not None:
+        text += f" (batch {batch:.4f}; online would have cost {online:.4f})"
+    if waiting:
+        text += f"; {int(waiting)} prompts waiting on judge batches"
     if unasked:
         text += f"; {int(unasked)} prompts not asked: budget reached"
     if cuts:
@@ -433,6 +440,9 @@ def _verdict(code: int, outcomes: list[RunOutcome], reports: list[Verdict]) -> s
         EXIT_GATES: f"eval-pipeline: GATES FAILED: {failed_gates} gate(s) failed in {failing} checkpoint x rubric "
         "result(s) (exit 3; --no-fail-on-gates to ignore)",
         EXIT_INTERRUPTED: "eval-pipeline: interrupted (exit 130)",
+        EXIT_PENDING: f"eval-pipeline: PENDING: {sum(r.verdict == 'pending judge' for r in reports)} checkpoint x "
+        "rubric result(s) wait on judge batches in progress (exit 7; nothing failed): the batch sensor, or "
+        "`eval-pipeline run --wait`, finishes them; `eval-pipeline batches` lists them",
     }
     text = summary.get(code, f"eval-pipeline: exit {code}")
     if code == EXIT_OK and failed_gates:

@@ -27,6 +27,8 @@ EXIT_CODES = """exit codes:
   5    a server could not start (`view`, `ui`: the port is in use or cannot be bound)
   6    a selected checkpoint was being evaluated by another run that had not ended within EVAL_WAIT_FOR_RUN
        seconds (default 1800): its verdict could not be learnt (another run's verdict, once learnt, gives its code)
+  7    judge batches in progress (EVAL_JUDGE_MODE=batch): the checkpoints that wait on them are `pending judge`,
+       nothing failed; the batch sensor (or `eval-pipeline run --wait`) finishes them when the provider answers
   130  interrupted (Ctrl-C): what finished is listed, nothing further starts
 """
 

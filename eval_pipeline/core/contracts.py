@@ -13,6 +13,7 @@ MAIN = "main"
 QUARANTINE = (MAIN, "quarantine")
 CHECKPOINTS = (MAIN, "checkpoints")
 JUDGE_CACHE = (MAIN, "judge_cache")
+BATCH_PENDING = "pending: judge batch"  # how the reason of a judge score waiting on a Batch API batch begins
 
 # --- names rows use ---------------------------------------------------------------------------
 PANEL = "panel"  # judge_scores.judge of the panel's aggregate; downstream stages read these rows

@@ -246,6 +246,9 @@ def dagster_home() -> Path:
     return home
 
 
+CALL_MODES = ("online", "batch")  # how an endpoint's judge is asked (JudgeConfig.call_mode)
+
+
 @dataclass(frozen=True)
 class JudgeConfig:
     """How a run's judge works: which backend (``mode``), the model a panel entry without one uses, the endpoint,
@@ -270,9 +273,28 @@ class JudgeConfig:
     backoff_max_s: float = 20.0  # the longest back-off
     budget: float | None = None  # EVAL_JUDGE_BUDGET: what one run may spend on the judge (None: no limit)
     prices: str | None = None  # EVAL_PRICES: the price table (model -> price per 1M tokens; None: no costs in money)
+    # EVAL_JUDGE_MODE: how an endpoint's judge is asked: "online" (a request per prompt) or "batch" (the provider's
+    # Batch API: judge.batch); a panel entry's ``mode`` overrides it for that judge
+    call_mode: str = "online"
+    batch_window: str = "24h"  # EVAL_JUDGE_BATCH_WINDOW: the batches' completion_window
+    batch_poll_s: float = 60.0  # EVAL_JUDGE_BATCH_POLL: how often open batches are asked about (the sensor, --wait)
+    batch_retry: str = (
+        "batch"  # EVAL_JUDGE_BATCH_RETRY: lines a batch did not answer are re-asked once: "batch"/"online"
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", self.mode.strip().lower())
+        object.__setattr__(self, "call_mode", self.call_mode.strip().lower())
+        object.__setattr__(self, "batch_retry", self.batch_retry.strip().lower())
+        for name, allowed in (("call_mode", CALL_MODES), ("batch_retry", CALL_MODES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"judge setting {name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
+                )
+        if not self.batch_window.strip():
+            raise ValueError("judge setting batch_window must not be empty (e.g. 24h)")
+        if not isinstance(self.batch_poll_s, (int, float)) or not 0 < self.batch_poll_s < math.inf:
+            raise ValueError(f"judge setting batch_poll_s must be a number > 0, got {self.batch_poll_s!r}")
         low = {"concurrency": 1, "max_retries": 0, "processes": 0, "max_consecutive_failures": 0, "max_silence_s": 0}
         low |= {"backoff_base_s": 0, "backoff_max_s": 0}
         for name, least in low.items():
@@ -307,6 +329,10 @@ def judge_config() -> JudgeConfig:
         max_silence_s=_float("EVAL_JUDGE_MAX_SILENCE", "600"),
         budget=judge_budget(),
         prices=prices_path(),
+        call_mode=_env("EVAL_JUDGE_MODE", "online"),
+        batch_window=_env("EVAL_JUDGE_BATCH_WINDOW", "24h"),
+        batch_poll_s=_float("EVAL_JUDGE_BATCH_POLL", "60"),
+        batch_retry=_env("EVAL_JUDGE_BATCH_RETRY", "batch"),
     )
 
 

@@ -9,6 +9,7 @@ import sys
 from typing import NoReturn
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_GATES, EXIT_INCOMPLETE, EXIT_SERVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 5, 130
+EXIT_PENDING = 7  # judge batches still in progress: their checkpoints' verdicts are pending (not a failure)
 EXIT_NOT_LEARNT = 6  # a checkpoint another run was evaluating, whose verdict the command could not learn in time
 
 

@@ -140,7 +140,8 @@ class JudgeResource(dg.ConfigurableResource[Any]):
 
     A field left unset takes the environment's value when the run starts (EVAL_JUDGE, EVAL_JUDGE_MODEL,
     OPENAI_BASE_URL, EVAL_JUDGE_CONCURRENCY, EVAL_JUDGE_TIMEOUT, EVAL_JUDGE_MAX_RETRIES, EVAL_JUDGE_PROCESSES,
-    EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES, EVAL_JUDGE_MAX_SILENCE, EVAL_JUDGE_BUDGET, EVAL_PRICES: docs/operating.md);
+    EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES, EVAL_JUDGE_MAX_SILENCE, EVAL_JUDGE_BUDGET, EVAL_PRICES, EVAL_JUDGE_MODE,
+    EVAL_JUDGE_BATCH_WINDOW, EVAL_JUDGE_BATCH_POLL, EVAL_JUDGE_BATCH_RETRY: docs/operating.md);
     a run's resource config sets any of them. Both become one validated ``JudgeConfig``, made once per run and
     handed as it is to the backend, which makes each judge's settings from it, and to the judge steps, which draw on
     the run's budget. The key is read from OPENAI_API_KEY by the client alone: it is never in run config, metadata
@@ -157,6 +158,10 @@ class JudgeResource(dg.ConfigurableResource[Any]):
     max_silence_s: float | None = None
     budget: float | None = None
     prices: str | None = None
+    call_mode: str | None = None
+    batch_window: str | None = None
+    batch_poll_s: float | None = None
+    batch_retry: str | None = None
     _config: JudgeConfig | None = PrivateAttr(default=None)
 
     def config(self) -> JudgeConfig:

@@ -3,7 +3,8 @@
 It answers POST /v1/chat/completions with deterministic, in-range scores for
 the keys the request asks for (from the `response_format` JSON schema, or from
 the JSON template in the system prompt when no schema is sent), after an
-optional latency. Faults can be injected: HTTP 500, 429 with Retry-After,
+optional latency; and the Files and Batches API (stub_batches.py), whose batches are answered the same way.
+Faults can be injected: HTTP 500, 429 with Retry-After,
 answers slower than the client's timeout, garbage text, truncated JSON,
 out-of-range scores, refusals, a non-JSON HTTP body, no schema support. It
 counts requests and the most requests in flight at once, and keeps every
@@ -28,6 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from eval_pipeline.core.types import JSONObject
+from eval_pipeline.devtools import stub_batches
 from eval_pipeline.devtools.net import free_port, wait_until_serving
 from eval_pipeline.devtools.stub_answers import (  # noqa: F401 (re-exported for tests)
     BAD_JSON,
@@ -45,6 +47,9 @@ from eval_pipeline.devtools.stub_answers import (  # noqa: F401 (re-exported for
 
 
 def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
+    if state.desk is None:
+        state.desk = stub_batches.BatchDesk()
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         disable_nagle_algorithm = True  # headers and body are separate writes: no 40 ms delayed-ACK stall
@@ -61,9 +66,9 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
                 self.send_header(k, v)
             self.end_headers()
             try:
-                if r.drip_s > 0:  # a byte at a time: every read is quick, the whole answer is not
-                    for i in range(len(data)):
-                        self.wfile.write(data[i : i + 1])
+                if r.drip_s > 0:  # a little at a time: every read is quick, the whole answer is not
+                    for i in range(0, len(data), r.drip_bytes):
+                        self.wfile.write(data[i : i + r.drip_bytes])
                         self.wfile.flush()
                         time.sleep(r.drip_s)
                 else:
@@ -71,7 +76,16 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 pass
 
+        def _batch_api(self, method: str, raw: bytes = b"") -> bool:
+            """A Files or Batches request answered (stub_batches); False for any other path."""
+            r = stub_batches.handle(state.desk, state, method, self.path, self.headers, raw)
+            if r is not None:
+                self._send(r)
+            return r is not None
+
         def do_GET(self) -> None:  # noqa: N802
+            if self._batch_api("GET"):
+                return
             if self.path.rstrip("/") == "/props" and state.advertise_slots and state.slots:
                 self._send(Reply(200, {"total_slots": state.slots}))
                 return
@@ -80,6 +94,8 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length", "0"))
             raw = self.rfile.read(length)
+            if self._batch_api("POST", raw):
+                return
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send(NOT_FOUND)
                 return
@@ -215,6 +231,8 @@ def main() -> None:
     ap.add_argument("--fault-rate", type=float, default=0.0)
     ap.add_argument("--fault-kind", choices=FAULTS, default="500")
     ap.add_argument("--asgi", action="store_true", help="serve with uvicorn (uvloop + httptools) instead of threads")
+    ap.add_argument("--batch-upstream", help="answer Batch API lines by this /v1 server (e.g. llama.cpp's)")
+    ap.add_argument("--batch-line-ms", type=float, default=0.0, help="how long each Batch API line takes")
     args = ap.parse_args()
     state = StubState(
         latency_s=args.latency_ms / 1000,
@@ -222,6 +240,7 @@ def main() -> None:
         fault_rate=args.fault_rate,
         fault_kind=args.fault_kind,
         keep_bodies=False,
+        desk=stub_batches.BatchDesk(upstream=args.batch_upstream, line_s=args.batch_line_ms / 1000),
     )
     if args.asgi:
         import uvicorn

@@ -71,6 +71,7 @@ class StubState:
     keep_bodies: bool = True  # tests assert on every request; a long-running server keeps none
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
+    desk: Any = None  # the Files and Batches API's state (stub_batches.BatchDesk), made with the first server
 
     def slot_gate(self) -> threading.Semaphore:
         with self.lock:
@@ -206,7 +207,8 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     raw: bytes | None = None
     delay_s: float = 0.0  # how long the server takes before answering
-    drip_s: float = 0.0  # > 0: the body is sent one byte at a time, this far apart
+    drip_s: float = 0.0  # > 0: the body is sent ``drip_bytes`` at a time, this far apart
+    drip_bytes: int = 1
 
     def body(self) -> bytes:
         return self.raw if self.raw is not None else json.dumps(self.payload).encode()

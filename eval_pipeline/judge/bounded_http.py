@@ -11,7 +11,7 @@ redirect is never followed (the client's default), so the key goes to the config
 from __future__ import annotations
 
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx2
@@ -24,41 +24,80 @@ class TooLarge(httpx2.ReadError):
     """An answer past the bound."""
 
 
-class _Bounded(httpx2.AsyncByteStream):
-    def __init__(self, raw: httpx2.AsyncByteStream, encoding: str, request: httpx2.Request, limit: int):
-        self._raw, self._request, self._limit = raw, request, limit
+class _Decoder:
+    """An answer's bytes decoded (``gzip``, ``deflate`` or as they are) and counted: past ``limit`` decoded bytes, a
+    ``TooLarge`` (a compressed bomb stops at the limit, never decoded further)."""
+
+    def __init__(self, encoding: str, request: httpx2.Request, limit: int):
+        self._request, self._limit, self._encoding, self._size = request, limit, encoding, 0
         wbits = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}.get(encoding)
         self._decoder = zlib.decompressobj(wbits) if wbits is not None else None
-        self._encoding = encoding
 
     def _too_large(self) -> TooLarge:
         what = f"decoded from {self._encoding} " if self._decoder is not None else ""
         return TooLarge(f"the answer is past {self._limit:,} bytes {what}(read no further)", request=self._request)
 
+    def feed(self, chunk: bytes) -> bytes:
+        if self._decoder is None:
+            out = chunk
+        else:
+            # never more than the room left, however much the chunk would decode to (a bomb stops here)
+            out = self._decoder.decompress(chunk, self._limit - self._size + 1)
+            if self._decoder.unconsumed_tail:
+                raise self._too_large()
+        self._size += len(out)
+        if self._size > self._limit:
+            raise self._too_large()
+        return out
+
+    def end(self) -> bytes:
+        tail = self._decoder.flush() if self._decoder is not None else b""
+        self._size += len(tail)
+        if self._size > self._limit:
+            raise self._too_large()
+        return tail
+
+
+class _Bounded(httpx2.AsyncByteStream):
+    def __init__(self, raw: httpx2.AsyncByteStream, encoding: str, request: httpx2.Request, limit: int):
+        self._raw, self._decoder = raw, _Decoder(encoding, request, limit)
+
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        size = 0
         async for chunk in self._raw:
-            if self._decoder is None:
-                out = chunk
-            else:
-                # never more than the room left, however much the chunk would decode to (a bomb stops here)
-                out = self._decoder.decompress(chunk, self._limit - size + 1)
-                if self._decoder.unconsumed_tail:
-                    raise self._too_large()
-            size += len(out)
-            if size > self._limit:
-                raise self._too_large()
-            if out:
+            if out := self._decoder.feed(chunk):
                 yield out
-        if self._decoder is not None:
-            tail = self._decoder.flush()
-            if size + len(tail) > self._limit:
-                raise self._too_large()
-            if tail:
-                yield tail
+        if tail := self._decoder.end():
+            yield tail
 
     async def aclose(self) -> None:
         await self._raw.aclose()
+
+
+class _SyncBounded(httpx2.SyncByteStream):
+    def __init__(self, raw: httpx2.SyncByteStream, encoding: str, request: httpx2.Request, limit: int):
+        self._raw, self._decoder = raw, _Decoder(encoding, request, limit)
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._raw:
+            if out := self._decoder.feed(chunk):
+                yield out
+        if tail := self._decoder.end():
+            yield tail
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def _encoding(response: httpx2.Response, request: httpx2.Request) -> str:
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("identity", "gzip", "deflate"):
+        raise httpx2.DecodingError(f"the answer is encoded as {encoding!r}, which was not asked for", request=request)
+    return encoding
+
+
+def _headers(response: httpx2.Response) -> list[tuple[str, str]]:
+    dropped = ("content-encoding", "content-length")
+    return [(k, v) for k, v in response.headers.multi_items() if k.lower() not in dropped]
 
 
 class BoundedTransport(httpx2.AsyncBaseTransport):
@@ -71,19 +110,15 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         request.headers["Accept-Encoding"] = ENCODINGS
         response = await self._inner.handle_async_request(request)
-        encoding = response.headers.get("content-encoding", "identity").strip().lower()
-        if encoding not in ("identity", "gzip", "deflate"):
+        try:
+            encoding = _encoding(response, request)
+        except httpx2.DecodingError:
             await response.aclose()
-            raise httpx2.DecodingError(
-                f"the answer is encoded as {encoding!r}, which was not asked for", request=request
-            )
-        headers = [
-            (k, v) for k, v in response.headers.multi_items() if k.lower() not in ("content-encoding", "content-length")
-        ]
+            raise
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         return httpx2.Response(
             response.status_code,
-            headers=headers,
+            headers=_headers(response),
             stream=_Bounded(response.stream, encoding, request, self._limit),
             request=request,
             extensions=response.extensions,
@@ -99,3 +134,39 @@ def bounded_client(**kwargs: Any) -> httpx2.AsyncClient:
     import openai
 
     return openai.DefaultAsyncHttpxClient(transport=BoundedTransport(), **kwargs)
+
+
+class SyncBoundedTransport(httpx2.BaseTransport):
+    """The same bound for the synchronous client (judge.batch: files up and down, batches), ``limit`` decoded bytes
+    an answer (a Batch output file is read as a stream, line by line, and may be large)."""
+
+    def __init__(self, limit: int = MAX_BODY_BYTES, **kwargs: Any):
+        self._inner = httpx2.HTTPTransport(**kwargs)
+        self._limit = limit
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        request.headers["Accept-Encoding"] = ENCODINGS
+        response = self._inner.handle_request(request)
+        try:
+            encoding = _encoding(response, request)
+        except httpx2.DecodingError:
+            response.close()
+            raise
+        assert isinstance(response.stream, httpx2.SyncByteStream)
+        return httpx2.Response(
+            response.status_code,
+            headers=_headers(response),
+            stream=_SyncBounded(response.stream, encoding, request, self._limit),
+            request=request,
+            extensions=response.extensions,
+        )
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def bounded_sync_client(limit: int = MAX_BODY_BYTES, **kwargs: Any) -> httpx2.Client:
+    """The `openai` client's default HTTP client over ``SyncBoundedTransport``; no redirect followed."""
+    import openai
+
+    return openai.DefaultHttpxClient(transport=SyncBoundedTransport(limit), **kwargs)

@@ -122,6 +122,7 @@ class BackgroundWriter:
         self._pending: list[Row] = []
         self._first_at: float | None = None
         self._cond = threading.Condition()
+        self._writing = False  # the thread is writing a batch it took (flush waits for it)
         self._closing = False
         self._error: BaseException | None = None
         self.rows_written = 0
@@ -144,6 +145,17 @@ class BackgroundWriter:
             elif len(self._pending) >= self._max_rows:
                 self._cond.notify()
 
+    def flush(self) -> None:
+        """Every row added so far written before this returns (a write error raised here)."""
+        with self._cond:
+            batch, self._pending, self._first_at = self._pending, [], None
+            self._cond.wait_for(lambda: not self._writing)  # the thread's write in flight, ended
+            if self._error is not None:
+                raise RuntimeError(f"judge cache write failed: {self._error}") from self._error
+        if batch:
+            self.rows_written += store(self._wh, batch)
+            self.batches += 1
+
     def _take(self) -> list[Row] | None:
         """The next batch to write, or None when closing with nothing left."""
         with self._cond:
@@ -154,6 +166,7 @@ class BackgroundWriter:
                     or time.monotonic() - (self._first_at or 0) >= self._max_delay_s
                 ):
                     batch, self._pending, self._first_at = self._pending, [], None
+                    self._writing = True
                     return batch
                 if self._closing:
                     return None
@@ -170,7 +183,12 @@ class BackgroundWriter:
             except BaseException as exc:  # reported to the caller on add() or exit
                 with self._cond:
                     self._error = exc
+                    self._writing = False
+                    self._cond.notify_all()
                 return
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()
 
     def __exit__(self, *exc_info: object) -> None:
         with self._cond:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from eval_pipeline.core import progress
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.judge import cache, costs
+from eval_pipeline.judge.batch import answer as answer_by_batch
 from eval_pipeline.judge.calls import call_specs
 from eval_pipeline.judge.client import CallOutcome, CallSpec
 from eval_pipeline.judge.config import JudgeSettings
@@ -44,6 +45,9 @@ class JudgeRunStats:
     timeout_cuts: int = 0
     final_concurrency: int = 0
     timeout_extensions: int = 0  # time-outs doubled for calls in flight within the server's slots (none cut)
+    mode: str = "online"  # how the calls were made: online, batch (judge.batch)
+    pending: int = 0  # prompts waiting on a judge batch (no answer yet)
+    online_spent: float = 0.0  # what the calls made would have cost online (the same as spent, online)
 
     def merge(self, other: JudgeRunStats) -> None:
         """Add another batch's figures (the same judges, scored in chunks)."""
@@ -62,6 +66,9 @@ class JudgeRunStats:
         self.latencies_ms += other.latencies_ms
         self.models += [m for m in other.models if m not in self.models]
         self.not_asked_budget += other.not_asked_budget
+        self.pending += other.pending
+        self.mode = other.mode if other.mode == "batch" else self.mode
+        self.online_spent += other.online_spent
         self.spent += other.spent
         self.priced &= other.priced
         self.max_in_flight = max(self.max_in_flight, other.max_in_flight)
@@ -118,6 +125,8 @@ def cached_calls(
         stats.models.append(settings.model)
     tick = _progress(rubric, settings, len(out) + len(todo), len(out), sum(o.parsed is None for o in out.values()))
     prices = costs.load_prices(settings.prices)  # a table that cannot be read fails the step before a call is paid
+    batch = settings.call_mode == "batch"
+    stats.mode = "batch" if batch else stats.mode
     if todo:
         with cache.BackgroundWriter(wh) as writer:
 
@@ -145,7 +154,11 @@ def cached_calls(
                     )
                 )
 
-            fresh, cs = call_specs(settings, list(todo.values()), on_answer)
+            if batch:  # the provider's Batch API: answers of ended batches read, the rest submitted or pending
+                fresh, cs = answer_by_batch(rubric, settings, list(todo.values()), wh, on_answer, writer.flush)
+                stats.pending += sum(o.pending for o in fresh.values())
+            else:
+                fresh, cs = call_specs(settings, list(todo.values()), on_answer)
         stats.calls += cs.calls
         stats.http_attempts += cs.http_attempts
         stats.prompt_tokens += cs.prompt_tokens
@@ -157,10 +170,17 @@ def cached_calls(
         stats.timeout_extensions += cs.timeout_extensions
         stats.final_concurrency = cs.final_concurrency or stats.final_concurrency
         stats.latencies_ms += cs.latency_ms
-        spent = prices.cost(settings.model, cs.prompt_tokens, cs.completion_tokens)
+        online_in, online_out = (
+            cs.prompt_tokens - cs.batch_prompt_tokens,
+            cs.completion_tokens - cs.batch_completion_tokens,
+        )
+        at_batch = prices.cost(settings.model, cs.batch_prompt_tokens, cs.batch_completion_tokens, batch=True)
+        spent_online = prices.cost(settings.model, online_in, online_out)
+        online = prices.cost(settings.model, cs.prompt_tokens, cs.completion_tokens)
         if cs.calls:
-            stats.spent += spent or 0.0
-            stats.priced &= spent is not None
+            stats.spent += (spent_online or 0.0) + (at_batch or 0.0)
+            stats.online_spent += online or 0.0
+            stats.priced &= online is not None
         out.update(fresh)
     return out
 

@@ -60,6 +60,7 @@ class CallOutcome:
     logprobs: list[Any] | None = None  # the used answer's token log probabilities, when the judge returned them
     cut_at: int = 0  # > 0: the last answer was cut off at this many tokens (finish_reason length)
     not_asked: bool = False  # never sent: the run's budget would not cover it
+    pending: bool = False  # waiting on a judge batch (judge.batch): no answer yet, nothing to cache
 
     def add(self, res: CallResult) -> None:
         self.not_asked = res.not_asked and not self.attempts
@@ -99,10 +100,14 @@ class ClientStats:
     start_concurrency: int = 0  # calls allowed in flight at the start (what an earlier client learnt, else config)
     start_timeout_s: float = 0.0
     final_concurrency: int = 0  # calls allowed in flight when the batch ended (0: never cut)
+    batch_prompt_tokens: int = 0  # of the tokens, those answered through a Batch API (judge.batch), at its price
+    batch_completion_tokens: int = 0
 
     def add(self, other: ClientStats) -> None:
         """Fold in another client's counts (a worker's, or the re-ask pass); peaks add up to an upper bound."""
         self.calls += other.calls
+        self.batch_prompt_tokens += other.batch_prompt_tokens
+        self.batch_completion_tokens += other.batch_completion_tokens
         self.http_attempts += other.http_attempts
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
@@ -113,6 +118,25 @@ class ClientStats:
         self.final_concurrency = max(self.final_concurrency, other.final_concurrency)
         self.start_concurrency = max(self.start_concurrency, other.start_concurrency)
         self.start_timeout_s = max(self.start_timeout_s, other.start_timeout_s)
+
+
+def request_body(
+    settings: JudgeSettings, messages: list[dict[str, str]], schema: JSONObject | None, max_tokens: int | None = None
+) -> JSONObject:
+    """The chat-completion request asking ``settings``' judge ``messages`` (under ``schema``, None: free text), with
+    ``max_tokens`` over the settings' (more room): the body the online client POSTs and a Batch input line carries
+    (judge.batch), the same bytes either way. The pipeline's own fields win over the panel's ``extra_body``."""
+    body: JSONObject = dict(settings.extra_body)
+    body.update(model=settings.model, messages=messages, temperature=settings.temperature)
+    body["max_tokens"] = max_tokens or settings.max_tokens
+    if settings.seed is not None:
+        body["seed"] = settings.seed
+    if settings.top_logprobs:
+        body["logprobs"] = True
+        body["top_logprobs"] = settings.top_logprobs
+    if schema is not None:
+        body["response_format"] = {"type": "json_schema", "json_schema": schema}
+    return body
 
 
 TIMEOUT_GROWTH = 4  # a call's time-out grows (doubling on time-outs) to at most this many times EVAL_JUDGE_TIMEOUT
@@ -343,17 +367,8 @@ class OpenAIJudgeClient:
             if self._down is not None:
                 result.error = self._down
                 return result
-            kwargs: dict[str, Any] = dict(s.extra_body)  # the pipeline's own fields below always win
-            kwargs.update(model=s.model, messages=messages, temperature=s.temperature)
-            kwargs["max_tokens"] = max_tokens or s.max_tokens
-            if s.seed is not None:
-                kwargs["seed"] = s.seed
-            if s.top_logprobs:
-                kwargs["logprobs"] = True
-                kwargs["top_logprobs"] = s.top_logprobs
             use_schema = self._use_schema and schema is not None
-            if use_schema:
-                kwargs["response_format"] = {"type": "json_schema", "json_schema": schema}
+            kwargs = request_body(s, messages, schema if use_schema else None, max_tokens)
             delay = None
             stall = False  # the endpoint's stall, not this call's failure: the attempt is not counted (_stalled)
             epoch = await self._enter()

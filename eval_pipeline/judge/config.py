@@ -45,6 +45,12 @@ class JudgeSettings:
     # a call that outlasts its time-out is then being worked on, not queued, and waits longer instead of being cut
     server_slots: int | None = None
     prices: str | None = None  # the price table the judge's calls are costed with (JudgeConfig.prices)
+    # how the judge is asked (JudgeConfig.call_mode, a panel entry's ``mode`` over it): "online" or "batch"
+    # (judge.batch); with the batch window and how the lines a batch did not answer are asked again. None of these
+    # is in the cache key or the identity: batch and online answers of one judge are the same judge's
+    call_mode: str = "online"
+    batch_window: str = "24h"
+    batch_retry: str = "batch"
 
     # the endpoint that answers, as the cache key and the client's memory name it: ``base_url`` (the panel entry's,
     # else the configuration's), else the client's default; worked out when the settings are made
@@ -78,4 +84,7 @@ def settings_for(config: JudgeConfig, spec: JudgeSpec | None = None) -> JudgeSet
         backoff_base_s=config.backoff_base_s,
         backoff_max_s=config.backoff_max_s,
         prices=config.prices,
+        call_mode=spec.mode or config.call_mode,
+        batch_window=config.batch_window,
+        batch_retry=config.batch_retry,
     )

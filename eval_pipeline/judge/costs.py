@@ -8,7 +8,9 @@ Prices: ``EVAL_PRICES`` names a YAML file ::
       gpt-4o-mini: {input: 0.15, output: 0.60}
       smollm2-135m: {input: 0, output: 0}
 
-A model missing from it has no cost (null), never a guessed one.
+A model missing from it has no cost (null), never a guessed one. Batch API requests (EVAL_JUDGE_MODE=batch) cost
+a model's own ``batch: {input, output}`` where given, else its online price times the table's ``batch_discount``
+(e.g. ``batch_discount: 0.5``), else the online price.
 
 Budget: ``EVAL_JUDGE_BUDGET`` (in the table's currency) for one run. Before each request it sends (a first ask, a
 retry, a re-ask with more room) the client reserves that request's cost from above: one token per byte of the
@@ -48,9 +50,20 @@ class BudgetError(ValueError):
 class Prices:
     currency: str = "USD"
     per_mtok: dict[str, tuple[float, float]] = field(default_factory=dict)  # model -> (input, output)
+    batch_per_mtok: dict[str, tuple[float, float]] = field(default_factory=dict)  # a model's own batch prices
+    batch_discount: float | None = None  # else: the online price times this for batch requests (None: no discount)
 
-    def cost(self, model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    def price(self, model: str, batch: bool = False) -> tuple[float, float] | None:
+        """(input, output) per 1M tokens of ``model``, online or through the Batch API; None: no price."""
+        if batch and model in self.batch_per_mtok:
+            return self.batch_per_mtok[model]
         price = self.per_mtok.get(model)
+        if price is None or not batch or self.batch_discount is None:
+            return price
+        return price[0] * self.batch_discount, price[1] * self.batch_discount
+
+    def cost(self, model: str, prompt_tokens: int, completion_tokens: int, batch: bool = False) -> float | None:
+        price = self.price(model, batch)
         if price is None:
             return None
         return (prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6
@@ -82,18 +95,31 @@ def _read_prices(where: str, version: int) -> Prices:
     models = data.get("models") if isinstance(data, dict) else None
     if not isinstance(models, dict):
         raise BudgetError(f"price table {where}: expected 'models:' mapping a model to {{input, output}}")
-    table = {}
+    table, batch = {}, {}
     for model, p in models.items():
+        table[str(model)] = _pair(where, repr(model), p)
+        if isinstance(p, dict) and p.get("batch") is not None:
+            batch[str(model)] = _pair(where, f"{model!r} batch", p["batch"])
+    discount = data.get("batch_discount")
+    if discount is not None:
         try:
-            pin, pout = float(p["input"]), float(p["output"])
-        except (TypeError, KeyError, ValueError):
-            raise BudgetError(
-                f"price table {where}: {model!r} needs numbers 'input' and 'output' (per 1M tokens)"
-            ) from None
-        if not (math.isfinite(pin) and math.isfinite(pout)) or pin < 0 or pout < 0:
-            raise BudgetError(f"price table {where}: {model!r} prices must be finite and >= 0")
-        table[str(model)] = (pin, pout)
-    return Prices(str(data.get("currency") or "USD"), table)
+            discount = float(discount)
+        except (TypeError, ValueError):
+            discount = -1.0
+        if not 0 <= discount <= 1:
+            raise BudgetError(f"price table {where}: batch_discount must be a number from 0 to 1 (0.5: half price)")
+    return Prices(str(data.get("currency") or "USD"), table, batch, discount)
+
+
+def _pair(where: str, what: str, p: Any) -> tuple[float, float]:
+    """(input, output) of one entry of the table, per 1M tokens; a BudgetError naming ``what`` otherwise."""
+    try:
+        pin, pout = float(p["input"]), float(p["output"])
+    except (TypeError, KeyError, ValueError):
+        raise BudgetError(f"price table {where}: {what} needs numbers 'input' and 'output' (per 1M tokens)") from None
+    if not (math.isfinite(pin) and math.isfinite(pout)) or pin < 0 or pout < 0:
+        raise BudgetError(f"price table {where}: {what} prices must be finite and >= 0")
+    return pin, pout
 
 
 MAX_TOKENS_A_CALL = 10**8  # no request's prompt or answer is this long: a larger count is not a count
@@ -137,8 +163,8 @@ class Budget:
         self.held = 0.0  # reserved by requests in flight
         self._lock = threading.Lock()
 
-    def price(self, model: str) -> tuple[float, float]:
-        price = self.prices.per_mtok.get(model)
+    def price(self, model: str, batch: bool = False) -> tuple[float, float]:
+        price = self.prices.price(model, batch)
         if price is None:
             raise BudgetError(
                 f"EVAL_JUDGE_BUDGET is set but the price table has no price for model {model!r} (EVAL_PRICES)"
@@ -146,10 +172,16 @@ class Budget:
         return price
 
     def reserve(
-        self, model: str, messages: Sequence[JSONObject], schema: JSONObject | None, max_tokens: int
+        self,
+        model: str,
+        messages: Sequence[JSONObject],
+        schema: JSONObject | None,
+        max_tokens: int,
+        batch: bool = False,
     ) -> float | None:
-        """Hold one request's cost from above; None (nothing held) when what is left does not cover it."""
-        pin, pout = self.price(model)
+        """Hold one request's cost from above (at its ``batch`` price for a Batch API line); None (nothing held)
+        when what is left does not cover it."""
+        pin, pout = self.price(model, batch)
         cost = (prompt_bound(messages, schema) * pin + max(max_tokens, 0) * pout) / 1e6
         with self._lock:
             if self.spent + self.held + cost > self.limit:
@@ -256,4 +288,7 @@ USAGE_COLUMNS = [
     "timeout_cuts",
     "final_concurrency",
     "timeout_extensions",  # time-outs doubled while every call in flight was within the server's slots (none cut)
+    "mode",  # online, or batch (the provider's Batch API: judge.batch)
+    "pending",  # prompts waiting on a judge batch
+    "online_cost",  # what the calls made would have cost online (equal to cost for online calls)
 ]

@@ -84,19 +84,24 @@ def judge_usage_totals(
     """What judging ``checkpoint_id`` for ``rubrics`` cost in ``run_ids`` (all its rows when None), summed over
     ``main.judge_usage``: calls, cache hits, prompt and completion tokens, the slowest step's latency p50 and p90,
     cost, steps with calls but no price, currency, prompts not asked for the budget, time-out cuts and the lowest
-    concurrency a cut settled on (0 and None in a table from before they were recorded)."""
+    concurrency a cut settled on, what the batch steps' calls would have cost online and cost, and the prompts
+    waiting on judge batches (0 and None in a table from before they were recorded)."""
     where: dict[str, Filter] = {"checkpoint_id": checkpoint_id, "rubric": tuple(rubrics)}
     if run_ids:
         where["run_id"] = tuple(run_ids)
     condition, params = conditions(where)
-    cuts = "sum(timeout_cuts), min(nullif(final_concurrency, 0))"
-    if "timeout_cuts" not in wh.columns("main", "judge_usage"):
-        cuts = "0, NULL"
+    have = wh.columns("main", "judge_usage")
+    cuts = "sum(timeout_cuts), min(nullif(final_concurrency, 0))" if "timeout_cuts" in have else "0, NULL"
+    batch = (
+        "sum(online_cost) FILTER (WHERE mode = 'batch'), sum(cost) FILTER (WHERE mode = 'batch'), sum(pending)"
+        if "mode" in have
+        else "NULL, NULL, 0"
+    )
     return wh.query_rows(
         "SELECT sum(calls), sum(cache_hits), sum(prompt_tokens), sum(completion_tokens), "
         "max(latency_p50_ms), max(latency_p90_ms), sum(cost), "
         "count(*) FILTER (WHERE cost IS NULL AND calls > 0), "
-        f"any_value(currency), sum(not_asked_budget), {cuts} FROM main.judge_usage WHERE {condition}",
+        f"any_value(currency), sum(not_asked_budget), {cuts}, {batch} FROM main.judge_usage WHERE {condition}",
         params,
     )[0]
 

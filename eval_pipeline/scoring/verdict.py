@@ -6,6 +6,8 @@ Verdicts, worst first (``VERDICTS``):
 * ``incomplete``: the data is short of the rubric's ``completeness`` rules (judge scores missing, lines
   quarantined, rating rows rejected, a rating file refused whole). Its numbers are not a result: the row keeps
   ``last_complete_snapshot``, the lake snapshot that still holds the last complete one.
+* ``pending judge``: judge scores wait on a judge batch (EVAL_JUDGE_MODE=batch) still in progress: no result yet,
+  and no failure; the reason names each batch and how far it is ("judge batch … in progress (n of N done)").
 * ``regressed``: a significant change for the worse against the parent (a regression gate failed, or, for a
   rubric without one, a change the comparison flags).
 * ``failed gates``: another gate failed.
@@ -28,11 +30,11 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import PANEL, QUARANTINE, UNPLACED, UNRATED, Table
+from eval_pipeline.core.contracts import BATCH_PENDING, PANEL, QUARANTINE, UNPLACED, UNRATED, Table
 from eval_pipeline.core.types import Row
 from eval_pipeline.storage.warehouse import Warehouse
 
-VERDICTS = ("incomplete", "regressed", "failed gates", "judge untrusted", "pending ratings", "passed")
+VERDICTS = ("incomplete", "pending judge", "regressed", "failed gates", "judge untrusted", "pending ratings", "passed")
 TABLE = "verdict"
 # what a reason line is about: the console prints the tag, the viewer colours by it
 REGRESSED, INCOMPLETE, JUDGE, FAILED, PENDING = "REGRESSED", "INCOMPLETE", "judge", "failed", "pending"
@@ -57,6 +59,8 @@ class Verdict:
     judge_total: int = 0
     judge_missing: int = 0
     judge_reasons: dict[str, int] = field(default_factory=dict)
+    judge_pending: int = 0  # judge scores waiting on a judge batch (not missing: not yet answered)
+    judge_batches: list[str] = field(default_factory=list)  # each batch they wait on, as its reason says it
     rating_rows: int = 0
     rating_rejected: int = 0
     rating_unplaced: int = 0  # rows of the ratings folder naming no known checkpoint (not this one's to count)
@@ -97,6 +101,8 @@ class Verdict:
         parts = [f"{self.valid}/{self.lines} lines valid"]
         if self.judge_total:
             parts.append(f"judge {self.judge_total - self.judge_missing}/{self.judge_total}")
+        if self.judge_pending:
+            parts.append(f"{self.judge_pending} judge scores waiting on batches")
         if self.rating_rows:
             rejected = f" ({self.rating_rejected} rejected)" if self.rating_rejected else ""
             parts.append(f"{self.rating_rows} rating rows{rejected}")
@@ -141,24 +147,46 @@ class Verdict:
 
 def missing_judge_scores(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> tuple[int, int, dict[str, int]]:
     """(missing, total, the most frequent reasons) over the panel's dimension and questionnaire-metric scores of
-    a checkpoint; (0, 0, {}) before judge_scores exists. Reads only those rows' status and reason (a
-    questionnaire rubric has ~35 rows a sample: the full rows of 100k samples are GBs)."""
+    a checkpoint; (0, 0, {}) before judge_scores exists. A score waiting on a judge batch is pending, not missing:
+    counted in neither (``judge_scores_pending``)."""
+    missing, total, reasons, _, _ = judge_scores_pending(wh, rubric, ckpt)
+    return missing, total, reasons
+
+
+_BATCH = re.compile(re.escape(BATCH_PENDING) + r" (\S+) ([^()]+?) \((\d+) of (\d+) done\)")
+
+
+def judge_scores_pending(
+    wh: Warehouse, rubric: RubricConfig, ckpt: str
+) -> tuple[int, int, dict[str, int], int, dict[str, str]]:
+    """(missing, total, the most frequent reasons, the scores waiting, each batch waited on -> how it stands) over
+    the panel's dimension and questionnaire-metric scores; the scores waiting on a judge batch are in neither count.
+    Reads only those rows' status and reason (a questionnaire rubric has ~35 rows a sample: the full rows of 100k
+    samples are GBs)."""
     panel = wh.read(
         rubric.name,
         Table.JUDGE_SCORES,
         columns=("status", "reason"),
         where={"checkpoint_id": ckpt, "judge": PANEL, "kind": ("dimension", "questionnaire_metric")},
     )
+    waiting = panel.reason.fillna("").str.contains(BATCH_PENDING, regex=False) & (panel.status == "missing")
+    batches: dict[str, str] = {}
+    for text in panel.reason[waiting].drop_duplicates():
+        for m in _BATCH.finditer(str(text)):
+            batches[m.group(1)] = f"judge batch {m.group(1)} {m.group(2)} ({m.group(3)} of {m.group(4)} done)"
+    panel = panel[~waiting]
     missing = panel[panel.status == "missing"]
     reasons = missing.reason.fillna("no reason").map(lambda r: str(r).split(";")[0][:120]).value_counts()
-    return len(missing), len(panel), {str(k): int(v) for k, v in reasons.head(5).items()}
+    top = {str(k): int(v) for k, v in reasons.head(5).items()}
+    return len(missing), len(panel), top, int(waiting.sum()), batches
 
 
 def _read_counts(s: Warehouse, v: Verdict, rubric: RubricConfig, ckpt: str) -> None:
     v.lines = s.count(rubric.name, Table.RAW_OUTPUTS, {"checkpoint_id": ckpt})
     v.valid = s.count(rubric.name, Table.SAMPLES, {"checkpoint_id": ckpt})
     v.quarantined = s.count(*QUARANTINE, {"rubric": rubric.name, "checkpoint_id": ckpt, "stage": "validate"})
-    v.judge_missing, v.judge_total, v.judge_reasons = missing_judge_scores(s, rubric, ckpt)
+    v.judge_missing, v.judge_total, v.judge_reasons, v.judge_pending, batches = judge_scores_pending(s, rubric, ckpt)
+    v.judge_batches = list(batches.values())
     ratings = {"checkpoint_id": ckpt}
     v.rating_rows = s.count(rubric.name, Table.HUMAN_RATINGS, ratings, distinct=("source_file", "line_number"))
     rejected = s.read(
@@ -366,6 +394,8 @@ def _reasons(
     v.verdict = (
         "incomplete"
         if v.incomplete
+        else "pending judge"
+        if v.judge_batches
         else "regressed"
         if regressed
         else "failed gates"
@@ -377,6 +407,7 @@ def _reasons(
         else "passed"
     )
     out: list[tuple[str, str]] = [(INCOMPLETE, m) for m in v.incomplete]
+    out += [(PENDING, b) for b in v.judge_batches]
     out += [(REGRESSED, regression_text(r)) for r in shown_regressions]
     if regressed and not shown_regressions:  # a regression gate's own reason
         out += [(REGRESSED, str(g["reason"])) for g in v.failed_gates if g["kind"] == "regression"]

@@ -139,6 +139,12 @@ class JudgeSpec(Strict):
         description="Part of the judge cache key instead of the endpoint, for several endpoints that serve the same "
         "judge (replicas of one model server): their answers are then shared. Default: the endpoint.",
     )
+    mode: Literal["online", "batch"] | None = Field(
+        None,
+        description="How this judge is asked: online (a request per prompt) or batch (the provider's Batch API, "
+        "answers within the batch window at its batch price). Not part of the judge's identity or cache key: the same "
+        "judge either way. Default: EVAL_JUDGE_MODE.",
+    )
     temperature: float = 0.0
     seed: int | None = 7
     max_tokens: int = Field(800, ge=1, le=100_000, description="The longest answer asked for, in tokens.")

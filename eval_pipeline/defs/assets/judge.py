@@ -19,6 +19,7 @@ from eval_pipeline.defs.asset import asset_key, rounded, rubric_asset
 from eval_pipeline.defs.queries import spent_by_run
 from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
+from eval_pipeline.judge import batch as judge_batch
 from eval_pipeline.judge import costs
 from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.identity import IDENTITY_COLUMNS, JudgeIdentity
@@ -76,9 +77,12 @@ def _usage_frame(
         cost=total.cost,
         currency=currency,
         not_asked_budget=total.not_asked_budget,
+        mode=total.mode,
+        pending=total.pending,
+        online_cost=total.online_spent if total.cost is not None else None,
     )
     frame = pd.DataFrame([row], columns=costs.USAGE_COLUMNS).astype(
-        {c: "float64" for c in ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "cost")}
+        {c: "float64" for c in ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "cost", "online_cost")}
     )
     p90 = row["latency_p90_ms"]
     metadata: dict[str, dg.MetadataValue] = {
@@ -93,6 +97,11 @@ def _usage_frame(
         metadata["usage_currency"] = dg.MetadataValue.text(currency)
     if total.not_asked_budget:
         metadata["usage_not_asked_budget"] = dg.MetadataValue.int(total.not_asked_budget)
+    if total.mode == "batch":
+        metadata["usage_mode"] = dg.MetadataValue.text("batch")
+        metadata["usage_pending"] = dg.MetadataValue.int(total.pending)
+        if total.cost is not None and total.calls:
+            metadata["usage_online_cost"] = dg.MetadataValue.float(round(total.online_spent, 6))
     return frame, metadata
 
 
@@ -136,7 +145,7 @@ def judge_step(
         raise dg.Failure(description=f"judge configuration: {exc}", allow_retries=False) from None
     try:
         spending = costs.spending(run_id, config.budget, config.prices, _spent_by_run(wh, run_id, config))
-        with spending, costs.metering() as batches:
+        with spending, costs.metering() as batches, judge_batch.for_step(context.partition_key, step):
             yield usage
         frame, usage.metadata = _usage_frame(context.partition_key, step, run_id, batches, config.prices)
         wh.replace_partition(

@@ -1,0 +1,419 @@
+"""Judging through the provider's Batch API (EVAL_JUDGE_MODE=batch, or a panel entry's ``mode: batch``).
+
+``answer`` takes the prompts a judge step could not answer from the cache (judge.cached) and, for each, does what
+its record says (judge.batch.records):
+
+* never sent: written as Batch input lines (``custom_id`` = the prompt's cache key; the body the online client
+  would POST, judge.client.request_body), split within the provider's limits (``MAX_LINES`` requests,
+  ``MAX_FILE_BYTES`` a file), its cost reserved whole from the run's budget at the batch price (a line the budget
+  does not cover is not sent: missing with the reason ``budget``), recorded, uploaded and created;
+* in a batch still working: pending, ``pending: judge batch <id> <state> (<n> of <N> done)``;
+* in a batch that ended (completed, expired, cancelled, failed, or lost by the provider): its result and error
+  files read, each line exactly as an online answer is read (judge.reply: redaction, token log probabilities,
+  usage; judge.client.settle: parsing, a cut-off answer) and handed to ``on_answer`` (the cache). A line that
+  failed, an answer that could not be used, and a prompt the batch never answered are asked once more (in a new
+  batch, or online with EVAL_JUDGE_BATCH_RETRY=online); after that they are missing with the reason, never a
+  score.
+
+Resuming: a submission is recorded before its file is uploaded and again after each step; a process killed at any
+point finds the record and reconciles it with the provider (the uploaded file by its name, the batch by its
+metadata) instead of sending again, and answers read from a result file reach the cache before the submission is
+marked collected. Who answers is the judge's settings, as online: the cache key and the judge's identity do not
+depend on the mode, so batch and online answers of one judge are the same judge's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import BATCH_PENDING
+from eval_pipeline.core.types import Row
+from eval_pipeline.judge import costs, reply
+from eval_pipeline.judge.batch import records
+from eval_pipeline.judge.batch.provider import ENDPOINT, Provider
+from eval_pipeline.judge.batch.records import (
+    ANSWERED,
+    COLLECTED,
+    ENDED,
+    FAILED,
+    LOST,
+    PREPARING,
+    REASK,
+    SUBMITTED,
+    UPLOADED,
+    WORKING,
+)
+from eval_pipeline.judge.client import CallOutcome, CallResult, CallSpec, ClientStats, OnAnswer, more_room, request_body
+from eval_pipeline.judge.client import settle as settle_answer
+from eval_pipeline.judge.config import JudgeSettings
+from eval_pipeline.judge.redact import redact
+from eval_pipeline.storage.warehouse import Warehouse
+
+PENDING = BATCH_PENDING  # how the reason of a score waiting on a batch begins (scoring.verdict reads it)
+MAX_LINES = 50_000  # requests in one batch (OpenAI's limit; the providers that copy the API have the same or more)
+MAX_FILE_BYTES = 190 * 1024 * 1024  # an input file's size, under OpenAI's 200 MB
+
+
+@dataclass(frozen=True)
+class Step:
+    """The judge step a batch answers: the Dagster asset (its table) and partition the batch sensor re-runs."""
+
+    checkpoint_id: str = ""
+    step: str = ""
+
+
+_STEP: contextvars.ContextVar[Step | None] = contextvars.ContextVar("judge_batch_step", default=None)
+
+
+@contextlib.contextmanager
+def for_step(checkpoint_id: str, step: str) -> Iterator[None]:
+    """Within: the batches submitted answer ``step`` (a judge step's table) of ``checkpoint_id``."""
+    token = _STEP.set(Step(checkpoint_id, step))
+    try:
+        yield
+    finally:
+        _STEP.reset(token)
+
+
+def pending_text(sub: Row) -> str:
+    """``pending: judge batch <id> <state> (<n> of <N> done)``, the reason of each of its prompts' scores."""
+    state = "in progress" if sub["state"] in (*WORKING, PREPARING, UPLOADED) else str(sub["state"])
+    done = int(sub.get("completed") or 0) + int(sub.get("failed") or 0)
+    return f"{PENDING} {sub.get('batch_id') or sub['submission_id']} {state} ({done} of {int(sub['requests'])} done)"
+
+
+def answer(
+    rubric: RubricConfig,
+    settings: JudgeSettings,
+    specs: list[CallSpec],
+    wh: Warehouse,
+    on_answer: OnAnswer,
+    persist: Callable[[], None],
+) -> tuple[dict[str, CallOutcome], ClientStats]:
+    """Each spec's outcome (final, or ``pending`` with the batch it waits on), and the statistics (``calls``: lines
+    read; ``http_attempts``: every request to the provider). ``on_answer`` sees every final outcome; ``persist``
+    makes what it was given durable (the cache), and is called before a submission is marked collected."""
+    by_key = {s.key: s for s in specs}
+    flow = _Flow(rubric, settings, wh, by_key, on_answer, persist)
+    with Provider(settings.base_url, settings.timeout_s) as flow.provider:
+        flow.run()
+    flow.stats.http_attempts += flow.provider.requests
+    return flow.outcomes, flow.stats
+
+
+class _Flow:
+    """One ``answer``: the records of its prompts read once, each submission advanced, collected or made."""
+
+    provider: Provider
+
+    def __init__(
+        self,
+        rubric: RubricConfig,
+        settings: JudgeSettings,
+        wh: Warehouse,
+        by_key: dict[str, CallSpec],
+        on_answer: OnAnswer,
+        persist: Callable[[], None],
+    ):
+        self.rubric, self.settings, self.wh, self.by_key = rubric, settings, wh, by_key
+        self.on_answer, self.persist = on_answer, persist
+        self.outcomes: dict[str, CallOutcome] = {}
+        self.stats = ClientStats()
+        self.step = _STEP.get() or Step()
+        self.reask: dict[str, Row] = {}  # key -> its line, to be asked a second time
+
+    def run(self) -> None:
+        known = records.latest_lines(self.wh, list(self.by_key))
+        fresh = [k for k in self.by_key if k not in known]
+        mine: dict[str, dict[str, Row]] = {}
+        for key, line in known.items():
+            mine.setdefault(str(line["submission_id"]), {})[key] = line
+        for sub in records.submissions(self.wh, mine):
+            lines = mine[sub["submission_id"]]
+            if sub["state"] == COLLECTED:
+                fresh += self._settled(lines)
+                continue
+            sub = self._advance(sub)
+            if sub["state"] in (*ENDED, LOST):
+                self._collect(sub, lines)
+            else:
+                for key in lines:
+                    self.outcomes[key] = CallOutcome(error=pending_text(sub), pending=True)
+        self._close_answered(set(mine))
+        if fresh:
+            self._submit(fresh, 1)
+        if self.reask and self.settings.batch_retry == "online":
+            self._online(list(self.reask))
+        elif self.reask:
+            self._submit(list(self.reask), 2)
+
+    def _settled(self, lines: dict[str, Row]) -> list[str]:
+        """The prompts of a collected submission: failed for good (missing with the reason), to be asked again (a
+        process killed before it asked), or answered but no longer in the cache (asked anew, returned)."""
+        fresh = []
+        for key, line in lines.items():
+            if line["state"] == FAILED:
+                self._final(key, CallOutcome(error=str(line["reason"] or "judge batch: no answer"), attempts=1))
+            elif line["state"] == REASK:
+                self.reask[key] = line
+            else:
+                fresh.append(key)
+        return fresh
+
+    def _close_answered(self, seen: set[str]) -> None:
+        """Submissions of this step that ended and whose every prompt is answered from the cache already (a process
+        killed after writing the cache, before marking them): marked collected, so nothing waits on them."""
+        for sub in records.submissions(self.wh, states=ENDED):
+            if sub["submission_id"] in seen or (sub["rubric"], sub["checkpoint_id"], sub["step"], sub["judge"]) != (
+                self.rubric.name,
+                self.step.checkpoint_id,
+                self.step.step,
+                self.settings.name,
+            ):
+                continue
+            records.update(self.wh, {**sub, "state": COLLECTED, "reason": "answers found in the judge cache"})
+
+    # ---- a submission's life -------------------------------------------------------------------------------------
+
+    def _lines_file(self, lines: list[Row]) -> bytes:
+        out = []
+        for line in lines:
+            spec = self.by_key[str(line["custom_id"])]
+            body = request_body(self.settings, spec.messages, spec.schema, int(line["max_tokens"]))
+            out.append(json.dumps({"custom_id": spec.key, "method": "POST", "url": ENDPOINT, "body": body}))
+        return ("\n".join(out) + "\n").encode()
+
+    def _advance(self, sub: Row, resuming: bool = True) -> Row:
+        """The submission one step further: uploaded, created, or how the provider says it stands. ``resuming``:
+        an earlier process may have sent a step it did not record; looked for at the provider before sending."""
+        p, sid = self.provider, str(sub["submission_id"])
+        if sub["state"] == PREPARING:
+            lines = [ln for ln in records.lines_of(self.wh, sid) if str(ln["custom_id"]) in self.by_key]
+            found = p.find_file(str(sub["input_file"])) if resuming else None
+            sub = {**sub, "input_file_id": found or p.upload(str(sub["input_file"]), self._lines_file(lines))}
+            sub["state"] = UPLOADED
+            records.update(self.wh, sub)
+        if sub["state"] == UPLOADED:
+            batch = p.find_batch(sid) if resuming else None
+            batch = batch or p.create(str(sub["input_file_id"]), self.settings.batch_window, sid)
+            sub = _absorb(sub, batch)
+            records.update(self.wh, sub)
+        elif resuming and sub["state"] not in (COLLECTED, LOST):
+            batch = p.retrieve(str(sub["batch_id"]))
+            new = (
+                _absorb(sub, batch)
+                if batch is not None
+                else {**sub, "state": LOST, "reason": "the provider no longer knows this batch"}
+            )
+            if new != sub:
+                records.update(self.wh, new)
+            sub = new
+        return sub
+
+    def _submit(self, keys: list[str], round_: int) -> None:
+        """``keys`` sent in new batches (``round_`` 2: asked a second time, a cut-off answer with more room)."""
+        budget = costs.current()
+        chunks: list[tuple[list[Row], float]] = [([], 0.0)]
+        size = 0
+        for key in keys:
+            spec = self.by_key[key]
+            cut_at = int((self.reask.get(key) or {}).get("cut_at") or 0)
+            room = (more_room(cut_at) or self.settings.max_tokens) if cut_at else self.settings.max_tokens
+            held = 0.0
+            if budget is not None:
+                body = request_body(self.settings, spec.messages, spec.schema, room)
+                got = budget.reserve(self.settings.model, spec.messages, body.get("response_format"), room, True)
+                if got is None:
+                    self._final(key, CallOutcome(error=budget.why_not(), not_asked=True))
+                    continue
+                budget.settle(got, self.settings.model, None, billed=True)  # held whole until its results settle it
+                held = got
+            line = {"custom_id": key, "round": round_, "state": SUBMITTED, "max_tokens": room, "cut_at": 0}
+            line_bytes = len(json.dumps(spec.messages)) + 1024
+            lines, reserved = chunks[-1]
+            if lines and (len(lines) >= MAX_LINES or size + line_bytes > MAX_FILE_BYTES):
+                chunks.append(([], 0.0))
+                lines, reserved, size = chunks[-1][0], 0.0, 0
+            lines.append(line)
+            chunks[-1] = (lines, reserved + held)
+            size += line_bytes
+        for lines, reserved in chunks:
+            if lines:
+                self._send(lines, round_, reserved)
+
+    def _send(self, lines: list[Row], round_: int, reserved: float) -> None:
+        sid = uuid.uuid4().hex
+        sub: Row = {
+            "submission_id": sid,
+            "state": PREPARING,
+            "rubric": self.rubric.name,
+            "checkpoint_id": self.step.checkpoint_id,
+            "step": self.step.step,
+            "judge": self.settings.name,
+            "model": self.settings.model,
+            "base_url": redact(self.settings.base_url or "", self.provider.key or None),
+            "round": round_,
+            "input_file": f"eval-pipeline-{sid}.jsonl",
+            "requests": len(lines),
+            "completed": 0,
+            "failed": 0,
+            "window": self.settings.batch_window,
+            "reserved_cost": reserved if costs.current() is not None else None,
+            "currency": costs.load_prices(self.settings.prices).currency,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "created_at": records.now(),
+        }
+        for line in lines:
+            line["submission_id"] = sid
+        records.record(self.wh, sub, lines)  # before anything is sent: a process killed now finds it
+        sub = self._advance(sub, resuming=False)
+        for line in lines:
+            self.outcomes[str(line["custom_id"])] = CallOutcome(error=pending_text(sub), pending=True)
+
+    # ---- results -------------------------------------------------------------------------------------------------
+
+    def _collect(self, sub: Row, lines: dict[str, Row]) -> None:
+        """An ended submission's results read into outcomes; what it did not answer asked again or failed."""
+        seen: dict[str, Row] = {}
+        prices = costs.load_prices(self.settings.prices)
+        used, read = [0, 0], 0
+        for file_id in (sub.get("output_file_id"), sub.get("error_file_id")):
+            if not file_id:
+                continue
+            for raw in self.provider.lines(str(file_id)):
+                item = _json(raw)
+                key = str(item.get("custom_id") or "")
+                if key not in lines or key in seen or key not in self.by_key:
+                    continue
+                res = result_of(item, self.provider.key or None)
+                read += 1
+                used[0] += res.prompt_tokens
+                used[1] += res.completion_tokens
+                seen[key] = self._read(key, lines[key], res)
+        why = f"judge batch {sub.get('batch_id') or sub['submission_id']} {sub['state']}: no answer to this prompt"
+        if sub.get("reason"):
+            why += f" ({sub['reason']})"
+        for key, line in lines.items():
+            if key not in seen and key in self.by_key:
+                seen[key] = self._unanswered(key, line, why)
+        self.stats.calls += read
+        self.stats.prompt_tokens += used[0]
+        self.stats.completion_tokens += used[1]
+        self.stats.batch_prompt_tokens += used[0]
+        self.stats.batch_completion_tokens += used[1]
+        self.persist()  # the answers in the cache before the submission says it was read
+        done = {
+            **sub,
+            "state": COLLECTED,
+            "prompt_tokens": used[0],
+            "completion_tokens": used[1],
+            "cost": prices.cost(self.settings.model, used[0], used[1], batch=True),
+            "online_cost": prices.cost(self.settings.model, used[0], used[1]),
+        }
+        records.record(self.wh, done, [{**lines[k], **seen.get(k, {})} for k in lines])
+
+    def _read(self, key: str, line: Row, res: CallResult) -> Row:
+        """One result line read; the line's new state."""
+        out = CallOutcome()
+        if res.error is None and settle_answer(self.by_key[key], out, res, int(line["max_tokens"])):
+            self._final(key, out)
+            return {**line, "state": ANSWERED, "reason": out.error}
+        reason = res.error or out.error or "no usable answer"
+        if int(line["round"]) < 2:
+            self.reask[key] = {**line, "cut_at": out.cut_at, "reason": reason}
+            return {**line, "state": REASK, "cut_at": out.cut_at, "reason": reason}
+        out.error = out.error or reason
+        self._final(key, out)  # the judge's last answer (cached unusable), or the failure (not cached)
+        return {**line, "state": ANSWERED if out.answer_text is not None else FAILED, "reason": out.error}
+
+    def _unanswered(self, key: str, line: Row, why: str) -> Row:
+        if int(line["round"]) < 2:
+            self.reask[key] = {**line, "reason": why}
+            return {**line, "state": REASK, "reason": why}
+        self._final(key, CallOutcome(error=why, attempts=1))
+        return {**line, "state": FAILED, "reason": why}
+
+    def _final(self, key: str, out: CallOutcome) -> None:
+        self.outcomes[key] = out
+        self.on_answer(key, out)
+
+    def _online(self, keys: list[str]) -> None:
+        """The prompts to ask a second time, asked online (EVAL_JUDGE_BATCH_RETRY=online); their batch lines say
+        how that went."""
+        from eval_pipeline.judge.calls import call_specs
+
+        got, stats = call_specs(self.settings, [self.by_key[k] for k in keys], self.on_answer)
+        self.outcomes.update(got)
+        self.stats.add(stats)
+        by_sub: dict[str, dict[str, Row]] = {}
+        for key in keys:
+            o = got[key]
+            state = FAILED if o.answer_text is None and o.error else ANSWERED
+            by_sub.setdefault(str(self.reask[key]["submission_id"]), {})[key] = {"state": state, "reason": o.error}
+        for sub in records.submissions(self.wh, by_sub):
+            changed = by_sub[sub["submission_id"]]
+            rows = records.lines_of(self.wh, sub["submission_id"])
+            records.record(self.wh, sub, [{**r, **changed.get(str(r["custom_id"]), {})} for r in rows])
+
+
+def _absorb(sub: Row, batch: Any) -> Row:
+    """The submission as the provider's ``batch`` (an ``openai.types.Batch``) says it stands."""
+    counts = batch.request_counts
+    errors = getattr(batch, "errors", None)
+    reason = sub.get("reason")
+    if errors is not None and getattr(errors, "data", None):
+        reason = "; ".join(f"{e.code}: {e.message}" for e in errors.data if e is not None)[:500]
+    return {
+        **sub,
+        "batch_id": batch.id,
+        "state": batch.status,
+        "input_file_id": batch.input_file_id or sub.get("input_file_id"),
+        "output_file_id": batch.output_file_id,
+        "error_file_id": batch.error_file_id,
+        "completed": int(counts.completed) if counts else 0,
+        "failed": int(counts.failed) if counts else 0,
+        "reason": reason,
+    }
+
+
+def _json(raw: bytes | None) -> dict[str, Any]:
+    try:
+        item = json.loads(raw) if raw else None
+    except ValueError:
+        return {}
+    return item if isinstance(item, dict) else {}
+
+
+def result_of(item: dict[str, Any], secret: str | None) -> CallResult:
+    """A result or error file's line as the online client's result: read by judge.reply (redacted, its usage and
+    token log probabilities), or the line's failure."""
+    got = item.get("response")
+    response: dict[str, Any] = got if isinstance(got, dict) else {}
+    body = response.get("body")
+    status = response.get("status_code")
+    error = item.get("error")
+    if error or status != 200:
+        detail = error if isinstance(error, dict) else (body or {}).get("error") if isinstance(body, dict) else None
+        message = str((detail or {}).get("message") or (detail or {}).get("code") or "no answer")
+        code = (detail or {}).get("code") or status
+        return CallResult(error=f"judge batch line failed ({code}): {redact(message, secret)[:300]}", attempts=1)
+    sent = reply.read(body, costs.reported_usage(body), None, secret)
+    if sent.failure is not None:
+        return CallResult(error=f"judge batch line: {sent.failure}: {sent.message}", attempts=1)
+    return CallResult(
+        text=sent.text,
+        error=sent.error,
+        prompt_tokens=sent.prompt_tokens,
+        completion_tokens=sent.completion_tokens,
+        attempts=1,
+        logprobs=sent.logprobs,
+        truncated=sent.truncated,
+    )

@@ -1,0 +1,145 @@
+"""The provider's Files and Batches API through the `openai` client's own ``files`` and ``batches`` resources: upload
+an input file, create a batch, find what an earlier process submitted (by the file's name, by the batch's
+metadata), ask how batches stand, cancel one, and read a result file line by line.
+
+Every answer is bounded in size as the online client's are (judge.bounded_http); a result file is read as a stream,
+one line at a time, each line bounded, so a large file never sits in memory whole. No redirect is followed: the key
+goes to the configured host only. Every HTTP request is counted (``requests``), the figure the benchmark reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Final
+
+from eval_pipeline.core import settings as env_settings
+from eval_pipeline.judge.bounded_http import MAX_BODY_BYTES, bounded_sync_client
+
+if TYPE_CHECKING:
+    from openai.types import Batch
+
+SUBMISSION = "eval_pipeline_submission"  # the batch metadata key naming our submission (resuming finds it by this)
+RESULT_FILE_BYTES = 64 * 1024**3  # a result file is read as a stream; this bounds an endless one
+LIST_PAGES = 50  # at most this many pages (100 batches or 10,000 files each) are searched for a lost record
+ENDPOINT: Final = "/v1/chat/completions"
+
+
+class Provider:
+    """One endpoint's Files and Batches API (``base_url``: the judge's; the key from OPENAI_API_KEY)."""
+
+    def __init__(self, base_url: str | None, timeout_s: float = 60.0):
+        import openai
+
+        self.key = env_settings.openai_api_key()
+        self.requests = 0
+
+        def counted(request: Any) -> None:
+            self.requests += 1
+
+        self._http = bounded_sync_client(RESULT_FILE_BYTES, event_hooks={"request": [counted]})
+        self.client = openai.OpenAI(
+            api_key=self.key or "not-needed",
+            base_url=base_url,
+            timeout=timeout_s,
+            max_retries=3,
+            http_client=self._http,
+        )
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> Provider:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def upload(self, name: str, data: bytes) -> str:
+        """The id of ``data`` uploaded as the Batch input file ``name``."""
+        return self.client.files.create(file=(name, data, "application/jsonl"), purpose="batch").id
+
+    def find_file(self, name: str) -> str | None:
+        """The id of an uploaded Batch input file called ``name`` (an upload whose answer was lost), if any."""
+        page = self.client.files.list(purpose="batch", limit=10000)
+        for _ in range(LIST_PAGES):
+            for f in page.data:
+                if f.filename == name:
+                    return f.id
+            if not page.has_next_page():
+                return None
+            page = page.get_next_page()
+        return None
+
+    def create(self, file_id: str, window: str, submission_id: str) -> Batch:
+        return self.client.batches.create(
+            input_file_id=file_id,
+            endpoint=ENDPOINT,
+            completion_window=window,  # type: ignore[arg-type]  # a provider may offer more than OpenAI's "24h"
+            metadata={SUBMISSION: submission_id},
+        )
+
+    def find_batch(self, submission_id: str) -> Batch | None:
+        """The batch created for ``submission_id`` (a creation whose answer was lost), if any."""
+        for batch in self._batches():
+            if (batch.metadata or {}).get(SUBMISSION) == submission_id:
+                return batch
+        return None
+
+    def _batches(self) -> Iterator[Batch]:
+        page = self.client.batches.list(limit=100)
+        for _ in range(LIST_PAGES):
+            yield from page.data
+            if not page.has_next_page():
+                return
+            page = page.get_next_page()
+
+    def retrieve(self, batch_id: str) -> Batch | None:
+        """How the batch stands; None when the provider no longer knows it."""
+        import openai
+
+        try:
+            return self.client.batches.retrieve(batch_id)
+        except openai.NotFoundError:
+            return None
+
+    def standing(self, batch_ids: set[str]) -> dict[str, Batch | None]:
+        """How each of ``batch_ids`` stands, from as few requests as possible: the batch list (newest first, 100 a
+        page) while it holds batches still to find, then one request each for the rest (None: unknown)."""
+        out: dict[str, Batch | None] = {}
+        if len(batch_ids) > 1:
+            page = self.client.batches.list(limit=100)
+            for _ in range(LIST_PAGES):
+                out.update({b.id: b for b in page.data if b.id in batch_ids})
+                if len(out) == len(batch_ids) or not page.has_next_page():
+                    break
+                page = page.get_next_page()
+        for batch_id in batch_ids - set(out):
+            out[batch_id] = self.retrieve(batch_id)
+        return out
+
+    def cancel(self, batch_id: str) -> Batch:
+        return self.client.batches.cancel(batch_id)
+
+    def lines(self, file_id: str, line_limit: int = MAX_BODY_BYTES) -> Iterator[bytes | None]:
+        """A result file's lines as they arrive; a line past ``line_limit`` bytes is given as None (read no further
+        into it)."""
+        with self.client.files.with_streaming_response.content(file_id) as response:
+            held, skipping = bytearray(), False
+            for chunk in response.iter_bytes():
+                while chunk:
+                    cut = chunk.find(b"\n")
+                    part, chunk = (chunk, b"") if cut < 0 else (chunk[:cut], chunk[cut + 1 :])
+                    if not skipping:
+                        held += part
+                        if len(held) > line_limit:
+                            held, skipping = bytearray(), True
+                    if cut >= 0:
+                        if skipping:
+                            yield None
+                        elif held.strip():
+                            yield bytes(held)
+                        held, skipping = bytearray(), False
+            if skipping:
+                yield None
+            elif held.strip():
+                yield bytes(held)
