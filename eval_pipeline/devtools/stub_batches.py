@@ -9,15 +9,14 @@ one by one (``line_s`` each; the same answers and ``fault_when`` faults as the o
 and error files. Faults on demand: lines that fail (``fail_marker`` in the prompt: a 400 in the error file), a
 batch that expires after ``expire_after`` lines (the rest ``batch_expired`` in the error file), a batch that
 fails validation (``fail_validation``), a provider that loses its batches (``lose``: 404), downloads that trickle
-(``drip_s`` between 4 KiB chunks). Every prompt a batch answered is counted (``answered``), so a test sees whether
-one was ever answered twice.
+(``drip_s`` between 4 KiB chunks). Every prompt a batch answered is counted by its ``custom_id`` (``answered``), so a
+test sees whether one was ever answered twice.
 """
 
 from __future__ import annotations
 
 import email.parser
 import email.policy
-import hashlib
 import itertools
 import json
 import threading
@@ -47,7 +46,7 @@ class BatchDesk:
     upstream: str | None = None  # answer lines by POSTing them to this /v1 base URL (llama.cpp's server)
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
     batches: dict[str, dict[str, Any]] = field(default_factory=dict)
-    answered: Counter[str] = field(default_factory=Counter)  # a prompt (hash of its messages) -> times answered
+    answered: Counter[str] = field(default_factory=Counter)  # a line's custom_id -> times answered
     routes: Counter[str] = field(default_factory=Counter)  # "POST /v1/files" -> requests
     lock: threading.Lock = field(default_factory=threading.Lock)
     ids: Any = field(default_factory=lambda: itertools.count(1))
@@ -264,7 +263,7 @@ def _work(desk: BatchDesk, state: StubState, b: dict[str, Any]) -> None:
         }
         with desk.lock:
             if code == 200:
-                desk.answered[hashlib.sha256(json.dumps(body.get("messages")).encode()).hexdigest()] += 1
+                desk.answered[str(line.get("custom_id"))] += 1
                 b["request_counts"]["completed"] += 1
                 out.append(entry)
             else:

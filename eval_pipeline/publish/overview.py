@@ -12,6 +12,7 @@ from eval_pipeline.storage.warehouse import Warehouse
 # a verdict's colour class, the same in the viewer and the report
 TONE = {
     "incomplete": "incomplete",
+    "pending judge": "pending",
     "regressed": "bad",
     "failed gates": "bad",
     "judge untrusted": "warn",

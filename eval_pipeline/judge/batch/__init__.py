@@ -35,7 +35,7 @@ from typing import Any
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import BATCH_PENDING
 from eval_pipeline.core.types import Row
-from eval_pipeline.judge import costs, reply
+from eval_pipeline.judge import cache, costs, reply
 from eval_pipeline.judge.batch import records
 from eval_pipeline.judge.batch.provider import ENDPOINT, Provider
 from eval_pipeline.judge.batch.records import (
@@ -137,14 +137,15 @@ class _Flow:
             mine.setdefault(str(line["submission_id"]), {})[key] = line
         for sub in records.submissions(self.wh, mine):
             lines = mine[sub["submission_id"]]
-            if sub["state"] == COLLECTED:
-                fresh += self._settled(lines)
+            waiting = {k: ln for k, ln in lines.items() if ln["state"] == SUBMITTED and sub["state"] != COLLECTED}
+            fresh += self._settled({k: ln for k, ln in lines.items() if k not in waiting})
+            if not waiting:
                 continue
             sub = self._advance(sub)
             if sub["state"] in (*ENDED, LOST):
-                self._collect(sub, lines)
+                self._collect(sub, waiting)
             else:
-                for key in lines:
+                for key in waiting:
                     self.outcomes[key] = CallOutcome(error=pending_text(sub), pending=True)
         self._close_answered(set(mine))
         if fresh:
@@ -155,8 +156,8 @@ class _Flow:
             self._submit(list(self.reask), 2)
 
     def _settled(self, lines: dict[str, Row]) -> list[str]:
-        """The prompts of a collected submission: failed for good (missing with the reason), to be asked again (a
-        process killed before it asked), or answered but no longer in the cache (asked anew, returned)."""
+        """Prompts whose line is settled: failed for good (missing with the reason), to be asked again (a process
+        killed before it asked), or answered but no longer in the cache (asked anew: returned)."""
         fresh = []
         for key, line in lines.items():
             if line["state"] == FAILED:
@@ -168,17 +169,18 @@ class _Flow:
         return fresh
 
     def _close_answered(self, seen: set[str]) -> None:
-        """Submissions of this step that ended and whose every prompt is answered from the cache already (a process
+        """Submissions of this step that ended and whose every prompt still waiting is in the cache already (a process
         killed after writing the cache, before marking them): marked collected, so nothing waits on them."""
+        step = (self.rubric.name, self.step.checkpoint_id, self.step.step, self.settings.name)
         for sub in records.submissions(self.wh, states=ENDED):
-            if sub["submission_id"] in seen or (sub["rubric"], sub["checkpoint_id"], sub["step"], sub["judge"]) != (
-                self.rubric.name,
-                self.step.checkpoint_id,
-                self.step.step,
-                self.settings.name,
-            ):
+            if sub["submission_id"] in seen or (sub["rubric"], sub["checkpoint_id"], sub["step"], sub["judge"]) != step:
                 continue
-            records.update(self.wh, {**sub, "state": COLLECTED, "reason": "answers found in the judge cache"})
+            lines = records.lines_of(self.wh, str(sub["submission_id"]))
+            waiting = [str(ln["custom_id"]) for ln in lines if ln["state"] == SUBMITTED]
+            if len(cache.lookup(self.wh, waiting)) < len(set(waiting)):
+                continue  # another call of the step reads them
+            done = [{**ln, "state": ANSWERED} if ln["state"] == SUBMITTED else ln for ln in lines]
+            records.record(self.wh, {**sub, "state": COLLECTED, "reason": "answers found in the judge cache"}, done)
 
     # ---- a submission's life -------------------------------------------------------------------------------------
 
@@ -281,17 +283,19 @@ class _Flow:
     # ---- results -------------------------------------------------------------------------------------------------
 
     def _collect(self, sub: Row, lines: dict[str, Row]) -> None:
-        """An ended submission's results read into outcomes; what it did not answer asked again or failed."""
+        """An ended submission's results for this call's prompts (``lines``) read into outcomes; what it did not
+        answer asked again or failed. Its other prompts (another call of the step, e.g. a repeat's subset) keep
+        waiting for their own call; the submission is collected once none waits."""
         seen: dict[str, Row] = {}
         prices = costs.load_prices(self.settings.prices)
         used, read = [0, 0], 0
         for file_id in (sub.get("output_file_id"), sub.get("error_file_id")):
-            if not file_id:
+            if not file_id or not lines:
                 continue
             for raw in self.provider.lines(str(file_id)):
                 item = _json(raw)
                 key = str(item.get("custom_id") or "")
-                if key not in lines or key in seen or key not in self.by_key:
+                if key not in lines or key in seen:
                     continue
                 res = result_of(item, self.provider.key or None)
                 read += 1
@@ -302,23 +306,25 @@ class _Flow:
         if sub.get("reason"):
             why += f" ({sub['reason']})"
         for key, line in lines.items():
-            if key not in seen and key in self.by_key:
+            if key not in seen:
                 seen[key] = self._unanswered(key, line, why)
         self.stats.calls += read
         self.stats.prompt_tokens += used[0]
         self.stats.completion_tokens += used[1]
         self.stats.batch_prompt_tokens += used[0]
         self.stats.batch_completion_tokens += used[1]
-        self.persist()  # the answers in the cache before the submission says it was read
+        self.persist()  # the answers in the cache before the submission says they were read
+        every = [{**ln, **seen.get(str(ln["custom_id"]), {})} for ln in records.lines_of(self.wh, sub["submission_id"])]
+        tokens = int(sub.get("prompt_tokens") or 0) + used[0], int(sub.get("completion_tokens") or 0) + used[1]
         done = {
             **sub,
-            "state": COLLECTED,
-            "prompt_tokens": used[0],
-            "completion_tokens": used[1],
-            "cost": prices.cost(self.settings.model, used[0], used[1], batch=True),
-            "online_cost": prices.cost(self.settings.model, used[0], used[1]),
+            "state": sub["state"] if any(ln["state"] == SUBMITTED for ln in every) else COLLECTED,
+            "prompt_tokens": tokens[0],
+            "completion_tokens": tokens[1],
+            "cost": prices.cost(self.settings.model, *tokens, batch=True),
+            "online_cost": prices.cost(self.settings.model, *tokens),
         }
-        records.record(self.wh, done, [{**lines[k], **seen.get(k, {})} for k in lines])
+        records.record(self.wh, done, every)
 
     def _read(self, key: str, line: Row, res: CallResult) -> Row:
         """One result line read; the line's new state."""
