@@ -29,7 +29,7 @@ from eval_pipeline.core.terminal import (
     EXIT_RUN_FAILED,
     clean,
 )
-from eval_pipeline.core.types import JSONObject
+from eval_pipeline.core.types import JSONObject, Row
 from eval_pipeline.publish.queries import judge_usage_totals
 from eval_pipeline.scoring.verdict import VERDICTS, Verdict, worst
 from eval_pipeline.scoring.verdict import read as read_verdicts
@@ -37,6 +37,7 @@ from eval_pipeline.storage.warehouse import Warehouse
 
 if TYPE_CHECKING:  # dagster and argparse only for the annotations: the console imports neither to start
     import argparse
+    from collections.abc import Callable
 
     import dagster as dg
 
@@ -44,6 +45,21 @@ if TYPE_CHECKING:  # dagster and argparse only for the annotations: the console 
     from eval_pipeline.ingest.checkpoints import Checkpoint
 
 UNDECIDED = "not decided"  # a run that failed before its verdict step
+
+
+QUIET_S = 3.0  # no run of a checkpoint in flight this long: what decides it again has ended
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def decided(wh: Warehouse, rubric: RubricConfig, ckpt: str, run_ids: list[str] | None = None) -> Verdict:
@@ -221,6 +237,8 @@ def evaluate(
             on_followed=followed.append,
         )
     bar.clear()
+    if getattr(args, "wait", False):
+        _wait_for_batches(wh, reports, selected, finished, starting, bar, defs, instance, args)
     for line in followed_lines(wh, rubrics, followed, before):
         print(line, flush=True)
     others = OtherRuns(instance, wh, rubrics, selected, heads, wait_s, verbose=args.verbose)
@@ -299,14 +317,42 @@ class OtherRuns:
             return []
         if run is None or run.status != dg.DagsterRunStatus.SUCCESS:
             self.failed += 1
+        elif not self._settled(run, ckpt_id, deadline):
+            self.not_learnt += 1
+            print(f"{head}: NOT LEARNT: still being decided again after {self.wait_s:g} s (exit 6)", flush=True)
+            return []
         names = sorted(n for n in files if n in self.rubrics and (self.selected is None or n in self.selected))
-        found = [decided(self.wh, self.rubrics[n], ckpt_id, [run_id]) for n in names] if self.wh.exists() else []
+        # the stored verdict once the run and what re-decides after it (the command that launched it, the
+        # automation) have ended: the one every reader sees
+        ids = None if run is not None and run.status == dg.DagsterRunStatus.SUCCESS else [run_id]
+        found = [decided(self.wh, self.rubrics[n], ckpt_id, ids) for n in names] if self.wh.exists() else []
         status = run.status.value if run is not None else "gone"
         word = worst([v.verdict for v in found]).upper() if found else "NOT DECIDED"
         print(f"{head}: {word}: evaluated by run {run_id} ({status.lower()})", flush=True)
         for v in found:
             print("\n".join(report_lines(v, verbose=self.verbose)), flush=True)
         return found
+
+    def _settled(self, run: dg.DagsterRun, ckpt_id: str, deadline: float) -> bool:
+        """Whether, by ``deadline``, what decides ``ckpt_id`` again after ``run`` has ended: the command that
+        launched it (its process, on this machine) and then any run of the checkpoint in flight, for ``QUIET_S``."""
+        import os
+        import socket
+
+        from eval_pipeline.defs.runs import HOST_TAG, PID_TAG, in_flight_elsewhere
+
+        pid = run.tags.get(PID_TAG)
+        if pid and pid.isdigit() and run.tags.get(HOST_TAG) == socket.gethostname():
+            while time.monotonic() < deadline and _alive(int(pid)) and int(pid) != os.getpid():
+                time.sleep(0.5)
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            if in_flight_elsewhere(self.instance, ckpt_id):
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= QUIET_S:
+                return True
+            time.sleep(0.5)
+        return False
 
     def code(self, code: int) -> int:
         """The command's exit code with what the other runs gave: a failed one is a failed run, a verdict not
@@ -426,6 +472,54 @@ def checkpoint_line(head: str, outcome: RunOutcome, reports: list[Verdict]) -> s
     detail = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: order.index(kv[0])))
     detail = f"rubrics: {detail}" if detail else ""
     return f"{head}: {verdict}" + (f" ({detail})" if detail else "") + f" in {outcome.seconds:.1f}s"
+
+
+def _wait_for_batches(
+    wh: Warehouse,
+    reports: list[Verdict],
+    selected: set[str] | None,
+    finished: Callable[[RunOutcome], None],
+    starting: Callable[[str], None],
+    bar: Progress,
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    args: argparse.Namespace,
+) -> None:
+    """``run --wait``: until no checkpoint of the command waits on a judge batch, ask every EVAL_JUDGE_BATCH_POLL
+    seconds which batches ended (the batch sensor's question, defs.batch_sensor.due) and evaluate their checkpoints
+    again, which reads the results (and may submit the second asks of what a batch did not answer)."""
+    from eval_pipeline.core import progress, settings
+    from eval_pipeline.defs.batch_sensor import due
+    from eval_pipeline.defs.runner import materialize_checkpoints
+
+    poll = settings.judge_config().batch_poll_s
+    while waiting := {(r.rubric, r.checkpoint_id) for r in reports if r.verdict == "pending judge"}:
+        standing = due(wh, {c for _, c in waiting})
+        ready = sorted({c for (rubric, c) in standing.due if (rubric, c) in waiting})
+        if not ready:
+            working = [_pending_line(sub) for sub in standing.working]
+            print(f"waiting on {len(working)} judge batch(es): " + "; ".join(working[:3]), flush=True)
+            time.sleep(poll)
+            continue
+        again = {(rubric, c) for rubric, c in waiting if c in ready}
+        reports[:] = [r for r in reports if (r.rubric, r.checkpoint_id) not in again]
+        with progress.listening(bar):
+            materialize_checkpoints(
+                defs,
+                instance,
+                ready,
+                selected,
+                log_level=_dagster_log_level(args),
+                on_outcome=finished,
+                on_start=starting,
+            )
+        bar.clear()
+
+
+def _pending_line(sub: Row) -> str:
+    from eval_pipeline.judge.batch import pending_text
+
+    return f"{sub['rubric']} {sub['checkpoint_id']} {sub['step']}: {pending_text(sub).removeprefix('pending: ')}"
 
 
 def _verdict(code: int, outcomes: list[RunOutcome], reports: list[Verdict]) -> str:

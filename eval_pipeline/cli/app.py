@@ -8,6 +8,7 @@ import sys
 from types import FrameType
 from typing import NoReturn
 
+from eval_pipeline.cli.batches import cmd_batches
 from eval_pipeline.cli.common import (
     EXIT_CODES,
     CliError,
@@ -51,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("--checkpoint", action="append", help="checkpoint id (repeatable; default: all)")
+    run.add_argument(
+        "--wait",
+        action="store_true",
+        help="with EVAL_JUDGE_MODE=batch: wait for the judge batches and finish their checkpoints (default: submit, "
+        "report them pending, exit 7; the batch sensor finishes them)",
+    )
     run.set_defaults(fn=cmd_run)
     ck = sub.add_parser("checkpoints", help="list checkpoint folders with their status", parents=[common])
     ck.set_defaults(fn=cmd_checkpoints)
@@ -157,6 +164,16 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", default="reports", help="the folder report.html is written to (default reports/)")
     rp.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
     rp.set_defaults(fn=cmd_report)
+    bt = sub.add_parser(
+        "batches",
+        help="the judge's Batch API batches (EVAL_JUDGE_MODE=batch): list, show one, cancel one",
+        parents=[common],
+    )
+    bt.add_argument("action", nargs="?", choices=("list", "show", "cancel"), default="list")
+    bt.add_argument("batch", nargs="?", help="the batch id (show, cancel)")
+    bt.add_argument("--all", action="store_true", help="list every batch, collected ones too")
+    bt.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
+    bt.set_defaults(fn=cmd_batches)
     rf = sub.add_parser("reference", help="write the rubric YAML reference (from the code)", parents=[common])
     rf.add_argument("--out", default="docs/rubric-reference.md", help="a file, or - for standard output")
     rf.set_defaults(fn=cmd_reference)

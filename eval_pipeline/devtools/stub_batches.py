@@ -9,12 +9,14 @@ one by one (``line_s`` each; the same answers and ``fault_when`` faults as the o
 and error files. Faults on demand: lines that fail (``fail_marker`` in the prompt: a 400 in the error file), a
 batch that expires after ``expire_after`` lines (the rest ``batch_expired`` in the error file), a batch that
 fails validation (``fail_validation``), a provider that loses its batches (``lose``: 404), downloads that trickle
-(``drip_s`` between 4 KiB chunks). Every prompt a batch answered is counted by its ``custom_id`` (``answered``), so a
+(``drip_s`` between 4 KiB chunks), and a client SIGKILLed at a chosen request (``kill``). Every prompt a
+batch answered is counted by its ``custom_id`` (``answered``), so a
 test sees whether one was ever answered twice.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import email.parser
 import email.policy
 import itertools
@@ -48,6 +50,9 @@ class BatchDesk:
     batches: dict[str, dict[str, Any]] = field(default_factory=dict)
     answered: Counter[str] = field(default_factory=Counter)  # a line's custom_id -> times answered
     routes: Counter[str] = field(default_factory=Counter)  # "POST /v1/files" -> requests
+    # (route, "before" | "after" | "during", pid): that process is SIGKILLed when the route is next asked: before
+    # the server acts, after it acted (the answer lost), or part-way through sending its answer; once
+    kill: tuple[str, str, int] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     ids: Any = field(default_factory=lambda: itertools.count(1))
 
@@ -110,13 +115,34 @@ def handle(desk: BatchDesk, state: StubState, method: str, path: str, headers: A
     segs = route.split("/")[2:] if route.startswith("/v1/") else []
     if not segs or segs[0] not in ("files", "batches"):
         return None
+    name = f"{method} /v1/{segs[0]}" + ("/{id}" if len(segs) > 1 else "") + ("/" + segs[2] if len(segs) > 2 else "")
     with desk.lock:
-        desk.routes[
-            f"{method} /v1/{segs[0]}" + ("/{id}" if len(segs) > 1 else "") + ("/" + segs[2] if len(segs) > 2 else "")
-        ] += 1
+        desk.routes[name] += 1
+        kill = desk.kill if desk.kill and desk.kill[0] == name else None
+        if kill:
+            desk.kill = None
+    if kill and kill[1] == "before":
+        _kill(kill[2])
     if segs[0] == "files":
-        return _files(desk, method, segs, query, headers, raw)
-    return _batches(desk, state, method, segs, query, headers, raw)
+        r = _files(desk, method, segs, query, headers, raw)
+    else:
+        r = _batches(desk, state, method, segs, query, headers, raw)
+    if kill and kill[1] == "after":
+        _kill(kill[2])
+    elif kill and kill[1] == "during":  # part of the answer sent, then the client dies
+        threading.Timer(0.3, _kill, args=(kill[2],)).start()
+        r = dataclasses.replace(r, drip_s=0.1, drip_bytes=1024)
+    return r
+
+
+def _kill(pid: int) -> None:
+    import os
+    import signal
+
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _files(

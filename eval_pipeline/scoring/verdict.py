@@ -41,8 +41,9 @@ REGRESSED, INCOMPLETE, JUDGE, FAILED, PENDING = "REGRESSED", "INCOMPLETE", "judg
 
 
 def worst(verdicts: list[str]) -> str:
-    """The worst of ``verdicts`` (``passed`` for none)."""
-    return min(verdicts, key=VERDICTS.index, default="passed")
+    """The worst of ``verdicts`` (``passed`` for none; a word that is not a verdict, such as "not decided", is
+    worse than any)."""
+    return min(verdicts, key=lambda v: VERDICTS.index(v) if v in VERDICTS else -1, default="passed")
 
 
 @dataclass

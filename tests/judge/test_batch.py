@@ -78,18 +78,205 @@ def test_a_checkpoint_judged_in_batch_mode_pends_then_equals_the_online_run(
     assert differences(a, b) == []
 
 
-def _wait_ended(stub, timeout_s=30.0):
+def _wait_ended(stub, timeout_s=30.0, none_ok=False):
     import time
 
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout_s:
         with stub.state.desk.lock:
             states = [b["status"] for b in stub.state.desk.batches.values()]
-        if states and all(s in ("completed", "failed", "expired", "cancelled") for s in states):
+        if (states or none_ok) and all(s in ("completed", "failed", "expired", "cancelled") for s in states):
             return
         time.sleep(0.05)
     raise AssertionError(f"batches still working: {states}")
 
 
-def test_key_never_reaches_the_records(tmp_path):
-    assert json  # placeholder removed below
+# ---- a process judging in batch mode, killed and run again -----------------------------------------------------
+
+SMALL = "empathetic_dialogue"
+N = 8  # samples of the checkpoint judged by the helper process: 8 prompts
+
+
+def _judge(stub, lake, kill=None, env_more=None):
+    """One run of tests/helpers/batch_judge.py; with ``kill`` = (route, when) it is SIGKILLed there. Its JSON
+    summary, or None when it was killed."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, OPENAI_BASE_URL=stub.base_url, OPENAI_API_KEY=KEY, **(env_more or {}))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.helpers.batch_judge", lake, SMALL, str(N)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    if kill is not None:
+        stub.state.desk.kill = (*kill, proc.pid)
+    out, err = proc.communicate(timeout=120)
+    if proc.returncode == -9:
+        return None
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _until_final(stub, lake, rounds=6):
+    for _ in range(rounds):
+        _wait_ended(stub, none_ok=True)
+        got = _judge(stub, lake)
+        if not got["pending"]:
+            return got
+    raise AssertionError(f"still pending after {rounds} runs: {got}")
+
+
+KEY = "sk-batch-NOTLOGGED4242"
+KILLS = [
+    ("POST /v1/files", "before"),  # recorded, nothing uploaded
+    ("POST /v1/files", "after"),  # uploaded, its answer lost
+    ("POST /v1/batches", "before"),  # uploaded and recorded, no batch
+    ("POST /v1/batches", "after"),  # created, its answer lost
+    ("GET /v1/batches/{id}", "after"),  # the next run, asking how the batch stands
+    ("GET /v1/files/{id}/content", "before"),  # the batch ended: before its results come
+    ("GET /v1/files/{id}/content", "during"),  # part-way through the download
+    ("GET /v1/files/{id}/content", "after"),  # the results read, before the cache and the record are written
+    ("GET /v1/files", "after"),  # resuming a lost upload: while looking for the file
+    ("GET /v1/batches", "after"),  # resuming a lost creation: while looking for the batch
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("route,when", KILLS, ids=[f"{r}-{w}" for r, w in KILLS])
+def test_killed_at_any_point_and_run_again_no_prompt_is_sent_twice(tmp_path, route, when):
+    lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    with StubServer() as stub:
+        if route in ("GET /v1/files", "GET /v1/batches"):  # the resume looks for what the killed run sent
+            first = ("POST /v1/files", "after") if route == "GET /v1/files" else ("POST /v1/batches", "after")
+            assert _judge(stub, lake, kill=first) is None
+        elif route in ("GET /v1/batches/{id}",) or route.startswith("GET /v1/files/{id}"):
+            got = _judge(stub, lake)
+            assert got["pending"] > 0 and got["ok"] == 0
+            _wait_ended(stub)
+        assert _judge(stub, lake, kill=(route, when)) is None, f"the process was not killed at {route} {when}"
+        got = _until_final(stub, lake)
+        desk = stub.state.desk
+        assert got["ok"] > 0 and got["missing"] == 0, got
+        assert desk.answered and max(desk.answered.values()) == 1, desk.answered  # each prompt answered once
+        assert stub.state.requests == 0  # never online
+        assert len(desk.batches) == 1  # one batch: nothing submitted twice
+        wh = Warehouse(lake)
+        keys = wh.query_rows("SELECT count(*), count(DISTINCT cache_key) FROM main.judge_cache")[0]
+        assert keys[0] == keys[1] == len(desk.answered)  # every answer in the cache, none twice
+        lines = wh.query_rows("SELECT count(*), count(DISTINCT custom_id) FROM main.judge_batch_lines")[0]
+        assert lines[0] == lines[1] == len(desk.answered)
+        states = wh.query_rows("SELECT DISTINCT state FROM main.judge_batches")
+        assert states == [("collected",)]
+
+
+# ---- batches that do not answer everything ----------------------------------------------------------------------
+
+
+def _lake(tmp_path):
+    return f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+
+
+@pytest.mark.slow
+def test_a_failed_line_is_asked_again_once_then_missing_with_its_reason(tmp_path):
+    lake = _lake(tmp_path)
+    with StubServer() as stub:
+        stub.state.desk.fail_marker = json.loads(_sample_line())["user_statement"][:40]  # one prompt refused
+        assert _judge(stub, lake)["pending"] == N
+        got = _until_final(stub, lake)
+        assert got["missing"] == 1 and got["ok"] == N - 1, got
+        reasons = Warehouse(lake).query_rows(
+            "SELECT round, state, reason FROM main.judge_batch_lines WHERE state = 'failed'"
+        )
+        assert reasons and all(r[0] == 2 and "this line is refused" in r[2] for r in reasons), reasons
+        assert len(stub.state.desk.batches) == 2  # the first, and one with the second asks
+
+
+def _sample_line():
+    from tests.conftest import SAMPLE_CHECKPOINTS
+
+    return (SAMPLE_CHECKPOINTS / "ckpt-0100" / f"{SMALL}.jsonl").read_text().splitlines()[0]
+
+
+@pytest.mark.slow
+def test_an_expired_batch_keeps_its_half_and_asks_the_rest_again(tmp_path):
+    lake = _lake(tmp_path)
+    with StubServer() as stub:
+        stub.state.desk.expire_after = N // 2
+        _judge(stub, lake)
+        _wait_ended(stub)
+        stub.state.desk.expire_after = None
+        got = _until_final(stub, lake)
+        assert got["missing"] == 0 and got["ok"] > 0
+        desk = stub.state.desk
+        assert max(desk.answered.values()) == 1 and len(desk.batches) == 2
+        rounds = Warehouse(lake).query_rows("SELECT round, count(*) FROM main.judge_batch_lines GROUP BY 1 ORDER BY 1")
+        assert rounds == [(1, N), (2, N - N // 2)], rounds
+
+
+@pytest.mark.slow
+def test_a_cancelled_batch_keeps_what_came_back(tmp_path):
+    from eval_pipeline.cli.app import main as cli
+
+    lake = _lake(tmp_path)
+    with StubServer() as stub:
+        stub.state.desk.line_s = 0.5  # slow enough to cancel part-way
+        _judge(stub, lake)
+        bid = next(iter(stub.state.desk.batches))
+        import os
+
+        os.environ["OPENAI_API_KEY"], os.environ["OPENAI_BASE_URL"] = KEY, stub.base_url
+        try:
+            import time
+
+            time.sleep(1.2)
+            assert cli(["batches", "cancel", bid, "--warehouse", lake]) == 0
+        finally:
+            del os.environ["OPENAI_API_KEY"], os.environ["OPENAI_BASE_URL"]
+        _wait_ended(stub)
+        assert stub.state.desk.batches[bid]["status"] == "cancelled"
+        stub.state.desk.line_s = 0.0
+        got = _until_final(stub, lake)
+        assert got["missing"] == 0
+        assert max(stub.state.desk.answered.values()) == 1
+
+
+@pytest.mark.slow
+def test_the_budget_is_reserved_at_submission_and_nothing_past_it_is_sent(tmp_path):
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("currency: USD\nbatch_discount: 0.5\nmodels:\n  gpt-4o-mini: {input: 1000, output: 1000}\n")
+    lake = _lake(tmp_path)
+    with StubServer() as stub:
+        # each prompt reserves (bytes + max_tokens) * 1000 / 1e6 * 0.5, about 1.5: a budget of 5 covers three
+        got = _judge(stub, lake, env_more={"EVAL_PRICES": str(prices), "EVAL_JUDGE_BUDGET": "5"})
+        assert 0 < got["pending"] < N and got["missing"] == N - got["pending"], got
+        sent = sum(b["request_counts"]["total"] for b in stub.state.desk.batches.values())
+        assert sent == got["pending"]
+        reserved = Warehouse(lake).query_rows("SELECT reserved_cost FROM main.judge_batches")[0][0]
+        assert 0 < reserved <= 5
+
+
+@pytest.mark.slow
+def test_the_key_is_redacted_from_everything_a_batch_returns(tmp_path):
+    lake = _lake(tmp_path)
+    with StubServer() as stub:
+        marker = json.loads(_sample_line())["user_statement"][:40]
+        stub.state.fault_when = {marker: "key_plain"}  # the answer's text echoes the key (a hostile endpoint)
+        stub.state.desk.fail_marker = None
+        _judge(stub, lake)
+        _until_final(stub, lake)
+        wh = Warehouse(lake)
+        found = []
+        with wh.session() as s:
+            for schema, table in s.tables():
+                for (col,) in [(c,) for c in s.columns(schema, table)]:
+                    n = s.query_rows(
+                        f'SELECT count(*) FROM "{schema}"."{table}" WHERE CAST("{col}" AS VARCHAR) LIKE ?', [f"%{KEY}%"]
+                    )
+                    if n[0][0]:
+                        found.append(f"{schema}.{table}.{col}")
+        assert found == []
+        assert stub.state.desk.answered  # the batch was answered (the fault reached it)

@@ -1,0 +1,87 @@
+"""`eval-pipeline batches`: the judge's Batch API submissions (``main.judge_batches``): list them, show one (as the
+provider says it stands now, and what became of its prompts), cancel one. A cancelled batch's answers are kept
+and its other prompts asked once more when its checkpoint is evaluated again (judge.batch)."""
+
+from __future__ import annotations
+
+import argparse
+
+from eval_pipeline.cli.common import CliError
+
+
+def cmd_batches(args: argparse.Namespace) -> int:
+    from eval_pipeline.core import settings
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True, lock_timeout_s=3)
+    try:
+        if args.action == "list":
+            return _list(wh, args.all)
+        sub = _find(wh, args.batch)
+    finally:
+        wh.close()
+    return _show(sub) if args.action == "show" else _cancel(sub)
+
+
+def _list(wh: object, every: bool) -> int:
+    from eval_pipeline.judge.batch.records import OPEN, submissions
+
+    subs = submissions(wh, states=() if every else OPEN)  # type: ignore[arg-type]
+    if not subs:
+        print("no judge batch open" if not every else "no judge batch submitted", flush=True)
+        return 0
+    print(f"{'batch':<24} {'state':<12} {'done':>11}  {'rubric':<20} {'checkpoint':<14} step", flush=True)
+    for s in subs:
+        done = f"{int(s['completed'] or 0) + int(s['failed'] or 0)}/{int(s['requests'])}"
+        name = str(s["batch_id"] or s["submission_id"])
+        print(f"{name:<24} {s['state']:<12} {done:>11}  {s['rubric']:<20} {s['checkpoint_id']:<14} {s['step']}")
+    return 0
+
+
+def _find(wh: object, wanted: str | None) -> dict[str, object]:
+    from eval_pipeline.judge.batch.records import submissions
+
+    if not wanted:
+        raise CliError("name the batch: `eval-pipeline batches show <batch id>` (`eval-pipeline batches` lists them)")
+    for s in submissions(wh):  # type: ignore[arg-type]
+        if wanted in (s["batch_id"], s["submission_id"]):
+            return s
+    raise CliError(f"no judge batch {wanted!r} (`eval-pipeline batches --all` lists them)")
+
+
+def _show(sub: dict[str, object]) -> int:
+    from eval_pipeline.judge.batch import pending_text
+    from eval_pipeline.judge.batch.provider import Provider
+
+    now = None
+    if sub.get("batch_id"):
+        with Provider(str(sub["base_url"] or "") or None) as p:
+            now = p.retrieve(str(sub["batch_id"]))
+    for key in ("batch_id", "submission_id", "rubric", "checkpoint_id", "step", "judge", "model", "round"):
+        print(f"{key:<16} {sub.get(key)}")
+    print(f"{'recorded':<16} {sub['state']} ({pending_text(sub).split(' (', 1)[-1].rstrip(')')})")
+    if now is not None:
+        c = now.request_counts
+        done = (c.completed + c.failed) if c else 0
+        print(f"{'provider says':<16} {now.status} ({done} of {c.total if c else '?'} done)")
+    elif sub.get("batch_id"):
+        print(f"{'provider says':<16} unknown batch (lost: its prompts are asked again when its checkpoint is)")
+    for key in ("reserved_cost", "cost", "online_cost", "currency", "reason"):
+        if sub.get(key) is not None:
+            print(f"{key:<16} {sub[key]}")
+    return 0
+
+
+def _cancel(sub: dict[str, object]) -> int:
+    from eval_pipeline.judge.batch.provider import Provider
+
+    if not sub.get("batch_id"):
+        raise CliError(f"judge batch {sub['submission_id']} was never created at the provider: nothing to cancel")
+    with Provider(str(sub["base_url"] or "") or None) as p:
+        batch = p.cancel(str(sub["batch_id"]))
+    print(
+        f"judge batch {batch.id}: {batch.status}; its answers are kept and the rest asked once more when "
+        f"{sub['checkpoint_id']} is evaluated again",
+        flush=True,
+    )
+    return 0
