@@ -10,13 +10,14 @@ OPENAI_BASE_URL and OPENAI_API_KEY name the endpoint, as for any run."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import pandas as pd
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.contracts import PANEL
-from eval_pipeline.judge import batch
+from eval_pipeline.judge import batch, costs
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.rubrics import load_rubrics
 from eval_pipeline.storage.warehouse import Warehouse
@@ -40,13 +41,16 @@ def main() -> None:
             break
     config = settings.judge_config().with_(mode="openai", call_mode="batch")
     wh = Warehouse(where)
-    with batch.for_step("ckpt-0100", "judge_scores"):
+    spending = costs.spending(f"batch-judge-{os.getpid()}", config.budget, config.prices)
+    with spending, batch.for_step("ckpt-0100", "judge_scores"):
         df, _ = judge_samples(rubric, "ckpt-0100", records, wh, config)
     panel = df[df.judge == PANEL].assign(waiting=lambda d: d.reason.fillna("").str.contains(batch.PENDING, regex=False))
     panel["lost"] = (panel.status == "missing") & ~panel.waiting
     by = panel.groupby("sample_id")
     waiting, lost = by.waiting.any(), by.lost.any()
-    print(json.dumps({"ok": int((~waiting & ~lost).sum()), "pending": int(waiting.sum()), "missing": int(lost.sum())}))
+    reasons = sorted(set(panel.reason[panel.lost].astype(str)))[:3]
+    got = {"ok": int((~waiting & ~lost).sum()), "pending": int(waiting.sum()), "missing": int(lost.sum())}
+    print(json.dumps({**got, "reasons": reasons}))
     assert isinstance(df, pd.DataFrame)
 
 

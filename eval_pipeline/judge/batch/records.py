@@ -80,15 +80,19 @@ def now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
+_TIMES = ("created_at", "updated_at")
+
+
 def _batch_frame(sub: Row) -> pd.DataFrame:
     row = {c: sub.get(c) for c in BATCH_COLUMNS}
     row["updated_at"] = now()
-    return pd.DataFrame([row], columns=BATCH_COLUMNS).astype(_TYPES)
+    text = {c: "string" for c in BATCH_COLUMNS if c not in _TYPES and c not in _TIMES}
+    return pd.DataFrame([row], columns=BATCH_COLUMNS).astype({**_TYPES, **text})
 
 
 def _line_frame(lines: Iterable[Row]) -> pd.DataFrame:
     return pd.DataFrame(list(lines), columns=LINE_COLUMNS).astype(
-        {"round": "int64", "max_tokens": "int64", "cut_at": "int64"}
+        {"round": "int64", "max_tokens": "int64", "cut_at": "int64", "reason": "string", "state": "string"}
     )
 
 
