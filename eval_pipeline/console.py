@@ -51,7 +51,9 @@ QUIET_S = 3.0  # no run of a checkpoint in flight this long: what decides it aga
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (an ended one its parent has not reaped yet, a zombie, does not)."""
     import os
+    from pathlib import Path
 
     try:
         os.kill(pid, 0)
@@ -59,7 +61,11 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
 
 
 def decided(wh: Warehouse, rubric: RubricConfig, ckpt: str, run_ids: list[str] | None = None) -> Verdict:

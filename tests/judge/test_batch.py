@@ -9,11 +9,13 @@ import json
 import dagster as dg
 import pytest
 
+from eval_pipeline.defs.batch_sensor import SENSOR
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.openai_stub import StubServer
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import RUBRIC_DIR
+from tests.helpers.automation import AutomationSensor, partition_run
 from tests.helpers.lakes import contents, differences
 
 RUBRIC = "empathetic_dialogue"
@@ -55,12 +57,25 @@ def test_a_checkpoint_judged_in_batch_mode_pends_then_equals_the_online_run(
         assert verdict == "pending judge", reasons
         assert "judge batch" in reasons and "of" in reasons
         assert stub.state.requests == 0  # no online call
-        # the batches end; the run again reads them (as the batch sensor's run does)
-        _wait_ended(stub)
-        _run(batch_lake, checkpoint_root, batch_instance)
-        _run(batch_lake, checkpoint_root, batch_instance)  # the judge steps' later batches (repeats of answers)
-        _wait_ended(stub)
-        _run(batch_lake, checkpoint_root, batch_instance)
+        # from here on the batch sensor alone: it asks how the batches stand, requests a run of what waits on the
+        # ended ones, and the automation sensor then brings the assets over every checkpoint up to date
+        defs = build_definitions(RUBRIC_DIR, batch_lake, str(checkpoint_root))
+        automation = AutomationSensor(defs, batch_instance)
+        sensor = defs.get_sensor_def(SENSOR)
+        runs = 0
+        for _ in range(6):
+            _wait_ended(stub)
+            result = sensor(dg.build_sensor_context(instance=batch_instance, definitions=defs))
+            requests = result.run_requests if isinstance(result, dg.SensorResult) else []
+            if not requests:
+                break
+            for req in requests:
+                assert req.partition_key == "ckpt-0100" and dg.AssetKey([RUBRIC, "verdict"]) in req.asset_selection
+                partition_run(defs, batch_instance, req.partition_key, dg.AssetSelection.assets(*req.asset_selection))
+                runs += 1
+            automation.settle()
+        assert 1 <= runs <= 3  # the first answers, then the judge steps' later batches (a repeat of an answer)
+        assert _verdict(batch_lake)[0] != "pending judge"
         assert stub.state.requests == 0
         answered = stub.state.desk.answered
         assert answered and max(answered.values()) == 1  # no prompt answered twice
@@ -282,3 +297,20 @@ def test_the_key_is_redacted_from_everything_a_batch_returns(tmp_path):
         assert found == []
         echoed = [f for f in stub.state.desk.files.values() if KEY.encode() in f["data"]]
         assert echoed, "the endpoint never echoed the key: the test tests nothing"
+
+
+@pytest.mark.slow
+def test_the_sensor_reports_a_working_batch_once_per_change_and_requests_nothing(tmp_path, checkpoint_root):
+    lake = _lake(tmp_path)
+    with StubServer() as stub, dg.instance_for_test() as instance:
+        stub.state.desk.validate_s = 30  # the batch stays validating while the sensor looks
+        _judge(stub, lake)
+        defs = build_definitions(RUBRIC_DIR, lake, str(checkpoint_root))
+        sensor = defs.get_sensor_def(SENSOR)
+        first = sensor(dg.build_sensor_context(instance=instance, definitions=defs))
+        assert isinstance(first, dg.SensorResult) and not first.run_requests
+        (event,) = first.asset_events
+        assert event.asset_key == dg.AssetKey([SMALL, "judge_scores"]) and event.partition == "ckpt-0100"
+        assert f"judge batch {next(iter(stub.state.desk.batches))} in progress (0 of {N} done)" in str(event.metadata)
+        again = sensor(dg.build_sensor_context(instance=instance, definitions=defs, cursor=first.cursor))
+        assert isinstance(again, dg.SkipReason) and "working" in again.skip_message
