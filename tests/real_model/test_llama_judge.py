@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -247,3 +248,37 @@ def test_the_local_server_stopped_through_make_leaves_no_llama_server(llama_serv
     assert "Traceback" not in out, out
     poll(lambda: not processes_with(mark, "llama-server"), 5)
     assert not processes_with(mark, "llama-server")
+
+
+def test_a_checkpoint_judged_through_a_batch_gets_the_online_answers(server_env, rubrics, tmp_path):
+    """#61: the local Batch API (devtools.stub_batches) answering each line with the llama.cpp server: the same
+    judge (one identity, so one cache key) asked online and through a batch gives the same answers."""
+    from eval_pipeline.devtools.openai_stub import StubServer
+    from eval_pipeline.devtools.stub_answers import StubState
+    from eval_pipeline.devtools.stub_batches import BatchDesk
+    from eval_pipeline.judge import batch
+
+    rubric = _with_judge(rubrics["npc_dialogue"], identity="smollm2-local")
+    records = _records("npc_dialogue", 4)
+    # one request at a time online, as the batch's lines are answered: llama.cpp's answers to requests batched in
+    # its slots together may differ in a token from the same request alone (seen: 1 score of 20)
+    online_wh = Warehouse(str(tmp_path / "online.duckdb"))
+    online, _ = judge_samples(rubric, "c", records, online_wh, openai_judge(concurrency=1))
+    wh = Warehouse(str(tmp_path / "batch.duckdb"))
+    with StubServer(state=StubState(desk=BatchDesk(upstream=server_env.base_url))) as stub:
+        config = openai_judge(base_url=stub.base_url, call_mode="batch")
+        with batch.for_step("c", "judge_scores"):
+            first, _ = judge_samples(rubric, "c", records, wh, config)
+            assert first[first.judge == "smollm"].reason.str.contains(batch.PENDING, regex=False).all()
+            for _ in range(600):
+                if all(b["status"] == "completed" for b in stub.state.desk.batches.values()):
+                    break
+                time.sleep(0.5)
+            done, _ = judge_samples(rubric, "c", records, wh, config)
+        assert stub.state.requests == 0 and max(stub.state.desk.answered.values()) == 1
+
+    def answers(df):
+        rows = df[df.judge == "smollm"].sort_values(["sample_id", "dimension"])
+        return list(zip(rows.sample_id, rows.dimension, rows.score.fillna(-1), rows.reason.fillna("")))
+
+    assert answers(done) == answers(online)
