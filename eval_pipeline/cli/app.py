@@ -169,7 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the judge's Batch API batches (EVAL_JUDGE_MODE=batch): list, show one, cancel one",
         parents=[common],
     )
-    bt.add_argument("action", nargs="?", choices=("list", "show", "cancel"), default="list")
+    bt.add_argument(
+        "action",
+        nargs="?",
+        choices=("list", "show", "cancel"),
+        default="list",
+        help="list the open batches (default), show one as the provider says it stands, or cancel one",
+    )
     bt.add_argument("batch", nargs="?", help="the batch id (show, cancel)")
     bt.add_argument("--all", action="store_true", help="list every batch, collected ones too")
     bt.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")

@@ -25,7 +25,13 @@ ENVIRONMENT = {  # every judge setting a person can set through the environment,
     "EVAL_JUDGE_MAX_SILENCE": ("max_silence_s", 30.0),
     "EVAL_JUDGE_BUDGET": ("budget", 2.5),
     "EVAL_PRICES": ("prices", "/prices/judge.yaml"),
+    "EVAL_JUDGE_MODE": ("call_mode", "batch"),
+    "EVAL_JUDGE_BATCH_WINDOW": ("batch_window", "48h"),
+    "EVAL_JUDGE_BATCH_POLL": ("batch_poll_s", 5.0),
+    "EVAL_JUDGE_BATCH_RETRY": ("batch_retry", "online"),
 }
+# a third value of a setting that takes one of a few words (the resource's own over the environment's)
+OTHER = {"call_mode": "online", "batch_retry": "batch"}
 
 
 @pytest.fixture
@@ -42,7 +48,7 @@ def test_every_environment_setting_is_read_into_the_config_and_settable_in_the_r
     read = judge_config()
     assert {f: getattr(read, f) for f, _ in ENVIRONMENT.values()} == dict(ENVIRONMENT.values())
     for field, value in ENVIRONMENT.values():  # the resource's field wins over the environment
-        other = value * 2 if isinstance(value, (int, float)) else f"{value}-other"
+        other = OTHER.get(field) or (value * 2 if isinstance(value, (int, float)) else f"{value}-other")
         assert getattr(JudgeResource(**{field: other}).config(), field) == other
     assert JudgeResource().config() == read  # unset fields: the environment's values
     # and nothing is left out: every field of the configuration a person sets is a resource field with a variable
