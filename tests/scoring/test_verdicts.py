@@ -148,3 +148,21 @@ def test_two_judges_of_one_name_and_an_extra_body_nested_too_deep_are_refused_in
         node = node["x"]
     with pytest.raises(ValidationError, match="nested more than 16 levels deep"):
         JudgeSpec(name="a", extra_body=deep)
+
+
+def test_scores_waiting_on_a_judge_batch_are_pending_not_a_failure_and_exit_7():
+    """#61: a checkpoint whose judge answers are in a batch still working: `pending judge` (over failed gates the
+    partial scores would fail), the batch named with its progress, exit 7 (not 0, not a failure code)."""
+    from eval_pipeline.console import exit_code
+    from eval_pipeline.core.terminal import EXIT_PENDING
+    from eval_pipeline.defs.runs import RunOutcome
+
+    batch = "judge batch batch_abc in progress (120 of 400 done)"
+    v = Verdict("kg_qa", "c", gates_total=3, gates_failed=1, judge_pending=600, judge_batches=[batch])
+    v.failed_gates = [{"gate": "g", "kind": "dimension_mean", "value": 1.0, "threshold": 3.0, "reason": ""}]
+    _reasons(v, kinds=["dimension_mean"], pending=[], notes=[], regression_gate=False)
+    assert v.verdict == "pending judge" and ("pending", batch) in v.reasons
+    assert "600 judge scores waiting on batches" in v.summary
+    ok = RunOutcome("c", ["kg_qa"], True, 1.0, "r")
+    assert exit_code([ok], [v]) == EXIT_PENDING == 7
+    assert "PENDING" in _verdict(EXIT_PENDING, [ok], [v]) and "nothing failed" in _verdict(EXIT_PENDING, [ok], [v])
