@@ -3,7 +3,8 @@
 Every ``EVAL_JUDGE_BATCH_POLL`` seconds it reads the submissions not yet collected (``main.judge_batches``, read
 only) and asks each endpoint how its batches stand, from as few requests as it can (the batch list, then one
 request per batch it did not find). A batch that ended (completed, expired, cancelled, failed, or lost by the
-provider), and a submission a killed process left before its batch was created, is *due*: one run per checkpoint
+provider), and a submission a killed process left before its batch was created (``LEFT_BEHIND_S`` after its last
+step), is *due*: one run per checkpoint
 and rubric re-materializes the judge steps that wait on it and everything downstream of them in the checkpoint's
 partition (the steps read the results, judge.batch; the assets across checkpoints follow by their automation
 condition). A batch still working is reported on its judge step's asset as an observation ("judge batch … in
@@ -46,7 +47,8 @@ def due(wh: Warehouse, checkpoints: set[str] | None = None, timeout_s: float = 3
     by_endpoint: dict[str, list[Row]] = {}
     for sub in subs:
         if sub["state"] in (PREPARING, UPLOADED) or not sub.get("batch_id"):
-            _mark_due(out, sub)  # a process was killed before the batch was created: a run resumes it
+            if _left_behind(sub):  # a process was killed before the batch was created: a run resumes it
+                _mark_due(out, sub)
         else:
             by_endpoint.setdefault(str(sub["base_url"] or ""), []).append(sub)
     for base_url, group in by_endpoint.items():
@@ -74,6 +76,21 @@ def due(wh: Warehouse, checkpoints: set[str] | None = None, timeout_s: float = 3
                 }
             )
     return out
+
+
+LEFT_BEHIND_S = 600  # a submission not yet created this long after its last step: its process is gone
+
+
+def _left_behind(sub: Row) -> bool:
+    """A submission its process left before the batch was created (a live one passes those steps in seconds: a
+    run launched for it meanwhile would send it a second time)."""
+    import datetime as dt
+
+    updated = sub.get("updated_at")
+    if not isinstance(updated, dt.datetime):
+        return True
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return (now - updated).total_seconds() > LEFT_BEHIND_S
 
 
 def _mark_due(out: Standing, sub: Row) -> None:

@@ -314,3 +314,46 @@ def test_the_sensor_reports_a_working_batch_once_per_change_and_requests_nothing
         assert f"judge batch {next(iter(stub.state.desk.batches))} in progress (0 of {N} done)" in str(event.metadata)
         again = sensor(dg.build_sensor_context(instance=instance, definitions=defs, cursor=first.cursor))
         assert isinstance(again, dg.SkipReason) and "working" in again.skip_message
+
+
+@pytest.mark.slow
+def test_run_submits_and_exits_7_then_wait_finishes_with_the_online_code(tmp_path):
+    """`eval-pipeline run` in batch mode submits, says the checkpoint is pending and exits 7; `run --wait` waits for
+    the batches and ends with the code the online run gives, its verdict no longer pending."""
+    import os
+    import shutil
+    import subprocess
+
+    from tests.conftest import ROOT, SAMPLE_CHECKPOINTS
+
+    def project(name):
+        home = tmp_path / name / "home"
+        home.mkdir(parents=True)
+        shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
+        ckpt = tmp_path / name / "checkpoints" / "ckpt-0100"
+        ckpt.mkdir(parents=True)
+        for f in (f"{SMALL}.jsonl", "checkpoint.json"):
+            shutil.copy(SAMPLE_CHECKPOINTS / "ckpt-0100" / f, ckpt / f)
+        return dict(
+            DAGSTER_HOME=str(home),
+            EVAL_WAREHOUSE=f"ducklake:sqlite:{tmp_path / name / 'lake' / 'catalog.sqlite'}",
+            EVAL_CHECKPOINT_DIR=str(ckpt.parent),
+            EVAL_REPORT_DIR=str(tmp_path / name / "reports"),
+            EVAL_WORKLIST_DIR=str(tmp_path / name / "wl"),
+        )
+
+    cli = str(ROOT / ".venv" / "bin" / "eval-pipeline") if (ROOT / ".venv").exists() else "eval-pipeline"
+    args = [cli, "run", "--checkpoint", "ckpt-0100", "--rubric", SMALL]
+    with StubServer() as stub:
+        base = dict(os.environ, EVAL_JUDGE="openai", OPENAI_BASE_URL=stub.base_url, OPENAI_API_KEY=KEY)
+        online = subprocess.run(args, env={**base, **project("online")}, capture_output=True, text=True, timeout=600)
+        batch_env = {**base, **project("batch"), "EVAL_JUDGE_MODE": "batch", "EVAL_JUDGE_BATCH_POLL": "1"}
+        first = subprocess.run(args, env=batch_env, capture_output=True, text=True, timeout=600)
+        assert first.returncode == 7, first.stdout[-2000:] + first.stderr[-2000:]
+        assert "PENDING JUDGE" in first.stdout and "judge batch" in first.stdout
+        waited = subprocess.run([*args, "--wait"], env=batch_env, capture_output=True, text=True, timeout=600)
+        listed = subprocess.run([cli, "batches", "--all"], env=batch_env, capture_output=True, text=True, timeout=60)
+    assert online.returncode != 7
+    assert waited.returncode == online.returncode, waited.stdout[-3000:] + waited.stderr[-2000:]
+    assert "PENDING" not in waited.stdout.split("\n")[-3:]
+    assert listed.returncode == 0 and "collected" in listed.stdout and KEY not in listed.stdout + waited.stdout
