@@ -19,6 +19,7 @@ HELD = re.compile(r"warehouse held from ([0-9.]+) to ([0-9.]+)")  # logged by ev
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # the poll's 480 s and the checks: one DuckDB file for two runs and the automation's
 def test_sensor_launched_concurrent_runs_take_turns_on_the_warehouse(tmp_path, monkeypatch):
     home = tmp_path / "dagster_home"
     home.mkdir()

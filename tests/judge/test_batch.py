@@ -239,16 +239,17 @@ def test_a_cancelled_batch_keeps_what_came_back(tmp_path):
 
     lake = _lake(tmp_path)
     with StubServer() as stub:
-        stub.state.desk.line_s = 0.5  # slow enough to cancel part-way
+        stub.state.desk.line_s = 3.0  # slow enough to cancel part-way, however loaded the machine
         _judge(stub, lake)
         bid = next(iter(stub.state.desk.batches))
         import os
+        import time
 
+        t0 = time.monotonic()
+        while stub.state.desk.batches[bid]["request_counts"]["completed"] < 1 and time.monotonic() - t0 < 60:
+            time.sleep(0.1)
         os.environ["OPENAI_API_KEY"], os.environ["OPENAI_BASE_URL"] = KEY, stub.base_url
         try:
-            import time
-
-            time.sleep(1.2)
             assert cli(["batches", "cancel", bid, "--warehouse", lake]) == 0
         finally:
             del os.environ["OPENAI_API_KEY"], os.environ["OPENAI_BASE_URL"]
