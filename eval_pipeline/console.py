@@ -50,24 +50,6 @@ UNDECIDED = "not decided"  # a run that failed before its verdict step
 QUIET_S = 3.0  # no run of a checkpoint in flight this long: what decides it again has ended
 
 
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` still runs (an ended one its parent has not reaped yet, a zombie, does not)."""
-    import os
-    from pathlib import Path
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
-
-
 def decided(wh: Warehouse, rubric: RubricConfig, ckpt: str, run_ids: list[str] | None = None) -> Verdict:
     """The stored verdict of one rubric on one checkpoint (scoring.verdict decided it once, in the run). With
     ``run_ids``, only a verdict those runs decided counts: a run that failed before deciding leaves an
@@ -342,23 +324,13 @@ class OtherRuns:
     def _settled(self, run: dg.DagsterRun, ckpt_id: str, deadline: float) -> bool:
         """Whether, by ``deadline``, what decides ``ckpt_id`` again after ``run`` has ended: the command that
         launched it (its process, on this machine) and then any run of the checkpoint in flight, for ``QUIET_S``."""
-        import os
-        import socket
+        from eval_pipeline.core.processes import pid_alive
+        from eval_pipeline.defs.runs import in_flight_elsewhere, launcher, wait_quiet
 
-        from eval_pipeline.defs.runs import HOST_TAG, PID_TAG, in_flight_elsewhere
-
-        pid = run.tags.get(PID_TAG)
-        if pid and pid.isdigit() and run.tags.get(HOST_TAG) == socket.gethostname():
-            while time.monotonic() < deadline and _alive(int(pid)) and int(pid) != os.getpid():
-                time.sleep(0.5)
-        quiet_since = time.monotonic()
-        while time.monotonic() < deadline:
-            if in_flight_elsewhere(self.instance, ckpt_id):
-                quiet_since = time.monotonic()
-            elif time.monotonic() - quiet_since >= QUIET_S:
-                return True
+        pid = launcher(run)
+        while pid is not None and pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.5)
-        return False
+        return wait_quiet(lambda: in_flight_elsewhere(self.instance, ckpt_id), QUIET_S, deadline, every_s=0.5)
 
     def code(self, code: int) -> int:
         """The command's exit code with what the other runs gave: a failed one is a failed run, a verdict not

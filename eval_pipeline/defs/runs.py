@@ -6,11 +6,12 @@ defs/runner.py's (from the graph); this module only operates runs: tags, Ctrl-C,
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,17 +122,40 @@ def step_failures(instance: dg.DagsterInstance, run_id: str) -> list[str]:
     return out
 
 
+def launcher(run: dg.DagsterRun) -> int | None:
+    """The pid of the process on this machine that ran ``run`` in-process (tagged eval/host, eval/pid), when it is
+    another process than this one; None otherwise (another machine's run, the daemon's, this process's)."""
+    pid = run.tags.get(PID_TAG, "")
+    if run.tags.get(HOST_TAG) != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return None
+    return int(pid)
+
+
+def wait_quiet(busy: Callable[[], object], quiet_s: float, deadline: float, every_s: float = 1.0) -> bool:
+    """Wait until ``busy()`` has been false for ``quiet_s`` on end; False when ``deadline`` (time.monotonic) came
+    first."""
+    quiet_from = None
+    while time.monotonic() < deadline:
+        if busy():
+            quiet_from = None
+        elif quiet_from is None:
+            quiet_from = time.monotonic()
+        elif time.monotonic() - quiet_from >= quiet_s:
+            return True
+        time.sleep(every_s)
+    return False
+
+
 def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     """Runs this machine started in-process (tagged eval/host, eval/pid) whose process is gone, killed with
     SIGKILL or by the OOM killer: each is marked failed and its concurrency-pool slots are freed, so the next run
     does not wait forever for a slot a dead process holds. Runs of other machines and live ones are left alone
     (the daemon's run monitoring watches the runs it launched)."""
-    host = socket.gethostname()
     reaped = []
     active = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.CANCELING]
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=active)):
-        pid = run.tags.get(PID_TAG, "")
-        if run.tags.get(HOST_TAG) != host or not pid.isdigit() or pid_alive(int(pid)) or int(pid) == os.getpid():
+        pid = launcher(run)
+        if pid is None or pid_alive(pid):
             continue
         instance.report_run_failed(run, f"the process that ran it (pid {pid}) is gone: killed mid-run")
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
@@ -341,17 +365,9 @@ def wait_until_settled(
     interval: it has looked since the last run ended), at most ``timeout_s``; then give each outcome the runs of its
     checkpoint made since ``since`` (the automation's, which decided it again), failures included. False when it
     did not settle in time. Ctrl-C ends the wait."""
-    start, quiet_from = time.monotonic(), None
     try:
-        while time.monotonic() - start < timeout_s:
-            if instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT), limit=1):
-                quiet_from = None
-            elif quiet_from is None:
-                quiet_from = time.monotonic()
-            elif time.monotonic() - quiet_from >= quiet_s:
-                break
-            time.sleep(1.0)
-        else:
+        busy = functools.partial(instance.get_runs, filters=dg.RunsFilter(statuses=IN_FLIGHT), limit=1)
+        if not wait_quiet(busy, quiet_s, time.monotonic() + timeout_s):
             return False
     except KeyboardInterrupt:  # Ctrl-C: the outcomes stay as the command's own runs left them
         return False

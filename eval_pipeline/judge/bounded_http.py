@@ -95,9 +95,17 @@ def _encoding(response: httpx2.Response, request: httpx2.Request) -> str:
     return encoding
 
 
-def _headers(response: httpx2.Response) -> list[tuple[str, str]]:
+def _bounded(response: httpx2.Response, request: httpx2.Request, stream: _Bounded | _SyncBounded) -> httpx2.Response:
+    """``response`` to ``request`` with its body read through ``stream`` (decoded there: no encoding or length said
+    any more)."""
     dropped = ("content-encoding", "content-length")
-    return [(k, v) for k, v in response.headers.multi_items() if k.lower() not in dropped]
+    return httpx2.Response(
+        response.status_code,
+        headers=[(k, v) for k, v in response.headers.multi_items() if k.lower() not in dropped],
+        stream=stream,
+        request=request,
+        extensions=response.extensions,
+    )
 
 
 class BoundedTransport(httpx2.AsyncBaseTransport):
@@ -116,13 +124,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
             await response.aclose()
             raise
         assert isinstance(response.stream, httpx2.AsyncByteStream)
-        return httpx2.Response(
-            response.status_code,
-            headers=_headers(response),
-            stream=_Bounded(response.stream, encoding, request, self._limit),
-            request=request,
-            extensions=response.extensions,
-        )
+        return _bounded(response, request, _Bounded(response.stream, encoding, request, self._limit))
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -153,13 +155,7 @@ class SyncBoundedTransport(httpx2.BaseTransport):
             response.close()
             raise
         assert isinstance(response.stream, httpx2.SyncByteStream)
-        return httpx2.Response(
-            response.status_code,
-            headers=_headers(response),
-            stream=_SyncBounded(response.stream, encoding, request, self._limit),
-            request=request,
-            extensions=response.extensions,
-        )
+        return _bounded(response, request, _SyncBounded(response.stream, encoding, request, self._limit))
 
     def close(self) -> None:
         self._inner.close()
