@@ -213,20 +213,24 @@ def evaluate(
 
     before = {(v.rubric, v.checkpoint_id): v for r in rubrics for v in read_verdicts(wh, r)} if wh.exists() else {}
     followed: list[RunOutcome] = []
-    with progress.listening(bar):
-        materialize_checkpoints(
-            defs,
-            instance,
-            [c.checkpoint_id for c in todo],
-            selected,
-            log_level=_dagster_log_level(args),
-            on_outcome=finished,
-            on_start=starting,
-            on_followed=followed.append,
-        )
-    bar.clear()
+
+    def evaluate_checkpoints(ids: list[str]) -> None:
+        with progress.listening(bar):
+            materialize_checkpoints(
+                defs,
+                instance,
+                ids,
+                selected,
+                log_level=_dagster_log_level(args),
+                on_outcome=finished,
+                on_start=starting,
+                on_followed=followed.append,
+            )
+        bar.clear()
+
+    evaluate_checkpoints([c.checkpoint_id for c in todo])
     if getattr(args, "wait", False):
-        _wait_for_batches(wh, reports, selected, finished, starting, bar, defs, instance, args)
+        _wait_for_batches(wh, reports, evaluate_checkpoints)
     for line in followed_lines(wh, rubrics, followed, before):
         print(line, flush=True)
     others = OtherRuns(instance, wh, rubrics, selected, heads, wait_s, verbose=args.verbose)
@@ -452,23 +456,13 @@ def checkpoint_line(head: str, outcome: RunOutcome, reports: list[Verdict]) -> s
     return f"{head}: {verdict}" + (f" ({detail})" if detail else "") + f" in {outcome.seconds:.1f}s"
 
 
-def _wait_for_batches(
-    wh: Warehouse,
-    reports: list[Verdict],
-    selected: set[str] | None,
-    finished: Callable[[RunOutcome], None],
-    starting: Callable[[str], None],
-    bar: Progress,
-    defs: dg.Definitions,
-    instance: dg.DagsterInstance,
-    args: argparse.Namespace,
-) -> None:
+def _wait_for_batches(wh: Warehouse, reports: list[Verdict], evaluate: Callable[[list[str]], None]) -> None:
     """``run --wait``: until no checkpoint of the command waits on a judge batch, ask every EVAL_JUDGE_BATCH_POLL
-    seconds which batches ended (the batch sensor's question, defs.batch_sensor.due) and evaluate their checkpoints
-    again, which reads the results (and may submit the second asks of what a batch did not answer)."""
-    from eval_pipeline.core import progress, settings
+    seconds which batches ended (the batch sensor's question, defs.batch_sensor.due) and ``evaluate`` their
+    checkpoints again, which reads the results (and may submit the second asks of what a batch did not answer);
+    ``evaluate`` reports them into ``reports``, whose pending verdicts of those checkpoints are dropped first."""
+    from eval_pipeline.core import settings
     from eval_pipeline.defs.batch_sensor import due
-    from eval_pipeline.defs.runner import materialize_checkpoints
 
     poll = settings.judge_config().batch_poll_s
     while waiting := {(r.rubric, r.checkpoint_id) for r in reports if r.verdict == "pending judge"}:
@@ -481,17 +475,7 @@ def _wait_for_batches(
             continue
         again = {(rubric, c) for rubric, c in waiting if c in ready}
         reports[:] = [r for r in reports if (r.rubric, r.checkpoint_id) not in again]
-        with progress.listening(bar):
-            materialize_checkpoints(
-                defs,
-                instance,
-                ready,
-                selected,
-                log_level=_dagster_log_level(args),
-                on_outcome=finished,
-                on_start=starting,
-            )
-        bar.clear()
+        evaluate(ready)
 
 
 def _pending_line(sub: Row) -> str:

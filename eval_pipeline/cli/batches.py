@@ -5,8 +5,13 @@ and its other prompts asked once more when its checkpoint is evaluated again (ju
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from eval_pipeline.cli.common import CliError
+
+if TYPE_CHECKING:
+    from eval_pipeline.core.types import Row
+    from eval_pipeline.storage.warehouse import Warehouse
 
 
 def cmd_batches(args: argparse.Namespace) -> int:
@@ -23,10 +28,10 @@ def cmd_batches(args: argparse.Namespace) -> int:
     return _show(sub) if args.action == "show" else _cancel(sub)
 
 
-def _list(wh: object, every: bool) -> int:
+def _list(wh: Warehouse, every: bool) -> int:
     from eval_pipeline.judge.batch.records import OPEN, submissions
 
-    subs = submissions(wh, states=() if every else OPEN)  # type: ignore[arg-type]
+    subs = submissions(wh, states=() if every else OPEN)
     if not subs:
         print("no judge batch open" if not every else "no judge batch submitted", flush=True)
         return 0
@@ -38,18 +43,18 @@ def _list(wh: object, every: bool) -> int:
     return 0
 
 
-def _find(wh: object, wanted: str | None) -> dict[str, object]:
+def _find(wh: Warehouse, wanted: str | None) -> Row:
     from eval_pipeline.judge.batch.records import submissions
 
     if not wanted:
         raise CliError("name the batch: `eval-pipeline batches show <batch id>` (`eval-pipeline batches` lists them)")
-    for s in submissions(wh):  # type: ignore[arg-type]
+    for s in submissions(wh):
         if wanted in (s["batch_id"], s["submission_id"]):
             return s
     raise CliError(f"no judge batch {wanted!r} (`eval-pipeline batches --all` lists them)")
 
 
-def _show(sub: dict[str, object]) -> int:
+def _show(sub: Row) -> int:
     from eval_pipeline.judge.batch import pending_text
     from eval_pipeline.judge.batch.provider import Provider
 
@@ -72,7 +77,7 @@ def _show(sub: dict[str, object]) -> int:
     return 0
 
 
-def _cancel(sub: dict[str, object]) -> int:
+def _cancel(sub: Row) -> int:
     from eval_pipeline.judge.batch.provider import Provider
 
     if not sub.get("batch_id"):

@@ -14,6 +14,7 @@ launches the same runs.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -84,8 +85,6 @@ LEFT_BEHIND_S = 600  # a submission not yet created this long after its last ste
 def _left_behind(sub: Row) -> bool:
     """A submission its process left before the batch was created (a live one passes those steps in seconds: a
     run launched for it meanwhile would send it a second time)."""
-    import datetime as dt
-
     updated = sub.get("updated_at")
     if not isinstance(updated, dt.datetime):
         return True

@@ -34,7 +34,7 @@ from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import BATCH_PENDING
-from eval_pipeline.core.types import Row
+from eval_pipeline.core.types import JSONObject, Row
 from eval_pipeline.judge import cache, costs, reply
 from eval_pipeline.judge.batch import records
 from eval_pipeline.judge.batch.provider import ENDPOINT, Provider
@@ -141,7 +141,7 @@ class _Flow:
             fresh += self._settled({k: ln for k, ln in lines.items() if k not in waiting})
             if not waiting:
                 continue
-            sub = self._advance(sub)
+            sub = self._advance(sub)  # resumed: looked for at the provider, how it stands asked
             if sub["state"] in (*ENDED, LOST):
                 self._collect(sub, waiting)
             else:
@@ -171,9 +171,9 @@ class _Flow:
     def _close_answered(self, seen: set[str]) -> None:
         """Submissions of this step that ended and whose every prompt still waiting is in the cache already (a process
         killed after writing the cache, before marking them): marked collected, so nothing waits on them."""
-        step = (self.rubric.name, self.step.checkpoint_id, self.step.step, self.settings.name)
-        for sub in records.submissions(self.wh, states=ENDED):
-            if sub["submission_id"] in seen or (sub["rubric"], sub["checkpoint_id"], sub["step"], sub["judge"]) != step:
+        step = {"rubric": self.rubric.name, "checkpoint_id": self.step.checkpoint_id, "step": self.step.step}
+        for sub in records.submissions(self.wh, states=ENDED, of={**step, "judge": self.settings.name}):
+            if sub["submission_id"] in seen:
                 continue
             lines = records.lines_of(self.wh, str(sub["submission_id"]))
             waiting = [str(ln["custom_id"]) for ln in lines if ln["state"] == SUBMITTED]
@@ -184,22 +184,27 @@ class _Flow:
 
     # ---- a submission's life -------------------------------------------------------------------------------------
 
-    def _lines_file(self, lines: list[Row]) -> bytes:
-        out = []
-        for line in lines:
-            spec = self.by_key[str(line["custom_id"])]
-            body = request_body(self.settings, spec.messages, spec.schema, int(line["max_tokens"]))
-            out.append(json.dumps({"custom_id": spec.key, "method": "POST", "url": ENDPOINT, "body": body}))
-        return ("\n".join(out) + "\n").encode()
+    def _line(self, key: str, max_tokens: int) -> tuple[str, JSONObject]:
+        """The input line asking ``key``'s prompt with ``max_tokens`` (ASCII JSON: its length is its size), and the
+        request body it carries."""
+        spec = self.by_key[key]
+        body = request_body(self.settings, spec.messages, spec.schema, max_tokens)
+        return json.dumps({"custom_id": key, "method": "POST", "url": ENDPOINT, "body": body}), body
 
-    def _advance(self, sub: Row, resuming: bool = True) -> Row:
-        """The submission one step further: uploaded, created, or how the provider says it stands. ``resuming``:
-        an earlier process may have sent a step it did not record; looked for at the provider before sending."""
-        p, sid = self.provider, str(sub["submission_id"])
+    def _advance(self, sub: Row, data: bytes | None = None) -> Row:
+        """The submission one step further: uploaded, created, or how the provider says it stands. ``data``: the
+        input file of a submission just recorded; without it the submission is being resumed, and what an earlier
+        process may have sent without recording it is looked for at the provider first (its input file then
+        rebuilt from the prompts)."""
+        p, sid, resuming = self.provider, str(sub["submission_id"]), data is None
         if sub["state"] == PREPARING:
-            lines = [ln for ln in records.lines_of(self.wh, sid) if str(ln["custom_id"]) in self.by_key]
             found = p.find_file(str(sub["input_file"])) if resuming else None
-            sub = {**sub, "input_file_id": found or p.upload(str(sub["input_file"]), self._lines_file(lines))}
+            if found is None and data is None:
+                lines = [ln for ln in records.lines_of(self.wh, sid) if str(ln["custom_id"]) in self.by_key]
+                data = "".join(
+                    self._line(str(ln["custom_id"]), int(ln["max_tokens"]))[0] + "\n" for ln in lines
+                ).encode()
+            sub = {**sub, "input_file_id": found or p.upload(str(sub["input_file"]), data or b"")}
             sub["state"] = UPLOADED
             records.update(self.wh, sub)
         if sub["state"] == UPLOADED:
@@ -220,37 +225,36 @@ class _Flow:
         return sub
 
     def _submit(self, keys: list[str], round_: int) -> None:
-        """``keys`` sent in new batches (``round_`` 2: asked a second time, a cut-off answer with more room)."""
+        """``keys`` sent in new batches (``round_`` 2: asked a second time, a cut-off answer with more room), each
+        line built once, a batch at most ``MAX_LINES`` lines and ``MAX_FILE_BYTES``."""
         budget = costs.current()
-        chunks: list[tuple[list[Row], float]] = [([], 0.0)]
-        size = 0
+        lines: list[Row] = []
+        texts: list[str] = []
+        size, reserved = 0, 0.0
         for key in keys:
-            spec = self.by_key[key]
             cut_at = int((self.reask.get(key) or {}).get("cut_at") or 0)
             room = (more_room(cut_at) or self.settings.max_tokens) if cut_at else self.settings.max_tokens
+            text, body = self._line(key, room)
             held = 0.0
             if budget is not None:
-                body = request_body(self.settings, spec.messages, spec.schema, room)
-                got = budget.reserve(self.settings.model, spec.messages, body.get("response_format"), room, True)
+                got = budget.reserve(self.settings.model, body["messages"], body.get("response_format"), room, True)
                 if got is None:
                     self._final(key, CallOutcome(error=budget.why_not(), not_asked=True))
                     continue
                 budget.settle(got, self.settings.model, None, billed=True)  # held whole until its results settle it
                 held = got
-            line = {"custom_id": key, "round": round_, "state": SUBMITTED, "max_tokens": room, "cut_at": 0}
-            line_bytes = len(json.dumps(spec.messages)) + 1024
-            lines, reserved = chunks[-1]
-            if lines and (len(lines) >= MAX_LINES or size + line_bytes > MAX_FILE_BYTES):
-                chunks.append(([], 0.0))
-                lines, reserved, size = chunks[-1][0], 0.0, 0
-            lines.append(line)
-            chunks[-1] = (lines, reserved + held)
-            size += line_bytes
-        for lines, reserved in chunks:
-            if lines:
-                self._send(lines, round_, reserved)
+            if lines and (len(lines) >= MAX_LINES or size + len(text) + 1 > MAX_FILE_BYTES):
+                self._send(lines, texts, round_, reserved)
+                lines, texts, size, reserved = [], [], 0, 0.0
+            lines.append({"custom_id": key, "round": round_, "state": SUBMITTED, "max_tokens": room, "cut_at": 0})
+            texts.append(text)
+            size += len(text) + 1
+            reserved += held
+        if lines:
+            self._send(lines, texts, round_, reserved)
 
-    def _send(self, lines: list[Row], round_: int, reserved: float) -> None:
+    def _send(self, lines: list[Row], texts: list[str], round_: int, reserved: float) -> None:
+        """One submission of ``lines`` (their input lines ``texts``): recorded, then uploaded and created."""
         sid = uuid.uuid4().hex
         sub: Row = {
             "submission_id": sid,
@@ -276,7 +280,7 @@ class _Flow:
         for line in lines:
             line["submission_id"] = sid
         records.record(self.wh, sub, lines)  # before anything is sent: a process killed now finds it
-        sub = self._advance(sub, resuming=False)
+        sub = self._advance(sub, data="".join(t + "\n" for t in texts).encode())
         for line in lines:
             self.outcomes[str(line["custom_id"])] = CallOutcome(error=pending_text(sub), pending=True)
 

@@ -11,7 +11,7 @@ reconciles it with the provider (judge.batch): nothing is submitted twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -129,11 +129,14 @@ def latest_lines(wh: Warehouse, keys: list[str]) -> dict[str, Row]:
     return {str(r["custom_id"]): r for r in _rows(df.drop_duplicates("custom_id", keep="last"))}
 
 
-def submissions(wh: Warehouse, ids: Iterable[str] | None = None, states: tuple[str, ...] = ()) -> list[Row]:
-    """Submissions: those of ``ids`` (None: any), in ``states`` (none given: any); oldest first."""
+def submissions(
+    wh: Warehouse, ids: Iterable[str] | None = None, states: tuple[str, ...] = (), of: Mapping[str, str] | None = None
+) -> list[Row]:
+    """Submissions: those of ``ids`` (None: any), in ``states`` (none given: any), whose columns equal ``of``'s
+    values (e.g. one judge step's rubric, checkpoint, step and judge); oldest first."""
     if not wh.table_exists(*BATCHES):
         return []
-    where: dict[str, Any] = {}
+    where: dict[str, Any] = dict(of or {})
     if ids is not None:
         wanted = sorted(set(ids))
         if not wanted:
