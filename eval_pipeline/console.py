@@ -95,6 +95,8 @@ def exit_code(outcomes: list[RunOutcome], verdicts: list[Verdict], fail_on_gates
         return EXIT_PENDING
     if fail_on_gates and any(v.gates_failed for v in verdicts):
         return EXIT_GATES
+    if any(v.verdict == UNDECIDED for v in verdicts):  # a verdict the command did not see is never a 0
+        return EXIT_NOT_LEARNT
     return EXIT_OK
 
 
@@ -228,7 +230,9 @@ def evaluate(
             )
         bar.clear()
 
-    evaluate_checkpoints([c.checkpoint_id for c in todo])
+    if todo:  # every one evaluated by another run: this command launches nothing (a settle of its own would decide
+        # again what that run is deciding, under it)
+        evaluate_checkpoints([c.checkpoint_id for c in todo])
     if getattr(args, "wait", False):
         _wait_for_batches(wh, reports, evaluate_checkpoints)
     for line in followed_lines(wh, rubrics, followed, before):
@@ -499,6 +503,8 @@ def _verdict(code: int, outcomes: list[RunOutcome], reports: list[Verdict]) -> s
         EXIT_PENDING: f"eval-pipeline: PENDING: {sum(r.verdict == 'pending judge' for r in reports)} checkpoint x "
         "rubric result(s) wait on judge batches in progress (exit 7; nothing failed): the batch sensor, or "
         "`eval-pipeline run --wait`, finishes them; `eval-pipeline batches` lists them",
+        EXIT_NOT_LEARNT: f"eval-pipeline: NOT LEARNT: {sum(r.verdict == UNDECIDED for r in reports)} checkpoint x "
+        "rubric verdict(s) not seen (exit 6): see main.verdicts",
     }
     text = summary.get(code, f"eval-pipeline: exit {code}")
     if code == EXIT_OK and failed_gates:

@@ -25,8 +25,9 @@ EXIT_CODES = """exit codes:
   4    incomplete data (judge scores missing, lines quarantined or rating rows rejected above the rubric's
        completeness thresholds, or a rating file rejected whole)
   5    a server could not start (`view`, `ui`: the port is in use or cannot be bound)
-  6    a selected checkpoint was being evaluated by another run that had not ended within EVAL_WAIT_FOR_RUN
-       seconds (default 1800): its verdict could not be learnt (another run's verdict, once learnt, gives its code)
+  6    a verdict could not be learnt: a selected checkpoint was being evaluated by another run that had not ended
+       within EVAL_WAIT_FOR_RUN seconds (default 1800), or its verdict was decided again by another run before this
+       command read it (another run's verdict, once learnt, gives its code)
   7    judge batches in progress (EVAL_JUDGE_MODE=batch): the checkpoints that wait on them are `pending judge`,
        nothing failed; the batch sensor (or `eval-pipeline run --wait`) finishes them when the provider answers
   130  interrupted (Ctrl-C): what finished is listed, nothing further starts

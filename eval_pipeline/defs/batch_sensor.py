@@ -42,8 +42,11 @@ class Standing:
 
 
 def due(wh: Warehouse, checkpoints: set[str] | None = None, timeout_s: float = 30.0) -> Standing:
-    """The open submissions (of ``checkpoints``; None: all), each asked about at its endpoint."""
+    """The open submissions (of ``checkpoints``; None: all), each asked about at its endpoint (none before the
+    warehouse exists)."""
     out = Standing()
+    if not wh.exists():  # nothing evaluated yet: nothing submitted
+        return out
     subs = [s for s in submissions(wh, states=OPEN) if checkpoints is None or s["checkpoint_id"] in checkpoints]
     by_endpoint: dict[str, list[Row]] = {}
     for sub in subs:

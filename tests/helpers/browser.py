@@ -93,8 +93,11 @@ class Browser:
         return self.call("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
 
     def navigate(self, url: str) -> None:
+        """``url`` loaded: the new document complete (the one navigated from is marked first, so its own
+        "complete" is not taken for the new page's on a loaded machine, where keys typed next would go to it)."""
+        self.evaluate("window.__navigated_from = true")
         self.call("Page.navigate", url=url)
-        self.wait_for("document.readyState === 'complete'")
+        self.wait_for("!window.__navigated_from && document.readyState === 'complete'")
 
     def wait_for(self, expression: str, timeout_s: float = PAGE_TIMEOUT_S) -> None:
         if not poll(lambda: self.evaluate(expression), timeout_s):
