@@ -8,6 +8,7 @@ import sys
 from types import FrameType
 from typing import NoReturn
 
+from eval_pipeline.cli.align import ALIGN_EXIT_CODES, cmd_align
 from eval_pipeline.cli.batches import cmd_batches
 from eval_pipeline.cli.common import (
     EXIT_CODES,
@@ -180,6 +181,22 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--all", action="store_true", help="list every batch, collected ones too")
     bt.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
     bt.set_defaults(fn=cmd_batches)
+    al = sub.add_parser(
+        "align",
+        help="align a rubric's judge to people's ratings (a held-out share decides), list, show or adopt alignments",
+        parents=[common],
+        epilog=ALIGN_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    al.add_argument("--rubric", required=True, help="the rubric whose judge is aligned")
+    al.add_argument("--dimension", action="append", help="a rated dimension to align on (repeatable; default: all)")
+    al.add_argument("--max-candidates", type=int, help="candidates tried at most (default: the rubric's align:)")
+    al.add_argument("--max-calls", type=int, help="judge calls at most, cache hits free (default: the rubric's)")
+    al.add_argument("--max-cost", type=float, help="money at most, in the price table's currency")
+    al.add_argument("--list", action="store_true", help="list the rubric's alignments")
+    al.add_argument("--show", metavar="ID", help="print an alignment's report")
+    al.add_argument("--adopt", metavar="ID", help="write a recommended alignment's judge to aligned/<rubric>.yaml")
+    al.set_defaults(fn=cmd_align)
     rf = sub.add_parser("reference", help="write the rubric YAML reference (from the code)", parents=[common])
     rf.add_argument("--out", default="docs/rubric-reference.md", help="a file, or - for standard output")
     rf.set_defaults(fn=cmd_reference)

@@ -241,3 +241,5 @@ class Table:
     WORKLISTS: Final = "worklists"
     CALIBRATION_POOL: Final = "calibration_pool"
     CHECKPOINT_LINEAGE: Final = "checkpoint_lineage"
+    JUDGE_ALIGNMENT: Final = "judge_alignment"
+    JUDGE_ALIGNMENT_ITEMS: Final = "judge_alignment_items"

@@ -35,6 +35,16 @@ def asset_key(rubric: RubricConfig | str, name: str) -> dg.AssetKey:
 Body = Callable[..., dg.MaterializeResult[None]]  # an asset's body: its context, then its resources by name
 
 
+# an asset a person launches (an alignment): never part of a checkpoint's evaluation (``evaluation``)
+ON_DEMAND_TAG = "eval/on_demand"
+ON_DEMAND_TAGS = {ON_DEMAND_TAG: "true"}
+
+
+def evaluation(names: Sequence[str]) -> dg.AssetSelection:
+    """What evaluating a checkpoint materializes: the rubric groups ``names`` without their on-demand assets."""
+    return dg.AssetSelection.groups(*names) - dg.AssetSelection.tag(ON_DEMAND_TAG, "true")
+
+
 def rubric_asset(
     rubric: RubricConfig,
     name: str,
@@ -46,6 +56,7 @@ def rubric_asset(
     table: bool = True,
     partitioned: bool = True,
     automation_condition: dg.AutomationCondition[Any] | None = None,
+    tags: dict[str, str] | None = None,
 ) -> Callable[[Body], dg.AssetsDefinition]:
     """One decorator for every asset of a rubric group (``_step``: progress, the step scope, table metadata).
     ``partitioned`` False: an asset over every checkpoint (a pool, defs/assets/pools.py); its ``deps`` are given as
@@ -65,6 +76,7 @@ def rubric_asset(
             kinds=kinds,
             description=description,
             metadata=md,
+            tags=tags,
         )(_step(fn, rubric.name, name, table))
 
     return decorate

@@ -12,6 +12,7 @@ import dagster as dg
 from eval_pipeline.core import settings
 from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.ids import IDENTIFIER_RE
+from eval_pipeline.defs.asset import ON_DEMAND_TAG
 from eval_pipeline.defs.automation import redecide_sensor
 from eval_pipeline.defs.batch_sensor import build_batch_sensor, downstream_in_partition
 from eval_pipeline.defs.factory import rubric_definitions
@@ -37,8 +38,14 @@ def build_definitions(
         rubrics = load_rubrics(rubric_dir)
     groups = {rubric.name: rubric_definitions(rubric) for rubric in rubrics}
     groups.update({name: _broken_rubric(name, problems) for name, problems in broken.items() if name not in groups})
-    keys_by_rubric = {
-        name: [k for a in d.assets or [] if isinstance(a, dg.AssetsDefinition) for k in a.keys]
+    keys_by_rubric = {  # what a checkpoint's evaluation materializes: no on-demand asset (an alignment)
+        name: [
+            k
+            for a in d.assets or []
+            if isinstance(a, dg.AssetsDefinition)
+            for k in a.keys
+            if ON_DEMAND_TAG not in a.tags_by_key.get(k, {})
+        ]
         for name, d in groups.items()
     }
     resources = default_resources(warehouse_path, checkpoint_root)

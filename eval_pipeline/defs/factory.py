@@ -14,6 +14,7 @@ import dagster as dg
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.defs.asset import asset_key
 from eval_pipeline.defs.assets.agreement import agreement_asset, length_bias_asset
+from eval_pipeline.defs.assets.align import align_job, judge_alignment_asset
 from eval_pipeline.defs.assets.ingest import human_ratings_asset, raw_outputs_asset, samples_asset
 from eval_pipeline.defs.assets.judge import (
     extractions_asset,
@@ -64,4 +65,8 @@ def rubric_definitions(rubric: RubricConfig) -> dg.Definitions:
         checks.append(gate_checks(rubric, names))
     decided_from = sorted(key for a in assets for key in a.keys if key.path[-1] != "worklists")
     assets.append(verdict_asset(rubric, decided_from))
-    return dg.Definitions(assets=assets, asset_checks=checks)
+    jobs = []
+    if has_judge:  # on demand, after the verdict: nothing of an evaluation reads it
+        assets.append(judge_alignment_asset(rubric))
+        jobs.append(align_job(rubric))
+    return dg.Definitions(assets=assets, asset_checks=checks, jobs=jobs)

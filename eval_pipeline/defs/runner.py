@@ -21,6 +21,7 @@ from collections.abc import Callable
 import dagster as dg
 
 from eval_pipeline.core import settings
+from eval_pipeline.defs.asset import evaluation
 from eval_pipeline.defs.dagster_private import compute_log_helpers_off_the_terminal, dynamic_partitions_read_once
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.defs.ratings_sensor import by_checkpoint, ratings_key, stale_ratings
@@ -173,12 +174,12 @@ def materialize_checkpoints(
             followed(_other(batch, ckpt_id, keys, "ratings"))
         if batch.remote:  # on workers: every checkpoint submitted at once, then waited for in order
             for ckpt_id, model, names in todo:
-                launch(batch, ckpt_id, model, names, dg.AssetSelection.groups(*names))
+                launch(batch, ckpt_id, model, names, evaluation(names))
         for ckpt_id, model, names in todo:
             if interrupt.check():
                 break
             starting(ckpt_id)
-            outcomes[ckpt_id] = run(batch, ckpt_id, model, names, dg.AssetSelection.groups(*names))
+            outcomes[ckpt_id] = run(batch, ckpt_id, model, names, evaluation(names))
             interrupt.flag |= outcomes[ckpt_id].interrupted
         if automation is None and not interrupt.check():
             wait_until_settled(instance, list(outcomes.values()), since, QUIET_S, SETTLE_TIMEOUT_S)

@@ -11,6 +11,7 @@ import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,9 @@ class StubState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     desk: Any = None  # the Files and Batches API's state (stub_batches.BatchDesk), made with the first server
+    # a judge of the test's own making (in-process servers): the request body and the scales asked for -> the
+    # scores to answer (None: the deterministic ones), e.g. one that answers better under one instruction variant
+    scorer: Callable[[JSONObject, dict[str, tuple[int, int]]], dict[str, int] | None] | None = None
 
     def slot_gate(self) -> threading.Semaphore:
         with self.lock:
@@ -291,7 +295,7 @@ def reply(state: StubState, body: JSONObject, fault: str | None, authorization: 
         answer = json.dumps({list_key: _list_answer(body)})
     else:
         container, scales = _keys(body)
-        scores = _scores(body, scales)
+        scores = (state.scorer(body, scales) if state.scorer else None) or _scores(body, scales)
         if state.score_noise:
             scores = _noisy(state, scores, scales)
         if fault == "out_of_range" and scores:

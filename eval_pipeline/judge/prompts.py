@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.config import Example, RubricConfig
 from eval_pipeline.core.types import JSONObject, Record
 
 BEGIN = "BEGIN_SAMPLE_DATA"
@@ -82,17 +82,24 @@ def _rubric_text(rubric: RubricConfig) -> str:
             lines.append("Boundary guidance:")
             lines += [f"- {g}" for g in d.boundary_guidance]
         lines.append("")
-    if rubric.examples:
-        lines.append("## Worked examples from the rubric document")
-        for ex in rubric.examples:
-            scores = ", ".join(f"{k} = {v}" for k, v in ex.scores.items())
-            ctx = "; ".join(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in ex.fields.items())
-            lines.append(
-                f"- Example {ex.id} ({scores}){' - ' + ex.note if ex.note else ''}\n  {ctx}\n  Response: "
-                f"{json.dumps(ex.response, ensure_ascii=False)}"
-            )
-        lines.append("")
+    for title, examples in (
+        ("Worked examples from the rubric document", rubric.examples),
+        ("Samples people rated, with their scores (score new samples as they would)", rubric.few_shot),
+    ):
+        if examples:
+            lines.append(f"## {title}")
+            lines += [_example_line(ex) for ex in examples]
+            lines.append("")
     return "\n".join(lines)
+
+
+def _example_line(ex: Example) -> str:
+    scores = ", ".join(f"{k} = {v}" for k, v in ex.scores.items())
+    ctx = "; ".join(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in ex.fields.items())
+    return (
+        f"- Example {ex.id} ({scores}){' - ' + ex.note if ex.note else ''}\n  {ctx}\n  Response: "
+        f"{json.dumps(ex.response, ensure_ascii=False)}"
+    )
 
 
 def _questionnaire_text(rubric: RubricConfig) -> str:
@@ -164,7 +171,7 @@ _SYSTEM_MESSAGES: dict[tuple[str, bool], str] = {}
 
 def system_message(rubric: RubricConfig, questionnaire: bool = False) -> str:
     """The system message: the same for every sample of a rubric version, so built once per version."""
-    key = (rubric.version, questionnaire)
+    key = (rubric.version, questionnaire)  # the version covers few-shot examples and instructions
     if key not in _SYSTEM_MESSAGES:
         _SYSTEM_MESSAGES[key] = _system_message(rubric, questionnaire)
     return _SYSTEM_MESSAGES[key]

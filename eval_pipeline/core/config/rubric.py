@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from eval_pipeline.core import settings
+from eval_pipeline.core.config.alignment import AlignedJudge, AlignSpec, overlay, overlay_path
 from eval_pipeline.core.config.dimensions import Dimension, Example, Questionnaire, Scale
 from eval_pipeline.core.config.gates import Gate
 from eval_pipeline.core.config.inputs import InputsSpec
@@ -62,6 +63,14 @@ class RubricConfig(Strict):
     worklists: WorklistSpec = Field(default_factory=WorklistSpec, description="Samples written out for people to rate.")
     completeness: Completeness = Field(default_factory=Completeness)
     repeat: RepeatSpec | None = Field(None, description="Score a subset again to measure the judge's own noise.")
+    few_shot: list[Example] = Field(
+        default_factory=list,
+        description="Rated samples shown to the judge with the people's scores (written by adopting an alignment).",
+    )
+    align: AlignSpec = Field(default_factory=AlignSpec, description="What `eval-pipeline align` may search.")
+    aligned: AlignedJudge | None = Field(
+        None, description="The adopted alignment this judge comes from (its overlay file, aligned/<rubric>.yaml)."
+    )
 
     @field_validator("name")
     @classmethod
@@ -120,9 +129,14 @@ class RubricConfig(Strict):
             "questionnaire",
             "judge_instructions",
             "extraction",
+            "few_shot",
+            "aligned",
         )
         blob = json.dumps(
-            self.model_dump(mode="json", include=set(keep)), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            _unset_left_out(self.model_dump(mode="json", include=set(keep))),
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
         )
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
@@ -205,8 +219,23 @@ class RubricConfigError(ValueError):
     """A rubric YAML that cannot be used; the message names file, field and problem."""
 
 
+# what an alignment adds, left out of the hashes while unset (a rubric no one aligned keeps its versions and its
+# judge cache); the search settings never change an asset but the alignment's own
+_LEFT_OUT_UNSET = ("few_shot", "aligned")
+
+
+def _unset_left_out(dumped: dict[str, Any]) -> dict[str, Any]:
+    dumped.pop("align", None)
+    for key in _LEFT_OUT_UNSET:
+        if key in dumped and not dumped[key]:
+            del dumped[key]
+    return dumped
+
+
 def rubric_hash(cfg: RubricConfig) -> str:
-    canonical = json.dumps(cfg.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canonical = json.dumps(
+        _unset_left_out(cfg.model_dump(mode="json")), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
@@ -311,6 +340,7 @@ def parse_rubric(path: str | Path, checks: Sequence[Check] = ()) -> RubricConfig
         raise RubricConfigError(f"{path}: nested too deeply to read (a value inside hundreds of others)") from None
     if not isinstance(raw, dict):
         raise RubricConfigError(f"{path}: field '<top level>': expected a mapping, got {type(raw).__name__}")
+    raw = _with_adopted(path, raw)
     try:
         cfg = RubricConfig.model_validate(raw, context={"collect_problems": True})
     except RecursionError:
@@ -324,6 +354,25 @@ def parse_rubric(path: str | Path, checks: Sequence[Check] = ()) -> RubricConfig
     if problems:
         raise RubricConfigError(_problem_message(path, problems))
     return cfg
+
+
+def _with_adopted(path: Path, raw: dict[str, Any]) -> dict[str, Any]:
+    """The rubric's mapping with its adopted alignment (``aligned/<rubric>.yaml`` beside it) laid over it."""
+    over_file = overlay_path(path)
+    if not over_file.is_file():
+        return raw
+    try:
+        over = yaml.safe_load(over_file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise RubricConfigError(_yaml_problem(over_file, exc)) from exc
+    except UnicodeDecodeError as exc:
+        raise RubricConfigError(f"{over_file}: not UTF-8 text: {exc}") from exc
+    if not isinstance(over, dict):
+        raise RubricConfigError(f"{over_file}: an adopted alignment must be a mapping")
+    try:
+        return overlay(raw, over)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise RubricConfigError(f"{over_file}: {exc}") from exc
 
 
 def parse_rubrics(directory: str | Path | None = None, checks: Sequence[Check] = ()) -> list[RubricConfig]:

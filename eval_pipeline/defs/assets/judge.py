@@ -129,15 +129,22 @@ class StepUsage:
 
 @contextlib.contextmanager
 def judge_step(
-    context: dg.AssetExecutionContext, wh: Warehouse, judge: JudgeResource, rubric: RubricConfig, step: str
+    context: dg.AssetExecutionContext,
+    wh: Warehouse,
+    judge: JudgeResource,
+    rubric: RubricConfig,
+    step: str,
+    partition: str | None = None,
 ) -> Iterator[StepUsage]:
     """The body of a judge step: it draws on the run's judge budget (the judge configuration's ``budget``:
     EVAL_JUDGE_BUDGET or the resource's), and what it used is recorded in ``<rubric>.judge_usage`` (one row per
     checkpoint and step) and in the yielded ``StepUsage``'s metadata when the block ends. A judge configuration
     that is wrong, or a budget that would be overspent, fails the step in one line without a retry; whatever else
     escapes the block (or the recording) leaves as a ``dg.Failure`` with every key-like string redacted and without
-    the original exception chained (its message, e.g. an error body echoing the key, would reach the event log)."""
+    the original exception chained (its message, e.g. an error body echoing the key, would reach the event log).
+    ``partition``: the usage row's checkpoint_id for a step over every checkpoint (default: the run's partition)."""
     run_id = context.run.run_id
+    partition = partition or context.partition_key
     usage = StepUsage()
     try:
         config = judge.config()
@@ -145,14 +152,14 @@ def judge_step(
         raise dg.Failure(description=f"judge configuration: {exc}", allow_retries=False) from None
     try:
         spending = costs.spending(run_id, config.budget, config.prices, _spent_by_run(wh, run_id, config))
-        with spending, costs.metering() as batches, judge_batch.for_step(context.partition_key, step):
+        with spending, costs.metering() as batches, judge_batch.for_step(partition, step):
             yield usage
-        frame, usage.metadata = _usage_frame(context.partition_key, step, run_id, batches, config.prices)
+        frame, usage.metadata = _usage_frame(partition, step, run_id, batches, config.prices)
         wh.replace_partition(
             rubric.name,
             Table.JUDGE_USAGE,
             frame,
-            {"checkpoint_id": context.partition_key, "step": step, "run_id": run_id},
+            {"checkpoint_id": partition, "step": step, "run_id": run_id},
         )
     except costs.BudgetError as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
