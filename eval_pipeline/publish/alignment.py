@@ -83,7 +83,8 @@ def report_lines(v: AlignmentView) -> list[str]:
     for r in v.candidates:
         mark = "*" if r["chosen"] else " "
         lines.append(
-            f"   {mark} {r['candidate'] + 1:>2}. {_f(r['cv_kappa'])} [{_f(r['cv_kappa_low'])}, {_f(r['cv_kappa_high'])}]"
+            f"   {mark} {r['candidate'] + 1:>2}. {_f(r['cv_kappa'])} "
+            f"[{_f(r['cv_kappa_low'])}, {_f(r['cv_kappa_high'])}]"
             f"  spearman {_f(r['cv_spearman'])}  {r['label']}"
         )
     if c["candidate"] != 0:

@@ -68,17 +68,27 @@ def _judge_trust(
     if who is None:
         return None
     identity, label = who
-    same = set(pool.checkpoint_id[pool.judge_identity == identity].astype(str))
+    mine = pool[pool.judge_identity == identity]
+    same = set(mine.checkpoint_id.astype(str))
     ratings = all_ratings[all_ratings.checkpoint_id.isin(same)]
     judge = all_judge[all_judge.checkpoint_id.isin(same)]
+    if "tuned_on" in mine.columns and mine.tuned_on.notna().any():  # an aligned judge: never decided on its tuning
+        tuned = pd.MultiIndex.from_frame(mine[mine.tuned_on.notna()][["checkpoint_id", "sample_id"]].astype(str))
+        ratings = ratings[~_pairs_of(ratings).isin(tuned)]
+        judge = judge[~_pairs_of(judge).isin(tuned)]
+        mine = mine[mine.tuned_on.isna()]
     if len(ratings) == len(all_ratings) and len(judge) == len(all_judge):
         pooled = overall  # the same rows: computed once
     else:
         pooled = compute_agreement(rubric, f"judge:{identity}", ratings, judge)
     rated_ckpts = int(ratings.checkpoint_id.nunique()) if len(ratings) else 0
     pairs = judge_pairs(rubric, ratings, judge)
-    weights = _pooled_weights(pool[pool.checkpoint_id.isin(same)])
+    weights = _pooled_weights(mine)
     return trust_rows(rubric, ckpt_id, identity, label, pooled, own, rated_ckpts, pairs, weights)
+
+
+def _pairs_of(df: pd.DataFrame) -> pd.MultiIndex:
+    return pd.MultiIndex.from_frame(df[["checkpoint_id", "sample_id"]].astype(str))
 
 
 def _pooled_weights(pool: pd.DataFrame) -> pd.Series | None:

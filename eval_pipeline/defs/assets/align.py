@@ -33,7 +33,10 @@ class AlignConfig(dg.Config):
 
 
 def judge_alignment_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
-    deps = [*across(rubric, Table.SAMPLES, Table.HUMAN_RATINGS), asset_key(rubric, Table.CALIBRATION_POOL)]
+    deps: list[dg.AssetKey | dg.AssetDep] = [
+        *across(rubric, Table.SAMPLES, Table.HUMAN_RATINGS),
+        asset_key(rubric, Table.CALIBRATION_POOL),
+    ]
 
     @rubric_asset(
         rubric,

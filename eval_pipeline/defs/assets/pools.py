@@ -29,7 +29,7 @@ from eval_pipeline.publish.annotate.queues import declares_protocol, inclusion, 
 from eval_pipeline.scoring.comparison import find_parent
 from eval_pipeline.storage.warehouse import Warehouse
 
-POOL_COLUMNS = ["checkpoint_id", "sample_id", "judge_identity", "judge_label", "design", "inclusion"]
+POOL_COLUMNS = ["checkpoint_id", "sample_id", "judge_identity", "judge_label", "design", "inclusion", "tuned_on"]
 LINEAGE_COLUMNS = ["checkpoint_id", "parent_id"]
 ACTIVE, UNIFORM = "active", "uniform"  # calibration_pool.design: how the checkpoint's rated samples were drawn
 
@@ -43,17 +43,24 @@ def pool_rows(wh: Warehouse, rubric: RubricConfig, has_judge: bool) -> pd.DataFr
     """One row per rated sample of every checkpoint: who judged its checkpoint (NULL before a judge recorded who it
     is) and how it came to be rated. ``design`` active: people rated by the active queue and ``inclusion`` is the
     sample's probability under it (NULL for a rated sample past the queue's first unrated one); uniform: ``inclusion``
-    is the checkpoint's rated share (rated / samples)."""
-    empty = pd.DataFrame(columns=POOL_COLUMNS).astype({"inclusion": "float64"})
+    is the checkpoint's rated share (rated / samples). ``tuned_on``: the adopted alignment (core.config.alignment)
+    whose judge judged the checkpoint and was tuned on (or shown) the sample: never in that judge's calibration set."""
+    empty = pd.DataFrame(columns=POOL_COLUMNS).astype({"inclusion": "float64", "tuned_on": "object"})
     if not wh.table_exists(rubric.name, Table.HUMAN_RATINGS):
         return empty
     humans = rater_sets(rubric, wh.read(rubric.name, Table.HUMAN_RATINGS))["human"]
     if humans.empty:
         return empty
     who: dict[str, tuple[str, str]] = {}
+    aligned: set[str] = set()  # checkpoints the adopted aligned judge judged
     if has_judge and wh.table_exists(rubric.name, Table.JUDGE_IDENTITY):
-        ids = wh.read(rubric.name, Table.JUDGE_IDENTITY, columns=("checkpoint_id", "judge_identity", "label"))
+        ids = wh.read(
+            rubric.name, Table.JUDGE_IDENTITY, columns=("checkpoint_id", "judge_identity", "label", "prompt_version")
+        )
         who = {str(r.checkpoint_id): (str(r.judge_identity), str(r.label)) for r in ids.itertuples()}
+        if rubric.aligned:
+            aligned = {str(r.checkpoint_id) for r in ids.itertuples() if r.prompt_version == rubric.judge_version}
+    tuned = set(rubric.aligned.tuned_on) if rubric.aligned else set()
     active = has_judge and declares_protocol(rubric) and rubric.worklists.active
     rows = []
     for ckpt, group in humans.groupby("checkpoint_id", sort=True):
@@ -67,8 +74,9 @@ def pool_rows(wh: Warehouse, rubric: RubricConfig, has_judge: bool) -> pd.DataFr
         else:
             share = len(rated) / max(wh.count(rubric.name, Table.SAMPLES, {"checkpoint_id": c}), len(rated), 1)
             probs, kind = dict.fromkeys(rated, share), UNIFORM
-        rows += [(c, s, identity, label, kind, p) for s, p in probs.items()]
-    return pd.DataFrame(rows, columns=POOL_COLUMNS).astype({"inclusion": "float64"})
+        mark = rubric.aligned.id if rubric.aligned and c in aligned else None
+        rows += [(c, s, identity, label, kind, p, mark if f"{c}/{s}" in tuned else None) for s, p in probs.items()]
+    return pd.DataFrame(rows, columns=POOL_COLUMNS).astype({"inclusion": "float64", "tuned_on": "object"})
 
 
 def lineage_rows(wh: Warehouse, rubric: RubricConfig) -> pd.DataFrame:

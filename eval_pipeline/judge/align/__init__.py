@@ -180,8 +180,8 @@ def rated_items(wh: Warehouse, rubric: RubricConfig, dimensions: list[str]) -> l
             notes[(str(c), str(s))] = " / ".join(said)[:500]
     records: dict[tuple[str, str], Record] = {}
     for ckpt in sorted({str(c) for c in human.checkpoint_id}):
-        for rec in to_records(rubric, load_samples(wh, rubric, ckpt)):
-            records[(ckpt, str(rec["sample_id"]))] = rec
+        for one in to_records(rubric, load_samples(wh, rubric, ckpt)):
+            records[(ckpt, str(one["sample_id"]))] = one
     out = []
     for (c, s), g in means.groupby(level=[0, 1]):
         got = {str(d): float(v) for (_, _, d), v in g.items()}
@@ -222,7 +222,7 @@ def shots_from(items: list[Item], rubric: RubricConfig, dimensions: list[str], s
     ordered = _stratified_order(items, dimensions[0], seed, "shots")
     resp, sid = rubric.inputs.response_field, rubric.inputs.id_field
 
-    def pick(k: int) -> list[Example]:
+    def pick(k: int) -> list[dict[str, Any]]:
         if k <= 0 or not ordered:
             return []
         k = min(k, len(ordered))
@@ -289,7 +289,7 @@ def _labels(rubric: RubricConfig, dim: str) -> np.ndarray:
 
 def _on_scale(rubric: RubricConfig, dim: str, v: np.ndarray) -> np.ndarray:
     sc = rubric.rating_scales[dim]
-    return np.clip(st.round_half_up(v), sc.min, sc.max)
+    return np.asarray(np.clip(st.round_half_up(v), sc.min, sc.max), float)
 
 
 def _pairs(
