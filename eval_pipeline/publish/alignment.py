@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from eval_pipeline.core.contracts import Table
+from eval_pipeline.core.ids import check_identifier
 from eval_pipeline.core.types import Row
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -41,7 +42,9 @@ def _rows(df: pd.DataFrame) -> list[Row]:
 
 
 def alignment_ids(wh: Warehouse, rubric: str) -> list[Row]:
-    """Every alignment of the rubric, the latest first: its id, when, dimensions, verdict and whether recommended."""
+    """Every alignment of the rubric, the latest first: its id, when, dimensions, verdict and whether recommended.
+    An unsafe rubric name raises UnsafeIdentifierError."""
+    check_identifier(rubric, "rubric")
     if not wh.exists() or not wh.table_exists(rubric, Table.JUDGE_ALIGNMENT):
         return []
     df = wh.read(rubric, Table.JUDGE_ALIGNMENT, where={"chosen": True})

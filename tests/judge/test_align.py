@@ -198,6 +198,20 @@ def test_an_offline_judge_aligned_adopted_and_trusted_on_held_out_ratings_only(t
     held = set(roles.sample_id[roles.role == HELD_OUT])
     assert len(held) == round(0.3 * len(roles)) and len(roles) == len(people)
 
+    # the viewer shows the same alignment: its candidates, the held-out gain, the command to adopt it
+    from starlette.testclient import TestClient
+
+    from eval_pipeline.publish.viewer.app import create_app
+
+    client = TestClient(create_app(Warehouse(lake), rubric_dir))
+    listed = client.get("/align/kg_qa")
+    assert listed.status_code == 200 and aid in listed.text and "recommended" in listed.text
+    page = client.get(f"/align/kg_qa/{aid}")
+    assert page.status_code == 200 and page.text.count('class="candidate-row') == len(table)
+    assert f"{chosen.gain:+.3f}" in page.text and f"--adopt {aid}" in page.text
+    assert client.get("/align/kg_qa/ffffffffff").status_code == 404
+    assert client.get("/align/no%20such/x").status_code == 404
+
     assert cli(["align", "--rubric", "kg_qa", "--adopt", aid]) == 0
     over = yaml.safe_load((rubric_dir / "aligned" / "kg_qa.yaml").read_text())
     assert over["aligned"]["id"] == aid and set(over["heuristic_weights"]) == {"completeness"}

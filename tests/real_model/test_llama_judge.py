@@ -285,3 +285,41 @@ def test_a_checkpoint_judged_through_a_batch_is_the_same_judge_online(server_env
         return list(zip(rows.sample_id, rows.dimension, rows.score.fillna(-1), rows.reason.fillna("")))
 
     assert answers(online) == answers(done)
+
+
+def test_smollm2_is_aligned_on_one_dimension_end_to_end(server_env, rubrics, tmp_path):
+    """#62: an alignment of SmolLM2 on npc_dialogue's dialogue_naturalness against the sample ratings: every
+    candidate judged by the model over HTTP, the held-out share kept apart, and a repeat asks the model nothing."""
+    from eval_pipeline.judge.align import HELD_OUT, Item, align
+
+    raw = _with_judge(rubrics["npc_dialogue"]).model_dump(mode="json")
+    raw["align"] = {"instructions": ["Judge only how natural the NPC's line sounds when spoken aloud."],
+                    "few_shot": [0], "folds": 2, "holdout_share": 0.3}  # fmt: skip
+    from eval_pipeline.core.config import RubricConfig
+
+    rubric = RubricConfig.model_validate(raw)
+    ratings = pd.read_csv(RUBRIC_DIR.parent / "data" / "human_ratings" / "npc_dialogue" / "ckpt-0300.csv")
+    people = ratings.groupby("sample_id").dialogue_naturalness.mean()
+    records = []
+    for line in (SAMPLE_CHECKPOINTS / "ckpt-0300" / "npc_dialogue.jsonl").read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # the sample data's bad lines, on purpose
+        if isinstance(row, dict) and row.get("sample_id") in people.index and isinstance(row.get("response"), str):
+            records.append(row)
+    records = records[:16]
+    items = [Item("ckpt-0300", r["sample_id"], {"dialogue_naturalness": float(people[r["sample_id"]])}, "", r)
+             for r in records]  # fmt: skip
+    wh = Warehouse(str(tmp_path / "w.duckdb"))
+    started = time.perf_counter()
+    a = align(rubric, openai_judge(), wh, items, ["dialogue_naturalness"])
+    seconds = time.perf_counter() - started
+    assert [t.label for t in a.tried][0] == "the current judge" and len(a.tried) == 2
+    assert a.calls >= 2 * 11 and a.stopped
+    held = {i.key for i, role, _ in a.items if role == HELD_OUT}
+    assert len(held) == 5 and not held & set(a.overlay.get("aligned", {}).get("tuned_on", []))
+    assert a.gain_low <= a.gain <= a.gain_high and a.verdict
+    again = align(rubric, openai_judge(), wh, items, ["dialogue_naturalness"])
+    assert again.calls == 0 and again.id == a.id  # every answer came from the cache
+    print(f"aligned SmolLM2 in {seconds:.0f} s, {a.calls} calls: {a.verdict}")

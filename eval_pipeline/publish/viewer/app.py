@@ -249,6 +249,20 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
             return missing(f"no table {name!r} in {rubric!r}")
         return table_response(request, rows, f"{rubric}-{ckpt}-{name}", default="csv")
 
+    def alignments(request: Request) -> Response:
+        """The rubric's alignments of its judge, or one with every candidate and the held-out comparison."""
+        from eval_pipeline.publish.alignment import alignment_ids, alignment_view
+
+        rubric, wanted = request.path_params["rubric"], request.path_params.get("alignment_id")
+        try:
+            found = alignment_ids(warehouse, rubric)
+            view = alignment_view(warehouse, rubric, wanted) if wanted else None
+        except UnsafeIdentifierError:
+            return missing(f"no rubric {rubric!r}")
+        if wanted and view is None:
+            return missing(f"no alignment {wanted!r} of {rubric}")
+        return page("alignment.html", title=f"{rubric} · alignments", rubric=rubric, found=found, v=view)
+
     def health(request: Request) -> Response:
         return PlainTextResponse("ok")
 
@@ -256,6 +270,8 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
         Route("/", leaderboard),
         Route("/healthz", health),
         Route("/verdicts", verdicts),
+        Route("/align/{rubric}", alignments),
+        Route("/align/{rubric}/{alignment_id}", alignments),
         Route("/r/{rubric}/compare", compare),
         Route("/r/{rubric}/{checkpoint}", checkpoint),
         Route("/r/{rubric}/{checkpoint}/table/{name}", table),
