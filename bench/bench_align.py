@@ -15,6 +15,7 @@ wall time it took; per alignment, the held-out gain in quadratic kappa with its 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import statistics
 import tempfile
@@ -25,7 +26,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="bench-align-"))
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reuse", help="a folder an earlier run of this script left (its evaluated lake)")
+    args = ap.parse_args()
+    tmp = Path(args.reuse) if args.reuse else Path(tempfile.mkdtemp(prefix="bench-align-"))
     os.environ.update(
         {
             "EVAL_WAREHOUSE": f"ducklake:sqlite:{tmp / 'lake' / 'catalog.sqlite'}",
@@ -37,7 +43,7 @@ def main() -> None:
             "EVAL_JUDGE": "heuristic",
         }
     )
-    (tmp / "home").mkdir()
+    (tmp / "home").mkdir(exist_ok=True)
     import dagster as dg
 
     from eval_pipeline.core import settings
@@ -51,11 +57,17 @@ def main() -> None:
 
     rubrics = {r.name: r for r in load_rubrics(ROOT / "rubric_configs")}
     t0 = time.perf_counter()
-    with dg.DagsterInstance.get() as instance:
-        materialize_checkpoints(
-            build_definitions(ROOT / "rubric_configs"), instance, ["ckpt-0100", "ckpt-0200", "ckpt-0300"]
-        )
-    print(f"sample checkpoints evaluated in {time.perf_counter() - t0:.0f} s\n")
+    if args.reuse:
+        print(f"the sample checkpoints as evaluated in {tmp}\n")
+    else:
+        with dg.DagsterInstance.get() as instance:
+            materialize_checkpoints(
+                build_definitions(ROOT / "rubric_configs"),
+                instance,
+                ["ckpt-0100", "ckpt-0200", "ckpt-0300"],
+                log_level="WARNING",
+            )
+        print(f"sample checkpoints evaluated in {time.perf_counter() - t0:.0f} s\n")
     wh = Warehouse(settings.warehouse_path())
 
     def report(name: str, a, seconds: float) -> None:
@@ -87,7 +99,13 @@ def main() -> None:
     rubric = RubricConfig.model_validate(raw)
     dim = "completeness"
     items = rated_items(wh, rubric, [dim])
-    people = {i.record["answer"]: round(i.human[dim]) for i in items}
+    # each answer as the prompt's JSON data block writes it (quotes and newlines escaped), to find it there
+    # (the same answer in two checkpoints, rated apart: the people's mean over both, the best a judge reading the
+    # text alone can give)
+    said: dict[str, list[float]] = {}
+    for i in items:
+        said.setdefault(json.dumps(i.record["answer"], ensure_ascii=False)[1:-1], []).append(i.human[dim])
+    people = {answer: round(statistics.mean(scores)) for answer, scores in said.items()}
 
     def scorer(marker: str | None):
         def score(body, scales):
@@ -97,7 +115,7 @@ def main() -> None:
                 out[k] = lo + hashlib.sha256(f"{k}|{user}|{system}".encode()).digest()[0] % (hi - lo + 1)
             if marker and marker in system:
                 for answer, score_ in people.items():
-                    if answer[:40] in user:
+                    if answer in user:
                         out[dim] = int(score_)
                         break
             return out

@@ -215,6 +215,7 @@ def evaluate(
 
     before = {(v.rubric, v.checkpoint_id): v for r in rubrics for v in read_verdicts(wh, r)} if wh.exists() else {}
     followed: list[RunOutcome] = []
+    signalled: list[bool] = []  # Ctrl-C or SIGTERM reached the command, whatever run it landed in (or none)
 
     def evaluate_checkpoints(ids: list[str]) -> None:
         with progress.listening(bar):
@@ -227,6 +228,7 @@ def evaluate(
                 on_outcome=finished,
                 on_start=starting,
                 on_followed=followed.append,
+                on_interrupted=lambda: signalled.append(True),
             )
         bar.clear()
 
@@ -242,15 +244,29 @@ def evaluate(
         reports.extend(
             others.learn(ckpt_id, run_id, {r for c in ckpts if c.checkpoint_id == ckpt_id for r in c.rubric_files})
         )
-    if any(o.interrupted for o in outcomes):
+    stopped = [o for o in followed if o.interrupted]  # Ctrl-C while the graph settled other checkpoints
+    if any(o.interrupted for o in outcomes) or stopped or signalled:
         done = [o.checkpoint_id for o in outcomes if not o.interrupted]
         reached = {o.checkpoint_id for o in outcomes}
+        again = ", ".join(sorted({o.checkpoint_id for o in stopped}))
+        also = (
+            f"; stopped deciding {again} again (the next run settles it)"
+            if stopped
+            else "; the graph's settling stopped (the next run settles it)"
+            if signalled and not any(o.interrupted for o in outcomes)
+            else ""
+        )
         print(
             f"eval-pipeline: interrupted; finished before: {', '.join(done) or 'none'}; "
-            f"not started: {', '.join(c.checkpoint_id for c in todo if c.checkpoint_id not in reached) or 'none'}",
+            f"not started: {', '.join(c.checkpoint_id for c in todo if c.checkpoint_id not in reached) or 'none'}"
+            + also,
             file=sys.stderr,
         )
-    code = exit_code(outcomes, reports, fail_on_gates=not args.no_fail_on_gates)
+    code = (
+        EXIT_INTERRUPTED
+        if signalled
+        else exit_code(outcomes + stopped, reports, fail_on_gates=not args.no_fail_on_gates)
+    )
     refused = sum(len(getattr(c, "refused_files", {})) for c in ckpts)
     if not outcomes and todo:
         print(

@@ -216,7 +216,9 @@ def _ours(exc: BaseException) -> bool:
 
 def _sigterm_as_interrupt() -> None:
     """SIGTERM, from the first moment, is what Ctrl-C is: one line, exit 130 (by default it ended the process
-    with no word while the command was still starting). Dagster's own handlers take over while a run executes."""
+    with no word while the command was still starting); both are noted (``interrupts.requested()``), so one that a
+    library turns into an error of its own is still an interruption. Dagster's own handlers take over while a run
+    executes."""
     import signal
     import threading
 
@@ -226,8 +228,12 @@ def _sigterm_as_interrupt() -> None:
         interrupts.note()
         raise KeyboardInterrupt
 
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # Ctrl-C as Python takes it, and noted: a
+        signal.signal(signal.SIGINT, interrupt)  # library may turn the KeyboardInterrupt into an error of its own
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # ours: every line of it; anything else: one clear line unless --debug
         from eval_pipeline.core import interrupts
 
-        if interrupts.requested() and not debug:  # the signal turned into a library's error (a database closed)
+        # the signal turned into a library's error (a database closed while it was being opened)
+        if (interrupts.requested() or interrupts.is_interrupt(exc)) and not debug:
             return _interrupted()
         if debug:
             raise

@@ -136,10 +136,18 @@ def _settle(
             if interrupt.check():
                 return
             starting(ckpt_id)
+            outcome = _other(
+                batch, ckpt_id, keys, "settle" if ckpt_id in outcomes else "pool" if ckpt_id == POOL else "decide again"
+            )
             if ckpt_id in outcomes:
-                outcomes[ckpt_id].absorb(_other(batch, ckpt_id, keys, "settle"))
+                outcomes[ckpt_id].absorb(outcome)
             else:
-                followed(_other(batch, ckpt_id, keys, "pool" if ckpt_id == POOL else "decide again"))
+                followed(outcome)
+            # a run Ctrl-C stopped stops the command, whatever became of the signal on its way (Dagster takes
+            # SIGINT over while it executes a run): nothing further starts
+            interrupt.flag |= outcome.interrupted
+            if interrupt.flag:
+                return
         if not requested:
             return
 
@@ -154,9 +162,12 @@ def materialize_checkpoints(
     on_outcome: Callable[[RunOutcome], None] | None = None,
     on_start: Callable[[str], None] | None = None,
     on_followed: Callable[[RunOutcome], None] | None = None,
+    on_interrupted: Callable[[], None] | None = None,
 ) -> list[RunOutcome]:
     """Evaluate ``checkpoint_ids`` in order and let the graph settle (see the module); one outcome each, given to
-    ``on_outcome`` once settled. Runs the graph asked for outside the command go to ``on_followed``."""
+    ``on_outcome`` once settled. Runs the graph asked for outside the command go to ``on_followed``;
+    ``on_interrupted`` is called when Ctrl-C or SIGTERM came at any moment of it (a run's outcome may not show it:
+    one between runs, or during an evaluation of the automation, interrupts no run)."""
     compute_log_helpers_off_the_terminal()  # a terminal's Ctrl-C reaches the command, not Dagster's helpers
     reap_dead_runs(instance)
     register_checkpoints(instance, checkpoint_ids)
@@ -171,7 +182,11 @@ def materialize_checkpoints(
     outcomes: dict[str, RunOutcome] = {}
     with interruptible() as interrupt, wh.lingering():
         for ckpt_id, keys in sorted(_stale_ratings(batch, {c for c, _, _ in todo}).items()):
-            followed(_other(batch, ckpt_id, keys, "ratings"))
+            reread = _other(batch, ckpt_id, keys, "ratings")
+            followed(reread)
+            interrupt.flag |= reread.interrupted
+            if interrupt.flag:
+                break
         if batch.remote:  # on workers: every checkpoint submitted at once, then waited for in order
             for ckpt_id, model, names in todo:
                 launch(batch, ckpt_id, model, names, evaluation(names))
@@ -188,6 +203,8 @@ def materialize_checkpoints(
         for outcome in outcomes.values():
             outcome.interrupted |= interrupt.flag and not outcome.success
             (on_outcome or (lambda _o: None))(outcome)
+        if interrupt.check() and on_interrupted is not None:
+            on_interrupted()
     ran = [o for o in outcomes.values() if o.run_id]
     if ran and not interrupt.flag:  # the report, drawn once the graph has settled
         ran[-1].report, error = redraw_report(wh, (defs.resources or {})["publish"].report_dir)

@@ -361,3 +361,89 @@ def test_a_long_sql_query_stops_on_sigterm_and_ctrl_c(tmp_path, sig):
             proc.wait()
     assert proc.returncode == 130, err
     assert err.strip() == "eval-pipeline: interrupted (exit 130)"
+
+
+SETTLE_INTERRUPTED = """
+import os, signal, sys, threading, time
+from eval_pipeline.cli import app
+from eval_pipeline.defs import runner
+sent = []
+if sys.argv[1] == "run":  # Ctrl-C while a re-decision run executes (Dagster holds SIGINT then)
+    real = runner._other
+    def other(batch, ckpt_id, keys, purpose):
+        if purpose != "ratings" and not sent:
+            sent.append(ckpt_id)
+            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        return real(batch, ckpt_id, keys, purpose)
+    runner._other = other
+else:  # Ctrl-C between two runs, in code that swallows the KeyboardInterrupt (as a library may)
+    real = runner.Automation.requested
+    def requested(self):
+        got = real(self)
+        if not sent:
+            sent.append("")
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.5)
+            except KeyboardInterrupt:
+                pass
+        return got
+    runner.Automation.requested = requested
+sys.argv = ["eval-pipeline", "run", "--rubric", "kg_qa", "--checkpoint", "ckpt-0200"]
+app.entry()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["run", "between"], ids=["in a re-decision run", "between the runs"])
+def test_ctrl_c_while_the_graph_settles_other_checkpoints_ends_the_command_with_130(tmp_path, monkeypatch, when):
+    """#60: Ctrl-C during the part of `run` that decides the other checkpoints again (what the automation asks
+    for after the command's own run) was taken as that run's failure, or not seen at all: the command went on and
+    exited 3 with its gates. Now the command stops there: exit 130, one line saying so."""
+    from eval_pipeline.cli import main as cli
+    from tests.conftest import SAMPLE_CHECKPOINTS
+
+    lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
+    env = {"EVAL_CHECKPOINT_DIR": str(SAMPLE_CHECKPOINTS), "DAGSTER_HOME": str(tmp_path / "home"),
+           "EVAL_WAREHOUSE": lake}  # fmt: skip
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert cli(["run", "--rubric", "kg_qa", "--checkpoint", "ckpt-0100"]) == 3  # the sample data fails gates
+    proc = subprocess.run(
+        [sys.executable, "-c", SETTLE_INTERRUPTED, when],
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=600,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as from a terminal
+    )  # fmt: skip
+    assert proc.returncode == 130, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert "interrupted" in proc.stderr and "GATES FAILED" not in proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_an_error_a_library_raises_while_handling_ctrl_c_is_the_interruption(capsys):
+    """#60: Ctrl-C landing while the instance opened a database came out as "error: (sqlite3.ProgrammingError)
+    Cannot operate on a closed database", exit 1."""
+    import argparse
+
+    from eval_pipeline.cli import app
+    from eval_pipeline.core import interrupts
+
+    interrupts._STOP.clear()  # no signal noted before: the exception alone says what it was
+
+    def opened(args: argparse.Namespace) -> int:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("Cannot operate on a closed database.") from None
+
+    parser = app.build_parser()
+    real = parser.parse_args
+    monkey = lambda argv=None: argparse.Namespace(**{**vars(real(["checkpoints"])), "fn": opened})  # noqa: E731
+    parser.parse_args = monkey  # type: ignore[method-assign]
+    original = app.build_parser
+    app.build_parser = lambda: parser  # type: ignore[assignment]
+    try:
+        assert app.main([]) == 130
+    finally:
+        app.build_parser = original  # type: ignore[assignment]
+    err = capsys.readouterr().err
+    assert err.strip() == "eval-pipeline: interrupted (exit 130)"

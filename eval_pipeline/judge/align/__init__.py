@@ -318,7 +318,8 @@ def agreement(
         rhos.append(st.spearman(j, h))
     mean_boot = np.mean(np.vstack(boots), axis=0)
     lo, hi = np.nanpercentile(mean_boot, [100 * (1 - LEVEL) / 2, 100 * (1 + LEVEL) / 2])
-    return float(np.mean(list(per.values()))), float(lo), float(hi), float(np.nanmean(rhos)), per
+    rho = float(np.mean([r for r in rhos if not math.isnan(r)])) if any(not math.isnan(r) for r in rhos) else math.nan
+    return float(np.mean(list(per.values()))), float(lo), float(hi), rho, per
 
 
 def paired_gain(
