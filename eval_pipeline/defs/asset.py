@@ -57,6 +57,7 @@ def rubric_asset(
     partitioned: bool = True,
     automation_condition: dg.AutomationCondition[Any] | None = None,
     tags: dict[str, str] | None = None,
+    group: str | None = None,
 ) -> Callable[[Body], dg.AssetsDefinition]:
     """One decorator for every asset of a rubric group (``_step``: progress, the step scope, table metadata).
     ``partitioned`` False: an asset over every checkpoint (a pool, defs/assets/pools.py); its ``deps`` are given as
@@ -68,7 +69,7 @@ def rubric_asset(
     def decorate(fn: Body) -> dg.AssetsDefinition:
         return dg.asset(
             key=asset_key(rubric, name),
-            group_name=rubric.name,
+            group_name=group or rubric.name,
             partitions_def=CHECKPOINTS if partitioned else None,
             code_version=rubric.version,
             automation_condition=automation_condition,

@@ -1,11 +1,12 @@
 """``judge_alignment``: align the rubric's judge to people's ratings, on demand (eval_pipeline.judge.align).
 
-Unpartitioned and never automated: it reads every checkpoint's samples and ratings (and the calibration pool, so
-the UI shows where its ratings come from), runs when a person launches it (``eval-pipeline align``, the UI's
-Materialize with its config, or the group's ``<rubric>_align`` job), and writes ``<rubric>.judge_alignment`` and
-``<rubric>.judge_alignment_items`` for its alignment id in one transaction (earlier alignments are kept). It
-changes no judge: adopting one is a person's step (``eval-pipeline align --adopt``). The evaluation of a
-checkpoint leaves it out (``ON_DEMAND``).
+Unpartitioned, never automated, in a group of its own beside the rubric's (``<rubric>_align``): it reads every
+checkpoint's samples and ratings (and the calibration pool, so the UI shows where its ratings come from), runs when a
+person launches it (``eval-pipeline align``, the UI's Materialize with its config, or the ``<rubric>_align`` job),
+and writes ``<rubric>.judge_alignment`` and ``<rubric>.judge_alignment_items`` for its alignment id in one
+transaction (earlier alignments are kept). It changes no judge: adopting one is a person's step (``eval-pipeline
+align --adopt``). A checkpoint's evaluation leaves it out (``ON_DEMAND``), and so does materializing the rubric's
+group.
 """
 
 import datetime as dt
@@ -20,6 +21,12 @@ from eval_pipeline.defs.assets.judge import judge_step
 from eval_pipeline.defs.assets.pools import across
 from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
 from eval_pipeline.judge.align import AlignError, align, frames, rated_items
+
+
+def alignment_group(rubric: RubricConfig) -> str:
+    """The group beside the rubric's own that holds its alignment: a person's tool, so that materializing or
+    backfilling the rubric's group (the UI's "Materialize all") never runs an alignment."""
+    return f"{rubric.name}_align"
 
 
 class AlignConfig(dg.Config):
@@ -45,6 +52,7 @@ def judge_alignment_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         kinds={"duckdb"},
         partitioned=False,
         tags=ON_DEMAND_TAGS,
+        group=alignment_group(rubric),
         description="On demand: search the judge's configurations (instruction variants, few-shot examples from "
         "rated samples, score source, temperature; the offline judge's feature weights) by cross-validated "
         "agreement with people on part of the rated samples, and compare the best with the current judge on a "
