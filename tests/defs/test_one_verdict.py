@@ -1,8 +1,9 @@
-"""One verdict whatever the path (#59): the sample checkpoints materialized the Dagster way — one run per partition in
-every order, with Dagster's own automation conditions evaluated as the automation sensor would (between the runs,
-or only once they are all done) — leave every warehouse table as `eval-pipeline run` of the three does."""
+"""One verdict whatever the path (#59): the sample checkpoints materialized the Dagster way — one run per partition,
+each checkpoint first once (the three rotations of their creation order; all six orders were checked when #59 was
+resolved, and each costs the suite two minutes), with Dagster's own automation conditions evaluated as the
+automation sensor would (between the runs, or only once they are all done) — leave every warehouse table as
+`eval-pipeline run` of the three does."""
 
-import itertools
 import warnings
 
 import dagster as dg
@@ -48,11 +49,15 @@ def _schema_only(tables):
     return {t: df for t, df in tables.items() if t.startswith(f"{RUBRIC}.") or t == "main.checkpoints"}
 
 
+ROTATIONS = [tuple(CHECKPOINTS[i:] + CHECKPOINTS[:i]) for i in range(len(CHECKPOINTS))]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("order", list(itertools.permutations(CHECKPOINTS)), ids="-".join)
+@pytest.mark.timeout(900)  # the module's CLI run and three partition runs, on a machine the rest of the suite loads
+@pytest.mark.parametrize("order", ROTATIONS, ids="-".join)
 def test_every_order_of_partition_runs_settles_to_the_cli_result(tmp_path, order, by_the_cli):
     defs, lake = _defs(tmp_path)
-    ticks_between = order[0] != "ckpt-0100"  # half the orders tick after every run, half only once all are done
+    ticks_between = order[0] != "ckpt-0100"  # two orders tick after every run, one only once all are done
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("checkpoints", CHECKPOINTS)
         sensor = AutomationSensor(defs, instance)

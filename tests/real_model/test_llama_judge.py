@@ -294,7 +294,7 @@ def test_smollm2_is_aligned_on_one_dimension_end_to_end(server_env, rubrics, tmp
 
     raw = _with_judge(rubrics["npc_dialogue"]).model_dump(mode="json")
     raw["align"] = {"instructions": ["Judge only how natural the NPC's line sounds when spoken aloud."],
-                    "few_shot": [0], "folds": 2, "holdout_share": 0.3}  # fmt: skip
+                    "few_shot": [0], "folds": 2, "holdout_share": 0.35}  # fmt: skip
     from eval_pipeline.core.config import RubricConfig
 
     rubric = RubricConfig.model_validate(raw)
@@ -308,7 +308,7 @@ def test_smollm2_is_aligned_on_one_dimension_end_to_end(server_env, rubrics, tmp
             continue  # the sample data's bad lines, on purpose
         if isinstance(row, dict) and row.get("sample_id") in people.index and isinstance(row.get("response"), str):
             records.append(row)
-    records = records[:16]
+    records = records[:13]  # 8 to tune on, 5 held out: the least an alignment takes
     items = [Item("ckpt-0300", r["sample_id"], {"dialogue_naturalness": float(people[r["sample_id"]])}, "", r)
              for r in records]  # fmt: skip
     wh = Warehouse(str(tmp_path / "w.duckdb"))
@@ -316,7 +316,7 @@ def test_smollm2_is_aligned_on_one_dimension_end_to_end(server_env, rubrics, tmp
     a = align(rubric, openai_judge(), wh, items, ["dialogue_naturalness"])
     seconds = time.perf_counter() - started
     assert [t.label for t in a.tried][0] == "the current judge" and len(a.tried) == 2
-    assert a.calls >= 2 * 11 and a.stopped
+    assert a.calls >= 2 * 8 and a.stopped
     held = {i.key for i, role, _ in a.items if role == HELD_OUT}
     assert len(held) == 5 and not held & set(a.overlay.get("aligned", {}).get("tuned_on", []))
     assert a.gain_low <= a.gain <= a.gain_high and a.verdict
