@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.config.alignment import overlay
 from eval_pipeline.devtools.openai_stub import StubServer
 from eval_pipeline.judge.align import HELD_OUT, SHOWN, TUNE, Item, align
 from eval_pipeline.storage.warehouse import Warehouse
@@ -250,3 +251,17 @@ def test_an_alignment_that_recommends_nothing_cannot_be_adopted_and_too_few_rati
     assert cli(["align", "--rubric", "kg_qa", "--dimension", "nope"]) == 2
     assert cli(["align", "--rubric", "kg_qa", "--adopt", "0123456789"]) == 2
     assert not Path(tmp_path / "aligned").exists()
+
+
+def test_align_searches_score_anchor_wordings_too(rubrics, model_judge):
+    truth = _truth(80, seed=11)
+    raw = rubrics["empathetic_dialogue"].model_dump(mode="json")
+    raw["align"] = {"anchors": [{DIM: {5: f"{GOOD}: names the feeling and why, in the user's own words"}}],
+                    "few_shot": [0]}  # fmt: skip
+    rubric = RubricConfig.model_validate(raw)
+    _, wh = model_judge(truth, GOOD)
+    a = align(rubric, openai_judge(), wh, _items(truth), [DIM])
+    assert a.best.label.startswith("anchor wording #1") and a.recommended, a.verdict
+    assert a.overlay["anchors"] == {DIM: {5: f"{GOOD}: names the feeling and why, in the user's own words"}}
+    adopted = RubricConfig.model_validate(overlay(raw, a.overlay))
+    assert GOOD in next(d for d in adopted.dimensions if d.key == DIM).levels[5]

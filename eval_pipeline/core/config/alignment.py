@@ -21,7 +21,7 @@ from pydantic import Field
 from eval_pipeline.core.strict import Strict
 
 ALIGNED_DIR = "aligned"  # beside the rubric files: <rubric dir>/aligned/<rubric>.yaml
-OVERLAY_KEYS = ("aligned", "judge_instructions", "few_shot", "panel", "heuristic_weights")
+OVERLAY_KEYS = ("aligned", "judge_instructions", "few_shot", "panel", "heuristic_weights", "anchors")
 
 
 class AlignSpec(Strict):
@@ -40,6 +40,11 @@ class AlignSpec(Strict):
         default_factory=list,
         description="Alternative judge instructions the rubric allows (each replaces judge_instructions in a "
         "candidate; the current instructions are always a candidate).",
+    )
+    anchors: list[dict[str, dict[int, str]]] = Field(
+        default_factory=list,
+        description="Alternative score-anchor wordings: each a mapping dimension -> score -> the anchor's text, "
+        "replacing those anchors in a candidate (the rubric's own wording is always a candidate).",
     )
     few_shot: list[int] = Field(
         default_factory=lambda: [0, 3],
@@ -90,7 +95,8 @@ def overlay_path(rubric_file: Path) -> Path:
 def overlay(raw: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     """The rubric's YAML mapping with an alignment's settings laid over it: ``judge_instructions``, ``few_shot``,
     ``aligned`` replace; ``panel`` is merged key by key (its ``judges`` by name); ``heuristic_weights``
-    (dimension -> feature -> weight) sets those terms' weights. Raises ValueError for a key it does not know or a
+    (dimension -> feature -> weight) sets those terms' weights; ``anchors`` (dimension -> score -> text) rewords
+    those levels' anchors. Raises ValueError for a key it does not know or a
     weight for a feature the dimension does not use."""
     unknown = sorted(set(over) - set(OVERLAY_KEYS))
     if unknown:
@@ -119,6 +125,15 @@ def overlay(raw: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
             if feature not in terms:
                 raise ValueError(f"heuristic_weights.{dim}: {dim!r} uses no feature {feature!r}")
             terms[feature]["weight"] = float(weight)
+    for dim, levels in (over.get("anchors") or {}).items():
+        found = next((d for d in out.get("dimensions") or [] if d.get("key") == dim), None)
+        if found is None:
+            raise ValueError(f"anchors: no dimension {dim!r}")
+        known = {int(k) for k in (found.get("levels") or {})}
+        for level, text in levels.items():
+            if int(level) not in known:
+                raise ValueError(f"anchors.{dim}: {dim!r} has no score {level}")
+            found["levels"] = {**{int(k): v for k, v in found["levels"].items()}, int(level): str(text)}
     return out
 
 

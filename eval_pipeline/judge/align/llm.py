@@ -1,5 +1,6 @@
-"""A model judge's search space (any OpenAI-compatible endpoint): the instruction variants the rubric allows,
-few-shot examples from the tuning folds, where the scores come from, and the sampling temperature."""
+"""A model judge's search space (any OpenAI-compatible endpoint): the instruction variants and score-anchor wordings
+the rubric allows, few-shot examples from the tuning folds, where the scores come from, and the sampling
+temperature."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def _set_judges(changes: Changes, rubric: RubricConfig, **fields: Any) -> None:
 
 @AXES.register(OPENAI)
 def model_axes(rubric: RubricConfig, spec: AlignSpec, config: JudgeConfig, dimensions: list[str]) -> list[Axis]:
-    """Instructions, then few-shot examples, then the score source, then the temperature (the cheapest first)."""
+    """Instructions, then anchor wordings, then few-shot examples, then the score source, then the temperature (the
+    cheapest first)."""
     axes = []
     if spec.instructions:
 
@@ -47,6 +49,16 @@ def model_axes(rubric: RubricConfig, spec: AlignSpec, config: JudgeConfig, dimen
                 lambda v: f"instructions #{v + 1} ({' '.join(spec.instructions[v].split())[:48]}...)",
             )
         )
+    if spec.anchors:
+
+        def anchors(changes: Changes, v: Any, shots: Shots) -> None:
+            if v is not None:
+                changes["anchors"] = spec.anchors[v]
+
+        def worded(v: Any) -> str:
+            return f"anchor wording #{v + 1} ({', '.join(sorted(spec.anchors[v]))})"
+
+        axes.append(Axis("anchors", [None, *range(len(spec.anchors))], anchors, worded))
     counts = [k for k in spec.few_shot if k > 0]
     if counts:
 
