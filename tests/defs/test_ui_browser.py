@@ -73,7 +73,7 @@ def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, 
             assets += ("calibration_pool", "checkpoint_lineage")
             # the group is a layer deeper with its pools, and the UI draws it around its centre at a readable zoom:
             # a window big enough for every asset of it, for this page alone
-            big = {"width": 3600, "height": 2800, "deviceScaleFactor": 1, "mobile": False}
+            big = {"width": 4800, "height": 3600, "deviceScaleFactor": 1, "mobile": False}
             browser.call("Emulation.setDeviceMetricsOverride", **big)
             lineage = browser.page_text(
                 f"{base}/locations/eval_pipeline/asset-groups/npc_dialogue", ARTIFACTS / "npc_lineage.png", assets
