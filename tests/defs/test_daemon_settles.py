@@ -135,7 +135,7 @@ def test_a_ui_backfill_a_fourth_checkpoint_and_new_ratings_settle_to_the_cli_res
             instance.add_dynamic_partitions("checkpoints", FIRST_THREE)
             wait_until_serving(f"http://127.0.0.1:{port}/server_info", web, timeout_s=120)
             graph = build_definitions(RUBRIC_DIR, lake, str(root)).resolve_asset_graph()
-            keys = [k for k in graph.get_all_asset_keys() if k.path[0] == RUBRIC]
+            keys = [k for k in graph.get_all_asset_keys() if graph.get(k).group_name == RUBRIC]  # the group
             backfill = launch_partition_backfill(port, FIRST_THREE, [list(k.path) for k in keys])
 
             def done():
