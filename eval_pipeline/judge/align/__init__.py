@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from eval_pipeline.agreement import stats as st
-from eval_pipeline.agreement.compute import judge_on_human_scale
+from eval_pipeline.agreement.compute import judge_on_human_scale, rater_sets
 from eval_pipeline.core.config import Example, RubricConfig
 from eval_pipeline.core.config.alignment import AlignSpec
 from eval_pipeline.core.contracts import Table
@@ -164,14 +164,13 @@ class AlignError(ValueError):
 
 def rated_items(wh: Warehouse, rubric: RubricConfig, dimensions: list[str]) -> list[Item]:
     """Every sample people rated on all ``dimensions`` (their mean per dimension, their notes joined), with its
-    validated record as the judge reads it; in (checkpoint, sample) order. People only: imported model raters
-    are not what the judge is aligned to."""
+    validated record as the judge reads it; in (checkpoint, sample) order. The raters are those the agreement
+    table counts as people (``rater_sets``)."""
     if not wh.table_exists(rubric.name, Table.HUMAN_RATINGS):
         return []
     ratings = wh.read(rubric.name, Table.HUMAN_RATINGS)
-    human = ratings[ratings.dimension.isin(dimensions) & ratings.score.notna()]
-    if "rater_kind" in human.columns:
-        human = human[human.rater_kind.fillna("human") == "human"]
+    human = rater_sets(rubric, ratings)["human"]  # who counts as people, as the agreement table says
+    human = human[human.dimension.isin(dimensions) & human.score.notna()]
     means = human.groupby(["checkpoint_id", "sample_id", "dimension"]).score.mean()
     notes: dict[tuple[str, str], str] = {}
     if "notes" in human.columns:
@@ -305,16 +304,27 @@ def _pairs(
     return _on_scale(rubric, dim, j), h
 
 
+def _resamples(n: int, seed: int) -> np.ndarray:
+    """N_BOOT seeded resamples of n items (one index row each), shared by every statistic of one comparison."""
+    return np.random.default_rng(seed).integers(0, n, size=(N_BOOT, n))
+
+
+def _kappa(rubric: RubricConfig, dim: str, j: np.ndarray, h: np.ndarray, idx: np.ndarray) -> tuple[float, np.ndarray]:
+    """Quadratic kappa of judge ``j`` and people ``h`` on ``dim``'s scale, and on each resample of ``idx``."""
+    labels = _labels(rubric, dim)
+    return st.cohen_kappa(j, h, labels, "quadratic"), st.cohen_kappa_resamples(j, h, labels, "quadratic", idx)
+
+
 def agreement(
     rubric: RubricConfig, dims: list[str], items: list[Item], scores: dict[str, dict[str, float]], seed: int
 ) -> tuple[float, float, float, float, dict[str, float]]:
     """(kappa_q averaged over ``dims``, its bootstrap interval, Spearman averaged, kappa_q per dimension)."""
-    idx = np.random.default_rng(seed).integers(0, len(items), size=(N_BOOT, len(items)))
+    idx = _resamples(len(items), seed)
     per, boots, rhos = {}, [], []
     for d in dims:
         j, h = _pairs(rubric, d, items, scores)
-        per[d] = st.cohen_kappa(j, h, _labels(rubric, d), "quadratic")
-        boots.append(st.cohen_kappa_resamples(j, h, _labels(rubric, d), "quadratic", idx))
+        per[d], resampled = _kappa(rubric, d, j, h, idx)
+        boots.append(resampled)
         rhos.append(st.spearman(j, h))
     mean_boot = np.mean(np.vstack(boots), axis=0)
     lo, hi = np.nanpercentile(mean_boot, [100 * (1 - LEVEL) / 2, 100 * (1 + LEVEL) / 2])
@@ -332,17 +342,14 @@ def paired_gain(
 ) -> tuple[float, float, float]:
     """kappa_q(new) - kappa_q(old) on the same items, averaged over ``dims``, with a paired percentile bootstrap
     interval (both kappas of a resample computed on the same resampled items)."""
-    idx = np.random.default_rng(seed).integers(0, len(items), size=(N_BOOT, len(items)))
+    idx = _resamples(len(items), seed)
     diffs, point = [], []
     for d in dims:
-        labels = _labels(rubric, d)
         jn, h = _pairs(rubric, d, items, new)
         jo, _ = _pairs(rubric, d, items, old)
-        point.append(st.cohen_kappa(jn, h, labels, "quadratic") - st.cohen_kappa(jo, h, labels, "quadratic"))
-        diffs.append(
-            st.cohen_kappa_resamples(jn, h, labels, "quadratic", idx)
-            - st.cohen_kappa_resamples(jo, h, labels, "quadratic", idx)
-        )
+        (kn, bn), (ko, bo) = _kappa(rubric, d, jn, h, idx), _kappa(rubric, d, jo, h, idx)
+        point.append(kn - ko)
+        diffs.append(bn - bo)
     mean_diff = np.nanmean(np.vstack(diffs), axis=0)
     lo, hi = np.nanpercentile(mean_diff, [100 * (1 - LEVEL) / 2, 100 * (1 + LEVEL) / 2])
     return float(np.mean(point)), float(lo), float(hi)
