@@ -50,13 +50,24 @@ UNDECIDED = "not decided"  # a run that failed before its verdict step
 QUIET_S = 3.0  # no run of a checkpoint in flight this long: what decides it again has ended
 
 
-def decided(wh: Warehouse, rubric: RubricConfig, ckpt: str, run_ids: list[str] | None = None) -> Verdict:
-    """The stored verdict of one rubric on one checkpoint (scoring.verdict decided it once, in the run). With
-    ``run_ids``, only a verdict those runs decided counts: a run that failed before deciding leaves an
-    ``undecided`` one saying so, never the verdict of an earlier run."""
+def decided(
+    wh: Warehouse, rubric: RubricConfig, ckpt: str, run_ids: list[str] | None = None, succeeded: bool = False
+) -> Verdict:
+    """The stored verdict of one rubric on one checkpoint (scoring.verdict decided it once, in the run): the one
+    every reader sees. With ``run_ids``, the runs of the command that evaluated it: a verdict they decided counts;
+    one another run decided (a re-decision that ran at the same time: the ratings sensor, the automation, the UI)
+    counts only when they ``succeeded``, since theirs was stored and that one replaced it later; it says so. A
+    run that failed before deciding leaves an ``undecided`` verdict saying so, never the verdict of another run."""
     found = read_verdicts(wh, rubric.name, [ckpt])
     if found and (run_ids is None or found[0].run_id in run_ids):
         return found[0]
+    if found and succeeded:
+        v = found[0]
+        v.reasons = [
+            *v.reasons,
+            ("decided again", f"by run {v.run_id} after this command's run (its verdict replaced)"),
+        ]
+        return v
     return Verdict(rubric.name, ckpt, verdict=UNDECIDED, reasons=[("not decided", "the run ended before its verdict")])
 
 
@@ -200,7 +211,11 @@ def evaluate(
         outcomes.append(o)
         # an interrupted run is not read back (what it wrote is partial, and Ctrl-C should end the command now)
         readable = wh.exists() and not o.interrupted
-        mine = [decided(wh, rubrics[name], o.checkpoint_id, o.run_ids) for name in o.rubrics] if readable else []
+        mine = (
+            [decided(wh, rubrics[name], o.checkpoint_id, o.run_ids, o.success) for name in o.rubrics]
+            if readable
+            else []
+        )
         reports.extend(mine)
         print(checkpoint_line(head, o, mine), flush=True)
         usage = usage_line(wh, o.checkpoint_id, o.rubrics, o.run_ids) if readable else None
@@ -393,7 +408,7 @@ def followed_lines(
             out.append(f"  {o.checkpoint_id}: RUN FAILED {'; '.join(o.failures)[:300]}")
             continue
         for name in o.rubrics:
-            now = decided(wh, rubrics[name], o.checkpoint_id, o.run_ids)
+            now = decided(wh, rubrics[name], o.checkpoint_id, o.run_ids, o.success)
             was = before.get((name, o.checkpoint_id))
             out.append("  " + clean(_moved(name, o.checkpoint_id, was, now)))
     return out

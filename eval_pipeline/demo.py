@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     def summary(o: RunOutcome) -> None:  # after each checkpoint, as it finishes
         bar.clear()
         with wh.hold():  # one opening of the file for the checkpoint's rubrics, not one each
-            mine = [decided(wh, rubrics[name], o.checkpoint_id, o.run_ids) for name in o.rubrics]
+            mine = [decided(wh, rubrics[name], o.checkpoint_id, o.run_ids, o.success) for name in o.rubrics]
         reports.extend(mine)
         print(checkpoint_line(o.checkpoint_id, o, mine))
         for failure in o.failures:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from types import FrameType
 from typing import NoReturn
@@ -240,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     """Parse first, import what the command needs after: `--help` and a usage error cost no heavy import."""
     args = build_parser().parse_args(argv)
     debug = getattr(args, "debug", False)
+    if not debug:
+        logging.lastResort = OneLine()
     try:
         return int(args.fn(args))
     except KeyboardInterrupt:
@@ -269,6 +272,31 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_RUN_FAILED
         print(f"eval-pipeline: error: {clean(msg)} (--debug for the traceback)", file=sys.stderr)
         return EXIT_RUN_FAILED
+
+
+class OneLine(logging.Handler):
+    """What a library logs with no handler of its own to take it (Python's last resort, which prints the
+    traceback): one line, the secret-shaped parts removed, never a traceback (``--debug`` keeps Python's). A record
+    made by the interrupt itself (a library that logged the Ctrl-C it caught while closing a connection) is not
+    shown: the command says once that it was interrupted."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.exc_info[0] is not None and issubclass(record.exc_info[0], KeyboardInterrupt):
+            return
+        from eval_pipeline.core.settings import openai_api_key
+        from eval_pipeline.judge.redact import redact
+
+        try:
+            text = (record.getMessage().strip().splitlines() or [""])[0]
+        except Exception:  # noqa: BLE001 - a message whose arguments do not fit it: its template
+            text = str(record.msg)
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None:
+            text += f": {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        sys.stderr.write(clean(redact(f"{record.name}: {text}", openai_api_key() or None)) + "\n")
 
 
 def _interrupted() -> int:

@@ -447,3 +447,38 @@ def test_an_error_a_library_raises_while_handling_ctrl_c_is_the_interruption(cap
         app.build_parser = original  # type: ignore[assignment]
     err = capsys.readouterr().err
     assert err.strip() == "eval-pipeline: interrupted (exit 130)"
+
+
+def test_what_a_library_logs_with_no_handler_is_one_line_never_a_traceback_nor_the_key(capsys, monkeypatch):
+    """CI: Ctrl-C landed while SQLAlchemy's pool closed a connection; the pool logged the interrupt it caught, and
+    Python's last-resort handler printed its traceback under the command's "interrupted (exit 130)". Whatever a
+    library logs with no handler of its own is one line now, the key removed; the interrupt's own record not at
+    all (the command says it once); `--debug` keeps Python's handler."""
+    import argparse
+    import logging
+
+    from eval_pipeline.cli import app
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-very-secret-0123456789")
+    monkeypatch.setattr(logging, "lastResort", logging.lastResort)  # restored after the test
+    orphan = logging.getLogger("some.library.pool")
+    orphan.propagate = False  # no handler anywhere above it: the last resort takes its records
+
+    def logs(args: argparse.Namespace) -> int:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            orphan.error("Exception closing connection %s", "<conn>", exc_info=True)
+        try:
+            raise OSError("refused by sk-test-very-secret-0123456789\nsecond line")
+        except OSError:
+            orphan.error("Exception during reset", exc_info=True)
+        return 0
+
+    parser = app.build_parser()
+    real = parser.parse_args
+    parser.parse_args = lambda argv=None: argparse.Namespace(**{**vars(real(["checkpoints"])), "fn": logs})  # type: ignore[method-assign]
+    monkeypatch.setattr(app, "build_parser", lambda: parser)
+    assert app.main([]) == 0
+    err = capsys.readouterr().err
+    assert err == "some.library.pool: Exception during reset: OSError: refused by ***\n", err

@@ -99,6 +99,25 @@ def test_an_incomplete_result_keeps_the_last_complete_one_a_click_away(tmp_path)
     wh.close()
 
 
+def test_a_verdict_decided_again_while_the_command_ran_is_the_one_it_reports_and_says_so(tmp_path):
+    """The command's run decided the checkpoint and succeeded; a re-decision outside it (the ratings sensor's, the
+    automation's) replaced that verdict before the command read it back: the command reports the stored one, the
+    one every reader sees, and says which run decided it. A run that failed reads no other run's verdict."""
+    from eval_pipeline.console import UNDECIDED, decided
+
+    wh = Warehouse(f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}")
+    rubric = SimpleNamespace(name="kg_qa")
+    store(wh, Verdict("kg_qa", "ckpt-0300", verdict="passed"), "mine", 3)
+    assert decided(wh, rubric, "ckpt-0300", ["mine"], succeeded=True).verdict == "passed"
+    store(wh, Verdict("kg_qa", "ckpt-0300", verdict="regressed"), "sensor-run", 4)
+    again = decided(wh, rubric, "ckpt-0300", ["mine"], succeeded=True)
+    assert again.verdict == "regressed" and again.run_id == "sensor-run"
+    assert ("decided again", "by run sensor-run after this command's run (its verdict replaced)") in again.reasons
+    failed = decided(wh, rubric, "ckpt-0300", ["mine"], succeeded=False)
+    assert failed.verdict == UNDECIDED and failed.reasons == [("not decided", "the run ended before its verdict")]
+    wh.close()
+
+
 @pytest.mark.slow
 def test_one_broken_rubric_file_is_skipped_in_one_line_and_the_others_run(tmp_path, monkeypatch, capfd):
     rubrics = tmp_path / "rubrics"
