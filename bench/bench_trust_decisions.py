@@ -152,14 +152,124 @@ def active_against_random(sims: int, seed: int, n_items: int = 600, width: float
         )
 
 
+def draw_varying(rng: np.random.Generator, sims: int, n: int, c: float) -> tuple[np.ndarray, ...]:
+    """Data where the judge's certainty varies, on label positions 0-4: the judge's expected position f, its written
+    score round(f); people's position round(f + s e), s = c on a quarter of the items (the judge unsure) and 0.2 c
+    on the rest. The judge reports a distribution over the scale, normal around f with s times a log-normal error
+    (sd 0.3; a judge whose stated certainty is only roughly right): its mean and second moment are its
+    predictions of people's position, and their variance its uncertainty."""
+    f = np.clip(rng.normal(2.2, 0.9, (sims, n)), 0, 4)
+    s = np.where(rng.random((sims, n)) < 0.25, 1.0, 0.2) * c
+    judge = np.clip(np.floor(f + 0.5), 0, 4)
+    people = np.clip(np.floor(f + s * rng.standard_normal((sims, n)) + 0.5), 0, 4)
+    stated = s * np.exp(0.3 * rng.standard_normal((sims, n)))
+    levels = np.arange(5.0)
+    edges = np.concatenate([[-np.inf], levels[:-1] + 0.5, [np.inf]])
+    prob = np.diff(sps.norm.cdf((edges - f[..., None]) / stated[..., None]), axis=-1)
+    mean, second = prob @ levels, prob @ (levels**2)
+    return judge, people, mean, second, np.maximum(second - mean**2, 0.0)
+
+
+def varying_c_for(kappa: float, seed: int) -> float:
+    lo, hi = 0.01, 12.0
+    for _ in range(22):
+        mid = (lo + hi) / 2
+        j, p, *_ = draw_varying(np.random.default_rng(seed), 1, 1_000_000, mid)
+        lo, hi = (mid, hi) if kappa_independent(j + 1, p + 1) > kappa else (lo, mid)
+    return (lo + hi) / 2
+
+
+def decision_random_against_active(sims: int, seed: int, max_n: int, rule: sq.Rule, n_items: int = 1800) -> None:
+    """The trust decision, random order against the active queue, re-decided after every rating from the floor to
+    ``max_n``, on ``draw_varying`` data (frames of ``n_items`` judged items). Three designs on the same data sets:
+    today's rule on a random order (kappa and Spearman of the rated items), the active-inference kappa
+    (``sequential.ppi_kappa_bounds``, over the whole frame) on the same random order, and the same estimator on
+    the active queue's order (``active.priorities`` of ``active.kappa_variance_shares``, as the annotate plan
+    orders a checkpoint; Spearman weighted)."""
+    print(
+        f"trust decided after every rating, random order against the active queue ({sims} frames of {n_items} "
+        "items per judge, a quarter of them where the judge is unsure):"
+    )
+    print(
+        f"{'kappa':>6} {'design':>14} {'ever trusted':>22} {'ever untrusted':>22} {'flips':>6} "
+        f"{'ratings to decide (median)':>27} {'undecided':>9}"
+    )
+    ids = [f"s{i}" for i in range(n_items)]
+    designs = ("random", "random+ppi", "active+ppi")
+    firsts: dict[str, list[np.ndarray]] = {d: [] for d in designs}
+    wrong = {d: [0, 0, 0, 0] for d in designs}  # trusted below, sequences below, untrusted above, sequences above
+    rng = np.random.default_rng(seed)
+    for kappa in (0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70, 0.75, 0.80):
+        c = varying_c_for(kappa, seed)
+        judge, people, mean, second, var = draw_varying(rng, sims, n_items, c)
+        rows = np.arange(sims)[:, None]
+        for design in designs:
+            if design == "active+ppi":  # what the annotate plan does (active.decision_uncertainty), per frame
+                shares = active.kappa_variance_shares(judge, mean, var, BAR_KAPPA)
+                assert shares is not None
+                weights = np.stack([active.priorities(np.sqrt(e2)) for e2 in shares])
+            else:
+                weights = None
+            orders, keys = [], []
+            for k in range(sims):
+                w = weights[k] if weights is not None else np.ones(n_items)
+                queue, key = active.order(ids, w, seed + k)
+                orders.append([int(x[1:]) for x in queue])
+                keys.append(key)
+            at, key = np.array(orders), np.array(keys)
+            history = []
+            for n in range(FLOOR, max_n + 1):
+                rated = at[:, :n]
+                j, p = judge[rows, rated], people[rows, rated]
+                if design == "random":
+                    _, klo, khi, _ = sq.kappa_bounds(j, p, rule)
+                    _, rlo, rhi, _ = sq.spearman_bounds(j, p, rule)
+                else:
+                    w = weights[rows, rated] if weights is not None else np.ones_like(j)
+                    pi = np.minimum(1.0, key[:, n : n + 1] * w)
+                    _, klo, khi, _ = sq.ppi_kappa_bounds(judge, mean, second, rated, p, pi, rule)
+                    _, rlo, rhi, _ = sq.spearman_bounds(j, p, rule, 1.0 / pi if weights is not None else None)
+                history.append(sq.verdicts([(klo, khi, BAR_KAPPA), (rlo, rhi, BAR_RHO)], n, rule))
+            s = summary(np.stack(history, axis=1))
+            decided = s["first"][s["first"] >= 0]
+            if kappa <= BAR_KAPPA - rule.margin + 1e-9:
+                wrong[design][0] += int(s["trusted"].sum())
+                wrong[design][1] += sims
+                firsts[design].append(np.where(s["first"] >= 0, s["first"], max_n + 1))
+            elif kappa >= BAR_KAPPA + rule.margin - 1e-9:
+                wrong[design][2] += int(s["untrusted"].sum())
+                wrong[design][3] += sims
+                firsts[design].append(np.where(s["first"] >= 0, s["first"], max_n + 1))
+            print(
+                f"{kappa:6.2f} {design:>14} {ci(int(s['trusted'].sum()), sims):>22} "
+                f"{ci(int(s['untrusted'].sum()), sims):>22} {s['flips'].mean():6.3f} "
+                f"{np.median(decided) if len(decided) else float('nan'):27.0f} {1 - len(decided) / sims:9.1%}"
+            )
+    base = np.concatenate(firsts["random"])
+    for design in designs:
+        t, nt, u, nu = wrong[design]
+        first = np.concatenate(firsts[design])
+        print(
+            f"{design:>10}: P(ever trusted | kappa <= {BAR_KAPPA - rule.margin:.2f}) {ci(t, nt)}; "
+            f"P(ever untrusted | kappa >= {BAR_KAPPA + rule.margin:.2f}) {ci(u, nu)}; ratings to a decision outside "
+            f"the margin (undecided at {max_n} counted as {max_n + 1}): median {np.median(first):.0f}, mean "
+            f"{first.mean():.1f} ({1 - first.mean() / base.mean():.0%} fewer than random order, by the mean)"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sims", type=int, default=1000)
     ap.add_argument("--max-n", type=int, default=300)
     ap.add_argument("--active-sims", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=20261201)
+    ap.add_argument("--decision-sims", type=int, default=1000, help="frames per judge for the active decision block")
+    ap.add_argument("--only-decision", action="store_true", help="run the active decision block alone")
     args = ap.parse_args()
     rule = sq.Rule(min_samples=FLOOR)
+    if args.only_decision:
+        decision_random_against_active(args.decision_sims, args.seed, args.max_n, rule)
+        return
     kappas = [0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70, 0.75, 0.80]
     pooled: dict[tuple[str, str], list[dict[str, np.ndarray]]] = {}
     started = time.perf_counter()
@@ -223,6 +333,8 @@ def main() -> None:
         )
     print()
     active_against_random(args.active_sims, args.seed)
+    print()
+    decision_random_against_active(args.decision_sims, args.seed, args.max_n, rule)
     print(f"({time.perf_counter() - started:.0f} s)")
 
 

@@ -10,10 +10,12 @@ The queue is an *order sample* (sequential Poisson sampling, Ohlsson 1998): each
 order has drawn a Poisson sample with ``pi_i = min(1, tau * w_i)``, ``tau`` the (n+1)-th smallest key: so the
 inclusion probability of every rated item is known from the order alone, whenever the evaluator stops.
 
-Priorities (``priorities``): ``w_i = floor + (1 - floor) * s_i / mean(s)``, ``s_i`` the judge's uncertainty on the
-item (the standard deviation of its score distribution from token probabilities, or the spread of a panel's
-members or repeats), so every item keeps at least ``floor`` of the average item's chance. Without any uncertainty
-(the offline judge), every weight is 1 and the order is a seeded shuffle.
+Priorities (``priorities``): ``w_i = floor + (1 - floor) * s_i / mean(s)``, so every item keeps at least ``floor``
+of the average item's chance. ``s_i`` is what a rating of the item would take off the variance of the open trust
+decisions (``decision_uncertainty``: the judge's spread on the item, from its score distribution or a panel's
+members or repeats, times the item's leverage on quadratic kappa; Neyman's allocation), or for a mean alone the
+judge's spread (``judge_uncertainty``). Without any uncertainty (the offline judge), every weight is 1 and the
+order is a seeded shuffle.
 
 The mean of the people's score over all N items (``ipw_mean``): ``mean(f) + sum_rated (y_i - f_i) / pi_i / N``
 (a difference estimator, Horvitz-Thompson on the residuals), with the Poisson design's unbiased variance
@@ -49,21 +51,51 @@ def priorities(uncertainty: np.ndarray, floor: float = DEFAULT_FLOOR) -> np.ndar
     return np.asarray(floor + (1.0 - floor) * s / s.mean(), float)
 
 
-def _spread(distribution: object) -> float:
-    """The standard deviation of a score distribution stored as JSON ``{value: probability}`` (NaN if none)."""
+def _moments(distribution: object) -> tuple[float, float]:
+    """Mean and second moment of a score distribution stored as JSON ``{value: probability}`` (NaNs if none)."""
     if not isinstance(distribution, str) or not distribution:
-        return math.nan
+        return math.nan, math.nan
     try:
         d = json.loads(distribution)
         values = np.array([float(k) for k in d], float)
         p = np.array([float(v) for v in d.values()], float)
     except (ValueError, TypeError, AttributeError):
-        return math.nan
+        return math.nan, math.nan
     if not len(p) or p.sum() <= 0:
-        return math.nan
+        return math.nan, math.nan
     p = p / p.sum()
-    m = float((p * values).sum())
-    return float(math.sqrt(max(float((p * (values - m) ** 2).sum()), 0.0)))
+    return float((p * values).sum()), float((p * values * values).sum())
+
+
+def panel_predictions(judge_long: pd.DataFrame) -> pd.DataFrame:
+    """The judge's prediction of people's score on each (sample, dimension), from judge_scores rows (sample_id,
+    judge, dimension, score and, when recorded, score_distribution; checkpoint_id kept when present): ``score`` the
+    panel's, ``mean`` and ``second`` the predicted score and its square (the panel's score distribution from token
+    probabilities where there is one; else the panel's score, with the members' or repeats' variance added to its
+    square), ``var`` their variance (NaN where neither distribution nor spread is known)."""
+    cols = ["checkpoint_id", "sample_id", "dimension", "score", "mean", "second", "var"]
+    if judge_long.empty:
+        return pd.DataFrame(columns=cols)
+    rows = judge_long[judge_long.get("kind", pd.Series("dimension", index=judge_long.index)) != "questionnaire_item"]
+    panel = rows[(rows.judge == PANEL) & rows.score.notna()].copy()
+    panel["sample_id"] = panel.sample_id.astype(str)
+    if "checkpoint_id" not in panel.columns:
+        panel["checkpoint_id"] = ""
+    dist = panel.get("score_distribution", pd.Series(None, index=panel.index, dtype=object))
+    m = np.array([_moments(d) for d in dist], float).reshape(-1, 2)
+    panel["mean"], panel["second"] = m[:, 0], m[:, 1]
+    members = rows[(rows.judge != PANEL) & rows.score.notna()]
+    if len(members):
+        keys = [members.sample_id.astype(str), members.dimension]
+        spread = members.groupby(keys).score.var(ddof=0).rename("member_var")
+        panel = panel.join(spread, on=["sample_id", "dimension"])
+    else:
+        panel["member_var"] = math.nan
+    own = panel["mean"].notna()
+    panel["var"] = np.where(own, np.maximum(panel.second - panel["mean"] ** 2, 0.0), panel.member_var)
+    panel["mean"] = panel["mean"].where(own, panel.score)
+    panel["second"] = panel.second.where(own, panel.score**2 + panel["var"].fillna(0.0))
+    return panel[cols].reset_index(drop=True)
 
 
 def judge_uncertainty(judge_long: pd.DataFrame) -> dict[str, float]:
@@ -71,22 +103,51 @@ def judge_uncertainty(judge_long: pd.DataFrame) -> dict[str, float]:
     distribution (token probabilities) where there is one, else the spread of the panel members' scores; samples
     with neither are left out. ``judge_long``: judge_scores rows (sample_id, judge, dimension, score and, when
     recorded, score_distribution)."""
-    if judge_long.empty:
+    pred = panel_predictions(judge_long).dropna(subset=["var"])
+    if pred.empty:
         return {}
-    rows = judge_long[judge_long.get("kind", pd.Series("dimension", index=judge_long.index)) != "questionnaire_item"]
-    panel = rows[rows.judge == PANEL]
-    spread = pd.Series(dtype=float)
-    if "score_distribution" in panel.columns:
-        sd = panel.score_distribution.map(_spread)
-        spread = pd.Series(sd.to_numpy(), index=[panel.sample_id.astype(str), panel.dimension]).dropna()
-    members = rows[rows.judge != PANEL].dropna(subset=["score"])
-    if len(members):
-        by = members.groupby([members.sample_id.astype(str), "dimension"]).score.std(ddof=0).dropna()
-        spread = spread.combine_first(by) if len(spread) else by
-    if not len(spread):
+    sd = np.sqrt(pred["var"].astype(float))
+    return {str(k): float(v) for k, v in sd.groupby(pred.sample_id).mean().items()}
+
+
+def kappa_variance_shares(judge: np.ndarray, mean: np.ndarray, var: np.ndarray, bar: float) -> np.ndarray | None:
+    """Each item's share of the variance a rating of it removes from quadratic kappa's estimator at kappa = ``bar``
+    (``decision_uncertainty``'s e², divided by its mean; along the last axis), or None when kappa is undefined or
+    the judge is certain of every item."""
+    j, h, v = (np.asarray(a, float) for a in (judge, mean, var))
+    mj = j.mean(-1, keepdims=True)
+    den = (j * j).mean(-1, keepdims=True) + (h * h + v).mean(-1, keepdims=True) - 2.0 * mj * h.mean(-1, keepdims=True)
+    if not (den > 0).all():
+        return None
+    lev = (2.0 / den) * ((j - mj) - bar * (h - mj))
+    e2 = lev * lev * v + 2.0 * (bar / den) ** 2 * v * v
+    total = e2.mean(-1, keepdims=True)
+    return np.asarray(e2 / total, float) if (total > 0).all() else None
+
+
+def decision_uncertainty(judge_long: pd.DataFrame, bar: float) -> dict[str, float]:
+    """How much a rating of each sample would narrow the trust decisions on its dimensions: per dimension, the
+    standard deviation the sample's rating adds to quadratic kappa's estimator (``sequential.ppi_kappa_bounds``)
+    at kappa = ``bar``, predicted from the judge's own distribution,
+
+        e_i² = L_i² v_i + 2 (bar / D)² v_i²,  L_i = (2 / D) ((j_i - m_j) - bar (h_i - m_j)),
+
+    ``j`` the judge's score, ``h`` and ``v`` its prediction of people's score and that prediction's variance, ``m_j``
+    and ``D = mean(j²) + mean(h² + v) - 2 m_j mean(h)`` over the checkpoint's samples (kappa's gradient in the
+    people's moments, times the spread of the people's score, and its second-order term). Each dimension's e²
+    is divided by its mean, averaged over dimensions, and its square root returned: Neyman's allocation for the
+    open decisions, the sampling rate that makes their variance smallest for the ratings spent. Samples where
+    the judge's spread is unknown are left out (they get the average chance)."""
+    pred = panel_predictions(judge_long).dropna(subset=["var"])
+    parts = []
+    for _, d in pred.groupby("dimension", sort=True):
+        e2 = kappa_variance_shares(*(d[c].to_numpy(float) for c in ("score", "mean", "var")), bar)
+        if e2 is not None:
+            parts.append(pd.Series(e2, index=d.sample_id.to_numpy()))
+    if not parts:
         return {}
-    per_sample = spread.groupby(level=0).mean()
-    return {str(k): float(v) for k, v in per_sample.items()}
+    per_sample = pd.concat(parts).groupby(level=0).mean()
+    return {str(k): float(math.sqrt(v)) for k, v in per_sample.items()}
 
 
 def uniforms(ids: list[str], seed: int) -> np.ndarray:

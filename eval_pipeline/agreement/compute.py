@@ -17,6 +17,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from eval_pipeline.agreement import active
 from eval_pipeline.agreement import stats as st
 from eval_pipeline.agreement.pass_fail import pass_fail_rows
 from eval_pipeline.core.config import RubricConfig, Scale
@@ -47,6 +48,19 @@ def judge_on_human_scale(rubric: RubricConfig, judge_long: pd.DataFrame, column:
         qm = panel.kind == "questionnaire_metric"
         panel.loc[qm, "score"] = panel.loc[qm, "score"] / panel.loc[qm, "dimension"].map(n_items)
     return panel[["checkpoint_id", "sample_id", "dimension", "score"]]
+
+
+def predictions_on_human_scale(rubric: RubricConfig, judge_long: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Per dimension, every judged sample's panel score and the judge's prediction of people's score (``mean``,
+    ``second``: agreement.active.panel_predictions) on the scale people rate, as ``judge_on_human_scale`` puts
+    the scores: the frame an actively drawn calibration set is weighted back to."""
+    kinds = judge_long.kind.isin(["dimension", "questionnaire_metric"]) | (judge_long.judge != PANEL)
+    pred = active.panel_predictions(judge_long[kinds & (judge_long.kind != "questionnaire_item")])
+    if rubric.questionnaire and len(pred):
+        n_items = {m.key: len(m.items) for m in rubric.questionnaire.metrics}
+        k = pred.dimension.map(n_items).astype(float).fillna(1.0)
+        pred = pred.assign(score=pred.score / k, mean=pred["mean"] / k, second=pred.second / (k * k))
+    return {str(d): g.reset_index(drop=True) for d, g in pred.groupby("dimension", sort=True)}
 
 
 def _kappa_rows(base: Row, a: np.ndarray, b: np.ndarray, labels: list[float], top: float, seed: int) -> list[Row]:

@@ -249,3 +249,114 @@ def ratings_needed(stats: list[tuple[Sequence, float]], rule: Rule) -> int:
     else:
         size = max(_size_for(s, _room(s, bar, rule.margin), rule) for s, bar in stats)
     return max(size - n, floor, 1 if size > n or floor else 0)
+
+
+def ppi_kappa_bounds(
+    judge: np.ndarray,
+    mean: np.ndarray,
+    second: np.ndarray,
+    rated: np.ndarray,
+    people: np.ndarray,
+    pi: np.ndarray,
+    rule: Rule,
+) -> tuple[np.ndarray, ...]:
+    """Quadratic kappa between the judge and people over a whole frame of judged items, people having rated a
+    sample of it drawn with known inclusion probabilities (the active queue): the active-inference estimator
+    (Zrnic & Candès 2024) of kappa as a function of moments. Per row (one data set; items along the last axis):
+
+    * ``judge``: the judge's label position on every item of the frame (N); its moments are the frame's, exactly;
+    * ``mean``, ``second``: the judge's prediction of the people's position on every item and of its square (from
+      its score distribution; without one, the score and its square);
+    * ``rated``: the rated items' indices into the frame (n), ``people`` their people's positions, ``pi`` their
+      inclusion probabilities.
+
+    The people's moments are difference estimators, ``lambda * mean(prediction) + sum_rated (y - lambda *
+    prediction) / pi / N``, with ``lambda`` in [0, 1] chosen to minimise the variance (PPI++, Angelopoulos et al.
+    2023; its small bias vanishes with n). The variance is the design's, Hajek's approximation for a fixed-size
+    sample, ``sum_rated c_i (phi_i / pi_i - A)² / N²`` with ``c_i = (1 - pi_i) n / (n - 1)`` and ``A`` the
+    c-weighted mean (Deville & Tille 2005), phi the kappa-gradient combination of the residuals, plus the
+    frame's own sampling variance about the judge's agreement on items yet to come (the influence values'
+    weighted variance / N). The CS is built on Lin's z scale as ``kappa_bounds`` is, with t = n. Returns estimate,
+    lower bound, upper bound and sigma (on the z scale); NaN where undefined."""
+    j, h, q = (np.atleast_2d(np.asarray(a, float)) for a in (judge, mean, second))
+    idx = np.atleast_2d(np.asarray(rated, int))
+    y, p = np.atleast_2d(np.asarray(people, float)), np.atleast_2d(np.asarray(pi, float))
+    n_all, n = j.shape[-1], idx.shape[-1]
+    if n < 2:
+        nan = np.full(j.shape[:-1], np.nan)
+        return nan, nan, nan, nan
+    w = 1.0 / p
+    jr, hr, qr = (np.take_along_axis(a, idx, -1) for a in (j, h, q))
+    mu_j, m_jj = j.mean(-1), (j * j).mean(-1)
+    full = np.stack([h.mean(-1), q.mean(-1), (j * h).mean(-1)])  # the predictions' means over the frame
+    ys = np.stack([y, y * y, jr * y])  # the people's values of each moment on the rated items
+    fs = np.stack([hr, qr, jr * hr])  # the same, predicted
+
+    def moments(lam: np.ndarray) -> np.ndarray:
+        return np.asarray(lam * full + (w * (ys - lam[..., None] * fs)).sum(-1) / n_all, float)
+
+    def kappa(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        den = m_jj + m[1] - 2.0 * mu_j * m[0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return 2.0 * (m[2] - mu_j * m[0]) / den, den
+
+    def gradient(k: np.ndarray, den: np.ndarray) -> np.ndarray:  # d kappa / d (mu_h, m_hh, m_jh)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.stack([-2.0 * mu_j * (1.0 - k) / den, -k / den, 2.0 / den])
+
+    share = w / w.sum(-1, keepdims=True)
+
+    def wvar(a: np.ndarray) -> np.ndarray:
+        return np.asarray((share * (a - (share * a).sum(-1, keepdims=True)) ** 2).sum(-1), float)
+
+    g = gradient(*kappa(moments(np.ones(j.shape[:-1]))))
+    a_, b_ = (g[..., None] * ys).sum(0), (g[..., None] * fs).sum(0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cov = (share * (a_ - (share * a_).sum(-1, keepdims=True)) * (b_ - (share * b_).sum(-1, keepdims=True))).sum(-1)
+        lam = np.clip(np.nan_to_num(cov / wvar(b_)), 0.0, 1.0)
+    k, den = kappa(moments(lam))
+    g = gradient(k, den)
+    phi = (g[..., None] * (ys - lam[None, :, None] * fs)).sum(0)
+    # Hajek's variance of a fixed-size unequal-probability sample (Deville & Tille 2005, eq. 5): the (1 - pi)
+    # factors matter where the queue favours an item (pi near 1 leaves little to vary)
+    c = (1.0 - np.minimum(p, 1.0)) * n / max(n - 1, 1)
+    wphi = w * phi
+    with np.errstate(divide="ignore", invalid="ignore"):
+        centre = (c * wphi).sum(-1, keepdims=True) / c.sum(-1, keepdims=True)
+    design = np.nan_to_num((c * (wphi - centre) ** 2).sum(-1)) / n_all**2
+    # the frame's own variance: kappa's influence values on the rated items, weighted to the frame
+    mh = (share * y).sum(-1, keepdims=True)
+    u, v = jr - mu_j[..., None], y - mh
+    sxy = (share * u * v).sum(-1, keepdims=True)
+    sxx, syy = (m_jj - mu_j**2)[..., None], (share * v * v).sum(-1, keepdims=True)
+    d = mu_j[..., None] - mh
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = (u * u - sxx) + (v * v - syy) + 2.0 * d * (u - v)
+        infl = (2.0 * (u * v - sxy) - k[..., None] * spread) / den[..., None]
+        frame_var = (share * infl * infl).sum(-1) / n_all
+        sigma = np.sqrt(n * (design + frame_var))
+    bad = ~(den > 0) | np.isnan(sigma)
+    kc = np.clip(k, -0.999999, 0.999999)
+    sz = sigma / (1.0 - kc * kc)
+    r = sz * margin(n, rule.alpha, rule.design_n)
+    z = np.arctanh(kc)
+    return (
+        np.where(bad, np.nan, k),
+        np.where(bad, np.nan, np.tanh(z - r)),
+        np.where(bad, np.nan, np.tanh(z + r)),
+        np.where(bad, np.nan, sz),
+    )
+
+
+def ppi_kappa_sequence(
+    judge: np.ndarray,
+    mean: np.ndarray,
+    second: np.ndarray,
+    rated: np.ndarray,
+    people: np.ndarray,
+    pi: np.ndarray,
+    rule: Rule,
+) -> Sequence:
+    """``ppi_kappa_bounds`` for one frame, as a ``Sequence`` (t = the number rated)."""
+    est, low, high, sigma = ppi_kappa_bounds(judge, mean, second, rated, people, pi, rule)
+    return Sequence(float(est[0]), float(low[0]), float(high[0]), float(sigma[0]), len(np.atleast_1d(rated)))

@@ -202,11 +202,19 @@ def versus_people(judge: tuple[float, float, float], people: tuple[float, float,
 
 
 def _sequences(
-    rubric: RubricConfig, dim: str, pair: pd.DataFrame, rule: sq.Rule, weights: pd.Series | None
+    rubric: RubricConfig,
+    dim: str,
+    pair: pd.DataFrame,
+    rule: sq.Rule,
+    weights: pd.Series | None,
+    frame: pd.DataFrame | None = None,
 ) -> tuple[sq.Sequence, sq.Sequence]:
     """Kappa's CS on the scale's label positions of both scores rounded half up (as the agreement table's
     kappa), and Spearman's on the scores as they are; ``weights``: inverse inclusion probabilities by
-    (checkpoint_id, sample_id), where people rated by the active queue (None: every item alike)."""
+    (checkpoint_id, sample_id), where people rated by the active queue (None: every item alike). With ``frame``
+    (every judged sample of the pooled checkpoints: checkpoint_id, sample_id, score, and the judge's prediction of
+    people's score, ``mean`` and ``second``, on the people's scale) and weights, kappa's CS is the active-inference
+    one over the whole frame (``sequential.ppi_kappa_bounds``)."""
     scale = rubric.rating_scales[dim]
     labels = np.asarray([float(x) for x in scale.labels])
     w = None
@@ -219,7 +227,22 @@ def _sequences(
     def positions(v: np.ndarray) -> np.ndarray:
         return np.asarray(np.searchsorted(labels, np.clip(round_half_up(v), scale.min, scale.max)), float)
 
-    return sq.kappa_sequence(positions(a), positions(b), rule, w), sq.spearman_sequence(a, b, rule, w)
+    rho = sq.spearman_sequence(a, b, rule, w)
+    steps = np.diff(labels)
+    if w is not None and frame is not None and len(frame) and len(steps) and np.allclose(steps, steps[0]):
+        at = pd.MultiIndex.from_frame(frame[["checkpoint_id", "sample_id"]].astype(str)).get_indexer(
+            pd.MultiIndex.from_arrays([pair.checkpoint_id.astype(str), pair.sample_id.astype(str)])
+        )
+        ok = at >= 0
+        low, step = labels[0], steps[0]
+        h = frame["mean"].to_numpy(float)
+        q = frame["second"].to_numpy(float)
+        h_pos, q_pos = (h - low) / step, (q - 2.0 * low * h + low * low) / (step * step)
+        kappa = sq.ppi_kappa_sequence(
+            positions(frame.score.to_numpy(float)), h_pos, q_pos, at[ok], positions(b[ok]), 1.0 / w[ok], rule
+        )
+        return kappa, rho
+    return sq.kappa_sequence(positions(a), positions(b), rule, w), rho
 
 
 def _fmt(x: float) -> str:
@@ -236,13 +259,16 @@ def trust_rows(
     n_checkpoints: int,
     pairs: dict[str, pd.DataFrame],
     weights: pd.Series | None = None,
+    frames: dict[str, pd.DataFrame] | None = None,
 ) -> pd.DataFrame:
     """The verdict of ``identity`` on ``rubric`` from its pooled agreement rows (``pooled``, from
     compute_agreement over every rated sample it judged), the pairs they were computed on (``pairs``: per
     dimension, judge score and human mean per rated item, from compute.judge_pairs), this checkpoint's own
     agreement rows (``own``) and, where some ratings were drawn by the active queue, every rated item's inverse
     inclusion probability (``weights``, by checkpoint_id and sample_id): the sequences are then weighted, so the
-    decision is on the agreement over all samples, not over the ones the queue favoured."""
+    decision is on the agreement over all samples, not over the ones the queue favoured; with ``frames`` (per
+    dimension, every judged sample of the pooled checkpoints and the judge's prediction of people's score), kappa's
+    is the active-inference estimator over all of them (``_sequences``)."""
     bar = judge_bar(rubric)
     rule = bar.rule
     min_kappa, min_rho, min_n = bar.kappa, bar.spearman, bar.min_samples
@@ -252,7 +278,8 @@ def trust_rows(
         _, rho, r_lo, r_hi = _stat(pooled, dim, "spearman")
         own_n, own_k, _, own_hi = _stat(own, dim, "cohen_kappa_quadratic")
         empty = pd.DataFrame(columns=["checkpoint_id", "sample_id", "judge", "human"])
-        kcs, rcs = _sequences(rubric, dim, pairs.get(dim, empty), rule, weights)
+        frame = (frames or {}).get(dim)
+        kcs, rcs = _sequences(rubric, dim, pairs.get(dim, empty), rule, weights, frame)
         verdict, needed = sq.decide([(kcs, min_kappa), (rcs, min_rho)], rule)
         people = _people(pooled, dim)
         beside = versus_people((k, kcs.low, kcs.high), people)
@@ -263,6 +290,8 @@ def trust_rows(
             f"[{_fmt(rcs.low)}, {_fmt(rcs.high)}] on {n} rated samples from {n_checkpoints} checkpoint(s) "
             f"({1 - rule.alpha:.0%} anytime-valid; needs {bars})"
         )
+        if frame is not None and weights is not None and len(frame):
+            evidence += f"; kappa_q over all {len(frame)} judged samples, weighted by the active queue's chances"
         if verdict == PENDING:
             why = f"{min_n} needed at least" if n < min_n else "the intervals straddle the bar"
             reason = f"{evidence}: {why}; about {needed} more rated samples would settle it"

@@ -3,7 +3,7 @@
 import dagster as dg
 import pandas as pd
 
-from eval_pipeline.agreement.compute import compute_agreement, judge_pairs, rater_sets
+from eval_pipeline.agreement.compute import compute_agreement, judge_pairs, predictions_on_human_scale, rater_sets
 from eval_pipeline.agreement.length_bias import length_bias, log_words
 from eval_pipeline.agreement.ppi import calibrated_means
 from eval_pipeline.agreement.trust import OVERALL, trust_rows
@@ -84,7 +84,21 @@ def _judge_trust(
     rated_ckpts = int(ratings.checkpoint_id.nunique()) if len(ratings) else 0
     pairs = judge_pairs(rubric, ratings, judge)
     weights = _pooled_weights(mine)
-    return trust_rows(rubric, ckpt_id, identity, label, pooled, own, rated_ckpts, pairs, weights)
+    frames = _frames(wh, rubric, same, mine) if weights is not None else None
+    return trust_rows(rubric, ckpt_id, identity, label, pooled, own, rated_ckpts, pairs, weights, frames)
+
+
+def _frames(wh: Warehouse, rubric: RubricConfig, checkpoints: set[str], pool: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Per dimension, every sample the identity judged in the pooled checkpoints, with the judge's score and its
+    prediction of people's score (the frame the active queue's ratings are weighted back to); samples an aligned
+    judge was tuned on are not in it (``pool``: the identity's rows, tuned ones already left out)."""
+    cols = ("checkpoint_id", "sample_id", "judge", "kind", "dimension", "score", "score_distribution")
+    judged = wh.read(rubric.name, Table.JUDGE_SCORES, columns=cols, where={"checkpoint_id": tuple(sorted(checkpoints))})
+    frames = predictions_on_human_scale(rubric, judged)
+    tuned = set(rubric.aligned.tuned_on) if rubric.aligned else set()
+    if not tuned:
+        return frames
+    return {d: f[~(f.checkpoint_id.astype(str) + "/" + f.sample_id.astype(str)).isin(tuned)] for d, f in frames.items()}
 
 
 def _pairs_of(df: pd.DataFrame) -> pd.MultiIndex:

@@ -29,6 +29,7 @@ import pandas as pd
 from eval_pipeline.agreement import active
 from eval_pipeline.agreement.compute import compute_agreement, rater_sets
 from eval_pipeline.agreement.pass_fail import pass_fail_pairs
+from eval_pipeline.agreement.trust import judge_bar
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import Table, rater_pair
 from eval_pipeline.core.derived import per_rater
@@ -84,7 +85,8 @@ class Plan:
     """The item lists of one checkpoint: seeded, so every evaluator and every process gets the same ones."""
 
     def __init__(self, rubric: RubricConfig, samples: pd.DataFrame, uncertainty: dict[str, float] | None = None):
-        """``uncertainty``: how unsure the judge is of each sample (agreement.active.judge_uncertainty); with it,
+        """``uncertainty``: how much a rating of each sample would narrow the judge's open decisions (agreement.active
+        .decision_uncertainty); with it,
         and the protocol's ``active`` on, the remainder is ordered by it (an order sample: the inclusion
         probability of every rated item is known), else shuffled with the protocol's seed."""
         self.rubric = rubric
@@ -109,7 +111,8 @@ class Plan:
                 for s in rest:
                     share = self.weights[s]
                     self.why[s] = (
-                        f"the judge is unsure of it ({share:.1f}x the average item's chance)"
+                        f"the judge is unsure of it where that weighs on its agreement ({share:.1f}x the average "
+                        "item's chance)"
                         if share > 1
                         else f"drawn at random to keep every item's chance ({share:.1f}x the average)"
                     )
@@ -130,7 +133,8 @@ class Plan:
 
 def load_plan(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> Plan:
     """The checkpoint's plan from the warehouse: its samples (ids and the fields the strata need) and, once it
-    was judged, the judge's uncertainty on each (agreement.active.judge_uncertainty)."""
+    was judged, how much a rating of each would narrow the trust decisions (agreement.active.decision_uncertainty:
+    the judge's spread on it where it weighs on kappa)."""
     cols = [rubric.inputs.id_field, *rubric.worklists.strata, *[f.name for f in rubric.inputs.fields if f.allowed]]
     cols = list(dict.fromkeys(cols))
     samples = wh.read(rubric.name, Table.SAMPLES, columns=cols, where={"checkpoint_id": ckpt}, order_by=cols[:1])
@@ -139,7 +143,7 @@ def load_plan(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> Plan:
         if declares_protocol(rubric) and rubric.worklists.active and wh.table_exists(rubric.name, Table.JUDGE_SCORES):
             cols_j = ("sample_id", "judge", "kind", "dimension", "score", "score_distribution")
             judged = wh.read(rubric.name, Table.JUDGE_SCORES, columns=cols_j, where={"checkpoint_id": ckpt})
-            uncertainty = active.judge_uncertainty(judged)
+            uncertainty = active.decision_uncertainty(judged, judge_bar(rubric).kappa)
     except Exception:  # noqa: BLE001 - a warehouse being written for the first time: not judged yet
         uncertainty = {}
     return Plan(rubric, samples, uncertainty)
