@@ -167,7 +167,7 @@ def draw_varying(rng: np.random.Generator, sims: int, n: int, c: float) -> tuple
     edges = np.concatenate([[-np.inf], levels[:-1] + 0.5, [np.inf]])
     prob = np.diff(sps.norm.cdf((edges - f[..., None]) / stated[..., None]), axis=-1)
     mean, second = prob @ levels, prob @ (levels**2)
-    return judge, people, mean, second, np.maximum(second - mean**2, 0.0)
+    return judge, people, mean, second, np.maximum(second - mean**2, 0.0), prob
 
 
 def varying_c_for(kappa: float, seed: int) -> float:
@@ -183,9 +183,9 @@ def decision_random_against_active(sims: int, seed: int, max_n: int, rule: sq.Ru
     """The trust decision, random order against the active queue, re-decided after every rating from the floor to
     ``max_n``, on ``draw_varying`` data (frames of ``n_items`` judged items). Three designs on the same data sets:
     today's rule on a random order (kappa and Spearman of the rated items), the active-inference kappa
-    (``sequential.ppi_kappa_bounds``, over the whole frame) on the same random order, and the same estimator on
-    the active queue's order (``active.priorities`` of ``active.kappa_variance_shares``, as the annotate plan
-    orders a checkpoint; Spearman weighted)."""
+    and Spearman (``sequential.ppi_kappa_bounds``, ``ppi_spearman_bounds``, over the whole frame, the judge's
+    distribution as its prediction) on the same random order, and the same estimators on the active queue's order
+    (``active.priorities`` of ``active.kappa_variance_shares``, as the annotate plan orders a checkpoint)."""
     print(
         f"trust decided after every rating, random order against the active queue ({sims} frames of {n_items} "
         "items per judge, a quarter of them where the judge is unsure):"
@@ -201,7 +201,7 @@ def decision_random_against_active(sims: int, seed: int, max_n: int, rule: sq.Ru
     rng = np.random.default_rng(seed)
     for kappa in (0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70, 0.75, 0.80):
         c = varying_c_for(kappa, seed)
-        judge, people, mean, second, var = draw_varying(rng, sims, n_items, c)
+        judge, people, mean, second, var, prob = draw_varying(rng, sims, n_items, c)
         rows = np.arange(sims)[:, None]
         for design in designs:
             if design == "active+ppi":  # what the annotate plan does (active.decision_uncertainty), per frame
@@ -228,7 +228,7 @@ def decision_random_against_active(sims: int, seed: int, max_n: int, rule: sq.Ru
                     w = weights[rows, rated] if weights is not None else np.ones_like(j)
                     pi = np.minimum(1.0, key[:, n : n + 1] * w)
                     _, klo, khi, _ = sq.ppi_kappa_bounds(judge, mean, second, rated, p, pi, rule)
-                    _, rlo, rhi, _ = sq.spearman_bounds(j, p, rule, 1.0 / pi if weights is not None else None)
+                    _, rlo, rhi, _ = sq.ppi_spearman_bounds(judge, prob, np.arange(5.0), rated, p, pi, rule)
                 history.append(sq.verdicts([(klo, khi, BAR_KAPPA), (rlo, rhi, BAR_RHO)], n, rule))
             s = summary(np.stack(history, axis=1))
             decided = s["first"][s["first"] >= 0]

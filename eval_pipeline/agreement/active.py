@@ -73,7 +73,7 @@ def panel_predictions(judge_long: pd.DataFrame) -> pd.DataFrame:
     panel's, ``mean`` and ``second`` the predicted score and its square (the panel's score distribution from token
     probabilities where there is one; else the panel's score, with the members' or repeats' variance added to its
     square), ``var`` their variance (NaN where neither distribution nor spread is known)."""
-    cols = ["checkpoint_id", "sample_id", "dimension", "score", "mean", "second", "var"]
+    cols = ["checkpoint_id", "sample_id", "dimension", "score", "mean", "second", "var", "distribution"]
     if judge_long.empty:
         return pd.DataFrame(columns=cols)
     rows = judge_long[judge_long.get("kind", pd.Series("dimension", index=judge_long.index)) != "questionnaire_item"]
@@ -82,6 +82,7 @@ def panel_predictions(judge_long: pd.DataFrame) -> pd.DataFrame:
     if "checkpoint_id" not in panel.columns:
         panel["checkpoint_id"] = ""
     dist = panel.get("score_distribution", pd.Series(None, index=panel.index, dtype=object))
+    panel["distribution"] = dist
     m = np.array([_moments(d) for d in dist], float).reshape(-1, 2)
     panel["mean"], panel["second"] = m[:, 0], m[:, 1]
     members = rows[(rows.judge != PANEL) & rows.score.notna()]
@@ -96,6 +97,33 @@ def panel_predictions(judge_long: pd.DataFrame) -> pd.DataFrame:
     panel["mean"] = panel["mean"].where(own, panel.score)
     panel["second"] = panel.second.where(own, panel.score**2 + panel["var"].fillna(0.0))
     return panel[cols].reset_index(drop=True)
+
+
+def level_probabilities(
+    distributions: pd.Series, scores: np.ndarray, values: np.ndarray, divide: np.ndarray | float = 1.0
+) -> np.ndarray:
+    """The judge's predicted probability of each of ``values`` (sorted) for every item: its stored score
+    distribution (JSON ``{value: probability}``, each value divided by ``divide`` and put on the nearest of
+    ``values``), or all on the value nearest its score where it has none. Rows sum to one."""
+    vals = np.asarray(values, float)
+    k = np.broadcast_to(np.asarray(divide, float), (len(scores),))
+    out = np.zeros((len(scores), len(vals)))
+
+    def nearest(x: np.ndarray) -> np.ndarray:
+        return np.asarray(np.abs(vals[None, :] - np.asarray(x, float)[:, None]).argmin(-1), int)
+
+    for i, (d, sc) in enumerate(zip(distributions, np.asarray(scores, float), strict=True)):
+        try:
+            parsed = json.loads(d) if isinstance(d, str) and d else None
+            keys = np.array([float(x) for x in parsed], float) / k[i] if parsed else None
+            p = np.array([float(v) for v in parsed.values()], float) if parsed else None
+        except (ValueError, TypeError, AttributeError):
+            keys = p = None
+        if keys is not None and p is not None and p.sum() > 0:
+            np.add.at(out[i], nearest(keys), p / p.sum())
+        else:
+            out[i, nearest(np.array([sc]))[0]] = 1.0
+    return out
 
 
 def judge_uncertainty(judge_long: pd.DataFrame) -> dict[str, float]:
@@ -141,7 +169,7 @@ def decision_uncertainty(judge_long: pd.DataFrame, bar: float) -> dict[str, floa
     pred = panel_predictions(judge_long).dropna(subset=["var"])
     parts = []
     for _, d in pred.groupby("dimension", sort=True):
-        e2 = kappa_variance_shares(*(d[c].to_numpy(float) for c in ("score", "mean", "var")), bar)
+        e2 = kappa_variance_shares(d.score.to_numpy(float), d["mean"].to_numpy(float), d["var"].to_numpy(float), bar)
         if e2 is not None:
             parts.append(pd.Series(e2, index=d.sample_id.to_numpy()))
     if not parts:

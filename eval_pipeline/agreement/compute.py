@@ -53,13 +53,16 @@ def judge_on_human_scale(rubric: RubricConfig, judge_long: pd.DataFrame, column:
 def predictions_on_human_scale(rubric: RubricConfig, judge_long: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Per dimension, every judged sample's panel score and the judge's prediction of people's score (``mean``,
     ``second``: agreement.active.panel_predictions) on the scale people rate, as ``judge_on_human_scale`` puts
-    the scores: the frame an actively drawn calibration set is weighted back to."""
+    the scores (``divide``: what the stored distribution's values are divided by to get there): the frame an
+    actively drawn calibration set is weighted back to."""
     kinds = judge_long.kind.isin(["dimension", "questionnaire_metric"]) | (judge_long.judge != PANEL)
     pred = active.panel_predictions(judge_long[kinds & (judge_long.kind != "questionnaire_item")])
     if rubric.questionnaire and len(pred):
         n_items = {m.key: len(m.items) for m in rubric.questionnaire.metrics}
         k = pred.dimension.map(n_items).astype(float).fillna(1.0)
-        pred = pred.assign(score=pred.score / k, mean=pred["mean"] / k, second=pred.second / (k * k))
+        pred = pred.assign(score=pred.score / k, mean=pred["mean"] / k, second=pred.second / (k * k), divide=k)
+    else:
+        pred = pred.assign(divide=1.0)
     return {str(d): g.reset_index(drop=True) for d, g in pred.groupby("dimension", sort=True)}
 
 

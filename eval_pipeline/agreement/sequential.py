@@ -360,3 +360,99 @@ def ppi_kappa_sequence(
     """``ppi_kappa_bounds`` for one frame, as a ``Sequence`` (t = the number rated)."""
     est, low, high, sigma = ppi_kappa_bounds(judge, mean, second, rated, people, pi, rule)
     return Sequence(float(est[0]), float(low[0]), float(high[0]), float(sigma[0]), len(np.atleast_1d(rated)))
+
+
+def _hajek(wphi: np.ndarray, pi: np.ndarray) -> np.ndarray:
+    """Hajek's variance of a total of ``wphi`` (values over inclusion probabilities) from a fixed-size sample with
+    inclusion probabilities ``pi`` (Deville & Tille 2005, eq. 5): ``sum c_i (wphi_i - A)²``, ``c_i = (1 - pi_i) n /
+    (n - 1)``, ``A`` the c-weighted mean; the (1 - pi) factors matter where the queue favours an item."""
+    n = wphi.shape[-1]
+    c = (1.0 - np.minimum(pi, 1.0)) * n / max(n - 1, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        centre = (c * wphi).sum(-1, keepdims=True) / c.sum(-1, keepdims=True)
+    return np.asarray(np.nan_to_num((c * (wphi - centre) ** 2).sum(-1)), float)
+
+
+def ppi_spearman_bounds(
+    judge: np.ndarray,
+    probs: np.ndarray,
+    values: np.ndarray,
+    rated: np.ndarray,
+    people: np.ndarray,
+    pi: np.ndarray,
+    rule: Rule,
+) -> tuple[np.ndarray, ...]:
+    """Spearman's rho between the judge and people over a whole frame of judged items, people having rated a
+    sample drawn with known inclusion probabilities (the companion of ``ppi_kappa_bounds``). Over the frame, rho
+    is the correlation of mid-rank CDFs: the judge's, ``R_J``, known exactly; the people's, ``R(v) = F(v-) + p_v / 2``
+    for each value v people's score takes, from the shares ``p_v``. With ``c_v = mean(R_J 1[H = v])``,
+
+        rho = (sum_v R(v) c_v - 1/4) / sqrt(var(R_J) (sum_v p_v R(v)² - 1/4)),
+
+    and ``p_v``, ``c_v`` are difference estimators with the judge's predicted probability of each value as the
+    prediction (``probs``, items by ``values``; lambda 1, so the shares sum to one):
+    ``p_v = mean(P_v) + sum_rated (1[H = v] - P_v) / pi / N``, and ``c_v`` likewise times ``R_J``. The variance
+    is the design's (Hajek's, of the gradient combination of the residuals) plus the frame's own on Fisher's z
+    scale, ``(1 + rho²/2) / N`` (Bonett & Wright 2000); the CS is built on Fisher's z with t = n. ``people``
+    must be among ``values``. Returns estimate, lower bound, upper bound and sigma (z scale); NaN where
+    undefined."""
+    j = np.atleast_2d(np.asarray(judge, float))
+    pr = np.asarray(probs, float).reshape(j.shape + (len(values),))
+    idx = np.atleast_2d(np.asarray(rated, int))
+    y, p = np.atleast_2d(np.asarray(people, float)), np.atleast_2d(np.asarray(pi, float))
+    vals = np.asarray(values, float)
+    n_all, n = j.shape[-1], idx.shape[-1]
+    if n < 5:
+        nan = np.full(j.shape[:-1], np.nan)
+        return nan, nan, nan, nan
+    w = 1.0 / p
+    rj = (sps.rankdata(j, axis=-1) - 0.5) / n_all  # the judge's mid-rank CDF over the frame
+    var_j = (rj * rj).mean(-1) - rj.mean(-1) ** 2
+    at = np.searchsorted(vals, y)
+    onehot = (np.arange(len(vals)) == at[..., None]).astype(float)  # (rows, n, values)
+    pr_r = np.take_along_axis(pr, idx[..., None], -2)
+    rj_r = np.take_along_axis(rj, idx, -1)
+    resid = onehot - pr_r
+    share = pr.mean(-2) + (w[..., None] * resid).sum(-2) / n_all  # p_v
+    cross = (rj[..., None] * pr).mean(-2) + (w[..., None] * rj_r[..., None] * resid).sum(-2) / n_all  # c_v
+    r_v = np.cumsum(share, -1) - share / 2.0
+    top = (r_v * cross).sum(-1) - 0.25
+    var_h = (share * r_v * r_v).sum(-1) - 0.25
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = np.clip(top / np.sqrt(var_j * var_h), -1.0, 1.0)
+        # gradients of top and var_h in p_u (R(v) moves with every p_u, u <= v) and c_v
+        upper = np.flip(np.cumsum(np.flip(cross, -1), -1), -1) - cross  # sum over v > u of c_v
+        d_top_p = upper + cross / 2.0
+        pr_r_v = share * r_v
+        upper_pr = np.flip(np.cumsum(np.flip(pr_r_v, -1), -1), -1) - pr_r_v
+        d_var_p = r_v * r_v + 2.0 * (upper_pr + pr_r_v / 2.0)
+        g_p = rho[..., None] * (d_top_p / top[..., None] - d_var_p / (2.0 * var_h[..., None]))
+        g_c = rho[..., None] * (r_v / top[..., None])
+        phi = (resid * (g_p[..., None, :] + g_c[..., None, :] * rj_r[..., None])).sum(-1)
+        design = _hajek(w * phi, p) / n_all**2
+        rc = np.clip(rho, -0.999999, 0.999999)
+        frame = (1.0 - rc * rc) ** 2 * (1.0 + rc * rc / 2.0) / n_all
+        sigma = np.sqrt(n * (design + frame))
+    bad = ~((var_j > 0) & (var_h > 0)) | np.isnan(sigma) | np.isnan(rho)
+    z, sz = np.arctanh(rc), sigma / (1.0 - rc * rc)
+    r = sz * margin(n, rule.alpha, rule.design_n)
+    return (
+        np.where(bad, np.nan, rho),
+        np.where(bad, np.nan, np.tanh(z - r)),
+        np.where(bad, np.nan, np.tanh(z + r)),
+        np.where(bad, np.nan, sz),
+    )
+
+
+def ppi_spearman_sequence(
+    judge: np.ndarray,
+    probs: np.ndarray,
+    values: np.ndarray,
+    rated: np.ndarray,
+    people: np.ndarray,
+    pi: np.ndarray,
+    rule: Rule,
+) -> Sequence:
+    """``ppi_spearman_bounds`` for one frame, as a ``Sequence`` (t = the number rated)."""
+    est, low, high, sigma = ppi_spearman_bounds(judge, probs, values, rated, people, pi, rule)
+    return Sequence(float(est[0]), float(low[0]), float(high[0]), float(sigma[0]), len(np.atleast_1d(rated)))

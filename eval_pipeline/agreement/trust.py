@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
+from eval_pipeline.agreement import active
 from eval_pipeline.agreement import sequential as sq
 from eval_pipeline.agreement.stats import round_half_up
 from eval_pipeline.core.config import RubricConfig
@@ -212,9 +213,10 @@ def _sequences(
     """Kappa's CS on the scale's label positions of both scores rounded half up (as the agreement table's
     kappa), and Spearman's on the scores as they are; ``weights``: inverse inclusion probabilities by
     (checkpoint_id, sample_id), where people rated by the active queue (None: every item alike). With ``frame``
-    (every judged sample of the pooled checkpoints: checkpoint_id, sample_id, score, and the judge's prediction of
-    people's score, ``mean`` and ``second``, on the people's scale) and weights, kappa's CS is the active-inference
-    one over the whole frame (``sequential.ppi_kappa_bounds``)."""
+    (every judged sample of the pooled checkpoints: checkpoint_id, sample_id, score, the judge's prediction of
+    people's score, ``mean`` and ``second``, on the people's scale, its ``distribution`` and what divides it onto
+    that scale) and weights, both CSs are the active-inference ones over the whole frame
+    (``sequential.ppi_kappa_bounds``, ``ppi_spearman_bounds``)."""
     scale = rubric.rating_scales[dim]
     labels = np.asarray([float(x) for x in scale.labels])
     w = None
@@ -227,22 +229,28 @@ def _sequences(
     def positions(v: np.ndarray) -> np.ndarray:
         return np.asarray(np.searchsorted(labels, np.clip(round_half_up(v), scale.min, scale.max)), float)
 
-    rho = sq.spearman_sequence(a, b, rule, w)
-    steps = np.diff(labels)
-    if w is not None and frame is not None and len(frame) and len(steps) and np.allclose(steps, steps[0]):
+    if w is not None and frame is not None and _over_frame(rubric, dim, frame):
         at = pd.MultiIndex.from_frame(frame[["checkpoint_id", "sample_id"]].astype(str)).get_indexer(
             pd.MultiIndex.from_arrays([pair.checkpoint_id.astype(str), pair.sample_id.astype(str)])
         )
         ok = at >= 0
-        low, step = labels[0], steps[0]
-        h = frame["mean"].to_numpy(float)
-        q = frame["second"].to_numpy(float)
+        low, step = labels[0], labels[1] - labels[0]
+        score, h, q = (frame[c].to_numpy(float) for c in ("score", "mean", "second"))
         h_pos, q_pos = (h - low) / step, (q - 2.0 * low * h + low * low) / (step * step)
-        kappa = sq.ppi_kappa_sequence(
-            positions(frame.score.to_numpy(float)), h_pos, q_pos, at[ok], positions(b[ok]), 1.0 / w[ok], rule
-        )
-        return kappa, rho
-    return sq.kappa_sequence(positions(a), positions(b), rule, w), rho
+        pi = 1.0 / w[ok]
+        kappa = sq.ppi_kappa_sequence(positions(score), h_pos, q_pos, at[ok], positions(b[ok]), pi, rule)
+        values = np.union1d(labels, b[ok])  # a mean of several people may lie between two labels
+        probs = active.level_probabilities(frame.distribution, score, values, frame["divide"].to_numpy(float))
+        return kappa, sq.ppi_spearman_sequence(score, probs, values, at[ok], b[ok], pi, rule)
+    return sq.kappa_sequence(positions(a), positions(b), rule, w), sq.spearman_sequence(a, b, rule, w)
+
+
+def _over_frame(rubric: RubricConfig, dim: str, frame: pd.DataFrame | None) -> bool:
+    """Whether the dimension's decision is taken over the frame of every judged sample (the active design): a
+    frame is there and the scale's labels are evenly spaced (kappa's positions are then linear in the score)."""
+    labels = np.asarray([float(x) for x in rubric.rating_scales[dim].labels])
+    steps = np.diff(labels)
+    return frame is not None and len(frame) > 0 and len(steps) > 0 and bool(np.allclose(steps, steps[0]))
 
 
 def _fmt(x: float) -> str:
@@ -290,8 +298,11 @@ def trust_rows(
             f"[{_fmt(rcs.low)}, {_fmt(rcs.high)}] on {n} rated samples from {n_checkpoints} checkpoint(s) "
             f"({1 - rule.alpha:.0%} anytime-valid; needs {bars})"
         )
-        if frame is not None and weights is not None and len(frame):
-            evidence += f"; kappa_q over all {len(frame)} judged samples, weighted by the active queue's chances"
+        if weights is not None and frame is not None and _over_frame(rubric, dim, frame):
+            evidence += (
+                f"; over all {len(frame)} judged samples, the ratings weighted by the active queue's chances and "
+                "the judge's own distribution as its prediction"
+            )
         if verdict == PENDING:
             why = f"{min_n} needed at least" if n < min_n else "the intervals straddle the bar"
             reason = f"{evidence}: {why}; about {needed} more rated samples would settle it"

@@ -111,3 +111,151 @@ def test_a_trust_decision_on_actively_drawn_ratings_is_weighted_back_to_every_sa
         weighted.append(sq.kappa_sequence(judge[at], people[at], sq.Rule(), 1 / pi).estimate)
     assert np.mean(plain) < population - 0.05  # biased low
     assert abs(np.mean(weighted) - population) < 0.02
+
+
+def _varying(rng: np.random.Generator, n_items: int) -> tuple[np.ndarray, ...]:
+    """Label positions 0-4: the judge's expected position f and written score round(f); people's round(f + s e)
+    with s 1.5 on a quarter of the items (the judge unsure) and 0.3 elsewhere; the judge's distribution normal
+    around f with that s (its mean, second moment, variance and level probabilities)."""
+    from scipy import stats as sps
+
+    f = np.clip(rng.normal(2.2, 0.9, n_items), 0, 4)
+    s = np.where(rng.random(n_items) < 0.25, 1.5, 0.3)
+    judge = np.clip(np.floor(f + 0.5), 0, 4)
+    people = np.clip(np.floor(f + s * rng.standard_normal(n_items) + 0.5), 0, 4)
+    edges = np.concatenate([[-np.inf], np.arange(4) + 0.5, [np.inf]])
+    prob = np.diff(sps.norm.cdf((edges - f[:, None]) / s[:, None]), axis=-1)
+    mean, second = prob @ np.arange(5.0), prob @ np.arange(5.0) ** 2
+    return judge, people, mean, second, second - mean**2, prob
+
+
+def test_the_frame_estimators_are_the_plain_statistics_when_every_item_is_rated():
+    from scipy import stats as sps
+
+    from eval_pipeline.agreement import sequential as sq
+
+    judge, people, mean, second, _, prob = _varying(np.random.default_rng(3), 500)
+    every, certain = np.arange(500), np.ones(500)
+    k = sq.ppi_kappa_sequence(judge, mean, second, every, people, certain, sq.Rule())
+    rho = sq.ppi_spearman_sequence(judge, prob, np.arange(5.0), every, people, certain, sq.Rule())
+    assert k.estimate == pytest.approx(float(sq.kappa_and_sigma(judge, people)[0]), abs=1e-12)
+    assert rho.estimate == pytest.approx(float(sps.spearmanr(judge, people).statistic), abs=1e-12)
+
+
+def test_the_frame_estimators_cover_under_the_active_queue_and_are_narrower_than_weighting_alone():
+    """Ratings drawn by the queue's decision priorities: the anytime-valid bounds over the frame cover the frame's
+    kappa and Spearman at a fixed size (they are wider than a fixed-n interval, so nearly always), and are tighter
+    than the weighted statistics of the rated items alone on the same ratings."""
+    from scipy import stats as sps
+
+    from eval_pipeline.agreement import sequential as sq
+
+    rng = np.random.default_rng(5)
+    n_items, n, trials = 1500, 120, 60
+    judge, people, mean, second, var, prob = _varying(rng, n_items)
+    kappa, rho = float(sq.kappa_and_sigma(judge, people)[0]), float(sps.spearmanr(judge, people).statistic)
+    shares = active.kappa_variance_shares(judge, mean, var, 0.6)
+    assert shares is not None
+    w = active.priorities(np.sqrt(shares))
+    ids = [f"s{i}" for i in range(n_items)]
+    rule = sq.Rule()
+    covered, narrower = 0, 0
+    for t in range(trials):
+        queue, keys = active.order(ids, w, 100 + t)
+        at = np.array([int(q[1:]) for q in queue])[:n]
+        pi = active.inclusion(keys[:n], w[at], float(keys[n]))
+        k = sq.ppi_kappa_sequence(judge, mean, second, at, people[at], pi, rule)
+        r = sq.ppi_spearman_sequence(judge, prob, np.arange(5.0), at, people[at], pi, rule)
+        covered += (k.low <= kappa <= k.high) and (r.low <= rho <= r.high)
+        alone = sq.kappa_sequence(judge[at], people[at], rule, 1 / pi)
+        narrower += (k.high - k.low) < (alone.high - alone.low)
+    assert covered >= 0.95 * trials
+    assert narrower >= 0.9 * trials
+
+
+def test_the_plan_asks_first_where_a_rating_narrows_kappa_most():
+    """Two items the judge is equally unsure of: the one far from the middle of the scale weighs more on kappa and
+    gets the larger share; an item it is sure of gets little; without any spread there is no priority at all."""
+    rows = []
+    dists = {
+        "edge": {"1": 0.5, "2": 0.5},  # unsure, at the bottom of the scale
+        "middle": {"3": 0.5, "4": 0.5},  # as unsure, in the middle
+        "sure": {"5": 1.0},
+    }
+    for k in range(40):
+        for name, d in dists.items():
+            score = float(sum(float(v) * p for v, p in d.items()))
+            rows.append(
+                dict(
+                    sample_id=f"{name}{k}",
+                    judge="panel",
+                    kind="dimension",
+                    dimension="d",
+                    score=score,
+                    score_distribution=json.dumps(d),
+                )
+            )
+    u = active.decision_uncertainty(pd.DataFrame(rows), bar=0.6)
+    assert u["edge0"] > u["middle0"] > u["sure0"] == 0.0
+    plain = pd.DataFrame(rows).assign(score_distribution=None)
+    assert active.decision_uncertainty(plain, bar=0.6) == {}
+
+
+def test_a_trust_row_on_actively_drawn_ratings_is_decided_over_every_judged_sample(rubrics):
+    """The pooled checkpoint's ratings were drawn by the active queue: the trust row's sequences are the frame
+    estimators over all of the judge's samples (the reason says so), on the rated samples the design covers, and
+    kappa's is narrower than weighting the rated items alone."""
+    from eval_pipeline.agreement.compute import compute_agreement, judge_pairs, predictions_on_human_scale
+    from eval_pipeline.agreement.trust import trust_rows
+
+    rubric = rubrics["empathetic_dialogue"]
+    dim = rubric.judged_dimensions[0].key
+    labels = [float(x) for x in rubric.rating_scales[dim].labels]
+    assert np.allclose(np.diff(labels), labels[1] - labels[0])
+    rng = np.random.default_rng(8)
+    n_items, n = 800, 150
+    judge, people, mean, second, var, prob = _varying(rng, n_items)
+    ids = [f"s{i:04d}" for i in range(n_items)]
+    to_scale = labels[0] + (labels[1] - labels[0]) * np.arange(5.0)
+    judged = pd.DataFrame(
+        dict(
+            checkpoint_id="c",
+            sample_id=ids,
+            judge="panel",
+            judge_kind="llm",
+            kind="dimension",
+            dimension=dim,
+            score=to_scale[judge.astype(int)],
+            status="ok",
+            reason=None,
+            score_distribution=[json.dumps({f"{v:g}": round(p, 6) for v, p in zip(to_scale, row)}) for row in prob],
+        )
+    )
+    shares = active.kappa_variance_shares(judge, mean, var, 0.6)
+    assert shares is not None
+    w = active.priorities(np.sqrt(shares))
+    queue, keys = active.order(ids, w, 4)
+    rated = queue[:n]
+    at = np.array([ids.index(s) for s in rated])
+    pi = active.inclusion(keys[:n], w[at], float(keys[n]))
+    ratings = pd.DataFrame(
+        dict(checkpoint_id="c", sample_id=rated, evaluator="A", dimension=dim, score=to_scale[people[at].astype(int)])
+    )
+    rated_judge = judged[judged.sample_id.isin(rated)]
+    pooled = compute_agreement(rubric, "c", ratings, rated_judge)
+    pairs = judge_pairs(rubric, ratings, rated_judge)
+    weights = pd.Series(1 / pi, index=pd.MultiIndex.from_arrays([["c"] * n, rated]))
+    frames = predictions_on_human_scale(rubric, judged)
+    over = trust_rows(rubric, "c", "id1", "judge X", pooled, pooled, 1, pairs, weights, frames)
+    alone = trust_rows(rubric, "c", "id1", "judge X", pooled, pooled, 1, pairs, weights)
+    row, plain = over[over.dimension == dim].iloc[0], alone[alone.dimension == dim].iloc[0]
+    assert f"over all {n_items} judged samples" in row.reason and "over all" not in plain.reason
+    assert row.kappa_cs_high - row.kappa_cs_low < plain.kappa_cs_high - plain.kappa_cs_low
+    population = float(sq_kappa(judge, people))
+    assert row.kappa_cs_low <= population <= row.kappa_cs_high
+
+
+def sq_kappa(a: np.ndarray, b: np.ndarray) -> float:
+    from eval_pipeline.agreement import sequential as sq
+
+    return float(sq.kappa_and_sigma(a, b)[0])
