@@ -350,7 +350,10 @@ def paired_gain(
         (kn, bn), (ko, bo) = _kappa(rubric, d, jn, h, idx), _kappa(rubric, d, jo, h, idx)
         point.append(kn - ko)
         diffs.append(bn - bo)
-    mean_diff = np.nanmean(np.vstack(diffs), axis=0)
+    stack = np.vstack(diffs)
+    defined = ~np.isnan(stack)  # a resample whose kappa is undefined on every dimension counts as none
+    total = np.where(defined, stack, 0.0).sum(axis=0)
+    mean_diff = np.where(defined.any(axis=0), total / np.maximum(defined.sum(axis=0), 1), np.nan)
     lo, hi = np.nanpercentile(mean_diff, [100 * (1 - LEVEL) / 2, 100 * (1 + LEVEL) / 2])
     return float(np.mean(point)), float(lo), float(hi)
 
