@@ -123,6 +123,19 @@ class Browser:
     def enter(self) -> None:
         self.key("Enter", text="\r", code="Enter", key_code=13)
 
+    def sign_in(self, base_url: str, evaluator: str) -> None:
+        """Signed in to annotate at ``base_url`` as ``evaluator``, as a person does it: the name typed once the
+        cursor is in the name field (autofocus lands after the document is complete; keys typed before it are lost
+        on a loaded machine), then the home page showing who is rating."""
+        self.navigate(base_url + "/login")
+        self.wait_for("document.activeElement && document.activeElement.id === 'evaluator'")
+        self.type_text(evaluator)
+        self.wait_for(f"document.getElementById('evaluator').value === {json.dumps(evaluator)}")
+        self.enter()
+        self.wait_for("location.pathname === '/'")
+        shown = self.evaluate("(document.querySelector('header b') || {}).innerText")
+        assert shown == evaluator, f"signed in as {shown!r}, not {evaluator!r}"
+
     def screenshot(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"]))

@@ -247,10 +247,7 @@ def test_two_evaluators_rate_the_pilot_in_the_browser_and_the_judge_is_decided(p
         for n, name in enumerate(("ann", "bo")):
             browser = Browser(project / f"profile-{name}")
             try:
-                browser.navigate(server.url + "/login")
-                browser.type_text(name)  # the name field has the focus
-                browser.enter()
-                browser.wait_for("location.pathname === '/'")
+                browser.sign_in(server.url, name)
                 browser.navigate(f"{server.url}/q/{RUBRIC}/ckpt-0200/pilot/next")
                 for i in range(10):
                     browser.wait_for("document.readyState === 'complete' && !!document.getElementById('rating')")
@@ -274,10 +271,7 @@ def test_two_evaluators_rate_the_pilot_in_the_browser_and_the_judge_is_decided(p
         # the calibration view, then the ratings sensor's runs
         browser = Browser(project / "profile-cal")
         try:
-            browser.navigate(server.url + "/login")
-            browser.type_text("ann")
-            browser.enter()
-            browser.wait_for("location.pathname === '/'")
+            browser.sign_in(server.url, "ann")
             browser.navigate(f"{server.url}/c/{RUBRIC}/ckpt-0200")
             browser.wait_for("!!document.getElementById('pass-fail')")
             browser.screenshot(shots / "calibration.png")
@@ -574,10 +568,7 @@ def test_needed_on_the_queue_page_moves_after_each_submit(project):
     seen: list[int] = []
     browser = Browser(project / "profile-needed")
     try:
-        browser.navigate(server.url + "/login")
-        browser.type_text("ann")
-        browser.enter()
-        browser.wait_for("location.pathname === '/'")
+        browser.sign_in(server.url, "ann")
         for batch in (8, 6, 6):
             for sid in todo[:batch]:
                 assert person.rate("ckpt-0200", sid, {d: rng.randint(2, 5) for d in dims}) == 303
@@ -731,10 +722,7 @@ def test_a_prevalence_skewed_pilot_shows_kappa_beside_what_explains_it(project, 
             assert ann.rate("ckpt-0200", sid, dict.fromkeys(dims, 5), queue="pilot") == 303  # 20/20: PASS
             low = 1 if i < 2 else 5  # 4/20 on two items: FAIL
             assert bo.rate("ckpt-0200", sid, dict.fromkeys(dims, low), queue="pilot") == 303
-        browser.navigate(server.url + "/login")
-        browser.type_text("ann")
-        browser.enter()
-        browser.wait_for("location.pathname === '/'")
+        browser.sign_in(server.url, "ann")
         browser.navigate(f"{server.url}/c/{RUBRIC}/ckpt-0200")
         browser.wait_for("!!document.getElementById('pass-fail')")
         row = browser.evaluate(
@@ -822,10 +810,7 @@ def test_the_response_is_on_the_first_screen_of_an_item(project):
     server = Server(project).start()
     browser = Browser(project / "profile-fold")
     try:
-        browser.navigate(server.url + "/login")
-        browser.type_text("ann")
-        browser.enter()
-        browser.wait_for("location.pathname === '/'")
+        browser.sign_in(server.url, "ann")
         for sid in _ids("ckpt-0200")[:3]:
             browser.navigate(f"{server.url}/i/{RUBRIC}/ckpt-0200/remainder/{urllib.parse.quote(sid, safe='')}")
             browser.wait_for("!!document.getElementById('response')")
