@@ -16,7 +16,13 @@ P(ever trusted | kappa <= bar - margin), P(ever untrusted | kappa >= bar + margi
 Clopper-Pearson interval, the verdict's flips per sequence (changes between trusted and untrusted, and back to
 pending), and the ratings to a first decision.
 
-    python bench/bench_trust_decisions.py [--sims 1000] [--max-n 300]
+Then random order against the active queue on data where the judge's certainty varies: the people's mean to an
+interval of a given width (10,000 data sets, with coverage), and the trust decision itself over frames of 1,800
+judged items, in three designs on the same data (random order with today's rated-items rule, random order with
+the frame estimators, the active queue with the frame estimators).
+
+    python bench/bench_trust_decisions.py [--sims 1000] [--max-n 300] [--decision-sims 300]
+    python bench/bench_trust_decisions.py --only-decision     # the last block alone (about 15 min on 2 cores)
 """
 
 from __future__ import annotations
@@ -263,16 +269,17 @@ def main() -> None:
     ap.add_argument("--max-n", type=int, default=300)
     ap.add_argument("--active-sims", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=20261201)
-    ap.add_argument("--decision-sims", type=int, default=1000, help="frames per judge for the active decision block")
+    ap.add_argument("--decision-sims", type=int, default=300, help="frames per judge for the active decision block")
     ap.add_argument("--only-decision", action="store_true", help="run the active decision block alone")
     args = ap.parse_args()
     rule = sq.Rule(min_samples=FLOOR)
+    started = time.perf_counter()
     if args.only_decision:
         decision_random_against_active(args.decision_sims, args.seed, args.max_n, rule)
+        print(f"({time.perf_counter() - started:.0f} s)")
         return
     kappas = [0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70, 0.75, 0.80]
     pooled: dict[tuple[str, str], list[dict[str, np.ndarray]]] = {}
-    started = time.perf_counter()
     print(
         f"bar kappa_q {BAR_KAPPA}, spearman {BAR_RHO}; margin {rule.margin}, alpha {rule.alpha}; {args.sims} "
         f"sequences of {args.max_n} ratings each, decided after every rating from {FLOOR}"
