@@ -268,7 +268,7 @@ def evaluate(
             f"; stopped deciding {again} again (the next run settles it)"
             if stopped
             else "; the graph's settling stopped (the next run settles it)"
-            if signalled and not any(o.interrupted for o in outcomes)
+            if signalled and outcomes and not any(o.interrupted for o in outcomes)
             else ""
         )
         print(
@@ -283,7 +283,7 @@ def evaluate(
         else exit_code(outcomes + stopped, reports, fail_on_gates=not args.no_fail_on_gates)
     )
     refused = sum(len(getattr(c, "refused_files", {})) for c in ckpts)
-    if not outcomes and todo:
+    if not outcomes and todo and not signalled:
         print(
             "eval-pipeline: nothing evaluated: no selected rubric has a file in the selected checkpoint(s) (exit 4)",
             file=sys.stderr,

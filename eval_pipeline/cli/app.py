@@ -243,8 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     debug = getattr(args, "debug", False)
     if not debug:
         logging.lastResort = OneLine()
+    from eval_pipeline.core import interrupts
+
     try:
-        return int(args.fn(args))
+        code = int(args.fn(args))
+        # Ctrl-C or SIGTERM noted but its KeyboardInterrupt swallowed on the way (a library's bare `except:` while
+        # the command started): the command was still interrupted, whatever it went on to do
+        return _interrupted() if interrupts.requested() and code != EXIT_INTERRUPTED else code
     except KeyboardInterrupt:
         return _interrupted()
     except ServerError as exc:
@@ -253,8 +258,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"eval-pipeline: error: {exc}", file=sys.stderr)
         return EXIT_SERVER
     except Exception as exc:  # ours: every line of it; anything else: one clear line unless --debug
-        from eval_pipeline.core import interrupts
-
         # the signal turned into a library's error (a database closed while it was being opened)
         if (interrupts.requested() or interrupts.is_interrupt(exc)) and not debug:
             return _interrupted()
@@ -272,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_RUN_FAILED
         print(f"eval-pipeline: error: {clean(msg)} (--debug for the traceback)", file=sys.stderr)
         return EXIT_RUN_FAILED
+    finally:
+        interrupts.reset()  # the stop was this command's: a caller that runs another in the same process goes on
 
 
 class OneLine(logging.Handler):

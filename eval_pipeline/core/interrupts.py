@@ -27,7 +27,8 @@ GRACE_S = 3.0
 
 
 def requested() -> bool:
-    """Whether Ctrl-C or SIGTERM arrived since ``watching()`` began, or was ``note``d."""
+    """Whether Ctrl-C or SIGTERM arrived within ``watching()``, or was ``note``d before it (a stop noted while the
+    command started is still a stop when the watch begins: a library may have swallowed its KeyboardInterrupt)."""
     return _STOP.is_set()
 
 
@@ -35,6 +36,11 @@ def note() -> None:
     """Record that Ctrl-C or SIGTERM arrived, from a handler of its own outside ``watching()`` (the command's, while
     it starts): whatever a library then turns the interrupt into, ``requested()`` says what it was."""
     _STOP.set()
+
+
+def reset() -> None:
+    """Forget a stop: the watch or the command it belonged to has ended (in-process callers run one after another)."""
+    _STOP.clear()
 
 
 def is_interrupt(exc: BaseException | None) -> bool:
@@ -75,7 +81,6 @@ def watching() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    _STOP.clear()
     read, write = os.pipe()
     os.set_blocking(write, False)
     old_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
@@ -105,7 +110,7 @@ def watching() -> Iterator[None]:
         os.close(write)  # the reader sees the end of the pipe and ends
         thread.join(timeout=1)
         os.close(read)
-        _STOP.clear()  # a stop belongs to this watch: later work in the same process (the next command) goes on
+        reset()  # a stop belongs to this watch: later work in the same process (the next command) goes on
 
 
 class Stopping:

@@ -181,7 +181,8 @@ def materialize_checkpoints(
     starting, followed = on_start or (lambda _c: None), on_followed or (lambda _o: None)
     outcomes: dict[str, RunOutcome] = {}
     with interruptible() as interrupt, wh.lingering():
-        for ckpt_id, keys in sorted(_stale_ratings(batch, {c for c, _, _ in todo}).items()):
+        stale = {} if interrupt.check() else _stale_ratings(batch, {c for c, _, _ in todo})
+        for ckpt_id, keys in sorted(stale.items()):
             reread = _other(batch, ckpt_id, keys, "ratings")
             followed(reread)
             interrupt.flag |= reread.interrupted
