@@ -56,18 +56,13 @@ def decided(
     """The stored verdict of one rubric on one checkpoint (scoring.verdict decided it once, in the run): the one
     every reader sees. With ``run_ids``, the runs of the command that evaluated it: a verdict they decided counts;
     one another run decided (a re-decision that ran at the same time: the ratings sensor, the automation, the UI)
-    counts only when they ``succeeded``, since theirs was stored and that one replaced it later; it says so. A
-    run that failed before deciding leaves an ``undecided`` verdict saying so, never the verdict of another run."""
+    counts only when they ``succeeded`` (the decisions are decided again only when what they read changed, so the
+    stored one is then the current one). A run that failed before deciding leaves an ``undecided`` verdict saying so, never the verdict of another run."""
     found = read_verdicts(wh, rubric.name, [ckpt])
-    if found and (run_ids is None or found[0].run_id in run_ids):
+    if found and (run_ids is None or found[0].run_id in run_ids or succeeded):
+        # decided by the command's run, or, its run having succeeded, still as an earlier run decided it (nothing it
+        # is decided from changed) or as a later one did: the stored verdict is the current one
         return found[0]
-    if found and succeeded:
-        v = found[0]
-        v.reasons = [
-            *v.reasons,
-            ("decided again", f"by run {v.run_id} after this command's run (its verdict replaced)"),
-        ]
-        return v
     return Verdict(rubric.name, ckpt, verdict=UNDECIDED, reasons=[("not decided", "the run ended before its verdict")])
 
 

@@ -276,22 +276,48 @@ def trust_rows(
     inclusion probability (``weights``, by checkpoint_id and sample_id): the sequences are then weighted, so the
     decision is on the agreement over all samples, not over the ones the queue favoured; with ``frames`` (per
     dimension, every judged sample of the pooled checkpoints and the judge's prediction of people's score), kappa's
-    is the active-inference estimator over all of them (``_sequences``)."""
+    is the active-inference estimator over all of them (``_sequences``). The same as ``checkpoint_trust`` of
+    ``pooled_trust``: the pooled part is the identity's, computed once for all its checkpoints."""
+    return checkpoint_trust(
+        rubric, pooled_trust(rubric, identity, label, pooled, n_checkpoints, pairs, weights, frames), checkpoint_id, own
+    )
+
+
+@dataclass
+class PooledTrust:
+    """The part of a judge identity's trust rows that every checkpoint it judged shares (``pooled_trust``)."""
+
+    identity: str
+    label: str
+    n_checkpoints: int
+    dimensions: list[Row]  # per rated dimension: the pooled figures, the verdict and the reason so far
+
+
+def pooled_trust(
+    rubric: RubricConfig,
+    identity: str,
+    label: str,
+    pooled: pd.DataFrame,
+    n_checkpoints: int,
+    pairs: dict[str, pd.DataFrame],
+    weights: pd.Series | None = None,
+    frames: dict[str, pd.DataFrame] | None = None,
+) -> PooledTrust:
+    """The identity's decision per dimension from its pooled calibration set (see ``trust_rows``): the confidence
+    sequences, the verdict, ``needed`` and the people's baseline; computed once per identity."""
     bar = judge_bar(rubric)
     rule = bar.rule
     min_kappa, min_rho, min_n = bar.kappa, bar.spearman, bar.min_samples
-    rows: list[Row] = []
+    dims: list[Row] = []
     for dim in rubric.rating_scales:
         n, k, k_lo, k_hi = _stat(pooled, dim, "cohen_kappa_quadratic")
         _, rho, r_lo, r_hi = _stat(pooled, dim, "spearman")
-        own_n, own_k, _, own_hi = _stat(own, dim, "cohen_kappa_quadratic")
         empty = pd.DataFrame(columns=["checkpoint_id", "sample_id", "judge", "human"])
         frame = (frames or {}).get(dim)
         kcs, rcs = _sequences(rubric, dim, pairs.get(dim, empty), rule, weights, frame)
         verdict, needed = sq.decide([(kcs, min_kappa), (rcs, min_rho)], rule)
         people = _people(pooled, dim)
         beside = versus_people((k, kcs.low, kcs.high), people)
-        drift: bool | None = None
         bars = f"kappa_q >= {min_kappa:g} and spearman >= {min_rho:g}, each within {rule.margin:g}"
         evidence = (
             f"kappa_q {_fmt(kcs.estimate)} [{_fmt(kcs.low)}, {_fmt(kcs.high)}], spearman {_fmt(rcs.estimate)} "
@@ -310,18 +336,10 @@ def trust_rows(
             reason = evidence
         if beside is not None:
             reason += f"; {beside} (people with each other: kappa_q {people[0]:.2f} [{people[1]:.2f}, {people[2]:.2f}])"
-        if verdict != PENDING and own_n >= min_n and not math.isnan(own_hi):
-            drift = bool(own_hi < k)
-            if drift:
-                reason += f"; drift: on this checkpoint kappa_q {own_k:.2f} (its interval below the pooled {k:.2f})"
-        rows.append(
+        dims.append(
             dict(
-                checkpoint_id=checkpoint_id,
-                judge_identity=identity,
-                judge_label=label,
                 dimension=dim,
                 n_rated=n,
-                n_checkpoints=n_checkpoints,
                 kappa_quadratic=k,
                 kappa_ci_low=k_lo,
                 kappa_ci_high=k_hi,
@@ -330,23 +348,67 @@ def trust_rows(
                 spearman_ci_high=r_hi,
                 verdict=verdict,
                 needed=needed,
-                own_n=own_n,
-                own_kappa_quadratic=own_k,
-                drift=drift,
                 reason=reason,
                 kappa_cs_low=kcs.low,
                 kappa_cs_high=kcs.high,
                 spearman_cs_low=rcs.low,
                 spearman_cs_high=rcs.high,
-                alpha=rule.alpha,
-                margin=rule.margin,
                 human_kappa_quadratic=people[0],
                 human_kappa_ci_low=people[1],
                 human_kappa_ci_high=people[2],
                 versus_people=beside,
             )
         )
-    rows.append(_overall(rows, checkpoint_id, identity, label, n_checkpoints, rule))
+    return PooledTrust(identity, label, n_checkpoints, dims)
+
+
+def checkpoint_trust(rubric: RubricConfig, pooled: PooledTrust, checkpoint_id: str, own: pd.DataFrame) -> pd.DataFrame:
+    """One checkpoint's trust rows: the identity's pooled decision (``pooled_trust``) and this checkpoint's own
+    agreement (``own``), for the drift check."""
+    bar = judge_bar(rubric)
+    rule, min_n = bar.rule, bar.min_samples
+    rows: list[Row] = []
+    for d in pooled.dimensions:
+        dim, verdict, k, reason = d["dimension"], d["verdict"], d["kappa_quadratic"], d["reason"]
+        own_n, own_k, _, own_hi = _stat(own, dim, "cohen_kappa_quadratic")
+        drift: bool | None = None
+        if verdict != PENDING and own_n >= min_n and not math.isnan(own_hi):
+            drift = bool(own_hi < k)
+            if drift:
+                reason += f"; drift: on this checkpoint kappa_q {own_k:.2f} (its interval below the pooled {k:.2f})"
+        rows.append(
+            dict(
+                checkpoint_id=checkpoint_id,
+                judge_identity=pooled.identity,
+                judge_label=pooled.label,
+                dimension=dim,
+                n_rated=d["n_rated"],
+                n_checkpoints=pooled.n_checkpoints,
+                kappa_quadratic=k,
+                kappa_ci_low=d["kappa_ci_low"],
+                kappa_ci_high=d["kappa_ci_high"],
+                spearman=d["spearman"],
+                spearman_ci_low=d["spearman_ci_low"],
+                spearman_ci_high=d["spearman_ci_high"],
+                verdict=verdict,
+                needed=d["needed"],
+                own_n=own_n,
+                own_kappa_quadratic=own_k,
+                drift=drift,
+                reason=reason,
+                kappa_cs_low=d["kappa_cs_low"],
+                kappa_cs_high=d["kappa_cs_high"],
+                spearman_cs_low=d["spearman_cs_low"],
+                spearman_cs_high=d["spearman_cs_high"],
+                alpha=rule.alpha,
+                margin=rule.margin,
+                human_kappa_quadratic=d["human_kappa_quadratic"],
+                human_kappa_ci_low=d["human_kappa_ci_low"],
+                human_kappa_ci_high=d["human_kappa_ci_high"],
+                versus_people=d["versus_people"],
+            )
+        )
+    rows.append(_overall(rows, checkpoint_id, pooled.identity, pooled.label, pooled.n_checkpoints, rule))
     return pd.DataFrame(rows, columns=TRUST_COLUMNS).astype(DTYPES)
 
 

@@ -223,6 +223,17 @@ def max_concurrent_steps() -> int:
     return _int("EVAL_MAX_CONCURRENT", "0")
 
 
+def backfill_chunk() -> int:
+    """EVAL_BACKFILL_CHUNK: the most checkpoints one run evaluates (Dagster's backfill policy of every partitioned
+    asset; `eval-pipeline run`/`backfill` and a UI backfill run ⌈N / chunk⌉ runs for N checkpoints). 50 by default:
+    a run of 50 checkpoints × 5 rubrics of the sample's size holds about 1 GB at its peak (docs/scaling.md); a run's
+    fixed cost (~2 s of Dagster's own work) is then 4 % of the run."""
+    value = _int("EVAL_BACKFILL_CHUNK", "50")
+    if value < 1:
+        raise ValueError(f"EVAL_BACKFILL_CHUNK must be >= 1, got {value}")
+    return value
+
+
 def backfill_interval_seconds() -> float:
     """EVAL_BACKFILL_INTERVAL_SECONDS: how often the project's daemon (eval_pipeline/defs/daemon.py) looks at
     backfills launched from the UI (Dagster's own daemon: every 30 s)."""

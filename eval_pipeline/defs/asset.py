@@ -4,12 +4,18 @@ It sets the key ``[<rubric>, <name>]``, the group, the checkpoint partitions, th
 rubric's config hash as code version, the kinds and the table
 metadata (``dagster/table_name`` on the definition; ``dagster/row_count`` and
 ``dagster/column_schema`` of the partition on every materialization).
+
+A partitioned asset runs over many checkpoints in one run (Dagster's backfill policy: at most
+``EVAL_BACKFILL_CHUNK`` partitions a run): its body is called once per checkpoint of the run, each checkpoint's
+writes atomic as before, and after them the content version of each checkpoint's rows of every table it writes
+is recorded (storage.versions), which is what the decisions across checkpoints read to know what changed.
 """
 
 from __future__ import annotations
 
 import functools
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -23,6 +29,7 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL, Table
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
+from eval_pipeline.storage import versions
 from eval_pipeline.storage.tables import Filter
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -41,8 +48,13 @@ ON_DEMAND_TAGS = {ON_DEMAND_TAG: "true"}
 
 
 def evaluation(names: Sequence[str]) -> dg.AssetSelection:
-    """What evaluating a checkpoint materializes: the rubric groups ``names`` without their on-demand assets."""
-    return dg.AssetSelection.groups(*names) - dg.AssetSelection.tag(ON_DEMAND_TAG, "true")
+    """What evaluating a checkpoint materializes: the rubric groups ``names`` without their on-demand assets, and
+    without the asset checks as steps of their own (the gates asset reports each checkpoint's, defs/checks.py)."""
+    return (dg.AssetSelection.groups(*names) - dg.AssetSelection.tag(ON_DEMAND_TAG, "true")).without_checks()
+
+
+# (version name, schema, table, the rows' other partition columns): a table an asset writes, besides its own
+Versioned = tuple[str, str, str, dict[str, str]]
 
 
 def rubric_asset(
@@ -58,19 +70,32 @@ def rubric_asset(
     automation_condition: dg.AutomationCondition[Any] | None = None,
     tags: dict[str, str] | None = None,
     group: str | None = None,
+    also_writes: Sequence[Versioned] = (),
 ) -> Callable[[Body], dg.AssetsDefinition]:
-    """One decorator for every asset of a rubric group (``_step``: progress, the step scope, table metadata).
-    ``partitioned`` False: an asset over every checkpoint (a pool, defs/assets/pools.py); its ``deps`` are given as
-    ``dg.AssetDep`` with the partition mapping that says which partitions it reads."""
+    """One decorator for every asset of a rubric group (``_step``: progress, the step scope, table metadata, the
+    content versions of what a partitioned asset wrote: its table and ``also_writes``).
+    ``partitioned`` False: an asset over every checkpoint (a pool or a decision, defs/assets/pools.py and
+    decisions.py); its ``deps`` are given as ``dg.AssetDep`` with the partition mapping that says which partitions
+    it reads."""
     md: dict[str, Any] = {"rubric_version": rubric.version, **(metadata or {})}
     if table:
         md["dagster/table_name"] = f"{rubric.name}.{name}"
+    written: list[Versioned] = []
+    if partitioned:
+        written = [(name, rubric.name, name, {})] if table else []
+        written += list(also_writes)
 
     def decorate(fn: Body) -> dg.AssetsDefinition:
+        with warnings.catch_warnings():  # the backfill policy is Dagster's (beta): not the user's business
+            warnings.simplefilter("ignore", dg.BetaWarning)
+            return _asset(fn)
+
+    def _asset(fn: Body) -> dg.AssetsDefinition:
         return dg.asset(
             key=asset_key(rubric, name),
             group_name=group or rubric.name,
             partitions_def=CHECKPOINTS if partitioned else None,
+            backfill_policy=dg.BackfillPolicy.multi_run(settings.backfill_chunk()) if partitioned else None,
             code_version=rubric.version,
             automation_condition=automation_condition,
             deps=list(deps),
@@ -78,35 +103,115 @@ def rubric_asset(
             description=description,
             metadata=md,
             tags=tags,
-        )(_step(fn, rubric.name, name, table))
+        )(_step(fn, rubric.name, name, table, written))
 
     return decorate
 
 
-def _step(fn: Body, rubric: str, name: str, table: bool) -> Body:
+class OnePartition:
+    """A step's context seen for one of the checkpoints of its run: ``partition_key`` is that checkpoint; the rest
+    is the step's context."""
+
+    has_partition_key = True
+
+    def __init__(self, context: dg.AssetExecutionContext, key: str) -> None:
+        self._context, self.partition_key = context, key
+
+    @property
+    def partition_keys(self) -> list[str]:
+        return [self.partition_key]
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._context, attr)
+
+
+def run_partitions(context: dg.AssetExecutionContext) -> list[str]:
+    """The checkpoints of this step's run: one, several (a run over a range of them), none (unpartitioned)."""
+    if context.has_partition_key:
+        return [context.partition_key]
+    if context.assets_def.partitions_def is None:
+        return []
+    return list(context.partition_keys)
+
+
+def _step(fn: Body, rubric: str, name: str, table: bool, written: Sequence[Versioned] = ()) -> Body:
     """The asset body as Dagster calls it (its context, then its resources by name: ``warehouse`` among them; the
     signature Dagster reads is ``fn``'s, through ``functools.wraps``): progress events for a listening console, the
     body inside the backend's step scope (``Warehouse.hold``: its many short connections share what the backend
     keeps open), and, for a table, the partition's row count and the table's column schema added to what it
-    returns."""
+    returns. A partitioned body is called once per checkpoint of the run (in the run's order); then the content
+    versions of what it wrote are recorded (one query per table, one write), and a one-checkpoint result carries
+    its table's version as its data version."""
 
     @functools.wraps(fn)
     def step(
         context: dg.AssetExecutionContext, warehouse: WarehouseResource, **resources: object
     ) -> dg.MaterializeResult[None]:
-        ckpt = context.partition_key if context.has_partition_key else None
-        progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="start")
         wh = warehouse.get()
         start = time.time()
+        keys = run_partitions(context)
+        results: list[dg.MaterializeResult[None]] = []
         try:
             with wh.hold():
-                result = fn(context, warehouse, **resources)
-                return _with_table_metadata(result, wh, rubric, name, ckpt) if table else result
+                for ckpt in keys or [None]:
+                    progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="start")
+                    try:
+                        one = context if ckpt is None or len(keys) == 1 else OnePartition(context, ckpt)
+                        result = fn(one, warehouse, **resources)  # type: ignore[arg-type]
+                        results.append(_with_table_metadata(result, wh, rubric, name, ckpt) if table else result)
+                    finally:
+                        progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="end")
+                found = _record_versions(wh, rubric, keys, written)
         finally:
             context.log.debug(f"warehouse held from {start:.3f} to {time.time():.3f}")  # when this step had it
-            progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="end")
+        if len(results) == 1:
+            only = results[0]
+            if found and keys and isinstance(only, dg.MaterializeResult) and only.data_version is None:
+                own = found.get(name, {}).get(keys[0])
+                return _replace(only, data_version=dg.DataVersion(own)) if own else only
+            return only
+        return _merged(results, found.get(name, {}))
 
     return step
+
+
+def _record_versions(
+    wh: Warehouse, rubric: str, keys: list[str], written: Sequence[Versioned]
+) -> dict[str, dict[str, str]]:
+    if not keys or not written:
+        return {}
+    found = {
+        label: versions.content_versions(wh, schema, table, keys, equal or None)
+        for label, schema, table, equal in written
+    }
+    versions.record(wh, rubric, found)
+    return found
+
+
+def _replace(result: dg.MaterializeResult[None], **changes: Any) -> dg.MaterializeResult[None]:
+    fields = {
+        "asset_key": result.asset_key,
+        "metadata": result.metadata,
+        "check_results": result.check_results,
+        "data_version": result.data_version,
+        "tags": result.tags,
+    }
+    return dg.MaterializeResult(**{**fields, **changes})
+
+
+def _merged(results: list[dg.MaterializeResult[None]], own: dict[str, str]) -> dg.MaterializeResult[None]:
+    """The result of a step over several checkpoints: how many, the rows written in all, and one data version over
+    theirs (Dagster records the same result for each checkpoint of the run; each one's own figures are in the
+    warehouse and on its page)."""
+    rows = 0
+    for r in results:
+        value = (r.metadata or {}).get("dagster/row_count") if isinstance(r, dg.MaterializeResult) else None
+        rows += int(getattr(value, "value", value) or 0)
+    metadata: dict[str, Any] = {"checkpoints_in_run": dg.MetadataValue.int(len(results))}
+    if rows:
+        metadata["dagster/row_count"] = dg.MetadataValue.int(rows)
+    version = versions.fingerprint(sorted(own.items())) if own else None
+    return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(version) if version else None)
 
 
 def _with_table_metadata(

@@ -1,7 +1,12 @@
-"""Every gate of a rubric as a Dagster asset check, in one step per checkpoint (a step per gate would pay Dagster's
-per-step cost for each). A gate kind may show its check on another asset (judge reliability: beside judge_scores)."""
+"""Every gate of a rubric as a Dagster asset check on each checkpoint. The gates are decided for every checkpoint at
+once (the unpartitioned ``gates`` asset), so that step reports each checkpoint's checks as it decides them
+(``gate_evaluations``: Dagster's AssetCheckEvaluation for the checkpoint's partition, where its results changed);
+the checks themselves are shown on a partitioned asset of the checkpoint — ``summary``, or the asset a gate kind
+names (judge reliability and repeatability: beside ``judge_scores``) — and, run from the UI, answer the same from
+the stored gates (over several checkpoints at once, one evaluation each)."""
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import dagster as dg
 import pandas as pd
@@ -9,8 +14,7 @@ import pandas as pd
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.types import Row
-from eval_pipeline.defs.asset import asset_key, partition_rows
-from eval_pipeline.defs.automation import RECHECK
+from eval_pipeline.defs.asset import asset_key, partition_rows, run_partitions
 from eval_pipeline.defs.partitions import CHECKPOINTS
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring.gates import gate_kind, typed
@@ -23,7 +27,7 @@ def _check_specs(rubric: RubricConfig, assets: set[str]) -> tuple[list[dg.AssetC
     for g in rubric.gates:
         kind = gate_kind(g.kind)
         shown_on = kind.check_target if kind.check_target in assets else None
-        target = asset_key(rubric, shown_on) if shown_on else gates_key
+        target = asset_key(rubric, shown_on or Table.SUMMARY)
         parts = kind.parts(typed(g), rubric) if kind.parts and shown_on else []
         for name in [g.name, *parts]:
             targets[name] = target
@@ -32,10 +36,9 @@ def _check_specs(rubric: RubricConfig, assets: set[str]) -> tuple[list[dg.AssetC
                     name,
                     asset=target,
                     partitions_def=CHECKPOINTS,
-                    additional_deps=[gates_key] if target != gates_key else None,
+                    additional_deps=[gates_key],
                     description=g.description or f"{g.kind} {g.threshold:g}",
                     metadata={"kind": g.kind, "threshold": g.threshold, "min_samples": g.min_samples},
-                    automation_condition=RECHECK,  # checked again with the gates (defs/automation.py)
                 )
             )
     return specs, targets
@@ -71,56 +74,126 @@ def _result(name: str, target: dg.AssetKey, row: Row | None) -> dg.AssetCheckRes
     )
 
 
+def _evaluation(result: dg.AssetCheckResult, partition: str) -> dg.AssetCheckEvaluation:
+    """A check's result as the evaluation of one checkpoint's partition (reported by a step over several)."""
+    assert result.asset_key is not None and result.check_name is not None
+    return dg.AssetCheckEvaluation(
+        asset_key=result.asset_key,
+        check_name=result.check_name,
+        passed=result.passed,
+        metadata=result.metadata,
+        severity=result.severity,
+        description=result.description,
+        partition=partition,
+    )
+
+
+def _by_gate(rows: Any) -> dict[str, Row]:
+    return {} if rows is None else {r["gate"]: r for r in rows.to_dict("records")}  # none: all fail closed
+
+
+def gate_evaluations(
+    rubric: RubricConfig, assets: set[str]
+) -> Callable[[str, Any, Any], list[dg.AssetCheckEvaluation]]:
+    """What the gates asset reports of one checkpoint it decided: every gate check's evaluation (from its new gate
+    rows) and, for a judged rubric, the judge's completeness (read through ``reader``)."""
+    _, targets = _check_specs(rubric, assets)
+    judged = Table.JUDGE_SCORES in assets
+
+    def evaluations(ckpt: str, rows: Any, reader: Any) -> list[dg.AssetCheckEvaluation]:
+        by_gate = _by_gate(rows)
+        out = [_evaluation(_result(name, target, by_gate.get(name)), ckpt) for name, target in targets.items()]
+        if judged:
+            out.append(_evaluation(_completeness(rubric, reader, ckpt), ckpt))
+        return out
+
+    return evaluations
+
+
+def _each_partition(
+    context: dg.AssetCheckExecutionContext, results: Callable[[str], Iterator[dg.AssetCheckResult]]
+) -> Iterator[dg.AssetCheckResult]:
+    """A check step's results: yielded for a run of one checkpoint; for a run of several, each checkpoint's
+    reported as the evaluation of its partition (a result yielded there would belong to no partition)."""
+    keys = run_partitions(context.op_execution_context)  # type: ignore[arg-type]
+    if len(keys) == 1:
+        yield from results(keys[0])
+        return
+    for key in keys:
+        for result in results(key):
+            context.op_execution_context.log_event(_evaluation(result, key))
+
+
 def gate_checks(rubric: RubricConfig, assets: set[str]) -> dg.AssetChecksDefinition:
     specs, targets = _check_specs(rubric, assets)
 
     @dg.multi_asset_check(specs=specs, name=f"{rubric.name}__gate_checks", can_subset=True)
     def checks(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource) -> Iterator[dg.AssetCheckResult]:
         wh = warehouse.get()
-        with wh.hold():
-            rows = partition_rows(wh, rubric, Table.GATES, context.partition_key)
-        by_gate = {} if rows is None else {r["gate"]: r for r in rows.to_dict("records")}  # none: all fail closed
         selected = {k.name for k in context.selected_asset_check_keys}
-        for name, target in targets.items():
-            if name in selected:
-                yield _result(name, target, by_gate.get(name))
+
+        def results(ckpt: str) -> Iterator[dg.AssetCheckResult]:
+            with wh.hold():
+                by_gate = _by_gate(partition_rows(wh, rubric, Table.GATES, ckpt))
+            for name, target in targets.items():
+                if name in selected:
+                    yield _result(name, target, by_gate.get(name))
+
+        yield from _each_partition(context, results)
 
     return checks
 
 
+def _completeness(rubric: RubricConfig, wh: Any, ckpt: str) -> dg.AssetCheckResult:
+    limit = rubric.completeness.max_missing_judge_scores
+    missing, total, reasons = missing_judge_scores(wh, rubric, ckpt)
+    share = missing / total if total else 1.0
+    passed = total > 0 and share <= limit
+    reason = (
+        "no judge scores for this checkpoint (fails closed)"
+        if not total
+        else f"{missing} of {total} judge scores missing ({share:.1%}, at most {limit:.0%})"
+        + (f"; most often: {next(iter(reasons))}" if reasons else "")
+    )
+    return dg.AssetCheckResult(
+        asset_key=asset_key(rubric, Table.JUDGE_SCORES),
+        check_name=COMPLETENESS,
+        passed=passed,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=reason,
+        metadata={
+            "share_missing": dg.MetadataValue.float(round(share, 4)),
+            "missing": dg.MetadataValue.int(missing),
+            "scores": dg.MetadataValue.int(total),
+            "max_share_missing": dg.MetadataValue.float(limit),
+            "missing_reasons": dg.MetadataValue.json(reasons),
+        },
+    )
+
+
+COMPLETENESS = "judge_completeness"
+
+
 def judge_completeness_check(rubric: RubricConfig) -> dg.AssetChecksDefinition:
     limit = rubric.completeness.max_missing_judge_scores
-
-    @dg.asset_check(
+    spec = dg.AssetCheckSpec(
+        COMPLETENESS,
         asset=asset_key(rubric, Table.JUDGE_SCORES),
-        name="judge_completeness",
         partitions_def=CHECKPOINTS,
         description=f"At most {limit:.0%} of the panel's scores missing (completeness.max_missing_judge_scores): "
         "a dead endpoint or a judge that answers garbage turns this red, with the reasons.",
     )
-    def judge_completeness(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource) -> dg.AssetCheckResult:
+
+    @dg.multi_asset_check(specs=[spec], name=f"{rubric.name}__{COMPLETENESS}")
+    def judge_completeness(
+        context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
+    ) -> Iterator[dg.AssetCheckResult]:
         wh = warehouse.get()
-        with wh.hold():
-            missing, total, reasons = missing_judge_scores(wh, rubric, context.partition_key)
-        share = missing / total if total else 1.0
-        passed = total > 0 and share <= limit
-        reason = (
-            "no judge scores for this checkpoint (fails closed)"
-            if not total
-            else f"{missing} of {total} judge scores missing ({share:.1%}, at most {limit:.0%})"
-            + (f"; most often: {next(iter(reasons))}" if reasons else "")
-        )
-        return dg.AssetCheckResult(
-            passed=passed,
-            severity=dg.AssetCheckSeverity.ERROR,
-            description=reason,
-            metadata={
-                "share_missing": dg.MetadataValue.float(round(share, 4)),
-                "missing": dg.MetadataValue.int(missing),
-                "scores": dg.MetadataValue.int(total),
-                "max_share_missing": dg.MetadataValue.float(limit),
-                "missing_reasons": dg.MetadataValue.json(reasons),
-            },
-        )
+
+        def results(ckpt: str) -> Iterator[dg.AssetCheckResult]:
+            with wh.hold():
+                yield _completeness(rubric, wh, ckpt)
+
+        yield from _each_partition(context, results)
 
     return judge_completeness

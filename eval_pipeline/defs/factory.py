@@ -1,8 +1,10 @@
 """One factory turns each rubric config into its own Dagster asset group, as a ``dg.Definitions``.
 
 The group is named after the rubric; every asset key is ``[<rubric>, <asset>]`` and writes
-the table ``<rubric>.<asset>``; every asset is partitioned by checkpoint and carries the
-rubric's config hash as code version (defs/asset.py). Nothing here names a rubric: what a
+the table ``<rubric>.<asset>``; every asset carries the rubric's config hash as code version (defs/asset.py).
+What a checkpoint computes from its own rows is partitioned by checkpoint; what spans checkpoints — the pool, the
+lineage and the decisions that read them (agreement and trust, comparison, length bias, gates, verdict) — is
+unpartitioned and decided for every checkpoint at once (defs/assets/decisions.py). Nothing here names a rubric: what a
 group contains follows from its config (judged dimensions, extraction, metrics, examples,
 gates). The assets are listed in the order of the flow.
 """
@@ -27,7 +29,7 @@ from eval_pipeline.defs.assets.pools import calibration_pool_asset, checkpoint_l
 from eval_pipeline.defs.assets.publish import worklists_asset
 from eval_pipeline.defs.assets.scoring import comparison_asset, gate_tables, gates_asset, scores_asset, summary_asset
 from eval_pipeline.defs.assets.verdict import verdict_asset
-from eval_pipeline.defs.checks import gate_checks, judge_completeness_check
+from eval_pipeline.defs.checks import gate_checks, gate_evaluations, judge_completeness_check
 
 # the report drawn after the gates reads these, so the gates come after them whatever the gate kinds read
 REPORTED_BEFORE_GATES = ("agreement", "comparison", "judge_calibration", "length_bias", "judge_repeatability")
@@ -61,10 +63,12 @@ def rubric_definitions(rubric: RubricConfig) -> dg.Definitions:
     if rubric.gates:
         names = {key.path[-1] for a in assets for key in a.keys}
         upstream = sorted(set(gate_tables(rubric)) | set(REPORTED_BEFORE_GATES))
-        assets.append(gates_asset(rubric, [asset_key(rubric, t) for t in upstream if t in names]))
+        reported = gate_evaluations(rubric, names)
+        assets.append(gates_asset(rubric, [asset_key(rubric, t) for t in upstream if t in names], reported))
         checks.append(gate_checks(rubric, names))
     decided_from = sorted(key for a in assets for key in a.keys if key.path[-1] != "worklists")
-    assets.append(verdict_asset(rubric, decided_from))
+    across = {key.path[-1] for a in assets for key in a.keys if a.partitions_def is None}
+    assets.append(verdict_asset(rubric, decided_from, across))
     jobs = []
     if has_judge:  # on demand, after the verdict: nothing of an evaluation reads it
         assets.append(judge_alignment_asset(rubric))

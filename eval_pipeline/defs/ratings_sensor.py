@@ -27,7 +27,7 @@ def stale_ratings(
     found = {}
     for rubric in rubrics:
         ckpts = [c for c in evaluated(wh, rubric) if c in registered]
-        now, old = stale(wh, rubric, ratings.folder(rubric), ckpts)
+        now, old = stale(wh, rubric, ratings.folder(rubric), ckpts, registered)
         if old:
             found[rubric] = (now, old)
     return found

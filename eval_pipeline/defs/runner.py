@@ -2,10 +2,11 @@
 decides nothing the graph does not say.
 
 A command (1) reads again the ``human_ratings`` partitions the ratings sensor would (their files changed since),
-(2) runs each of its checkpoints' rubric groups, one run per checkpoint, and (3) lets Dagster's automation settle:
-it evaluates the graph's automation conditions (defs/automation.py) and launches what they request — the other
-checkpoints' decisions that read the calibration pool or the lineage a run changed — until nothing is requested.
-The conditions are armed by one evaluation before the first run, so only what this command changed is followed.
+(2) runs its checkpoints' rubric groups, up to ``EVAL_BACKFILL_CHUNK`` checkpoints a run (consecutive partitions,
+the graph's backfill policy), each run deciding across every checkpoint at its end (the unpartitioned decisions),
+and (3) lets Dagster's automation settle: it evaluates the graph's automation conditions (defs/automation.py) and
+launches what they still request, until nothing is. The conditions are armed by one evaluation before the first
+run, so only what this command changed is followed.
 Each checkpoint's outcome is reported once it has settled. Ctrl-C stops the whole sequence: a checkpoint interrupted
 mid-run is reported as such, no further run starts, and nothing is settled.
 """
@@ -27,6 +28,7 @@ from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.defs.ratings_sensor import by_checkpoint, ratings_key, stale_ratings
 from eval_pipeline.defs.runs import (
     Batch,
+    Ranges,
     Interrupted,
     RunOutcome,
     automation_daemon_alive,
@@ -85,11 +87,12 @@ def _todo(batch: Batch, checkpoint_ids: list[str], rubrics: set[str] | None) -> 
     return todo
 
 
-def _other(batch: Batch, ckpt_id: str, keys: list[dg.AssetKey], purpose: str) -> RunOutcome:
-    """A run of ``keys`` for a checkpoint outside the command (or of the pools), as the graph asked for it."""
+def _other(batch: Batch, ckpts: list[str], keys: list[dg.AssetKey], purpose: str) -> RunOutcome:
+    """A run of ``keys`` for checkpoints outside the command (none: of the assets over every checkpoint), as the
+    graph asked for it."""
     names = sorted({k.path[0] for k in keys})
-    model = model_of((batch.defs.resources or {})["checkpoints"].folder(ckpt_id), ckpt_id) if ckpt_id else ""
-    outcome = run(batch, ckpt_id, model, names, _with_checks(batch.defs, keys))
+    model = model_of((batch.defs.resources or {})["checkpoints"].folder(ckpts[0]), ckpts[0]) if len(ckpts) == 1 else ""
+    outcome = run(batch, ckpts, model, names, _with_checks(batch.defs, keys))
     outcome.purpose = purpose
     return outcome
 
@@ -107,17 +110,24 @@ def _with_checks(defs: dg.Definitions, keys: list[dg.AssetKey]) -> dg.AssetSelec
     return dg.AssetSelection.assets(*keys) | dg.AssetSelection.checks(*checks)
 
 
-def _stale_ratings(batch: Batch, command: set[str]) -> dict[str, list[dg.AssetKey]]:
-    """The ratings sensor's question, asked now: checkpoints outside the command whose ratings files changed."""
+def _stale_ratings(batch: Batch, command: set[str]) -> dict[str, list[str]]:
+    """The ratings sensor's question, asked now: checkpoints outside the command whose ratings files changed (and
+    the rubrics whose ratings of each)."""
     resources = batch.defs.resources or {}
     registered = set(batch.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
     rubrics = sorted({k.path[0] for a in batch.assets for k in a.keys})
     found = stale_ratings(resources["warehouse"].get(), rubrics, resources["ratings"], registered)
     return {
-        c: [ratings_key(r) for r in names]
+        c: names
         for c, names in by_checkpoint(found).items()
         if c not in command and in_flight_elsewhere(batch.instance, c) is None
     }
+
+
+def _across(batch: Batch, names: list[str]) -> list[dg.AssetKey]:
+    """The assets over every checkpoint of these rubric groups (the pools and the decisions), an evaluation's."""
+    across = {k for a in batch.assets if a.partitions_def is None for k in a.keys}
+    return sorted(across & evaluation(names).resolve(batch.assets), key=lambda k: k.to_user_string())
 
 
 def _settle(
@@ -137,7 +147,10 @@ def _settle(
                 return
             starting(ckpt_id)
             outcome = _other(
-                batch, ckpt_id, keys, "settle" if ckpt_id in outcomes else "pool" if ckpt_id == POOL else "decide again"
+                batch,
+                [ckpt_id] if ckpt_id else [],
+                keys,
+                "settle" if ckpt_id in outcomes else "pool" if ckpt_id == POOL else "decide again",
             )
             if ckpt_id in outcomes:
                 outcomes[ckpt_id].absorb(outcome)
@@ -180,23 +193,30 @@ def materialize_checkpoints(
     wh = (defs.resources or {})["warehouse"].get()
     starting, followed = on_start or (lambda _c: None), on_followed or (lambda _o: None)
     outcomes: dict[str, RunOutcome] = {}
+    models = {c: model for c, model, _ in todo}
     with interruptible() as interrupt, wh.lingering():
         stale = {} if interrupt.check() else _stale_ratings(batch, {c for c, _, _ in todo})
-        for ckpt_id, keys in sorted(stale.items()):
-            reread = _other(batch, ckpt_id, keys, "ratings")
-            followed(reread)
+        for ckpts, names in Ranges(instance, [(c, "", n) for c, n in sorted(stale.items())]).runs():
+            keys = [ratings_key(r) for r in names] + _across(batch, names)
+            reread = _other(batch, ckpts, keys, "ratings")
+            for c in ckpts:
+                followed(reread.of(c, [r for r in names if r in stale[c]]))
             interrupt.flag |= reread.interrupted
             if interrupt.flag:
                 break
-        if batch.remote:  # on workers: every checkpoint submitted at once, then waited for in order
-            for ckpt_id, model, names in todo:
-                launch(batch, ckpt_id, model, names, evaluation(names))
-        for ckpt_id, model, names in todo:
+        ranges = Ranges(instance, todo).runs()
+        if batch.remote:  # on workers: every range submitted at once, then waited for in order
+            for ckpts, names in ranges:
+                launch(batch, ckpts, models[ckpts[0]] if len(ckpts) == 1 else "", names, evaluation(names))
+        for ckpts, names in ranges:
             if interrupt.check():
                 break
-            starting(ckpt_id)
-            outcomes[ckpt_id] = run(batch, ckpt_id, model, names, evaluation(names))
-            interrupt.flag |= outcomes[ckpt_id].interrupted
+            for c in ckpts:
+                starting(c)
+            outcome = run(batch, ckpts, models[ckpts[0]] if len(ckpts) == 1 else "", names, evaluation(names))
+            for c in ckpts:
+                outcomes[c] = outcome.of(c, names)
+            interrupt.flag |= outcome.interrupted
         if automation is None and not interrupt.check():
             wait_until_settled(instance, list(outcomes.values()), since, QUIET_S, SETTLE_TIMEOUT_S)
         elif automation is not None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import dagster as dg
 
-from eval_pipeline.core import interrupts
+from eval_pipeline.core import interrupts, settings
 from eval_pipeline.core.processes import pid_alive
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.ingest.checkpoints import read_checkpoint
@@ -44,6 +44,21 @@ class RunOutcome:
     purpose: str = "evaluate"
     notes: list[str] = field(default_factory=list)  # what happened to the run on the way (a worker that died)
 
+    def of(self, ckpt_id: str, rubrics: list[str]) -> RunOutcome:
+        """This run's outcome as one of its checkpoints' (a run over several: each gets its own copy)."""
+        return RunOutcome(
+            ckpt_id,
+            rubrics,
+            self.success,
+            self.seconds,
+            self.run_id,
+            list(self.failures),
+            self.interrupted,
+            run_ids=list(self.run_ids),
+            purpose=self.purpose,
+            notes=list(self.notes),
+        )
+
     def absorb(self, later: RunOutcome) -> None:
         """A later run of the same checkpoint (the automation's re-decision), folded into this outcome."""
         self.success &= later.success
@@ -53,6 +68,30 @@ class RunOutcome:
         self.run_ids += later.run_ids
         self.run_id = later.run_id or self.run_id
         self.interrupted |= later.interrupted
+
+
+class Ranges:
+    """A command's checkpoints as runs: consecutive ones (in the order they were registered as partitions) with the
+    same rubric groups together, at most ``EVAL_BACKFILL_CHUNK`` a run (the graph's backfill policy), so N
+    checkpoints take ⌈N / chunk⌉ runs; checkpoints apart in that order are never run with the ones between."""
+
+    def __init__(self, instance: dg.DagsterInstance, todo: list[tuple[str, str, list[str]]]) -> None:
+        self.order = {c: i for i, c in enumerate(instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))}
+        self.todo = todo
+
+    def runs(self) -> list[tuple[list[str], list[str]]]:
+        """(checkpoints, rubric groups) of each run, in the command's order."""
+        chunk = settings.backfill_chunk()
+        out: list[tuple[list[str], list[str]]] = []
+        for ckpt, _model, names in self.todo:
+            if out:
+                last, same = out[-1]
+                follows = self.order.get(ckpt, -2) == self.order.get(last[-1], -9) + 1
+                if same == names and follows and len(last) < chunk:
+                    last.append(ckpt)
+                    continue
+            out.append(([ckpt], list(names)))
+        return out
 
 
 def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]) -> list[str]:
@@ -216,9 +255,30 @@ class Batch:
     launched: dict[tuple[str, str, str], tuple[str, float]] = field(default_factory=dict)
 
 
+RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
+
+
+def partition_tags(ckpts: list[str]) -> dict[str, str]:
+    """The tags that make a run one of ``ckpts`` (one: its partition; several, consecutive in the partitions'
+    order: their range; none: the assets over every checkpoint)."""
+    if not ckpts:
+        return {}
+    if len(ckpts) == 1:
+        return {"dagster/partition": ckpts[0]}
+    return {RANGE_START: ckpts[0], RANGE_END: ckpts[-1]}
+
+
 def _tags(ckpt_id: str, model: str, names: list[str]) -> dict[str, str]:
     mine = {"eval/checkpoint": ckpt_id, "eval/model": model} if ckpt_id else {}
     return {**mine, "eval/rubrics": ",".join(names)}
+
+
+def _run_tags(ckpts: list[str], model: str, names: list[str]) -> dict[str, str]:
+    """A run's own tags: the checkpoint (several: the first and last, ``eval/checkpoints`` all of them)."""
+    tags = _tags(ckpts[0] if len(ckpts) == 1 else "", model, names)
+    if len(ckpts) > 1:
+        tags["eval/checkpoints"] = ",".join(ckpts)[:4000]
+    return tags
 
 
 def _client(url: str) -> Any:
@@ -232,18 +292,21 @@ def _client(url: str) -> Any:
     )
 
 
-def launch(batch: Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> list[str]:
-    """Submit ``selection`` for one checkpoint to the deployment at ``batch.remote`` (its queue, its launcher, its
-    workers) as one run per rubric, so workers share a checkpoint's rubrics as they share checkpoints; the run ids.
-    Submitted once per checkpoint, rubric and selection in a command: ``_run`` then waits for them."""
+def launch(
+    batch: Batch, ckpts: list[str], model: str, names: list[str], selection: dg.AssetSelection
+) -> list[str]:
+    """Submit ``selection`` for checkpoints ``ckpts`` (consecutive partitions; none: the assets over every
+    checkpoint) to the deployment at ``batch.remote`` (its queue, its launcher, its workers) as one run per rubric,
+    so workers share a range's rubrics as they share ranges; the run ids. Submitted once per range, rubric and
+    selection in a command: ``_run`` then waits for them."""
     ids = []
     for name in names:
-        key = (ckpt_id, name, repr(selection))
+        key = (",".join(ckpts), name, repr(selection))
         if key not in batch.launched:
             keys = sorted(
                 (selection & dg.AssetSelection.groups(name)).resolve(batch.assets), key=lambda k: k.to_user_string()
             )
-            tags = {**_tags(ckpt_id, model, [name]), **({"dagster/partition": ckpt_id} if ckpt_id else {})}
+            tags = {**_run_tags(ckpts, model, [name]), **partition_tags(ckpts)} if ckpts else _tags("", model, [name])
             run_id = _client(batch.remote or "").submit_job_execution(
                 "__ASSET_JOB",
                 tags=tags,
@@ -258,11 +321,14 @@ def launch(batch: Batch, ckpt_id: str, model: str, names: list[str], selection: 
 FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 
 
-def _run_remote(batch: Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> RunOutcome:
-    """The runs submitted for this checkpoint and selection (submitted now when they were not yet), waited for,
+def _run_remote(
+    batch: Batch, ckpts: list[str], model: str, names: list[str], selection: dg.AssetSelection
+) -> RunOutcome:
+    """The runs submitted for these checkpoints and selection (submitted now when they were not yet), waited for,
     as one outcome. On Ctrl-C every run this command submitted and that has not finished is terminated."""
-    run_ids = launch(batch, ckpt_id, model, names, selection)
-    t0 = min(batch.launched[(ckpt_id, n, repr(selection))][1] for n in names)
+    ckpt_id = ckpts[0] if len(ckpts) == 1 else ""
+    run_ids = launch(batch, ckpts, model, names, selection)
+    t0 = min(batch.launched[(",".join(ckpts), n, repr(selection))][1] for n in names)
     runs: dict[str, dg.DagsterRun] = {}
     try:
         while len(runs) < len(run_ids):  # one query a tick for the runs not finished yet
@@ -317,12 +383,13 @@ def remote_notes(instance: dg.DagsterInstance, run: dg.DagsterRun) -> list[str]:
     ]
 
 
-def run(batch: Batch, ckpt_id: str, model: str, names: list[str], selection: dg.AssetSelection) -> RunOutcome:
-    """One run of ``selection`` (within the checkpoint's rubric groups) for one checkpoint (``ckpt_id`` empty: of
-    the assets over every checkpoint, unpartitioned): in this process, or on the deployment's workers
-    (``batch.remote``)."""
+def run(batch: Batch, ckpts: list[str], model: str, names: list[str], selection: dg.AssetSelection) -> RunOutcome:
+    """One run of ``selection`` (within the checkpoints' rubric groups) for the checkpoints ``ckpts`` (consecutive
+    partitions, processed together by each partitioned asset; none: the assets over every checkpoint): in this
+    process, or on the deployment's workers (``batch.remote``). The outcome's checkpoint is the only one, or empty."""
     if batch.remote:
-        return _run_remote(batch, ckpt_id, model, names, selection)
+        return _run_remote(batch, ckpts, model, names, selection)
+    ckpt_id = ckpts[0] if len(ckpts) == 1 else ""
     t0 = time.perf_counter()
     try:
         result = dg.materialize(
@@ -332,7 +399,8 @@ def run(batch: Batch, ckpt_id: str, model: str, names: list[str], selection: dg.
             resources=batch.defs.resources or {},
             selection=selection,
             tags={
-                **_tags(ckpt_id, model, names),
+                **_run_tags(ckpts, model, names),
+                **partition_tags(ckpts),
                 HOST_TAG: socket.gethostname(),
                 PID_TAG: str(os.getpid()),
             },

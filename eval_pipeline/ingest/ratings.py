@@ -17,11 +17,13 @@ reliability gate. An empty cell is a missing rating, not an error.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
 import re
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -409,14 +411,9 @@ def _holds_a_score(path: Path, size: int, mtime: int) -> bool:
     return _HOLDS[key]
 
 
-def folder_fingerprint(rubric_name: str, root: Path | None = None) -> str:
-    """The version of a rubric's ratings folder: the names, sizes and modification times of the files
-    ``load_ratings`` reads that hold a score. A rating written, changed, added or removed changes it; a blank
-    template written (``ratings-template``) does not, until a score is typed into it."""
-    import hashlib
-
-    folder = (root or settings.ratings_dir()) / rubric_name
-    parts = []
+def _scored_files(folder: Path) -> list[tuple[Path, int, int]]:
+    """The files ``load_ratings`` reads that hold a score: (path, size, modification time)."""
+    out = []
     if folder.is_dir():
         for p in sorted(folder.iterdir()):
             if p.suffix.lower() == ".csv":
@@ -426,8 +423,65 @@ def folder_fingerprint(rubric_name: str, root: Path | None = None) -> str:
                     continue
                 if st.st_size <= MAX_RATINGS_BYTES and not _holds_a_score(p, st.st_size, st.st_mtime_ns):
                     continue
-                parts.append(f"{p.name}\0{st.st_size}\0{st.st_mtime_ns}")
+                out.append((p, st.st_size, st.st_mtime_ns))
+    return out
+
+
+def folder_fingerprint(rubric_name: str, root: Path | None = None) -> str:
+    """The version of a rubric's ratings folder: the names, sizes and modification times of the files
+    ``load_ratings`` reads that hold a score. A rating written, changed, added or removed changes it; a blank
+    template written (``ratings-template``) does not, until a score is typed into it."""
+    folder = (root or settings.ratings_dir()) / rubric_name
+    parts = [f"{p.name}\0{size}\0{mtime}" for p, size, mtime in _scored_files(folder)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+_NAMES: dict[tuple[str, int, int], frozenset[str] | None] = {}  # (path, size, mtime) -> the checkpoints it names
+
+
+def _names_in(path: Path, size: int, mtime: int) -> frozenset[str] | None:
+    """The checkpoints a ratings file's rows are placed by: each row's ``checkpoint`` cell, or the file's name where
+    the cell is blank or the column absent (``_placement``); None when the file cannot be read as CSV (it could be
+    anyone's). Worked out once per version of the file."""
+    key = (str(path), size, mtime)
+    if key not in _NAMES:
+        try:
+            with path.open(newline="", encoding="utf-8-sig", errors="replace") as fh:
+                text = fh.read()
+            rows = list(csv.reader(io.StringIO(text), _dialect(text[:65536])))
+            header = [c.strip() for c in rows[0]] if rows else []
+            at = header.index("checkpoint") if "checkpoint" in header else None
+            names = {
+                (r[at].strip() if at is not None and at < len(r) else "") or path.stem for r in rows[1:] if any(r)
+            }
+            _NAMES[key] = frozenset(names or {path.stem})
+        except (OSError, csv.Error, UnicodeError, ValueError):
+            _NAMES[key] = None
+    return _NAMES[key]
+
+
+def _concerns(names: frozenset[str] | None, ckpt: str, known: set[str]) -> bool:
+    """Whether a file whose rows name ``names`` can hold a row of ``ckpt``'s ratings or quarantine: a row naming it
+    (or it but for letter case), or one naming no known checkpoint (quarantined in every checkpoint's run)."""
+    if names is None:
+        return True
+    folded = ckpt.casefold()
+    return any(n.casefold() == folded or n not in known for n in names)
+
+
+def checkpoint_fingerprints(
+    rubric_name: str, root: Path | None, checkpoint_ids: Sequence[str], known: set[str]
+) -> dict[str, str]:
+    """Each checkpoint's version of its ratings: ``folder_fingerprint`` over only the files that concern it (that
+    can hold a row placed on it, ``_concerns``), so a file written for one checkpoint leaves the others' ratings
+    current. ``known``: the registered checkpoints."""
+    folder = (root or settings.ratings_dir()) / rubric_name
+    files = [(p, size, mtime, _names_in(p, size, mtime)) for p, size, mtime in _scored_files(folder)]
+    out = {}
+    for ckpt in checkpoint_ids:
+        parts = [f"{p.name}\0{size}\0{mtime}" for p, size, mtime, names in files if _concerns(names, ckpt, known | {ckpt})]
+        out[ckpt] = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    return out
 
 
 def evaluated(wh: Warehouse, rubric: str) -> list[str]:
@@ -438,16 +492,19 @@ def evaluated(wh: Warehouse, rubric: str) -> list[str]:
     return [str(c) for c in found.checkpoint_id]
 
 
-def stale(wh: Warehouse, rubric: str, root: Path, only: list[str] | None = None) -> tuple[str, list[str]]:
-    """(the ratings folder's version now, the evaluated checkpoints whose human_ratings were read from another)."""
+def stale(
+    wh: Warehouse, rubric: str, root: Path, only: list[str] | None = None, known: set[str] | None = None
+) -> tuple[str, list[str]]:
+    """(the ratings folder's version now, the evaluated checkpoints whose human_ratings were read from another
+    version of the files that concern them: ``checkpoint_fingerprints``; ``known``: the registered checkpoints)."""
     now = folder_fingerprint(rubric, root)
     ckpts = evaluated(wh, rubric) if only is None else only
     if not ckpts:
         return now, []
-    read: dict[str, str] = {}
     rows = wh.read(rubric, SOURCES, columns=("checkpoint_id", "fingerprint"))
     read = {str(c): str(f) for c, f in zip(rows.checkpoint_id, rows.fingerprint)}
-    return now, [c for c in ckpts if read.get(c) != now]
+    mine = checkpoint_fingerprints(rubric, root, ckpts, known if known is not None else set(ckpts))
+    return now, [c for c in ckpts if read.get(c) != mine[c]]
 
 
 def has_ratings(wh: Warehouse, rubric: str, ckpt: str) -> bool:

@@ -95,6 +95,7 @@ class Verdict:
     run_id: str = ""  # the run that decided it
     snapshot: int | None = None  # a complete verdict: the lake snapshot holding its results
     last_complete_snapshot: int | None = None  # an incomplete one: the snapshot of the last complete result
+    pool_version: str = ""  # the calibration pool it was decided on (its content version)
 
     @property
     def summary(self) -> str:
@@ -447,8 +448,8 @@ def _reasons(
     v.reasons = out
 
 
-def store(wh: Warehouse, v: Verdict, run_id: str, snapshot: int | None) -> None:
-    """Replace this checkpoint's verdict row. A complete verdict records ``snapshot`` (the lake's snapshot that
+def stored_row(wh: Warehouse, v: Verdict, run_id: str, snapshot: int | None) -> pd.DataFrame:
+    """This checkpoint's verdict row as stored. A complete verdict records ``snapshot`` (the lake's snapshot that
     holds the results it speaks of); an incomplete one carries the last complete one forward."""
     last: Any = None
     columns = ("verdict", "snapshot", "last_complete_snapshot")
@@ -466,7 +467,7 @@ def store(wh: Warehouse, v: Verdict, run_id: str, snapshot: int | None) -> None:
         df[col] = df[col].astype("Int64")
     for col in ("headline", "ci_low", "ci_high"):
         df[col] = df[col].astype("float64")
-    wh.replace_partition(v.rubric, TABLE, df, {"checkpoint_id": v.checkpoint_id})
+    return df
 
 
 def read(wh: Warehouse, rubric: str, checkpoint_ids: list[str] | None = None) -> list[Verdict]:

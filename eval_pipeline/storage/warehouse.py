@@ -34,10 +34,10 @@ from eval_pipeline.storage.tables import (
     Select,
     Where,
     check_partition,
+    conditions,
     count_sql,
     ensure_table,
     insert_by_name,
-    partition_condition,
     partition_key,
     qualified,
     select_sql,
@@ -364,9 +364,8 @@ class Warehouse:
                             ensure_table(con, schema, table, like, known)
                         for schema, table, where, frames in parts:
                             target = qualified(schema, table)
-                            con.execute(
-                                f"DELETE FROM {target} WHERE {partition_condition(where)}", list(where.values())
-                            )
+                            condition, params = conditions(where)  # a value, or any of several (IN)
+                            con.execute(f"DELETE FROM {target} WHERE {condition}", params)
                             n = 0
                             for df in frames:
                                 if isinstance(df, Select):

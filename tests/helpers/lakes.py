@@ -5,22 +5,15 @@ profiles check."""
 from __future__ import annotations
 
 import os
-import re
 
 import pandas as pd
 
+from eval_pipeline.storage.versions import VOLATILE
 from eval_pipeline.storage.warehouse import Warehouse
 
-# columns whose values belong to the run that wrote them, not to what was evaluated
-VOLATILE = re.compile(
-    r"(^run_id$|run_ids?$|_at$|^at$|_time$|^time$|timestamp|wall_s|latency|_ms$|seconds|elapsed|^pid$|^host$|"
-    r"snapshot|^read_at$|^fingerprint$)"
-)
-
-
 # tables that log the runs themselves, a row per run: how many depends on the path taken (resumed steps, a run per
-# pass), not on what was evaluated
-RUN_LOGS = {"judge_usage"}
+# pass), not on what was evaluated; and the pipeline's own bookkeeping of what it decided from (storage.versions)
+RUN_LOGS = {"judge_usage", "partition_versions", "decision_inputs"}
 
 
 def contents(wh: Warehouse, every_column: bool = False) -> dict[str, pd.DataFrame]:

@@ -6,7 +6,7 @@ import pandas as pd
 from eval_pipeline.agreement.compute import compute_agreement, judge_pairs, predictions_on_human_scale, rater_sets
 from eval_pipeline.agreement.length_bias import length_bias, log_words
 from eval_pipeline.agreement.ppi import calibrated_means
-from eval_pipeline.agreement.trust import OVERALL, trust_rows
+from eval_pipeline.agreement.trust import OVERALL, PooledTrust, checkpoint_trust, pooled_trust
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import ALL_CHECKPOINTS, JUDGE_VS_HUMAN_MEAN, Table
 from eval_pipeline.defs.asset import (
@@ -19,10 +19,12 @@ from eval_pipeline.defs.asset import (
     rubric_asset,
     viewer_link,
 )
-from eval_pipeline.defs.assets.pools import ACTIVE, lineage_parent
+from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit, decided_metadata, part
+from eval_pipeline.defs.assets.pools import ACTIVE, across
 from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.queries import rated_panel_scores
 from eval_pipeline.defs.resources import WarehouseResource
+from eval_pipeline.storage import versions
 from eval_pipeline.storage.warehouse import Warehouse
 
 
@@ -51,23 +53,19 @@ def _pooled_inputs(
     return ratings, judge[rated]
 
 
-def _judge_trust(
+def _identity_trust(
     wh: Warehouse,
     rubric: RubricConfig,
-    ckpt_id: str,
-    own: pd.DataFrame,
+    identity: str,
+    label: str,
     pool: pd.DataFrame,
     all_ratings: pd.DataFrame,
     all_judge: pd.DataFrame,
     overall: pd.DataFrame,
-) -> pd.DataFrame | None:
-    """The verdict on this checkpoint's judge identity from its pooled calibration set: every rated sample of every
-    checkpoint the same identity judged (agreement.trust); None before the judge recorded who it is. ``overall``:
-    the agreement over every checkpoint's rows, which is the pooled set's when one judge scored them all."""
-    who = recorded_judge(wh, rubric, ckpt_id)
-    if who is None:
-        return None
-    identity, label = who
+) -> PooledTrust:
+    """The pooled part of the verdict on one judge identity: every rated sample of every checkpoint it judged
+    (agreement.trust), computed once for all its checkpoints. ``overall``: the agreement over every checkpoint's
+    rows, which is the pooled set's when one judge scored them all."""
     mine = pool[pool.judge_identity == identity]
     same = set(mine.checkpoint_id.astype(str))
     ratings = all_ratings[all_ratings.checkpoint_id.isin(same)]
@@ -85,7 +83,7 @@ def _judge_trust(
     pairs = judge_pairs(rubric, ratings, judge)
     weights = _pooled_weights(mine)
     frames = _frames(wh, rubric, same, mine) if weights is not None else None
-    return trust_rows(rubric, ckpt_id, identity, label, pooled, own, rated_ckpts, pairs, weights, frames)
+    return pooled_trust(rubric, identity, label, pooled, rated_ckpts, pairs, weights, frames)
 
 
 def _frames(wh: Warehouse, rubric: RubricConfig, checkpoints: set[str], pool: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -125,7 +123,11 @@ def _design(pool: pd.DataFrame, ckpt_id: str) -> dict[str, float] | None:
 
 
 def _calibrated(
-    wh: Warehouse, rubric: RubricConfig, ckpt_id: str, ratings: pd.DataFrame, design: dict[str, float] | None
+    wh: Warehouse | Prefetched,
+    rubric: RubricConfig,
+    ckpt_id: str,
+    ratings: pd.DataFrame,
+    design: dict[str, float] | None,
 ) -> pd.DataFrame:
     """The judge's means corrected by this checkpoint's human ratings (PPI++, agreement.ppi; weighted by the
     inclusion probabilities ``design`` where people rated by the active queue)."""
@@ -134,112 +136,178 @@ def _calibrated(
 
 
 def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
-    deps = [asset_key(rubric, Table.HUMAN_RATINGS), asset_key(rubric, Table.CALIBRATION_POOL)]
-    deps += [asset_key(rubric, Table.JUDGE_SCORES)] if has_judge else []
+    tables = [Table.HUMAN_RATINGS] + ([Table.JUDGE_SCORES] if has_judge else [])
+    # the lineage: the checkpoints there are (decisions.Inputs)
+    deps = [*across(rubric, *tables), asset_key(rubric, Table.CALIBRATION_POOL), asset_key(rubric, Table.CHECKPOINT_LINEAGE)]
 
     @rubric_asset(
         rubric,
         Table.AGREEMENT,
         deps=deps,
         kinds={"duckdb"},
+        partitioned=False,
         automation_condition=REDECIDE,
-        description="Agreement per dimension, and the verdict on the judge (judge_trust: pooled over every rated "
-        "sample its identity judged): percent agreement, Cohen's kappa (unweighted, linear, quadratic over the "
-        "full scale), Fleiss' kappa, Krippendorff's alpha (nominal, ordinal, interval), ICC (absolute, consistency); "
-        "judge vs humans: Spearman, Kendall, MAE, bias and kappa; prevalence and ceiling share beside every kappa. "
-        f"Rows for this checkpoint and, refreshed on every run, for {ALL_CHECKPOINTS} checkpoints.",
+        description="Agreement per dimension for every checkpoint, and the verdict on the judge (judge_trust: pooled "
+        "over every rated sample its identity judged, decided once per identity): percent agreement, Cohen's kappa "
+        "(unweighted, linear, quadratic over the full scale), Fleiss' kappa, Krippendorff's alpha (nominal, ordinal, "
+        "interval), ICC (absolute, consistency); judge vs humans: Spearman, Kendall, MAE, bias and kappa; prevalence "
+        f"and ceiling share beside every kappa; rows for each checkpoint and for {ALL_CHECKPOINTS} checkpoints. A "
+        "checkpoint is decided again only when its own ratings or judge scores changed (its agreement, calibrated "
+        "means) or the pool did (its judge_trust).",
     )
     def agreement(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
-        ckpt_id = context.partition_key
         wh = warehouse.get()
-        ratings = required_rows(wh, rubric, Table.HUMAN_RATINGS, ckpt_id)
+        d = Inputs(wh, rubric)
+        ckpts = [c for c in d.checkpoints if d.has(Table.HUMAN_RATINGS, c)]
         pool = _pool(wh, rubric)
+        designs = {str(c): versions.frame_version(g) for c, g in pool.groupby("checkpoint_id")}
+        own_fp = {
+            c: d.fingerprint(d.own(c, Table.HUMAN_RATINGS, Table.JUDGE_SCORES), designs.get(c, versions.ABSENT))
+            for c in ckpts
+        }
+        members = sorted(designs)
+        pool_fp = d.fingerprint(versions.frame_version(pool), [d.own(c, Table.HUMAN_RATINGS, Table.JUDGE_SCORES) for c in members])
+        who = _identities(wh, rubric) if has_judge else {}
+        trust_fp = {c: d.fingerprint(pool_fp, own_fp[c], who.get(c)) for c in ckpts if c in who}
+        own_todo, trust_todo = d.todo(Table.AGREEMENT, own_fp), d.todo(Table.JUDGE_TRUST, trust_fp)
+        pooled_todo = d.stored(POOLED, ALL_CHECKPOINTS) != pool_fp
+        if not (own_todo or trust_todo or pooled_todo):
+            return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), []))
         all_ratings, all_judge = _pooled_inputs(wh, rubric, pool, has_judge)
-        judge = all_judge[all_judge.checkpoint_id == ckpt_id] if all_judge is not None else None
-        df = compute_agreement(rubric, ckpt_id, ratings, judge)
+        reader = Prefetched(wh, sorted(set(own_todo) | set(trust_todo)))
+        own: dict[str, pd.DataFrame] = {}
+        calibrated: dict[str, pd.DataFrame] = {}
+        for c in own_todo:
+            ratings = reader.read(rubric.name, Table.HUMAN_RATINGS, where={"checkpoint_id": c})
+            judge = all_judge[all_judge.checkpoint_id == c] if all_judge is not None else None
+            own[c] = compute_agreement(rubric, c, ratings, judge)
+            if has_judge:
+                calibrated[c] = _calibrated(reader, rubric, c, ratings, _design(pool, c))
         overall = compute_agreement(rubric, ALL_CHECKPOINTS, all_ratings, all_judge)
-        trust = (
-            _judge_trust(wh, rubric, ckpt_id, df, pool, all_ratings, all_judge, overall)
-            if all_judge is not None
-            else None
-        )
-        calibrated = _calibrated(wh, rubric, ckpt_id, ratings, _design(pool, ckpt_id)) if has_judge else None
-        with wh.partition_writer() as w:  # the checkpoint's rows and the pooled ones in one transaction
-            w.write(rubric.name, Table.AGREEMENT, df, {"checkpoint_id": ckpt_id})
-            w.write(rubric.name, Table.AGREEMENT, overall, {"checkpoint_id": ALL_CHECKPOINTS})
-            if trust is not None:
-                w.write(rubric.name, Table.JUDGE_TRUST, trust, {"checkpoint_id": ckpt_id})
-            if calibrated is not None:
-                w.write(rubric.name, Table.CALIBRATED_MEANS, calibrated, {"checkpoint_id": ckpt_id})
-        quadratic = df[df.statistic == "cohen_kappa_quadratic"]
-        judged = _kappas(quadratic[quadratic.raters == JUDGE_VS_HUMAN_MEAN])
-        verdict = trust[trust.dimension == OVERALL].iloc[0] if trust is not None else None
-        return dg.MaterializeResult(
-            metadata={
-                "judge_trust": dg.MetadataValue.text(
-                    f"{verdict.verdict} ({verdict.judge_label})" if verdict is not None else "no judge identity"
-                ),
-                # judge vs human mean per dimension as numbers (the Plots tab draws them across checkpoints)
-                **{f"judge_human_kappa_{dim}": dg.MetadataValue.float(v) for dim, v in judged.items()},
-                "rows": dg.MetadataValue.int(len(df)),
-                "judge_human_kappa_quadratic": dg.MetadataValue.json(judged),
-                "human_human_kappa_quadratic": dg.MetadataValue.json(
-                    _kappas(quadratic[quadratic.raters != JUDGE_VS_HUMAN_MEAN])
-                ),
-            }
-        )
+        parts = [
+            part(rubric.name, Table.AGREEMENT, own_todo, own),
+            (rubric.name, Table.AGREEMENT, {"checkpoint_id": ALL_CHECKPOINTS}, [overall]),
+        ]
+        if calibrated:
+            parts.append(part(rubric.name, Table.CALIBRATED_MEANS, own_todo, calibrated))
+        trust: dict[str, pd.DataFrame] = {}
+        if all_judge is not None and trust_todo:
+            stored = reader.read(rubric.name, Table.AGREEMENT, where={"checkpoint_id": tuple(trust_todo)})
+            pooled: dict[str, PooledTrust] = {}
+            for c in trust_todo:
+                identity, label = who[c]
+                if identity not in pooled:
+                    pooled[identity] = _identity_trust(wh, rubric, identity, label, pool, all_ratings, all_judge, overall)
+                mine = own[c] if c in own else stored[stored.checkpoint_id == c]
+                trust[c] = checkpoint_trust(rubric, pooled[identity], c, mine)
+            parts.append(part(rubric.name, Table.JUDGE_TRUST, trust_todo, trust))
+        decided = {Table.AGREEMENT: {c: own_fp[c] for c in own_todo}, Table.JUDGE_TRUST: {c: trust_fp[c] for c in trust_todo}}
+        commit(wh, rubric, {**decided, POOLED: {ALL_CHECKPOINTS: pool_fp}}, parts)
+        return dg.MaterializeResult(metadata=_metadata(rubric, ckpts, own_todo, trust_todo, own, trust))
 
     return agreement
 
 
-def _log_words(wh: Warehouse, rubric: RubricConfig, ckpt_id: str) -> pd.Series:
+POOLED = "agreement_pooled"  # decision_inputs: what the rows over every checkpoint were computed from
+
+
+def _identities(wh: Warehouse, rubric: RubricConfig) -> dict[str, tuple[str, str]]:
+    """Each checkpoint's judge (identity, label) as ``<rubric>.judge_identity`` recorded it (one query)."""
+    if not wh.table_exists(rubric.name, Table.JUDGE_IDENTITY):
+        return {}
+    ids = wh.read(rubric.name, Table.JUDGE_IDENTITY, columns=("checkpoint_id", "judge_identity", "label"))
+    return {str(r.checkpoint_id): (str(r.judge_identity), str(r.label)) for r in ids.itertuples()}
+
+
+def _metadata(
+    rubric: RubricConfig,
+    ckpts: list[str],
+    own_todo: list[str],
+    trust_todo: list[str],
+    own: dict[str, pd.DataFrame],
+    trust: dict[str, pd.DataFrame],
+) -> dict[str, dg.MetadataValue]:
+    """What the step decided, and the newest decided checkpoint's figures (the Plots tab draws them)."""
+    done = sorted(set(own_todo) | set(trust_todo))
+    extra: dict[str, dg.MetadataValue] = {}
+    if trust:
+        last = trust[max(trust)]
+        verdict = last[last.dimension == OVERALL].iloc[0]
+        extra["judge_trust"] = dg.MetadataValue.text(f"{verdict.verdict} ({verdict.judge_label})")
+    if own:
+        df = own[max(own)]
+        quadratic = df[df.statistic == "cohen_kappa_quadratic"]
+        extra["judge_human_kappa_quadratic"] = dg.MetadataValue.json(
+            _kappas(quadratic[quadratic.raters == JUDGE_VS_HUMAN_MEAN])
+        )
+        extra["human_human_kappa_quadratic"] = dg.MetadataValue.json(
+            _kappas(quadratic[quadratic.raters != JUDGE_VS_HUMAN_MEAN])
+        )
+    return decided_metadata(len(ckpts), done, **extra)
+
+
+def _log_words(wh: Warehouse | Prefetched, rubric: RubricConfig, ckpt_id: str) -> pd.Series:
     sid, resp = rubric.inputs.id_field, rubric.inputs.response_field
     df = wh.read(rubric.name, Table.SAMPLES, columns=(sid, resp), where={"checkpoint_id": ckpt_id})
     df = df.set_axis(["sample_id", "response"], axis=1)
     return pd.Series(log_words(df.response).to_numpy(), index=df.sample_id)
 
 
+def _length_bias_of(reader: Prefetched, rubric: RubricConfig, ckpt_id: str, parent: str | None) -> pd.DataFrame:
+    """One checkpoint's length-bias rows (agreement.length_bias), its parent's mean length as the reference."""
+    scores = reader.read(rubric.name, Table.SCORES, where={"checkpoint_id": ckpt_id})
+    lengths = _log_words(reader, rubric, ckpt_id)
+    reference = None
+    if parent is not None:
+        ref = _log_words(reader, rubric, parent)
+        reference = float(ref.mean()) if len(ref) else None
+    ratings = reader.read(rubric.name, Table.HUMAN_RATINGS, where={"checkpoint_id": ckpt_id})
+    humans = rater_sets(rubric, ratings)["human"] if len(ratings.columns) else pd.DataFrame()
+    means = {d: g.groupby("sample_id").score.mean() for d, g in humans.groupby("dimension")} if len(humans) else {}
+    names = [d.key for d in rubric.judged_dimensions]
+    names += [rubric.headline] if rubric.headline not in names else []
+    return length_bias(ckpt_id, scores, lengths, means, names, reference)
+
+
 def length_bias_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
-    deps = [asset_key(rubric, t) for t in ("samples", "scores", "human_ratings", Table.CHECKPOINT_LINEAGE)]
+    deps = [*across(rubric, Table.SAMPLES, Table.SCORES, Table.HUMAN_RATINGS)]
+    deps.append(asset_key(rubric, Table.CHECKPOINT_LINEAGE))
 
     @rubric_asset(
         rubric,
         Table.LENGTH_BIAS,
         deps=deps,
         kinds={"duckdb"},
+        partitioned=False,
         automation_condition=REDECIDE,
-        description="Does the judge lean on length more than people do? Per judged dimension and the headline: "
-        "Spearman of the judge's score with the response's length, the same for the human mean on the rated "
-        "samples and the gap with a paired bootstrap CI (flagged when wholly above zero), and a length-controlled "
-        "mean (the score's log-length slope taken out at the parent's mean length, as AlpacaEval's "
-        "length-controlled win rate does).",
+        description="Does the judge lean on length more than people do? Per checkpoint, judged dimension and the "
+        "headline: Spearman of the judge's score with the response's length, the same for the human mean on the "
+        "rated samples and the gap with a paired bootstrap CI (flagged when wholly above zero), and a "
+        "length-controlled mean (the score's log-length slope taken out at the parent's mean length, as "
+        "AlpacaEval's length-controlled win rate does). A checkpoint is decided again only when its scores, samples "
+        "or ratings, or its parent's samples, changed.",
     )
     def length_bias_(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
-        ckpt_id = context.partition_key
         wh = warehouse.get()
-        scores = required_rows(wh, rubric, Table.SCORES, ckpt_id)
-        lengths = _log_words(wh, rubric, ckpt_id)
-        parent = lineage_parent(wh, rubric, ckpt_id)
-        reference = None
-        if parent is not None:
-            ref = _log_words(wh, rubric, parent)
-            reference = float(ref.mean()) if len(ref) else None
-        ratings = partition_rows(wh, rubric, Table.HUMAN_RATINGS, ckpt_id)
-        humans = rater_sets(rubric, ratings)["human"] if ratings is not None else pd.DataFrame()
-        means = {d: g.groupby("sample_id").score.mean() for d, g in humans.groupby("dimension")} if len(humans) else {}
-        names = [d.key for d in rubric.judged_dimensions]
-        names += [rubric.headline] if rubric.headline not in names else []
-        df = length_bias(ckpt_id, scores, lengths, means, names, reference)
-        wh.replace_partition(rubric.name, Table.LENGTH_BIAS, df, {"checkpoint_id": ckpt_id})
-        metadata: dict[str, dg.MetadataValue] = {
-            "flagged": dg.MetadataValue.text(", ".join(df[df.flagged].score) or "none"),
-            "viewer": viewer_link(rubric, ckpt_id),
+        d = Inputs(wh, rubric)
+        ckpts = [c for c in d.checkpoints if d.has(Table.SCORES, c)]
+        fp = {
+            c: d.fingerprint(
+                d.own(c, Table.SCORES, Table.SAMPLES, Table.HUMAN_RATINGS), d.parent(c), d.v(Table.SAMPLES, d.parent(c))
+            )
+            for c in ckpts
         }
-        for r in df.itertuples():
-            metadata[f"length_rho_{r.score}"] = rounded(r.judge_length_rho)
+        todo = d.todo(Table.LENGTH_BIAS, fp)
+        if not todo:
+            return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), []))
+        reader = Prefetched(wh, [*todo, *(p for c in todo if (p := d.parent(c)))])
+        frames = {c: _length_bias_of(reader, rubric, c, d.parent(c)) for c in todo}
+        commit(wh, rubric, {Table.LENGTH_BIAS: {c: fp[c] for c in todo}}, [part(rubric.name, Table.LENGTH_BIAS, todo, frames)])
+        df = frames[todo[-1]]
+        metadata: dict[str, dg.MetadataValue] = {"flagged": dg.MetadataValue.text(", ".join(df[df.flagged].score) or "none")}
         head = df[df.score == rubric.headline]
         if len(head):
             metadata["headline_length_controlled"] = rounded(head.length_controlled_mean.iloc[0])
-        return dg.MaterializeResult(metadata=metadata)
+        return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), todo, **metadata))
 
     return length_bias_

@@ -14,7 +14,7 @@ from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, WarehouseResource
 from eval_pipeline.ingest.jsonl import RAW_SCHEMA, iter_jsonl
-from eval_pipeline.ingest.ratings import SOURCES, folder_fingerprint, load_ratings
+from eval_pipeline.ingest.ratings import SOURCES, checkpoint_fingerprints, load_ratings
 
 
 def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
@@ -81,6 +81,7 @@ def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         rubric,
         Table.SAMPLES,
         deps=[asset_key(rubric, Table.RAW_OUTPUTS)],
+        also_writes=[("quarantine_validate", *QUARANTINE, {"rubric": rubric.name, "stage": "validate"})],
         kinds={"duckdb", "pandera"},
         description=f"Validated samples of '{rubric.title}' (pandera schema from the rubric's input fields). "
         "Rejected lines go to main.quarantine with their reason; valid + quarantined = lines read.",
@@ -134,6 +135,7 @@ def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         rubric,
         Table.HUMAN_RATINGS,
         deps=[asset_key(rubric, Table.SAMPLES)],
+        also_writes=[("quarantine_ratings", *QUARANTINE, {"rubric": rubric.name, "stage": "ratings"})],
         kinds={"duckdb", "csv"},
         description=f"Human ratings from data/human_ratings/{rubric.name}/*.csv for this checkpoint, validated: "
         "unknown sample ids, scores off the scale, unsafe evaluator names and repeated (sample, evaluator) pairs go "
@@ -152,7 +154,9 @@ def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         # every checkpoint there is: registered, or a folder not registered yet (a run registers only its own)
         known = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION)) | checkpoints.names()
         local = ratings.folder(rubric.name)  # an s3:// folder mirrored now
-        version = folder_fingerprint(rubric.name, local)  # before reading: a later write is seen later
+        # the version of the files that concern it, before reading: a later write is seen later
+        registered = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
+        version = checkpoint_fingerprints(rubric.name, local, [ckpt_id], registered)[ckpt_id]
         load = load_ratings(rubric, ckpt_id, ids, root=local, known_checkpoints=known | {ckpt_id})
         source = pd.DataFrame(
             [{"checkpoint_id": ckpt_id, "fingerprint": version, "files": len(load.files), "rows": len(load.ratings),

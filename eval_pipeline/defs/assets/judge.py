@@ -206,6 +206,7 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         rubric,
         Table.JUDGE_SCORES,
         deps=[asset_key(rubric, Table.SAMPLES)],
+        also_writes=[(Table.JUDGE_IDENTITY, rubric.name, Table.JUDGE_IDENTITY, {})],
         kinds={"duckdb", "openai"},
         description=f"Judge scores for {', '.join(judged)}: one row per sample, judge and dimension "
         f"(judge = '{PANEL}' is the panel's aggregate). A judge answer that cannot be used is a missing score with "

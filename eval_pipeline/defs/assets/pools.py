@@ -27,6 +27,7 @@ from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.publish.annotate.queues import declares_protocol, inclusion, load_plan
 from eval_pipeline.scoring.comparison import find_parent
+from eval_pipeline.storage import versions
 from eval_pipeline.storage.warehouse import Warehouse
 
 POOL_COLUMNS = ["checkpoint_id", "sample_id", "judge_identity", "judge_label", "design", "inclusion", "tuned_on"]
@@ -127,7 +128,8 @@ def _across_asset(
         wh = warehouse.get()
         df = rows(wh)
         wh.replace_partition(rubric.name, name, df, {})
-        return dg.MaterializeResult(metadata=metadata(df))
+        # the content's version: what reads it follows a change of it, not a materialization (defs/automation.py)
+        return dg.MaterializeResult(metadata=metadata(df), data_version=dg.DataVersion(versions.frame_version(df)))
 
     return pool
 

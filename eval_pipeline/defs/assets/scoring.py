@@ -1,6 +1,8 @@
 """Scoring: per-sample scores, per-checkpoint summaries, the comparison against the parent, and the gates."""
 
 import base64
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
@@ -21,7 +23,8 @@ from eval_pipeline.defs.asset import (
     rubric_asset,
     viewer_link,
 )
-from eval_pipeline.defs.assets.pools import lineage_parent
+from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit, decided_metadata, part
+from eval_pipeline.defs.assets.pools import across
 from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.queries import headline_trend
 from eval_pipeline.defs.resources import WarehouseResource
@@ -31,8 +34,11 @@ from eval_pipeline.scoring.comparison import calibrated_rows, compare, empty_com
 from eval_pipeline.scoring.gates import GateInputs, evaluate_gates, gate_kind
 from eval_pipeline.scoring.scores import compute_scores
 from eval_pipeline.scoring.summary import headline, summarise
+from eval_pipeline.storage import versions
 from eval_pipeline.storage.views import refresh_views
 from eval_pipeline.storage.warehouse import Warehouse
+
+Reader = Warehouse | Prefetched  # what a decision reads one checkpoint's rows through
 
 # what the wide scores table takes of the panel's judge_scores rows (not every judge's rationale)
 PANEL_COLUMNS = ("sample_id", "judge", "judge_kind", "model", "dimension", "kind", "score", "status", "reason")
@@ -139,7 +145,7 @@ def summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
 
 
 def _judges(
-    wh: Warehouse, rubric: RubricConfig, ckpt_id: str, parent: str
+    wh: Reader, rubric: RubricConfig, ckpt_id: str, parent: str
 ) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
     """((identity, label) of the parent's judge, the same of this checkpoint's), or None for a rubric without a
     judge."""
@@ -149,7 +155,7 @@ def _judges(
     return recorded_judge(wh, rubric, parent) or unknown, recorded_judge(wh, rubric, ckpt_id) or unknown
 
 
-def _calibrated_changes(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, parent: str) -> list[Row]:
+def _calibrated_changes(wh: Reader, rubric: RubricConfig, ckpt_id: str, parent: str) -> list[Row]:
     """The human-calibrated changes of the judged dimensions (comparison.calibrated_rows) from the panel's scores
     and the people's ratings of both checkpoints."""
     ids = [ckpt_id, parent]
@@ -163,7 +169,7 @@ def _calibrated_changes(wh: Warehouse, rubric: RubricConfig, ckpt_id: str, paren
     return calibrated_rows(rubric, ckpt_id, parent, judge, rater_sets(rubric, humans)["human"])
 
 
-def _untrusted(wh: Warehouse, rubric: RubricConfig, ckpt_id: str) -> set[str]:
+def _untrusted(wh: Reader, rubric: RubricConfig, ckpt_id: str) -> set[str]:
     """The dimensions this checkpoint's judge is not trusted on (its judge_trust rows): untrusted, or still pending
     past the rubric's floor of rated samples (people's ratings had their chance to show it trustworthy and have
     not yet). Below the floor a judged change still counts, as it does where no one rated at all."""
@@ -178,11 +184,52 @@ def _untrusted(wh: Warehouse, rubric: RubricConfig, ckpt_id: str) -> set[str]:
     }
 
 
+def _compared(reader: Reader, rubric: RubricConfig, ckpt_id: str, parent: str | None) -> tuple[pd.DataFrame, str]:
+    """One checkpoint against its parent: the comparison rows and a note saying how."""
+    judged = bool(rubric.judged_dimensions or rubric.questionnaire)
+    repeats = bool(rubric.repeat and judged)
+    child = reader.read(rubric.name, Table.SCORES, where={"checkpoint_id": ckpt_id})
+    prev = partition_rows(reader, rubric, Table.SCORES, parent) if parent else None
+    judges = _judges(reader, rubric, ckpt_id, parent) if parent else None
+    if parent is None or prev is None or prev.empty:
+        note = "no parent checkpoint" if parent is None else f"parent {parent} has no scores yet: evaluate it first"
+        return empty_comparison(), note
+    if judges is not None and judges[0] != judges[1]:
+        note = (
+            f"not comparable: parent {parent} judged by {judges[0][1]}, this checkpoint by {judges[1][1]}; "
+            f"re-judge the parent with the current judge: eval-pipeline run --checkpoint {parent} "
+            f"--rubric {rubric.name}"
+        )
+        return not_comparable(rubric, ckpt_id, parent, note), note
+    noise = partition_rows(reader, rubric, Table.JUDGE_REPEATABILITY, ckpt_id) if repeats else None
+    sd = dict(zip(noise.dimension, noise.mean_within_sd)) if noise is not None and len(noise) else None
+    calibrated = _calibrated_changes(reader, rubric, ckpt_id, parent) if judged else None
+    df = compare(rubric, ckpt_id, parent, child, prev, sd, calibrated, _untrusted(reader, rubric, ckpt_id))
+    return df, f"compared with {parent}"
+
+
+def _untrusted_sets(wh: Warehouse, rubric: RubricConfig) -> dict[str, tuple[str, ...]]:
+    """Every checkpoint's ``_untrusted`` set, from one read of judge_trust (what of trust a comparison reads)."""
+    if not wh.table_exists(rubric.name, Table.JUDGE_TRUST):
+        return {}
+    rows = wh.read(rubric.name, Table.JUDGE_TRUST, columns=("checkpoint_id", "dimension", "verdict", "n_rated"))
+    floor = judge_bar(rubric).min_samples
+    out: dict[str, set[str]] = {}
+    for r in rows.itertuples():
+        if r.verdict == UNTRUSTED or (r.verdict == PENDING and int(r.n_rated) >= floor):
+            out.setdefault(str(r.checkpoint_id), set()).add(str(r.dimension))
+    return {c: tuple(sorted(v)) for c, v in out.items()}
+
+
+COMPARED = (Table.SCORES, Table.HUMAN_RATINGS, Table.JUDGE_SCORES, Table.JUDGE_IDENTITY, Table.JUDGE_REPEATABILITY)
+
+
 def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     judged = bool(rubric.judged_dimensions or rubric.questionnaire)
     repeats = bool(rubric.repeat and judged)
-    deps = [asset_key(rubric, Table.SCORES)] + ([asset_key(rubric, Table.JUDGE_REPEATABILITY)] if repeats else [])
-    deps += [asset_key(rubric, Table.HUMAN_RATINGS), asset_key(rubric, Table.AGREEMENT)] if judged else []
+    deps: list[dg.AssetKey | dg.AssetDep] = [*across(rubric, Table.SCORES)]
+    deps += across(rubric, Table.JUDGE_REPEATABILITY) if repeats else []
+    deps += [*across(rubric, Table.HUMAN_RATINGS), asset_key(rubric, Table.AGREEMENT)] if judged else []
     deps.append(asset_key(rubric, Table.CHECKPOINT_LINEAGE))
 
     @rubric_asset(
@@ -190,47 +237,40 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         Table.COMPARISON,
         deps=deps,
         kinds={"duckdb"},
+        partitioned=False,
         automation_condition=REDECIDE,
-        description="This checkpoint against its parent (or the previous one): per-score change with a seeded paired "
+        description="Each checkpoint against its parent (or the previous one): per-score change with a seeded paired "
         "bootstrap 95 % CI over the samples both share, shares better and worse, a paired t-test corrected over the "
         "rubric's scores (Holm) and the minimum detectable effect; a significant drop is a regression. Checkpoints "
-        "judged by different judges are never compared (not_comparable, with the command that re-judges the parent).",
+        "judged by different judges are never compared (not_comparable, with the command that re-judges the parent). "
+        "A checkpoint is decided again only when its rows or its parent's changed, or the dimensions its judge is "
+        "not trusted on did.",
     )
     def comparison(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
-        ckpt_id = context.partition_key
         wh = warehouse.get()
-        parent = lineage_parent(wh, rubric, ckpt_id)
-        child = required_rows(wh, rubric, Table.SCORES, ckpt_id)
-        prev = partition_rows(wh, rubric, Table.SCORES, parent) if parent else None
-        judges = _judges(wh, rubric, ckpt_id, parent) if parent else None
-        if parent is None or prev is None or prev.empty:
-            df = empty_comparison()
-            note = "no parent checkpoint" if parent is None else f"parent {parent} has no scores yet: evaluate it first"
-        elif judges is not None and judges[0] != judges[1]:
-            note = (
-                f"not comparable: parent {parent} judged by {judges[0][1]}, this checkpoint by {judges[1][1]}; "
-                f"re-judge the parent with the current judge: eval-pipeline run --checkpoint {parent} "
-                f"--rubric {rubric.name}"
-            )
-            df = not_comparable(rubric, ckpt_id, parent, note)
-        else:
-            noise = partition_rows(wh, rubric, Table.JUDGE_REPEATABILITY, ckpt_id) if repeats else None
-            sd = dict(zip(noise.dimension, noise.mean_within_sd)) if noise is not None and len(noise) else None
-            calibrated = _calibrated_changes(wh, rubric, ckpt_id, parent) if judged else None
-            df = compare(rubric, ckpt_id, parent, child, prev, sd, calibrated, _untrusted(wh, rubric, ckpt_id))
-            note = f"compared with {parent}"
-        wh.replace_partition(rubric.name, Table.COMPARISON, df, {"checkpoint_id": ckpt_id})
+        d = Inputs(wh, rubric)
+        ckpts = [c for c in d.checkpoints if d.has(Table.SCORES, c)]
+        untrusted = _untrusted_sets(wh, rubric)
+        fp = {
+            c: d.fingerprint(d.own(c, *COMPARED), d.parent(c), d.own(d.parent(c), *COMPARED), untrusted.get(c, ()))
+            for c in ckpts
+        }
+        todo = d.todo(Table.COMPARISON, fp)
+        if not todo:
+            return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), []))
+        reader = Prefetched(wh, [*todo, *(p for c in todo if (p := d.parent(c)))])
+        frames, notes = {}, {}
+        for c in todo:
+            frames[c], notes[c] = _compared(reader, rubric, c, d.parent(c))
+        commit(wh, rubric, {Table.COMPARISON: {c: fp[c] for c in todo}}, [part(rubric.name, Table.COMPARISON, todo, frames)])
+        df = frames[todo[-1]]
         reg = df[df.regression] if len(df) else df
         metadata: dict[str, dg.MetadataValue] = {
-            "parent": dg.MetadataValue.text(parent or "none"),
-            "note": dg.MetadataValue.text(note),
-            "regressions": dg.MetadataValue.int(len(reg)),
+            "note": dg.MetadataValue.text(f"{todo[-1]}: {notes[todo[-1]]}"),
+            "regressions": dg.MetadataValue.int(sum(int(f.regression.sum()) for f in frames.values() if len(f))),
             "regressed_scores": dg.MetadataValue.text(", ".join(reg.score) if len(reg) else "none"),
-            "viewer": viewer_link(rubric, ckpt_id),
         }
-        for r in df.itertuples():  # each change as its own number (the Plots tab draws it across checkpoints)
-            metadata[f"delta_{r.score}"] = rounded(r.delta)
-        return dg.MaterializeResult(metadata=metadata)
+        return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), todo, **metadata))
 
     return comparison
 
@@ -240,35 +280,59 @@ def gate_tables(rubric: RubricConfig) -> list[str]:
     return sorted({t for g in rubric.gates for t in gate_kind(g.kind).needs})
 
 
-def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
+# the decisions the gates (and the verdict) read, decided before them in the same run
+DECIDED = (Table.AGREEMENT, Table.JUDGE_TRUST, Table.COMPARISON, Table.LENGTH_BIAS)
+GateEvaluations = Callable[[str, pd.DataFrame, Any], list[dg.AssetCheckEvaluation]]
+
+
+def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], checks: GateEvaluations) -> dg.AssetsDefinition:
+    decided_from = [k.path[-1] for k in upstream]
+    deps: list[dg.AssetKey | dg.AssetDep] = [*across(rubric, Table.SCORES), asset_key(rubric, Table.CHECKPOINT_LINEAGE)]
+    deps += [asset_key(rubric, t) if t in DECIDED else across(rubric, t)[0] for t in decided_from]
+
     @rubric_asset(
         rubric,
         Table.GATES,
-        deps=[asset_key(rubric, Table.SCORES), asset_key(rubric, Table.CHECKPOINT_LINEAGE), *upstream],
+        deps=deps,
         kinds={"duckdb"},
+        partitioned=False,
         automation_condition=REDECIDE,
-        description="Threshold gates from the rubric YAML (" + ", ".join(g.name for g in rubric.gates) + "); "
-        "each is also an asset check. Too little data fails closed. The report is redrawn once the run ends.",
+        description="Threshold gates from the rubric YAML (" + ", ".join(g.name for g in rubric.gates) + ") for "
+        "every checkpoint; each is also an asset check, reported per checkpoint when its result changes. Too little "
+        "data fails closed. A checkpoint is decided again only when what its gates read changed.",
     )
     def gates(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
-        ckpt_id = context.partition_key
         wh = warehouse.get()
-        with wh.session() as reader:
-            scores = required_rows(reader, rubric, Table.SCORES, ckpt_id)
-            inputs = GateInputs(
-                load=lambda t: partition_rows(reader, rubric, t, ckpt_id),
-                parent=lineage_parent(reader, rubric, ckpt_id),
-                lineage_known=True,
-            )
-            df = evaluate_gates(rubric, ckpt_id, scores, inputs)
-        wh.replace_partition(rubric.name, Table.GATES, df, {"checkpoint_id": ckpt_id})
+        d = Inputs(wh, rubric)
+        ckpts = [c for c in d.checkpoints if d.has(Table.SCORES, c)]
+        fp = {c: d.fingerprint(d.everything(c), d.parent(c), d.decisions(c, *DECIDED)) for c in ckpts}
+        todo = d.todo(Table.GATES, fp)
+        if not todo:
+            return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), []))
+        reader = Prefetched(wh, todo)
+        frames: dict[str, pd.DataFrame] = {}
+        for c in todo:
+            scores = reader.read(rubric.name, Table.SCORES, where={"checkpoint_id": c})
+            load = functools.partial(partition_rows, reader, rubric, checkpoint_id=c)
+            inputs = GateInputs(load=lambda t, load=load: load(table=t), parent=d.parent(c), lineage_known=True)
+            frames[c] = evaluate_gates(rubric, c, scores, inputs)
+        before = reader.read(rubric.name, Table.GATES, where={"checkpoint_id": tuple(todo)}) if wh.table_exists(
+            rubric.name, Table.GATES
+        ) else None
+        commit(wh, rubric, {Table.GATES: {c: fp[c] for c in todo}}, [part(rubric.name, Table.GATES, todo, frames)])
         refresh_views(wh)
+        for c in todo:  # each checkpoint's checks, where its gates' results changed
+            old = before[before.checkpoint_id == c] if before is not None else None
+            if old is None or versions.frame_version(old) != versions.frame_version(frames[c]):
+                for evaluation in checks(c, frames[c], reader):
+                    context.log_event(evaluation)
+        df = frames[todo[-1]]
         metadata = {
             "passed": dg.MetadataValue.int(int(df.passed.sum())),
             "total": dg.MetadataValue.int(len(df)),
             "failed_gates": dg.MetadataValue.json({r.gate: r.reason for r in df.itertuples() if not r.passed}),
-            "viewer": viewer_link(rubric, ckpt_id),
         }
-        return dg.MaterializeResult(metadata=metadata)
+        return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), todo, **metadata))
 
     return gates
+

@@ -1,42 +1,78 @@
-"""The verdict: one per checkpoint and rubric, decided once (scoring.verdict) after everything it speaks of."""
+"""The verdict: one per checkpoint and rubric (scoring.verdict), decided after everything it speaks of, for every
+checkpoint at once: a checkpoint is decided again when what it is decided from changed (defs/assets/decisions.py),
+and its row names the calibration pool it was decided on (``pool_version``)."""
 
 import dagster as dg
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import Table
-from eval_pipeline.defs.asset import rubric_asset, viewer_link
+from eval_pipeline.defs.asset import asset_key, rubric_asset
+from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit, decided_metadata, part
+from eval_pipeline.defs.assets.pools import across
+from eval_pipeline.defs.assets.scoring import DECIDED
 from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring import verdict as verdicts
+from eval_pipeline.storage import versions
 from eval_pipeline.storage.views import refresh_views
 
+# the decisions a verdict reads: the gates and what they read
+READS = (Table.GATES, *DECIDED)
 
-def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey]) -> dg.AssetsDefinition:
+
+def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], decided: set[str]) -> dg.AssetsDefinition:
+    """``upstream``: every asset of the group the verdict is decided after; ``decided``: those that are decisions
+    across checkpoints (unpartitioned), read as they are; the others, every checkpoint's partition of them."""
+    deps: list[dg.AssetKey | dg.AssetDep] = []
+    for key in upstream:
+        deps += [key] if key.path[-1] in decided else across(rubric, key.path[-1])
+
     @rubric_asset(
         rubric,
         Table.VERDICT,
-        deps=upstream,
+        deps=deps,
         kinds={"duckdb"},
+        partitioned=False,
         automation_condition=REDECIDE,
-        description="The checkpoint's verdict on this rubric, decided once from everything before it: incomplete, "
-        "regressed, failed gates, judge untrusted, pending ratings or passed, with the reasons, the counts and the "
-        "judge's trust per dimension. The console, the viewer, the report, export and main.leaderboard read it "
-        "(main.verdicts).",
+        description="Each checkpoint's verdict on this rubric, decided from everything before it: incomplete, "
+        "regressed, failed gates, judge untrusted, pending ratings or passed, with the reasons, the counts, the "
+        "judge's trust per dimension and the calibration pool it was decided on. The console, the viewer, the "
+        "report, export and main.leaderboard read it (main.verdicts).",
     )
     def verdict(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
-        ckpt_id = context.partition_key
         wh = warehouse.get()
-        decided = verdicts.decide(wh, rubric, ckpt_id)
-        verdicts.store(wh, decided, context.run.run_id, wh.current_snapshot())
+        d = Inputs(wh, rubric)
+        ckpts = [c for c in d.checkpoints if d.has(Table.SCORES, c)]
+        pool = (
+            versions.frame_version(wh.read(rubric.name, Table.CALIBRATION_POOL))
+            if wh.table_exists(rubric.name, Table.CALIBRATION_POOL)
+            else versions.ABSENT
+        )
+        fp = {c: d.fingerprint(d.everything(c), d.decisions(c, *READS), pool) for c in ckpts}
+        todo = d.todo(Table.VERDICT, fp)
+        if not todo:
+            return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), []))
+        reader = Prefetched(wh, todo)
+        snapshot = wh.current_snapshot()
+        rows, last = {}, None
+        for c in todo:
+            last = verdicts.decide(reader, rubric, c)  # type: ignore[arg-type]
+            last.pool_version = pool
+            rows[c] = verdicts.stored_row(reader, last, context.run.run_id, snapshot)  # type: ignore[arg-type]
+        commit(wh, rubric, {Table.VERDICT: {c: fp[c] for c in todo}}, [part(rubric.name, Table.VERDICT, todo, rows)])
         refresh_views(wh)
+        assert last is not None
         return dg.MaterializeResult(
-            metadata={
-                "verdict": dg.MetadataValue.text(decided.verdict),
-                "reasons": dg.MetadataValue.json([{"about": t, "text": x} for t, x in decided.reasons]),
-                "counts": dg.MetadataValue.text(decided.summary),
-                "judge_trust": dg.MetadataValue.text(decided.trust),
-                "viewer": viewer_link(rubric, ckpt_id),
-            }
+            metadata=decided_metadata(
+                len(ckpts),
+                todo,
+                verdict=dg.MetadataValue.text(f"{last.checkpoint_id}: {last.verdict}"),
+                counts=dg.MetadataValue.text(last.summary),
+                judge_trust=dg.MetadataValue.text(last.trust),
+            )
         )
 
     return verdict
+
+
+__all__ = ["verdict_asset", "asset_key"]

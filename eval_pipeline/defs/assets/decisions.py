@@ -1,0 +1,211 @@
+"""What the decisions across checkpoints share: which checkpoints need deciding again, reading their rows in one
+query per table, and writing every decided checkpoint in one transaction.
+
+The decision assets (agreement with judge_trust and calibrated_means, comparison, length_bias, gates, verdict) are
+unpartitioned: each decides every checkpoint at once, in one step, after the pool and the lineage. A checkpoint is
+decided again only when what it is decided from changed: each asset computes, per checkpoint, a *fingerprint* of its
+inputs — the content versions of the checkpoint's rows (and its parent's) that the asset reads
+(storage.versions, recorded by the partitioned assets), the fingerprints of the decisions it reads, and the
+rubric's version — and compares it with the one it stored when it last decided that checkpoint
+(``main.decision_inputs``). The rest is left as it is, so landing the 200th checkpoint decides the 200th (and,
+when its ratings moved the judge's pooled verdict, the trust-dependent rows of the checkpoints that judge judged:
+vectorized, read in one query per table).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+
+from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import Table
+from eval_pipeline.storage import versions
+from eval_pipeline.storage.tables import Filter, Frame, Select, Where
+from eval_pipeline.storage.warehouse import Warehouse
+
+SCHEME = 1  # the decisions' own code: a change that gives other answers from the same inputs bumps it
+NO_PARENT = "-"
+
+
+class Inputs:
+    """What every decision asset reads first, in a few small queries: the checkpoints the rubric scored and their
+    parents (``checkpoint_lineage``), the content versions of their rows, and the stored fingerprints."""
+
+    def __init__(self, wh: Warehouse, rubric: RubricConfig) -> None:
+        self.rubric = rubric
+        lineage = (
+            wh.read(rubric.name, Table.CHECKPOINT_LINEAGE)
+            if wh.table_exists(rubric.name, Table.CHECKPOINT_LINEAGE)
+            else pd.DataFrame(columns=["checkpoint_id", "parent_id"])
+        )
+        self.parents: dict[str, str | None] = {
+            str(c): (str(p) if isinstance(p, str) and p else None) for c, p in zip(lineage.checkpoint_id, lineage.parent_id)
+        }
+        self.checkpoints = sorted(self.parents)
+        self.versions = versions.read_versions(wh, rubric.name)
+        self.decided = versions.read_decided(wh, rubric.name)
+        self._by_checkpoint: dict[str, list[tuple[str, str]]] = {}
+        for (name, ckpt), version in sorted(self.versions.items()):
+            self._by_checkpoint.setdefault(ckpt, []).append((name, version))
+
+    def v(self, name: str, ckpt: str | None) -> str:
+        """The content version of ``ckpt``'s rows of ``name`` (ABSENT: none, or no such checkpoint)."""
+        return versions.ABSENT if ckpt is None else self.versions.get((name, ckpt), versions.ABSENT)
+
+    def has(self, name: str, ckpt: str) -> bool:
+        """Whether ``ckpt``'s asset that writes ``name`` has run (its version was recorded)."""
+        return (name, ckpt) in self.versions
+
+    def own(self, ckpt: str | None, *names: str) -> tuple[str, ...]:
+        return tuple(self.v(n, ckpt) for n in names)
+
+    def everything(self, ckpt: str | None) -> tuple[tuple[str, str], ...]:
+        """The versions of all of ``ckpt``'s rows, table by table."""
+        return tuple(self._by_checkpoint.get(ckpt, [])) if ckpt is not None else ()
+
+    def decisions(self, ckpt: str, *assets: str) -> tuple[str | None, ...]:
+        """The fingerprints ``ckpt`` was last decided from by ``assets`` (each decided earlier in the run)."""
+        return tuple(self.decided.get((a, ckpt)) for a in assets)
+
+    def parent(self, ckpt: str) -> str | None:
+        return self.parents.get(ckpt)
+
+    def fingerprint(self, *parts: object) -> str:
+        return versions.fingerprint(SCHEME, self.rubric.version, *parts)
+
+    def stored(self, asset: str, ckpt: str) -> str | None:
+        return self.decided.get((asset, ckpt))
+
+    def todo(self, asset: str, fingerprints: Mapping[str, str]) -> list[str]:
+        """The checkpoints whose fingerprint differs from the one ``asset`` stored (in checkpoint order)."""
+        return [c for c in sorted(fingerprints) if self.decided.get((asset, c)) != fingerprints[c]]
+
+
+Part = tuple[str, str, Where, Sequence[Frame | Select]]
+
+
+def commit(
+    wh: Warehouse, rubric: RubricConfig, decided: Mapping[str, Mapping[str, str]], parts: Sequence[Part]
+) -> None:
+    """Write ``parts`` (each decided checkpoint's rows of a table, or several checkpoints' at once) and the
+    fingerprints they were decided from (``decided``: asset -> checkpoint -> fingerprint), in one transaction."""
+    marks: list[Part] = []
+    for asset, by in decided.items():
+        if by:
+            where = {"schema_name": rubric.name, "asset": asset, "checkpoint_id": tuple(sorted(by))}
+            marks.append((*versions.DECISIONS, where, [versions.decided_rows(rubric.name, asset, by)]))
+    if parts or marks:
+        wh.replace_partitions([*parts, *marks])
+
+
+def rows_of(frames: Mapping[str, pd.DataFrame], columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """Several checkpoints' frames of one table as one (empty frames dropped)."""
+    kept = [f for f in frames.values() if len(f)]
+    if not kept:  # no rows: the columns of the first, so a table nobody made yet is made with them
+        return next(iter(frames.values()), pd.DataFrame(columns=list(columns or []))).iloc[:0]
+    if len(kept) == 1:
+        return kept[0].reset_index(drop=True)
+    with warnings.catch_warnings():  # all-NA columns keep the dtype of the frames that have values
+        warnings.simplefilter("ignore", FutureWarning)
+        return pd.concat(kept, ignore_index=True)
+
+
+def part(schema: str, table: str, checkpoints: Sequence[str], frames: Mapping[str, pd.DataFrame]) -> Part:
+    """The rows of ``checkpoints`` in ``schema.table`` replaced by ``frames`` (one DELETE, one INSERT)."""
+    rows = rows_of(frames)
+    return (schema, table, {"checkpoint_id": tuple(sorted(checkpoints))}, [rows] if len(rows.columns) else [])
+
+
+def decided_metadata(total: int, done: Sequence[str], /, **extra: Any) -> dict[str, dg.MetadataValue]:
+    shown = ", ".join(done[:20]) + (f" … ({len(done)} in all)" if len(done) > 20 else "")
+    return {
+        "checkpoints": dg.MetadataValue.int(total),
+        "decided_again": dg.MetadataValue.int(len(done)),
+        "decided": dg.MetadataValue.text(shown or "none: nothing they are decided from changed"),
+        **extra,
+    }
+
+
+class Prefetched:
+    """The rows of a set of checkpoints, read once per table (one query: ``checkpoint_id IN (...)``), answering the
+    reads a per-checkpoint decision makes (``read``, ``count``, ``table_exists``, ``session``) from memory, as
+    ``Warehouse`` would. A table without a ``checkpoint_id`` column is read from the warehouse itself."""
+
+    def __init__(self, wh: Warehouse, checkpoints: Sequence[str]) -> None:
+        self.wh, self.checkpoints = wh, tuple(sorted(set(checkpoints)))
+        self._frames: dict[tuple[str, str], pd.DataFrame | None] = {}
+
+    def _frame(self, schema: str, table: str) -> pd.DataFrame | None:
+        key = (schema, table)
+        if key not in self._frames:
+            cols = self.wh.columns(schema, table) if self.wh.table_exists(schema, table) else {}
+            self._frames[key] = (
+                self.wh.read(schema, table, where={"checkpoint_id": self.checkpoints}) if "checkpoint_id" in cols else None
+            )
+        return self._frames[key]
+
+    def table_exists(self, schema: str, table: str) -> bool:
+        return self.wh.table_exists(schema, table)
+
+    @contextmanager
+    def session(self) -> Iterator[Prefetched]:
+        yield self
+
+    def current_snapshot(self) -> int | None:
+        return self.wh.current_snapshot()
+
+    def _covered(self, where: Mapping[str, Filter] | None) -> bool:
+        ckpt = (where or {}).get("checkpoint_id")
+        wanted = ckpt if isinstance(ckpt, list | tuple) else (ckpt,)
+        return ckpt is not None and all(c in self.checkpoints for c in wanted)
+
+    def _match(self, df: pd.DataFrame, where: Mapping[str, Filter] | None) -> pd.DataFrame:
+        for col, value in (where or {}).items():
+            if value is None:
+                df = df[df[col].isna()]
+            elif isinstance(value, list | tuple):
+                df = df[df[col].isin(list(value))]
+            else:
+                df = df[df[col] == value]
+        return df
+
+    def read(
+        self,
+        schema: str,
+        table: str,
+        *,
+        columns: Sequence[str] = (),
+        where: Mapping[str, Filter] | None = None,
+        order_by: Sequence[str] = (),
+        distinct: bool = False,
+        limit: int | None = None,
+    ) -> pd.DataFrame:
+        frame = self._frame(schema, table) if self._covered(where) else None
+        if frame is None:
+            return self.wh.read(
+                schema, table, columns=columns, where=where, order_by=order_by, distinct=distinct, limit=limit
+            )
+        df = self._match(frame, where)
+        if columns:
+            df = df[list(columns)]
+        if distinct:
+            df = df.drop_duplicates()
+        if order_by:
+            df = df.sort_values(list(order_by), kind="stable")
+        if limit is not None:
+            df = df.head(limit)
+        return df.reset_index(drop=True)
+
+    def count(
+        self, schema: str, table: str, where: Mapping[str, Filter] | None = None, distinct: Sequence[str] = ()
+    ) -> int:
+        frame = self._frame(schema, table) if self._covered(where) else None
+        if frame is None:
+            return self.wh.count(schema, table, where, distinct)
+        df = self._match(frame, where)
+        return int(len(df[list(distinct)].drop_duplicates()) if distinct else len(df))
