@@ -247,7 +247,8 @@ def evaluate(
         evaluate_checkpoints([c.checkpoint_id for c in todo])
     if getattr(args, "wait", False):
         _wait_for_batches(wh, reports, evaluate_checkpoints)
-    for line in followed_lines(wh, rubrics, followed, before):
+    runs = {r for o in outcomes for r in o.run_ids}
+    for line in followed_lines(wh, rubrics, followed, before, runs, {o.checkpoint_id for o in outcomes}):
         print(line, flush=True)
     others = OtherRuns(instance, wh, rubrics, selected, heads, wait_s, verbose=args.verbose)
     for ckpt_id, run_id in elsewhere:
@@ -379,34 +380,38 @@ class OtherRuns:
 
 
 def followed_lines(
-    wh: Warehouse, rubrics: dict[str, RubricConfig], followed: list[RunOutcome], before: dict[tuple[str, str], Verdict]
+    wh: Warehouse,
+    rubrics: dict[str, RubricConfig],
+    followed: list[RunOutcome],
+    before: dict[tuple[str, str], Verdict],
+    runs: set[str] | None = None,
+    command: set[str] | None = None,
 ) -> list[str]:
     """What new ratings changed for checkpoints outside the command: which were read again, and each verdict decided
-    again, before and after (none of it asked the judge)."""
-    if not followed:
-        return []
+    again by the command's runs (``runs``; the checkpoints of the command: ``command``), before and after (none of
+    it asked the judge). A verdict whose inputs did not change is not decided again, so it is not listed."""
     out = []
     reread = [o for o in followed if o.purpose == "ratings"]
     if reread:
         names = ", ".join(f"{o.checkpoint_id} ({', '.join(o.rubrics)})" for o in reread)
         out.append(f"ratings changed since these were decided, read again: {names}")
     for o in followed:
-        if o.purpose == "pool" and not o.success:
-            out.append(
-                f"  the pools over every checkpoint ({', '.join(o.rubrics)}): RUN FAILED {'; '.join(o.failures)[:300]}"
-            )
-    again = [o for o in followed if o.purpose == "decide again"]
+        if o.purpose in ("pool", "decide again", "ratings") and not o.success:
+            out.append(f"  {o.checkpoint_id or 'every checkpoint'} ({', '.join(o.rubrics)}): RUN FAILED "
+                       f"{'; '.join(o.failures)[:300]}")  # fmt: skip
+    runs = runs or set()
+    runs |= {r for o in followed for r in o.run_ids}
+    again = []
+    if runs and wh.exists():
+        for name in sorted(rubrics):
+            for now in read_verdicts(wh, name):
+                if now.run_id in runs and now.checkpoint_id not in (command or set()):
+                    was = before.get((name, now.checkpoint_id))
+                    if was is None or was.row() != now.row():
+                        again.append("  " + clean(_moved(name, now.checkpoint_id, was, now)))
     if again:
-        out.append("decided again, the judge's pooled verdict having new ratings (no judge call):")
-    for o in again:
-        if not o.success:
-            out.append(f"  {o.checkpoint_id}: RUN FAILED {'; '.join(o.failures)[:300]}")
-            continue
-        for name in o.rubrics:
-            now = decided(wh, rubrics[name], o.checkpoint_id, o.run_ids, o.success)
-            was = before.get((name, o.checkpoint_id))
-            out.append("  " + clean(_moved(name, o.checkpoint_id, was, now)))
-    return out
+        out.append("decided again, what they are decided from having changed (no judge call):")
+    return out + again
 
 
 def _moved(rubric: str, ckpt: str, was: Verdict | None, now: Verdict) -> str:
