@@ -57,7 +57,8 @@ def decided(
     every reader sees. With ``run_ids``, the runs of the command that evaluated it: a verdict they decided counts;
     one another run decided (a re-decision that ran at the same time: the ratings sensor, the automation, the UI)
     counts only when they ``succeeded`` (the decisions are decided again only when what they read changed, so the
-    stored one is then the current one). A run that failed before deciding leaves an ``undecided`` verdict saying so, never the verdict of another run."""
+    stored one is then the current one). A run that failed before deciding leaves an ``undecided`` verdict saying
+    so, never the verdict of another run."""
     found = read_verdicts(wh, rubric.name, [ckpt])
     if found and (run_ids is None or found[0].run_id in run_ids or succeeded):
         # decided by the command's run, or, its run having succeeded, still as an earlier run decided it (nothing it
@@ -396,7 +397,7 @@ def followed_lines(
         names = ", ".join(f"{o.checkpoint_id} ({', '.join(o.rubrics)})" for o in reread)
         out.append(f"ratings changed since these were decided, read again: {names}")
     for o in followed:
-        if o.purpose in ("pool", "decide again", "ratings") and not o.success:
+        if o.purpose == "ratings" and not o.success:
             out.append(f"  {o.checkpoint_id or 'every checkpoint'} ({', '.join(o.rubrics)}): RUN FAILED "
                        f"{'; '.join(o.failures)[:300]}")  # fmt: skip
     runs = runs or set()

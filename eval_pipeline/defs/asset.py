@@ -27,11 +27,11 @@ from eval_pipeline.agreement.compute import judge_on_human_scale
 from eval_pipeline.core import progress, settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL, Table
-from eval_pipeline.defs.partitions import CHECKPOINTS
+from eval_pipeline.defs.partitions import CHECKPOINTS, CHECKPOINTS_PARTITION
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.storage import versions
 from eval_pipeline.storage.tables import Filter
-from eval_pipeline.storage.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Reader, Warehouse
 
 
 def asset_key(rubric: RubricConfig | str, name: str) -> dg.AssetKey:
@@ -134,6 +134,21 @@ def run_partitions(context: dg.AssetExecutionContext) -> list[str]:
     return list(context.partition_keys)
 
 
+def run_checkpoints(context: dg.AssetExecutionContext) -> list[str]:
+    """The checkpoints a run was launched for (its partition, or its range of them), whatever the step: an
+    unpartitioned step of the run too (read from the run's tags)."""
+    tags = context.run.tags
+    if "dagster/partition" in tags:
+        return [tags["dagster/partition"]]
+    start, end = tags.get("dagster/asset_partition_range_start"), tags.get("dagster/asset_partition_range_end")
+    if not start or not end:
+        return []
+    keys = context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION)
+    if start not in keys or end not in keys:
+        return []
+    return list(keys[keys.index(start) : keys.index(end) + 1])
+
+
 def _step(fn: Body, rubric: str, name: str, table: bool, written: Sequence[Versioned] = ()) -> Body:
     """The asset body as Dagster calls it (its context, then its resources by name: ``warehouse`` among them; the
     signature Dagster reads is ``fn``'s, through ``functools.wraps``): progress events for a listening console, the
@@ -153,11 +168,12 @@ def _step(fn: Body, rubric: str, name: str, table: bool, written: Sequence[Versi
         results: list[dg.MaterializeResult[None]] = []
         try:
             with wh.hold():
-                for ckpt in keys or [None]:
+                each: list[str | None] = list(keys) or [None]
+                for ckpt in each:
                     progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="start")
                     try:
-                        one = context if ckpt is None or len(keys) == 1 else OnePartition(context, ckpt)
-                        result = fn(one, warehouse, **resources)  # type: ignore[arg-type]
+                        one: Any = context if ckpt is None or len(keys) == 1 else OnePartition(context, ckpt)
+                        result = fn(one, warehouse, **resources)
                         results.append(_with_table_metadata(result, wh, rubric, name, ckpt) if table else result)
                     finally:
                         progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="end")
@@ -205,7 +221,7 @@ def _merged(results: list[dg.MaterializeResult[None]], own: dict[str, str]) -> d
     warehouse and on its page)."""
     rows = 0
     for r in results:
-        value = (r.metadata or {}).get("dagster/row_count") if isinstance(r, dg.MaterializeResult) else None
+        value: Any = (r.metadata or {}).get("dagster/row_count") if isinstance(r, dg.MaterializeResult) else None
         rows += int(getattr(value, "value", value) or 0)
     metadata: dict[str, Any] = {"checkpoints_in_run": dg.MetadataValue.int(len(results))}
     if rows:
@@ -256,7 +272,7 @@ def rounded(value: float | None, digits: int = 4) -> dg.MetadataValue:
 
 
 def partition_rows(
-    wh: Warehouse,
+    wh: Reader,
     rubric: RubricConfig,
     table: str,
     checkpoint_id: str,
@@ -287,7 +303,7 @@ def required_rows(
     return df
 
 
-def panel_on_human_scale(wh: Warehouse, rubric: RubricConfig, checkpoint_ids: Sequence[str]) -> pd.DataFrame:
+def panel_on_human_scale(wh: Reader, rubric: RubricConfig, checkpoint_ids: Sequence[str]) -> pd.DataFrame:
     """The panel's judge_scores of these checkpoints on the scale people rate (checkpoint_id, sample_id,
     dimension, score): what the human-calibrated estimates read beside the ratings."""
     judge = wh.read(
@@ -299,7 +315,7 @@ def panel_on_human_scale(wh: Warehouse, rubric: RubricConfig, checkpoint_ids: Se
     return judge_on_human_scale(rubric, judge)
 
 
-def recorded_judge(wh: Warehouse, rubric: RubricConfig, checkpoint_id: str) -> tuple[str, str] | None:
+def recorded_judge(wh: Reader, rubric: RubricConfig, checkpoint_id: str) -> tuple[str, str] | None:
     """(identity, label) of the judge that scored this checkpoint (``<rubric>.judge_identity``); None when none
     was recorded (not judged yet, or judged by a version that did not record it)."""
     rows = partition_rows(wh, rubric, Table.JUDGE_IDENTITY, checkpoint_id, columns=("judge_identity", "label"))

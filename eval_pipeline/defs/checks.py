@@ -121,7 +121,7 @@ def _each_partition(
         return
     for key in keys:
         for result in results(key):
-            context.op_execution_context.log_event(_evaluation(result, key))
+            context.op_execution_context.log_event(_evaluation(result, key))  # type: ignore[arg-type]
 
 
 def gate_checks(rubric: RubricConfig, assets: set[str]) -> dg.AssetChecksDefinition:

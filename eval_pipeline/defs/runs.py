@@ -6,7 +6,6 @@ defs/runner.py's (from the graph); this module only operates runs: tags, Ctrl-C,
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import signal
 import socket
@@ -39,8 +38,7 @@ class RunOutcome:
     report: Path | None = None  # the report, when it was drawn after this run (the command's last)
     report_error: str | None = None  # why it could not be (the run's outcome does not depend on it)
     run_ids: list[str] = field(default_factory=list)  # every run of this checkpoint in the command, run_id last
-    # "settle" (a command's checkpoint decided again), or outside the command: "ratings" (read again), "decide again"
-    # (the automation's re-decision), "pool" (the assets over every checkpoint)
+    # outside the command: "ratings" (other checkpoints' ratings read again, and every checkpoint decided after)
     purpose: str = "evaluate"
     notes: list[str] = field(default_factory=list)  # what happened to the run on the way (a worker that died)
 
@@ -292,9 +290,7 @@ def _client(url: str) -> Any:
     )
 
 
-def launch(
-    batch: Batch, ckpts: list[str], model: str, names: list[str], selection: dg.AssetSelection
-) -> list[str]:
+def launch(batch: Batch, ckpts: list[str], model: str, names: list[str], selection: dg.AssetSelection) -> list[str]:
     """Submit ``selection`` for checkpoints ``ckpts`` (consecutive partitions; none: the assets over every
     checkpoint) to the deployment at ``batch.remote`` (its queue, its launcher, its workers) as one run per rubric,
     so workers share a range's rubrics as they share ranges; the run ids. Submitted once per range, rubric and
@@ -415,41 +411,6 @@ def run(batch: Batch, ckpts: list[str], model: str, names: list[str], selection:
     return RunOutcome(
         ckpt_id, names, result.success, seconds, result.run_id, failures, interrupted, run_ids=[result.run_id]
     )
-
-
-AUTOMATION_DAEMON = "ASSET"  # the daemon that evaluates automation condition sensors (Dagster's daemon type)
-
-
-def automation_daemon_alive(instance: dg.DagsterInstance, within_s: float = 60.0) -> bool:
-    """A daemon evaluates this instance's automation sensor (its heartbeat is recent): it, not the command, settles."""
-    beat = instance.get_daemon_heartbeats().get(AUTOMATION_DAEMON)
-    return beat is not None and time.time() - beat.timestamp < within_s
-
-
-def wait_until_settled(
-    instance: dg.DagsterInstance, outcomes: list[RunOutcome], since: float, quiet_s: float, timeout_s: float
-) -> bool:
-    """Wait until no run of the instance is queued or in flight for ``quiet_s`` (longer than the automation sensor's
-    interval: it has looked since the last run ended), at most ``timeout_s``; then give each outcome the runs of its
-    checkpoint made since ``since`` (the automation's, which decided it again), failures included. False when it
-    did not settle in time. Ctrl-C ends the wait."""
-    try:
-        busy = functools.partial(instance.get_runs, filters=dg.RunsFilter(statuses=IN_FLIGHT), limit=1)
-        if not wait_quiet(busy, quiet_s, time.monotonic() + timeout_s):
-            return False
-    except KeyboardInterrupt:  # Ctrl-C: the outcomes stay as the command's own runs left them
-        return False
-    for outcome in outcomes:
-        tags = {"dagster/partition": outcome.checkpoint_id}
-        for record in reversed(instance.get_run_records(filters=dg.RunsFilter(tags=tags), limit=200)):
-            later = record.create_timestamp.timestamp() >= since and record.dagster_run.run_id not in outcome.run_ids
-            if later and record.dagster_run.status in FINISHED:
-                run = record.dagster_run
-                outcome.run_ids.append(run.run_id)
-                if run.status != dg.DagsterRunStatus.SUCCESS:
-                    outcome.success = False
-                    outcome.failures += step_failures(instance, run.run_id) or [run_failure(instance, run)]
-    return True
 
 
 def model_of(root: Path, ckpt_id: str) -> str:

@@ -36,6 +36,7 @@ from eval_pipeline.core.contracts import QUARANTINE_COLUMNS, RATER_KINDS, RATING
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_evaluator
 from eval_pipeline.core.types import Record, Row
 from eval_pipeline.ingest.files import not_a_file
+from eval_pipeline.storage.versions import read_versions
 from eval_pipeline.storage.warehouse import Warehouse
 
 
@@ -451,9 +452,7 @@ def _names_in(path: Path, size: int, mtime: int) -> frozenset[str] | None:
             rows = list(csv.reader(io.StringIO(text), _dialect(text[:65536])))
             header = [c.strip() for c in rows[0]] if rows else []
             at = header.index("checkpoint") if "checkpoint" in header else None
-            names = {
-                (r[at].strip() if at is not None and at < len(r) else "") or path.stem for r in rows[1:] if any(r)
-            }
+            names = {(r[at].strip() if at is not None and at < len(r) else "") or path.stem for r in rows[1:] if any(r)}
             _NAMES[key] = frozenset(names or {path.stem})
         except (OSError, csv.Error, UnicodeError, ValueError):
             _NAMES[key] = None
@@ -479,15 +478,21 @@ def checkpoint_fingerprints(
     files = [(p, size, mtime, _names_in(p, size, mtime)) for p, size, mtime in _scored_files(folder)]
     out = {}
     for ckpt in checkpoint_ids:
-        parts = [f"{p.name}\0{size}\0{mtime}" for p, size, mtime, names in files if _concerns(names, ckpt, known | {ckpt})]
+        parts = [
+            f"{p.name}\0{size}\0{mtime}" for p, size, mtime, names in files if _concerns(names, ckpt, known | {ckpt})
+        ]
         out[ckpt] = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
     return out
 
 
 def evaluated(wh: Warehouse, rubric: str) -> list[str]:
-    """The checkpoints this rubric has samples of."""
+    """The checkpoints this rubric has samples of (as their recorded versions say: one small read; else the
+    samples themselves)."""
     if not wh.exists():
         return []
+    known = sorted({c for (name, c) in read_versions(wh, rubric) if name == Table.SAMPLES})
+    if known:
+        return known
     found = wh.read(rubric, Table.SAMPLES, columns=("checkpoint_id",), distinct=True, order_by=("checkpoint_id",))
     return [str(c) for c in found.checkpoint_id]
 

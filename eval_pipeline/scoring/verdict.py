@@ -470,6 +470,11 @@ def stored_row(wh: Warehouse, v: Verdict, run_id: str, snapshot: int | None) -> 
     return df
 
 
+def store(wh: Warehouse, v: Verdict, run_id: str, snapshot: int | None) -> None:
+    """Replace this checkpoint's verdict row (``stored_row``)."""
+    wh.replace_partition(v.rubric, TABLE, stored_row(wh, v, run_id, snapshot), {"checkpoint_id": v.checkpoint_id})
+
+
 def read(wh: Warehouse, rubric: str, checkpoint_ids: list[str] | None = None) -> list[Verdict]:
     """Stored verdicts of a rubric (of ``checkpoint_ids``, else all), with their run id as ``run_id`` attribute."""
     where = None if checkpoint_ids is None else {"checkpoint_id": tuple(checkpoint_ids)}

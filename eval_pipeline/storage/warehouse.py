@@ -13,7 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import duckdb
 import pandas as pd
@@ -83,6 +83,29 @@ def _interruptible(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
     if failed:
         raise failed[0]
     return out[0]
+
+
+class Reader(Protocol):
+    """What reads one checkpoint's rows: a ``Warehouse``, or the rows of many checkpoints read at once
+    (defs/assets/decisions.Prefetched) answering the same calls."""
+
+    def read(
+        self,
+        schema: str,
+        table: str,
+        *,
+        columns: Sequence[str] = (),
+        where: Mapping[str, Filter] | None = None,
+        order_by: Sequence[str] = (),
+        distinct: bool = False,
+        limit: int | None = None,
+    ) -> pd.DataFrame: ...
+
+    def count(
+        self, schema: str, table: str, where: Mapping[str, Filter] | None = None, distinct: Sequence[str] = ()
+    ) -> int: ...
+
+    def table_exists(self, schema: str, table: str) -> bool: ...
 
 
 class Warehouse:

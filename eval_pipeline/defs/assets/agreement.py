@@ -12,12 +12,8 @@ from eval_pipeline.core.contracts import ALL_CHECKPOINTS, JUDGE_VS_HUMAN_MEAN, T
 from eval_pipeline.defs.asset import (
     asset_key,
     panel_on_human_scale,
-    partition_rows,
-    recorded_judge,
-    required_rows,
     rounded,
     rubric_asset,
-    viewer_link,
 )
 from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit, decided_metadata, part
 from eval_pipeline.defs.assets.pools import ACTIVE, across
@@ -25,7 +21,7 @@ from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.queries import rated_panel_scores
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.storage import versions
-from eval_pipeline.storage.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import Reader, Warehouse
 
 
 def _kappas(df: pd.DataFrame) -> dict[str, float]:
@@ -123,7 +119,7 @@ def _design(pool: pd.DataFrame, ckpt_id: str) -> dict[str, float] | None:
 
 
 def _calibrated(
-    wh: Warehouse | Prefetched,
+    wh: Reader,
     rubric: RubricConfig,
     ckpt_id: str,
     ratings: pd.DataFrame,
@@ -138,7 +134,11 @@ def _calibrated(
 def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
     tables = [Table.HUMAN_RATINGS] + ([Table.JUDGE_SCORES] if has_judge else [])
     # the lineage: the checkpoints there are (decisions.Inputs)
-    deps = [*across(rubric, *tables), asset_key(rubric, Table.CALIBRATION_POOL), asset_key(rubric, Table.CHECKPOINT_LINEAGE)]
+    deps: list[dg.AssetKey | dg.AssetDep] = [
+        *across(rubric, *tables),
+        asset_key(rubric, Table.CALIBRATION_POOL),
+        asset_key(rubric, Table.CHECKPOINT_LINEAGE),
+    ]
 
     @rubric_asset(
         rubric,
@@ -166,7 +166,9 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
             for c in ckpts
         }
         members = sorted(designs)
-        pool_fp = d.fingerprint(versions.frame_version(pool), [d.own(c, Table.HUMAN_RATINGS, Table.JUDGE_SCORES) for c in members])
+        pool_fp = d.fingerprint(
+            versions.frame_version(pool), [d.own(c, Table.HUMAN_RATINGS, Table.JUDGE_SCORES) for c in members]
+        )
         who = _identities(wh, rubric) if has_judge else {}
         trust_fp = {c: d.fingerprint(pool_fp, own_fp[c], who.get(c)) for c in ckpts if c in who}
         own_todo, trust_todo = d.todo(Table.AGREEMENT, own_fp), d.todo(Table.JUDGE_TRUST, trust_fp)
@@ -197,11 +199,16 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
             for c in trust_todo:
                 identity, label = who[c]
                 if identity not in pooled:
-                    pooled[identity] = _identity_trust(wh, rubric, identity, label, pool, all_ratings, all_judge, overall)
+                    pooled[identity] = _identity_trust(
+                        wh, rubric, identity, label, pool, all_ratings, all_judge, overall
+                    )
                 mine = own[c] if c in own else stored[stored.checkpoint_id == c]
                 trust[c] = checkpoint_trust(rubric, pooled[identity], c, mine)
             parts.append(part(rubric.name, Table.JUDGE_TRUST, trust_todo, trust))
-        decided = {Table.AGREEMENT: {c: own_fp[c] for c in own_todo}, Table.JUDGE_TRUST: {c: trust_fp[c] for c in trust_todo}}
+        decided = {
+            Table.AGREEMENT: {c: own_fp[c] for c in own_todo},
+            Table.JUDGE_TRUST: {c: trust_fp[c] for c in trust_todo},
+        }
         commit(wh, rubric, {**decided, POOLED: {ALL_CHECKPOINTS: pool_fp}}, parts)
         return dg.MaterializeResult(metadata=_metadata(rubric, ckpts, own_todo, trust_todo, own, trust))
 
@@ -246,7 +253,7 @@ def _metadata(
     return decided_metadata(len(ckpts), done, **extra)
 
 
-def _log_words(wh: Warehouse | Prefetched, rubric: RubricConfig, ckpt_id: str) -> pd.Series:
+def _log_words(wh: Reader, rubric: RubricConfig, ckpt_id: str) -> pd.Series:
     sid, resp = rubric.inputs.id_field, rubric.inputs.response_field
     df = wh.read(rubric.name, Table.SAMPLES, columns=(sid, resp), where={"checkpoint_id": ckpt_id})
     df = df.set_axis(["sample_id", "response"], axis=1)
@@ -270,7 +277,7 @@ def _length_bias_of(reader: Prefetched, rubric: RubricConfig, ckpt_id: str, pare
 
 
 def length_bias_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
-    deps = [*across(rubric, Table.SAMPLES, Table.SCORES, Table.HUMAN_RATINGS)]
+    deps: list[dg.AssetKey | dg.AssetDep] = [*across(rubric, Table.SAMPLES, Table.SCORES, Table.HUMAN_RATINGS)]
     deps.append(asset_key(rubric, Table.CHECKPOINT_LINEAGE))
 
     @rubric_asset(
@@ -302,9 +309,16 @@ def length_bias_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), []))
         reader = Prefetched(wh, [*todo, *(p for c in todo if (p := d.parent(c)))])
         frames = {c: _length_bias_of(reader, rubric, c, d.parent(c)) for c in todo}
-        commit(wh, rubric, {Table.LENGTH_BIAS: {c: fp[c] for c in todo}}, [part(rubric.name, Table.LENGTH_BIAS, todo, frames)])
+        commit(
+            wh,
+            rubric,
+            {Table.LENGTH_BIAS: {c: fp[c] for c in todo}},
+            [part(rubric.name, Table.LENGTH_BIAS, todo, frames)],
+        )
         df = frames[todo[-1]]
-        metadata: dict[str, dg.MetadataValue] = {"flagged": dg.MetadataValue.text(", ".join(df[df.flagged].score) or "none")}
+        metadata: dict[str, dg.MetadataValue] = {
+            "flagged": dg.MetadataValue.text(", ".join(df[df.flagged].score) or "none")
+        }
         head = df[df.score == rubric.headline]
         if len(head):
             metadata["headline_length_controlled"] = rounded(head.length_controlled_mean.iloc[0])

@@ -44,7 +44,8 @@ class Inputs:
             else pd.DataFrame(columns=["checkpoint_id", "parent_id"])
         )
         self.parents: dict[str, str | None] = {
-            str(c): (str(p) if isinstance(p, str) and p else None) for c, p in zip(lineage.checkpoint_id, lineage.parent_id)
+            str(c): (str(p) if isinstance(p, str) and p else None)
+            for c, p in zip(lineage.checkpoint_id, lineage.parent_id)
         }
         self.checkpoints = sorted(self.parents)
         self.versions = versions.read_versions(wh, rubric.name)
@@ -132,22 +133,31 @@ def decided_metadata(total: int, done: Sequence[str], /, **extra: Any) -> dict[s
 
 
 class Prefetched:
-    """The rows of a set of checkpoints, read once per table (one query: ``checkpoint_id IN (...)``), answering the
-    reads a per-checkpoint decision makes (``read``, ``count``, ``table_exists``, ``session``) from memory, as
-    ``Warehouse`` would. A table without a ``checkpoint_id`` column is read from the warehouse itself."""
+    """The rows of a set of checkpoints, read once per table (one query: ``checkpoint_id IN (...)``) and kept by
+    checkpoint, answering the reads a per-checkpoint decision makes (``read``, ``count``, ``table_exists``,
+    ``session``) from memory, as ``Warehouse`` would. A table without a ``checkpoint_id`` column, or a read of a
+    checkpoint not fetched, goes to the warehouse itself."""
 
     def __init__(self, wh: Warehouse, checkpoints: Sequence[str]) -> None:
         self.wh, self.checkpoints = wh, tuple(sorted(set(checkpoints)))
-        self._frames: dict[tuple[str, str], pd.DataFrame | None] = {}
+        self._frames: dict[tuple[str, str], dict[str, pd.DataFrame] | None] = {}
 
-    def _frame(self, schema: str, table: str) -> pd.DataFrame | None:
+    def _frame(self, schema: str, table: str, ckpts: Sequence[str]) -> pd.DataFrame | None:
+        """The rows of ``ckpts`` (every fetched checkpoint's read at the table's first use)."""
         key = (schema, table)
         if key not in self._frames:
             cols = self.wh.columns(schema, table) if self.wh.table_exists(schema, table) else {}
-            self._frames[key] = (
-                self.wh.read(schema, table, where={"checkpoint_id": self.checkpoints}) if "checkpoint_id" in cols else None
-            )
-        return self._frames[key]
+            if "checkpoint_id" not in cols:
+                self._frames[key] = None
+            else:
+                whole = self.wh.read(schema, table, where={"checkpoint_id": self.checkpoints})
+                by = {str(c): g for c, g in whole.groupby("checkpoint_id", sort=False)}
+                self._frames[key] = {c: by.get(c, whole.iloc[:0]) for c in self.checkpoints}
+        found = self._frames[key]
+        if found is None:
+            return None
+        parts = [found[c] for c in ckpts]
+        return parts[0] if len(parts) == 1 else pd.concat(parts)
 
     def table_exists(self, schema: str, table: str) -> bool:
         return self.wh.table_exists(schema, table)
@@ -159,13 +169,19 @@ class Prefetched:
     def current_snapshot(self) -> int | None:
         return self.wh.current_snapshot()
 
-    def _covered(self, where: Mapping[str, Filter] | None) -> bool:
+    def _covered(self, where: Mapping[str, Filter] | None) -> list[str] | None:
+        """The checkpoints ``where`` reads, when every one of them was fetched; else None."""
         ckpt = (where or {}).get("checkpoint_id")
-        wanted = ckpt if isinstance(ckpt, list | tuple) else (ckpt,)
-        return ckpt is not None and all(c in self.checkpoints for c in wanted)
+        if ckpt is None:
+            return None
+        wanted = [str(c) for c in ckpt] if isinstance(ckpt, list | tuple) else [str(ckpt)]
+        return wanted if wanted and all(c in self.checkpoints for c in wanted) else None
 
-    def _match(self, df: pd.DataFrame, where: Mapping[str, Filter] | None) -> pd.DataFrame:
+    @staticmethod
+    def _match(df: pd.DataFrame, where: Mapping[str, Filter] | None) -> pd.DataFrame:
         for col, value in (where or {}).items():
+            if col == "checkpoint_id":
+                continue  # the frame holds those checkpoints' rows
             if value is None:
                 df = df[df[col].isna()]
             elif isinstance(value, list | tuple):
@@ -173,6 +189,11 @@ class Prefetched:
             else:
                 df = df[df[col] == value]
         return df
+
+    def _rows(self, schema: str, table: str, where: Mapping[str, Filter] | None) -> pd.DataFrame | None:
+        ckpts = self._covered(where)
+        frame = self._frame(schema, table, ckpts) if ckpts else None
+        return None if frame is None else self._match(frame, where)
 
     def read(
         self,
@@ -185,12 +206,11 @@ class Prefetched:
         distinct: bool = False,
         limit: int | None = None,
     ) -> pd.DataFrame:
-        frame = self._frame(schema, table) if self._covered(where) else None
-        if frame is None:
+        df = self._rows(schema, table, where)
+        if df is None:
             return self.wh.read(
                 schema, table, columns=columns, where=where, order_by=order_by, distinct=distinct, limit=limit
             )
-        df = self._match(frame, where)
         if columns:
             df = df[list(columns)]
         if distinct:
@@ -204,8 +224,7 @@ class Prefetched:
     def count(
         self, schema: str, table: str, where: Mapping[str, Filter] | None = None, distinct: Sequence[str] = ()
     ) -> int:
-        frame = self._frame(schema, table) if self._covered(where) else None
-        if frame is None:
+        df = self._rows(schema, table, where)
+        if df is None:
             return self.wh.count(schema, table, where, distinct)
-        df = self._match(frame, where)
         return int(len(df[list(distinct)].drop_duplicates()) if distinct else len(df))

@@ -1,7 +1,6 @@
 """Scoring: per-sample scores, per-checkpoint summaries, the comparison against the parent, and the gates."""
 
 import base64
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ from eval_pipeline.defs.asset import (
     required_rows,
     rounded,
     rubric_asset,
+    run_checkpoints,
     viewer_link,
 )
 from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit, decided_metadata, part
@@ -34,11 +34,8 @@ from eval_pipeline.scoring.comparison import calibrated_rows, compare, empty_com
 from eval_pipeline.scoring.gates import GateInputs, evaluate_gates, gate_kind
 from eval_pipeline.scoring.scores import compute_scores
 from eval_pipeline.scoring.summary import headline, summarise
-from eval_pipeline.storage import versions
 from eval_pipeline.storage.views import refresh_views
-from eval_pipeline.storage.warehouse import Warehouse
-
-Reader = Warehouse | Prefetched  # what a decision reads one checkpoint's rows through
+from eval_pipeline.storage.warehouse import Reader, Warehouse
 
 # what the wide scores table takes of the panel's judge_scores rows (not every judge's rationale)
 PANEL_COLUMNS = ("sample_id", "judge", "judge_kind", "model", "dimension", "kind", "score", "status", "reason")
@@ -262,7 +259,12 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         frames, notes = {}, {}
         for c in todo:
             frames[c], notes[c] = _compared(reader, rubric, c, d.parent(c))
-        commit(wh, rubric, {Table.COMPARISON: {c: fp[c] for c in todo}}, [part(rubric.name, Table.COMPARISON, todo, frames)])
+        commit(
+            wh,
+            rubric,
+            {Table.COMPARISON: {c: fp[c] for c in todo}},
+            [part(rubric.name, Table.COMPARISON, todo, frames)],
+        )
         df = frames[todo[-1]]
         reg = df[df.regression] if len(df) else df
         metadata: dict[str, dg.MetadataValue] = {
@@ -278,6 +280,21 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
 def gate_tables(rubric: RubricConfig) -> list[str]:
     """The tables the rubric's gate kinds read (the gates asset depends on them)."""
     return sorted({t for g in rubric.gates for t in gate_kind(g.kind).needs})
+
+
+def _loader(reader: Reader, rubric: RubricConfig, ckpt: str) -> Callable[[str], pd.DataFrame | None]:
+    return lambda table: partition_rows(reader, rubric, table, ckpt)
+
+
+def _flipped(old: pd.DataFrame, new: pd.DataFrame) -> set[str]:
+    """The gates whose outcome (passed, status) differs between two decisions of one checkpoint (or is new)."""
+
+    def outcome(df: pd.DataFrame) -> dict[str, tuple[object, object]]:
+        status = df.status if "status" in df.columns else pd.Series(None, index=df.index)
+        return {str(g): (bool(p), s) for g, p, s in zip(df.gate, df.passed, status)}
+
+    was, now = outcome(old), outcome(new)
+    return {g for g, o in now.items() if was.get(g) != o}
 
 
 # the decisions the gates (and the verdict) read, decided before them in the same run
@@ -313,18 +330,21 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], checks: GateE
         frames: dict[str, pd.DataFrame] = {}
         for c in todo:
             scores = reader.read(rubric.name, Table.SCORES, where={"checkpoint_id": c})
-            load = functools.partial(partition_rows, reader, rubric, checkpoint_id=c)
-            inputs = GateInputs(load=lambda t, load=load: load(table=t), parent=d.parent(c), lineage_known=True)
+            inputs = GateInputs(load=_loader(reader, rubric, c), parent=d.parent(c), lineage_known=True)
             frames[c] = evaluate_gates(rubric, c, scores, inputs)
-        before = reader.read(rubric.name, Table.GATES, where={"checkpoint_id": tuple(todo)}) if wh.table_exists(
-            rubric.name, Table.GATES
-        ) else None
+        before = (
+            reader.read(rubric.name, Table.GATES, where={"checkpoint_id": tuple(todo)})
+            if wh.table_exists(rubric.name, Table.GATES)
+            else None
+        )
         commit(wh, rubric, {Table.GATES: {c: fp[c] for c in todo}}, [part(rubric.name, Table.GATES, todo, frames)])
         refresh_views(wh)
-        for c in todo:  # each checkpoint's checks, where its gates' results changed
+        mine = set(run_checkpoints(context))
+        for c in todo:  # each checkpoint's checks: all, for the run's own; for another, those whose outcome changed
             old = before[before.checkpoint_id == c] if before is not None else None
-            if old is None or versions.frame_version(old) != versions.frame_version(frames[c]):
-                for evaluation in checks(c, frames[c], reader):
+            flipped = _flipped(old, frames[c]) if c not in mine and old is not None and len(old) else None
+            for evaluation in checks(c, frames[c], reader):
+                if flipped is None or evaluation.check_name in flipped:
                     context.log_event(evaluation)
         df = frames[todo[-1]]
         metadata = {
@@ -335,4 +355,3 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], checks: GateE
         return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), todo, **metadata))
 
     return gates
-
