@@ -71,6 +71,7 @@ def build_checkpoint_sensor(
                     run_key=f"checkpoint:{ckpt.checkpoint_id}",
                     partition_key=ckpt.checkpoint_id,
                     asset_selection=[k for name in rubric_names for k in assets_for_rubric[name]],
+                    asset_check_keys=[],  # the gates step reports each checkpoint's checks (defs/checks.py)
                     tags={
                         "eval/checkpoint": ckpt.checkpoint_id,
                         "eval/model": ckpt.model,
