@@ -80,6 +80,11 @@ class WarehouseBackend(Protocol):
         """Run a whole write, again when its commit lost a race with another process's."""
         ...
 
+    def keep_small(self, schema: str, table: str) -> None:
+        """A table of many small writes of a few rows each (the pipeline's bookkeeping): kept where such writes
+        cost least (a DuckLake: its rows in the catalog, not a Parquet file a write); nothing elsewhere."""
+        ...
+
     def maintain(self, keep_days: int) -> Iterator[str]:
         """Upkeep (merge small files, expire old snapshots); yields what it did, step by step."""
         ...

@@ -66,12 +66,26 @@ def content_versions(
     return out
 
 
+VERSION_COLUMNS = ["schema_name", "name", "checkpoint_id", "version"]
+DECISION_COLUMNS = ["schema_name", "asset", "checkpoint_id", "fingerprint"]
+
+
+def bookkeeping(wh: Warehouse) -> None:
+    """Both tables made, kept small where the backend can (``keep_small``: no file a write on a DuckLake)."""
+    for (schema, table), cols in ((VERSIONS, VERSION_COLUMNS), (DECISIONS, DECISION_COLUMNS)):
+        if not wh.table_exists(schema, table):
+            empty = pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+            wh.replace_partitions([(schema, table, {"schema_name": ""}, [empty])])
+            wh.backend.keep_small(schema, table)
+
+
 def record(wh: Warehouse, schema: str, versions: Mapping[str, Mapping[str, str]]) -> None:
     """Store ``versions`` (name -> checkpoint -> version) of one rubric, in one transaction."""
     rows = [(schema, name, c, v) for name, by in versions.items() for c, v in by.items()]
     if not rows:
         return
-    df = pd.DataFrame(rows, columns=["schema_name", "name", "checkpoint_id", "version"])
+    bookkeeping(wh)
+    df = pd.DataFrame(rows, columns=VERSION_COLUMNS)
     wh.upsert_rows(*VERSIONS, df, key=("schema_name", "name", "checkpoint_id"))
 
 
@@ -93,10 +107,7 @@ def read_decided(wh: Warehouse, schema: str) -> dict[tuple[str, str], str]:
 
 def decided_rows(schema: str, asset: str, fingerprints: Mapping[str, str]) -> pd.DataFrame:
     """The ``decision_inputs`` rows of one decision asset's checkpoints."""
-    return pd.DataFrame(
-        [(schema, asset, c, f) for c, f in fingerprints.items()],
-        columns=["schema_name", "asset", "checkpoint_id", "fingerprint"],
-    )
+    return pd.DataFrame([(schema, asset, c, f) for c, f in fingerprints.items()], columns=DECISION_COLUMNS)
 
 
 def fingerprint(*parts: object) -> str:

@@ -101,6 +101,7 @@ def commit(
             where = {"schema_name": rubric.name, "asset": asset, "checkpoint_id": tuple(sorted(by))}
             marks.append((*versions.DECISIONS, where, [versions.decided_rows(rubric.name, asset, by)]))
     if parts or marks:
+        versions.bookkeeping(wh)
         wh.replace_partitions([*parts, *marks])
 
 

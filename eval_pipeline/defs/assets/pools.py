@@ -150,6 +150,8 @@ def _across_asset(
         df, decided = rows(wh)
         marks = [(*versions.DECISIONS, {"schema_name": rubric.name, "asset": name, "checkpoint_id": tuple(decided)},
                   [versions.decided_rows(rubric.name, name, decided)])] if decided else []  # fmt: skip
+        if marks:
+            versions.bookkeeping(wh)
         wh.replace_partitions([(rubric.name, name, {}, [df]), *marks])
         # the content's version: what reads it follows a change of it, not a materialization (defs/automation.py)
         return dg.MaterializeResult(metadata=metadata(df), data_version=dg.DataVersion(versions.frame_version(df)))

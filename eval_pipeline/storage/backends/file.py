@@ -166,6 +166,9 @@ class FileBackend:
     def retrying(self, write: Callable[[], T]) -> T:
         return write()  # one writer: a commit never loses a race
 
+    def keep_small(self, schema: str, table: str) -> None:
+        """Nothing to do: a DuckDB file keeps small writes in its own blocks."""
+
     def maintain(self, keep_days: int) -> Iterator[str]:
         """Refused at once (not lazily): a DuckDB file keeps no snapshots or small files to tidy."""
         raise BackendError(

@@ -40,6 +40,7 @@ from eval_pipeline.storage.tables import CATALOG_SQL, Known, literal, qualified
 T = TypeVar("T")
 PREFIX = "ducklake:"
 ALIAS = "lake"
+KEEP_SMALL_ROWS = 1_000_000  # a bookkeeping write's rows inlined in the catalog (keep_small)
 # a snapshot replaced, or a file merged away, less than this long ago is kept: a query that took the snapshot when
 # it started may still be reading it and its files
 READER_GRACE_MINUTES = 10
@@ -269,6 +270,14 @@ class LakeBackend:
                 time.sleep(delay + random.uniform(0, delay))
                 delay = min(delay * 1.5, 1.0)
         raise AssertionError("unreachable")
+
+    def keep_small(self, schema: str, table: str) -> None:
+        """The table's rows inlined in the catalog however many a write brings (DuckLake's per-table option): its
+        many small writes leave no Parquet file each, so reading it whole stays one catalog query."""
+        self._run(
+            f"CALL {ALIAS}.set_option('data_inlining_row_limit', {KEEP_SMALL_ROWS}, "
+            f"schema => {literal(schema)}, table_name => {literal(table)})"
+        )
 
     def maintain(self, keep_days: int) -> Iterator[str]:
         run, spared = self._run, _scheduled_before(READER_GRACE_MINUTES)
