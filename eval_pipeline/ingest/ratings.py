@@ -468,21 +468,29 @@ def _concerns(names: frozenset[str] | None, ckpt: str, known: set[str]) -> bool:
     return any(n.casefold() == folded or n not in known for n in names)
 
 
-def checkpoint_fingerprints(
+def concerning(
     rubric_name: str, root: Path | None, checkpoint_ids: Sequence[str], known: set[str]
-) -> dict[str, str]:
-    """Each checkpoint's version of its ratings: ``folder_fingerprint`` over only the files that concern it (that
-    can hold a row placed on it, ``_concerns``), so a file written for one checkpoint leaves the others' ratings
-    current. ``known``: the registered checkpoints."""
+) -> dict[str, list[tuple[str, int, int]]]:
+    """Per checkpoint, the scored files of the rubric's ratings folder that concern it (that can hold a row placed
+    on it, ``_concerns``): (name, size, modification time). ``known``: the registered checkpoints."""
     folder = (root or settings.ratings_dir()) / rubric_name
     files = [(p, size, mtime, _names_in(p, size, mtime)) for p, size, mtime in _scored_files(folder)]
     out = {}
     for ckpt in checkpoint_ids:
-        parts = [
-            f"{p.name}\0{size}\0{mtime}" for p, size, mtime, names in files if _concerns(names, ckpt, known | {ckpt})
-        ]
-        out[ckpt] = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+        mine = known | {ckpt}
+        out[ckpt] = [(p.name, size, mtime) for p, size, mtime, names in files if _concerns(names, ckpt, mine)]
     return out
+
+
+def checkpoint_fingerprints(
+    rubric_name: str, root: Path | None, checkpoint_ids: Sequence[str], known: set[str]
+) -> dict[str, str]:
+    """Each checkpoint's version of its ratings: ``folder_fingerprint`` over only the files that concern it
+    (``concerning``), so a file written for one checkpoint leaves the others' ratings current."""
+    return {
+        ckpt: hashlib.sha256("\n".join(f"{n}\0{size}\0{mtime}" for n, size, mtime in files).encode()).hexdigest()[:16]
+        for ckpt, files in concerning(rubric_name, root, checkpoint_ids, known).items()
+    }
 
 
 def evaluated(wh: Warehouse, rubric: str) -> list[str]:

@@ -398,60 +398,60 @@ def test_a_long_sql_query_stops_on_sigterm_and_ctrl_c(tmp_path, sig):
     assert err.strip() == "eval-pipeline: interrupted (exit 130)"
 
 
-SETTLE_INTERRUPTED = """
+LATER_RUN_INTERRUPTED = """
 import os, signal, sys, threading, time
 from eval_pipeline.cli import app
 from eval_pipeline.defs import runner
 sent = []
-if sys.argv[1] == "run":  # Ctrl-C while a re-decision run executes (Dagster holds SIGINT then)
-    real = runner._other
-    def other(batch, ckpt_id, keys, purpose):
-        if purpose != "ratings" and not sent:
-            sent.append(ckpt_id)
+real = runner.run
+if sys.argv[1] == "run":  # Ctrl-C while the command's second run executes (Dagster holds SIGINT then)
+    def run(batch, ckpts, *args):
+        if ckpts == ["ckpt-0300"] and not sent:
+            sent.append(ckpts)
             threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
-        return real(batch, ckpt_id, keys, purpose)
-    runner._other = other
+        return real(batch, ckpts, *args)
 else:  # Ctrl-C between two runs, in code that swallows the KeyboardInterrupt (as a library may)
-    real = runner.Automation.requested
-    def requested(self):
-        got = real(self)
+    def run(batch, ckpts, *args):
+        got = real(batch, ckpts, *args)
         if not sent:
-            sent.append("")
+            sent.append(ckpts)
             try:
                 os.kill(os.getpid(), signal.SIGINT)
                 time.sleep(0.5)
             except KeyboardInterrupt:
                 pass
         return got
-    runner.Automation.requested = requested
-sys.argv = ["eval-pipeline", "run", "--rubric", "kg_qa", "--checkpoint", "ckpt-0200"]
+runner.run = run
+sys.argv = ["eval-pipeline", "run", "--rubric", "kg_qa", "--checkpoint", "ckpt-0200", "--checkpoint", "ckpt-0300"]
 app.entry()
 """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("when", ["run", "between"], ids=["in a re-decision run", "between the runs"])
-def test_ctrl_c_while_the_graph_settles_other_checkpoints_ends_the_command_with_130(tmp_path, monkeypatch, when):
-    """#60: Ctrl-C during the part of `run` that decides the other checkpoints again (what the automation asks
-    for after the command's own run) was taken as that run's failure, or not seen at all: the command went on and
-    exited 3 with its gates. Now the command stops there: exit 130, one line saying so."""
+@pytest.mark.parametrize("when", ["run", "between"], ids=["in a later run", "between the runs"])
+def test_ctrl_c_in_a_later_run_or_between_runs_ends_the_command_with_130(tmp_path, monkeypatch, when):
+    """#60, #70: Ctrl-C in a later run of a command of several (one checkpoint a run: EVAL_BACKFILL_CHUNK=1), or
+    between two runs where a library swallowed the KeyboardInterrupt, was taken as that run's failure or not seen
+    at all. The command stops there: exit 130, one line saying so, no further run."""
     from eval_pipeline.cli import main as cli
     from tests.conftest import SAMPLE_CHECKPOINTS
 
     lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
     env = {"EVAL_CHECKPOINT_DIR": str(SAMPLE_CHECKPOINTS), "DAGSTER_HOME": str(tmp_path / "home"),
-           "EVAL_WAREHOUSE": lake}  # fmt: skip
+           "EVAL_WAREHOUSE": lake, "EVAL_BACKFILL_CHUNK": "1"}  # fmt: skip
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     assert cli(["run", "--rubric", "kg_qa", "--checkpoint", "ckpt-0100"]) == 3  # the sample data fails gates
     proc = subprocess.run(
-        [sys.executable, "-c", SETTLE_INTERRUPTED, when],
+        [sys.executable, "-c", LATER_RUN_INTERRUPTED, when],
         env={**os.environ, **env}, capture_output=True, text=True, timeout=600,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as from a terminal
     )  # fmt: skip
     assert proc.returncode == 130, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert "interrupted" in proc.stderr and "GATES FAILED" not in proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
+    if when == "between":  # stopped after the first run (ckpt-0100's ratings read again, or ckpt-0200's own)
+        assert "ckpt-0300" in proc.stderr.split("not started: ")[1].splitlines()[0], proc.stderr
 
 
 def test_an_error_a_library_raises_while_handling_ctrl_c_is_the_interruption(capsys):
