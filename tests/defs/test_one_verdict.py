@@ -4,6 +4,7 @@ resolved, and each costs the suite two minutes), with Dagster's own automation c
 automation sensor would (between the runs, or only once they are all done) — leave every warehouse table as
 `eval-pipeline run` of the three does."""
 
+import shutil
 import warnings
 
 import dagster as dg
@@ -13,7 +14,7 @@ from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.dagster_private import dynamic_partitions_read_once  # evaluations in seconds, not minutes
 from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.storage.warehouse import Warehouse
-from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
+from tests.conftest import ROOT, RUBRIC_DIR, SAMPLE_CHECKPOINTS
 from tests.helpers.automation import AutomationSensor, assets_of, partition_run
 from tests.helpers.lakes import contents, differences
 
@@ -66,7 +67,9 @@ def test_every_order_of_partition_runs_settles_to_the_cli_result(tmp_path, order
             if ticks_between:
                 sensor.tick()
         sensor.settle()
-        assert sensor.runs >= 1  # the first checkpoints' decisions were stale, and Dagster said so
+        # each run decided every checkpoint at its end (an earlier one's comparison once its parent came): nothing
+        # was left stale for the automation
+        assert sensor.runs == 0, sensor.keys
     found = contents(Warehouse(lake))
     assert differences(_schema_only(found), _schema_only(by_the_cli)) == []
     trust = found[f"{RUBRIC}.judge_trust"]
@@ -74,13 +77,20 @@ def test_every_order_of_partition_runs_settles_to_the_cli_result(tmp_path, order
 
 
 @pytest.mark.slow
-def test_new_ratings_for_one_checkpoint_redecide_all_without_a_judge_call(tmp_path, by_the_cli):
-    """Ratings of one checkpoint read again (what the ratings sensor requests) move every checkpoint's pooled
-    verdict: Dagster's automation re-decides the other two, and never asks for judge_scores."""
+def test_new_ratings_for_one_checkpoint_redecide_all_in_one_run_without_a_judge_call(tmp_path, monkeypatch):
+    """A second person's ratings of ckpt-0200, read again as the ratings sensor requests: every checkpoint's pooled
+    verdict moves. Dagster's automation decides them all again in one run (the decisions are unpartitioned), never
+    asks for judge_scores, and the tables are `eval-pipeline run`'s with the same ratings."""
+    ratings = tmp_path / "ratings"
+    shutil.copytree(ROOT / "data" / "human_ratings" / RUBRIC, ratings / RUBRIC)
+    monkeypatch.setenv("EVAL_RATINGS_DIR", str(ratings))
     defs, lake = _defs(tmp_path)
     with dg.instance_for_test() as instance:
         materialize_checkpoints(defs, instance, CHECKPOINTS, {RUBRIC}, log_level="ERROR")
         sensor = AutomationSensor(defs, instance)
+        lines = (ratings / RUBRIC / "ckpt-0200.csv").read_text().splitlines()
+        second = [lines[0]] + [line.replace("Evaluator1", "Evaluator9", 1) for line in lines[1:21]]
+        (ratings / RUBRIC / "ckpt-0200~Evaluator9.csv").write_text("\n".join(second) + "\n")
         _partition_run(defs, instance, "ckpt-0200", [dg.AssetKey([RUBRIC, "human_ratings"])])
         with warnings.catch_warnings(), dynamic_partitions_read_once(instance):
             warnings.simplefilter("ignore")
@@ -88,15 +98,20 @@ def test_new_ratings_for_one_checkpoint_redecide_all_without_a_judge_call(tmp_pa
         asked = {k.path[1] for a in assets_of(defs) for k in a.keys if result.get_requested_partitions(k)}
         assert "calibration_pool" in asked
         assert not asked & {"judge_scores", "samples", "raw_outputs", "metrics", "scores"}
-        agreement = dg.AssetKey([RUBRIC, "agreement"])
-        before = instance.fetch_materializations(agreement, limit=1).records[0].storage_id
+        judged = dg.AssetKey([RUBRIC, "judge_scores"])
+        before = instance.fetch_materializations(judged, limit=1).records[0].storage_id
         sensor.settle()
-        after = dg.AssetRecordsFilter(asset_key=agreement, after_storage_id=before)
-        redone = {r.partition_key for r in instance.fetch_materializations(after, limit=100).records}
-        assert redone == set(CHECKPOINTS)  # the rated checkpoint's and the two others', from the grown pool
-        judged = dg.AssetRecordsFilter(asset_key=dg.AssetKey([RUBRIC, "judge_scores"]), after_storage_id=before)
-        assert instance.fetch_materializations(judged, limit=10).records == []
-    assert differences(_schema_only(contents(Warehouse(lake))), _schema_only(by_the_cli)) == []
+        assert sensor.runs == 1, sensor.keys  # one run decided every checkpoint again
+        after = dg.AssetRecordsFilter(asset_key=judged, after_storage_id=before)
+        assert instance.fetch_materializations(after, limit=10).records == []
+        trust = Warehouse(lake).read(RUBRIC, "judge_trust", columns=("checkpoint_id", "n_rated"))
+        assert set(trust.checkpoint_id) == set(CHECKPOINTS)
+    reference, _ = _defs(tmp_path / "reference")
+    ref_lake = f"ducklake:sqlite:{tmp_path / 'reference' / 'lake' / 'catalog.sqlite'}"
+    with dg.instance_for_test() as instance:
+        materialize_checkpoints(reference, instance, CHECKPOINTS, {RUBRIC}, log_level="ERROR")
+    ours, theirs = contents(Warehouse(lake)), contents(Warehouse(ref_lake))
+    assert differences(_schema_only(ours), _schema_only(theirs)) == []
 
 
 def test_the_graph_declares_the_pool_across_checkpoints():
