@@ -184,7 +184,8 @@ def judge_completeness_check(rubric: RubricConfig) -> dg.AssetChecksDefinition:
         "a dead endpoint or a judge that answers garbage turns this red, with the reasons.",
     )
 
-    @dg.multi_asset_check(specs=[spec], name=f"{rubric.name}__{COMPLETENESS}")
+    # can_subset: over several checkpoints the step yields no result of its own (each is reported on its partition)
+    @dg.multi_asset_check(specs=[spec], name=f"{rubric.name}__{COMPLETENESS}", can_subset=True)
     def judge_completeness(
         context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource
     ) -> Iterator[dg.AssetCheckResult]:

@@ -144,6 +144,12 @@ def test_a_ui_backfill_a_fourth_checkpoint_and_new_ratings_settle_to_the_cli_res
 
             assert poll(done, 900, every=3), (tmp_path / "daemon.log").read_text()[-3000:]
             assert instance.get_backfill(backfill).status.value == "COMPLETED_SUCCESS"
+            # #70: the three checkpoints in one run (the backfill policy); the decisions across them after, one run a
+            # level of their chain (Dagster's backfill launches an unpartitioned asset once its parents are done):
+            # pool and lineage, agreement, comparison, gates and verdict — however many checkpoints
+            of_backfill = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill}))
+            ranges = [r for r in of_backfill if r.tags.get("dagster/asset_partition_range_end")]
+            assert len(ranges) == 1 and len(of_backfill) <= 5, [r.tags for r in of_backfill]
             assert poll(_settled(instance), 600, every=3)
             snapshots["backfill"] = _ours(lake)
             sensor("start")

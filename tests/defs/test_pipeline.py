@@ -322,10 +322,12 @@ def _the_flow_landed_whole(tmp_path, home, monkeypatch, capsys):
     assert ("zero_missed_crises", False) in [(g, p) for g, p, _ in gates]
     instance = open_instance(home, lake)
     try:
-        # the gates ran as asset checks on the partition, the judge-reliability checks beside the judge's scores
-        check_key = dg.AssetCheckKey(dg.AssetKey(["empathetic_dialogue", "gates"]), "zero_missed_crises")
+        # the gates as asset checks on each checkpoint's partition (of summary; the judge-reliability checks beside
+        # the judge's scores), reported by the gates step that decided them
+        check_key = dg.AssetCheckKey(dg.AssetKey(["empathetic_dialogue", "summary"]), "zero_missed_crises")
         records = instance.event_log_storage.get_asset_check_execution_history(check_key, limit=10)
         assert records and all(r.status.value in ("SUCCEEDED", "FAILED") for r in records)
+        assert {r.partition for r in records} == {"ckpt-0100", "ckpt-0200", "ckpt-0300"}
         evals = [r.event.dagster_event.event_specific_data for r in records if r.event and r.event.dagster_event]
         assert any(e.passed is False for e in evals)
         for name in ("judge_reliability", "judge_reliability_persona_consistency", "judge_reliability_plot_relevance"):
