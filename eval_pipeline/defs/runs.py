@@ -103,10 +103,17 @@ def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]
 def runs_of_checkpoint(
     instance: dg.DagsterInstance, checkpoint_id: str, statuses: list[dg.DagsterRunStatus] | None = None, limit: int = 5
 ) -> list[dg.DagsterRun]:
-    """The newest runs tagged with this checkpoint (of these statuses, when given)."""
+    """The newest runs tagged with this checkpoint (of these statuses, when given); with statuses, also the runs of
+    a range of checkpoints holding it (``eval/checkpoints``: in-flight runs are few, so they are all read)."""
     tags = {"eval/checkpoint": checkpoint_id}
     records = instance.get_run_records(filters=dg.RunsFilter(tags=tags, statuses=statuses), limit=limit)
-    return [r.dagster_run for r in records]
+    found = [r.dagster_run for r in records]
+    if statuses:
+        for r in instance.get_run_records(filters=dg.RunsFilter(statuses=statuses), limit=200):
+            held = r.dagster_run.tags.get("eval/checkpoints", "")
+            if held and checkpoint_id in held.split(",") and r.dagster_run not in found:
+                found.append(r.dagster_run)
+    return found[:limit]
 
 
 IN_FLIGHT = [

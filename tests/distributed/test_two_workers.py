@@ -18,6 +18,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from eval_pipeline.defs.runs import RANGE_END, RANGE_START
 from eval_pipeline.devtools import distributed, services
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.helpers.lakes import contents, contents_under, differences
@@ -103,18 +104,18 @@ def test_three_checkpoints_on_two_workers_make_the_tables_one_machine_makes(eval
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "3 checkpoint(s) evaluated" in done.stdout
     runs = _runs(c)
-    # the command's runs, one per checkpoint and rubric, then what the deployment's automation sensor decided again
-    # (the first checkpoints, from the pool the later ones grew): all done, every one on a worker
+    # #70: the command's runs, one per rubric over the three checkpoints (a range: the backfill policy), each deciding
+    # across the three at its end; all done, every one on a worker. The automation finds nothing stale after them.
     assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs), [r.status for r in runs]
     mine = [r for r in runs if "eval/rubrics" in r.tags and "eval/purpose" not in r.tags]
-    done_for = {(r.tags["dagster/partition"], r.tags["eval/rubrics"]) for r in mine}
-    assert len(done_for) == 15 and len(mine) == 15, sorted(done_for)
+    ranges = {(r.tags.get(RANGE_START), r.tags.get(RANGE_END), r.tags["eval/rubrics"]) for r in mine}
+    assert len(mine) == 5 and {(a, b) for a, b, _ in ranges} == {("ckpt-0100", "ckpt-0300")}, sorted(ranges)
     automated = [r for r in runs if r.tags.get("dagster/sensor_name") == "redecide_sensor"]
     # the deployment's ratings sensor may read a checkpoint's ratings once more if it ticks while the command's run
     # of that checkpoint has not yet recorded what it read (a run of human_ratings alone: no judge call)
     sensed = [r for r in runs if r.tags.get("eval/purpose") == "ratings changed"]
     assert all(r.asset_selection and all(k.path[-1] == "human_ratings" for k in r.asset_selection) for r in sensed)
-    assert automated and len(automated) + len(mine) + len(sensed) == len(runs)
+    assert len(automated) + len(mine) + len(sensed) == len(runs)
     workers = {r.tags.get("eval/worker", "").split("@")[0] for r in runs}
     assert workers == {"worker1", "worker2"}, workers  # both took runs, nothing ran elsewhere
     mine = _cluster_tables(c)
