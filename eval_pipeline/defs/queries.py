@@ -36,3 +36,16 @@ def spent_by_run(wh: Warehouse, run_id: str) -> float:
     """What the judge steps of run ``run_id`` recorded as spent (``main.judge_usage``), summed in the engine."""
     rows = wh.query_rows("SELECT coalesce(sum(cost), 0) FROM main.judge_usage WHERE run_id = ?", [run_id])
     return float(rows[0][0] or 0.0)
+
+
+def samples_per_checkpoint(wh: Warehouse, rubric: str, checkpoints: list[str]) -> dict[str, int]:
+    """How many valid samples each of these checkpoints has (one query)."""
+    if not checkpoints or not wh.table_exists(rubric, Table.SAMPLES):
+        return {}
+    marks = ", ".join("?" for _ in checkpoints)
+    rows = wh.query_rows(
+        f"SELECT checkpoint_id, count(*) FROM {qualified(rubric, Table.SAMPLES)} "
+        f"WHERE checkpoint_id IN ({marks}) GROUP BY checkpoint_id",
+        checkpoints,
+    )
+    return {str(c): int(n) for c, n in rows}

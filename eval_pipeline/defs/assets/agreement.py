@@ -15,7 +15,7 @@ from eval_pipeline.defs.asset import (
     rounded,
     rubric_asset,
 )
-from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit, decided_metadata, part
+from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit, commit_table, decided_metadata, part
 from eval_pipeline.defs.assets.pools import ACTIVE, across
 from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.queries import rated_panel_scores
@@ -307,14 +307,9 @@ def length_bias_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         todo = d.todo(Table.LENGTH_BIAS, fp)
         if not todo:
             return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), []))
-        reader = Prefetched(wh, [*todo, *(p for c in todo if (p := d.parent(c)))])
+        reader = Prefetched(wh, d.with_parents(todo))
         frames = {c: _length_bias_of(reader, rubric, c, d.parent(c)) for c in todo}
-        commit(
-            wh,
-            rubric,
-            {Table.LENGTH_BIAS: {c: fp[c] for c in todo}},
-            [part(rubric.name, Table.LENGTH_BIAS, todo, frames)],
-        )
+        commit_table(wh, rubric, Table.LENGTH_BIAS, fp, frames)
         df = frames[todo[-1]]
         metadata: dict[str, dg.MetadataValue] = {
             "flagged": dg.MetadataValue.text(", ".join(df[df.flagged].score) or "none")

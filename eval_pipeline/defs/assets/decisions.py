@@ -76,6 +76,10 @@ class Inputs:
     def parent(self, ckpt: str) -> str | None:
         return self.parents.get(ckpt)
 
+    def with_parents(self, ckpts: Sequence[str]) -> list[str]:
+        """These checkpoints and their parents (what a decision about a checkpoint and its parent reads)."""
+        return [*ckpts, *(p for c in ckpts if (p := self.parents.get(c)))]
+
     def fingerprint(self, *parts: object) -> str:
         return versions.fingerprint(SCHEME, self.rubric.version, *parts)
 
@@ -103,6 +107,14 @@ def commit(
     if parts or marks:
         versions.bookkeeping(wh)
         wh.replace_partitions([*parts, *marks])
+
+
+def commit_table(
+    wh: Warehouse, rubric: RubricConfig, table: str, fingerprints: Mapping[str, str], frames: Mapping[str, pd.DataFrame]
+) -> None:
+    """The decided checkpoints' rows of the decision asset ``table`` (``frames``), and what each was decided from."""
+    done = sorted(frames)
+    commit(wh, rubric, {table: {c: fingerprints[c] for c in done}}, [part(rubric.name, table, done, frames)])
 
 
 def rows_of(frames: Mapping[str, pd.DataFrame], columns: Sequence[str] | None = None) -> pd.DataFrame:

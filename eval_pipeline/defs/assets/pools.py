@@ -24,11 +24,11 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, Table
 from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.automation import REDECIDE
+from eval_pipeline.defs.queries import samples_per_checkpoint
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.publish.annotate.queues import declares_protocol, inclusion, load_plan
 from eval_pipeline.scoring.comparison import find_parent
 from eval_pipeline.storage import versions
-from eval_pipeline.storage.tables import qualified
 from eval_pipeline.storage.warehouse import Warehouse
 
 POOL_COLUMNS = ["checkpoint_id", "sample_id", "judge_identity", "judge_label", "design", "inclusion", "tuned_on"]
@@ -69,7 +69,7 @@ def pool_rows(wh: Warehouse, rubric: RubricConfig, has_judge: bool, only: set[st
             aligned = {str(r.checkpoint_id) for r in ids.itertuples() if r.prompt_version == rubric.judge_version}
     tuned = set(rubric.aligned.tuned_on) if rubric.aligned else set()
     active = has_judge and declares_protocol(rubric) and rubric.worklists.active
-    sizes = _samples_per_checkpoint(wh, rubric, sorted({str(c) for c in humans.checkpoint_id}))
+    sizes = samples_per_checkpoint(wh, rubric.name, sorted({str(c) for c in humans.checkpoint_id}))
     rows = []
     for ckpt, group in humans.groupby("checkpoint_id", sort=True):
         c = str(ckpt)
@@ -85,19 +85,6 @@ def pool_rows(wh: Warehouse, rubric: RubricConfig, has_judge: bool, only: set[st
         mark = rubric.aligned.id if rubric.aligned and c in aligned else None
         rows += [(c, s, identity, label, kind, p, mark if f"{c}/{s}" in tuned else None) for s, p in probs.items()]
     return pd.DataFrame(rows, columns=POOL_COLUMNS).astype({"inclusion": "float64", "tuned_on": "object"})
-
-
-def _samples_per_checkpoint(wh: Warehouse, rubric: RubricConfig, checkpoints: list[str]) -> dict[str, int]:
-    """How many valid samples each of these checkpoints has (one query)."""
-    if not checkpoints or not wh.table_exists(rubric.name, Table.SAMPLES):
-        return {}
-    marks = ", ".join("?" for _ in checkpoints)
-    rows = wh.query_rows(
-        f"SELECT checkpoint_id, count(*) FROM {qualified(rubric.name, Table.SAMPLES)} "
-        f"WHERE checkpoint_id IN ({marks}) GROUP BY checkpoint_id",
-        checkpoints,
-    )
-    return {str(c): int(n) for c, n in rows}
 
 
 def lineage_rows(wh: Warehouse, rubric: RubricConfig) -> pd.DataFrame:

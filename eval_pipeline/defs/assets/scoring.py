@@ -23,7 +23,7 @@ from eval_pipeline.defs.asset import (
     run_checkpoints,
     viewer_link,
 )
-from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit, decided_metadata, part
+from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit_table, decided_metadata
 from eval_pipeline.defs.assets.pools import across
 from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.queries import headline_trend
@@ -255,16 +255,11 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         todo = d.todo(Table.COMPARISON, fp)
         if not todo:
             return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), []))
-        reader = Prefetched(wh, [*todo, *(p for c in todo if (p := d.parent(c)))])
+        reader = Prefetched(wh, d.with_parents(todo))
         frames, notes = {}, {}
         for c in todo:
             frames[c], notes[c] = _compared(reader, rubric, c, d.parent(c))
-        commit(
-            wh,
-            rubric,
-            {Table.COMPARISON: {c: fp[c] for c in todo}},
-            [part(rubric.name, Table.COMPARISON, todo, frames)],
-        )
+        commit_table(wh, rubric, Table.COMPARISON, fp, frames)
         df = frames[todo[-1]]
         reg = df[df.regression] if len(df) else df
         metadata: dict[str, dg.MetadataValue] = {
@@ -337,7 +332,7 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], checks: GateE
             if wh.table_exists(rubric.name, Table.GATES)
             else None
         )
-        commit(wh, rubric, {Table.GATES: {c: fp[c] for c in todo}}, [part(rubric.name, Table.GATES, todo, frames)])
+        commit_table(wh, rubric, Table.GATES, fp, frames)
         refresh_views(wh)
         mine = set(run_checkpoints(context))
         for c in todo:  # each checkpoint's checks: all, for the run's own; for another, those whose outcome changed

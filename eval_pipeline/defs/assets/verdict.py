@@ -7,7 +7,7 @@ import dagster as dg
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import Table
 from eval_pipeline.defs.asset import asset_key, rubric_asset
-from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit, decided_metadata, part
+from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit_table, decided_metadata
 from eval_pipeline.defs.assets.pools import across
 from eval_pipeline.defs.assets.scoring import DECIDED
 from eval_pipeline.defs.automation import REDECIDE
@@ -59,7 +59,7 @@ def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], decided: se
             last = verdicts.decide(reader, rubric, c)  # type: ignore[arg-type]
             last.pool_version = pool
             rows[c] = verdicts.stored_row(reader, last, context.run.run_id, snapshot)  # type: ignore[arg-type]
-        commit(wh, rubric, {Table.VERDICT: {c: fp[c] for c in todo}}, [part(rubric.name, Table.VERDICT, todo, rows)])
+        commit_table(wh, rubric, Table.VERDICT, fp, rows)
         refresh_views(wh)
         assert last is not None
         return dg.MaterializeResult(
