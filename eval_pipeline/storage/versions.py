@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from eval_pipeline.core.contracts import QUARANTINE, Table
 from eval_pipeline.storage.tables import quote_ident
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -122,3 +123,35 @@ def frame_version(df: pd.DataFrame | None) -> str:
     cols = sorted(lasting_columns(df.columns, ()))
     hashed = pd.util.hash_pandas_object(df[cols].astype(str), index=False)
     return f"{len(df)}:{int(hashed.astype('uint64').sum())}"
+
+
+# what a checkpoint's own (partitioned) assets write, by the names their versions are recorded under (defs/asset.py)
+OWN_TABLES = (
+    Table.RAW_OUTPUTS, Table.SAMPLES, Table.EXTRACTIONS, Table.METRICS, Table.JUDGE_SCORES, Table.JUDGE_IDENTITY,
+    Table.JUDGE_CALIBRATION, Table.JUDGE_REPEATABILITY, Table.SCORES, Table.SUMMARY, Table.HUMAN_RATINGS,
+)  # fmt: skip
+QUARANTINE_STAGES = ("validate", "ratings")
+COMPLETE = ("_every_checkpoint_recorded", "*")  # the mark: every checkpoint written has its versions
+
+
+def record_missing(wh: Warehouse, schema: str) -> list[str]:
+    """Once per rubric: the versions of the checkpoints written before versions were recorded (a warehouse of an
+    earlier version of the pipeline), worked out from their rows now, then the mark that all are recorded. The
+    checkpoints it recorded (none on every later call: one small read)."""
+    known = read_versions(wh, schema)
+    if COMPLETE in known or not wh.table_exists(schema, Table.SCORES):
+        return []
+    have = {c for (name, c) in known if name == Table.SCORES}
+    found = wh.read(schema, Table.SCORES, columns=("checkpoint_id",), distinct=True)
+    missing = sorted({str(c) for c in found.checkpoint_id} - have)
+    out: dict[str, dict[str, str]] = {}
+    if missing:
+        for table in OWN_TABLES:
+            if wh.table_exists(schema, table):
+                out[table] = content_versions(wh, schema, table, missing)
+        for stage in QUARANTINE_STAGES:
+            equal = {"rubric": schema, "stage": stage}
+            out[f"quarantine_{stage}"] = content_versions(wh, *QUARANTINE, missing, equal)
+    out[COMPLETE[0]] = {COMPLETE[1]: "1"}
+    record(wh, schema, out)
+    return missing

@@ -89,7 +89,9 @@ def pool_rows(wh: Warehouse, rubric: RubricConfig, has_judge: bool, only: set[st
 
 def lineage_rows(wh: Warehouse, rubric: RubricConfig) -> pd.DataFrame:
     """Each checkpoint the rubric scored (its ``scores`` rows' version recorded: storage.versions) and the parent it
-    is compared with (scoring.comparison.find_parent over ``main.checkpoints``, read once)."""
+    is compared with (scoring.comparison.find_parent over ``main.checkpoints``, read once). Checkpoints a warehouse of
+    an earlier version holds get their versions recorded first (storage.versions.record_missing)."""
+    versions.record_missing(wh, rubric.name)
     scored = sorted({c for (name, c), v in versions.read_versions(wh, rubric.name).items() if name == Table.SCORES})
     if not scored:
         return pd.DataFrame(columns=LINEAGE_COLUMNS)
@@ -153,6 +155,7 @@ def pool_update(wh: Warehouse, rubric: RubricConfig, has_judge: bool) -> tuple[p
     """The calibration pool, its rows worked out again only for the checkpoints whose ratings, samples, judge
     scores or judge changed since (their versions, storage.versions; the others' rows kept as they are), and the
     fingerprints of those checkpoints."""
+    versions.record_missing(wh, rubric.name)  # checkpoints of a warehouse of an earlier version
     found = versions.read_versions(wh, rubric.name)
     decided = versions.read_decided(wh, rubric.name)
     rated = sorted({c for (name, c) in found if name == Table.HUMAN_RATINGS})
