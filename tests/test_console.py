@@ -103,7 +103,9 @@ def test_a_quarter_of_the_lines_quarantined_is_incomplete(env, capfd):
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_the_whole_command_and_says_what_finished(env, capfd):
+def test_ctrl_c_stops_the_whole_command_and_says_what_finished(env, capfd, monkeypatch):
+    monkeypatch.setenv("EVAL_BACKFILL_CHUNK", "1")  # a run a checkpoint: the second one never starts
+
     def interrupt_on_judging(event):
         if event["kind"] == "step" and event["asset"] == "judge_scores" and event["phase"] == "start":
             os.kill(os.getpid(), signal.SIGINT)
