@@ -96,7 +96,7 @@ def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, 
                 assert key in meta
             gates = ("min_samples", "dimension_means", "no_regression")
             checks = browser.page_text(
-                f"{base}/assets/npc_dialogue/gates?view=checks", ARTIFACTS / "npc_gate_checks.png", gates
+                f"{base}/assets/npc_dialogue/summary?view=checks", ARTIFACTS / "npc_gate_checks.png", gates
             )
             for gate in gates:
                 assert gate in checks
