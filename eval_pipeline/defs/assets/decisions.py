@@ -179,9 +179,6 @@ class Prefetched:
     def session(self) -> Iterator[Prefetched]:
         yield self
 
-    def current_snapshot(self) -> int | None:
-        return self.wh.current_snapshot()
-
     def _covered(self, where: Mapping[str, Filter] | None) -> list[str] | None:
         """The checkpoints ``where`` reads, when every one of them was fetched; else None."""
         ckpt = (where or {}).get("checkpoint_id")

@@ -23,6 +23,7 @@ from eval_pipeline.agreement.compute import rater_sets
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, Table
 from eval_pipeline.defs.asset import asset_key, rubric_asset
+from eval_pipeline.defs.assets.decisions import commit
 from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.queries import samples_per_checkpoint
 from eval_pipeline.defs.resources import WarehouseResource
@@ -137,11 +138,7 @@ def _across_asset(
     def pool(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         wh = warehouse.get()
         df, decided = rows(wh)
-        marks = [(*versions.DECISIONS, {"schema_name": rubric.name, "asset": name, "checkpoint_id": tuple(decided)},
-                  [versions.decided_rows(rubric.name, name, decided)])] if decided else []  # fmt: skip
-        if marks:
-            versions.bookkeeping(wh)
-        wh.replace_partitions([(rubric.name, name, {}, [df]), *marks])
+        commit(wh, rubric, {name: decided}, [(rubric.name, name, {}, [df])])  # the table and what it was made from
         # the content's version: what reads it follows a change of it, not a materialization (defs/automation.py)
         return dg.MaterializeResult(metadata=metadata(df), data_version=dg.DataVersion(versions.frame_version(df)))
 
@@ -202,12 +199,3 @@ def checkpoint_lineage_asset(rubric: RubricConfig, has_judge: bool) -> dg.Assets
         lambda wh: (lineage_rows(wh, rubric), {}),
         _lineage_metadata,
     )
-
-
-def lineage_parent(wh: Warehouse, rubric: RubricConfig, checkpoint_id: str) -> str | None:
-    """The parent of this checkpoint as ``checkpoint_lineage`` recorded it (None before the lineage has it)."""
-    if not wh.table_exists(rubric.name, Table.CHECKPOINT_LINEAGE):
-        return None
-    df = wh.read(rubric.name, Table.CHECKPOINT_LINEAGE, columns=("parent_id",), where={"checkpoint_id": checkpoint_id})
-    parent = df.parent_id.iloc[0] if len(df) else None
-    return str(parent) if isinstance(parent, str) and parent else None
