@@ -487,10 +487,12 @@ def checkpoint_fingerprints(
 ) -> dict[str, str]:
     """Each checkpoint's version of its ratings: ``folder_fingerprint`` over only the files that concern it
     (``concerning``), so a file written for one checkpoint leaves the others' ratings current."""
-    return {
-        ckpt: hashlib.sha256("\n".join(f"{n}\0{size}\0{mtime}" for n, size, mtime in files).encode()).hexdigest()[:16]
-        for ckpt, files in concerning(rubric_name, root, checkpoint_ids, known).items()
-    }
+    return {ckpt: files_version(files) for ckpt, files in concerning(rubric_name, root, checkpoint_ids, known).items()}
+
+
+def files_version(files: Sequence[tuple[str, int, int]]) -> str:
+    """The version of a list of (name, size, modification time): what ``checkpoint_fingerprints`` records."""
+    return hashlib.sha256("\n".join(f"{n}\0{size}\0{mtime}" for n, size, mtime in files).encode()).hexdigest()[:16]
 
 
 def evaluated(wh: Warehouse, rubric: str) -> list[str]:

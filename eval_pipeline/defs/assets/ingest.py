@@ -14,7 +14,7 @@ from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, WarehouseResource
 from eval_pipeline.ingest.jsonl import RAW_SCHEMA, iter_jsonl
-from eval_pipeline.ingest.ratings import SOURCES, checkpoint_fingerprints, concerning, load_ratings
+from eval_pipeline.ingest.ratings import SOURCES, concerning, files_version, load_ratings
 
 
 def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
@@ -152,12 +152,12 @@ def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         id_field = rubric.inputs.id_field
         ids = set(wh.read(rubric.name, Table.SAMPLES, columns=(id_field,), where={"checkpoint_id": ckpt_id})[id_field])
         # every checkpoint there is: registered, or a folder not registered yet (a run registers only its own)
-        known = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION)) | checkpoints.names()
+        registered = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
+        known = registered | checkpoints.names()
         local = ratings.folder(rubric.name)  # an s3:// folder mirrored now
         # the version of the files that concern it, before reading: a later write is seen later
-        registered = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
         files = concerning(rubric.name, local, [ckpt_id], registered)[ckpt_id]
-        version = checkpoint_fingerprints(rubric.name, local, [ckpt_id], registered)[ckpt_id]
+        version = files_version(files)
         load = load_ratings(rubric, ckpt_id, ids, root=local, known_checkpoints=known | {ckpt_id})
         source = pd.DataFrame(
             [{"checkpoint_id": ckpt_id, "fingerprint": version, "files": len(files), "rows": len(load.ratings),
