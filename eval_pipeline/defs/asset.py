@@ -186,7 +186,7 @@ def _step(fn: Body, rubric: str, name: str, table: bool, written: Sequence[Versi
                 own = found.get(name, {}).get(keys[0])
                 return _replace(only, data_version=dg.DataVersion(own)) if own else only
             return only
-        return _merged(results, found.get(name, {}))
+        return _merged(keys, results, found.get(name, {}))
 
     return step
 
@@ -215,17 +215,36 @@ def _replace(result: dg.MaterializeResult[None], **changes: Any) -> dg.Materiali
     return dg.MaterializeResult(**{**fields, **changes})
 
 
-def _merged(results: list[dg.MaterializeResult[None]], own: dict[str, str]) -> dg.MaterializeResult[None]:
-    """The result of a step over several checkpoints: how many, the rows written in all, and one data version over
-    theirs (Dagster records the same result for each checkpoint of the run; each one's own figures are in the
-    warehouse and on its page)."""
+def _scalar(value: Any) -> float | int | str | bool | None:
+    """A metadata entry's plain value when it is one number, flag or string (a link's address), else None."""
+    raw = getattr(value, "value", value)
+    if isinstance(value, dg.UrlMetadataValue):
+        return value.url
+    if isinstance(raw, float) and raw != raw:
+        return None  # NaN: no figure (JSON has none)
+    return raw if isinstance(raw, (bool, int, float, str)) else None
+
+
+def _merged(
+    keys: list[str], results: list[dg.MaterializeResult[None]], own: dict[str, str]
+) -> dg.MaterializeResult[None]:
+    """The result of a step over several checkpoints: how many, the rows written in all, each checkpoint's own
+    figures (``by_checkpoint``: its scalar metadata, its viewer link among them) and one data version over theirs.
+    Dagster records one result for every checkpoint of a range run (it has no per-partition metadata there:
+    dagster-io/dagster#18123), so each checkpoint's figures are kept under its name rather than lost."""
     rows = 0
-    for r in results:
-        value: Any = (r.metadata or {}).get("dagster/row_count") if isinstance(r, dg.MaterializeResult) else None
+    each: dict[str, dict[str, Any]] = {}
+    for ckpt, r in zip(keys, results):
+        md = (r.metadata or {}) if isinstance(r, dg.MaterializeResult) else {}
+        value: Any = md.get("dagster/row_count")
         rows += int(getattr(value, "value", value) or 0)
+        scalars = {k: _scalar(v) for k, v in md.items() if not k.startswith("dagster/")}
+        each[ckpt] = {k: v for k, v in scalars.items() if v is not None}
     metadata: dict[str, Any] = {"checkpoints_in_run": dg.MetadataValue.int(len(results))}
     if rows:
         metadata["dagster/row_count"] = dg.MetadataValue.int(rows)
+    if any(each.values()):
+        metadata["by_checkpoint"] = dg.MetadataValue.json(each)
     version = versions.fingerprint(sorted(own.items())) if own else None
     return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(version) if version else None)
 

@@ -101,17 +101,17 @@ def _mark_due(out: Standing, sub: Row) -> None:
     out.due_ids.setdefault(where, []).append(str(sub["submission_id"]))
 
 
-def downstream_in_partition(assets: Sequence[object], keys: Sequence[dg.AssetKey]) -> list[dg.AssetKey]:
-    """``keys`` and every asset of ``assets`` (a rubric group's definitions) downstream of them that shares their
-    partitions (the unpartitioned pools follow by their automation condition)."""
+def downstream_of(
+    assets: Sequence[object], keys: Sequence[dg.AssetKey], among: Sequence[dg.AssetKey]
+) -> list[dg.AssetKey]:
+    """``keys`` and every asset of ``assets`` (a rubric group's definitions) downstream of them that is in
+    ``among`` (what a checkpoint's evaluation materializes): the checkpoint's own assets and the decisions across
+    checkpoints, so a batch that ended is taken up in one run, as a landing is."""
     children: dict[dg.AssetKey, set[dg.AssetKey]] = {}
-    partitioned: set[dg.AssetKey] = set()
     for a in assets:
         if not isinstance(a, dg.AssetsDefinition):
             continue
         for key in a.keys:
-            if a.partitions_def is not None:
-                partitioned.add(key)
             for parent in a.asset_deps.get(key, set()):
                 children.setdefault(parent, set()).add(key)
     found, todo = set(keys), list(keys)
@@ -119,20 +119,21 @@ def downstream_in_partition(assets: Sequence[object], keys: Sequence[dg.AssetKey
         for child in children.get(todo.pop(), set()) - found:
             found.add(child)
             todo.append(child)
-    return sorted(found & partitioned, key=lambda k: k.to_user_string())
+    return sorted(found & set(among), key=lambda k: k.to_user_string())
 
 
 def build_batch_sensor(
     steps: Mapping[str, Mapping[str, list[dg.AssetKey]]], warehouse: str, minimum_interval_seconds: int = 60
 ) -> dg.SensorDefinition:
     """``steps``: per rubric, per judge step (its table), the assets a run re-materializes when a batch of that
-    step is due (downstream_in_partition)."""
+    step is due (downstream_of)."""
     every = sorted({k for by_step in steps.values() for keys in by_step.values() for k in keys}, key=str)
 
     @dg.sensor(
         name=SENSOR,
         description="Polls the judge's open Batch API batches (EVAL_JUDGE_MODE=batch); when one ends, re-runs the "
-        "judge steps that wait on it and everything downstream in that checkpoint, which read its results.",
+        "judge steps that wait on it, everything downstream in that checkpoint and the decisions across checkpoints, "
+        "in one run.",
         asset_selection=every,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=dg.DefaultSensorStatus.RUNNING,
@@ -153,6 +154,7 @@ def build_batch_sensor(
                     run_key="batch:" + ",".join(sorted(standing.due_ids[(rubric, ckpt)])),
                     partition_key=ckpt,
                     asset_selection=keys,
+                    asset_check_keys=[],  # the gates step reports each checkpoint's checks (defs/checks.py)
                     tags={"eval/checkpoint": ckpt, "eval/rubrics": rubric, "eval/purpose": "judge batch ended"},
                 )
             )

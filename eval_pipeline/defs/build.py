@@ -14,7 +14,7 @@ from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.ids import IDENTIFIER_RE
 from eval_pipeline.defs.asset import ON_DEMAND_TAG
 from eval_pipeline.defs.automation import redecide_sensor
-from eval_pipeline.defs.batch_sensor import build_batch_sensor, downstream_in_partition
+from eval_pipeline.defs.batch_sensor import build_batch_sensor, downstream_of
 from eval_pipeline.defs.factory import rubric_definitions
 from eval_pipeline.defs.ratings_sensor import build_ratings_sensor
 from eval_pipeline.defs.resources import RatingsSource, default_resources
@@ -55,7 +55,9 @@ def build_definitions(
     judge_steps = (Table.JUDGE_SCORES, Table.EXTRACTIONS, Table.JUDGE_CALIBRATION, Table.JUDGE_REPEATABILITY)
     batch_steps = {
         r.name: {
-            step: downstream_in_partition(list(groups[r.name].assets or []), [dg.AssetKey([r.name, step])])
+            step: downstream_of(
+                list(groups[r.name].assets or []), [dg.AssetKey([r.name, step])], keys_by_rubric[r.name]
+            )
             for step in judge_steps
             if dg.AssetKey([r.name, step]) in keys_by_rubric[r.name]
         }

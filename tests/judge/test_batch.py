@@ -75,6 +75,7 @@ def test_a_checkpoint_judged_in_batch_mode_pends_then_equals_the_online_run(
                 runs += 1
             automation.settle()
         assert 1 <= runs <= 3  # the first answers, then the judge steps' later batches (a repeat of an answer)
+        assert automation.runs == 0  # each run took up its decisions too: nothing left for the automation
         assert _verdict(batch_lake)[0] != "pending judge"
         assert stub.state.requests == 0
         answered = stub.state.desk.answered

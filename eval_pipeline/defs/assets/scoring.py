@@ -260,12 +260,12 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         for c in todo:
             frames[c], notes[c] = _compared(reader, rubric, c, d.parent(c))
         commit_table(wh, rubric, Table.COMPARISON, fp, frames)
-        df = frames[todo[-1]]
-        reg = df[df.regression] if len(df) else df
+        regressed = {c: sorted(f.score[f.regression]) for c, f in frames.items() if len(f) and f.regression.any()}
         metadata: dict[str, dg.MetadataValue] = {
             "note": dg.MetadataValue.text(f"{todo[-1]}: {notes[todo[-1]]}"),
-            "regressions": dg.MetadataValue.int(sum(int(f.regression.sum()) for f in frames.values() if len(f))),
-            "regressed_scores": dg.MetadataValue.text(", ".join(reg.score) if len(reg) else "none"),
+            "regressions": dg.MetadataValue.int(sum(len(s) for s in regressed.values())),
+            # each decided checkpoint that regressed, with its scores (the deltas are in the table)
+            "regressed": dg.MetadataValue.json(regressed),
         }
         return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), todo, **metadata))
 
