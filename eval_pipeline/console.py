@@ -47,9 +47,6 @@ if TYPE_CHECKING:  # dagster and argparse only for the annotations: the console 
 UNDECIDED = "not decided"  # a run that failed before its verdict step
 
 
-QUIET_S = 3.0  # no run of a checkpoint in flight this long: what decides it again has ended
-
-
 def decided(
     wh: Warehouse, rubric: RubricConfig, ckpt: str, run_ids: list[str] | None = None, succeeded: bool = False
 ) -> Verdict:
@@ -359,14 +356,21 @@ class OtherRuns:
 
     def _settled(self, run: dg.DagsterRun, ckpt_id: str, deadline: float) -> bool:
         """Whether, by ``deadline``, what decides ``ckpt_id`` again after ``run`` has ended: the command that
-        launched it (its process, on this machine) and then any run of the checkpoint in flight, for ``QUIET_S``."""
+        launched it (its process, on this machine), then the deployment settled for it (defs/automation.py's
+        ``settling``: no run of it or of the decisions in flight, and the automation sensor evaluated after the last
+        run ended and requested nothing)."""
         from eval_pipeline.core.processes import pid_alive
-        from eval_pipeline.defs.runs import in_flight_elsewhere, launcher, wait_quiet
+        from eval_pipeline.defs.automation import settling
+        from eval_pipeline.defs.runs import concerns_checkpoint, launcher
 
         pid = launcher(run)
         while pid is not None and pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.5)
-        return wait_quiet(lambda: in_flight_elsewhere(self.instance, ckpt_id), QUIET_S, deadline, every_s=0.5)
+        while time.monotonic() < deadline:
+            if settling(self.instance, concerns_checkpoint(ckpt_id)).settled:
+                return True
+            time.sleep(0.5)
+        return False
 
     def code(self, code: int) -> int:
         """The command's exit code with what the other runs gave: a failed one is a failed run, a verdict not

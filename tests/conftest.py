@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -160,12 +161,68 @@ def _wants_real_model(config) -> bool:
     return not named or any("real_model" in a for a in named)
 
 
+# The suite counts the evaluations it pays for: every process of the session (workers, the CLI and daemons they
+# start, `make demo` in the docs walk, the cluster's workers) appends a line per step that ended to one file
+# (EVAL_STEP_LOG, eval_pipeline/core/progress.py); each step of `samples` is one checkpoint × rubric evaluated.
+# The whole suite fails above the bound docs/testing.md states and justifies ("How many evaluations the suite
+# pays for").
+BOUND = re.compile(r"at most \*\*([0-9,]+)\*\* checkpoint × rubric evaluations")
+WHOLE_FLOW = 15  # 3 sample checkpoints × 5 rubrics
+
+
+def _whole_suite(config) -> bool:
+    named = [a for a in config.args if a not in ("tests", "tests/", str(ROOT / "tests"))]
+    return not named and not config.option.markexpr and not config.option.keyword
+
+
+def _tally(config) -> None:
+    """In the controlling process: the session's step log, handed to every process it starts."""
+    if hasattr(config, "workerinput") or os.environ.get("EVAL_STEP_LOG"):
+        return
+    from eval_pipeline.core import progress
+
+    path = Path(tempfile.mkdtemp(prefix="eval-steps-")) / "steps.jsonl"
+    path.touch()
+    os.environ["EVAL_STEP_LOG"] = str(path)
+    config.stash[STEP_LOG] = path
+    progress.log_steps(str(path))
+
+
+STEP_LOG = pytest.StashKey[Path]()
+EVALUATIONS = pytest.StashKey[tuple[int, int | None]]()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    path = session.config.stash.get(STEP_LOG, None)
+    if path is None:
+        return
+    evaluations = sum(1 for line in path.read_text().splitlines() if json.loads(line).get("asset") == "samples")
+    found = BOUND.search((ROOT / "docs" / "testing.md").read_text())
+    bound = int(found.group(1).replace(",", "")) if found else None
+    session.config.stash[EVALUATIONS] = (evaluations, bound)
+    if _whole_suite(session.config) and (bound is None or evaluations > bound) and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if EVALUATIONS not in config.stash:
+        return
+    evaluations, bound = config.stash[EVALUATIONS]
+    line = (
+        f"evaluations paid for: {evaluations} checkpoint × rubric "
+        f"({evaluations / WHOLE_FLOW:.1f} whole flows of {WHOLE_FLOW}); docs/testing.md's bound: {bound}"
+    )
+    over = _whole_suite(config) and (bound is None or evaluations > bound)
+    terminalreporter.write_line(("FAILED: " if over else "") + line, red=over, bold=over)
+
+
 def pytest_configure(config):
     """The whole suite on a machine without the llama-server build: the build (~12 min on 2 cores alone) starts now,
     in the background, beside the other tests; the real-model tests, sent first to a worker of their own, wait for it
-    (its file lock) and fail loudly if it failed. Not in xdist's workers, not when the
-    session runs no real-model test, not with EVAL_LLAMA_PREBUILD=0."""
+    (its file lock) and fail loudly if it failed; the session runs at a lower priority than the build. Not in
+    xdist's workers, not when the session runs no real-model test, not with EVAL_LLAMA_PREBUILD=0."""
     config.addinivalue_line("markers", "real_model: against llama.cpp's server and a real model (make test)")
+    _tally(config)
     if hasattr(config, "workerinput") or os.environ.get("EVAL_LLAMA_PREBUILD", "1") == "0":
         return
     from eval_pipeline.devtools import llama
@@ -178,6 +235,11 @@ def pytest_configure(config):
         [sys.executable, "-m", "eval_pipeline.devtools.llama", "build"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
+    # The build and the tier after it are the suite's longest chain: beside three workers and their servers the
+    # build got a small share of the two cores and took over an hour (CI's tier then timed out waiting for it). The
+    # session (and so every worker and what it starts) yields to it: nice 10 weighs a tenth of the build's nice 0,
+    # so the build takes about what it takes alone and the rest runs in what it leaves.
+    os.nice(10)
 
 
 @pytest.fixture(scope="session")

@@ -234,6 +234,19 @@ def backfill_chunk() -> int:
     return value
 
 
+def sensor_interval_seconds(default: float) -> int:
+    """EVAL_SENSOR_INTERVAL_SECONDS: how often the daemon evaluates each of the project's sensors (the checkpoint,
+    ratings, judge-batch and automation sensors); unset, each keeps its own ``default`` (10-60 s). A deployment
+    that wants a landing noticed sooner, or a test that waits on the daemon, sets it; at least 1."""
+    raw = os.environ.get("EVAL_SENSOR_INTERVAL_SECONDS", "").strip()
+    if not raw:
+        return max(1, round(default))
+    value = _float("EVAL_SENSOR_INTERVAL_SECONDS", raw)
+    if value < 1:
+        raise ValueError(f"EVAL_SENSOR_INTERVAL_SECONDS must be >= 1, got {raw}")
+    return round(value)
+
+
 def backfill_interval_seconds() -> float:
     """EVAL_BACKFILL_INTERVAL_SECONDS: how often the project's daemon (eval_pipeline/defs/daemon.py) looks at
     backfills launched from the UI (Dagster's own daemon: every 30 s)."""

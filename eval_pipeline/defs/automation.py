@@ -20,6 +20,9 @@ deployment; ``eval-pipeline run`` evaluates it itself after its runs (defs/runne
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
@@ -37,6 +40,61 @@ REDECIDE: dg.AutomationCondition[Any] = (
 ).with_label("decide again when what it reads changed")
 
 SENSOR = "redecide_sensor"
+
+LIVE = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+DAEMON_ALIVE_S = 60.0  # the asset daemon's last heartbeat at most this old: it is running (it beats every ~30 s)
+
+
+@dataclass(frozen=True)
+class Settling:
+    """Whether a deployment has settled and, when not, what it waits for (``waiting``, one line)."""
+
+    waiting: str | None
+
+    @property
+    def settled(self) -> bool:
+        return self.waiting is None
+
+
+def settling(
+    instance: dg.DagsterInstance,
+    concerns: Callable[[dg.DagsterRun], bool] | None = None,
+    sensor: str = SENSOR,
+    now: float | None = None,
+) -> Settling:
+    """Settled is an event, read from the instance: no run is queued or in flight (of those ``concerns`` keeps,
+    when given), and the automation sensor (``sensor``) has evaluated since the last run ended and requested
+    nothing (a tick that started after that end, completed, skipped). Where nothing evaluates the sensor (no asset
+    daemon beating, or the sensor stopped in the UI), nothing more will be launched by it, so no run in flight is
+    settled. Never a count of quiet seconds."""
+    now = time.time() if now is None else now
+    live = [r for r in instance.get_runs(filters=dg.RunsFilter(statuses=LIVE)) if concerns is None or concerns(r)]
+    if live:
+        return Settling(f"run {live[0].run_id[:8]} is {live[0].status.value.lower()}")
+    beat = instance.get_daemon_heartbeats().get("ASSET")
+    if beat is None or now - beat.timestamp > DAEMON_ALIVE_S:
+        return Settling(None)  # no daemon evaluates the automation: nothing launches after the runs
+    state = next((st for st in instance.all_instigator_state() if st.instigator_name == sensor), None)
+    if state is not None and state.status.value == "STOPPED":
+        return Settling(None)
+    ended = instance.get_run_records(limit=1, order_by="update_timestamp", ascending=False)
+    last_end = ended[0].update_timestamp.timestamp() if ended else 0.0
+    if state is None:
+        return Settling(f"the automation sensor {sensor} has not evaluated yet")
+    ticks = instance.get_ticks(state.instigator_origin_id, state.selector_id, after=last_end, limit=20)
+    done = [t for t in ticks if t.is_completed and t.timestamp > last_end]
+    if not done:
+        return Settling(f"the automation sensor {sensor} has not evaluated since the last run ended")
+    latest = max(done, key=lambda t: t.timestamp)
+    if latest.status.value == "SKIPPED" or (latest.status.value == "SUCCESS" and not latest.run_ids):
+        return Settling(None)
+    return Settling(f"the automation sensor {sensor} requested runs ({latest.status.value.lower()})")
 
 
 def redecide_sensor(minimum_interval_seconds: int = 15) -> dg.AutomationConditionSensorDefinition:

@@ -132,6 +132,19 @@ def in_flight_elsewhere(instance: dg.DagsterInstance, checkpoint_id: str) -> str
     return None
 
 
+def concerns_checkpoint(checkpoint_id: str) -> Callable[[dg.DagsterRun], bool]:
+    """Whether a run can change what is decided of this checkpoint: a run of it (alone or in a range), or a run
+    of no checkpoint (the decisions across checkpoints, the pools, a re-read of ratings)."""
+
+    def concerns(run: dg.DagsterRun) -> bool:
+        one, held = run.tags.get("eval/checkpoint"), run.tags.get("eval/checkpoints", "")
+        if one is None and not held:
+            return run.tags.get("dagster/partition") in (None, checkpoint_id)
+        return one == checkpoint_id or checkpoint_id in held.split(",")
+
+    return concerns
+
+
 HOST_TAG, PID_TAG = "eval/host", "eval/pid"  # who runs an in-process run: a dead one is found and reaped
 WORKER_TAG = "eval/worker"  # the distributed profile's worker that executed a run (defs/celery_app.py sets it)
 INTERRUPTED = "DagsterExecutionInterruptedError"  # what Dagster's own Ctrl-C handler raises inside a step
@@ -173,21 +186,6 @@ def launcher(run: dg.DagsterRun) -> int | None:
     if run.tags.get(HOST_TAG) != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
         return None
     return int(pid)
-
-
-def wait_quiet(busy: Callable[[], object], quiet_s: float, deadline: float, every_s: float = 1.0) -> bool:
-    """Wait until ``busy()`` has been false for ``quiet_s`` on end; False when ``deadline`` (time.monotonic) came
-    first."""
-    quiet_from = None
-    while time.monotonic() < deadline:
-        if busy():
-            quiet_from = None
-        elif quiet_from is None:
-            quiet_from = time.monotonic()
-        elif time.monotonic() - quiet_from >= quiet_s:
-            return True
-        time.sleep(every_s)
-    return False
 
 
 def reap_dead_runs(instance: dg.DagsterInstance) -> list[str]:

@@ -95,7 +95,7 @@ def build_checkpoint_sensor(
     return checkpoint_sensor
 
 
-def build_report_sensors(resources: dict[str, Any]) -> list[dg.SensorDefinition]:
+def build_report_sensors(resources: dict[str, Any], minimum_interval_seconds: int = 15) -> list[dg.SensorDefinition]:
     """The report redrawn once after each run the daemon saw end (launched from the UI, a backfill or the
     checkpoint sensor), whether it succeeded or failed: it covers every rubric and checkpoint, so it is drawn
     once a run, never in a step. In-process runs (CLI, demo) redraw it themselves."""
@@ -116,7 +116,7 @@ def build_report_sensors(resources: dict[str, Any]) -> list[dg.SensorDefinition]
             run_status=status,
             description="Redraws the static HTML report (EVAL_REPORT_DIR) after a run ends.",
             default_status=dg.DefaultSensorStatus.RUNNING,
-            minimum_interval_seconds=15,
+            minimum_interval_seconds=minimum_interval_seconds,
         )
         def report_sensor(context: dg.RunStatusSensorContext) -> dg.SkipReason | None:
             return redraw(context)

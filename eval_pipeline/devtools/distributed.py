@@ -74,7 +74,11 @@ class Cluster:
             (home / "dagster_home").mkdir()
             shutil.copy(INSTANCE_YAML, home / "dagster_home" / "dagster.yaml")
             shutil.copytree(REPO / "rubric_configs", home / "rubric_configs")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_", "AWS_"))}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("EVAL_", "DAGSTER_", "AWS_")) or k == "EVAL_STEP_LOG"  # the audit log: kept
+        }
         env.update(self.env())
         env.update(
             HOME=str(home / "home"),

@@ -8,16 +8,17 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import dagster as dg
 import pytest
 
+from eval_pipeline.defs.automation import settling
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import ROOT, RUBRIC_DIR, SAMPLE_CHECKPOINTS
 from tests.helpers.lakes import contents, differences
+from tests.helpers.reference import reference_tables
 from tests.helpers.waiting import poll
 
 RUBRIC = "kg_qa"
@@ -44,19 +45,10 @@ def _more_ratings(ratings):
     (ratings / "ckpt-0100~Evaluator9.csv").write_text("\n".join(out) + "\n")
 
 
-def _settled(instance, quiet_s=35.0):
-    """No run queued or in flight for ``quiet_s`` (longer than two ticks of every sensor)."""
-    live = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
-    state = {"since": None}
-
-    def check():
-        if instance.get_runs(filters=dg.RunsFilter(statuses=live), limit=1):
-            state["since"] = None
-            return False
-        state["since"] = state["since"] or time.monotonic()
-        return time.monotonic() - state["since"] >= quiet_s
-
-    return check
+def _settled(instance):
+    """Settled as an event (defs/automation.py): no run in flight and the automation sensor evaluated after the
+    last one ended and requested nothing."""
+    return lambda: settling(instance).settled
 
 
 def _cli(tmp_path, name, root, ratings, checkpoints, monkeypatch):
@@ -75,7 +67,7 @@ def _ours(lake):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # three settlings of a daemon whose sensors tick every 10-15 s, and two CLI runs
+@pytest.mark.timeout(1200)  # three settlings of the daemon, and two CLI runs
 def test_a_ui_backfill_a_fourth_checkpoint_and_new_ratings_settle_to_the_cli_result(tmp_path, monkeypatch):
     """Dagster alone, as `make ui` runs it (webserver and daemon): the webserver's GraphQL `launchPartitionBackfill`
     of the whole kg_qa group (its pools included) over the three checkpoints, run by the daemon's backfill loop and
@@ -102,6 +94,7 @@ def test_a_ui_backfill_a_fourth_checkpoint_and_new_ratings_settle_to_the_cli_res
         EVAL_JUDGE="heuristic",
         EVAL_REPORT_DIR=str(tmp_path / "reports"),
         EVAL_WORKLIST_DIR=str(tmp_path / "worklists"),
+        EVAL_SENSOR_INTERVAL_SECONDS="2",  # the daemon's sensors every 2 s: settling is read, not waited out
     )
     bin_ = os.path.dirname(sys.executable)
     ws = str(ROOT / "workspace.yaml")
@@ -150,19 +143,19 @@ def test_a_ui_backfill_a_fourth_checkpoint_and_new_ratings_settle_to_the_cli_res
             of_backfill = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill}))
             ranges = [r for r in of_backfill if r.tags.get("dagster/asset_partition_range_end")]
             assert len(ranges) == 1 and len(of_backfill) <= 5, [r.tags for r in of_backfill]
-            assert poll(_settled(instance), 600, every=3)
+            assert poll(_settled(instance), 600, every=1)
             snapshots["backfill"] = _ours(lake)
             sensor("start")
             fourth = {"model": "lumen-7b-chat", "created_at": "2026-10-02T08:00:00Z", "parent": "ckpt-0300"}
             _land(root, "ckpt-0400", "ckpt-0300", fourth)
             four = lambda: len(instance.fetch_materializations(judged, limit=10).records) == 4  # noqa: E731
             assert poll(four, 600, every=3), (tmp_path / "daemon.log").read_text()[-3000:]
-            assert poll(_settled(instance), 600, every=3)
+            assert poll(_settled(instance), 600, every=1)
             _more_ratings(ratings)
             read = dg.AssetKey([RUBRIC, "human_ratings"])
             before = len(instance.fetch_materializations(read, limit=100).records)
             assert poll(lambda: len(instance.fetch_materializations(read, limit=100).records) > before, 300, every=3)
-            assert poll(_settled(instance), 600, every=3)
+            assert poll(_settled(instance), 600, every=1)
             failed = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
             assert not failed, [r.run_id for r in failed]
             # every checkpoint judged once: the re-decided ones cost no judge call
@@ -182,7 +175,8 @@ def test_a_ui_backfill_a_fourth_checkpoint_and_new_ratings_settle_to_the_cli_res
     original = tmp_path / "original" / RUBRIC  # the ratings as the backfill read them
     shutil.copytree(ratings, original)
     (original / "ckpt-0100~Evaluator9.csv").unlink()
-    three = _cli(tmp_path, "cli3", root, original, FIRST_THREE, monkeypatch)
+    # `eval-pipeline run` of the three with those ratings: the suite's reference lake (tests/helpers/reference.py)
+    three = {t: df for t, df in reference_tables().items() if t.startswith(f"{RUBRIC}.")}
     assert differences(snapshots["backfill"], three) == []
     mine = _ours(lake)
     assert differences(mine, _cli(tmp_path, "cli4", root, ratings, [*FIRST_THREE, "ckpt-0400"], monkeypatch)) == []

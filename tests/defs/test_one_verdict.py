@@ -17,6 +17,7 @@ from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import ROOT, RUBRIC_DIR, SAMPLE_CHECKPOINTS
 from tests.helpers.automation import AutomationSensor, assets_of, partition_run
 from tests.helpers.lakes import contents, differences
+from tests.helpers.reference import reference_tables
 
 CHECKPOINTS = ["ckpt-0100", "ckpt-0200", "ckpt-0300"]
 RUBRIC = "kg_qa"  # rated on all three checkpoints, a judge with repeats, every gate kind that reads a parent
@@ -33,21 +34,18 @@ def _partition_run(defs, instance, partition, keys=None):
     partition_run(defs, instance, partition, selection)
 
 
-def _cli(tmp_path):
-    defs, lake = _defs(tmp_path)
-    with dg.instance_for_test() as instance:
-        outcomes = materialize_checkpoints(defs, instance, CHECKPOINTS, {RUBRIC}, log_level="ERROR")
-        assert all(o.success for o in outcomes), [o.failures for o in outcomes]
-    return contents(Warehouse(lake))
-
-
 @pytest.fixture(scope="module")
-def by_the_cli(tmp_path_factory):
-    return _cli(tmp_path_factory.mktemp("cli"))
+def by_the_cli():
+    """`eval-pipeline run` of the three: the suite's reference lake (tests/helpers/reference.py), its kg_qa."""
+    return reference_tables()
 
 
 def _schema_only(tables):
-    return {t: df for t, df in tables.items() if t.startswith(f"{RUBRIC}.") or t == "main.checkpoints"}
+    """The rubric's tables and the registered checkpoints (where each lay left out: the reference's project folder
+    is not this test's)."""
+    out = {t: df for t, df in tables.items() if t.startswith(f"{RUBRIC}.")}
+    out["main.checkpoints"] = tables["main.checkpoints"].drop(columns=["path"])
+    return out
 
 
 ROTATIONS = [tuple(CHECKPOINTS[i:] + CHECKPOINTS[:i]) for i in range(len(CHECKPOINTS))]

@@ -39,7 +39,9 @@ def _project(folder: Path) -> Path:
 
 
 def _env(project: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_", "AWS_"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_", "AWS_")) or k == "EVAL_STEP_LOG"
+    }
     env.update(DAGSTER_HOME=str(project / "dagster_home"), EVAL_PROJECT_DIR=str(project), **extra)
     return env
 

@@ -18,10 +18,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from eval_pipeline.defs.automation import settling
 from eval_pipeline.defs.runs import RANGE_END, RANGE_START
 from eval_pipeline.devtools import distributed, services
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.helpers.lakes import contents, contents_under, differences
+from tests.helpers.reference import reference_tables
 from tests.helpers.waiting import poll
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -54,23 +56,10 @@ def _cluster_tables(c: distributed.Cluster) -> dict:
 
 
 @pytest.fixture(scope="module")
-def one_machine(tmp_path_factory):
-    """The same evaluation with the default embedded profile, in a project folder of its own."""
-    project = tmp_path_factory.mktemp("one_machine")
-    shutil.copytree(ROOT / "rubric_configs", project / "rubric_configs")
-    shutil.copytree(ROOT / "data" / "checkpoints", project / "data" / "checkpoints")
-    shutil.copytree(ROOT / "data" / "human_ratings", project / "data" / "human_ratings")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_"))}
-    env.update(DAGSTER_HOME=str(project / "dagster_home"), EVAL_PROJECT_DIR=str(project))
-    done = subprocess.run([CLI, "run", "--no-fail-on-gates"], cwd=project, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    wh = Warehouse(f"ducklake:sqlite:{project}/data/lake/catalog.sqlite")
-    saved = os.environ.pop("EVAL_WAREHOUSE_DATA", None)
-    try:
-        return _lasting(contents(wh))
-    finally:
-        if saved is not None:
-            os.environ["EVAL_WAREHOUSE_DATA"] = saved
+def one_machine():
+    """The same evaluation with the default embedded profile, in a project folder of its own: the suite's
+    reference lake (tests/helpers/reference.py), evaluated once per content of the code and data."""
+    return _lasting(reference_tables())
 
 
 @pytest.fixture(scope="module")
@@ -87,12 +76,16 @@ def evaluated(tmp_path_factory):
         yield c, done
 
 
-def _runs(c: distributed.Cluster) -> list[dg.DagsterRun]:
+def _runs(c: distributed.Cluster, settled: bool = True) -> list[dg.DagsterRun]:
+    """The deployment's runs, read once it has settled (defs/automation.py: nothing in flight, the automation
+    sensor evaluated after the last run ended and asked for nothing; at most 300 s)."""
     env = c.process_env("you")
     saved = dict(os.environ)
     try:
         os.environ.update({k: env[k] for k in (*c.env(), "DAGSTER_HOME")})
         with dg.DagsterInstance.get() as instance:
+            if settled:
+                poll(lambda: settling(instance).settled, 300, every=1)
             return list(instance.get_runs())
     finally:
         os.environ.clear()
@@ -145,7 +138,7 @@ def test_a_worker_killed_mid_run_is_resumed_and_loses_nothing(evaluated, one_mac
 
     def taken() -> bool:  # the run taken by a worker and a step under way
         nonlocal victim
-        for r in _runs(c):
+        for r in _runs(c, settled=False):
             if (
                 victim is None
                 and r.tags.get("dagster/partition") == "ckpt-0200"
@@ -168,7 +161,12 @@ def test_a_worker_killed_mid_run_is_resumed_and_loses_nothing(evaluated, one_mac
     assert proc.returncode == 0, out[-3000:]
     assert "its worker died 1 time(s); resumed by the daemon's run monitoring, finished on worker" in out, out[-3000:]
     runs = _runs(c)
-    assert not [r for r in runs if r.status not in (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE)]
+    live = [
+        (r.run_id[:8], r.status.value, dict(r.tags), sorted(k.to_user_string() for k in r.asset_selection or ()))
+        for r in runs
+        if r.status not in (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE)
+    ]
+    assert not live
     assert differences(one_machine, _cluster_tables(c)) == []
 
 
