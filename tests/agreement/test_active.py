@@ -34,6 +34,7 @@ def test_the_judges_uncertainty_comes_from_its_score_distribution_or_its_panel()
     assert active.judge_uncertainty(rows) == {"a": 2.0, "b": 1.0}
 
 
+@pytest.mark.slow
 def test_an_order_sample_knows_each_rated_items_chance_and_is_unbiased():
     rng = np.random.default_rng(11)
     n_items, trials = 300, 2000

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from eval_pipeline.agreement.ppi import classical_mean, ppi_change, ppi_mean
 
@@ -85,6 +86,7 @@ def _change_trial(rng: np.random.Generator, true_change: float, rated_share: flo
     )
 
 
+@pytest.mark.slow
 def test_the_calibrated_change_covers_the_true_change_paired_or_not_and_sees_what_a_saturated_judge_hides():
     """A drop of 0.5 the judge sees a quarter of: the PPI++ change interval covers the true change in >= 93 % of
     seeded trials (paired: the same samples rated in both; unpaired: each its own), and its test rejects 'no

@@ -32,6 +32,7 @@ def test_checkpoints_lists_complete_incomplete_and_refused(tmp_path, monkeypatch
     assert "refused:" in out and "unsafe checkpoint id 'bad id'" in out
 
 
+@pytest.mark.slow
 def test_the_instance_make_installs_lets_backfill_runs_overlap_only_on_a_ducklake(tmp_path):
     """`make dagster-home` writes the instance for the warehouse: one run of a UI backfill at a time on a DuckDB
     file, two on a DuckLake; `eval-pipeline ui` names the setting when an instance does not fit its warehouse."""

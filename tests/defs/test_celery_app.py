@@ -6,7 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow
 def test_a_worker_acknowledges_a_run_when_it_ends_and_reserves_one_at_a_time():
     code = (
         "from eval_pipeline.defs.celery_app import app, execute_job, resume_job\n"

@@ -9,7 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.slow
 def test_the_code_location_loads_through_a_code_server(tmp_path):
     dagster = str(Path(sys.executable).with_name("dagster"))
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path)}

@@ -28,6 +28,7 @@ def _instance(home: Path) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(home))
 
 
+@pytest.mark.slow
 def test_the_deployed_instance_uses_it_and_dagster_reads_what_it_wrote(home):
     instance = _instance(home)
     assert isinstance(instance.event_log_storage, EventLogStorage)

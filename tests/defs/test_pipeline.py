@@ -95,6 +95,7 @@ def test_a_re_run_on_a_duckdb_file_replaces_its_partitions(checkpoint_root, file
     assert counts[0] == counts[1] and counts[0][0] == 66 and counts[0][1] == 60 and counts[0][-1] == 6
 
 
+@pytest.mark.slow
 def test_a_checkpoint_with_nothing_valid_fails_loudly_but_keeps_its_lines(tmp_path, warehouse_path, instance):
     root = tmp_path / "ckpts"
     write_checkpoint(root, "ckpt-bad", {"empathetic_dialogue": ["{oops", "[]", '{"sample_id": "x"}']})
@@ -156,6 +157,7 @@ def test_openai_judge_end_to_end_then_zero_calls(checkpoint_root, warehouse_path
         assert "NOTLOGGED999" not in logs and "NOTLOGGED999" not in str(md)
 
 
+@pytest.mark.slow
 def test_chunked_ingest_catches_repeats_across_chunks(tmp_path, warehouse_path, instance, monkeypatch):
     monkeypatch.setenv("EVAL_INGEST_CHUNK_LINES", "3")  # force many chunks
     root = tmp_path / "ckpts"

@@ -8,6 +8,7 @@ import inspect
 from pathlib import Path
 
 import dagster
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "eval_pipeline"
 ONE_MODULE = PACKAGE / "defs" / "dagster_private.py"
@@ -95,6 +96,7 @@ def test_what_the_resuming_celery_launcher_leans_on_is_still_there():
     assert 'f"Unknown task status: {task_status}"' in source
 
 
+@pytest.mark.slow
 def test_the_compute_log_helpers_stop_when_the_step_ignores_sigterm(tmp_path):
     """A run worker started in the background without job control ignores SIGINT, and Dagster maps SIGTERM to
     SIGINT's handler: the helpers would inherit "ignore SIGTERM" and outlive the terminate that should stop them

@@ -127,6 +127,7 @@ def _ratings(n, noise, seed=0, dims=("emotion",)):
     return pd.DataFrame(rows), pd.DataFrame(judge)
 
 
+@pytest.mark.slow
 def test_agreement_rows_and_judge_reliability_gate(rubrics):
     rubric = rubrics["empathetic_dialogue"]
     dims = tuple(d.key for d in rubric.judged_dimensions)

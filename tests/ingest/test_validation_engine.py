@@ -46,6 +46,7 @@ def _mutations(good: dict, rng: random.Random) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rubric_name", sorted(GOOD))
 def test_engine_and_rowwise_agree_line_by_line(tmp_path, rubrics, rubric_name):
     rubric = rubrics[rubric_name]
@@ -137,6 +138,7 @@ def test_a_failure_while_checking_a_range_stops_the_look_ahead_cleanly(rubrics, 
     assert con.execute("SELECT count(*) FROM raw").fetchone() == (40,)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", [None, "dirty_decay_ms:2000"])
 def test_polars_gives_freed_memory_back_at_once_unless_told_otherwise(preset):
     """The package sets Polars' allocator to return freed pages at once (ingest's peak RSS: DuckDB measures the

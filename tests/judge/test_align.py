@@ -88,6 +88,7 @@ def model_judge(tmp_path, monkeypatch):
         s.stop()
 
 
+@pytest.mark.slow
 def test_align_chooses_the_variant_that_agrees_and_proves_it_on_held_out_ratings(rubrics, model_judge):
     truth = _truth(80)
     rubric = _rubric(rubrics, ["Score carefully and conservatively.", f"{GOOD}: read the user's words first."])
@@ -112,6 +113,7 @@ def test_align_chooses_the_variant_that_agrees_and_proves_it_on_held_out_ratings
     assert server.state.completions == asked and again.id == a.id and again.gain == a.gain
 
 
+@pytest.mark.slow
 def test_align_recommends_nothing_when_no_variant_is_better_than_chance(rubrics, model_judge):
     truth = _truth(80, seed=9)
     variants = [f"Variant {k}: weigh the response's tone." for k in range(6)]
@@ -124,6 +126,7 @@ def test_align_recommends_nothing_when_no_variant_is_better_than_chance(rubrics,
     assert "not recommended" in a.verdict or "nothing to adopt" in a.verdict
 
 
+@pytest.mark.slow
 def test_align_shows_few_shot_examples_from_the_other_folds_only(rubrics, model_judge):
     truth = _truth(60, seed=4)
     raw = rubrics["empathetic_dialogue"].model_dump(mode="json")
@@ -159,6 +162,7 @@ def _features(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@pytest.mark.slow
 def test_an_offline_judge_aligned_adopted_and_trusted_on_held_out_ratings_only(tmp_path, monkeypatch, capsys):
     """End to end: evaluate, rate (people who score completeness by the answer's coverage of the triples alone),
     align through Dagster, adopt, evaluate again: the new judge identity's trust is decided on exactly the held-out
@@ -234,6 +238,7 @@ def test_an_offline_judge_aligned_adopted_and_trusted_on_held_out_ratings_only(t
     assert load_rubric(rubric_dir / "kg_qa.yaml").judge_version == over["aligned"]["from_prompt_version"]
 
 
+@pytest.mark.slow
 def test_an_alignment_that_recommends_nothing_cannot_be_adopted_and_too_few_ratings_is_said(
     tmp_path, monkeypatch, capsys
 ):
@@ -253,6 +258,7 @@ def test_an_alignment_that_recommends_nothing_cannot_be_adopted_and_too_few_rati
     assert not Path(tmp_path / "aligned").exists()
 
 
+@pytest.mark.slow
 def test_align_searches_score_anchor_wordings_too(rubrics, model_judge):
     truth = _truth(80, seed=11)
     raw = rubrics["empathetic_dialogue"].model_dump(mode="json")

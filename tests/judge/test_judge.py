@@ -171,6 +171,7 @@ def test_retries_are_bounded_and_never_invent_scores(rubrics, openai_env, wareho
     assert openai_env.state.requests == 2 * 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "fault, expected, again",
     [

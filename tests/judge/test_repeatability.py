@@ -19,6 +19,7 @@ def _repeat(rubric, records, wh, times):
     return [judge_samples(rubric, "c", records, wh, config=openai_judge(), repeat=r)[0] for r in range(times)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("p", [0.0, 0.3])
 def test_repeat_noise_is_estimated_within_tolerance(tmp_path, monkeypatch, rubrics, p):
     rubric = rubrics["empathetic_dialogue"]

@@ -213,6 +213,7 @@ def test_syllable_table_is_read_back_from_its_cache_as_parsed(tmp_path, monkeypa
     style.cmu_syllables.cache_clear()
 
 
+@pytest.mark.slow
 def test_nltk_comes_without_its_optional_helpers_and_they_still_import():
     """The metrics' nltk import skips the scikit-learn wrapper and the scipy.stats helpers nltk tries to load
     (0.8 s of each run process's first nltk import, for features not used here); stemming works, and both can be

@@ -31,6 +31,7 @@ def _bad_manifest(folder, kind):
         m.symlink_to(folder / "nowhere.json")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("kind", ["directory", "fifo", "deep", "huge_number", "dangling_link"])
 def test_one_unreadable_checkpoint_folder_is_reported_and_the_rest_goes_on(tmp_path, monkeypatch, capsys, kind):
@@ -187,6 +188,7 @@ def test_terminal_escapes_in_names_are_shown_escaped(tmp_path, monkeypatch, caps
     assert "\x1b" not in out and "\x07" not in out and "evil\\x1b[2J" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["directory", "fifo", "dangling_link"])
 def test_a_checkpoint_whose_rubric_files_cannot_be_read_is_refused_not_passed(tmp_path, monkeypatch, capsys, kind):
     """#36.20: it said `ok: 0 checkpoint(s) evaluated, every gate passed` and exited 0."""

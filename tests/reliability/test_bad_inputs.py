@@ -128,6 +128,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind, rubric_name, line, reason", CASES, ids=[c[0] for c in CASES])
 def test_bad_line_is_quarantined_with_reason_and_nothing_valid_is_lost(
     tmp_path, rubrics, kind, rubric_name, line, reason

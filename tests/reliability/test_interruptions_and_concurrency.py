@@ -360,6 +360,7 @@ def test_a_signal_during_a_step_busy_in_native_code_still_ends_the_command_at_on
     assert err.strip() == "eval-pipeline: interrupted (exit 130): stopped mid-step; the next run finishes the work"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_long_sql_query_stops_on_sigterm_and_ctrl_c(tmp_path, sig):
     """#60: a recursive CTE still ran 488 s after SIGTERM (DuckDB holds the thread in C, where Python runs no

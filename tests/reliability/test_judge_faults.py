@@ -139,6 +139,7 @@ def test_a_rerun_after_garbage_every_seventh_answer_makes_no_call_and_changes_no
     assert (p1.status == p2.status).all() and (p1.reason.fillna("") == p2.reason.fillna("")).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("header", ["soon", "30s", "nan", "-5", "inf", "Wed, 21 Oct 2015 07:28:00 GMT", "0"])
 def test_any_retry_after_is_survived_and_a_key_echoed_in_the_body_is_never_kept(
     rubrics, stub, warehouse_path, caplog, header
@@ -154,6 +155,7 @@ def test_any_retry_after_is_survived_and_a_key_echoed_in_the_body_is_never_kept(
     assert "faults-KEY000111" not in text
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_the_timeout_bounds_the_whole_call_not_each_read(rubrics, stub, warehouse_path):
     """Class (#19.10): a server that sends a byte now and then cannot hold a call past its time-out
@@ -184,6 +186,7 @@ def test_a_slow_server_with_few_slots_converges_instead_of_livelocking(rubrics, 
     assert stub.state.completions <= 24 * 3  # converged: not every call asked max_retries + 1 times
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prompts", [24, 110])
 def test_an_endpoint_that_never_answers_is_given_up_fast_despite_the_adaptive_limit(
     rubrics, stub, warehouse_path, prompts
@@ -216,6 +219,7 @@ def test_a_server_that_advertises_its_slots_is_never_sent_more_at_once(rubrics, 
     assert (stats.start_concurrency, stats.timeout_cuts) == (2, 0)
 
 
+@pytest.mark.slow
 def test_within_the_advertised_slots_a_slow_answer_is_waited_for_not_cut(rubrics, stub, warehouse_path):
     """#45: at or under the slots the server advertises, a call past its time-out is being worked on, not queued:
     cutting it would throw its work away and pay it again (on ckpt-0300 the first step's wave of cut calls cost a

@@ -33,6 +33,7 @@ def _small_warehouse(spec: str) -> Warehouse:
     return wh
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["file", "lake"])
 def test_no_statement_can_write_a_file_through_the_query_path(tmp_path, monkeypatch, capfd, backend):
     folder = tmp_path / "it's here"  # an apostrophe in the path (#36.10)

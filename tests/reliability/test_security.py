@@ -174,6 +174,7 @@ def test_sql_with_no_statement_says_so(tmp_path, monkeypatch, capsys, query):
     assert err.strip() == "eval-pipeline: error: no query given (the text holds no statement)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", [SECRET, "AZ9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c"])  # an sk- key and an Azure-style one
 @pytest.mark.parametrize("fault", ["key_escaped", "key_plain", "key_alternative"])
 def test_a_key_the_judge_writes_back_is_stored_nowhere_however_spelled(rubrics, monkeypatch, tmp_path, key, fault):
@@ -212,6 +213,7 @@ def test_a_key_the_judge_writes_back_is_stored_nowhere_however_spelled(rubrics, 
         assert not any(key[4:] in str(a[0]) for t in lp for a in t[1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "query, refused",
     [

@@ -296,6 +296,7 @@ def test_answer_quality_gates(rubrics):
     assert "1 missing, not counted" in g.loc["acceptable_share", "reason"]
 
 
+@pytest.mark.slow
 def test_scores_bootstrapped_together_get_their_own_bootstrap():
     """Summaries bootstrap every score of a group at once. A score with many distinct values for its items
     shares the index resamples: its interval is exactly the one bootstrap_ci gives it with that seed. A score with

@@ -81,6 +81,7 @@ def buffer_rows(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.slow
 def test_partition_writer_replaces_partitions_from_chunks_all_at_once(warehouse_path, buffer_rows):
     wh = Warehouse(warehouse_path)
     wh.replace_partition("r1", "t", pd.DataFrame({"checkpoint_id": ["a"], "x": [0]}), {"checkpoint_id": "a"})
@@ -173,6 +174,7 @@ def _other_process_can_open(path: str) -> bool:
     return subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
 
 
+@pytest.mark.slow
 def test_a_file_is_held_for_a_whole_run_and_another_process_is_told_who_has_it(file_warehouse_path):
     """A DuckDB file serves one process at a time: a run keeps it open from its first step to its end (no re-open
     and checkpoint per step), remembers its catalog meanwhile, and lets go when the run ends. Another process
@@ -296,6 +298,7 @@ def test_fixed_column_chunks_roll_back_on_failure_and_refuse_a_chunk_with_other_
     # the same writer on a DuckLake stages (its commits can race another process's): tested in test_ducklake
 
 
+@pytest.mark.slow
 def test_a_writer_killed_inside_its_one_transaction_leaves_the_previous_partition(file_warehouse_path, tmp_path):
     """SIGKILL while fixed-column chunks stream into one open transaction on a DuckDB file (its row groups
     already written to the file): the file opens, the previous partition is whole, and a re-run converges."""
@@ -372,6 +375,7 @@ def test_raw_lines_are_stored_with_zstd_where_the_file_allows_it(file_warehouse_
         assert stored == {"ZSTD"}, stored
 
 
+@pytest.mark.slow
 def test_a_warehouse_file_of_an_earlier_version_moves_into_the_lake_with_one_command(tmp_path, monkeypatch, capfd):
     """#33.1: `eval-pipeline migrate <file>` copies every table into the default lake, nothing lost, the file
     unchanged; a second run leaves what is there; `attach-sql` opens the result in a plain DuckDB, offline."""
