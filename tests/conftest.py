@@ -190,16 +190,37 @@ def _tally(config) -> None:
 
 STEP_LOG = pytest.StashKey[Path]()
 EVALUATIONS = pytest.StashKey[tuple[int, int | None]]()
+BY_MODULE = pytest.StashKey[dict[str, int]]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each step log line names the test that paid for it (EVAL_STEP_CONTEXT, inherited by the processes it starts),
+    the fixtures its set-up builds included (a module's fixture is paid for by its first test)."""
+    if not os.environ.get("EVAL_STEP_LOG"):
+        return (yield)
+    os.environ["EVAL_STEP_CONTEXT"] = item.nodeid
+    try:
+        return (yield)
+    finally:
+        os.environ.pop("EVAL_STEP_CONTEXT", None)
 
 
 def pytest_sessionfinish(session, exitstatus):
     path = session.config.stash.get(STEP_LOG, None)
     if path is None:
         return
-    evaluations = sum(1 for line in path.read_text().splitlines() if json.loads(line).get("asset") == "samples")
+    by_test: dict[str, int] = {}
+    for line in path.read_text().splitlines():
+        step = json.loads(line)
+        if step.get("asset") == "samples":
+            where = str(step.get("context") or "?").split("::")[0]  # the module (a module fixture's too)
+            by_test[where] = by_test.get(where, 0) + 1
+    evaluations = sum(by_test.values())
     found = BOUND.search((ROOT / "docs" / "testing.md").read_text())
     bound = int(found.group(1).replace(",", "")) if found else None
     session.config.stash[EVALUATIONS] = (evaluations, bound)
+    session.config.stash[BY_MODULE] = by_test
     if _whole_suite(session.config) and (bound is None or evaluations > bound) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -214,6 +235,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     )
     over = _whole_suite(config) and (bound is None or evaluations > bound)
     terminalreporter.write_line(("FAILED: " if over else "") + line, red=over, bold=over)
+    most = sorted(config.stash.get(BY_MODULE, {}).items(), key=lambda kv: -kv[1])[:10]
+    if most and evaluations >= WHOLE_FLOW:
+        terminalreporter.write_line("  the most: " + ", ".join(f"{m} {n}" for m, n in most))
 
 
 def pytest_configure(config):

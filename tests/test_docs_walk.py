@@ -139,8 +139,9 @@ def project(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     home = where.parent / "home"
     home.mkdir()
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8", "TERM": "dumb"}
-    if os.environ.get("EVAL_STEP_LOG"):  # the suite counts the evaluations it pays for (tests/conftest.py)
-        env["EVAL_STEP_LOG"] = os.environ["EVAL_STEP_LOG"]
+    for name in ("EVAL_STEP_LOG", "EVAL_STEP_CONTEXT"):  # the suite counts its evaluations (tests/conftest.py)
+        if os.environ.get(name):
+            env[name] = os.environ[name]
     done = subprocess.run(["make", "demo"], cwd=where, env=env, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (where / "demo-console.txt").write_text(done.stdout)

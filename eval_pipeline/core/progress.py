@@ -5,7 +5,8 @@ where emitting costs one attribute lookup. A listener that fails never fails the
 
 ``EVAL_STEP_LOG`` (a file) makes every process append one JSON line per step that ended, whatever launched it (the
 CLI, the UI, the daemon, a worker): what an operator audits, and how the test suite counts the evaluations it
-pays for (tests/conftest.py).
+pays for (tests/conftest.py). Each line carries ``EVAL_STEP_CONTEXT`` as the process saw it when the step ended (a
+label of the caller's: the suite's is the test that was running).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from contextlib import contextmanager
 
 from eval_pipeline.core.types import JSONObject
 
+# the settings of the step log, which an environment made clean of the EVAL_ settings keeps
+STEP_LOG_SETTINGS = ("EVAL_STEP_LOG", "EVAL_STEP_CONTEXT")
 Listener = Callable[[JSONObject], None]  # an event: kind, phase, rubric, asset, ...
 _listeners: list[Listener] = []
 
@@ -50,7 +53,8 @@ def log_steps(path: str) -> None:
 
     def append(event: JSONObject) -> None:
         if event.get("kind") == "step" and event.get("phase") == "end":
-            line = json.dumps({k: event.get(k) for k in ("rubric", "asset", "checkpoint")} | {"pid": os.getpid()})
+            fields = {k: event.get(k) for k in ("rubric", "asset", "checkpoint")}
+            line = json.dumps(fields | {"pid": os.getpid(), "context": os.environ.get("EVAL_STEP_CONTEXT")})
             with open(path, "a") as f:  # one short append: whole lines from many processes
                 f.write(line + "\n")
 

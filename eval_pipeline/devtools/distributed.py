@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval_pipeline.core import interrupts, settings
+from eval_pipeline.core.progress import STEP_LOG_SETTINGS
 from eval_pipeline.devtools import services
 from eval_pipeline.devtools.net import free_port
 
@@ -77,7 +78,7 @@ class Cluster:
         env = {
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(("EVAL_", "DAGSTER_", "AWS_")) or k == "EVAL_STEP_LOG"  # the audit log: kept
+            if not k.startswith(("EVAL_", "DAGSTER_", "AWS_")) or k in STEP_LOG_SETTINGS
         }
         env.update(self.env())
         env.update(

@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from eval_pipeline.core.locks import file_lock
+from eval_pipeline.core.progress import STEP_LOG_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = str(Path(sys.executable).with_name("eval-pipeline"))
@@ -51,7 +52,7 @@ def cache_root() -> Path:
 def clean_env(project: Path) -> dict[str, str]:
     """The environment a person's shell gives `eval-pipeline` in ``project``: no EVAL_ or DAGSTER_ setting of the
     suite's own, the project's folder as its home."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_")) or k == "EVAL_STEP_LOG"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_")) or k in STEP_LOG_SETTINGS}
     env.update(DAGSTER_HOME=str(project / "dagster_home"), EVAL_PROJECT_DIR=str(project))
     return env
 
@@ -62,9 +63,10 @@ def _build(project: Path) -> None:
 
     for part in ("rubric_configs", "data/checkpoints", "data/human_ratings"):
         shutil.copytree(ROOT / part, project / part)
-    done = subprocess.run(
-        [CLI, "run", "--no-fail-on-gates"], cwd=project, env=clean_env(project), capture_output=True, text=True
-    )
+    env = clean_env(project)
+    if env.get("EVAL_STEP_LOG"):
+        env["EVAL_STEP_CONTEXT"] = "tests/helpers/reference.py"  # the suite's shared lake, whoever asked first
+    done = subprocess.run([CLI, "run", "--no-fail-on-gates"], cwd=project, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"the reference evaluation failed (exit {done.returncode}):\n{done.stdout[-3000:]}")
     (project / "output.txt").write_text(done.stdout)
