@@ -151,13 +151,18 @@ def pytest_xdist_make_scheduler(config, log):
     return ByUnit(config, log)
 
 
+def _named(config) -> list[str]:
+    """The paths the session was given, other than the whole tests folder."""
+    return [a for a in config.args if a not in ("tests", "tests/", str(ROOT / "tests"))]
+
+
 def _wants_real_model(config) -> bool:
     """Whether this session runs the real-model tier: the whole suite (no paths named, or the real_model folder
     named) and no -m that leaves it out."""
     markexpr = config.option.markexpr or ""
     if "not slow" in markexpr or "not real_model" in markexpr:
         return False
-    named = [a for a in config.args if a not in ("tests", "tests/", str(ROOT / "tests"))]
+    named = _named(config)
     return not named or any("real_model" in a for a in named)
 
 
@@ -171,8 +176,7 @@ WHOLE_FLOW = 15  # 3 sample checkpoints × 5 rubrics
 
 
 def _whole_suite(config) -> bool:
-    named = [a for a in config.args if a not in ("tests", "tests/", str(ROOT / "tests"))]
-    return not named and not config.option.markexpr and not config.option.keyword
+    return not _named(config) and not config.option.markexpr and not config.option.keyword
 
 
 def _tally(config) -> None:
@@ -189,8 +193,19 @@ def _tally(config) -> None:
 
 
 STEP_LOG = pytest.StashKey[Path]()
-EVALUATIONS = pytest.StashKey[tuple[int, int | None]]()
-BY_MODULE = pytest.StashKey[dict[str, int]]()
+TALLY = pytest.StashKey["Tally"]()
+
+
+class Tally:
+    """The session's evaluations by the module that paid for them, and docs/testing.md's bound (None: none stated)."""
+
+    def __init__(self, by_module: dict[str, int], bound: int | None) -> None:
+        self.by_module, self.bound = by_module, bound
+        self.evaluations = sum(by_module.values())
+
+    def over(self, config) -> bool:
+        """Above the bound (or none stated) on a run of the whole suite, where the bound applies."""
+        return _whole_suite(config) and (self.bound is None or self.evaluations > self.bound)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -210,34 +225,32 @@ def pytest_sessionfinish(session, exitstatus):
     path = session.config.stash.get(STEP_LOG, None)
     if path is None:
         return
-    by_test: dict[str, int] = {}
+    by_module: dict[str, int] = {}
     for line in path.read_text().splitlines():
         step = json.loads(line)
         if step.get("asset") == "samples":
             where = str(step.get("context") or "?").split("::")[0]  # the module (a module fixture's too)
-            by_test[where] = by_test.get(where, 0) + 1
-    evaluations = sum(by_test.values())
+            by_module[where] = by_module.get(where, 0) + 1
     found = BOUND.search((ROOT / "docs" / "testing.md").read_text())
-    bound = int(found.group(1).replace(",", "")) if found else None
-    session.config.stash[EVALUATIONS] = (evaluations, bound)
-    session.config.stash[BY_MODULE] = by_test
-    if _whole_suite(session.config) and (bound is None or evaluations > bound) and session.exitstatus == 0:
+    tally = Tally(by_module, int(found.group(1).replace(",", "")) if found else None)
+    session.config.stash[TALLY] = tally
+    if tally.over(session.config) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if EVALUATIONS not in config.stash:
+    tally = config.stash.get(TALLY, None)
+    if tally is None:
         return
-    evaluations, bound = config.stash[EVALUATIONS]
+    n, over = tally.evaluations, tally.over(config)
     line = (
-        f"evaluations paid for: {evaluations} checkpoint × rubric "
-        f"({evaluations / WHOLE_FLOW:.1f} whole flows of {WHOLE_FLOW}); docs/testing.md's bound: {bound}"
+        f"evaluations paid for: {n} checkpoint × rubric ({n / WHOLE_FLOW:.1f} whole flows of {WHOLE_FLOW}); "
+        f"docs/testing.md's bound: {tally.bound}"
     )
-    over = _whole_suite(config) and (bound is None or evaluations > bound)
     terminalreporter.write_line(("FAILED: " if over else "") + line, red=over, bold=over)
-    most = sorted(config.stash.get(BY_MODULE, {}).items(), key=lambda kv: -kv[1])[:10]
-    if most and evaluations >= WHOLE_FLOW:
-        terminalreporter.write_line("  the most: " + ", ".join(f"{m} {n}" for m, n in most))
+    if n >= WHOLE_FLOW:
+        most = sorted(tally.by_module.items(), key=lambda kv: -kv[1])[:10]
+        terminalreporter.write_line("  the most: " + ", ".join(f"{m} {k}" for m, k in most))
 
 
 def pytest_configure(config):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipeline.core.settings import STEP_LOG_SETTINGS
 from eval_pipeline.devtools.net import free_port
 from tests.conftest import ROOT
 from tests.helpers.waiting import poll
@@ -139,7 +140,7 @@ def project(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     home = where.parent / "home"
     home.mkdir()
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8", "TERM": "dumb"}
-    for name in ("EVAL_STEP_LOG", "EVAL_STEP_CONTEXT"):  # the suite counts its evaluations (tests/conftest.py)
+    for name in STEP_LOG_SETTINGS:  # the suite counts its evaluations (tests/conftest.py)
         if os.environ.get(name):
             env[name] = os.environ[name]
     done = subprocess.run(["make", "demo"], cwd=where, env=env, capture_output=True, text=True, timeout=1500)

@@ -18,8 +18,6 @@ from contextlib import contextmanager
 
 from eval_pipeline.core.types import JSONObject
 
-# the settings of the step log, which an environment made clean of the EVAL_ settings keeps
-STEP_LOG_SETTINGS = ("EVAL_STEP_LOG", "EVAL_STEP_CONTEXT")
 Listener = Callable[[JSONObject], None]  # an event: kind, phase, rubric, asset, ...
 _listeners: list[Listener] = []
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -234,9 +235,20 @@ def backfill_chunk() -> int:
     return value
 
 
+# the step log's settings (core/progress.py): an audit follows every process, so a clean environment keeps them
+STEP_LOG_SETTINGS = ("EVAL_STEP_LOG", "EVAL_STEP_CONTEXT")
+
+
+def without_settings(env: Mapping[str, str], prefixes: tuple[str, ...] = ("EVAL_", "DAGSTER_")) -> dict[str, str]:
+    """``env`` without the variables named with ``prefixes`` (by default the project's and Dagster's settings: a
+    fresh project's or profile's start), keeping the step log's (``STEP_LOG_SETTINGS``)."""
+    return {k: v for k, v in env.items() if not k.startswith(prefixes) or k in STEP_LOG_SETTINGS}
+
+
 def sensor_interval_seconds(default: float) -> int:
     """EVAL_SENSOR_INTERVAL_SECONDS: how often the daemon evaluates each of the project's sensors (the checkpoint,
-    ratings, judge-batch and automation sensors); unset, each keeps its own ``default`` (10-60 s). A deployment
+    ratings, judge-batch, automation and report sensors: each builder asks it); unset, each keeps its own
+    ``default`` (10-60 s). A deployment
     that wants a landing noticed sooner, or a test that waits on the daemon, sets it; at least 1."""
     raw = os.environ.get("EVAL_SENSOR_INTERVAL_SECONDS", "").strip()
     if not raw:

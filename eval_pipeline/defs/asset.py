@@ -216,10 +216,8 @@ def _replace(result: dg.MaterializeResult[None], **changes: Any) -> dg.Materiali
 
 
 def _scalar(value: Any) -> float | int | str | bool | None:
-    """A metadata entry's plain value when it is one number, flag or string (a link's address), else None."""
+    """A metadata entry's plain value when it is one number, flag or string (a link's: its address), else None."""
     raw = getattr(value, "value", value)
-    if isinstance(value, dg.UrlMetadataValue):
-        return value.url
     if isinstance(raw, float) and raw != raw:
         return None  # NaN: no figure (JSON has none)
     return raw if isinstance(raw, (bool, int, float, str)) else None

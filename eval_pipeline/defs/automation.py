@@ -15,7 +15,8 @@ ratings sensor, a judge batch that finished). ``REDECIDE`` is Dagster's ``eager(
 
 Every target is unpartitioned, so one request decides every checkpoint whose inputs changed, in one run. It never
 targets an asset that calls the judge. The automation sensor (``redecide_sensor``, defs/build.py) evaluates it in a
-deployment; ``eval-pipeline run`` evaluates it itself after its runs (defs/runner.py) and launches what it requests.
+deployment; ``eval-pipeline run`` needs none of it, its runs decide at their end. ``settling`` says, from the
+instance, when a deployment has nothing more to decide.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
+
+from eval_pipeline.core import settings
+from eval_pipeline.defs.runs import IN_FLIGHT
 
 AC = dg.AutomationCondition
 
@@ -41,13 +45,7 @@ REDECIDE: dg.AutomationCondition[Any] = (
 
 SENSOR = "redecide_sensor"
 
-LIVE = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-    dg.DagsterRunStatus.CANCELING,
-]
+LIVE = [*IN_FLIGHT, dg.DagsterRunStatus.CANCELING]  # a run being cancelled can still write
 DAEMON_ALIVE_S = 60.0  # the asset daemon's last heartbeat at most this old: it is running (it beats every ~30 s)
 
 
@@ -83,10 +81,10 @@ def settling(
     state = next((st for st in instance.all_instigator_state() if st.instigator_name == sensor), None)
     if state is not None and state.status.value == "STOPPED":
         return Settling(None)
-    ended = instance.get_run_records(limit=1, order_by="update_timestamp", ascending=False)
-    last_end = ended[0].update_timestamp.timestamp() if ended else 0.0
     if state is None:
         return Settling(f"the automation sensor {sensor} has not evaluated yet")
+    ended = instance.get_run_records(limit=1, order_by="update_timestamp", ascending=False)
+    last_end = ended[0].update_timestamp.timestamp() if ended else 0.0
     ticks = instance.get_ticks(state.instigator_origin_id, state.selector_id, after=last_end, limit=20)
     done = [t for t in ticks if t.is_completed and t.timestamp > last_end]
     if not done:
@@ -103,7 +101,7 @@ def redecide_sensor(minimum_interval_seconds: int = 15) -> dg.AutomationConditio
         SENSOR,
         target=dg.AssetSelection.all(),
         default_status=dg.DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=minimum_interval_seconds,
+        minimum_interval_seconds=settings.sensor_interval_seconds(minimum_interval_seconds),
         description="Decides agreement, judge trust, comparisons, gates and verdicts again, for every checkpoint at "
         "once, when what they read changed (a partition materialized outside a checkpoint's run, ratings read "
         "again): no judge call.",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
+from eval_pipeline.core import settings
 from eval_pipeline.core.types import Row
 from eval_pipeline.judge.batch import pending_text
 from eval_pipeline.judge.batch.provider import Provider
@@ -123,7 +124,7 @@ def downstream_of(
 
 
 def build_batch_sensor(
-    steps: Mapping[str, Mapping[str, list[dg.AssetKey]]], warehouse: str, minimum_interval_seconds: int = 60
+    steps: Mapping[str, Mapping[str, list[dg.AssetKey]]], warehouse: str, minimum_interval_seconds: float = 60
 ) -> dg.SensorDefinition:
     """``steps``: per rubric, per judge step (its table), the assets a run re-materializes when a batch of that
     step is due (downstream_of)."""
@@ -135,7 +136,7 @@ def build_batch_sensor(
         "judge steps that wait on it, everything downstream in that checkpoint and the decisions across checkpoints, "
         "in one run.",
         asset_selection=every,
-        minimum_interval_seconds=minimum_interval_seconds,
+        minimum_interval_seconds=settings.sensor_interval_seconds(minimum_interval_seconds),
         default_status=dg.DefaultSensorStatus.RUNNING,
     )
     def judge_batch_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:

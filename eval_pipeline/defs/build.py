@@ -49,9 +49,8 @@ def build_definitions(
         for name, d in groups.items()
     }
     resources = default_resources(warehouse_path, checkpoint_root)
-    every = settings.sensor_interval_seconds  # EVAL_SENSOR_INTERVAL_SECONDS, else each sensor's own default
     follow = build_ratings_sensor(
-        [r.name for r in rubrics], RatingsSource(), warehouse_path or settings.warehouse_path(), every(10)
+        [r.name for r in rubrics], RatingsSource(), warehouse_path or settings.warehouse_path()
     )
     judge_steps = (Table.JUDGE_SCORES, Table.EXTRACTIONS, Table.JUDGE_CALIBRATION, Table.JUDGE_REPEATABILITY)
     batch_steps = {
@@ -67,15 +66,15 @@ def build_definitions(
     batches = build_batch_sensor(
         batch_steps,
         warehouse_path or settings.warehouse_path(),
-        minimum_interval_seconds=every(_batch_poll_s()),
+        minimum_interval_seconds=_batch_poll_s(),
     )
     shared = dg.Definitions(
         sensors=[
-            build_checkpoint_sensor(rubrics, keys_by_rubric, checkpoint_root, every(15)),
+            build_checkpoint_sensor(rubrics, keys_by_rubric, checkpoint_root),
             follow,
             batches,
-            redecide_sensor(every(15)),
-            *build_report_sensors(resources, every(15)),
+            redecide_sensor(),
+            *build_report_sensors(resources),
         ],
         resources=resources,
         executor=executor_from_env(),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from eval_pipeline.core import settings
 from eval_pipeline.core.contracts import Table
 from eval_pipeline.defs.resources import RatingsSource
 from eval_pipeline.ingest.ratings import evaluated, stale
@@ -58,7 +59,7 @@ def build_ratings_sensor(
         "folder), reads them again for every evaluated checkpoint; the automation sensor then decides agreement, the "
         "judge's trust, gates and verdicts again from the calibration pool, with no judge call.",
         asset_selection=[ratings_key(r) for r in rubrics],
-        minimum_interval_seconds=minimum_interval_seconds,
+        minimum_interval_seconds=settings.sensor_interval_seconds(minimum_interval_seconds),
         default_status=dg.DefaultSensorStatus.RUNNING,
     )
     def ratings_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:

@@ -100,6 +100,12 @@ def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]
     return new
 
 
+def holds(run: dg.DagsterRun, checkpoint_id: str) -> bool:
+    """Whether ``run`` evaluates this checkpoint: alone (``eval/checkpoint``) or in a range (``eval/checkpoints``)."""
+    one, held = run.tags.get("eval/checkpoint"), run.tags.get("eval/checkpoints", "")
+    return one == checkpoint_id or (bool(held) and checkpoint_id in held.split(","))
+
+
 def runs_of_checkpoint(
     instance: dg.DagsterInstance, checkpoint_id: str, statuses: list[dg.DagsterRunStatus] | None = None, limit: int = 5
 ) -> list[dg.DagsterRun]:
@@ -110,8 +116,7 @@ def runs_of_checkpoint(
     found = [r.dagster_run for r in records]
     if statuses:
         for r in instance.get_run_records(filters=dg.RunsFilter(statuses=statuses), limit=200):
-            held = r.dagster_run.tags.get("eval/checkpoints", "")
-            if held and checkpoint_id in held.split(",") and r.dagster_run not in found:
+            if holds(r.dagster_run, checkpoint_id) and r.dagster_run not in found:
                 found.append(r.dagster_run)
     return found[:limit]
 
@@ -137,10 +142,9 @@ def concerns_checkpoint(checkpoint_id: str) -> Callable[[dg.DagsterRun], bool]:
     of no checkpoint (the decisions across checkpoints, the pools, a re-read of ratings)."""
 
     def concerns(run: dg.DagsterRun) -> bool:
-        one, held = run.tags.get("eval/checkpoint"), run.tags.get("eval/checkpoints", "")
-        if one is None and not held:
+        if "eval/checkpoint" not in run.tags and "eval/checkpoints" not in run.tags:
             return run.tags.get("dagster/partition") in (None, checkpoint_id)
-        return one == checkpoint_id or checkpoint_id in held.split(",")
+        return holds(run, checkpoint_id)
 
     return concerns
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import dagster as dg
 
+from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.defs.partitions import CHECKPOINTS, CHECKPOINTS_PARTITION
 from eval_pipeline.defs.resources import CheckpointSource
@@ -39,7 +40,7 @@ def build_checkpoint_sensor(
         description="Registers each complete checkpoint folder as a partition and evaluates it on every rubric it "
         "has a file for.",
         asset_selection=selection,
-        minimum_interval_seconds=minimum_interval_seconds,
+        minimum_interval_seconds=settings.sensor_interval_seconds(minimum_interval_seconds),
         default_status=dg.DefaultSensorStatus.RUNNING,
     )
     def checkpoint_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
@@ -95,7 +96,7 @@ def build_checkpoint_sensor(
     return checkpoint_sensor
 
 
-def build_report_sensors(resources: dict[str, Any], minimum_interval_seconds: int = 15) -> list[dg.SensorDefinition]:
+def build_report_sensors(resources: dict[str, Any]) -> list[dg.SensorDefinition]:
     """The report redrawn once after each run the daemon saw end (launched from the UI, a backfill or the
     checkpoint sensor), whether it succeeded or failed: it covers every rubric and checkpoint, so it is drawn
     once a run, never in a step. In-process runs (CLI, demo) redraw it themselves."""
@@ -116,7 +117,7 @@ def build_report_sensors(resources: dict[str, Any], minimum_interval_seconds: in
             run_status=status,
             description="Redraws the static HTML report (EVAL_REPORT_DIR) after a run ends.",
             default_status=dg.DefaultSensorStatus.RUNNING,
-            minimum_interval_seconds=minimum_interval_seconds,
+            minimum_interval_seconds=settings.sensor_interval_seconds(15),
         )
         def report_sensor(context: dg.RunStatusSensorContext) -> dg.SkipReason | None:
             return redraw(context)

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval_pipeline.core import interrupts, settings
-from eval_pipeline.core.progress import STEP_LOG_SETTINGS
 from eval_pipeline.devtools import services
 from eval_pipeline.devtools.net import free_port
 
@@ -75,11 +74,7 @@ class Cluster:
             (home / "dagster_home").mkdir()
             shutil.copy(INSTANCE_YAML, home / "dagster_home" / "dagster.yaml")
             shutil.copytree(REPO / "rubric_configs", home / "rubric_configs")
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("EVAL_", "DAGSTER_", "AWS_")) or k in STEP_LOG_SETTINGS
-        }
+        env = settings.without_settings(os.environ, ("EVAL_", "DAGSTER_", "AWS_"))
         env.update(self.env())
         env.update(
             HOME=str(home / "home"),

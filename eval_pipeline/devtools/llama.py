@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from eval_pipeline.core import interrupts
+from eval_pipeline.core import interrupts, settings
 from eval_pipeline.core.locks import file_lock
 from eval_pipeline.devtools.net import free_port
 
@@ -357,7 +357,7 @@ def judge_env(base: dict[str, str], server: LlamaServer, project: Path, api_key:
 
 def without_settings(env: dict[str, str]) -> dict[str, str]:
     """``env`` without any of the project's, the judge's or Dagster's settings (a clean start for a test)."""
-    return {k: v for k, v in env.items() if not k.startswith(("EVAL_", "OPENAI_", "DAGSTER_"))}
+    return settings.without_settings(env, ("EVAL_", "OPENAI_", "DAGSTER_"))
 
 
 def demo(project: Path, rubrics: list[str], samples: int = 6) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from eval_pipeline.core.progress import STEP_LOG_SETTINGS
+from eval_pipeline.core.settings import without_settings
 from eval_pipeline.devtools import services
 from tests.helpers.lakes import contents_under, differences
 from tests.helpers.waiting import poll
@@ -40,9 +40,7 @@ def _project(folder: Path) -> Path:
 
 
 def _env(project: Path, **extra: str) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_", "AWS_")) or k in STEP_LOG_SETTINGS
-    }
+    env = without_settings(os.environ, ("EVAL_", "DAGSTER_", "AWS_"))
     env.update(DAGSTER_HOME=str(project / "dagster_home"), EVAL_PROJECT_DIR=str(project), **extra)
     return env
 

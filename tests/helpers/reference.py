@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from eval_pipeline.core.locks import file_lock
-from eval_pipeline.core.progress import STEP_LOG_SETTINGS
+from eval_pipeline.core.settings import without_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = str(Path(sys.executable).with_name("eval-pipeline"))
@@ -52,7 +52,7 @@ def cache_root() -> Path:
 def clean_env(project: Path) -> dict[str, str]:
     """The environment a person's shell gives `eval-pipeline` in ``project``: no EVAL_ or DAGSTER_ setting of the
     suite's own, the project's folder as its home."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DAGSTER_")) or k in STEP_LOG_SETTINGS}
+    env = without_settings(os.environ)
     env.update(DAGSTER_HOME=str(project / "dagster_home"), EVAL_PROJECT_DIR=str(project))
     return env
 
