@@ -27,6 +27,7 @@ import pytest
 from eval_pipeline.core.settings import STEP_LOG_SETTINGS
 from eval_pipeline.devtools.net import free_port
 from tests.conftest import ROOT
+from tests.helpers.processes import stop
 from tests.helpers.waiting import poll
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -237,8 +238,7 @@ def verdicts_shown_alike(where: Path, env: dict[str, str]) -> None:
         assert report == printed
     finally:
         browser.close()
-        viewer.terminate()
-        viewer.wait(timeout=30)
+        stop(viewer, grace=30)
 
 
 def every_documented_command_works_as_typed(where: Path, env: dict[str, str]) -> None:

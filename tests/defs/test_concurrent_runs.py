@@ -13,6 +13,7 @@ from dagster._core.storage.dagster_run import DagsterRunStatus
 
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import ROOT, SAMPLE_CHECKPOINTS
+from tests.helpers.processes import stop
 from tests.helpers.waiting import poll
 
 HELD = re.compile(r"warehouse held from ([0-9.]+) to ([0-9.]+)")  # logged by every step of the warehouse pool
@@ -84,8 +85,7 @@ def test_sensor_launched_concurrent_runs_take_turns_on_the_warehouse(tmp_path, m
             for (s1, e1, k1, r1), (s2, e2, k2, r2) in zip(held, held[1:]):
                 assert e1 <= s2, f"{r1}:{k1} [{s1:.3f}, {e1:.3f}] overlaps {r2}:{k2} [{s2:.3f}, {e2:.3f}]"
     finally:
-        daemon.terminate()
-        daemon.wait(timeout=60)
+        stop(daemon)
         log.close()
     wh = Warehouse(warehouse)
     assert wh.query_rows("SELECT checkpoint_id, count(*) FROM kg_qa.samples GROUP BY 1 ORDER BY 1") == [

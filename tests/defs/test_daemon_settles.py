@@ -18,6 +18,7 @@ from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import ROOT, RUBRIC_DIR, SAMPLE_CHECKPOINTS
 from tests.helpers.lakes import contents, differences
+from tests.helpers.processes import stop
 from tests.helpers.reference import reference_tables
 from tests.helpers.waiting import poll
 
@@ -165,11 +166,7 @@ def test_a_ui_backfill_a_fourth_checkpoint_and_new_ratings_settle_to_the_cli_res
             assert automated, "nothing was decided again by the automation sensor"
     finally:
         for p in (daemon, web):
-            p.terminate()
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
+            stop(p)
         for f in logs:
             f.close()
     original = tmp_path / "original" / RUBRIC  # the ratings as the backfill read them

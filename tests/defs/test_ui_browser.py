@@ -17,7 +17,7 @@ from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.net import free_port, wait_until_serving
 from tests.conftest import ROOT, RUBRIC_DIR
 from tests.helpers.browser import ARTIFACTS, CHROMIUM, Browser
-from tests.helpers.processes import processes_with
+from tests.helpers.processes import processes_with, stop
 from tests.helpers.waiting import poll
 
 
@@ -108,11 +108,7 @@ def test_ui_shows_groups_lineage_metadata_and_checks(tmp_path, checkpoint_root, 
             poll(lambda: "BACKFILL" in instance.get_daemon_heartbeats(), 60, every=1)
             assert "BACKFILL" in instance.get_daemon_heartbeats(), (tmp_path / "webserver.log").read_text()[-2000:]
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server)
         log.close()
     # stopping `eval-pipeline ui` stopped both servers and their code servers; a code server whose server is gone
     # stops once its heartbeat has been missing for 20 s (Dagster's --heartbeat-timeout), which with the suite

@@ -14,6 +14,7 @@ from pathlib import Path
 from websockets.sync.client import connect
 
 from eval_pipeline.devtools.net import free_port, wait_until_serving
+from tests.helpers.processes import stop
 from tests.helpers.waiting import poll
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -82,11 +83,7 @@ class Browser:
 
     def close(self) -> None:
         self.closing.close()
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop(self.proc, grace=30)
 
     def evaluate(self, expression: str) -> object:
         """A JavaScript expression's value in the page."""

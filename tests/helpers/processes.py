@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 from pathlib import Path
 
 
@@ -17,3 +20,29 @@ def processes_with(env_entry: str, command_has: str = "") -> list[str]:
         except OSError:
             continue
     return found
+
+
+def stop(proc: subprocess.Popen, grace: float = 60) -> int:
+    """Stop ``proc`` as a person would: SIGTERM, ``grace`` seconds to end its work, then SIGKILL. Returns its exit
+    code. A test's clean-up must not fail the test because a loaded machine took longer than ``grace`` to shut a
+    server down (the daemon's threads finish their tick first); whether a server stops on SIGTERM is asserted by
+    the tests about stopping, not here."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+    return proc.wait()
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc``, and its whole group when it leads one (``start_new_session=True``): what it started goes
+    with it."""
+    try:
+        if os.getpgid(proc.pid) == proc.pid:
+            os.killpg(proc.pid, signal.SIGKILL)
+            return
+    except ProcessLookupError:
+        return
+    proc.kill()

@@ -35,6 +35,7 @@ from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
 from tests.helpers.automation import AutomationSensor
 from tests.helpers.browser import ARTIFACTS, CHROMIUM, Browser
+from tests.helpers.processes import stop
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 RUBRIC = "answer_quality"
@@ -119,12 +120,8 @@ class Server:
             self.proc.wait()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        if self.proc is not None:
+            stop(self.proc, grace=20)
 
     @property
     def url(self) -> str:

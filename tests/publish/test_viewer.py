@@ -20,6 +20,7 @@ from eval_pipeline.publish.viewer.app import create_app
 from eval_pipeline.publish.viewer.render import num, word_diff
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
+from tests.helpers.processes import stop
 
 # every test here reads one evaluated warehouse (two checkpoints, a module fixture of ~20 s): the whole suite runs
 # them; `make test-fast` leaves them out
@@ -327,8 +328,7 @@ def test_browser_walks_leaderboard_checkpoint_regressions_sample_and_parent_diff
         assert shown and set(shown) <= regressed
         assert (artifacts / "6_compare.png").stat().st_size > 10_000
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop(server, grace=30)
 
 
 def test_hostile_addresses_get_a_page_never_a_500(client):

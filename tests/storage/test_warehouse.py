@@ -451,3 +451,35 @@ def test_object_store_settings_out_of_range_are_refused(name, value, monkeypatch
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=name):
         settings.s3_timeout_seconds() if name == "EVAL_S3_TIMEOUT" else settings.s3_retries()
+
+
+@pytest.mark.slow
+def test_a_lake_write_outlasting_the_catalogs_busy_timeout_is_retried_not_failed(tmp_path):
+    """CI, round 6: two runs wrote one SQLite-catalogued lake at once and a step failed with "Failed to insert config
+    option in DuckLake: database is locked" — the table option (keep_small) was the one write not retried. Here the
+    catalog is held by another writer for longer than its busy timeout (10 s), as a long commit on a loaded machine
+    does; every kind of write (an option, a statement, a partition) must wait its turn and then commit."""
+    import subprocess
+    import sys
+
+    catalog = tmp_path / "lake" / "catalog.sqlite"
+    wh = Warehouse(f"ducklake:sqlite:{catalog}")
+    wh.execute("CREATE TABLE IF NOT EXISTS main.ping AS SELECT 1 AS x")
+    hold = (  # another process (SQLite's locks are per process): holds the catalog past META_BUSY_TIMEOUT 10000
+        "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], timeout=30); c.execute('BEGIN EXCLUSIVE'); "
+        "print('held', flush=True); time.sleep(12); c.rollback()"
+    )
+    other = subprocess.Popen([sys.executable, "-c", hold, str(catalog)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout is not None and other.stdout.readline().strip() == "held"
+        wh.backend.keep_small("main", "ping")  # the write CI lost
+        wh.execute("INSERT INTO main.ping VALUES (2)")
+        assert other.poll() is not None, "the writes did not wait for the other writer"
+    finally:
+        other.kill()
+        other.wait()
+    assert wh.query_rows("SELECT sum(x) FROM main.ping") == [(3,)]
+    options = wh.query_rows(
+        "SELECT value FROM ducklake_options('lake') WHERE option_name = 'data_inlining_row_limit' AND scope_entry LIKE '%ping%'"
+    )
+    assert options and int(options[0][0]) > 0

@@ -287,7 +287,7 @@ class LakeBackend:
                 partial(run, f"CALL ducklake_flush_inlined_data('{ALIAS}')"),
             ),
             ("merged small files", partial(run, f"CALL ducklake_merge_adjacent_files('{ALIAS}')")),
-            ("expired snapshots", partial(self._expire_snapshots, keep_days)),
+            ("expired snapshots", partial(self.retrying, partial(self._expire_snapshots, keep_days))),
             (  # files merged away or of expired snapshots, once no query that began before can still read them
                 "deleted unneeded files",
                 partial(run, f"CALL ducklake_cleanup_old_files('{ALIAS}', older_than => {spared})"),
@@ -299,7 +299,7 @@ class LakeBackend:
             ),
         ]
         for what, step in steps:
-            self.retrying(step)
+            step()  # each retried on its own (``_run``, ``retrying``)
             yield what
 
     def _expire_snapshots(self, keep_days: int) -> None:
@@ -343,13 +343,20 @@ class LakeBackend:
             yield "every file the catalog lists is in the data folder: nothing to repair"
             return
         for schema, table, lost, total in damaged:
-            self.retrying(partial(self._run, f"DROP TABLE {ALIAS}.{qualified(schema, table)}"))
+            self._run(f"DROP TABLE {ALIAS}.{qualified(schema, table)}")
             yield f"dropped {schema}.{table} ({lost} of its {total} data files are missing)"
         yield "re-run the checkpoints (eval-pipeline run) to rebuild what was dropped"
 
     def _run(self, sql: str) -> None:
-        with self.connect() as con:
-            con.execute(sql)
+        """Run one statement that writes, as one transaction retried when it loses a race with another writer
+        (``retrying``): every write of this backend goes through here or through ``retrying`` itself. Under load a
+        SQLite catalog's busy timeout can pass before another writer's commit ends ("database is locked")."""
+
+        def once() -> None:
+            with self.connect() as con:
+                con.execute(sql)
+
+        self.retrying(once)
 
     def stored_files(self) -> list[Path]:
         if objects.is_remote(self.data_path):  # on object storage: no local file holds the lake's rows
