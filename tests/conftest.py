@@ -197,10 +197,11 @@ TALLY = pytest.StashKey["Tally"]()
 
 
 class Tally:
-    """The session's evaluations by the module that paid for them, and docs/testing.md's bound (None: none stated)."""
+    """The session's evaluations by the module that paid for them, docs/testing.md's bound (None: none stated), and
+    the CPU seconds each module's tests spent (theirs and the processes they waited for)."""
 
-    def __init__(self, by_module: dict[str, int], bound: int | None) -> None:
-        self.by_module, self.bound = by_module, bound
+    def __init__(self, by_module: dict[str, int], bound: int | None, cpu: dict[str, float]) -> None:
+        self.by_module, self.bound, self.cpu = by_module, bound, cpu
         self.evaluations = sum(by_module.values())
 
     def over(self, config) -> bool:
@@ -215,10 +216,22 @@ def pytest_runtest_protocol(item, nextitem):
     if not os.environ.get("EVAL_STEP_LOG"):
         return (yield)
     os.environ["EVAL_STEP_CONTEXT"] = item.nodeid
+    before = _cpu()
     try:
         return (yield)
     finally:
         os.environ.pop("EVAL_STEP_CONTEXT", None)
+        spent = {"test": item.nodeid, "cpu": round(_cpu() - before, 2)}
+        with open(Path(os.environ["EVAL_STEP_LOG"]).with_name("cpu.jsonl"), "a") as f:
+            f.write(json.dumps(spent) + "\n")
+
+
+def _cpu() -> float:
+    """CPU seconds (user + system) of this process and of every process it started and waited for."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -231,8 +244,13 @@ def pytest_sessionfinish(session, exitstatus):
         if step.get("asset") == "samples":
             where = str(step.get("context") or "?").split("::")[0]  # the module (a module fixture's too)
             by_module[where] = by_module.get(where, 0) + 1
+    cpu: dict[str, float] = {}
+    spent = path.with_name("cpu.jsonl")
+    for line in spent.read_text().splitlines() if spent.exists() else []:
+        test = json.loads(line)
+        cpu[test["test"].split("::")[0]] = cpu.get(test["test"].split("::")[0], 0.0) + test["cpu"]
     found = BOUND.search((ROOT / "docs" / "testing.md").read_text())
-    tally = Tally(by_module, int(found.group(1).replace(",", "")) if found else None)
+    tally = Tally(by_module, int(found.group(1).replace(",", "")) if found else None, cpu)
     session.config.stash[TALLY] = tally
     if tally.over(session.config) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -251,6 +269,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if n >= WHOLE_FLOW:
         most = sorted(tally.by_module.items(), key=lambda kv: -kv[1])[:10]
         terminalreporter.write_line("  the most: " + ", ".join(f"{m} {k}" for m, k in most))
+    if tally.cpu:
+        most_cpu = sorted(tally.cpu.items(), key=lambda kv: -kv[1])[:15]
+        terminalreporter.write_line(
+            f"CPU seconds of the tests: {sum(tally.cpu.values()):,.0f}; the most: "
+            + ", ".join(f"{m} {c:,.0f}" for m, c in most_cpu)
+        )
 
 
 def pytest_configure(config):
