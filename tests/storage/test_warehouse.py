@@ -480,6 +480,7 @@ def test_a_lake_write_outlasting_the_catalogs_busy_timeout_is_retried_not_failed
         other.wait()
     assert wh.query_rows("SELECT sum(x) FROM main.ping") == [(3,)]
     options = wh.query_rows(
-        "SELECT value FROM ducklake_options('lake') WHERE option_name = 'data_inlining_row_limit' AND scope_entry LIKE '%ping%'"
+        "SELECT value FROM ducklake_options('lake') "
+        "WHERE option_name = 'data_inlining_row_limit' AND scope_entry LIKE '%ping%'"
     )
     assert options and int(options[0][0]) > 0
