@@ -33,9 +33,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from eval_pipeline.core.contracts import PANEL
+from eval_pipeline.core.distributions import norm_ppf
 
 DEFAULT_FLOOR = 0.2
 
@@ -223,5 +223,5 @@ def ipw_mean(
     mean = float(np.mean(judge_all) + (r / pi).sum() / n_all)
     var = float(((1.0 - pi) * r * r / (pi * pi)).sum() / (n_all * n_all))
     se = math.sqrt(max(var, 0.0))
-    z = float(sps.norm.ppf(1 - alpha / 2))
+    z = norm_ppf(1 - alpha / 2)
     return Estimate(mean, mean - z * se, mean + z * se, se, len(r))

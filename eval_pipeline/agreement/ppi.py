@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from eval_pipeline.core.distributions import norm_ppf, norm_sf, t_ppf
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def ppi_mean(
     point = float(np.mean(lam * fu) + np.mean(y - lam * f))
     spent = 2 if fitted else 1
     se = math.sqrt(float(np.var(lam * fu, ddof=1)) / big_n + float(np.var(y - lam * f, ddof=spent)) / n)
-    q = float(stats.t.ppf(1 - alpha / 2, n - spent))
+    q = t_ppf(1 - alpha / 2, n - spent)
     return Estimate(point, point - q * se, point + q * se, n, big_n, float(lam), se=se)
 
 
@@ -80,7 +81,7 @@ def classical_mean(values: np.ndarray, alpha: float = 0.05) -> tuple[float, floa
     v = np.asarray(values, dtype=float)
     if len(v) < 2:
         return math.nan, math.nan, math.nan
-    q = float(stats.t.ppf(1 - alpha / 2, len(v) - 1))
+    q = t_ppf(1 - alpha / 2, len(v) - 1)
     m, se = float(v.mean()), float(np.std(v, ddof=1)) / math.sqrt(len(v))
     return m, m - q * se, m + q * se
 
@@ -187,11 +188,11 @@ MDE_Z = 1.959963984540054 + 0.8416212335729143  # z(1 - 0.05/2) + z(0.8)
 def _z_change(delta: float, se: float, n_shared: int, n_rated: int, paired: bool, alpha: float) -> Change:
     if math.isnan(se) or math.isnan(delta):
         return Change(math.nan, math.nan, math.nan, math.nan, math.nan, n_shared, n_rated, paired, "no estimate")
-    z = float(stats.norm.ppf(1 - alpha / 2))
+    z = norm_ppf(1 - alpha / 2)
     if se == 0.0:
         p = 1.0 if delta == 0.0 else 0.0
     else:
-        p = float(2 * stats.norm.sf(abs(delta) / se))
+        p = 2 * norm_sf(abs(delta) / se)
     return Change(delta, delta - z * se, delta + z * se, p, MDE_Z * se, n_shared, n_rated, paired)
 
 

@@ -44,7 +44,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
+
+from eval_pipeline.core.distributions import average_ranks
 
 TRUSTED, UNTRUSTED, PENDING = "trusted", "untrusted", "pending"
 DEFAULT_ALPHA, DEFAULT_MARGIN, DEFAULT_DESIGN_N = 0.05, 0.05, 100
@@ -166,7 +167,7 @@ def spearman_bounds(
         nan = np.full(a.shape[:-1], np.nan)
         return nan, nan, nan, nan
     p = _normalised(weights, a.shape)
-    ra, rb = sps.rankdata(a, axis=-1), sps.rankdata(b, axis=-1)
+    ra, rb = average_ranks(a), average_ranks(b)
     ra -= (p * ra).sum(axis=-1, keepdims=True)
     rb -= (p * rb).sum(axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -406,7 +407,7 @@ def ppi_spearman_bounds(
         nan = np.full(j.shape[:-1], np.nan)
         return nan, nan, nan, nan
     w = 1.0 / p
-    rj = (sps.rankdata(j, axis=-1) - 0.5) / n_all  # the judge's mid-rank CDF over the frame
+    rj = (average_ranks(j) - 0.5) / n_all  # the judge's mid-rank CDF over the frame
     var_j = (rj * rj).mean(-1) - rj.mean(-1) ** 2
     at = np.searchsorted(vals, y)
     onehot = (np.arange(len(vals)) == at[..., None]).astype(float)  # (rows, n, values)

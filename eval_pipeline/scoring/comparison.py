@@ -21,11 +21,11 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from eval_pipeline.agreement.ppi import people_mean, ppi_change
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, COMPARISON_COLUMNS
+from eval_pipeline.core.distributions import t_test_p
 from eval_pipeline.core.resampling import in_item_order, mean_intervals
 from eval_pipeline.core.types import Row
 from eval_pipeline.scoring.gates.base import GateResult, RegressionParams, RegressionSpec, pending
@@ -71,7 +71,7 @@ def paired_test(d: np.ndarray) -> tuple[float, float]:
     sd = float(np.std(d, ddof=1))
     if sd == 0.0 or sd < 1e-12 * max(1.0, float(np.abs(d).max())):
         return (1.0 if float(np.abs(d).max()) == 0.0 else 0.0), 0.0
-    p = float(stats.ttest_1samp(d, 0.0).pvalue)
+    p = t_test_p(d)
     return p, MDE_Z * sd / math.sqrt(n)
 
 

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import Table
+from eval_pipeline.core.distributions import t_ppf
 from eval_pipeline.core.ids import check_checkpoint_id, check_identifier
 from eval_pipeline.core.types import Row
 from eval_pipeline.publish.viewer.queries.common import rank, tables
@@ -47,9 +48,7 @@ class ComparePage:
 
 
 def _t975(df: int) -> float:
-    from scipy import stats
-
-    return float(stats.t.ppf(0.975, df))
+    return t_ppf(0.975, df)
 
 
 def compare_page(
