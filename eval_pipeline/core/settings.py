@@ -268,6 +268,17 @@ def backfill_interval_seconds() -> float:
     return value
 
 
+def daemon_reload_seconds() -> float:
+    """EVAL_DAEMON_RELOAD_SECONDS: how often the project's daemon (eval_pipeline/defs/daemon.py) starts its code
+    server again to pick up changed code and rubrics (Dagster's own daemon: every 60 s). Each start builds the
+    definitions anew, about 5 CPU-seconds: every 60 s that was most of what an idle deployment burns. Runs always
+    load the code as it is on disk when they start; only the sensors and the automation read the daemon's copy."""
+    value = _float("EVAL_DAEMON_RELOAD_SECONDS", "300")
+    if value < 10:
+        raise ValueError(f"EVAL_DAEMON_RELOAD_SECONDS must be >= 10, got {value}")
+    return value
+
+
 def dagster_url() -> str | None:
     """EVAL_DAGSTER_URL: the Dagster webserver of a deployment whose runs execute on its workers (the distributed
     profile): `eval-pipeline run` submits its runs there instead of running them in its own process."""

@@ -38,6 +38,33 @@ def test_a_bad_interval_is_refused(monkeypatch):
         daemon.set_backfill_interval()
 
 
+def _one_daemon(instance):
+    from dagster._daemon.daemon import SchedulerDaemon
+
+    return [SchedulerDaemon()]
+
+
+def test_the_daemon_starts_its_code_server_again_at_the_projects_interval_not_every_minute(monkeypatch):
+    """An idle daemon spent 14 CPU-s a minute, 9 of them starting a new code server every 60 s (Dagster's reload of
+    its workspace: the definitions built anew). The project's daemon reloads every EVAL_DAEMON_RELOAD_SECONDS."""
+    monkeypatch.setattr(controller, "RELOAD_WORKSPACE_INTERVAL", controller.RELOAD_WORKSPACE_INTERVAL)
+    assert controller.RELOAD_WORKSPACE_INTERVAL == 60  # Dagster's own
+    monkeypatch.delenv("EVAL_DAEMON_RELOAD_SECONDS", raising=False)
+    assert daemon.set_reload_interval() == 300
+    with (
+        dg.instance_for_test() as instance,
+        controller.daemon_controller_from_instance(instance, EmptyWorkspaceTarget(), gen_daemons=_one_daemon) as c,
+    ):
+        two_minutes_ago = time.time() - 120
+        assert c.check_workspace_freshness(two_minutes_ago) == two_minutes_ago  # not reloaded
+        monkeypatch.setenv("EVAL_DAEMON_RELOAD_SECONDS", "60")
+        daemon.set_reload_interval()
+        assert c.check_workspace_freshness(two_minutes_ago) > two_minutes_ago  # reloaded, as Dagster's would
+    monkeypatch.setenv("EVAL_DAEMON_RELOAD_SECONDS", "5")
+    with pytest.raises(ValueError, match="EVAL_DAEMON_RELOAD_SECONDS must be >= 10"):
+        daemon.set_reload_interval()
+
+
 def test_ui_keeps_the_runs_debug_events_out_of_the_terminal_and_in_a_file(tmp_path):
     """#34.6: `make ui` printed every run's DEBUG events (1,370 lines in 22 minutes): the daemon's output (and its
     runs') goes to a log file whole, and to the terminal without Dagster's per-event DEBUG lines."""

@@ -45,6 +45,10 @@ def test_the_private_names_the_project_uses_are_still_there_and_shaped_as_it_exp
     assert list(watchdog)[:5] == ["self", "event_log_storage", "run_id", "callback", "cursor"], list(watchdog)
     assert callable(getattr(dp.SqliteEventLogStorageWatchdog, "_process_log", None))
     assert isinstance(dp.daemon_controller.DEFAULT_DAEMON_INTERVAL_SECONDS, (int, float))
+    # defs/daemon.py sets how often the daemon starts its code server again: the constant, read when it is used
+    assert isinstance(dp.daemon_controller.RELOAD_WORKSPACE_INTERVAL, (int, float))
+    freshness = inspect.getsource(dp.daemon_controller.DagsterDaemonController.check_workspace_freshness)
+    assert "RELOAD_WORKSPACE_INTERVAL" in freshness and "clear_all_grpc_endpoints" in freshness
     assert isinstance(dp.INDEX_SHARD_NAME, str) and isinstance(dp.SQLITE_BUSY_TIMEOUT_SECONDS, (int, float))
     assert callable(dp.daemon_cli()) and callable(dp.create_engine) and callable(dp.event_logs_directory)
     # the event log is still a storage Dagster accepts in dagster.yaml (a ConfigurableClass)

@@ -151,14 +151,23 @@ def test_every_score_has_its_distribution_or_the_reason_it_has_none(server_env, 
 
 
 def test_a_written_ten_on_a_one_to_ten_questionnaire_reads_near_ten(server_env, rubrics, tmp_path):
-    rubric = _with_judge(rubrics["roleplay_style"], top_logprobs=5)
+    """The questionnaire's first metric (10 items on the 1-10 scale; the reading is per item, so three metrics
+    prove no more): an answer of 30 items took the small model minutes a call on a loaded machine, and CI's
+    calls timed out (no item read)."""
+    from eval_pipeline.core.config import RubricConfig
+
+    raw = _with_judge(rubrics["roleplay_style"], top_logprobs=5).model_dump(mode="json")
+    raw["questionnaire"]["metrics"] = raw["questionnaire"]["metrics"][:1]
+    rubric = RubricConfig.model_validate(raw)  # a new object: its version (and prompts) are of what it holds
     df, _ = judge_samples(
         rubric, "c", _records("roleplay_style", 2), Warehouse(str(tmp_path / "w.duckdb")), openai_judge()
     )
-    ok = df[(df.judge == "smollm") & (df.kind == "questionnaire_item") & (df.status == "ok")]
+    asked = df[(df.judge == "smollm") & (df.kind == "questionnaire_item")]
+    assert len(asked) == 2 * 10, asked.dimension.unique()
+    ok = asked[asked.status == "ok"]
     items = ok[ok.expected_score.notna()]
     # a written 1 is read too (what the model might have written after it says whether it was going on to 10)
-    assert len(items) >= 0.8 * len(ok) > 0, ok.distribution_note.value_counts()
+    assert len(items) >= 0.8 * len(ok) > 0, (asked.reason.value_counts(), ok.distribution_note.value_counts())
     tens = items[items.chosen_score == 10]
     # 11-19 are off the scale: the mass after a written '1' that goes on with a digit is not the score 1
     assert (tens.expected_score >= 5.5).all(), tens[["dimension", "expected_score", "score_distribution"]]
