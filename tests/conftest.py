@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -222,14 +223,17 @@ def pytest_runtest_protocol(item, nextitem):
     finally:
         os.environ.pop("EVAL_STEP_CONTEXT", None)
         spent = {"test": item.nodeid, "cpu": round(_cpu() - before, 2)}
-        with open(Path(os.environ["EVAL_STEP_LOG"]).with_name("cpu.jsonl"), "a") as f:
+        with _cpu_log(Path(os.environ["EVAL_STEP_LOG"])).open("a") as f:
             f.write(json.dumps(spent) + "\n")
+
+
+def _cpu_log(step_log: Path) -> Path:
+    """Where each test's CPU seconds go: a file beside the step log, one JSON line a test."""
+    return step_log.with_name("cpu.jsonl")
 
 
 def _cpu() -> float:
     """CPU seconds (user + system) of this process and of every process it started and waited for."""
-    import resource
-
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
@@ -245,10 +249,11 @@ def pytest_sessionfinish(session, exitstatus):
             where = str(step.get("context") or "?").split("::")[0]  # the module (a module fixture's too)
             by_module[where] = by_module.get(where, 0) + 1
     cpu: dict[str, float] = {}
-    spent = path.with_name("cpu.jsonl")
+    spent = _cpu_log(path)
     for line in spent.read_text().splitlines() if spent.exists() else []:
         test = json.loads(line)
-        cpu[test["test"].split("::")[0]] = cpu.get(test["test"].split("::")[0], 0.0) + test["cpu"]
+        module = test["test"].split("::")[0]
+        cpu[module] = cpu.get(module, 0.0) + test["cpu"]
     found = BOUND.search((ROOT / "docs" / "testing.md").read_text())
     tally = Tally(by_module, int(found.group(1).replace(",", "")) if found else None, cpu)
     session.config.stash[TALLY] = tally

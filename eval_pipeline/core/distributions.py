@@ -11,8 +11,6 @@ of these.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 
@@ -34,22 +32,19 @@ def t_ppf(q: float, df: float) -> float:
     """``scipy.stats.t.ppf(q, df)``: Student's t quantile with ``df`` degrees of freedom."""
     from scipy import special
 
-    if df == math.inf:
-        return norm_ppf(q)
     return float(special.stdtrit(df, q))
 
 
 def t_test_p(d: np.ndarray) -> float:
-    """``scipy.stats.ttest_1samp(d, 0.0).pvalue``: the two-sided p-value that the mean of ``d`` is 0 (at least two
-    values, not all equal: the caller's cases; the t statistic computed as scipy does)."""
+    """``scipy.stats.ttest_1samp(d, 0.0).pvalue``: the two-sided p-value that the mean of the values ``d`` is 0 (at
+    least two, not all equal: the caller's cases; the t statistic computed as scipy does)."""
     from scipy import special
 
     d = np.asarray(d, float)
-    n = d.shape[-1]
-    mean = np.mean(d, axis=-1, keepdims=True)
-    var = np.mean((d - mean) ** 2, axis=-1) * (float(n) / (n - 1))  # scipy's _var(ddof=1), in its order
-    t = mean[..., 0] / np.sqrt(var / n)
-    return float(2 * special.stdtr(float(n - 1), -np.abs(t)))
+    n = len(d)
+    mean = np.mean(d)
+    var = np.mean((d - mean) ** 2) * (n / (n - 1))  # scipy's _var(ddof=1), in its order
+    return float(2 * special.stdtr(n - 1.0, -abs(mean / np.sqrt(var / n))))
 
 
 def average_ranks(x: np.ndarray) -> np.ndarray:
@@ -69,8 +64,7 @@ def average_ranks(x: np.ndarray) -> np.ndarray:
     positions = np.broadcast_to(np.arange(n, dtype=float), s.shape).ravel()
     counts = np.bincount(group, minlength=rows * n)
     sums = np.bincount(group, weights=positions, minlength=rows * n)
-    mean_position = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
     ranked = np.empty_like(flat)
-    np.put_along_axis(ranked, order, (mean_position[group] + 1.0).reshape(s.shape), axis=1)
+    np.put_along_axis(ranked, order, (sums[group] / counts[group] + 1.0).reshape(s.shape), axis=1)
     ranked[np.isnan(flat).any(axis=1)] = np.nan
     return ranked.reshape(x.shape)
