@@ -17,6 +17,7 @@ import functools
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 from urllib.parse import quote
 
@@ -168,15 +169,17 @@ def _step(fn: Body, rubric: str, name: str, table: bool, written: Sequence[Versi
         results: list[dg.MaterializeResult[None]] = []
         try:
             with wh.hold():
-                each: list[str | None] = list(keys) or [None]
-                for ckpt in each:
-                    progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="start")
-                    try:
-                        one: Any = context if ckpt is None or len(keys) == 1 else OnePartition(context, ckpt)
-                        result = fn(one, warehouse, **resources)
-                        results.append(_with_table_metadata(result, wh, rubric, name, ckpt) if table else result)
-                    finally:
-                        progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="end")
+                # a range of checkpoints: their replacements written together, table by table (storage.batching)
+                with wh.batched() if len(keys) > 1 else nullcontext():
+                    each: list[str | None] = list(keys) or [None]
+                    for ckpt in each:
+                        progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="start")
+                        try:
+                            one: Any = context if ckpt is None or len(keys) == 1 else OnePartition(context, ckpt)
+                            result = fn(one, warehouse, **resources)
+                            results.append(_with_table_metadata(result, wh, rubric, name, ckpt) if table else result)
+                        finally:
+                            progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="end")
                 found = _record_versions(wh, rubric, keys, written)
         finally:
             context.log.debug(f"warehouse held from {start:.3f} to {time.time():.3f}")  # when this step had it

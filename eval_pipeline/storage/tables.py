@@ -271,6 +271,17 @@ def columns_of(con: duckdb.DuckDBPyConnection, schema: str, table: str) -> dict[
     return dict(con.execute(COLUMNS_SQL, [schema, table]).fetchall())
 
 
+def changes_shape(df: Frame, have: Mapping[str, str] | None) -> bool:
+    """Whether writing ``df`` into a table whose columns are ``have`` (None: not known to exist) would make the
+    table, add a column or give a column made VARCHAR from empty frames its real type (``ensure_table``)."""
+    if have is None:
+        return True
+    cols = column_types(df)
+    if not all(c in have for c, _ in cols):
+        return True
+    return len(df) > 0 and any(have.get(c) == "VARCHAR" and t in _HEALABLE for c, t in cols)
+
+
 def ensure_table(
     con: duckdb.DuckDBPyConnection, schema: str, table: str, df: Frame, known: Known | None = None
 ) -> None:
@@ -279,9 +290,7 @@ def ensure_table(
     columns this process has already seen (a DuckLake's catalog is slow to ask, a DuckDB file's is not):
     when the table has every column with no type to heal, nothing is asked."""
     cols = column_types(df)
-    have = known.get((schema, table)) if known is not None else None
-    healable = len(df) > 0 and any(have and have.get(c) == "VARCHAR" and t in _HEALABLE for c, t in cols)
-    if have is not None and all(c in have for c, _ in cols) and not healable:
+    if not changes_shape(df, known.get((schema, table)) if known is not None else None):
         return
     now = _ensure_table(con, schema, table, df, cols, column_compression(df), known)
     if known is not None:

@@ -22,6 +22,7 @@ import pyarrow as pa
 from eval_pipeline.core import settings
 from eval_pipeline.core.ids import check_identifier
 from eval_pipeline.storage.backend import WarehouseBackend
+from eval_pipeline.storage.batching import Batch
 from eval_pipeline.storage.readonly import refuse_reaching_out
 from eval_pipeline.storage.registry import open_backend
 from eval_pipeline.storage.staging import FileStagedWriter, PartitionWriter, TransactionWriter
@@ -135,6 +136,7 @@ class Warehouse:
         self._written: dict[PartitionKey, int] = {}
         # what callers learnt of the warehouse and may trust for as long as this object lives (one run)
         self.memo: dict[str, object] = {}  # what readers of this warehouse object remember
+        self._batch: Batch | None = None  # partition replacements held to be written together (``batched``)
 
     def exists(self) -> bool:
         return self.backend.exists()
@@ -147,6 +149,7 @@ class Warehouse:
         DuckDB file, which keeps no snapshots."""
         if not getattr(self.backend, "catalog_kind", ""):
             return None
+        self._settle()
         rows = self.query_rows("SELECT max(snapshot_id) FROM ducklake_snapshots('lake')")
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
@@ -163,7 +166,41 @@ class Warehouse:
 
     def connect(self, read_only: bool = False) -> Any:
         """A connection for one unit of work (a context manager); read-only on a read-only warehouse."""
+        self._settle()
         return self.backend.connect(read_only or self.read_only)
+
+    def _reading(self) -> Any:
+        """A connection for this object's own queries, which write what a batch holds only when they read it."""
+        return self.backend.connect(self.read_only)
+
+    @contextmanager
+    def batched(self) -> Iterator[Warehouse]:
+        """Partition replacements held and written together, table by table, when the block ends (or when
+        anything reads what they hold): a step over many checkpoints (storage.batching). Nested: one batch."""
+        if self._batch is not None:
+            yield self
+            return
+        self._batch = Batch(self._replace_now)
+        try:
+            yield self
+        finally:
+            batch, self._batch = self._batch, None
+            batch.flush()  # also when the block failed: what its earlier checkpoints finished is written
+
+    def _settle(self, schema: str | None = None, table: str | None = None, sql: str | None = None) -> None:
+        """Write the held replacements first when what comes reads or writes past them: a read of a table they
+        hold (``schema``, ``table``), a query whose text names one (``sql``), anything else (neither)."""
+        batch = self._batch
+        if not batch:
+            return
+        if table is not None and schema is not None:
+            if batch.holds(schema, table):
+                batch.flush()
+        elif sql is not None:
+            if batch.named_in(sql):
+                batch.flush()
+        else:
+            batch.flush()
 
     @contextmanager
     def sandboxed_reader(self, as_of: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -220,15 +257,17 @@ class Warehouse:
 
     def query_arrow(self, sql: str, params: Sequence[object] | None = None) -> pa.Table:
         """A query's result as an Arrow table (no DataFrame built: text stays in Arrow until it is taken)."""
+        self._settle(sql=sql)
         if self._session is not None:
             return self._session.execute(sql, params or []).to_arrow_table()
-        with self.connect() as con:
+        with self._reading() as con:
             return con.execute(sql, params or []).to_arrow_table()
 
     def query_df(self, sql: str, params: Sequence[object] | None = None) -> pd.DataFrame:
+        self._settle(sql=sql)
         if self._session is not None:
             return self._session.execute(sql, params or []).df()
-        with self.connect() as con:
+        with self._reading() as con:
             return con.execute(sql, params or []).df()
 
     @contextmanager
@@ -249,16 +288,17 @@ class Warehouse:
         if self._past:  # already one connection, at a snapshot
             yield self
             return
-        with self.connect() as con:
+        with self._reading() as con:  # its reads write what a batch holds as they need (``_settle``)
             view = Warehouse(backend=self.backend, read_only=self.read_only)
             view._session = con
-            view.memo = self.memo
+            view.memo, view._batch = self.memo, self._batch
             yield view
 
     def query_rows(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
+        self._settle(sql=sql)
         if self._session is not None:
             return list(self._session.execute(sql, params or []).fetchall())
-        with self.connect() as con:
+        with self._reading() as con:
             return list(con.execute(sql, params or []).fetchall())
 
     def read(
@@ -306,6 +346,7 @@ class Warehouse:
         """The (schema, table) pairs of this warehouse's tables and views, only those named ``names`` and in
         ``schema`` when given. Asked of ``duckdb_columns()``: on a DuckLake, ``information_schema.tables`` reads
         every table's statistics once anything has been written."""
+        self._settle()
         sql = "SELECT DISTINCT schema_name, table_name FROM duckdb_columns() WHERE database_name = current_database()"
         params: list[object] = []
         if names:
@@ -318,9 +359,11 @@ class Warehouse:
 
     def columns(self, schema: str, table: str) -> dict[str, str]:
         """The table's columns and types in their order, as the catalog has them now; empty when it does not exist."""
+        self._settle(schema, table)
         return dict(self.query_rows(COLUMNS_SQL, [schema, table]))
 
     def table_exists(self, schema: str, table: str) -> bool:
+        self._settle(schema, table)
         known = self.known_tables()
         if known is not None and (schema, table) in known:
             return True
@@ -332,6 +375,7 @@ class Warehouse:
     def writing(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection for writes, taking turns with this object's other writers, in autocommit mode (a write
         makes its own transactions); read-only on a read-only warehouse, so a write there fails."""
+        self._settle()
         with self._write_lock, self.connect() if self.read_only else self.backend.writer() as con:
             yield con
 
@@ -367,7 +411,19 @@ class Warehouse:
         of the queries, run in the engine), every partition in one transaction, run again whole when its commit
         loses a race with another process's. A table nobody has made yet is made inside that transaction where
         the backend allows it (one commit, not two); a table to widen or heal is changed before it, outside (a
-        DuckDB file refuses a commit that changed a table it wrote). The rows inserted, per part."""
+        DuckDB file refuses a commit that changed a table it wrote). The rows inserted, per part. Inside
+        ``batched``, parts it can hold are held and written with the others of their tables at its end."""
+        if self._batch is not None:
+            counts = self._batch.take(parts, self.known_tables())
+            if counts is not None:
+                for (schema, table, where, _), n in zip(parts, counts):
+                    self._written[partition_key(schema, table, where)] = n
+                return counts
+        return self._replace_now(parts)
+
+    def _replace_now(self, parts: Sequence[tuple[str, str, Where, Sequence[Frame | Select]]]) -> list[int]:
+        """``replace_partitions``, written now (after what a batch held)."""
+        self._settle()
 
         def write() -> list[int]:
             with self.writing() as con:

@@ -145,31 +145,48 @@ def decided_metadata(total: int, done: Sequence[str], /, **extra: Any) -> dict[s
     }
 
 
+def _covers(held: frozenset[str] | None, need: frozenset[str] | None) -> bool:
+    """Whether columns read (None: all) hold those needed (None: all)."""
+    return held is None or (need is not None and need <= held)
+
+
 class Prefetched:
     """The rows of a set of checkpoints, read once per table (one query: ``checkpoint_id IN (...)``) and kept by
     checkpoint, answering the reads a per-checkpoint decision makes (``read``, ``count``, ``table_exists``,
-    ``session``) from memory, as ``Warehouse`` would. A table without a ``checkpoint_id`` column, or a read of a
-    checkpoint not fetched, goes to the warehouse itself."""
+    ``session``) from memory, as ``Warehouse`` would. Only the columns asked for are read (with those the filters
+    name): a count reads the checkpoint column, not the rows' texts; a later read that needs more columns of the
+    table reads it again with the union. A table without a ``checkpoint_id`` column, or a read of a checkpoint not
+    fetched, goes to the warehouse itself."""
 
     def __init__(self, wh: Warehouse, checkpoints: Sequence[str]) -> None:
         self.wh, self.checkpoints = wh, tuple(sorted(set(checkpoints)))
-        self._frames: dict[tuple[str, str], dict[str, pd.DataFrame] | None] = {}
+        # per table: the columns read (None: all of them) and each checkpoint's rows; None: not by checkpoint
+        self._frames: dict[tuple[str, str], tuple[frozenset[str] | None, dict[str, pd.DataFrame]] | None] = {}
 
-    def _frame(self, schema: str, table: str, ckpts: Sequence[str]) -> pd.DataFrame | None:
-        """The rows of ``ckpts`` (every fetched checkpoint's read at the table's first use)."""
+    def _frame(self, schema: str, table: str, ckpts: Sequence[str], need: frozenset[str] | None) -> pd.DataFrame | None:
+        """The rows of ``ckpts`` with at least the columns ``need`` (None: every column), every fetched
+        checkpoint's read at once."""
         key = (schema, table)
-        if key not in self._frames:
+        if key in self._frames and self._frames[key] is None:
+            return None
+        held = self._frames.get(key)
+        if held is None or not _covers(held[0], need):
             cols = self.wh.columns(schema, table) if self.wh.table_exists(schema, table) else {}
             if "checkpoint_id" not in cols:
                 self._frames[key] = None
-            else:
-                whole = self.wh.read(schema, table, where={"checkpoint_id": self.checkpoints})
-                by = {str(c): g for c, g in whole.groupby("checkpoint_id", sort=False)}
-                self._frames[key] = {c: by.get(c, whole.iloc[:0]) for c in self.checkpoints}
-        found = self._frames[key]
-        if found is None:
-            return None
-        parts = [found[c] for c in ckpts]
+                return None
+            before = held[0] if held is not None and held[0] is not None else frozenset()
+            wanted = None if need is None else need | before | {"checkpoint_id"}
+            order = [c for c in cols if wanted is None or c in wanted]
+            where = {"checkpoint_id": self.checkpoints}
+            whole = self.wh.read(schema, table, columns=order if wanted is not None else (), where=where)
+            by = {str(c): g for c, g in whole.groupby("checkpoint_id", sort=False)}
+            held = (
+                None if wanted is None else frozenset(order),
+                {c: by.get(c, whole.iloc[:0]) for c in self.checkpoints},
+            )
+            self._frames[key] = held
+        parts = [held[1][c] for c in ckpts]
         return parts[0] if len(parts) == 1 else pd.concat(parts)
 
     def table_exists(self, schema: str, table: str) -> bool:
@@ -200,9 +217,13 @@ class Prefetched:
                 df = df[df[col] == value]
         return df
 
-    def _rows(self, schema: str, table: str, where: Mapping[str, Filter] | None) -> pd.DataFrame | None:
+    def _rows(
+        self, schema: str, table: str, where: Mapping[str, Filter] | None, columns: Sequence[str] | None
+    ) -> pd.DataFrame | None:
+        """The fetched rows ``where`` selects, with the ``columns`` asked for (None: all); None: not fetched."""
         ckpts = self._covered(where)
-        frame = self._frame(schema, table, ckpts) if ckpts else None
+        need = None if columns is None else frozenset([*columns, *(where or {})])
+        frame = self._frame(schema, table, ckpts, need) if ckpts else None
         return None if frame is None else self._match(frame, where)
 
     def read(
@@ -216,7 +237,7 @@ class Prefetched:
         distinct: bool = False,
         limit: int | None = None,
     ) -> pd.DataFrame:
-        df = self._rows(schema, table, where)
+        df = self._rows(schema, table, where, columns or None)
         if df is None:
             return self.wh.read(
                 schema, table, columns=columns, where=where, order_by=order_by, distinct=distinct, limit=limit
@@ -234,7 +255,7 @@ class Prefetched:
     def count(
         self, schema: str, table: str, where: Mapping[str, Filter] | None = None, distinct: Sequence[str] = ()
     ) -> int:
-        df = self._rows(schema, table, where)
+        df = self._rows(schema, table, where, distinct)
         if df is None:
             return self.wh.count(schema, table, where, distinct)
         return int(len(df[list(distinct)].drop_duplicates()) if distinct else len(df))

@@ -1,0 +1,114 @@
+"""Partition replacements held and written together (storage.batching, Warehouse.batched): a step over a range of
+checkpoints ends at the tables sequential writes give, in a few commits, and nothing a reader asks is stale."""
+
+import pandas as pd
+import pytest
+
+from eval_pipeline.storage.warehouse import Warehouse
+
+
+@pytest.fixture(params=["lake", "file"])
+def each_backend(request, warehouse_path, file_warehouse_path):
+    return {"lake": warehouse_path, "file": file_warehouse_path}[request.param]
+
+
+def _rows(ckpt: str, n: int, base: int = 0) -> pd.DataFrame:
+    return pd.DataFrame(
+        {"checkpoint_id": [ckpt] * n, "i": range(base, base + n), "text": [f"{ckpt}-{k}" for k in range(n)]}
+    )
+
+
+def _writes(wh: Warehouse) -> None:
+    """What a step over four checkpoints writes: a table per checkpoint, a shared table with another partition
+    column, one checkpoint written twice (the second write is the one that counts)."""
+    for c in ("c1", "c2", "c3", "c4"):
+        wh.replace_partitions(
+            [
+                ("r1", "t", {"checkpoint_id": c}, [_rows(c, 3)]),
+                (
+                    "main",
+                    "q",
+                    {"rubric": "r1", "checkpoint_id": c, "stage": "s"},
+                    [_rows(c, 1).assign(rubric="r1", stage="s")],
+                ),
+            ]
+        )
+    wh.replace_partition("r1", "t", _rows("c2", 2, base=10), {"checkpoint_id": "c2"})
+
+
+def _state(wh: Warehouse) -> tuple[list, list]:
+    t = wh.query_rows("SELECT checkpoint_id, i, text FROM r1.t ORDER BY ALL")
+    q = wh.query_rows("SELECT rubric, checkpoint_id, stage, i FROM main.q ORDER BY ALL")
+    return t, q
+
+
+def _seed(wh: Warehouse) -> None:
+    """The tables made (and an old row of c1 to replace): held writes only go to tables that exist."""
+    wh.replace_partition("r1", "t", _rows("c1", 5, base=100), {"checkpoint_id": "c1"})
+    wh.replace_partition(
+        "main",
+        "q",
+        _rows("c0", 1).assign(rubric="r1", stage="s"),
+        {"rubric": "r1", "checkpoint_id": "c0", "stage": "s"},
+    )
+
+
+def _snapshots(wh: Warehouse) -> int:
+    return int(wh.query_rows("SELECT count(*) FROM ducklake_snapshots('lake')")[0][0])
+
+
+def test_a_batch_ends_at_the_tables_sequential_writes_give_in_one_commit(each_backend, tmp_path):
+    sequential = Warehouse(str(tmp_path / "seq.duckdb"))
+    _seed(sequential)
+    _writes(sequential)
+
+    wh = Warehouse(each_backend)
+    _seed(wh)
+    lake = each_backend.startswith("ducklake:")
+    before = _snapshots(wh) if lake else 0
+    with wh.hold(), wh.batched():
+        _writes(wh)
+        assert wh.rows_written("r1", "t", {"checkpoint_id": "c2"}) == 2  # a step's row count, before the commit
+    assert _state(wh) == _state(sequential)
+    if lake:
+        assert _snapshots(wh) - before == 1  # ten replacements, one commit
+
+
+def test_what_a_reader_asks_inside_a_batch_sees_the_held_rows(warehouse_path):
+    wh = Warehouse(warehouse_path)
+    _seed(wh)
+    with wh.hold(), wh.batched():
+        wh.replace_partition("r1", "t", _rows("c1", 2), {"checkpoint_id": "c1"})
+        assert len(wh.read("r1", "t", where={"checkpoint_id": "c1"})) == 2  # a read of the table by name
+        wh.replace_partition("r1", "t", _rows("c3", 4), {"checkpoint_id": "c3"})
+        assert wh.query_rows("SELECT count(*) FROM r1.t WHERE checkpoint_id = 'c3'") == [(4,)]  # a query naming it
+        wh.replace_partition("r1", "t", _rows("c4", 1), {"checkpoint_id": "c4"})
+        assert wh.count("r1", "t", {"checkpoint_id": "c4"}) == 1
+
+
+def test_a_write_that_changes_a_tables_shape_is_written_in_its_turn(warehouse_path):
+    wh = Warehouse(warehouse_path)
+    _seed(wh)
+    with wh.hold(), wh.batched():
+        wh.replace_partition("r1", "t", _rows("c2", 2), {"checkpoint_id": "c2"})
+        wh.replace_partition("r1", "t", _rows("c3", 1).assign(extra=0.5), {"checkpoint_id": "c3"})  # a new column
+        wh.replace_partition("r1", "t", _rows("c2", 1, base=7), {"checkpoint_id": "c2"})  # after it: this one counts
+        wh.replace_partition("r2", "new", _rows("c2", 1), {"checkpoint_id": "c2"})  # a table nobody made yet
+    assert wh.query_rows(
+        "SELECT checkpoint_id, i, extra FROM r1.t WHERE checkpoint_id IN ('c2', 'c3') ORDER BY ALL"
+    ) == [
+        ("c2", 7, None),
+        ("c3", 0, 0.5),
+    ]
+    assert wh.query_rows("SELECT checkpoint_id FROM r2.new") == [("c2",)]
+
+
+def test_a_block_that_fails_keeps_what_its_earlier_checkpoints_wrote(warehouse_path):
+    wh = Warehouse(warehouse_path)
+    _seed(wh)
+    with pytest.raises(RuntimeError, match="checkpoint c3 failed"):
+        with wh.hold(), wh.batched():
+            wh.replace_partition("r1", "t", _rows("c1", 2), {"checkpoint_id": "c1"})
+            wh.replace_partition("r1", "t", _rows("c2", 2), {"checkpoint_id": "c2"})
+            raise RuntimeError("checkpoint c3 failed")
+    assert wh.query_rows("SELECT checkpoint_id, count(*) FROM r1.t GROUP BY 1 ORDER BY 1") == [("c1", 2), ("c2", 2)]
