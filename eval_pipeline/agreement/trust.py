@@ -22,6 +22,7 @@ else trusted.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -291,6 +292,31 @@ class PooledTrust:
     label: str
     n_checkpoints: int
     dimensions: list[Row]  # per rated dimension: the pooled figures, the verdict and the reason so far
+
+    def to_json(self) -> str:
+        """Stored with what it was computed from (defs/assets/agreement.py): every value as it is (floats by
+        their shortest exact repr, NaN kept), so ``from_json`` gives back an equal object."""
+        return json.dumps(
+            {
+                "identity": self.identity,
+                "label": self.label,
+                "n_checkpoints": self.n_checkpoints,
+                "dimensions": self.dimensions,
+            },
+            default=_plain,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> PooledTrust:
+        raw = json.loads(text)
+        return cls(str(raw["identity"]), str(raw["label"]), int(raw["n_checkpoints"]), list(raw["dimensions"]))
+
+
+def _plain(value: object) -> object:
+    """A NumPy scalar as the Python value it holds (JSON knows no other)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not stored in a pooled trust")
 
 
 def pooled_trust(

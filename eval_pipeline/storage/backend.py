@@ -89,6 +89,11 @@ class WarehouseBackend(Protocol):
         """Upkeep (merge small files, expire old snapshots); yields what it did, step by step."""
         ...
 
+    def upkeep(self) -> str | None:
+        """The upkeep a run does on its way out when it is due (a DuckLake: its small files merged once there
+        are more than a few a table, which every statement would otherwise pay for); what it did, or None."""
+        ...
+
     def repair(self) -> Iterator[str]:
         """Drop the tables whose stored files are gone (a re-run rebuilds them); yields what it did."""
         ...

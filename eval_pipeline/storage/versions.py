@@ -1,7 +1,7 @@
 """What each checkpoint's rows are, as short content versions, so that what spans checkpoints is decided again only
 for the checkpoints whose inputs' content changed (defs/assets/decisions.py).
 
-Two tables in ``main``:
+Three tables in ``main``:
 
 - ``partition_versions`` (``schema_name``, ``name``, ``checkpoint_id``, ``version``): the content version of one
   checkpoint's rows of one table of a rubric (``name``: the table, or ``quarantine_<stage>`` for its rows of
@@ -11,7 +11,12 @@ Two tables in ``main``:
 - ``decision_inputs`` (``schema_name``, ``asset``, ``checkpoint_id``, ``fingerprint``): what each decision asset last
   decided a checkpoint from, written in the transaction that writes the decision.
 
-Both are small (a row per checkpoint and table) and read whole in one query per rubric.
+- ``pooled_trust`` (``schema_name``, ``judge_identity``, ``fingerprint``, ``payload``): a judge identity's pooled
+  trust (agreement.trust.PooledTrust, as JSON) and the fingerprint of what it was computed from (the pool's
+  content, the identity): a checkpoint landing with the pool unchanged takes it from here instead of computing
+  the agreement over every rated sample again.
+
+All are small (a row per checkpoint and table, or per judge) and read whole in one query per rubric.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ VOLATILE = re.compile(
 )
 VERSIONS = ("main", "partition_versions")
 DECISIONS = ("main", "decision_inputs")
+POOLED = ("main", "pooled_trust")
 ABSENT = "0:0"  # no rows
 
 
@@ -69,11 +75,12 @@ def content_versions(
 
 VERSION_COLUMNS = ["schema_name", "name", "checkpoint_id", "version"]
 DECISION_COLUMNS = ["schema_name", "asset", "checkpoint_id", "fingerprint"]
+POOLED_COLUMNS = ["schema_name", "judge_identity", "fingerprint", "payload"]
 
 
 def bookkeeping(wh: Warehouse) -> None:
-    """Both tables made, kept small where the backend can (``keep_small``: no file a write on a DuckLake)."""
-    for (schema, table), cols in ((VERSIONS, VERSION_COLUMNS), (DECISIONS, DECISION_COLUMNS)):
+    """The three tables made, kept small where the backend can (``keep_small``: no file a write on a DuckLake)."""
+    for (schema, table), cols in ((VERSIONS, VERSION_COLUMNS), (DECISIONS, DECISION_COLUMNS), (POOLED, POOLED_COLUMNS)):
         if not wh.table_exists(schema, table):
             empty = pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
             wh.replace_partitions([(schema, table, {"schema_name": ""}, [empty])])
@@ -104,6 +111,19 @@ def read_decided(wh: Warehouse, schema: str) -> dict[tuple[str, str], str]:
         return {}
     rows = wh.read(*DECISIONS, columns=("asset", "checkpoint_id", "fingerprint"), where={"schema_name": schema})
     return {(str(a), str(c)): str(f) for a, c, f in zip(rows.asset, rows.checkpoint_id, rows.fingerprint)}
+
+
+def read_pooled(wh: Warehouse, schema: str) -> dict[str, tuple[str, str]]:
+    """judge identity -> (fingerprint, payload) of its stored pooled trust."""
+    if not wh.table_exists(*POOLED):
+        return {}
+    rows = wh.read(*POOLED, columns=("judge_identity", "fingerprint", "payload"), where={"schema_name": schema})
+    return {str(i): (str(f), str(p)) for i, f, p in zip(rows.judge_identity, rows.fingerprint, rows.payload)}
+
+
+def pooled_rows(schema: str, stored: Mapping[str, tuple[str, str]]) -> pd.DataFrame:
+    """The ``pooled_trust`` rows of one rubric's identities (identity -> (fingerprint, payload))."""
+    return pd.DataFrame([(schema, i, f, p) for i, (f, p) in stored.items()], columns=POOLED_COLUMNS)
 
 
 def decided_rows(schema: str, asset: str, fingerprints: Mapping[str, str]) -> pd.DataFrame:

@@ -156,6 +156,11 @@ class Warehouse:
     def close(self) -> None:
         self.backend.close()
 
+    def upkeep(self) -> str | None:
+        """The backend's upkeep when it is due (what it did, or None): the end of a rubric's run asks."""
+        self._settle()
+        return self.backend.upkeep()
+
     def __enter__(self) -> Warehouse:
         return self
 

@@ -256,6 +256,51 @@ def test_a_trust_row_on_actively_drawn_ratings_is_decided_over_every_judged_samp
     assert row.kappa_cs_low <= population <= row.kappa_cs_high
 
 
+def test_a_stored_pooled_trust_gives_back_the_same_trust_rows(rubrics):
+    """A judge's pooled trust is stored once (main.pooled_trust) and read back by the next landing with the pool
+    unchanged: the rows it gives are the rows computing it again gives, value for value (NaN, ints, None kept)."""
+    from eval_pipeline.agreement.compute import compute_agreement, judge_pairs
+    from eval_pipeline.agreement.trust import PooledTrust, checkpoint_trust, pooled_trust
+
+    rubric = rubrics["kg_qa"]
+    dims = list(rubric.rating_scales)
+    rng = np.random.default_rng(3)
+    ids = [f"s{i:03d}" for i in range(40)]
+    labels = {d: [float(x) for x in rubric.rating_scales[d].labels] for d in dims}
+    ratings = pd.DataFrame(
+        [
+            dict(checkpoint_id="c", sample_id=s, evaluator=e, dimension=d, score=float(rng.choice(labels[d])))
+            for s in ids
+            for d in dims[:1]
+            for e in ("A", "B")
+        ]
+    )
+    judged = pd.DataFrame(
+        [
+            dict(
+                checkpoint_id="c",
+                sample_id=s,
+                judge="panel",
+                judge_kind="llm",
+                kind="dimension",
+                dimension=d,
+                score=float(rng.choice(labels[d])),
+                status="ok",
+                reason=None,
+            )
+            for s in ids
+            for d in dims
+        ]
+    )
+    pooled = compute_agreement(rubric, "c", ratings, judged)
+    made = pooled_trust(rubric, "id1", "judge X", pooled, 1, judge_pairs(rubric, ratings, judged))
+    assert any(v != v for row in made.dimensions for v in row.values() if isinstance(v, float))  # NaN in it
+    again = PooledTrust.from_json(made.to_json())
+    pd.testing.assert_frame_equal(
+        checkpoint_trust(rubric, again, "c", pooled), checkpoint_trust(rubric, made, "c", pooled)
+    )
+
+
 def sq_kappa(a: np.ndarray, b: np.ndarray) -> float:
     from eval_pipeline.agreement import sequential as sq
 

@@ -112,3 +112,36 @@ def test_a_block_that_fails_keeps_what_its_earlier_checkpoints_wrote(warehouse_p
             wh.replace_partition("r1", "t", _rows("c2", 2), {"checkpoint_id": "c2"})
             raise RuntimeError("checkpoint c3 failed")
     assert wh.query_rows("SELECT checkpoint_id, count(*) FROM r1.t GROUP BY 1 ORDER BY 1") == [("c1", 2), ("c2", 2)]
+
+
+def _files(wh: Warehouse) -> int:
+    return int(wh.query_rows("SELECT coalesce(sum(file_count), 0) FROM ducklake_table_info('lake')")[0][0])
+
+
+def test_upkeep_merges_a_lakes_small_files_once_they_are_due_and_reads_the_same_rows(warehouse_path, monkeypatch):
+    """What the end of each rubric's run asks (defs/assets/verdict.py): below the bar nothing is done; past it the
+    files every partition write left are merged, and every row reads as before."""
+    from eval_pipeline.storage.backends import lake
+
+    monkeypatch.setattr(lake, "UPKEEP_FILES_PER_TABLE", 3)
+    wh = Warehouse(warehouse_path)
+    wh.replace_partition("r1", "t", _rows("c0", 2), {"checkpoint_id": "c0"})
+    assert wh.upkeep() is None  # one file: not due
+    for c in ("c1", "c2", "c3", "c4", "c5"):
+        wh.replace_partition("r1", "t", _rows(c, 2), {"checkpoint_id": c})
+    before, files = _state_t(wh), _files(wh)
+    assert files == 6
+    done = wh.upkeep()
+    assert done is not None and "merged 6 data files" in done
+    assert _files(wh) < files and _state_t(wh) == before
+    assert wh.upkeep() is None
+
+
+def _state_t(wh: Warehouse) -> list:
+    return wh.query_rows("SELECT checkpoint_id, i, text FROM r1.t ORDER BY ALL")
+
+
+def test_a_duckdb_file_needs_no_upkeep(file_warehouse_path):
+    wh = Warehouse(file_warehouse_path)
+    wh.replace_partition("r1", "t", _rows("c0", 2), {"checkpoint_id": "c0"})
+    assert wh.upkeep() is None

@@ -1,5 +1,8 @@
 """Agreement: human-human and judge-human statistics per dimension, for this checkpoint and for all."""
 
+import functools
+from collections.abc import Callable
+
 import dagster as dg
 import pandas as pd
 
@@ -57,11 +60,11 @@ def _identity_trust(
     pool: pd.DataFrame,
     all_ratings: pd.DataFrame,
     all_judge: pd.DataFrame,
-    overall: pd.DataFrame,
+    overall: Callable[[], pd.DataFrame],
 ) -> PooledTrust:
     """The pooled part of the verdict on one judge identity: every rated sample of every checkpoint it judged
     (agreement.trust), computed once for all its checkpoints. ``overall``: the agreement over every checkpoint's
-    rows, which is the pooled set's when one judge scored them all."""
+    rows (computed when first asked), which is the pooled set's when one judge scored them all."""
     mine = pool[pool.judge_identity == identity]
     same = set(mine.checkpoint_id.astype(str))
     ratings = all_ratings[all_ratings.checkpoint_id.isin(same)]
@@ -72,7 +75,7 @@ def _identity_trust(
         judge = judge[~_pairs_of(judge).isin(tuned)]
         mine = mine[mine.tuned_on.isna()]
     if len(ratings) == len(all_ratings) and len(judge) == len(all_judge):
-        pooled = overall  # the same rows: computed once
+        pooled = overall()  # the same rows: computed once
     else:
         pooled = compute_agreement(rubric, f"judge:{identity}", ratings, judge)
     rated_ckpts = int(ratings.checkpoint_id.nunique()) if len(ratings) else 0
@@ -185,26 +188,35 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
             own[c] = compute_agreement(rubric, c, ratings, judge)
             if has_judge:
                 calibrated[c] = _calibrated(reader, rubric, c, ratings, _design(pool, c))
-        overall = compute_agreement(rubric, ALL_CHECKPOINTS, all_ratings, all_judge)
-        parts = [
-            part(rubric.name, Table.AGREEMENT, own_todo, own),
-            (rubric.name, Table.AGREEMENT, {"checkpoint_id": ALL_CHECKPOINTS}, [overall]),
-        ]
+        overall = functools.cache(lambda: compute_agreement(rubric, ALL_CHECKPOINTS, all_ratings, all_judge))
+        parts = [part(rubric.name, Table.AGREEMENT, own_todo, own)]
+        if pooled_todo:  # the rows over every checkpoint: their inputs changed
+            parts.append((rubric.name, Table.AGREEMENT, {"checkpoint_id": ALL_CHECKPOINTS}, [overall()]))
         if calibrated:
             parts.append(part(rubric.name, Table.CALIBRATED_MEANS, own_todo, calibrated))
         trust: dict[str, pd.DataFrame] = {}
         if all_judge is not None and trust_todo:
             stored = reader.read(rubric.name, Table.AGREEMENT, where={"checkpoint_id": tuple(trust_todo)})
             pooled: dict[str, PooledTrust] = {}
+            kept = versions.read_pooled(wh, rubric.name)  # each identity's pooled trust, as last computed
+            fresh: dict[str, tuple[str, str]] = {}
             for c in trust_todo:
                 identity, label = who[c]
                 if identity not in pooled:
-                    pooled[identity] = _identity_trust(
-                        wh, rubric, identity, label, pool, all_ratings, all_judge, overall
-                    )
+                    key = d.fingerprint(pool_fp, identity, label)
+                    if kept.get(identity, ("", ""))[0] == key:  # the pool unchanged: not computed again
+                        pooled[identity] = PooledTrust.from_json(kept[identity][1])
+                    else:
+                        pooled[identity] = _identity_trust(
+                            wh, rubric, identity, label, pool, all_ratings, all_judge, overall
+                        )
+                        fresh[identity] = (key, pooled[identity].to_json())
                 mine = own[c] if c in own else stored[stored.checkpoint_id == c]
                 trust[c] = checkpoint_trust(rubric, pooled[identity], c, mine)
             parts.append(part(rubric.name, Table.JUDGE_TRUST, trust_todo, trust))
+            if fresh:
+                where = {"schema_name": rubric.name, "judge_identity": tuple(sorted(fresh))}
+                parts.append((*versions.POOLED, where, [versions.pooled_rows(rubric.name, fresh)]))
         decided = {
             Table.AGREEMENT: {c: own_fp[c] for c in own_todo},
             Table.JUDGE_TRUST: {c: trust_fp[c] for c in trust_todo},

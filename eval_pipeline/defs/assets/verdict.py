@@ -15,6 +15,7 @@ from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring import verdict as verdicts
 from eval_pipeline.storage import versions
 from eval_pipeline.storage.views import refresh_views
+from eval_pipeline.storage.warehouse import Warehouse
 
 # the decisions a verdict reads: the gates and what they read
 READS = (Table.GATES, *DECIDED)
@@ -41,6 +42,10 @@ def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], decided: se
     )
     def verdict(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         wh = warehouse.get()
+        metadata = _decide(context, wh)
+        return dg.MaterializeResult(metadata={**metadata, **_upkeep(context, wh)})
+
+    def _decide(context: dg.AssetExecutionContext, wh: Warehouse) -> dict[str, dg.MetadataValue]:
         d = Inputs(wh, rubric)
         ckpts = [c for c in d.checkpoints if d.has(Table.SCORES, c)]
         pool = (
@@ -51,7 +56,7 @@ def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], decided: se
         fp = {c: d.fingerprint(d.everything(c), d.decisions(c, *READS), pool) for c in ckpts}
         todo = d.todo(Table.VERDICT, fp)
         if not todo:
-            return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), []))
+            return decided_metadata(len(ckpts), [])
         reader = Prefetched(wh, todo)
         snapshot = wh.current_snapshot()
         rows, last = {}, None
@@ -62,17 +67,26 @@ def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], decided: se
         commit_table(wh, rubric, Table.VERDICT, fp, rows)
         refresh_views(wh)
         assert last is not None
-        return dg.MaterializeResult(
-            metadata=decided_metadata(
-                len(ckpts),
-                todo,
-                verdict=dg.MetadataValue.text(f"{last.checkpoint_id}: {last.verdict}"),
-                counts=dg.MetadataValue.text(last.summary),
-                judge_trust=dg.MetadataValue.text(last.trust),
-            )
+        return decided_metadata(
+            len(ckpts),
+            todo,
+            verdict=dg.MetadataValue.text(f"{last.checkpoint_id}: {last.verdict}"),
+            counts=dg.MetadataValue.text(last.summary),
+            judge_trust=dg.MetadataValue.text(last.trust),
         )
 
     return verdict
+
+
+def _upkeep(context: dg.AssetExecutionContext, wh: Warehouse) -> dict[str, dg.MetadataValue]:
+    """The warehouse's upkeep when it is due (storage backend ``upkeep``: a lake's small files merged), done by
+    the step that ends a rubric's run and said in its metadata; a failure of it is logged, never the run's."""
+    try:
+        done = wh.upkeep()
+    except Exception as exc:  # noqa: BLE001 - upkeep is owed again next run; the verdicts are written
+        context.log.warning(f"warehouse upkeep did not finish (done by a later run): {type(exc).__name__}: {exc}")
+        return {}
+    return {"warehouse_upkeep": dg.MetadataValue.text(done)} if done else {}
 
 
 __all__ = ["verdict_asset", "asset_key"]

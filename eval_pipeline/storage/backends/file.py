@@ -169,6 +169,9 @@ class FileBackend:
     def keep_small(self, schema: str, table: str) -> None:
         """Nothing to do: a DuckDB file keeps small writes in its own blocks."""
 
+    def upkeep(self) -> str | None:
+        return None  # one file, rewritten in place: nothing accumulates
+
     def maintain(self, keep_days: int) -> Iterator[str]:
         """Refused at once (not lazily): a DuckDB file keeps no snapshots or small files to tidy."""
         raise BackendError(
