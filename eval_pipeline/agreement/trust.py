@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -391,6 +392,17 @@ def pooled_trust(
 def checkpoint_trust(rubric: RubricConfig, pooled: PooledTrust, checkpoint_id: str, own: pd.DataFrame) -> pd.DataFrame:
     """One checkpoint's trust rows: the identity's pooled decision (``pooled_trust``) and this checkpoint's own
     agreement (``own``), for the drift check."""
+    return checkpoints_trust(rubric, pooled, {checkpoint_id: own})
+
+
+def checkpoints_trust(rubric: RubricConfig, pooled: PooledTrust, owns: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """``checkpoint_trust`` of several checkpoints the same identity judged (checkpoint -> its own agreement), as
+    one frame: the rows of each, in the order given (one frame built, not one a checkpoint)."""
+    rows = [r for c, own in owns.items() for r in _checkpoint_rows(rubric, pooled, c, own)]
+    return pd.DataFrame(rows, columns=TRUST_COLUMNS).astype(DTYPES)
+
+
+def _checkpoint_rows(rubric: RubricConfig, pooled: PooledTrust, checkpoint_id: str, own: pd.DataFrame) -> list[Row]:
     bar = judge_bar(rubric)
     rule, min_n = bar.rule, bar.min_samples
     rows: list[Row] = []
@@ -435,7 +447,7 @@ def checkpoint_trust(rubric: RubricConfig, pooled: PooledTrust, checkpoint_id: s
             )
         )
     rows.append(_overall(rows, checkpoint_id, pooled.identity, pooled.label, pooled.n_checkpoints, rule))
-    return pd.DataFrame(rows, columns=TRUST_COLUMNS).astype(DTYPES)
+    return rows
 
 
 def _overall(rows: list[Row], checkpoint_id: str, identity: str, label: str, n_checkpoints: int, rule: sq.Rule) -> Row:

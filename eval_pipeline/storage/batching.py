@@ -19,6 +19,7 @@ the others of its table when the batch ends, in one transaction:
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -56,6 +57,7 @@ class Batch:
         self._tables: dict[tuple[str, str], tuple[str, ...]] = {}  # table -> the partition columns held for it
         self.rows = 0
         self.flushes = 0
+        self._lock = threading.RLock()  # a step's threads (the judge's, the engine's) may read and write at once
 
     def __bool__(self) -> bool:
         return bool(self._groups)
@@ -65,9 +67,13 @@ class Batch:
 
     def named_in(self, sql: str) -> bool:
         """Whether the query's text names a table with held rows (by its bare name: a word of the text)."""
-        return any(re.search(rf"\b{re.escape(t)}\b", sql, re.IGNORECASE) for _, t in self._tables)
+        return any(re.search(rf"\b{re.escape(t)}\b", sql, re.IGNORECASE) for _, t in list(self._tables))
 
     def take(self, parts: Sequence[Part], known: Known | None) -> list[int] | None:
+        with self._lock:
+            return self._take(parts, known)
+
+    def _take(self, parts: Sequence[Part], known: Known | None) -> list[int] | None:
         """Hold ``parts`` and return the rows each will insert; None when they cannot be held (the caller
         writes them now, after ``flush``): a part that is not one checkpoint's plain frames, a table whose shape
         they would change, or a partition whose columns differ from those held for its table."""
@@ -102,9 +108,10 @@ class Batch:
 
     def flush(self) -> None:
         """Write every held replacement: one transaction, one delete per table and partition columns."""
-        if not self._groups:
-            return
-        parts = [g.part() for g in self._groups.values()]
-        self._groups, self._tables, self.rows = {}, {}, 0
-        self.flushes += 1
-        self._write(parts)
+        with self._lock:
+            if not self._groups:
+                return
+            parts = [g.part() for g in self._groups.values()]
+            self._groups, self._tables, self.rows = {}, {}, 0
+            self.flushes += 1
+            self._write(parts)

@@ -9,7 +9,7 @@ import pandas as pd
 from eval_pipeline.agreement.compute import compute_agreement, judge_pairs, predictions_on_human_scale, rater_sets
 from eval_pipeline.agreement.length_bias import length_bias, log_words
 from eval_pipeline.agreement.ppi import calibrated_means
-from eval_pipeline.agreement.trust import OVERALL, PooledTrust, checkpoint_trust, pooled_trust
+from eval_pipeline.agreement.trust import OVERALL, PooledTrust, checkpoints_trust, pooled_trust
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import ALL_CHECKPOINTS, JUDGE_VS_HUMAN_MEAN, Table
 from eval_pipeline.defs.asset import (
@@ -194,12 +194,14 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
             parts.append((rubric.name, Table.AGREEMENT, {"checkpoint_id": ALL_CHECKPOINTS}, [overall()]))
         if calibrated:
             parts.append(part(rubric.name, Table.CALIBRATED_MEANS, own_todo, calibrated))
-        trust: dict[str, pd.DataFrame] = {}
+        trust: dict[str, pd.DataFrame] = {}  # per judge identity: the trust rows of its checkpoints decided now
         if all_judge is not None and trust_todo:
             stored = reader.read(rubric.name, Table.AGREEMENT, where={"checkpoint_id": tuple(trust_todo)})
+            stored_by = {str(c): g for c, g in stored.groupby("checkpoint_id", sort=False)} if len(stored) else {}
             pooled: dict[str, PooledTrust] = {}
             kept = versions.read_pooled(wh, rubric.name)  # each identity's pooled trust, as last computed
             fresh: dict[str, tuple[str, str]] = {}
+            owns: dict[str, dict[str, pd.DataFrame]] = {}  # identity -> checkpoint -> its own agreement
             for c in trust_todo:
                 identity, label = who[c]
                 if identity not in pooled:
@@ -211,8 +213,8 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
                             wh, rubric, identity, label, pool, all_ratings, all_judge, overall
                         )
                         fresh[identity] = (key, pooled[identity].to_json())
-                mine = own[c] if c in own else stored[stored.checkpoint_id == c]
-                trust[c] = checkpoint_trust(rubric, pooled[identity], c, mine)
+                owns.setdefault(identity, {})[c] = own[c] if c in own else stored_by.get(c, stored.iloc[:0])
+            trust = {i: checkpoints_trust(rubric, pooled[i], by) for i, by in owns.items()}
             parts.append(part(rubric.name, Table.JUDGE_TRUST, trust_todo, trust))
             if fresh:
                 where = {"schema_name": rubric.name, "judge_identity": tuple(sorted(fresh))}
@@ -250,7 +252,8 @@ def _metadata(
     done = sorted(set(own_todo) | set(trust_todo))
     extra: dict[str, dg.MetadataValue] = {}
     if trust:
-        last = trust[max(trust)]
+        rows = pd.concat(trust.values())
+        last = rows[rows.checkpoint_id == max(rows.checkpoint_id)]
         verdict = last[last.dimension == OVERALL].iloc[0]
         extra["judge_trust"] = dg.MetadataValue.text(f"{verdict.verdict} ({verdict.judge_label})")
     if own:

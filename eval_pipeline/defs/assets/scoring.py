@@ -10,7 +10,7 @@ import pandas as pd
 from eval_pipeline.agreement.compute import rater_sets
 from eval_pipeline.agreement.trust import PENDING, UNTRUSTED, judge_bar
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import PANEL, Table
+from eval_pipeline.core.contracts import GATE_COLUMNS, PANEL, Table
 from eval_pipeline.core.types import Row
 from eval_pipeline.defs.asset import (
     asset_key,
@@ -294,6 +294,23 @@ def _flipped(old: pd.DataFrame, new: pd.DataFrame) -> set[str]:
 
 # the decisions the gates (and the verdict) read, decided before them in the same run
 DECIDED = (Table.AGREEMENT, Table.JUDGE_TRUST, Table.COMPARISON, Table.LENGTH_BIAS)
+OWN_DECIDED = tuple(t for t in DECIDED if t != Table.JUDGE_TRUST)
+
+
+def _with_trust_gates(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame | None:
+    """A checkpoint's stored gate rows with those of the gates that read the judge's trust (``new``) put in their
+    places; None when they do not match row for row (the gates are then all evaluated again)."""
+    if not len(new) or not set(new.gate) <= set(old.gate) or new.gate.duplicated().any():
+        return None
+    rows = old[GATE_COLUMNS].reset_index(drop=True)
+    at = {g: i for i, g in enumerate(rows.gate)}
+    if len(at) != len(rows):
+        return None
+    fresh = new[GATE_COLUMNS].reset_index(drop=True)
+    merged = pd.concat([rows[~rows.gate.isin(set(fresh.gate))], fresh], ignore_index=True)
+    return merged.iloc[merged.gate.map(at).argsort(kind="stable")].reset_index(drop=True).astype(fresh.dtypes.to_dict())
+
+
 GateEvaluations = Callable[[str, pd.DataFrame, Any], list[dg.AssetCheckEvaluation]]
 
 
@@ -317,27 +334,37 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], checks: GateE
         wh = warehouse.get()
         d = Inputs(wh, rubric)
         ckpts = [c for c in d.checkpoints if d.has(Table.SCORES, c)]
-        fp = {c: d.fingerprint(d.everything(c), d.parent(c), d.decisions(c, *DECIDED)) for c in ckpts}
+        # what a checkpoint's gates read, in two parts: the judge's trust (which moves with every rating of any
+        # checkpoint that judge judged) apart from the rest
+        rest = {c: d.fingerprint(d.everything(c), d.parent(c), d.decisions(c, *OWN_DECIDED)) for c in ckpts}
+        fp = {c: f"{rest[c]}+{d.fingerprint(d.decisions(c, Table.JUDGE_TRUST))}" for c in ckpts}
         todo = d.todo(Table.GATES, fp)
         if not todo:
             return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), []))
         reader = Prefetched(wh, todo)
-        frames: dict[str, pd.DataFrame] = {}
-        for c in todo:
-            scores = reader.read(rubric.name, Table.SCORES, where={"checkpoint_id": c})
-            inputs = GateInputs(load=_loader(reader, rubric, c), parent=d.parent(c), lineage_known=True)
-            frames[c] = evaluate_gates(rubric, c, scores, inputs)
         before = (
             reader.read(rubric.name, Table.GATES, where={"checkpoint_id": tuple(todo)})
             if wh.table_exists(rubric.name, Table.GATES)
             else None
         )
+        frames: dict[str, pd.DataFrame] = {}
+        for c in todo:
+            scores = reader.read(rubric.name, Table.SCORES, where={"checkpoint_id": c})
+            inputs = GateInputs(load=_loader(reader, rubric, c), parent=d.parent(c), lineage_known=True)
+            old = before[before.checkpoint_id == c] if before is not None else None
+            was = (d.stored(Table.GATES, c) or "").split("+")[0]
+            kept = None
+            if was == rest[c] and old is not None and len(old):  # only the trust moved: the gates that read it
+                kept = _with_trust_gates(old, evaluate_gates(rubric, c, scores, inputs, reading=Table.AGREEMENT))
+            frames[c] = kept if kept is not None else evaluate_gates(rubric, c, scores, inputs)
         commit_table(wh, rubric, Table.GATES, fp, frames)
         refresh_views(wh)
         mine = set(run_checkpoints(context))
         for c in todo:  # each checkpoint's checks: all, for the run's own; for another, those whose outcome changed
             old = before[before.checkpoint_id == c] if before is not None else None
             flipped = _flipped(old, frames[c]) if c not in mine and old is not None and len(old) else None
+            if flipped is not None and not flipped:
+                continue  # nothing to report of it
             for evaluation in checks(c, frames[c], reader):
                 if flipped is None or evaluation.check_name in flipped:
                     context.log_event(evaluation)

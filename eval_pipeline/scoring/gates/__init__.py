@@ -101,10 +101,16 @@ def evaluate_gate(
 
 
 def evaluate_gates(
-    rubric: RubricConfig, checkpoint_id: str, scores: pd.DataFrame, inputs: GateInputs | None = None
+    rubric: RubricConfig,
+    checkpoint_id: str,
+    scores: pd.DataFrame,
+    inputs: GateInputs | None = None,
+    reading: str | None = None,
 ) -> pd.DataFrame:
+    """Every gate's rows of one checkpoint (``reading``: only the gates whose kind reads that asset's tables)."""
     scores = in_item_order(scores, ["sample_id"])  # a mean's last bits do not depend on the warehouse's row order
-    results = [r for g in rubric.gates for r in evaluate_gate(g, rubric, scores, inputs)]
+    chosen = [g for g in rubric.gates if reading is None or reading in gate_kind(g.kind).needs]
+    results = [r for g in chosen for r in evaluate_gate(g, rubric, scores, inputs)]
     return pd.DataFrame(
         [
             dict(
