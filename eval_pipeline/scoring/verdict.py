@@ -22,6 +22,7 @@ Counts agree by construction: ``gates_passed + gates_failed + gates_pending == g
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -344,13 +345,38 @@ def regression_text(r: Row) -> str:
     )
 
 
-def decide(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> Verdict:
-    """The verdict on what one rubric's evaluation of one checkpoint left in the warehouse."""
+# what ``_read_counts`` fills: read from the checkpoint's own rows (lines, samples, judge scores, ratings), not from
+# any decision across checkpoints
+COUNTS = (
+    "lines",
+    "valid",
+    "quarantined",
+    "judge_missing",
+    "judge_total",
+    "judge_reasons",
+    "judge_pending",
+    "judge_batches",
+    "rating_rows",
+    "rating_rejected",
+    "rating_unplaced",
+    "rating_unrated",
+    "rating_files_rejected",
+)
+
+
+def decide(wh: Warehouse, rubric: RubricConfig, ckpt: str, counted: Verdict | None = None) -> Verdict:
+    """The verdict on what one rubric's evaluation of one checkpoint left in the warehouse. ``counted``: its
+    stored verdict, when the checkpoint's own rows have not changed since (its ``COUNTS`` are taken from it, not
+    counted again); the rest is decided from what is there now."""
     v = Verdict(rubric.name, ckpt)
     kinds: list[str] = []
     pending: list[tuple[str, str]] = []
     with wh.session() as s:
-        _read_counts(s, v, rubric, ckpt)
+        if counted is not None and all(getattr(counted, f) is not None for f in COUNTS):
+            for f in COUNTS:
+                setattr(v, f, copy.copy(getattr(counted, f)))
+        else:
+            _read_counts(s, v, rubric, ckpt)
         this = {"checkpoint_id": ckpt}
         if s.table_exists(rubric.name, Table.GATES):
             kinds, pending = _gates(v, s.read(rubric.name, Table.GATES, where=this, order_by=("gate",)))

@@ -53,15 +53,21 @@ def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], decided: se
             if wh.table_exists(rubric.name, Table.CALIBRATION_POOL)
             else versions.ABSENT
         )
-        fp = {c: d.fingerprint(d.everything(c), d.decisions(c, *READS), pool) for c in ckpts}
+        # what a verdict is decided from, in two parts: the checkpoint's own rows (what it counts) and the rest
+        own = {c: d.fingerprint(d.everything(c)) for c in ckpts}
+        fp = {c: f"{own[c]}+{d.fingerprint(d.decisions(c, *READS), pool)}" for c in ckpts}
         todo = d.todo(Table.VERDICT, fp)
         if not todo:
             return decided_metadata(len(ckpts), [])
         reader = Prefetched(wh, todo)
+        before = reader.read(rubric.name, Table.VERDICT, where={"checkpoint_id": tuple(todo)})
+        kept = {str(r["checkpoint_id"]): r for r in before.to_dict("records")} if len(before) else {}
         snapshot = wh.current_snapshot()
         rows, last = {}, None
         for c in todo:
-            last = verdicts.decide(reader, rubric, c)  # type: ignore[arg-type]
+            same = (d.stored(Table.VERDICT, c) or "").split("+")[0] == own[c] and c in kept
+            counted = verdicts.Verdict.from_row(kept[c]) if same else None  # its own rows unchanged: not counted again
+            last = verdicts.decide(reader, rubric, c, counted)  # type: ignore[arg-type]
             last.pool_version = pool
             rows[c] = verdicts.stored_row(reader, last, context.run.run_id, snapshot)  # type: ignore[arg-type]
         commit_table(wh, rubric, Table.VERDICT, fp, rows)
