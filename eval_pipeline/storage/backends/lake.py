@@ -293,7 +293,18 @@ class LakeBackend:
             ).fetchone() or (0, 0)
         if files <= UPKEEP_FILES_PER_TABLE * max(int(tables), 1):
             return None
-        self._run(f"CALL ducklake_merge_adjacent_files('{ALIAS}')")
+
+        def merge() -> None:
+            # on an attachment of its own: one that has read the catalog at earlier snapshots (this process's,
+            # after a run's steps) fails with "DuckLakeCompactor: failed to find table entry for given snapshot
+            # id" (DuckLake 1.5.5 caches a snapshot's catalog by schema version alone: duckdb/ducklake#955)
+            con = self._new_base(False, in_memory_config())
+            try:
+                con.execute(f"CALL ducklake_merge_adjacent_files('{ALIAS}')")
+            finally:
+                con.close()
+
+        self.retrying(merge)
         return f"merged {files} data files of {tables} tables (more than {UPKEEP_FILES_PER_TABLE} a table)"
 
     def maintain(self, keep_days: int) -> Iterator[str]:
