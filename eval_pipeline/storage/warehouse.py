@@ -185,12 +185,18 @@ class Warehouse:
         if self._batch is not None:
             yield self
             return
-        self._batch = Batch(self._replace_now)
+        batch = self._batch = Batch(self._replace_now)
         try:
             yield self
-        finally:
-            batch, self._batch = self._batch, None
-            batch.flush()  # also when the block failed: what its earlier checkpoints finished is written
+        except BaseException:
+            self._batch = None
+            try:  # what its earlier checkpoints finished, written when the warehouse still takes it
+                batch.flush()
+            except Exception:  # noqa: BLE001 - the block's own failure is the one to report (a store gone silent)
+                pass
+            raise
+        self._batch = None
+        batch.flush()
 
     def _settle(self, schema: str | None = None, table: str | None = None, sql: str | None = None) -> None:
         """Write the held replacements first when what comes reads or writes past them: a read of a table they
