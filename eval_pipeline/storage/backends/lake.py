@@ -293,28 +293,53 @@ class LakeBackend:
             ).fetchone() or (0, 0)
         if files <= UPKEEP_FILES_PER_TABLE * max(int(tables), 1):
             return None
+        left = self._merge_files()
+        said = f"merged {files} data files of {tables} tables (more than {UPKEEP_FILES_PER_TABLE} a table)"
+        return said + (f"; not {', '.join(left)} (DuckLake could not: duckdb/ducklake#955)" if left else "")
 
-        def merge() -> None:
-            # on an attachment of its own: one that has read the catalog at earlier snapshots (this process's,
-            # after a run's steps) fails with "DuckLakeCompactor: failed to find table entry for given snapshot
-            # id" (DuckLake 1.5.5 caches a snapshot's catalog by schema version alone: duckdb/ducklake#955)
+    def _merge_files(self) -> list[str]:
+        """Merge the lake's small files; the tables it could not merge (left for a later upkeep). Each call on an
+        attachment of its own, and table by table when the whole lake's fails: DuckLake 1.5.5's compactor caches a
+        snapshot's catalog by schema version alone and then fails ("DuckLakeCompactor: failed to find table entry
+        for given snapshot id", duckdb/ducklake#955) on an attachment that has read the catalog at other snapshots,
+        or across tables in one call."""
+
+        def fresh(sql: str) -> None:
             con = self._new_base(False, in_memory_config())
             try:
-                con.execute(f"CALL ducklake_merge_adjacent_files('{ALIAS}')")
+                con.execute(sql)
             finally:
                 con.close()
 
-        self.retrying(merge)
-        return f"merged {files} data files of {tables} tables (more than {UPKEEP_FILES_PER_TABLE} a table)"
+        try:
+            self.retrying(partial(fresh, f"CALL ducklake_merge_adjacent_files('{ALIAS}')"))
+            return []
+        except duckdb.Error as exc:
+            if "DuckLakeCompactor" not in str(exc):
+                raise
+        with self.connect() as con:
+            tables = con.execute(
+                "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ? ORDER BY 1, 2", [ALIAS]
+            ).fetchall()
+        left = []
+        for schema, table in tables:
+            sql = f"CALL ducklake_merge_adjacent_files('{ALIAS}', {literal(table)}, schema => {literal(schema)})"
+            try:
+                self.retrying(partial(fresh, sql))
+            except duckdb.Error as exc:
+                if "DuckLakeCompactor" not in str(exc):
+                    raise
+                left.append(f"{schema}.{table}")
+        return left
 
     def maintain(self, keep_days: int) -> Iterator[str]:
         run, spared = self._run, _scheduled_before(READER_GRACE_MINUTES)
-        steps: list[tuple[str, Callable[[], None]]] = [
+        steps: list[tuple[str, Callable[[], object]]] = [
             (
                 "moved rows kept in the catalog to Parquet files",
                 partial(run, f"CALL ducklake_flush_inlined_data('{ALIAS}')"),
             ),
-            ("merged small files", partial(run, f"CALL ducklake_merge_adjacent_files('{ALIAS}')")),
+            ("merged small files", self._merge_files),
             ("expired snapshots", partial(self.retrying, partial(self._expire_snapshots, keep_days))),
             (  # files merged away or of expired snapshots, once no query that began before can still read them
                 "deleted unneeded files",
@@ -327,8 +352,9 @@ class LakeBackend:
             ),
         ]
         for what, step in steps:
-            step()  # each retried on its own (``_run``, ``retrying``)
-            yield what
+            left = step()  # each retried on its own (``_run``, ``retrying``); a merge: the tables it could not merge
+            named = ", ".join(str(t) for t in left) if isinstance(left, list) else ""
+            yield what + (f" (not {named}: DuckLake could not, duckdb/ducklake#955)" if named else "")
 
     def _expire_snapshots(self, keep_days: int) -> None:
         """Expire the snapshots replaced by a later one more than ``keep_days`` days ago — and more than
