@@ -56,7 +56,6 @@ class Batch:
         self._groups: dict[tuple[str, str, tuple[tuple[str, Filter], ...]], _Group] = {}
         self._tables: dict[tuple[str, str], tuple[str, ...]] = {}  # table -> the partition columns held for it
         self.rows = 0
-        self.flushes = 0
         self._lock = threading.RLock()  # a step's threads (the judge's, the engine's) may read and write at once
 
     def __bool__(self) -> bool:
@@ -94,7 +93,7 @@ class Batch:
             fixed = {k: v for k, v in where.items() if k != "checkpoint_id"}
             key = (schema, table, tuple(sorted(fixed.items())))
             group = self._groups.setdefault(key, _Group(schema, table, fixed))
-            plain = [f for f in frames if not isinstance(f, Select)]  # all of them (checked above)
+            plain = [f for f in frames if not isinstance(f, Select)]  # all of them (checked above): typed as such
             old = group.frames.pop(str(where["checkpoint_id"]), [])
             self.rows -= sum(len(f) for f in old)
             group.frames[str(where["checkpoint_id"])] = plain
@@ -113,5 +112,4 @@ class Batch:
                 return
             parts = [g.part() for g in self._groups.values()]
             self._groups, self._tables, self.rows = {}, {}, 0
-            self.flushes += 1
             self._write(parts)

@@ -204,13 +204,11 @@ class Warehouse:
         batch = self._batch
         if not batch:
             return
-        if table is not None and schema is not None:
-            if batch.holds(schema, table):
-                batch.flush()
-        elif sql is not None:
-            if batch.named_in(sql):
-                batch.flush()
+        if schema is not None and table is not None:
+            due = batch.holds(schema, table)
         else:
+            due = sql is None or batch.named_in(sql)
+        if due:
             batch.flush()
 
     @contextmanager
@@ -433,8 +431,7 @@ class Warehouse:
         return self._replace_now(parts)
 
     def _replace_now(self, parts: Sequence[tuple[str, str, Where, Sequence[Frame | Select]]]) -> list[int]:
-        """``replace_partitions``, written now (after what a batch held)."""
-        self._settle()
+        """``replace_partitions``, written now (``writing`` writes what a batch held first)."""
 
         def write() -> list[int]:
             with self.writing() as con:

@@ -261,6 +261,7 @@ def test_a_stored_pooled_trust_gives_back_the_same_trust_rows(rubrics):
     unchanged: the rows it gives are the rows computing it again gives, value for value (NaN, ints, None kept)."""
     from eval_pipeline.agreement.compute import compute_agreement, judge_pairs
     from eval_pipeline.agreement.trust import PooledTrust, checkpoint_trust, pooled_trust
+    from tests.helpers.judges import judge_long
 
     rubric = rubrics["kg_qa"]
     dims = list(rubric.rating_scales)
@@ -275,23 +276,7 @@ def test_a_stored_pooled_trust_gives_back_the_same_trust_rows(rubrics):
             for e in ("A", "B")
         ]
     )
-    judged = pd.DataFrame(
-        [
-            dict(
-                checkpoint_id="c",
-                sample_id=s,
-                judge="panel",
-                judge_kind="llm",
-                kind="dimension",
-                dimension=d,
-                score=float(rng.choice(labels[d])),
-                status="ok",
-                reason=None,
-            )
-            for s in ids
-            for d in dims
-        ]
-    )
+    judged = judge_long({s: {d: float(rng.choice(labels[d])) for d in dims} for s in ids})
     pooled = compute_agreement(rubric, "c", ratings, judged)
     made = pooled_trust(rubric, "id1", "judge X", pooled, 1, judge_pairs(rubric, ratings, judged))
     assert any(v != v for row in made.dimensions for v in row.values() if isinstance(v, float))  # NaN in it

@@ -12,6 +12,7 @@ from eval_pipeline.metrics.text_metrics import context_coverage, triple_coverage
 from eval_pipeline.scoring.gates import GateInputs, evaluate_gates
 from eval_pipeline.scoring.scores import compute_scores
 from eval_pipeline.scoring.summary import N_BOOT, summarise
+from tests.helpers.judges import judge_long
 
 
 def bootstrap_ci(values: np.ndarray, seed: int, n_boot: int = N_BOOT) -> tuple[float, float]:
@@ -22,27 +23,6 @@ def bootstrap_ci(values: np.ndarray, seed: int, n_boot: int = N_BOOT) -> tuple[f
     if len(values) == 1:
         return float(values[0]), float(values[0])
     return percentile_ci(resampled_mean, [values], seed, n_boot)
-
-
-def judge_long(scores: dict[str, dict[str, float | None]], kind="dimension") -> pd.DataFrame:
-    rows = []
-    for sid, dims in scores.items():
-        for dim, v in dims.items():
-            rows.append(
-                dict(
-                    checkpoint_id="c",
-                    sample_id=sid,
-                    judge="panel",
-                    judge_kind="heuristic",
-                    model="rules",
-                    dimension=dim,
-                    kind=kind,
-                    score=v,
-                    status="ok" if v is not None else "missing",
-                    reason=None if v is not None else "unparseable answer",
-                )
-            )
-    return pd.DataFrame(rows)
 
 
 def aq_case(qid, actual, preferred="hr_kpi", acceptable=("hr_kpi", "rag_docs")):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
@@ -86,6 +87,16 @@ class Inputs:
     def stored(self, asset: str, ckpt: str) -> str | None:
         return self.decided.get((asset, ckpt))
 
+    @staticmethod
+    def in_two(first: str, second: str) -> str:
+        """A fingerprint in two parts (what a checkpoint's own rows are, what else it is decided from), so that a
+        decision can tell when only the second moved (``first_unchanged``)."""
+        return f"{first}+{second}"
+
+    def first_unchanged(self, asset: str, ckpt: str, first: str) -> bool:
+        """Whether ``asset`` last decided ``ckpt`` from a two-part fingerprint whose first part is ``first``."""
+        return (self.decided.get((asset, ckpt)) or "").split("+")[0] == first
+
     def todo(self, asset: str, fingerprints: Mapping[str, str]) -> list[str]:
         """The checkpoints whose fingerprint differs from the one ``asset`` stored (in checkpoint order)."""
         return [c for c in sorted(fingerprints) if self.decided.get((asset, c)) != fingerprints[c]]
@@ -145,9 +156,15 @@ def decided_metadata(total: int, done: Sequence[str], /, **extra: Any) -> dict[s
     }
 
 
-def _covers(held: frozenset[str] | None, need: frozenset[str] | None) -> bool:
-    """Whether columns read (None: all) hold those needed (None: all)."""
-    return held is None or (need is not None and need <= held)
+@dataclass
+class _Fetched:
+    """One table's rows of the fetched checkpoints: the columns read (None: all of them), the rows by checkpoint."""
+
+    columns: frozenset[str] | None
+    by: dict[str, pd.DataFrame]
+
+    def covers(self, need: frozenset[str] | None) -> bool:
+        return self.columns is None or (need is not None and need <= self.columns)
 
 
 class Prefetched:
@@ -160,8 +177,7 @@ class Prefetched:
 
     def __init__(self, wh: Warehouse, checkpoints: Sequence[str]) -> None:
         self.wh, self.checkpoints = wh, tuple(sorted(set(checkpoints)))
-        # per table: the columns read (None: all of them) and each checkpoint's rows; None: not by checkpoint
-        self._frames: dict[tuple[str, str], tuple[frozenset[str] | None, dict[str, pd.DataFrame]] | None] = {}
+        self._frames: dict[tuple[str, str], _Fetched | None] = {}  # None: a table not by checkpoint
 
     def _frame(self, schema: str, table: str, ckpts: Sequence[str], need: frozenset[str] | None) -> pd.DataFrame | None:
         """The rows of ``ckpts`` with at least the columns ``need`` (None: every column), every fetched
@@ -170,23 +186,22 @@ class Prefetched:
         if key in self._frames and self._frames[key] is None:
             return None
         held = self._frames.get(key)
-        if held is None or not _covers(held[0], need):
+        if held is None or not held.covers(need):
             cols = self.wh.columns(schema, table) if self.wh.table_exists(schema, table) else {}
             if "checkpoint_id" not in cols:
                 self._frames[key] = None
                 return None
-            before = held[0] if held is not None and held[0] is not None else frozenset()
+            before = (held.columns if held is not None else None) or frozenset()  # widened: read again with them
             wanted = None if need is None else need | before | {"checkpoint_id"}
             order = [c for c in cols if wanted is None or c in wanted]
             where = {"checkpoint_id": self.checkpoints}
             whole = self.wh.read(schema, table, columns=order if wanted is not None else (), where=where)
             by = {str(c): g for c, g in whole.groupby("checkpoint_id", sort=False)}
-            held = (
-                None if wanted is None else frozenset(order),
-                {c: by.get(c, whole.iloc[:0]) for c in self.checkpoints},
+            held = _Fetched(
+                None if wanted is None else frozenset(order), {c: by.get(c, whole.iloc[:0]) for c in self.checkpoints}
             )
             self._frames[key] = held
-        parts = [held[1][c] for c in ckpts]
+        parts = [held.by[c] for c in ckpts]
         return parts[0] if len(parts) == 1 else pd.concat(parts)
 
     def table_exists(self, schema: str, table: str) -> bool:

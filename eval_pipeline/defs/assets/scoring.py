@@ -337,7 +337,7 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], checks: GateE
         # what a checkpoint's gates read, in two parts: the judge's trust (which moves with every rating of any
         # checkpoint that judge judged) apart from the rest
         rest = {c: d.fingerprint(d.everything(c), d.parent(c), d.decisions(c, *OWN_DECIDED)) for c in ckpts}
-        fp = {c: f"{rest[c]}+{d.fingerprint(d.decisions(c, Table.JUDGE_TRUST))}" for c in ckpts}
+        fp = {c: d.in_two(rest[c], d.fingerprint(d.decisions(c, Table.JUDGE_TRUST))) for c in ckpts}
         todo = d.todo(Table.GATES, fp)
         if not todo:
             return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), []))
@@ -347,22 +347,20 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], checks: GateE
             if wh.table_exists(rubric.name, Table.GATES)
             else None
         )
+        stored = {str(c): g for c, g in before.groupby("checkpoint_id", sort=False)} if before is not None else {}
         frames: dict[str, pd.DataFrame] = {}
         for c in todo:
             scores = reader.read(rubric.name, Table.SCORES, where={"checkpoint_id": c})
             inputs = GateInputs(load=_loader(reader, rubric, c), parent=d.parent(c), lineage_known=True)
-            old = before[before.checkpoint_id == c] if before is not None else None
-            was = (d.stored(Table.GATES, c) or "").split("+")[0]
             kept = None
-            if was == rest[c] and old is not None and len(old):  # only the trust moved: the gates that read it
-                kept = _with_trust_gates(old, evaluate_gates(rubric, c, scores, inputs, reading=Table.AGREEMENT))
+            if c in stored and d.first_unchanged(Table.GATES, c, rest[c]):  # only the trust moved: its gates
+                kept = _with_trust_gates(stored[c], evaluate_gates(rubric, c, scores, inputs, reading=Table.AGREEMENT))
             frames[c] = kept if kept is not None else evaluate_gates(rubric, c, scores, inputs)
         commit_table(wh, rubric, Table.GATES, fp, frames)
         refresh_views(wh)
         mine = set(run_checkpoints(context))
         for c in todo:  # each checkpoint's checks: all, for the run's own; for another, those whose outcome changed
-            old = before[before.checkpoint_id == c] if before is not None else None
-            flipped = _flipped(old, frames[c]) if c not in mine and old is not None and len(old) else None
+            flipped = _flipped(stored[c], frames[c]) if c not in mine and c in stored else None
             if flipped is not None and not flipped:
                 continue  # nothing to report of it
             for evaluation in checks(c, frames[c], reader):

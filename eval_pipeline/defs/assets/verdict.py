@@ -55,7 +55,7 @@ def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], decided: se
         )
         # what a verdict is decided from, in two parts: the checkpoint's own rows (what it counts) and the rest
         own = {c: d.fingerprint(d.everything(c)) for c in ckpts}
-        fp = {c: f"{own[c]}+{d.fingerprint(d.decisions(c, *READS), pool)}" for c in ckpts}
+        fp = {c: d.in_two(own[c], d.fingerprint(d.decisions(c, *READS), pool)) for c in ckpts}
         todo = d.todo(Table.VERDICT, fp)
         if not todo:
             return decided_metadata(len(ckpts), [])
@@ -65,8 +65,8 @@ def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], decided: se
         snapshot = wh.current_snapshot()
         rows, last = {}, None
         for c in todo:
-            same = (d.stored(Table.VERDICT, c) or "").split("+")[0] == own[c] and c in kept
-            counted = verdicts.Verdict.from_row(kept[c]) if same else None  # its own rows unchanged: not counted again
+            same = c in kept and d.first_unchanged(Table.VERDICT, c, own[c])  # its own rows: not counted again
+            counted = verdicts.Verdict.from_row(kept[c]) if same else None
             last = verdicts.decide(reader, rubric, c, counted)  # type: ignore[arg-type]
             last.pool_version = pool
             rows[c] = verdicts.stored_row(reader, last, context.run.run_id, snapshot)  # type: ignore[arg-type]

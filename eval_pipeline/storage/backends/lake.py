@@ -50,6 +50,12 @@ READER_GRACE_MINUTES = 10
 UPKEEP_FILES_PER_TABLE = 8
 
 
+def _lake_tables(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+    """The lake's tables, (schema, table), in order."""
+    sql = "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ? ORDER BY 1, 2"
+    return [(str(s), str(t)) for s, t in con.execute(sql, [ALIAS]).fetchall()]
+
+
 def _scheduled_before(minutes: int) -> str:
     """SQL for ``ducklake_cleanup_old_files``'s ``older_than`` that spares every file scheduled for deletion less
     than ``minutes`` ago. DuckLake 1.5.5 on a SQLite catalog compares it with the stored time as text ('YYYY-MM-DD
@@ -293,12 +299,12 @@ class LakeBackend:
             ).fetchone() or (0, 0)
         if files <= UPKEEP_FILES_PER_TABLE * max(int(tables), 1):
             return None
-        left = self._merge_files()
         said = f"merged {files} data files of {tables} tables (more than {UPKEEP_FILES_PER_TABLE} a table)"
-        return said + (f"; not {', '.join(left)} (DuckLake could not: duckdb/ducklake#955)" if left else "")
+        return said + self._merge_files()
 
-    def _merge_files(self) -> list[str]:
-        """Merge the lake's small files; the tables it could not merge (left for a later upkeep). Each call on an
+    def _merge_files(self) -> str:
+        """Merge the lake's small files; what it could not merge, said for the message (left for a later upkeep:
+        "" when every table was merged). Each call on an
         attachment of its own, and table by table when the whole lake's fails: DuckLake 1.5.5's compactor caches a
         snapshot's catalog by schema version alone and then fails ("DuckLakeCompactor: failed to find table entry
         for given snapshot id", duckdb/ducklake#955) on an attachment that has read the catalog at other snapshots,
@@ -311,30 +317,32 @@ class LakeBackend:
             finally:
                 con.close()
 
-        try:
-            self.retrying(partial(fresh, f"CALL ducklake_merge_adjacent_files('{ALIAS}')"))
-            return []
-        except duckdb.Error as exc:
-            if "DuckLakeCompactor" not in str(exc):
-                raise
-        with self.connect() as con:
-            tables = con.execute(
-                "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ? ORDER BY 1, 2", [ALIAS]
-            ).fetchall()
-        left = []
-        for schema, table in tables:
-            sql = f"CALL ducklake_merge_adjacent_files('{ALIAS}', {literal(table)}, schema => {literal(schema)})"
+        def merged(sql: str) -> bool:
+            """Whether the merge went through (False: the compactor's failure of duckdb/ducklake#955)."""
             try:
                 self.retrying(partial(fresh, sql))
             except duckdb.Error as exc:
                 if "DuckLakeCompactor" not in str(exc):
                     raise
-                left.append(f"{schema}.{table}")
-        return left
+                return False
+            return True
+
+        if merged(f"CALL ducklake_merge_adjacent_files('{ALIAS}')"):
+            return ""
+        with self.connect() as con:
+            tables = _lake_tables(con)
+        left = [
+            f"{schema}.{table}"
+            for schema, table in tables
+            if not merged(
+                f"CALL ducklake_merge_adjacent_files('{ALIAS}', {literal(table)}, schema => {literal(schema)})"
+            )
+        ]
+        return f"; not {', '.join(left)} (DuckLake could not: duckdb/ducklake#955)" if left else ""
 
     def maintain(self, keep_days: int) -> Iterator[str]:
         run, spared = self._run, _scheduled_before(READER_GRACE_MINUTES)
-        steps: list[tuple[str, Callable[[], object]]] = [
+        steps: list[tuple[str, Callable[[], str | None]]] = [
             (
                 "moved rows kept in the catalog to Parquet files",
                 partial(run, f"CALL ducklake_flush_inlined_data('{ALIAS}')"),
@@ -352,9 +360,7 @@ class LakeBackend:
             ),
         ]
         for what, step in steps:
-            left = step()  # each retried on its own (``_run``, ``retrying``); a merge: the tables it could not merge
-            named = ", ".join(str(t) for t in left) if isinstance(left, list) else ""
-            yield what + (f" (not {named}: DuckLake could not, duckdb/ducklake#955)" if named else "")
+            yield what + (step() or "")  # each retried on its own (``_run``, ``retrying``); a merge says what it left
 
     def _expire_snapshots(self, keep_days: int) -> None:
         """Expire the snapshots replaced by a later one more than ``keep_days`` days ago — and more than
@@ -382,9 +388,7 @@ class LakeBackend:
         if "://" in self.data_path:
             raise BackendError(f"repair checks a local data folder; {self.data_path} is not one")
         with self.connect() as con:
-            tables = con.execute(
-                "SELECT schema_name, table_name FROM duckdb_tables() WHERE database_name = ? ORDER BY 1, 2", [ALIAS]
-            ).fetchall()
+            tables = _lake_tables(con)
             damaged = []
             for schema, table in tables:
                 files = con.execute(
