@@ -398,17 +398,39 @@ def checkpoint_trust(rubric: RubricConfig, pooled: PooledTrust, checkpoint_id: s
 def checkpoints_trust(rubric: RubricConfig, pooled: PooledTrust, owns: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """``checkpoint_trust`` of several checkpoints the same identity judged (checkpoint -> its own agreement), as
     one frame: the rows of each, in the order given (one frame built, not one a checkpoint)."""
-    rows = [r for c, own in owns.items() for r in _checkpoint_rows(rubric, pooled, c, own)]
+    kappas = _own_kappas(owns)
+    rows = [r for c in owns for r in _checkpoint_rows(rubric, pooled, c, kappas)]
     return pd.DataFrame(rows, columns=TRUST_COLUMNS).astype(DTYPES)
 
 
-def _checkpoint_rows(rubric: RubricConfig, pooled: PooledTrust, checkpoint_id: str, own: pd.DataFrame) -> list[Row]:
+Stat = tuple[int, float, float, float]  # n, value, interval low, interval high
+
+
+def _own_kappas(owns: Mapping[str, pd.DataFrame]) -> dict[tuple[str, str], Stat]:
+    """(checkpoint, dimension) -> the judge's quadratic kappa against the people's mean on that checkpoint
+    (``_stat``), read from all the checkpoints' agreement rows at once."""
+    kept = {c: f for c, f in owns.items() if len(f)}
+    if not kept:
+        return {}
+    whole = pd.concat(list(kept.values()), keys=list(kept), names=["_of", None])
+    rows = whole[(whole.raters == JUDGE_VS_HUMAN_MEAN) & (whole.statistic == "cohen_kappa_quadratic")]
+    out: dict[tuple[str, str], Stat] = {}
+    cols = (rows.n_items, rows.value, rows.ci_low, rows.ci_high)
+    for c, dim, n, value, lo, hi in zip(rows.index.get_level_values(0), rows.dimension, *cols):
+        out.setdefault((str(c), str(dim)), (int(n), float(value), float(lo), float(hi)))  # the first, as _stat
+    return out
+
+
+def _checkpoint_rows(
+    rubric: RubricConfig, pooled: PooledTrust, checkpoint_id: str, kappas: Mapping[tuple[str, str], Stat]
+) -> list[Row]:
     bar = judge_bar(rubric)
     rule, min_n = bar.rule, bar.min_samples
     rows: list[Row] = []
+    nothing: Stat = (0, math.nan, math.nan, math.nan)
     for d in pooled.dimensions:
         dim, verdict, k, reason = d["dimension"], d["verdict"], d["kappa_quadratic"], d["reason"]
-        own_n, own_k, _, own_hi = _stat(own, dim, "cohen_kappa_quadratic")
+        own_n, own_k, _, own_hi = kappas.get((checkpoint_id, dim), nothing)
         drift: bool | None = None
         if verdict != PENDING and own_n >= min_n and not math.isnan(own_hi):
             drift = bool(own_hi < k)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ import pandas as pd
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import BATCH_PENDING, PANEL, QUARANTINE, UNPLACED, UNRATED, Table
 from eval_pipeline.core.types import Row
+from eval_pipeline.storage.tables import Filter
 from eval_pipeline.storage.warehouse import Warehouse
 
 VERDICTS = ("incomplete", "pending judge", "regressed", "failed gates", "judge untrusted", "pending ratings", "passed")
@@ -250,47 +252,53 @@ def _gate_text(g: Row) -> str:
     return f"{g['gate']}{subject} {_number(g['value'])} (threshold {g['threshold']:g})"
 
 
-def _gates(v: Verdict, gates: pd.DataFrame) -> tuple[list[str], list[tuple[str, str]]]:
-    """Fills the gate counts and failed gates; returns (kinds of failed gates, pending (gate, reason))."""
-    if "status" not in gates.columns:  # written before gates could be pending
-        gates["status"] = None
-    status = gates.status.where(gates.status.notna(), gates.passed.map({True: "passed", False: "failed"}))
-    v.gates_total = len(gates)
-    v.gates_passed = int((status == "passed").sum())
-    v.gates_failed = int((status == "failed").sum())
-    v.gates_pending = v.gates_total - v.gates_passed - v.gates_failed
+def _gates(v: Verdict, gates: list[Row]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Fills the gate counts and failed gates from a checkpoint's gate rows (in gate order); returns (kinds of
+    failed gates, pending (gate, reason))."""
     kinds: list[str] = []
     pending: list[tuple[str, str]] = []
-    for g, st in zip(gates.itertuples(), status):
-        if st == "failed":
-            value = None if g.value != g.value else float(g.value)
-            v.failed_gates.append(
-                {"gate": g.gate, "kind": g.kind, "value": value, "threshold": float(g.threshold), "reason": g.reason}
-            )
-            kinds.append(str(g.kind))
-        elif st != "passed":
-            pending.append((str(g.gate), str(g.reason)))
+    v.gates_total = len(gates)
+    for g in gates:
+        st = _value(g.get("status"))  # none: written before gates could be pending
+        if st is None and _value(g["passed"]) is not None:
+            st = "passed" if bool(g["passed"]) else "failed"
+        if st == "passed":
+            v.gates_passed += 1
+        elif st == "failed":
+            v.gates_failed += 1
+            failed = {"gate": g["gate"], "kind": g["kind"], "value": _float(g["value"])}
+            v.failed_gates.append({**failed, "threshold": float(g["threshold"]), "reason": g["reason"]})
+            kinds.append(str(g["kind"]))
+        else:
+            pending.append((str(g["gate"]), str(g["reason"])))
+    v.gates_pending = v.gates_total - v.gates_passed - v.gates_failed
     return kinds, pending
 
 
-def _trust(v: Verdict, trust: pd.DataFrame | None) -> None:
-    if trust is None or trust.empty:
+def _trust(v: Verdict, trust: list[Row]) -> None:
+    """The judge's trust as a checkpoint's ``judge_trust`` rows say it (a dimension's, and the ``ALL`` row)."""
+    if not trust:
         return
-    dims = trust[trust.dimension != "ALL"]
-    v.judge = str(trust.judge_label.iloc[0]) if "judge_label" in trust.columns else ""
-    v.untrusted = sorted(str(d) for d in dims.dimension[dims.verdict == "untrusted"])
-    v.trust_pending = sorted(str(d) for d in dims.dimension[dims.verdict == "pending"])
-    drift = dims.drift.fillna(False).astype(bool) if "drift" in dims.columns else pd.Series(False, index=dims.index)
-    v.drifting = sorted(str(d) for d in dims.dimension[drift & (dims.verdict == "trusted")])
-    needed = pd.to_numeric(dims.needed, errors="coerce").fillna(0) if "needed" in dims.columns else None
-    v.ratings_needed = int(needed[dims.verdict == "pending"].max()) if needed is not None and v.trust_pending else 0
+    dims = [r for r in trust if r["dimension"] != "ALL"]
+    v.judge = str(trust[0].get("judge_label", ""))
+    v.untrusted = sorted(str(r["dimension"]) for r in dims if r["verdict"] == "untrusted")
+    v.trust_pending = sorted(str(r["dimension"]) for r in dims if r["verdict"] == "pending")
+    v.drifting = sorted(str(r["dimension"]) for r in dims if _value(r.get("drift")) and r["verdict"] == "trusted")
+    needed = [_number_or_zero(r.get("needed")) for r in dims if r["verdict"] == "pending"]
+    v.ratings_needed = int(max(needed, default=0)) if v.trust_pending else 0
     v.trust = "untrusted" if v.untrusted else "pending" if v.trust_pending else "trusted"
-    if "versus_people" in dims.columns:
-        v.versus_people = {
-            str(r.dimension): str(r.versus_people) for r in dims.itertuples() if isinstance(r.versus_people, str)
-        }
-    if "n_rated" in trust.columns and trust.n_rated.notna().any():
-        v.rated = int(trust.n_rated.max())
+    v.versus_people = {str(r["dimension"]): r["versus_people"] for r in dims if isinstance(r.get("versus_people"), str)}
+    rated = [n for n in (_value(r.get("n_rated")) for r in trust) if n is not None]
+    if rated:
+        v.rated = int(max(rated))
+
+
+def _number_or_zero(x: Any) -> float:
+    try:
+        x = float(_value(x) or 0)
+    except (TypeError, ValueError):
+        return 0.0
+    return 0.0 if x != x else x
 
 
 def change_of(delta: float, ci_low: float, ci_high: float, p_holm: float | None, lower_is_better: bool) -> str:
@@ -303,33 +311,33 @@ def change_of(delta: float, ci_low: float, ci_high: float, p_holm: float | None,
     return "better" if (delta > 0) != lower_is_better else "worse"
 
 
-def _headline_change(v: Verdict, comparison: pd.DataFrame) -> None:
-    row = comparison[comparison.score == v.headline_name] if v.headline_name else comparison.iloc[:0]
-    if row.empty or "delta" not in row.columns:
+def _headline_change(v: Verdict, comparison: list[Row]) -> None:
+    row = [r for r in comparison if r["score"] == v.headline_name] if v.headline_name else []
+    if not row or "delta" not in row[0]:
         return
-    r = row.iloc[0]
-    p = None if "p_holm" not in row.columns or r.p_holm != r.p_holm else float(r.p_holm)
-    v.headline_lower_is_better = bool(r.get("lower_is_better", False))
-    if r.delta == r.delta:
-        v.headline_delta = float(r.delta)
-        v.headline_change = change_of(float(r.delta), float(r.ci_low), float(r.ci_high), p, v.headline_lower_is_better)
+    r = row[0]
+    p = _float(r.get("p_holm"))
+    v.headline_lower_is_better = bool(_value(r.get("lower_is_better")) or False)
+    delta = _float(r["delta"])
+    if delta is not None:
+        v.headline_delta = delta
+        v.headline_change = change_of(delta, float(r["ci_low"]), float(r["ci_high"]), p, v.headline_lower_is_better)
 
 
-def _regressions(v: Verdict, comparison: pd.DataFrame | None) -> None:
-    if comparison is None or comparison.empty or "regression" not in comparison.columns:
-        return
-    for r in comparison[comparison.regression.fillna(False).astype(bool)].itertuples():
-        lower = bool(getattr(r, "lower_is_better", False))
+def _regressions(v: Verdict, comparison: list[Row]) -> None:
+    for r in comparison:
+        if not _value(r.get("regression")):
+            continue
         v.regressions.append(
             {
-                "score": str(r.score),
-                "parent": str(r.parent_id),
-                "delta": float(r.delta),
-                "ci_low": float(r.ci_low),
-                "ci_high": float(r.ci_high),
-                "p_holm": None if r.p_holm != r.p_holm else float(r.p_holm),
-                "lower_is_better": lower,
-                "calibrated": str(r.score).endswith("_calibrated"),
+                "score": str(r["score"]),
+                "parent": str(r["parent_id"]),
+                "delta": float(r["delta"]),
+                "ci_low": float(r["ci_low"]),
+                "ci_high": float(r["ci_high"]),
+                "p_holm": _float(r.get("p_holm")),
+                "lower_is_better": bool(r.get("lower_is_better", False)),
+                "calibrated": str(r["score"]).endswith("_calibrated"),
             }
         )
 
@@ -368,47 +376,86 @@ def decide(wh: Warehouse, rubric: RubricConfig, ckpt: str, counted: Verdict | No
     """The verdict on what one rubric's evaluation of one checkpoint left in the warehouse. ``counted``: its
     stored verdict, when the checkpoint's own rows have not changed since (its ``COUNTS`` are taken from it, not
     counted again); the rest is decided from what is there now."""
-    v = Verdict(rubric.name, ckpt)
-    kinds: list[str] = []
-    pending: list[tuple[str, str]] = []
+    return decide_all(wh, rubric, [ckpt], {ckpt: counted} if counted is not None else {})[ckpt]
+
+
+def _records(frame: pd.DataFrame) -> dict[str, list[Row]]:
+    """A table's rows by checkpoint as plain records: what a verdict reads of a checkpoint is a handful of rows,
+    and reading them cell by cell from a frame costs more than deciding."""
+    out: dict[str, list[Row]] = {}
+    if not len(frame):
+        return out
+    for r in frame.to_dict("records"):
+        out.setdefault(str(r["checkpoint_id"]), []).append(r)
+    return out
+
+
+def decide_all(
+    wh: Warehouse, rubric: RubricConfig, ckpts: Sequence[str], counted: Mapping[str, Verdict] | None = None
+) -> dict[str, Verdict]:
+    """``decide`` for several checkpoints at once: each table a verdict reads is read once for all of them (one
+    query, ``checkpoint_id IN (...)``); ``counted``: checkpoint -> its stored verdict, for those whose own rows have
+    not changed since."""
+    counted = counted or {}
+    verdicts = {c: Verdict(rubric.name, c) for c in ckpts}
+    within = {"checkpoint_id": tuple(ckpts)}
     with wh.session() as s:
-        if counted is not None and all(getattr(counted, f) is not None for f in COUNTS):
-            for f in COUNTS:
-                setattr(v, f, copy.copy(getattr(counted, f)))
-        else:
-            _read_counts(s, v, rubric, ckpt)
-        this = {"checkpoint_id": ckpt}
-        if s.table_exists(rubric.name, Table.GATES):
-            kinds, pending = _gates(v, s.read(rubric.name, Table.GATES, where=this, order_by=("gate",)))
-        if s.table_exists(rubric.name, Table.JUDGE_TRUST):
-            _trust(v, s.read(rubric.name, Table.JUDGE_TRUST, where=this))
-        changes = None
+        for c, v in verdicts.items():
+            was = counted.get(c)
+            if was is not None and all(getattr(was, f) is not None for f in COUNTS):
+                for f in COUNTS:
+                    setattr(v, f, copy.copy(getattr(was, f)))
+            else:
+                _read_counts(s, v, rubric, c)
+
+        def rows(table: str, columns: Sequence[str] = (), **where: Filter) -> dict[str, list[Row]]:
+            if not s.table_exists(rubric.name, table):
+                return {}
+            return _records(s.read(rubric.name, table, columns=columns, where={**within, **where}))
+
+        gates = rows(Table.GATES)
+        trust = rows(Table.JUDGE_TRUST)
+        comparisons = rows(Table.COMPARISON) if s.table_exists(rubric.name, Table.COMPARISON) else None
+        heads = rows(Table.SUMMARY, HEAD, breakdown="all", headline=True)
+        labels = rows(Table.JUDGE_IDENTITY, ("checkpoint_id", "label"))
+    regression_gate = any(g.kind == "regression" for g in rubric.gates)
+    for c, v in verdicts.items():
+        kinds, pending = _gates(v, sorted(gates.get(c, []), key=lambda g: str(g["gate"]))) if gates else ([], [])
+        _trust(v, trust.get(c, []))
+        changes = None if comparisons is None else comparisons.get(c, [])
         notes: list[str] = []
-        if s.table_exists(rubric.name, Table.COMPARISON):
-            changes = s.read(rubric.name, Table.COMPARISON, where=this)
+        if changes is not None:
             _regressions(v, changes)
-            notes = [str(n) for n in changes[changes.status == "not_comparable"].note.drop_duplicates()]
-        head = s.read(
-            rubric.name,
-            Table.SUMMARY,
-            columns=("score", "mean", "ci_low", "ci_high", "n", "headline"),
-            where={"checkpoint_id": ckpt, "breakdown": "all", "headline": True},
-            limit=1,
-        )
-        if len(head):
-            name, mean, lo, hi, n, _ = head.iloc[0]
-            v.headline_name, v.n = str(name), int(0 if n is None or n != n else n)
-            v.headline, v.ci_low, v.ci_high = (None if x is None or x != x else float(x) for x in (mean, lo, hi))
+            notes = list(dict.fromkeys(str(r["note"]) for r in changes if r.get("status") == "not_comparable"))
+        head = heads.get(c, [])
+        if head:
+            h = head[0]
+            v.headline_name, v.n = str(h["score"]), int(_value(h["n"]) or 0)
+            v.headline, v.ci_low, v.ci_high = (_float(h[k]) for k in ("mean", "ci_low", "ci_high"))
         if not v.judge:
-            labels = s.read(rubric.name, Table.JUDGE_IDENTITY, columns=("label",), where=this, limit=1)
-            v.judge = str(labels.label.iloc[0] or "") if len(labels) else ""
-    if changes is not None and len(changes):
-        _headline_change(v, changes)
-    if (rubric.judged_dimensions or rubric.questionnaire) and v.trust == "no judge":
-        v.trust = "not assessed"
-    v.incomplete = _incompleteness(v, rubric)
-    _reasons(v, kinds, pending, notes, any(g.kind == "regression" for g in rubric.gates))
-    return v
+            label = labels.get(c, [])
+            v.judge = str(label[0]["label"] or "") if label else ""
+        if changes:
+            _headline_change(v, changes)
+        if (rubric.judged_dimensions or rubric.questionnaire) and v.trust == "no judge":
+            v.trust = "not assessed"
+        v.incomplete = _incompleteness(v, rubric)
+        _reasons(v, kinds, pending, notes, regression_gate)
+    return verdicts
+
+
+# the headline row of a checkpoint's summary, as a verdict reads it
+HEAD = ("checkpoint_id", "score", "mean", "ci_low", "ci_high", "n", "headline")
+
+
+def _value(x: Any) -> Any:
+    """A stored cell, None when it holds nothing (None, NaN, NA)."""
+    return None if x is None or x is pd.NA or (isinstance(x, float) and x != x) else x
+
+
+def _float(x: Any) -> float | None:
+    x = _value(x)
+    return None if x is None else float(x)
 
 
 def _reasons(
@@ -477,18 +524,27 @@ def _reasons(
 def stored_row(wh: Warehouse, v: Verdict, run_id: str, snapshot: int | None) -> pd.DataFrame:
     """This checkpoint's verdict row as stored. A complete verdict records ``snapshot`` (the lake's snapshot that
     holds the results it speaks of); an incomplete one carries the last complete one forward."""
-    last: Any = None
-    columns = ("verdict", "snapshot", "last_complete_snapshot")
+    columns = ("checkpoint_id", "verdict", "snapshot", "last_complete_snapshot")
     prev = wh.read(v.rubric, TABLE, columns=columns, where={"checkpoint_id": v.checkpoint_id})
-    if len(prev):
-        verdict, snap, carried = prev.iloc[0]
-        last = snap if verdict != "incomplete" else carried
-    v.run_id = run_id
-    v.snapshot = None if v.verdict == "incomplete" else snapshot
-    v.last_complete_snapshot = last if v.verdict == "incomplete" else None
-    row = v.row()
-    row["decided_at"] = pd.Timestamp.now(tz="UTC")
-    df = pd.DataFrame([row])
+    return stored_rows([v], prev.to_dict("records"), run_id, snapshot)
+
+
+def stored_rows(verdicts: Sequence[Verdict], before: Sequence[Row], run_id: str, snapshot: int | None) -> pd.DataFrame:
+    """``stored_row`` of several checkpoints' verdicts as one frame; ``before``: their stored rows (those that
+    have one; at least their checkpoint, verdict, snapshot and last_complete_snapshot)."""
+    prev = {str(r["checkpoint_id"]): r for r in before}
+    now = pd.Timestamp.now(tz="UTC")
+    rows = []
+    for v in verdicts:
+        last: Any = None
+        if v.checkpoint_id in prev:
+            was = prev[v.checkpoint_id]
+            last = was["snapshot"] if was["verdict"] != "incomplete" else was["last_complete_snapshot"]
+        v.run_id = run_id
+        v.snapshot = None if v.verdict == "incomplete" else snapshot
+        v.last_complete_snapshot = _value(last) if v.verdict == "incomplete" else None
+        rows.append({**v.row(), "decided_at": now})
+    df = pd.DataFrame(rows)
     for col in ("snapshot", "last_complete_snapshot"):
         df[col] = df[col].astype("Int64")
     for col in ("headline", "ci_low", "ci_high"):

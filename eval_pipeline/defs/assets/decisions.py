@@ -128,6 +128,21 @@ def commit_table(
     commit(wh, rubric, {table: {c: fingerprints[c] for c in done}}, [part(rubric.name, table, done, frames)])
 
 
+def commit_rows(
+    wh: Warehouse,
+    rubric: RubricConfig,
+    table: str,
+    fingerprints: Mapping[str, str],
+    done: Sequence[str],
+    rows: pd.DataFrame,
+) -> None:
+    """``commit_table`` with the decided checkpoints' (``done``) rows as one frame (``rows``)."""
+    done = sorted(done)
+    where = {"checkpoint_id": tuple(done)}
+    parts: list[Part] = [(rubric.name, table, where, [rows.reset_index(drop=True)] if len(rows.columns) else [])]
+    commit(wh, rubric, {table: {c: fingerprints[c] for c in done}}, parts)
+
+
 def rows_of(frames: Mapping[str, pd.DataFrame], columns: Sequence[str] | None = None) -> pd.DataFrame:
     """Several checkpoints' frames of one table as one (empty frames dropped)."""
     kept = [f for f in frames.values() if len(f)]
@@ -178,6 +193,7 @@ class Prefetched:
     def __init__(self, wh: Warehouse, checkpoints: Sequence[str]) -> None:
         self.wh, self.checkpoints = wh, tuple(sorted(set(checkpoints)))
         self._frames: dict[tuple[str, str], _Fetched | None] = {}  # None: a table not by checkpoint
+        self._exists: dict[tuple[str, str], bool] = {}
 
     def _frame(self, schema: str, table: str, ckpts: Sequence[str], need: frozenset[str] | None) -> pd.DataFrame | None:
         """The rows of ``ckpts`` with at least the columns ``need`` (None: every column), every fetched
@@ -187,7 +203,7 @@ class Prefetched:
             return None
         held = self._frames.get(key)
         if held is None or not held.covers(need):
-            cols = self.wh.columns(schema, table) if self.wh.table_exists(schema, table) else {}
+            cols = self.wh.columns(schema, table) if self.table_exists(schema, table) else {}
             if "checkpoint_id" not in cols:
                 self._frames[key] = None
                 return None
@@ -205,7 +221,11 @@ class Prefetched:
         return parts[0] if len(parts) == 1 else pd.concat(parts)
 
     def table_exists(self, schema: str, table: str) -> bool:
-        return self.wh.table_exists(schema, table)
+        """Asked of the warehouse once a table (the decisions read what was there when they began)."""
+        key = (schema, table)
+        if key not in self._exists:
+            self._exists[key] = self.wh.table_exists(schema, table)
+        return self._exists[key]
 
     @contextmanager
     def session(self) -> Iterator[Prefetched]:

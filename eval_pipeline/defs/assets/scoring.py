@@ -1,7 +1,7 @@
 """Scoring: per-sample scores, per-checkpoint summaries, the comparison against the parent, and the gates."""
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import dagster as dg
@@ -23,7 +23,7 @@ from eval_pipeline.defs.asset import (
     run_checkpoints,
     viewer_link,
 )
-from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit_table, decided_metadata
+from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit_rows, commit_table, decided_metadata
 from eval_pipeline.defs.assets.pools import across
 from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.queries import headline_trend
@@ -31,7 +31,7 @@ from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.ingest.samples import load_samples
 from eval_pipeline.publish.report import trend_svg
 from eval_pipeline.scoring.comparison import calibrated_rows, compare, empty_comparison, not_comparable
-from eval_pipeline.scoring.gates import GateInputs, evaluate_gates, gate_kind
+from eval_pipeline.scoring.gates import GateInputs, gate_frame, gate_kind, gate_rows
 from eval_pipeline.scoring.scores import compute_scores
 from eval_pipeline.scoring.summary import headline, summarise
 from eval_pipeline.storage.views import refresh_views
@@ -281,14 +281,18 @@ def _loader(reader: Reader, rubric: RubricConfig, ckpt: str) -> Callable[[str], 
     return lambda table: partition_rows(reader, rubric, table, ckpt)
 
 
-def _flipped(old: pd.DataFrame, new: pd.DataFrame) -> set[str]:
+def _outcome(rows: Sequence[Row]) -> dict[str, tuple[bool, object]]:
+    """Each gate's outcome (passed, status) in a checkpoint's gate rows."""
+    out = {}
+    for r in rows:
+        status = r.get("status")
+        out[str(r["gate"])] = (bool(r["passed"]), None if status is None or status != status else status)
+    return out
+
+
+def _flipped(old: Sequence[Row], new: Sequence[Row]) -> set[str]:
     """The gates whose outcome (passed, status) differs between two decisions of one checkpoint (or is new)."""
-
-    def outcome(df: pd.DataFrame) -> dict[str, tuple[object, object]]:
-        status = df.status if "status" in df.columns else pd.Series(None, index=df.index)
-        return {str(g): (bool(p), s) for g, p, s in zip(df.gate, df.passed, status)}
-
-    was, now = outcome(old), outcome(new)
+    was, now = _outcome(old), _outcome(new)
     return {g for g, o in now.items() if was.get(g) != o}
 
 
@@ -297,18 +301,14 @@ DECIDED = (Table.AGREEMENT, Table.JUDGE_TRUST, Table.COMPARISON, Table.LENGTH_BI
 OWN_DECIDED = tuple(t for t in DECIDED if t != Table.JUDGE_TRUST)
 
 
-def _with_trust_gates(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame | None:
+def _with_trust_gates(old: Sequence[Row], new: Sequence[Row]) -> list[Row] | None:
     """A checkpoint's stored gate rows with those of the gates that read the judge's trust (``new``) put in their
     places; None when they do not match row for row (the gates are then all evaluated again)."""
-    if not len(new) or not set(new.gate) <= set(old.gate) or new.gate.duplicated().any():
+    names = [str(r["gate"]) for r in old]
+    fresh = {str(r["gate"]): r for r in new}
+    if not new or len(fresh) != len(new) or not set(fresh) <= set(names) or len(set(names)) != len(names):
         return None
-    rows = old[GATE_COLUMNS].reset_index(drop=True)
-    at = {g: i for i, g in enumerate(rows.gate)}
-    if len(at) != len(rows):
-        return None
-    fresh = new[GATE_COLUMNS].reset_index(drop=True)
-    merged = pd.concat([rows[~rows.gate.isin(set(fresh.gate))], fresh], ignore_index=True)
-    return merged.iloc[merged.gate.map(at).argsort(kind="stable")].reset_index(drop=True).astype(fresh.dtypes.to_dict())
+    return [fresh.get(name, {c: r.get(c) for c in GATE_COLUMNS}) for name, r in zip(names, old)]
 
 
 GateEvaluations = Callable[[str, pd.DataFrame, Any], list[dg.AssetCheckEvaluation]]
@@ -342,35 +342,33 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], checks: GateE
         if not todo:
             return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), []))
         reader = Prefetched(wh, todo)
-        before = (
-            reader.read(rubric.name, Table.GATES, where={"checkpoint_id": tuple(todo)})
-            if wh.table_exists(rubric.name, Table.GATES)
-            else None
-        )
-        stored = {str(c): g for c, g in before.groupby("checkpoint_id", sort=False)} if before is not None else {}
-        frames: dict[str, pd.DataFrame] = {}
+        stored: dict[str, list[Row]] = {}
+        if reader.table_exists(rubric.name, Table.GATES):  # records: a checkpoint's handful of rows, as plain rows
+            for r in reader.read(rubric.name, Table.GATES, where={"checkpoint_id": tuple(todo)}).to_dict("records"):
+                stored.setdefault(str(r["checkpoint_id"]), []).append(r)
+        rows: dict[str, list[Row]] = {}
         for c in todo:
             scores = reader.read(rubric.name, Table.SCORES, where={"checkpoint_id": c})
             inputs = GateInputs(load=_loader(reader, rubric, c), parent=d.parent(c), lineage_known=True)
             kept = None
             if c in stored and d.first_unchanged(Table.GATES, c, rest[c]):  # only the trust moved: its gates
-                kept = _with_trust_gates(stored[c], evaluate_gates(rubric, c, scores, inputs, reading=Table.AGREEMENT))
-            frames[c] = kept if kept is not None else evaluate_gates(rubric, c, scores, inputs)
-        commit_table(wh, rubric, Table.GATES, fp, frames)
+                kept = _with_trust_gates(stored[c], gate_rows(rubric, c, scores, inputs, reading=Table.AGREEMENT))
+            rows[c] = kept if kept is not None else gate_rows(rubric, c, scores, inputs)
+        commit_rows(wh, rubric, Table.GATES, fp, todo, gate_frame([r for c in todo for r in rows[c]]))
         refresh_views(wh)
         mine = set(run_checkpoints(context))
         for c in todo:  # each checkpoint's checks: all, for the run's own; for another, those whose outcome changed
-            flipped = _flipped(stored[c], frames[c]) if c not in mine and c in stored else None
+            flipped = _flipped(stored[c], rows[c]) if c not in mine and c in stored else None
             if flipped is not None and not flipped:
                 continue  # nothing to report of it
-            for evaluation in checks(c, frames[c], reader):
+            for evaluation in checks(c, gate_frame(rows[c]), reader):
                 if flipped is None or evaluation.check_name in flipped:
                     context.log_event(evaluation)
-        df = frames[todo[-1]]
+        last = rows[todo[-1]]
         metadata = {
-            "passed": dg.MetadataValue.int(int(df.passed.sum())),
-            "total": dg.MetadataValue.int(len(df)),
-            "failed_gates": dg.MetadataValue.json({r.gate: r.reason for r in df.itertuples() if not r.passed}),
+            "passed": dg.MetadataValue.int(sum(bool(r["passed"]) for r in last)),
+            "total": dg.MetadataValue.int(len(last)),
+            "failed_gates": dg.MetadataValue.json({r["gate"]: r["reason"] for r in last if not r["passed"]}),
         }
         return dg.MaterializeResult(metadata=decided_metadata(len(ckpts), todo, **metadata))
 

@@ -7,7 +7,7 @@ import dagster as dg
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import Table
 from eval_pipeline.defs.asset import asset_key, rubric_asset
-from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit_table, decided_metadata
+from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit_rows, decided_metadata
 from eval_pipeline.defs.assets.pools import across
 from eval_pipeline.defs.assets.scoring import DECIDED
 from eval_pipeline.defs.automation import REDECIDE
@@ -62,17 +62,21 @@ def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], decided: se
         reader = Prefetched(wh, todo)
         before = reader.read(rubric.name, Table.VERDICT, where={"checkpoint_id": tuple(todo)})
         kept = {str(r["checkpoint_id"]): r for r in before.to_dict("records")} if len(before) else {}
-        snapshot = wh.current_snapshot()
-        rows, last = {}, None
-        for c in todo:
-            same = c in kept and d.first_unchanged(Table.VERDICT, c, own[c])  # its own rows: not counted again
-            counted = verdicts.Verdict.from_row(kept[c]) if same else None
-            last = verdicts.decide(reader, rubric, c, counted)  # type: ignore[arg-type]
-            last.pool_version = pool
-            rows[c] = verdicts.stored_row(reader, last, context.run.run_id, snapshot)  # type: ignore[arg-type]
-        commit_table(wh, rubric, Table.VERDICT, fp, rows)
+        # a checkpoint whose own rows did not change since it was decided: its counts are taken from its row
+        counted = {
+            c: verdicts.Verdict.from_row(kept[c])
+            for c in todo
+            if c in kept and d.first_unchanged(Table.VERDICT, c, own[c])
+        }
+        decided = verdicts.decide_all(reader, rubric, todo, counted)  # type: ignore[arg-type]
+        for v in decided.values():
+            v.pool_version = pool
+        rows = verdicts.stored_rows(
+            list(decided.values()), list(kept.values()), context.run.run_id, wh.current_snapshot()
+        )
+        commit_rows(wh, rubric, Table.VERDICT, fp, todo, rows)
         refresh_views(wh)
-        assert last is not None
+        last = decided[todo[-1]]
         return decided_metadata(
             len(ckpts),
             todo,

@@ -22,6 +22,7 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import GATE_COLUMNS
 from eval_pipeline.core.registry import Registry
 from eval_pipeline.core.resampling import in_item_order
+from eval_pipeline.core.types import Row
 from eval_pipeline.scoring.gates.base import FAILED, PENDING, GateInputs, GateResult, GateSpec
 
 # (its spec, a GateSpec subclass of the kind's own: Any here, since each kind takes its own; the rubric; the scores;
@@ -100,6 +101,42 @@ def evaluate_gate(
     return results
 
 
+def gate_rows(
+    rubric: RubricConfig,
+    checkpoint_id: str,
+    scores: pd.DataFrame,
+    inputs: GateInputs | None = None,
+    reading: str | None = None,
+) -> list[Row]:
+    """Every gate's rows of one checkpoint as records (``reading``: only the gates whose kind reads that asset's
+    tables); ``gate_frame`` makes them the stored table's frame."""
+    scores = in_item_order(scores, ["sample_id"])  # a mean's last bits do not depend on the warehouse's row order
+    chosen = [g for g in rubric.gates if reading is None or reading in gate_kind(g.kind).needs]
+    results = [r for g in chosen for r in evaluate_gate(g, rubric, scores, inputs)]
+    return [
+        dict(
+            checkpoint_id=checkpoint_id,
+            gate=r.gate,
+            kind=r.kind,
+            value=r.value,
+            threshold=r.threshold,
+            passed=bool(r.passed),
+            n=int(r.n),
+            reason=r.reason,
+            rubric_version=rubric.version,
+            status=r.status,
+        )
+        for r in results
+    ]
+
+
+def gate_frame(rows: Sequence[Row]) -> pd.DataFrame:
+    """Gate rows (``gate_rows``, of one checkpoint or several) as the stored table's frame."""
+    return pd.DataFrame(list(rows), columns=GATE_COLUMNS).astype(
+        {"value": "float64", "threshold": "float64", "passed": "bool", "n": "int64"}
+    )
+
+
 def evaluate_gates(
     rubric: RubricConfig,
     checkpoint_id: str,
@@ -107,28 +144,8 @@ def evaluate_gates(
     inputs: GateInputs | None = None,
     reading: str | None = None,
 ) -> pd.DataFrame:
-    """Every gate's rows of one checkpoint (``reading``: only the gates whose kind reads that asset's tables)."""
-    scores = in_item_order(scores, ["sample_id"])  # a mean's last bits do not depend on the warehouse's row order
-    chosen = [g for g in rubric.gates if reading is None or reading in gate_kind(g.kind).needs]
-    results = [r for g in chosen for r in evaluate_gate(g, rubric, scores, inputs)]
-    return pd.DataFrame(
-        [
-            dict(
-                checkpoint_id=checkpoint_id,
-                gate=r.gate,
-                kind=r.kind,
-                value=r.value,
-                threshold=r.threshold,
-                passed=bool(r.passed),
-                n=int(r.n),
-                reason=r.reason,
-                rubric_version=rubric.version,
-                status=r.status,
-            )
-            for r in results
-        ],
-        columns=GATE_COLUMNS,
-    ).astype({"value": "float64", "threshold": "float64", "passed": "bool", "n": "int64"})
+    """Every gate's rows of one checkpoint (``gate_rows`` as a frame)."""
+    return gate_frame(gate_rows(rubric, checkpoint_id, scores, inputs, reading))
 
 
 __all__ = [
@@ -138,6 +155,8 @@ __all__ = [
     "GateResult",
     "GateSpec",
     "evaluate_gate",
+    "gate_frame",
+    "gate_rows",
     "evaluate_gates",
     "gate",
     "gate_kind",
