@@ -157,7 +157,7 @@ def main() -> int:
     results: dict[str, object] = {}
     base = args.keep or Path(tempfile.mkdtemp(prefix="bench_landing_"))
     try:
-        for backend in args.backend or ["lake", "file"]:
+        for backend in args.backend or ["lake", "file"] if args.landings else []:  # --landings 0: the backfill only
             for rubrics in sets:
                 names = rubrics or everything
                 label = f"{backend}/{'+'.join(names) if len(names) < 5 else 'all five'}"

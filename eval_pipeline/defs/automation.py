@@ -95,6 +95,17 @@ def settling(
     return Settling(f"the automation sensor {sensor} requested runs ({latest.status.value.lower()})")
 
 
+def runs_mark(instance: dg.DagsterInstance) -> str:
+    """The run that changed last (its id, status and when): what a run writes can have moved only when this did.
+    A sensor whose answer is read from what runs wrote keeps it in its cursor and does not look again (no
+    warehouse opened) while it and the sensor's other inputs are unchanged."""
+    records = instance.get_run_records(limit=1, order_by="update_timestamp", ascending=False)
+    if not records:
+        return "no run"
+    r = records[0]
+    return f"{r.dagster_run.run_id}:{r.dagster_run.status.value}:{r.update_timestamp.timestamp()}"
+
+
 def redecide_sensor(minimum_interval_seconds: int = 15) -> dg.AutomationConditionSensorDefinition:
     """The automation sensor that evaluates REDECIDE in a deployment (the daemon runs it)."""
     return dg.AutomationConditionSensorDefinition(

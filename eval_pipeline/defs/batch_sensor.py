@@ -23,6 +23,7 @@ import dagster as dg
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.types import Row
+from eval_pipeline.defs.automation import runs_mark
 from eval_pipeline.judge.batch import pending_text
 from eval_pipeline.judge.batch.provider import Provider
 from eval_pipeline.judge.batch.records import ENDED, LOST, OPEN, PREPARING, UPLOADED, submissions
@@ -123,11 +124,15 @@ def downstream_of(
     return sorted(found & set(among), key=lambda k: k.to_user_string())
 
 
+IDLE = "idle since"  # the cursor's key when no batch was open: the run that changed last then
+
+
 def build_batch_sensor(
     steps: Mapping[str, Mapping[str, list[dg.AssetKey]]], warehouse: str, minimum_interval_seconds: float = 60
 ) -> dg.SensorDefinition:
     """``steps``: per rubric, per judge step (its table), the assets a run re-materializes when a batch of that
-    step is due (downstream_of)."""
+    step is due (downstream_of). When its last look found no batch open, it does not look (no warehouse opened)
+    until a run changed: only a run opens a batch."""
     every = sorted({k for by_step in steps.values() for keys in by_step.values() for k in keys}, key=str)
 
     @dg.sensor(
@@ -140,6 +145,10 @@ def build_batch_sensor(
         default_status=dg.DefaultSensorStatus.RUNNING,
     )
     def judge_batch_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        seen = json.loads(context.cursor) if context.cursor else {}
+        mark = runs_mark(context.instance)
+        if seen == {IDLE: mark}:  # no batch was open at the last look, and only a run opens one
+            return dg.SkipReason("no judge batch open")
         wh = Warehouse(warehouse, read_only=True, lock_timeout_s=3)
         try:
             standing = due(wh)
@@ -159,7 +168,6 @@ def build_batch_sensor(
                     tags={"eval/checkpoint": ckpt, "eval/rubrics": rubric, "eval/purpose": "judge batch ended"},
                 )
             )
-        seen = json.loads(context.cursor) if context.cursor else {}
         events, now = [], {}
         for sub in standing.working:
             text = pending_text(sub)
@@ -174,7 +182,10 @@ def build_batch_sensor(
                 )
         if not requests and not events:
             why = "; ".join(standing.unreachable) or f"{len(standing.working)} judge batch(es) working, none ended"
-            return dg.SkipReason(why if standing.working or standing.unreachable else "no judge batch open")
+            if not (standing.working or standing.unreachable or standing.due):
+                context.update_cursor(json.dumps({IDLE: mark}))  # nothing to poll until a run opens a batch
+                return dg.SkipReason("no judge batch open")
+            return dg.SkipReason(why)
         return dg.SensorResult(run_requests=requests, asset_events=events, cursor=json.dumps(now))
 
     return judge_batch_sensor

@@ -11,12 +11,16 @@ question at its start (``stale_ratings``) and reads those partitions again first
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import dagster as dg
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.contracts import Table
+from eval_pipeline.defs.automation import runs_mark
 from eval_pipeline.defs.resources import RatingsSource
-from eval_pipeline.ingest.ratings import evaluated, stale
+from eval_pipeline.ingest.ratings import evaluated, folder_fingerprint, stale
 from eval_pipeline.storage.warehouse import Warehouse
 
 
@@ -51,7 +55,9 @@ def build_ratings_sensor(
     rubrics: list[str], ratings: RatingsSource, warehouse: str, minimum_interval_seconds: int = 10
 ) -> dg.SensorDefinition:
     """Watches each rubric's ratings folder; requests one run per checkpoint whose ``human_ratings`` were read from
-    another version of it (keyed by the version: a version is never asked for twice)."""
+    another version of it (keyed by the version: a version is never asked for twice). Its cursor is what the
+    answer was read from (the files' versions, the registered checkpoints, the run that changed last: what a run
+    writes is the rest): while they are unchanged it skips without opening the warehouse."""
 
     @dg.sensor(
         name="ratings_sensor",
@@ -66,6 +72,18 @@ def build_ratings_sensor(
         from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 
         registered = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
+        # what the answer is read from: the rating files, the checkpoints registered and what runs wrote (which
+        # checkpoints were evaluated, from which ratings): unchanged since the last look, nothing is stale anew
+        mark = json.dumps(
+            {
+                "files": {r: folder_fingerprint(r, ratings.folder(r)) for r in rubrics},
+                "registered": hashlib.sha256("\n".join(sorted(registered)).encode()).hexdigest()[:16],
+                "runs": runs_mark(context.instance),
+            },
+            sort_keys=True,
+        )
+        if context.cursor == mark:
+            return dg.SkipReason("no rating file changed and no run ended since the last look")
         wh = Warehouse(warehouse, read_only=True, lock_timeout_s=3)
         try:
             found = stale_ratings(wh, rubrics, ratings, registered)
@@ -81,7 +99,8 @@ def build_ratings_sensor(
             for ckpt, names in sorted(by_checkpoint(found).items())
         ]
         if not requests:
+            context.update_cursor(mark)
             return dg.SkipReason("no rating file changed")
-        return dg.SensorResult(run_requests=requests)
+        return dg.SensorResult(run_requests=requests, cursor=mark)
 
     return ratings_sensor

@@ -132,3 +132,57 @@ def test_a_checkpoint_the_cli_claimed_or_ran_is_not_run_again_by_the_sensor(tmp_
     # the CLI sees a run of ckpt-b in flight in another process, and leaves it alone
     assert in_flight_elsewhere(instance, "ckpt-b") == run.run_id
     assert in_flight_elsewhere(instance, "ckpt-a") is None
+
+
+def test_the_ratings_and_batch_sensors_look_again_only_when_a_file_or_a_run_changed(tmp_path, instance, monkeypatch):
+    """An idle daemon asks its sensors every few seconds: the ratings sensor (and the judge-batch sensor, with no
+    batch open) does not open the warehouse while no rating file, registered checkpoint or run changed since its
+    last look; a rating written, or a run that ended, makes it look again."""
+    import os
+    import shutil
+    import time
+
+    from eval_pipeline.defs import batch_sensor, ratings_sensor
+    from tests.conftest import ROOT
+
+    ratings = tmp_path / "ratings"
+    shutil.copytree(ROOT / "data" / "human_ratings" / "kg_qa", ratings / "kg_qa")
+    monkeypatch.setenv("EVAL_RATINGS_DIR", str(ratings))
+    defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(tmp_path / "ckpts"))
+    opened = []
+
+    class Counted(ratings_sensor.Warehouse):
+        def __init__(self, *args, **kwargs):
+            opened.append(args[0])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(ratings_sensor, "Warehouse", Counted)
+    monkeypatch.setattr(batch_sensor, "Warehouse", Counted)
+
+    def tick(name: str, cursor: str | None) -> tuple[object, str | None]:
+        ctx = dg.build_sensor_context(instance=instance, definitions=defs, cursor=cursor)
+        result = defs.resolve_sensor_def(name)(ctx)
+        return result, (result.cursor if isinstance(result, dg.SensorResult) else None) or ctx.cursor
+
+    for name in ("ratings_sensor", "judge_batch_sensor"):
+        opened.clear()
+        first, cursor = tick(name, None)
+        assert isinstance(first, dg.SkipReason) and len(opened) == 1 and cursor
+        again, same = tick(name, cursor)
+        assert isinstance(again, dg.SkipReason) and len(opened) == 1, again  # nothing changed: not opened
+        assert same == cursor
+
+        dg.materialize([dg.asset(name=f"something_{name}")(lambda: None)], instance=instance)  # a run ended
+        tick(name, cursor)
+        assert len(opened) == 2
+
+    opened.clear()
+    _, cursor = tick("ratings_sensor", None)
+    tick("ratings_sensor", cursor)
+    assert len(opened) == 1
+    rated = ratings / "kg_qa" / "ckpt-0100.csv"
+    rated.write_text(rated.read_text() + "\n")  # a rating file changed (size and time)
+    later = time.time() + 5
+    os.utime(rated, (later, later))
+    tick("ratings_sensor", cursor)
+    assert len(opened) == 2
