@@ -74,9 +74,10 @@ def build_ratings_sensor(
         registered = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
         # what the answer is read from: the rating files, the checkpoints registered and what runs wrote (which
         # checkpoints were evaluated, from which ratings): unchanged since the last look, nothing is stale anew
+        root = ratings.folder()  # an s3:// folder mirrored once, every rubric's files at once
         mark = json.dumps(
             {
-                "files": {r: folder_fingerprint(r, ratings.folder(r)) for r in rubrics},
+                "files": {r: folder_fingerprint(r, root) for r in rubrics},
                 "registered": hashlib.sha256("\n".join(sorted(registered)).encode()).hexdigest()[:16],
                 "runs": runs_mark(context.instance),
             },
