@@ -126,6 +126,13 @@ class OnePartition:
         return getattr(self._context, attr)
 
 
+def in_range(context: Any) -> bool:
+    """Whether a step body is called for one checkpoint of a run over several (``OnePartition``): what only the
+    step's own result would show (a chart across checkpoints) is not drawn for each of them, since a range run's
+    result keeps each checkpoint's scalar figures only (``_merged``)."""
+    return isinstance(context, OnePartition)
+
+
 def run_partitions(context: dg.AssetExecutionContext) -> list[str]:
     """The checkpoints of this step's run: one, several (a run over a range of them), none (unpartitioned)."""
     if context.has_partition_key:

@@ -14,6 +14,7 @@ from eval_pipeline.core.contracts import GATE_COLUMNS, PANEL, Table
 from eval_pipeline.core.types import Row
 from eval_pipeline.defs.asset import (
     asset_key,
+    in_range,
     panel_on_human_scale,
     partition_rows,
     recorded_judge,
@@ -135,7 +136,8 @@ def summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         for r in overall.itertuples():
             metadata[f"mean_{r.score}"] = rounded(r.mean)
         metadata["overall"] = dg.MetadataValue.md(_overall_markdown(overall))
-        metadata["trend_chart"] = dg.MetadataValue.md(_trend_markdown(wh, rubric))
+        if not in_range(context):  # a chart over every checkpoint: one a run, not one a checkpoint of a range
+            metadata["trend_chart"] = dg.MetadataValue.md(_trend_markdown(wh, rubric))
         return dg.MaterializeResult(metadata=metadata)
 
     return summary
