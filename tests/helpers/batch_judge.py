@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -21,7 +22,11 @@ from eval_pipeline.judge import batch, costs
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.rubrics import load_rubrics
 from eval_pipeline.storage.warehouse import Warehouse
-from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
+
+# the project's folders, named here rather than imported from tests.conftest: this process is started ~30 times a
+# suite, and the conftest's imports (pytest, dagster) were ~1 CPU-s of each start
+ROOT = Path(__file__).resolve().parents[2]
+RUBRIC_DIR, SAMPLE_CHECKPOINTS = ROOT / "rubric_configs", ROOT / "data" / "checkpoints"
 
 
 def main() -> None:
