@@ -161,10 +161,14 @@ def judge_bar(rubric: RubricConfig) -> JudgeBar:
     return JudgeBar()
 
 
+def _judge_vs_people(agreement: pd.DataFrame, statistic: str) -> pd.DataFrame:
+    """The agreement rows of the judge against the people's mean, for ``statistic``."""
+    return agreement[(agreement.raters == JUDGE_VS_HUMAN_MEAN) & (agreement.statistic == statistic)]
+
+
 def _stat(agreement: pd.DataFrame, dim: str, statistic: str) -> tuple[int, float, float, float]:
-    rows = agreement[
-        (agreement.dimension == dim) & (agreement.raters == JUDGE_VS_HUMAN_MEAN) & (agreement.statistic == statistic)
-    ]
+    rows = _judge_vs_people(agreement, statistic)
+    rows = rows[rows.dimension == dim]
     if rows.empty:
         return 0, math.nan, math.nan, math.nan
     r = rows.iloc[0]
@@ -413,7 +417,7 @@ def _own_kappas(owns: Mapping[str, pd.DataFrame]) -> dict[tuple[str, str], Stat]
     if not kept:
         return {}
     whole = pd.concat(list(kept.values()), keys=list(kept), names=["_of", None])
-    rows = whole[(whole.raters == JUDGE_VS_HUMAN_MEAN) & (whole.statistic == "cohen_kappa_quadratic")]
+    rows = _judge_vs_people(whole, "cohen_kappa_quadratic")
     out: dict[tuple[str, str], Stat] = {}
     cols = (rows.n_items, rows.value, rows.ci_low, rows.ci_high)
     for c, dim, n, value, lo, hi in zip(rows.index.get_level_values(0), rows.dimension, *cols):

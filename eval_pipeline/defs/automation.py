@@ -83,8 +83,8 @@ def settling(
         return Settling(None)
     if state is None:
         return Settling(f"the automation sensor {sensor} has not evaluated yet")
-    ended = instance.get_run_records(limit=1, order_by="update_timestamp", ascending=False)
-    last_end = ended[0].update_timestamp.timestamp() if ended else 0.0
+    ended = _last_changed(instance)
+    last_end = ended.update_timestamp.timestamp() if ended is not None else 0.0
     ticks = instance.get_ticks(state.instigator_origin_id, state.selector_id, after=last_end, limit=20)
     done = [t for t in ticks if t.is_completed and t.timestamp > last_end]
     if not done:
@@ -95,14 +95,19 @@ def settling(
     return Settling(f"the automation sensor {sensor} requested runs ({latest.status.value.lower()})")
 
 
+def _last_changed(instance: dg.DagsterInstance) -> dg.RunRecord | None:
+    """The run whose record changed last (it started, ended, ...), or None."""
+    records = instance.get_run_records(limit=1, order_by="update_timestamp", ascending=False)
+    return records[0] if records else None
+
+
 def runs_mark(instance: dg.DagsterInstance) -> str:
     """The run that changed last (its id, status and when): what a run writes can have moved only when this did.
     A sensor whose answer is read from what runs wrote keeps it in its cursor and does not look again (no
     warehouse opened) while it and the sensor's other inputs are unchanged."""
-    records = instance.get_run_records(limit=1, order_by="update_timestamp", ascending=False)
-    if not records:
+    r = _last_changed(instance)
+    if r is None:
         return "no run"
-    r = records[0]
     return f"{r.dagster_run.run_id}:{r.dagster_run.status.value}:{r.update_timestamp.timestamp()}"
 
 

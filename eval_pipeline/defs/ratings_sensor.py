@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import dagster as dg
 
@@ -25,14 +26,15 @@ from eval_pipeline.storage.warehouse import Warehouse
 
 
 def stale_ratings(
-    wh: Warehouse, rubrics: list[str], ratings: RatingsSource, registered: set[str]
+    wh: Warehouse, rubrics: list[str], root: Path, registered: set[str]
 ) -> dict[str, tuple[str, list[str]]]:
     """Per rubric with a stale partition: (the folder's version now, the evaluated checkpoints, registered as
-    partitions, whose ``human_ratings`` were read from another)."""
+    partitions, whose ``human_ratings`` were read from another). ``root``: every rubric's ratings on this machine
+    (``RatingsSource.folder()``: an ``s3://`` folder mirrored once)."""
     found = {}
     for rubric in rubrics:
         ckpts = [c for c in evaluated(wh, rubric) if c in registered]
-        now, old = stale(wh, rubric, ratings.folder(rubric), ckpts, registered)
+        now, old = stale(wh, rubric, root, ckpts, registered)
         if old:
             found[rubric] = (now, old)
     return found
@@ -74,7 +76,7 @@ def build_ratings_sensor(
         registered = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
         # what the answer is read from: the rating files, the checkpoints registered and what runs wrote (which
         # checkpoints were evaluated, from which ratings): unchanged since the last look, nothing is stale anew
-        root = ratings.folder()  # an s3:// folder mirrored once, every rubric's files at once
+        root = ratings.folder()  # an s3:// folder mirrored once a look, every rubric's files at once
         mark = json.dumps(
             {
                 "files": {r: folder_fingerprint(r, root) for r in rubrics},
@@ -87,7 +89,7 @@ def build_ratings_sensor(
             return dg.SkipReason("no rating file changed and no run ended since the last look")
         wh = Warehouse(warehouse, read_only=True, lock_timeout_s=3)
         try:
-            found = stale_ratings(wh, rubrics, ratings, registered)
+            found = stale_ratings(wh, rubrics, root, registered)
         finally:
             wh.close()
         requests = [

@@ -59,7 +59,7 @@ def _stale_ratings(batch: Batch, command: set[str]) -> dict[str, list[str]]:
     resources = batch.defs.resources or {}
     registered = set(batch.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
     rubrics = sorted({k.path[0] for a in batch.assets for k in a.keys})
-    found = stale_ratings(resources["warehouse"].get(), rubrics, resources["ratings"], registered)
+    found = stale_ratings(resources["warehouse"].get(), rubrics, resources["ratings"].folder(), registered)
     return {
         c: names
         for c, names in by_checkpoint(found).items()

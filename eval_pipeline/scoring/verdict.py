@@ -284,21 +284,13 @@ def _trust(v: Verdict, trust: list[Row]) -> None:
     v.untrusted = sorted(str(r["dimension"]) for r in dims if r["verdict"] == "untrusted")
     v.trust_pending = sorted(str(r["dimension"]) for r in dims if r["verdict"] == "pending")
     v.drifting = sorted(str(r["dimension"]) for r in dims if _value(r.get("drift")) and r["verdict"] == "trusted")
-    needed = [_number_or_zero(r.get("needed")) for r in dims if r["verdict"] == "pending"]
+    needed = [_float(r.get("needed")) or 0.0 for r in dims if r["verdict"] == "pending"]
     v.ratings_needed = int(max(needed, default=0)) if v.trust_pending else 0
     v.trust = "untrusted" if v.untrusted else "pending" if v.trust_pending else "trusted"
     v.versus_people = {str(r["dimension"]): r["versus_people"] for r in dims if isinstance(r.get("versus_people"), str)}
     rated = [n for n in (_value(r.get("n_rated")) for r in trust) if n is not None]
     if rated:
         v.rated = int(max(rated))
-
-
-def _number_or_zero(x: Any) -> float:
-    try:
-        x = float(_value(x) or 0)
-    except (TypeError, ValueError):
-        return 0.0
-    return 0.0 if x != x else x
 
 
 def change_of(delta: float, ci_low: float, ci_high: float, p_holm: float | None, lower_is_better: bool) -> str:
@@ -408,25 +400,26 @@ def decide_all(
             else:
                 _read_counts(s, v, rubric, c)
 
-        def rows(table: str, columns: Sequence[str] = (), **where: Filter) -> dict[str, list[Row]]:
+        def rows(
+            table: str, columns: Sequence[str] = (), order_by: Sequence[str] = (), **where: Filter
+        ) -> dict[str, list[Row]]:
             if not s.table_exists(rubric.name, table):
                 return {}
-            return _records(s.read(rubric.name, table, columns=columns, where={**within, **where}))
+            found = s.read(rubric.name, table, columns=columns, where={**within, **where}, order_by=order_by)
+            return _records(found)
 
-        gates = rows(Table.GATES)
+        gates = rows(Table.GATES, order_by=("gate",))
         trust = rows(Table.JUDGE_TRUST)
-        comparisons = rows(Table.COMPARISON) if s.table_exists(rubric.name, Table.COMPARISON) else None
+        comparisons = rows(Table.COMPARISON)
         heads = rows(Table.SUMMARY, HEAD, breakdown="all", headline=True)
         labels = rows(Table.JUDGE_IDENTITY, ("checkpoint_id", "label"))
     regression_gate = any(g.kind == "regression" for g in rubric.gates)
     for c, v in verdicts.items():
-        kinds, pending = _gates(v, sorted(gates.get(c, []), key=lambda g: str(g["gate"]))) if gates else ([], [])
+        kinds, pending = _gates(v, gates.get(c, []))
         _trust(v, trust.get(c, []))
-        changes = None if comparisons is None else comparisons.get(c, [])
-        notes: list[str] = []
-        if changes is not None:
-            _regressions(v, changes)
-            notes = list(dict.fromkeys(str(r["note"]) for r in changes if r.get("status") == "not_comparable"))
+        changes = comparisons.get(c, [])
+        _regressions(v, changes)
+        notes = list(dict.fromkeys(str(r["note"]) for r in changes if r.get("status") == "not_comparable"))
         head = heads.get(c, [])
         if head:
             h = head[0]

@@ -182,7 +182,7 @@ def test_the_tenth_landing_costs_one_run_and_decides_again_only_what_it_changed(
         from eval_pipeline.defs.resources import RatingsSource
 
         registered = set(instance.get_dynamic_partitions("checkpoints"))
-        assert stale_ratings(wh, [RUBRIC], RatingsSource(), registered) == {}
+        assert stale_ratings(wh, [RUBRIC], RatingsSource().folder(), registered) == {}
         read = dg.AssetKey([RUBRIC, "human_ratings"])
         # h-0010's ratings read again, as the UI's "Materialize" does: the same content, the same data version (a
         # checkpoint run in a range of them carries the range's: its first re-read alone counts as a change)
@@ -192,5 +192,5 @@ def test_the_tenth_landing_costs_one_run_and_decides_again_only_what_it_changed(
         )  # fmt: skip
         assert automation.tick() == 0, automation.keys
         history.change_a_rating_file()
-        assert set(stale_ratings(wh, [RUBRIC], RatingsSource(), registered)[RUBRIC][1]) == {checkpoint_id(2)}
+        assert set(stale_ratings(wh, [RUBRIC], RatingsSource().folder(), registered)[RUBRIC][1]) == {checkpoint_id(2)}
     wh.close()

@@ -124,8 +124,7 @@ def commit_table(
     wh: Warehouse, rubric: RubricConfig, table: str, fingerprints: Mapping[str, str], frames: Mapping[str, pd.DataFrame]
 ) -> None:
     """The decided checkpoints' rows of the decision asset ``table`` (``frames``), and what each was decided from."""
-    done = sorted(frames)
-    commit(wh, rubric, {table: {c: fingerprints[c] for c in done}}, [part(rubric.name, table, done, frames)])
+    commit_rows(wh, rubric, table, fingerprints, list(frames), rows_of(frames))
 
 
 def commit_rows(
@@ -137,10 +136,8 @@ def commit_rows(
     rows: pd.DataFrame,
 ) -> None:
     """``commit_table`` with the decided checkpoints' (``done``) rows as one frame (``rows``)."""
-    done = sorted(done)
-    where = {"checkpoint_id": tuple(done)}
-    parts: list[Part] = [(rubric.name, table, where, [rows.reset_index(drop=True)] if len(rows.columns) else [])]
-    commit(wh, rubric, {table: {c: fingerprints[c] for c in done}}, parts)
+    decided = {table: {c: fingerprints[c] for c in sorted(done)}}
+    commit(wh, rubric, decided, [rows_part(rubric.name, table, done, rows)])
 
 
 def rows_of(frames: Mapping[str, pd.DataFrame], columns: Sequence[str] | None = None) -> pd.DataFrame:
@@ -157,7 +154,11 @@ def rows_of(frames: Mapping[str, pd.DataFrame], columns: Sequence[str] | None = 
 
 def part(schema: str, table: str, checkpoints: Sequence[str], frames: Mapping[str, pd.DataFrame]) -> Part:
     """The rows of ``checkpoints`` in ``schema.table`` replaced by ``frames`` (one DELETE, one INSERT)."""
-    rows = rows_of(frames)
+    return rows_part(schema, table, checkpoints, rows_of(frames))
+
+
+def rows_part(schema: str, table: str, checkpoints: Sequence[str], rows: pd.DataFrame) -> Part:
+    """``part`` with the checkpoints' rows as one frame."""
     return (schema, table, {"checkpoint_id": tuple(sorted(checkpoints))}, [rows] if len(rows.columns) else [])
 
 
