@@ -176,8 +176,9 @@ def _step(fn: Body, rubric: str, name: str, table: bool, written: Sequence[Versi
         results: list[dg.MaterializeResult[None]] = []
         try:
             with wh.hold():
-                # a range of checkpoints: their replacements written together, table by table (storage.batching)
-                with wh.batched() if len(keys) > 1 else nullcontext():
+                # a range of checkpoints: their replacements written together, table by table (storage.batching),
+                # and each table they read read once for all of them (storage.ranging)
+                with wh.batched() if len(keys) > 1 else nullcontext(), wh.ranged(keys):
                     each: list[str | None] = list(keys) or [None]
                     for ckpt in each:
                         progress.emit("step", rubric=rubric, asset=name, checkpoint=ckpt, phase="start")

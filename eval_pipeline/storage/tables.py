@@ -129,6 +129,12 @@ class Select:
             (n,) = row.fetchone() or (0,)
         return int(n)
 
+    def read_at_most(self, con: duckdb.DuckDBPyConnection, n: int) -> pa.Table | None:
+        """The rows as Arrow, in the columns of ``like``, when there are at most ``n`` of them; else None."""
+        with self._registered(con) as collist:
+            rows = con.execute(f"SELECT {collist} FROM ({self.sql}) LIMIT {int(n) + 1}", self.params).to_arrow_table()
+        return rows if rows.num_rows <= n else None
+
     def read(self, con: duckdb.DuckDBPyConnection, order_by: str) -> pa.Table:
         """The rows as Arrow, in the columns of ``like`` (small results: tests, the CLI)."""
         with self._registered(con) as collist:

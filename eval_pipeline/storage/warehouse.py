@@ -23,6 +23,7 @@ from eval_pipeline.core import settings
 from eval_pipeline.core.ids import check_identifier
 from eval_pipeline.storage.backend import WarehouseBackend
 from eval_pipeline.storage.batching import Batch
+from eval_pipeline.storage.ranging import RangeReads
 from eval_pipeline.storage.readonly import refuse_reaching_out
 from eval_pipeline.storage.registry import open_backend
 from eval_pipeline.storage.staging import FileStagedWriter, PartitionWriter, TransactionWriter
@@ -49,6 +50,7 @@ T = TypeVar("T")
 _QUERY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA", "RELATION"}
 
 
+HELD_QUERY_ROWS = 20_000  # a query's rows a batch holds as Arrow (more: the query is written in its turn)
 INTERRUPT_GRACE_S = 2.0  # how long an interrupted query may take to stop before the command stops without it
 
 
@@ -137,6 +139,7 @@ class Warehouse:
         # what callers learnt of the warehouse and may trust for as long as this object lives (one run)
         self.memo: dict[str, object] = {}  # what readers of this warehouse object remember
         self._batch: Batch | None = None  # partition replacements held to be written together (``batched``)
+        self._range: RangeReads | None = None  # reads answered for a range of checkpoints at once (``ranged``)
 
     def exists(self) -> bool:
         return self.backend.exists()
@@ -172,6 +175,8 @@ class Warehouse:
     def connect(self, read_only: bool = False) -> Any:
         """A connection for one unit of work (a context manager); read-only on a read-only warehouse."""
         self._settle()
+        if self._range is not None and not (read_only or self.read_only):
+            self._range.forget()  # it may write
         return self.backend.connect(read_only or self.read_only)
 
     def _reading(self) -> Any:
@@ -197,6 +202,19 @@ class Warehouse:
             raise
         self._batch = None
         batch.flush()
+
+    @contextmanager
+    def ranged(self, checkpoint_ids: Sequence[str]) -> Iterator[Warehouse]:
+        """Reads of one of these checkpoints' rows answered from one read of them all, table by table, until the
+        block ends: a step over many checkpoints (storage.ranging). Nested, or fewer than two: as without."""
+        if self._range is not None or len(checkpoint_ids) < 2:
+            yield self
+            return
+        self._range = RangeReads(checkpoint_ids)
+        try:
+            yield self
+        finally:
+            self._range = None
 
     def _settle(self, schema: str | None = None, table: str | None = None, sql: str | None = None) -> None:
         """Write the held replacements first when what comes reads or writes past them: a read of a table they
@@ -300,7 +318,7 @@ class Warehouse:
         with self._reading() as con:  # its reads write what a batch holds as they need (``_settle``)
             view = Warehouse(backend=self.backend, read_only=self.read_only)
             view._session = con
-            view.memo, view._batch = self.memo, self._batch
+            view.memo, view._batch, view._range = self.memo, self._batch, self._range
             yield view
 
     def query_rows(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
@@ -324,9 +342,26 @@ class Warehouse:
         """Rows of ``schema.table``: ``columns`` (every one when empty), those whose columns equal ``where``'s values
         (a list or tuple: any of its values; None: no value), ``distinct``, ordered by ``order_by``, at most
         ``limit``. Names are checked identifiers and values are bound, never spliced into the statement. A table
-        nobody has made yet reads as no rows (with ``columns``, when given)."""
+        nobody has made yet reads as no rows (with ``columns``, when given). Within ``ranged``, answered from one
+        read of the range's checkpoints."""
+        ranged = self._range
+        found = None if ranged is None or distinct or limit is not None else ranged.key(
+            schema, table, columns, where or {}, order_by
+        )
+        if ranged is not None and found is not None:
+            self._settle(schema, table)  # held rows of the table written first (which forgets what was read)
+            answer = ranged.answer(*found)
+            if answer is not None:
+                return answer
         if not self.table_exists(schema, table):
             return pd.DataFrame(columns=list(columns))
+        if ranged is not None and found is not None:
+            cols, every, order, added = ranged.query(found[0])
+            sql, params = select_sql(schema, table, cols, every, order, False, None)
+            ranged.hold(found[0], self.query_df(sql, params), added)
+            answer = ranged.answer(*found)
+            assert answer is not None  # just held
+            return answer
         sql, params = select_sql(schema, table, columns, where or {}, order_by, distinct, limit)
         return self.query_df(sql, params)
 
@@ -385,6 +420,8 @@ class Warehouse:
         """A connection for writes, taking turns with this object's other writers, in autocommit mode (a write
         makes its own transactions); read-only on a read-only warehouse, so a write there fails."""
         self._settle()
+        if self._range is not None:
+            self._range.forget()
         with self._write_lock, self.connect() if self.read_only else self.backend.writer() as con:
             yield con
 
@@ -421,14 +458,35 @@ class Warehouse:
         loses a race with another process's. A table nobody has made yet is made inside that transaction where
         the backend allows it (one commit, not two); a table to widen or heal is changed before it, outside (a
         DuckDB file refuses a commit that changed a table it wrote). The rows inserted, per part. Inside
-        ``batched``, parts it can hold are held and written with the others of their tables at its end."""
+        ``batched``, parts it can hold are held and written with the others of their tables at its end (a query's
+        rows too, read out when they are few: ``HELD_QUERY_ROWS``)."""
         if self._batch is not None:
+            parts = [(schema, table, where, self._held_form(frames)) for schema, table, where, frames in parts]
             counts = self._batch.take(parts, self.known_tables())
             if counts is not None:
                 for (schema, table, where, _), n in zip(parts, counts):
                     self._written[partition_key(schema, table, where)] = n
                 return counts
         return self._replace_now(parts)
+
+    def _held_form(self, frames: Sequence[Frame | Select]) -> Sequence[Frame | Select]:
+        """What a batch may hold of these rows: a query's rows read out as Arrow when there are at most
+        ``HELD_QUERY_ROWS`` of them (a checkpoint of a range whose samples are made in the engine); a bigger result
+        stays a query, written now (its text is never copied out of the engine)."""
+        if not any(isinstance(f, Select) for f in frames):
+            return frames
+        held: list[Frame | Select] = []
+        for f in frames:
+            if not isinstance(f, Select):
+                held.append(f)
+                continue
+            self._settle(sql=f.sql)
+            with self._reading() as con:
+                rows = f.read_at_most(con, HELD_QUERY_ROWS)
+            if rows is None:
+                return frames
+            held.append(rows)
+        return held
 
     def _replace_now(self, parts: Sequence[tuple[str, str, Where, Sequence[Frame | Select]]]) -> list[int]:
         """``replace_partitions``, written now (``writing`` writes what a batch held first)."""

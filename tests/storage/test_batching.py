@@ -145,3 +145,55 @@ def test_a_duckdb_file_needs_no_upkeep(file_warehouse_path):
     wh = Warehouse(file_warehouse_path)
     wh.replace_partition("r1", "t", _rows("c0", 2), {"checkpoint_id": "c0"})
     assert wh.upkeep() is None
+
+
+def _mixed(ckpt: str, n: int, missing: bool) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "checkpoint_id": [ckpt] * n,
+            "line": list(range(n, 0, -1)),
+            "n": pd.array([None if missing and k == 0 else k for k in range(n)], dtype="Int64"),
+            "ok": pd.array([None if missing and k == 0 else k % 2 == 0 for k in range(n)], dtype="boolean"),
+            "kind": ["a" if k % 2 else "b" for k in range(n)],
+        }
+    )
+
+
+def test_a_ranged_read_answers_each_checkpoint_as_its_own_read_would_and_never_stale(warehouse_path):
+    """Within ``ranged`` each plain read of one checkpoint equals the same read outside it (rows, order, columns,
+    each column's type: a whole-number column with a missing value only where that checkpoint has one), the table
+    is read once for the range, and a write (held or not) is seen by the next read."""
+    wh = Warehouse(warehouse_path)
+    for c, n, missing in (("c1", 3, False), ("c2", 4, True), ("c3", 0, False), ("c4", 2, False)):
+        if n:
+            wh.replace_partition("r1", "m", _mixed(c, n, missing), {"checkpoint_id": c})
+    asks = [
+        {},
+        {"columns": ("line", "n"), "order_by": ("line",)},
+        {"columns": ("ok", "checkpoint_id"), "where": {"kind": "a"}},
+        {"where": {"kind": ["a", "b"]}, "order_by": ("line",)},
+    ]
+    alone = {
+        (i, c): wh.read("r1", "m", **{**a, "where": {"checkpoint_id": c, **a.get("where", {})}})
+        for i, a in enumerate(asks)
+        for c in ("c1", "c2", "c3", "c4")
+    }
+    with wh.hold(), wh.batched(), wh.ranged(["c1", "c2", "c3", "c4"]):
+        for (i, c), expected in alone.items():
+            a = asks[i]
+            got = wh.read("r1", "m", **{**a, "where": {"checkpoint_id": c, **a.get("where", {})}})
+            if a.get("order_by") or not a:
+                pd.testing.assert_frame_equal(got, expected)
+            else:  # no order asked: the same rows
+                pd.testing.assert_frame_equal(
+                    got.sort_values(list(got.columns)).reset_index(drop=True),
+                    expected.sort_values(list(expected.columns)).reset_index(drop=True),
+                )
+        assert wh._range is not None and wh._range.statements == len(asks)  # one read a table and question
+        got = wh.read("r1", "m", where={"checkpoint_id": "c1"})
+        got.loc[0, "kind"] = "changed"  # a caller's change stays its own
+        assert wh.read("r1", "m", where={"checkpoint_id": "c1"}).loc[0, "kind"] != "changed"
+        wh.replace_partition("r1", "m", _mixed("c1", 1, False), {"checkpoint_id": "c1"})  # held by the batch
+        assert len(wh.read("r1", "m", where={"checkpoint_id": "c1"})) == 1
+        wh.execute("DELETE FROM r1.m WHERE checkpoint_id = 'c4'")  # a write of another kind
+        assert wh.read("r1", "m", where={"checkpoint_id": "c4"}).empty

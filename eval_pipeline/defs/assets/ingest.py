@@ -59,7 +59,10 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
             "parent": ckpt.parent,
             "path": checkpoints.location(ckpt.checkpoint_id),  # where it landed (s3://…, not this machine's copy)
         }
-        wh.upsert_rows(*CHECKPOINTS, pd.DataFrame([row]).astype({"parent": "object"}), key=["checkpoint_id"])
+        # the checkpoint's row replaced as a partition of its own: held with the range's others (Warehouse.batched)
+        wh.replace_partition(
+            *CHECKPOINTS, pd.DataFrame([row]).astype({"parent": "object"}), {"checkpoint_id": ckpt.checkpoint_id}
+        )
         digest = sha256.hexdigest()
         return dg.MaterializeResult(
             metadata={
