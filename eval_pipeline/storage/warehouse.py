@@ -345,8 +345,10 @@ class Warehouse:
         nobody has made yet reads as no rows (with ``columns``, when given). Within ``ranged``, answered from one
         read of the range's checkpoints."""
         ranged = self._range
-        found = None if ranged is None or distinct or limit is not None else ranged.key(
-            schema, table, columns, where or {}, order_by
+        found = (
+            None
+            if ranged is None or distinct or limit is not None
+            else ranged.key(schema, table, columns, where or {}, order_by)
         )
         if ranged is not None and found is not None:
             self._settle(schema, table)  # held rows of the table written first (which forgets what was read)
