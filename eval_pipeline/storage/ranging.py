@@ -38,7 +38,7 @@ def as_queried(df: pd.DataFrame) -> pd.DataFrame:
     DuckDB gives for these rows when they are the whole result."""
     for col, dtype in df.dtypes.items():
         if str(dtype) in _MASKED and not df[col].isna().any():
-            df[col] = df[col].astype(dtype.numpy_dtype)  # type: ignore[union-attr]
+            df[col] = df[col].astype(dtype.numpy_dtype)
     return df
 
 
