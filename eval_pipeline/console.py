@@ -180,7 +180,7 @@ def evaluate(
     elsewhere: list[tuple[str, str]] = []  # (checkpoint, the other run evaluating it)
     wait_s = settings.wait_for_run_s()
     for c in ckpts:
-        busy = in_flight_elsewhere(instance, c.checkpoint_id)
+        busy = in_flight_elsewhere(instance, c.checkpoint_id, selected)
         if busy:
             why = (
                 f"run {busy} is evaluating it now (the UI or the sensor): not run twice; its verdict is reported "

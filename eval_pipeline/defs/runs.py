@@ -10,7 +10,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,9 +129,16 @@ IN_FLIGHT = [
 ]
 
 
-def in_flight_elsewhere(instance: dg.DagsterInstance, checkpoint_id: str) -> str | None:
-    """The id of a run of this checkpoint that is queued or running in another process, or None."""
-    for run in runs_of_checkpoint(instance, checkpoint_id, IN_FLIGHT):
+def in_flight_elsewhere(
+    instance: dg.DagsterInstance, checkpoint_id: str, rubrics: Collection[str] | None = None
+) -> str | None:
+    """The id of a run of this checkpoint that is queued or running in another process, or None; with
+    ``rubrics``, only a run that evaluates one of them (a run of other rubric groups of the checkpoint is not
+    in the way: two commands may evaluate a checkpoint's groups side by side)."""
+    for run in runs_of_checkpoint(instance, checkpoint_id, IN_FLIGHT, limit=50):
+        theirs = {r for r in run.tags.get("eval/rubrics", "").split(",") if r}
+        if rubrics is not None and theirs and not theirs & set(rubrics):
+            continue
         if run.tags.get(PID_TAG) != str(os.getpid()) or run.tags.get(HOST_TAG) != socket.gethostname():
             return run.run_id
     return None

@@ -12,7 +12,7 @@ factory registered with ``storage.registry.backend(name, prefix=...)`` (docs/ext
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
@@ -89,9 +89,10 @@ class WarehouseBackend(Protocol):
         """Upkeep (merge small files, expire old snapshots); yields what it did, step by step."""
         ...
 
-    def upkeep(self) -> str | None:
-        """The upkeep a run does on its way out when it is due (a DuckLake: its small files merged once there
-        are more than a few a table, which every statement would otherwise pay for); what it did, or None."""
+    def upkeep(self, schemas: Collection[str] | None = None) -> str | None:
+        """The upkeep a run does on its way out when it is due, on the tables of ``schemas`` (all: None) (a
+        DuckLake: a table's small files merged once there are more than a few, which every statement would
+        otherwise pay for); what it did, or None."""
         ...
 
     def repair(self) -> Iterator[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
@@ -159,10 +159,11 @@ class Warehouse:
     def close(self) -> None:
         self.backend.close()
 
-    def upkeep(self) -> str | None:
-        """The backend's upkeep when it is due (what it did, or None): the end of a rubric's run asks."""
+    def upkeep(self, schemas: Collection[str] | None = None) -> str | None:
+        """The backend's upkeep of the tables of ``schemas`` (all: None) when it is due (what it did, or None):
+        the end of a rubric's run asks, for its own schema and ``main``."""
         self._settle()
-        return self.backend.upkeep()
+        return self.backend.upkeep(schemas)
 
     def __enter__(self) -> Warehouse:
         return self
@@ -172,9 +173,14 @@ class Warehouse:
 
     # --- connections -----------------------------------------------------------------------
 
-    def connect(self, read_only: bool = False) -> Any:
-        """A connection for one unit of work (a context manager); read-only on a read-only warehouse."""
-        self._settle()
+    def connect(self, read_only: bool = False, reads: Sequence[tuple[str, str]] | None = None) -> Any:
+        """A connection for one unit of work (a context manager); read-only on a read-only warehouse. ``reads``:
+        the only tables (schema, table) the work reads and writes none: a batch's held rows of other tables stay
+        held (without it, every held row is written first)."""
+        if reads is None:
+            self._settle()
+        for schema, table in reads or ():
+            self._settle(schema, table)
         if self._range is not None and not (read_only or self.read_only):
             self._range.forget()  # it may write
         return self.backend.connect(read_only or self.read_only)

@@ -132,6 +132,15 @@ def test_a_checkpoint_the_cli_claimed_or_ran_is_not_run_again_by_the_sensor(tmp_
     # the CLI sees a run of ckpt-b in flight in another process, and leaves it alone
     assert in_flight_elsewhere(instance, "ckpt-b") == run.run_id
     assert in_flight_elsewhere(instance, "ckpt-a") is None
+    assert in_flight_elsewhere(instance, "ckpt-b", {"kg_qa"}) == run.run_id  # a run that names no rubric: any
+    # a run of other rubric groups of a checkpoint is not in the way of a command for its others
+    job = dg.Definitions(jobs=[dg.JobDefinition(graph_def=dg.GraphDefinition(name="g"), name="j")]).resolve_job_def("j")
+    other = instance.create_run_for_job(
+        job, tags={"eval/checkpoint": "ckpt-a", "eval/rubrics": "kg_qa,npc_dialogue", "eval/pid": "1"}
+    )
+    assert in_flight_elsewhere(instance, "ckpt-a", {"empathetic_dialogue"}) is None
+    assert in_flight_elsewhere(instance, "ckpt-a", {"npc_dialogue", "empathetic_dialogue"}) == other.run_id
+    assert in_flight_elsewhere(instance, "ckpt-a") == other.run_id
 
 
 def test_the_ratings_and_batch_sensors_look_again_only_when_a_file_or_a_run_changed(tmp_path, instance, monkeypatch):

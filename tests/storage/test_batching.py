@@ -131,7 +131,8 @@ def test_upkeep_merges_a_lakes_small_files_once_they_are_due_and_reads_the_same_
         wh.replace_partition("r1", "t", _rows(c, 2), {"checkpoint_id": c})
     before, files = _state_t(wh), _files(wh)
     assert files == 6
-    done = wh.upkeep()
+    assert wh.upkeep(("r2", "main")) is None  # another rubric's run leaves this schema's files alone
+    done = wh.upkeep(("r1", "main"))
     assert done is not None and "merged 6 data files" in done
     assert _files(wh) < files and _state_t(wh) == before
     assert wh.upkeep() is None

@@ -97,7 +97,7 @@ def samples_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         # samples made from raw_outputs inside the engine, so a checkpoint with nothing valid still keeps its
         # quarantined lines
         with wh.bulk():
-            with wh.connect() as con:
+            with wh.connect(reads=[(rubric.name, Table.RAW_OUTPUTS)]) as con:  # the range's held samples stay held
                 from eval_pipeline.ingest.engine import EngineValidation, raw_outputs_of  # pandera, polars: slow
 
                 src = raw_outputs_of(rubric, ckpt_id)

@@ -5,7 +5,7 @@ and its row names the calibration pool it was decided on (``pool_version``)."""
 import dagster as dg
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import Table
+from eval_pipeline.core.contracts import MAIN, Table
 from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit_rows, decided_metadata
 from eval_pipeline.defs.assets.pools import across
@@ -43,7 +43,7 @@ def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], decided: se
     def verdict(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
         wh = warehouse.get()
         metadata = _decide(context, wh)
-        return dg.MaterializeResult(metadata={**metadata, **_upkeep(context, wh)})
+        return dg.MaterializeResult(metadata={**metadata, **_upkeep(context, wh, (rubric.name, MAIN))})
 
     def _decide(context: dg.AssetExecutionContext, wh: Warehouse) -> dict[str, dg.MetadataValue]:
         d = Inputs(wh, rubric)
@@ -88,11 +88,11 @@ def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], decided: se
     return verdict
 
 
-def _upkeep(context: dg.AssetExecutionContext, wh: Warehouse) -> dict[str, dg.MetadataValue]:
+def _upkeep(context: dg.AssetExecutionContext, wh: Warehouse, schemas: tuple[str, ...]) -> dict[str, dg.MetadataValue]:
     """The warehouse's upkeep when it is due (storage backend ``upkeep``: a lake's small files merged), done by
     the step that ends a rubric's run and said in its metadata; a failure of it is logged, never the run's."""
     try:
-        done = wh.upkeep()
+        done = wh.upkeep(schemas)
     except Exception as exc:  # noqa: BLE001 - upkeep is owed again next run; the verdicts are written
         context.log.warning(f"warehouse upkeep did not finish (done by a later run): {type(exc).__name__}: {exc}")
         return {}

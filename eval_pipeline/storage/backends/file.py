@@ -13,7 +13,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -169,7 +169,7 @@ class FileBackend:
     def keep_small(self, schema: str, table: str) -> None:
         """Nothing to do: a DuckDB file keeps small writes in its own blocks."""
 
-    def upkeep(self) -> str | None:
+    def upkeep(self, schemas: Collection[str] | None = None) -> str | None:
         return None  # one file, rewritten in place: nothing accumulates
 
     def maintain(self, keep_days: int) -> Iterator[str]:

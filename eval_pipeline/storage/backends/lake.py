@@ -18,7 +18,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
 from functools import partial
@@ -48,6 +48,13 @@ READER_GRACE_MINUTES = 10
 # write leaves one, and each statement pays for the files of the tables it reads (a landing at k = 56: 21.8 CPU-s
 # with 942 files, 17.2 once merged into 22; docs/design/landing-cost.md)
 UPKEEP_FILES_PER_TABLE = 8
+
+
+# each table's data files, by schema (the catalog's own schema table names the schema of a table id)
+TABLE_FILES_SQL = (
+    f"SELECT s.schema_name, t.table_name, t.file_count FROM ducklake_table_info('{ALIAS}') t "
+    f"JOIN __ducklake_metadata_{ALIAS}.ducklake_schema s ON s.schema_id = t.schema_id AND s.end_snapshot IS NULL"
+)
 
 
 def _lake_tables(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
@@ -289,18 +296,52 @@ class LakeBackend:
             f"schema => {literal(schema)}, table_name => {literal(table)})"
         )
 
-    def upkeep(self) -> str | None:
-        """Merge the small files when there are more than UPKEEP_FILES_PER_TABLE a table (one catalog query
-        when not). Snapshots are left as they are (the time travel ``maintain --keep-days`` keeps); the files
-        merged away are deleted by ``maintain`` once no kept snapshot needs them."""
+    def upkeep(self, schemas: Collection[str] | None = None) -> str | None:
+        """Merge the small files once a table (of ``schemas``; any: None) has more than UPKEEP_FILES_PER_TABLE
+        (one catalog query when none has): the whole lake in one call, or, where DuckLake's compactor refuses that
+        (duckdb/ducklake#955, see ``_merge_files``), each due table on an attachment of its own. Snapshots are left
+        as they are (the time travel ``maintain --keep-days`` keeps); the files merged away are deleted by
+        ``maintain`` once no kept snapshot needs them. Each merge is tried once: one that loses a race with another
+        writer's commit (two commands of other rubric groups at once) is left for a later upkeep, not retried
+        against a busy lake."""
         with self.connect() as con:
-            tables, files = con.execute(
-                f"SELECT count(*), coalesce(sum(file_count), 0) FROM ducklake_table_info('{ALIAS}')"
-            ).fetchone() or (0, 0)
-        if files <= UPKEEP_FILES_PER_TABLE * max(int(tables), 1):
+            found = con.execute(TABLE_FILES_SQL).fetchall()
+        due = [(str(s), str(t), int(n)) for s, t, n in found if n > UPKEEP_FILES_PER_TABLE]
+        due = [d for d in due if schemas is None or d[0] in schemas]
+        if not due:
             return None
-        said = f"merged {files} data files of {tables} tables (more than {UPKEEP_FILES_PER_TABLE} a table)"
-        return said + self._merge_files()
+        files = (
+            f"{sum(n for *_, n in due)} data files of {len(due)} tables (more than {UPKEEP_FILES_PER_TABLE} a table)"
+        )
+        whole = self._merge_once(f"CALL ducklake_merge_adjacent_files('{ALIAS}')")
+        if whole == "busy":
+            return f"did not merge {files}: another writer was committing (left for a later upkeep)"
+        said = f"merged {files}"
+        if whole is None:
+            return said
+        left = [
+            f"{s}.{t}"
+            for s, t, _ in due
+            if self._merge_once(f"CALL ducklake_merge_adjacent_files('{ALIAS}', {literal(t)}, schema => {literal(s)})")
+            is not None
+        ]
+        return said + (f"; not {', '.join(left)} (left for a later upkeep)" if left else "")
+
+    def _merge_once(self, sql: str) -> str | None:
+        """A merge on an attachment of its own (duckdb/ducklake#955), one attempt: None when it went through,
+        "busy" when it lost a race with another writer's commit, "compactor" when DuckLake's compactor refused."""
+        con = self._new_base(False, in_memory_config())
+        try:
+            con.execute(sql)
+        except duckdb.Error as exc:
+            if "DuckLakeCompactor" in str(exc):
+                return "compactor"
+            if is_retryable(exc):
+                return "busy"
+            raise
+        finally:
+            con.close()
+        return None
 
     def _merge_files(self) -> str:
         """Merge the lake's small files; what it could not merge, said for the message (left for a later upkeep:
