@@ -229,6 +229,17 @@ def test_the_backend_is_chosen_from_the_spec_and_the_orchestration_derives_what_
         open_backend("ducklake:mysql:x")
 
 
+def test_a_sqlite_lake_whose_data_is_on_s3_makes_no_local_folder_of_that_address(tmp_path, monkeypatch):
+    """A SQLite catalog with its rows on S3 (EVAL_WAREHOUSE_DATA=s3://…): preparing the catalog's folder made a local
+    ``s3:/bucket/prefix`` folder in the working directory (a Path of the address)."""
+    from eval_pipeline.storage.registry import open_backend
+
+    monkeypatch.chdir(tmp_path)
+    lake = open_backend(f"ducklake:sqlite:{tmp_path / 'cat' / 'catalog.sqlite'}", "s3://evals/lake")
+    lake._prepare()
+    assert (tmp_path / "cat").is_dir() and sorted(p.name for p in tmp_path.iterdir()) == ["cat"]
+
+
 def test_the_default_warehouse_is_a_lake_under_data(monkeypatch):
     from eval_pipeline.core import settings
     from eval_pipeline.storage.backends.lake import SqliteLake

@@ -529,7 +529,8 @@ class SqliteLake(LakeBackend):
 
     def _prepare(self) -> None:
         Path(self.catalog.removeprefix("sqlite:")).parent.mkdir(parents=True, exist_ok=True)
-        Path(self.data_path).mkdir(parents=True, exist_ok=True)
+        if not objects.is_remote(self.data_path):  # s3://… is no folder here (a Path of it made ./s3:/…)
+            Path(self.data_path).mkdir(parents=True, exist_ok=True)
 
     def _catalog_options(self) -> list[str]:
         return ["META_JOURNAL_MODE 'WAL'", "META_BUSY_TIMEOUT 10000"]
