@@ -30,14 +30,14 @@ from eval_pipeline.core.terminal import (
     clean,
 )
 from eval_pipeline.core.types import JSONObject, Row
-from eval_pipeline.publish.queries import judge_usage_totals
+from eval_pipeline.publish.queries import judge_usage_totals, judge_was_asked
 from eval_pipeline.scoring.verdict import VERDICTS, Verdict, worst
 from eval_pipeline.scoring.verdict import read as read_verdicts
 from eval_pipeline.storage.warehouse import Warehouse
 
 if TYPE_CHECKING:  # dagster and argparse only for the annotations: the console imports neither to start
     import argparse
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     import dagster as dg
 
@@ -48,15 +48,24 @@ UNDECIDED = "not decided"  # a run that failed before its verdict step
 
 
 def decided(
-    wh: Warehouse, rubric: RubricConfig, ckpt: str, run_ids: list[str] | None = None, succeeded: bool = False
+    wh: Warehouse,
+    rubric: RubricConfig,
+    ckpt: str,
+    run_ids: list[str] | None = None,
+    succeeded: bool = False,
+    stored: Mapping[str, Verdict] | None = None,
 ) -> Verdict:
     """The stored verdict of one rubric on one checkpoint (scoring.verdict decided it once, in the run): the one
     every reader sees. With ``run_ids``, the runs of the command that evaluated it: a verdict they decided counts;
     one another run decided (a re-decision that ran at the same time: the ratings sensor, the automation, the UI)
     counts only when they ``succeeded`` (the decisions are decided again only when what they read changed, so the
     stored one is then the current one). A run that failed before deciding leaves an ``undecided`` verdict saying
-    so, never the verdict of another run."""
-    found = read_verdicts(wh, rubric.name, [ckpt])
+    so, never the verdict of another run. ``stored``: the rubric's stored verdicts already read, by checkpoint
+    (one read for a command's many checkpoints), else this one is read."""
+    if stored is not None and ckpt in stored:
+        found = [stored[ckpt]]
+    else:
+        found = read_verdicts(wh, rubric.name, [ckpt])
     if found and (run_ids is None or found[0].run_id in run_ids or succeeded):
         # decided by the command's run, or, its run having succeeded, still as an earlier run decided it (nothing it
         # is decided from changed) or as a later one did: the stored verdict is the current one
@@ -198,6 +207,22 @@ def evaluate(
         bar.clear()
         bar.prefix = f"{heads.get(ckpt_id, ckpt_id)} "
 
+    # read once for the command's checkpoints when the first outcome comes (every run of the command has ended):
+    # each rubric's verdicts, and whether any judge was asked at all (else no checkpoint has a usage line)
+    verdicts_read: dict[str, dict[str, Verdict]] = {}
+    asked: list[bool] = []
+
+    def stored(name: str) -> Mapping[str, Verdict]:
+        if name not in verdicts_read:
+            found = read_verdicts(wh, name, [c.checkpoint_id for c in todo])
+            verdicts_read[name] = {v.checkpoint_id: v for v in found}
+        return verdicts_read[name]
+
+    def asked_a_model() -> bool:
+        if not asked:
+            asked.append(judge_was_asked(wh, [c.checkpoint_id for c in todo]))
+        return asked[0]
+
     def finished(o: RunOutcome) -> None:
         bar.clear()
         head = heads[o.checkpoint_id]
@@ -205,13 +230,13 @@ def evaluate(
         # an interrupted run is not read back (what it wrote is partial, and Ctrl-C should end the command now)
         readable = wh.exists() and not o.interrupted
         mine = (
-            [decided(wh, rubrics[name], o.checkpoint_id, o.run_ids, o.success) for name in o.rubrics]
+            [decided(wh, rubrics[name], o.checkpoint_id, o.run_ids, o.success, stored(name)) for name in o.rubrics]
             if readable
             else []
         )
         reports.extend(mine)
         print(checkpoint_line(head, o, mine), flush=True)
-        usage = usage_line(wh, o.checkpoint_id, o.rubrics, o.run_ids) if readable else None
+        usage = usage_line(wh, o.checkpoint_id, o.rubrics, o.run_ids) if readable and asked_a_model() else None
         if usage:
             print(f"    {usage}", flush=True)
         for note in getattr(o, "notes", []):

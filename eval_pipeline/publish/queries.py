@@ -106,6 +106,18 @@ def judge_usage_totals(
     )[0]
 
 
+def judge_was_asked(wh: Warehouse, checkpoint_ids: list[str]) -> bool:
+    """Whether any judge of any rubric was asked anything for these checkpoints, from the cache or waiting on a
+    batch included (``main.judge_usage``): one query, where none was (an offline judge) none is asked per
+    checkpoint."""
+    if not checkpoint_ids or not wh.table_exists("main", "judge_usage"):
+        return False
+    pending = " OR pending > 0" if "pending" in wh.columns("main", "judge_usage") else ""
+    condition, params = conditions({"checkpoint_id": tuple(checkpoint_ids)})
+    sql = f"SELECT count(*) FROM main.judge_usage WHERE ({condition}) AND (calls > 0 OR cache_hits > 0{pending})"
+    return bool(wh.query_rows(sql, params)[0][0])
+
+
 def checkpoint_keyed_tables(wh: Warehouse) -> set[tuple[str, str]]:
     """Every (schema, table) of the warehouse with a ``checkpoint_id`` column (working tables, ``_...``, left out)."""
     rows = wh.query_rows(
