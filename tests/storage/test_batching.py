@@ -198,3 +198,28 @@ def test_a_ranged_read_answers_each_checkpoint_as_its_own_read_would_and_never_s
         assert len(wh.read("r1", "m", where={"checkpoint_id": "c1"})) == 1
         wh.execute("DELETE FROM r1.m WHERE checkpoint_id = 'c4'")  # a write of another kind
         assert wh.read("r1", "m", where={"checkpoint_id": "c4"}).empty
+
+
+def test_a_querys_rows_are_held_when_few_and_written_in_their_turn_when_many(warehouse_path, monkeypatch):
+    """Ingest's rows made by a query (staged files, the engine's samples): within a batch, read out and held with
+    the range's others when there are at most HELD_QUERY_ROWS; more stay a query, written at once (never copied
+    out of the engine). Either way the table ends with the rows the query makes."""
+    from eval_pipeline.storage import warehouse as module
+    from eval_pipeline.storage.tables import Select
+
+    monkeypatch.setattr(module, "HELD_QUERY_ROWS", 2)
+    wh = Warehouse(warehouse_path)
+    _seed(wh)
+    like = _rows("x", 0)
+
+    def made(ckpt: str, n: int) -> Select:
+        sql = f"SELECT '{ckpt}' AS checkpoint_id, i::BIGINT AS i, '{ckpt}-' || i AS text FROM range({n}) t(i)"
+        return Select(sql, [], like)
+
+    with wh.hold(), wh.batched():
+        before = _snapshots(wh)
+        assert wh.replace_partitions([("r1", "t", {"checkpoint_id": "c1"}, [made("c1", 2)])]) == [2]
+        assert _snapshots(wh) == before  # held
+        assert wh.replace_partitions([("r1", "t", {"checkpoint_id": "c2"}, [made("c2", 3)])]) == [3]
+        assert _snapshots(wh) > before  # too many to hold: written in its turn (the held ones first)
+    assert wh.query_rows("SELECT checkpoint_id, count(*) FROM r1.t GROUP BY 1 ORDER BY 1") == [("c1", 2), ("c2", 3)]
