@@ -14,6 +14,8 @@ and the reads that follow are answered from what it read:
 * Nothing stale is answered: a write of any kind through the warehouse object drops everything read (reads of a
   table whose replacements a batch holds write them first, ``Warehouse._settle``, which is such a write).
 * Each answer is a copy: a caller that changes its frame changes nothing another caller reads.
+* Memory stays bounded: a read whose rows for the whole range are more than ``RANGE_READ_ROWS`` (warehouse.py) is
+  not held; that question is then asked checkpoint by checkpoint for the rest of the step, as without the range.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class RangeReads:
         self.checkpoint_ids = tuple(checkpoint_ids)
         self._ids = set(self.checkpoint_ids)
         self._read: dict[_Key, tuple[dict[str, pd.DataFrame], pd.DataFrame, bool]] = {}
+        self._refused: set[_Key] = set()  # reads whose rows for the whole range were too many to hold
         self.statements = 0  # reads sent to the warehouse (for tests and benches)
 
     def key(
@@ -75,6 +78,12 @@ class RangeReads:
         self.statements += 1
         groups = {str(c): part for c, part in df.groupby("checkpoint_id", sort=False)} if len(df) else {}
         self._read[key] = (groups, df.iloc[0:0], added)
+
+    def refuse(self, key: _Key) -> None:
+        self._refused.add(key)
+
+    def refused(self, key: _Key) -> bool:
+        return key in self._refused
 
     def answer(self, key: _Key, ckpt: str) -> pd.DataFrame | None:
         """This checkpoint's rows of a read already made, or None (not made since the last write)."""

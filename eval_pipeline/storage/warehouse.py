@@ -50,6 +50,7 @@ T = TypeVar("T")
 _QUERY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA", "RELATION"}
 
 
+RANGE_READ_ROWS = 200_000  # rows a range step holds of one read for all its checkpoints (more: read one by one)
 HELD_QUERY_ROWS = 20_000  # a query's rows a batch holds as Arrow (more: the query is written in its turn)
 INTERRUPT_GRACE_S = 2.0  # how long an interrupted query may take to stop before the command stops without it
 
@@ -363,13 +364,17 @@ class Warehouse:
                 return answer
         if not self.table_exists(schema, table):
             return pd.DataFrame(columns=list(columns))
-        if ranged is not None and found is not None:
+        if ranged is not None and found is not None and not ranged.refused(found[0]):
             cols, every, order, added = ranged.query(found[0])
-            sql, params = select_sql(schema, table, cols, every, order, False, None)
-            ranged.hold(found[0], self.query_df(sql, params), added)
-            answer = ranged.answer(*found)
-            assert answer is not None  # just held
-            return answer
+            sql, params = select_sql(schema, table, cols, every, order, False, RANGE_READ_ROWS + 1)
+            rows = self.query_df(sql, params)
+            if len(rows) <= RANGE_READ_ROWS:
+                ranged.hold(found[0], rows, added)
+                answer = ranged.answer(*found)
+                assert answer is not None  # just held
+                return answer
+            ranged.refuse(found[0])  # too many rows to hold for the range: read checkpoint by checkpoint
+            del rows
         sql, params = select_sql(schema, table, columns, where or {}, order_by, distinct, limit)
         return self.query_df(sql, params)
 

@@ -223,3 +223,22 @@ def test_a_querys_rows_are_held_when_few_and_written_in_their_turn_when_many(war
         assert wh.replace_partitions([("r1", "t", {"checkpoint_id": "c2"}, [made("c2", 3)])]) == [3]
         assert _snapshots(wh) > before  # too many to hold: written in its turn (the held ones first)
     assert wh.query_rows("SELECT checkpoint_id, count(*) FROM r1.t GROUP BY 1 ORDER BY 1") == [("c1", 2), ("c2", 3)]
+
+
+def test_a_ranged_read_too_big_to_hold_is_read_checkpoint_by_checkpoint(warehouse_path, monkeypatch):
+    """Memory stays bounded: a question whose rows for the whole range pass RANGE_READ_ROWS is not held (each
+    checkpoint's read then goes to the warehouse, as without the range), a narrower one still is; the answers are
+    the same either way."""
+    from eval_pipeline.storage import warehouse as module
+
+    wh = Warehouse(warehouse_path)
+    for c, n in (("c1", 3), ("c2", 4), ("c4", 2)):
+        wh.replace_partition("r1", "m", _mixed(c, n, False), {"checkpoint_id": c})
+    every = {c: wh.read("r1", "m", where={"checkpoint_id": c}, order_by=("line",)) for c in ("c1", "c2", "c4")}
+    monkeypatch.setattr(module, "RANGE_READ_ROWS", 5)  # 9 rows in all, 4 of kind 'a'
+    with wh.hold(), wh.ranged(["c1", "c2", "c4"]):
+        for c, expected in every.items():
+            pd.testing.assert_frame_equal(wh.read("r1", "m", where={"checkpoint_id": c}, order_by=("line",)), expected)
+        assert wh._range is not None and wh._range.statements == 0  # too many: none held
+        narrow = [len(wh.read("r1", "m", where={"checkpoint_id": c, "kind": "a"})) for c in every]
+        assert narrow == [1, 2, 1] and wh._range.statements == 1
