@@ -13,6 +13,7 @@ When several apply, the first in the order 1, 4, 3 wins.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from collections import Counter
@@ -209,19 +210,13 @@ def evaluate(
 
     # read once for the command's checkpoints when the first outcome comes (every run of the command has ended):
     # each rubric's verdicts, and whether any judge was asked at all (else no checkpoint has a usage line)
-    verdicts_read: dict[str, dict[str, Verdict]] = {}
-    asked: list[bool] = []
-
+    @functools.cache
     def stored(name: str) -> Mapping[str, Verdict]:
-        if name not in verdicts_read:
-            found = read_verdicts(wh, name, [c.checkpoint_id for c in todo])
-            verdicts_read[name] = {v.checkpoint_id: v for v in found}
-        return verdicts_read[name]
+        return {v.checkpoint_id: v for v in read_verdicts(wh, name, [c.checkpoint_id for c in todo])}
 
+    @functools.cache
     def asked_a_model() -> bool:
-        if not asked:
-            asked.append(judge_was_asked(wh, [c.checkpoint_id for c in todo]))
-        return asked[0]
+        return judge_was_asked(wh, [c.checkpoint_id for c in todo])
 
     def finished(o: RunOutcome) -> None:
         bar.clear()

@@ -135,9 +135,10 @@ def in_flight_elsewhere(
     """The id of a run of this checkpoint that is queued or running in another process, or None; with
     ``rubrics``, only a run that evaluates one of them (a run of other rubric groups of the checkpoint is not
     in the way: two commands may evaluate a checkpoint's groups side by side)."""
+    mine = None if rubrics is None else set(rubrics)
     for run in runs_of_checkpoint(instance, checkpoint_id, IN_FLIGHT, limit=50):
         theirs = {r for r in run.tags.get("eval/rubrics", "").split(",") if r}
-        if rubrics is not None and theirs and not theirs & set(rubrics):
+        if mine is not None and theirs and not theirs & mine:
             continue
         if run.tags.get(PID_TAG) != str(os.getpid()) or run.tags.get(HOST_TAG) != socket.gethostname():
             return run.run_id

@@ -14,19 +14,23 @@ and the reads that follow are answered from what it read:
 * Nothing stale is answered: a write of any kind through the warehouse object drops everything read (reads of a
   table whose replacements a batch holds write them first, ``Warehouse._settle``, which is such a write).
 * Each answer is a copy: a caller that changes its frame changes nothing another caller reads.
-* Memory stays bounded: a read whose rows for the whole range are more than ``RANGE_READ_ROWS`` (warehouse.py) is
-  not held; that question is then asked checkpoint by checkpoint for the rest of the step, as without the range.
+* Memory stays bounded: a read whose rows for the whole range are more than ``RANGE_READ_ROWS`` is not held;
+  that question is then asked checkpoint by checkpoint for the rest of the step, as without the range.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from eval_pipeline.storage.tables import Filter
 
+RANGE_READ_ROWS = 200_000  # rows one read for a whole range may hold (more: read checkpoint by checkpoint)
+
+# (columns, where, order by, at most this many rows) -> the rows, or None when the table does not exist yet
+Fetch = Callable[[list[str], dict[str, Filter], tuple[str, ...], int], "pd.DataFrame | None"]
 _Key = tuple[str, str, tuple[str, ...], tuple[tuple[str, Any], ...], tuple[str, ...]]
 _MASKED = ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64", "boolean")
 
@@ -64,33 +68,28 @@ class RangeReads:
         rest = tuple(sorted((k, _frozen(v)) for k, v in where.items() if k != "checkpoint_id"))
         return (schema, table, tuple(columns), rest, tuple(order_by)), ckpt
 
-    def query(self, key: _Key) -> tuple[list[str], dict[str, Filter], tuple[str, ...], bool]:
-        """What to ask the warehouse for this read over the whole range: columns, where, order, whether
-        ``checkpoint_id`` was added to the columns asked for (to split by)."""
-        _, _, columns, rest, order_by = key
-        added = bool(columns) and "checkpoint_id" not in columns
-        cols = [*columns, "checkpoint_id"] if added else list(columns)
-        where: dict[str, Filter] = {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in rest}}
-        where["checkpoint_id"] = self.checkpoint_ids
-        return cols, where, ("checkpoint_id", *order_by) if order_by else (), added
-
-    def hold(self, key: _Key, df: pd.DataFrame, added: bool) -> None:
-        self.statements += 1
-        groups = {str(c): part for c, part in df.groupby("checkpoint_id", sort=False)} if len(df) else {}
-        self._read[key] = (groups, df.iloc[0:0], added)
-
-    def refuse(self, key: _Key) -> None:
-        self._refused.add(key)
-
-    def refused(self, key: _Key) -> bool:
-        return key in self._refused
-
-    def answer(self, key: _Key, ckpt: str) -> pd.DataFrame | None:
-        """This checkpoint's rows of a read already made, or None (not made since the last write)."""
-        held = self._read.get(key)
-        if held is None:
-            return None
-        groups, empty, added = held
+    def read(self, key: _Key, ckpt: str, fetch: Fetch) -> pd.DataFrame | None:
+        """This checkpoint's rows for the read ``key`` names: from what the range read, reading it for the whole
+        range first with ``fetch`` when it has not (since the last write); None when the range does not answer it
+        (the table does not exist yet, or its rows for the range are too many to hold): the caller reads it."""
+        if key not in self._read:
+            if key in self._refused:
+                return None
+            _, _, columns, rest, order_by = key
+            added = bool(columns) and "checkpoint_id" not in columns  # to split by
+            cols = [*columns, "checkpoint_id"] if added else list(columns)
+            where: dict[str, Filter] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in rest}
+            where["checkpoint_id"] = self.checkpoint_ids
+            df = fetch(cols, where, ("checkpoint_id", *order_by) if order_by else (), RANGE_READ_ROWS + 1)
+            if df is None:
+                return None
+            if len(df) > RANGE_READ_ROWS:
+                self._refused.add(key)
+                return None
+            self.statements += 1
+            groups = {str(c): part for c, part in df.groupby("checkpoint_id", sort=False)} if len(df) else {}
+            self._read[key] = (groups, df.iloc[0:0], added)
+        groups, empty, added = self._read[key]
         part = groups.get(ckpt, empty).reset_index(drop=True).copy()
         if added:
             part = part.drop(columns="checkpoint_id")

@@ -129,16 +129,13 @@ class Select:
             (n,) = row.fetchone() or (0,)
         return int(n)
 
-    def read_at_most(self, con: duckdb.DuckDBPyConnection, n: int) -> pa.Table | None:
-        """The rows as Arrow, in the columns of ``like``, when there are at most ``n`` of them; else None."""
+    def read(self, con: duckdb.DuckDBPyConnection, order_by: str | None = None, limit: int | None = None) -> pa.Table:
+        """The rows as Arrow, in the columns of ``like`` (small results: tests, the CLI, a batch's held rows),
+        ordered by ``order_by``, at most ``limit``."""
+        order = f" ORDER BY {order_by}" if order_by else ""
+        most = f" LIMIT {int(limit)}" if limit is not None else ""
         with self._registered(con) as collist:
-            rows = con.execute(f"SELECT {collist} FROM ({self.sql}) LIMIT {int(n) + 1}", self.params).to_arrow_table()
-        return rows if rows.num_rows <= n else None
-
-    def read(self, con: duckdb.DuckDBPyConnection, order_by: str) -> pa.Table:
-        """The rows as Arrow, in the columns of ``like`` (small results: tests, the CLI)."""
-        with self._registered(con) as collist:
-            return con.execute(f"SELECT {collist} FROM ({self.sql}) ORDER BY {order_by}", self.params).to_arrow_table()
+            return con.execute(f"SELECT {collist} FROM ({self.sql}){order}{most}", self.params).to_arrow_table()
 
 
 # An Arrow field's metadata key naming how DuckDB stores the column (``USING COMPRESSION``), for columns of long,

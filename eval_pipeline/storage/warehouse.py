@@ -50,7 +50,6 @@ T = TypeVar("T")
 _QUERY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA", "RELATION"}
 
 
-RANGE_READ_ROWS = 200_000  # rows a range step holds of one read for all its checkpoints (more: read one by one)
 HELD_QUERY_ROWS = 20_000  # a query's rows a batch holds as Arrow (more: the query is written in its turn)
 INTERRUPT_GRACE_S = 2.0  # how long an interrupted query may take to stop before the command stops without it
 
@@ -352,29 +351,23 @@ class Warehouse:
         nobody has made yet reads as no rows (with ``columns``, when given). Within ``ranged``, answered from one
         read of the range's checkpoints."""
         ranged = self._range
-        found = (
-            None
-            if ranged is None or distinct or limit is not None
-            else ranged.key(schema, table, columns, where or {}, order_by)
-        )
+        plain = ranged is not None and not distinct and limit is None  # a read the range may answer
+        found = ranged.key(schema, table, columns, where or {}, order_by) if ranged is not None and plain else None
         if ranged is not None and found is not None:
             self._settle(schema, table)  # held rows of the table written first (which forgets what was read)
-            answer = ranged.answer(*found)
+
+            def fetch(
+                cols: list[str], every: dict[str, Filter], order: tuple[str, ...], at_most: int
+            ) -> pd.DataFrame | None:
+                if not self.table_exists(schema, table):
+                    return None
+                return self.query_df(*select_sql(schema, table, cols, every, order, False, at_most))
+
+            answer = ranged.read(*found, fetch)
             if answer is not None:
                 return answer
         if not self.table_exists(schema, table):
             return pd.DataFrame(columns=list(columns))
-        if ranged is not None and found is not None and not ranged.refused(found[0]):
-            cols, every, order, added = ranged.query(found[0])
-            sql, params = select_sql(schema, table, cols, every, order, False, RANGE_READ_ROWS + 1)
-            rows = self.query_df(sql, params)
-            if len(rows) <= RANGE_READ_ROWS:
-                ranged.hold(found[0], rows, added)
-                answer = ranged.answer(*found)
-                assert answer is not None  # just held
-                return answer
-            ranged.refuse(found[0])  # too many rows to hold for the range: read checkpoint by checkpoint
-            del rows
         sql, params = select_sql(schema, table, columns, where or {}, order_by, distinct, limit)
         return self.query_df(sql, params)
 
@@ -495,8 +488,8 @@ class Warehouse:
                 continue
             self._settle(sql=f.sql)
             with self._reading() as con:
-                rows = f.read_at_most(con, HELD_QUERY_ROWS)
-            if rows is None:
+                rows = f.read(con, limit=HELD_QUERY_ROWS + 1)
+            if rows.num_rows > HELD_QUERY_ROWS:
                 return frames
             held.append(rows)
         return held

@@ -229,13 +229,13 @@ def test_a_ranged_read_too_big_to_hold_is_read_checkpoint_by_checkpoint(warehous
     """Memory stays bounded: a question whose rows for the whole range pass RANGE_READ_ROWS is not held (each
     checkpoint's read then goes to the warehouse, as without the range), a narrower one still is; the answers are
     the same either way."""
-    from eval_pipeline.storage import warehouse as module
+    from eval_pipeline.storage import ranging
 
     wh = Warehouse(warehouse_path)
     for c, n in (("c1", 3), ("c2", 4), ("c4", 2)):
         wh.replace_partition("r1", "m", _mixed(c, n, False), {"checkpoint_id": c})
     every = {c: wh.read("r1", "m", where={"checkpoint_id": c}, order_by=("line",)) for c in ("c1", "c2", "c4")}
-    monkeypatch.setattr(module, "RANGE_READ_ROWS", 5)  # 9 rows in all, 4 of kind 'a'
+    monkeypatch.setattr(ranging, "RANGE_READ_ROWS", 5)  # 9 rows in all, 4 of kind 'a'
     with wh.hold(), wh.ranged(["c1", "c2", "c4"]):
         for c, expected in every.items():
             pd.testing.assert_frame_equal(wh.read("r1", "m", where={"checkpoint_id": c}, order_by=("line",)), expected)

@@ -298,58 +298,37 @@ class LakeBackend:
 
     def upkeep(self, schemas: Collection[str] | None = None) -> str | None:
         """Merge the small files once a table (of ``schemas``; any: None) has more than UPKEEP_FILES_PER_TABLE
-        (one catalog query when none has): the whole lake in one call, or, where DuckLake's compactor refuses that
-        (duckdb/ducklake#955, see ``_merge_files``), each due table on an attachment of its own. Snapshots are left
-        as they are (the time travel ``maintain --keep-days`` keeps); the files merged away are deleted by
-        ``maintain`` once no kept snapshot needs them. Each merge is tried once: one that loses a race with another
-        writer's commit (two commands of other rubric groups at once) is left for a later upkeep, not retried
-        against a busy lake."""
+        (one catalog query when none has), as ``_merge_files`` does, each merge tried once: one that loses a race
+        with another writer's commit (two commands of other rubric groups at once) is left for a later upkeep, not
+        retried against a busy lake. Snapshots are left as they are (the time travel ``maintain --keep-days``
+        keeps); the files merged away are deleted by ``maintain`` once no kept snapshot needs them."""
         with self.connect() as con:
             found = con.execute(TABLE_FILES_SQL).fetchall()
-        due = [(str(s), str(t), int(n)) for s, t, n in found if n > UPKEEP_FILES_PER_TABLE]
-        due = [d for d in due if schemas is None or d[0] in schemas]
+        due = [
+            (str(s), str(t), int(n))
+            for s, t, n in found
+            if n > UPKEEP_FILES_PER_TABLE and (schemas is None or s in schemas)
+        ]
         if not due:
             return None
         files = (
             f"{sum(n for *_, n in due)} data files of {len(due)} tables (more than {UPKEEP_FILES_PER_TABLE} a table)"
         )
-        whole = self._merge_once(f"CALL ducklake_merge_adjacent_files('{ALIAS}')")
-        if whole == "busy":
-            return f"did not merge {files}: another writer was committing (left for a later upkeep)"
-        said = f"merged {files}"
-        if whole is None:
-            return said
-        left = [
-            f"{s}.{t}"
-            for s, t, _ in due
-            if self._merge_once(f"CALL ducklake_merge_adjacent_files('{ALIAS}', {literal(t)}, schema => {literal(s)})")
-            is not None
-        ]
-        return said + (f"; not {', '.join(left)} (left for a later upkeep)" if left else "")
-
-    def _merge_once(self, sql: str) -> str | None:
-        """A merge on an attachment of its own (duckdb/ducklake#955), one attempt: None when it went through,
-        "busy" when it lost a race with another writer's commit, "compactor" when DuckLake's compactor refused."""
-        con = self._new_base(False, in_memory_config())
         try:
-            con.execute(sql)
+            return f"merged {files}" + self._merge_files([(s, t) for s, t, _ in due], once=True)
         except duckdb.Error as exc:
-            if "DuckLakeCompactor" in str(exc):
-                return "compactor"
-            if is_retryable(exc):
-                return "busy"
-            raise
-        finally:
-            con.close()
-        return None
+            if not is_retryable(exc):
+                raise
+            return f"did not merge {files}: another writer was committing (left for a later upkeep)"
 
-    def _merge_files(self) -> str:
+    def _merge_files(self, tables: list[tuple[str, str]] | None = None, once: bool = False) -> str:
         """Merge the lake's small files; what it could not merge, said for the message (left for a later upkeep:
-        "" when every table was merged). Each call on an
-        attachment of its own, and table by table when the whole lake's fails: DuckLake 1.5.5's compactor caches a
-        snapshot's catalog by schema version alone and then fails ("DuckLakeCompactor: failed to find table entry
-        for given snapshot id", duckdb/ducklake#955) on an attachment that has read the catalog at other snapshots,
-        or across tables in one call."""
+        "" when every table was merged). Each call on an attachment of its own, the whole lake's first, then, when
+        it fails, ``tables`` (default: every table) one at a time: DuckLake 1.5.5's compactor caches a snapshot's
+        catalog by schema version alone and then fails ("DuckLakeCompactor: failed to find table entry for given
+        snapshot id", duckdb/ducklake#955) on an attachment that has read the catalog at other snapshots, or across
+        tables in one call. Each call is retried when its commit loses a race, or, ``once``, not (the race's error
+        goes up)."""
 
         def fresh(sql: str) -> None:
             con = self._new_base(False, in_memory_config())
@@ -361,7 +340,7 @@ class LakeBackend:
         def merged(sql: str) -> bool:
             """Whether the merge went through (False: the compactor's failure of duckdb/ducklake#955)."""
             try:
-                self.retrying(partial(fresh, sql))
+                fresh(sql) if once else self.retrying(partial(fresh, sql))
             except duckdb.Error as exc:
                 if "DuckLakeCompactor" not in str(exc):
                     raise
@@ -370,8 +349,9 @@ class LakeBackend:
 
         if merged(f"CALL ducklake_merge_adjacent_files('{ALIAS}')"):
             return ""
-        with self.connect() as con:
-            tables = _lake_tables(con)
+        if tables is None:
+            with self.connect() as con:
+                tables = _lake_tables(con)
         left = [
             f"{schema}.{table}"
             for schema, table in tables
