@@ -69,8 +69,10 @@ class Place:
             return int(con.execute("SELECT count(*) FROM runs").fetchone()[0])
 
     def commits(self) -> int | None:
-        if self.backend != "lake" or not self.catalog.exists():
+        if self.backend != "lake":
             return None
+        if not self.catalog.exists():
+            return 0  # no commit yet
         with sqlite3.connect(self.catalog) as con:
             return int(con.execute("SELECT count(*) FROM ducklake_snapshot").fetchone()[0])
 
@@ -124,6 +126,87 @@ def backfill(place: Place, n: int, rubrics: list[str]) -> dict[str, float]:
     return place.command(["run", "--no-fail-on-gates", *flags])
 
 
+def _machine_cpu() -> float:
+    """The machine's CPU seconds so far (user + system of every process, /proc/stat): the processes of a deployment
+    (webserver, daemon, its code server, the runs it launched) are not all reaped by this one, so their CPU is read
+    for the whole machine — run this bench with nothing else running."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system = (int(x) for x in fields[:3])
+    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
+
+
+def ui_backfill(place: Place, n: int, rubrics: list[str]) -> dict[str, float]:
+    """n checkpoints written and registered, then one partition backfill of every checkpoint over the rubrics'
+    evaluation assets, launched through the webserver's GraphQL as the UI launches it and run by the project's
+    daemon (the instance of ``deploy/dagster.yaml``; the checkpoint sensor stopped, so the backfill alone launches
+    the runs), until the backfill is done and the deployment has settled (``defs.automation.settling``: the
+    decisions' runs after it included). CPU: the machine's, from the servers' start to the end (``_machine_cpu``)."""
+    import dagster as dg
+
+    from eval_pipeline.defs.asset import evaluation
+    from eval_pipeline.defs.automation import settling
+    from eval_pipeline.defs.build import build_definitions
+    from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
+    from eval_pipeline.devtools.net import free_port, launch_partition_backfill, wait_until_serving
+
+    keys = []
+    for i in range(1, n + 1):
+        write_checkpoint(place.base / "checkpoints", i, rubrics)
+        keys.append(checkpoint_id(i))
+        if i % 2 == 0:
+            write_ratings(place.base / "ratings", i, rubrics)
+    home = place.base / "dagster"
+    shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    env = {**place.env, "EVAL_SENSOR_INTERVAL_SECONDS": "2"}
+    bin_ = Path(sys.executable).parent
+    ws = str(ROOT / "workspace.yaml")
+    stop = [str(bin_ / "dagster"), "sensor", "stop", "checkpoint_sensor", "-w", ws]
+    subprocess.run(stop, env=env, cwd=ROOT, capture_output=True, timeout=300, check=True)
+    os.environ["DAGSTER_HOME"] = str(home)
+    graph = build_definitions(ROOT / "rubric_configs", place.env["EVAL_WAREHOUSE"], str(place.base / "checkpoints"))
+    selected = evaluation(rubrics).resolve(graph.resolve_asset_graph())
+    before = _machine_cpu()
+    t0 = time.perf_counter()
+    port = free_port()
+    with open(place.base / "webserver.log", "w") as wlog, open(place.base / "daemon.log", "w") as dlog:
+        web = subprocess.Popen(
+            [str(bin_ / "dagster-webserver"), "-w", ws, "-p", str(port)],
+            env=env,
+            cwd=ROOT,
+            stdout=wlog,
+            stderr=subprocess.STDOUT,
+        )
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", "-w", ws],
+            env=env,
+            cwd=ROOT,
+            stdout=dlog,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            with dg.DagsterInstance.get() as instance:
+                instance.add_dynamic_partitions(CHECKPOINTS_PARTITION, keys)
+                wait_until_serving(f"http://127.0.0.1:{port}/server_info", web, timeout_s=180)
+                backfill_id = launch_partition_backfill(port, keys, [list(k.path) for k in sorted(selected)])
+                going = {"REQUESTED", "CANCELING", "FAILING"}
+                while instance.get_backfill(backfill_id).status.value in going or not settling(instance).settled:
+                    if daemon.poll() is not None:
+                        raise SystemExit(f"the daemon exited {daemon.returncode}: {place.base / 'daemon.log'}")
+                    time.sleep(2)
+                status = instance.get_backfill(backfill_id).status.value
+        finally:
+            for proc in (daemon, web):
+                proc.terminate()
+            for proc in (daemon, web):
+                proc.wait(timeout=120)
+    wall = time.perf_counter() - t0
+    cpu = _machine_cpu() - before
+    if status != "COMPLETED_SUCCESS":
+        raise SystemExit(f"the backfill ended {status}: {place.base / 'daemon.log'}")
+    commits = place.commits()
+    return {"wall": wall, "cpu": cpu, "runs": place.runs(), "commits": -1 if commits is None else commits}
+
+
 def _median(rows: list[dict[str, float]], key: str) -> float:
     return statistics.median(r[key] for r in rows) if rows else float("nan")
 
@@ -148,6 +231,12 @@ def main() -> int:
     ap.add_argument("--backfill", type=int, default=200, help="checkpoints of the one-command backfill (0: none)")
     ap.add_argument("--rubric", action="append", help="default: kg_qa, then all five")
     ap.add_argument("--backend", action="append", choices=["lake", "file"], help="default: both")
+    ap.add_argument(
+        "--via",
+        choices=["cli", "ui"],
+        default="cli",
+        help="the backfill by one command, or by a UI/GraphQL partition backfill run by the daemon",
+    )
     ap.add_argument("--window", type=int, default=3)
     ap.add_argument("--keep", type=Path, help="keep the histories under this folder")
     ap.add_argument("--json", type=Path, help="write the figures here")
@@ -175,10 +264,11 @@ def main() -> int:
         if args.backfill:
             for backend in args.backend or ["lake", "file"]:
                 names = args.rubric or everything
-                label = f"{backend}/backfill {args.backfill} x {len(names)}"
-                print(f"{label}: one command", flush=True)
+                label = f"{backend}/backfill {args.backfill} x {len(names)}" + (" (ui)" if args.via == "ui" else "")
+                print(f"{label}: {'one command' if args.via == 'cli' else 'a UI/GraphQL backfill'}", flush=True)
                 one = land(Place(base / f"single_{backend}", backend), 1, names)[0]
-                fig = backfill(Place(base / f"backfill_{backend}", backend), args.backfill, names)
+                how = backfill if args.via == "cli" else ui_backfill
+                fig = how(Place(base / f"backfill_{backend}", backend), args.backfill, names)
                 per = fig["cpu"] / args.backfill
                 results[label] = {"backfill": fig, "single_landing": one, "per_checkpoint_ratio": per / one["cpu"]}
                 print(

@@ -21,6 +21,7 @@ from eval_pipeline.core import settings
 from eval_pipeline.core.contracts import Table
 from eval_pipeline.defs.automation import runs_mark
 from eval_pipeline.defs.resources import RatingsSource
+from eval_pipeline.defs.runs import reading_in_flight
 from eval_pipeline.ingest.ratings import evaluated, folder_fingerprint, stale
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -57,7 +58,8 @@ def build_ratings_sensor(
     rubrics: list[str], ratings: RatingsSource, warehouse: str, minimum_interval_seconds: int = 10
 ) -> dg.SensorDefinition:
     """Watches each rubric's ratings folder; requests one run per checkpoint whose ``human_ratings`` were read from
-    another version of it (keyed by the version: a version is never asked for twice). Its cursor is what the
+    another version of it (keyed by the version: a version is never asked for twice), unless a run queued or in
+    flight will read them (``runs.reading_in_flight``). Its cursor is what the
     answer was read from (the files' versions, the registered checkpoints, the run that changed last: what a run
     writes is the rest): while they are unchanged it skips without opening the warehouse."""
 
@@ -73,7 +75,8 @@ def build_ratings_sensor(
     def ratings_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 
-        registered = set(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
+        order = list(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION))
+        registered = set(order)
         # what the answer is read from: the rating files, the checkpoints registered and what runs wrote (which
         # checkpoints were evaluated, from which ratings): unchanged since the last look, nothing is stale anew
         root = ratings.folder()  # an s3:// folder mirrored once a look, every rubric's files at once
@@ -92,6 +95,14 @@ def build_ratings_sensor(
             found = stale_ratings(wh, rubrics, root, registered)
         finally:
             wh.close()
+        # a checkpoint whose ratings a run in flight will read (a backfill's range on its way, a landing) is that
+        # run's: once it ends, the cursor's run mark moves and this sensor looks again
+        coming = reading_in_flight(context.instance, [ratings_key(r) for r in found], order)
+        found = {
+            r: (now, kept)
+            for r, (now, old) in found.items()
+            if (kept := [c for c in old if (ratings_key(r), c) not in coming])
+        }
         requests = [
             dg.RunRequest(
                 run_key=f"ratings:{ckpt}:" + ",".join(f"{r}@{found[r][0]}" for r in names),

@@ -106,6 +106,36 @@ def holds(run: dg.DagsterRun, checkpoint_id: str) -> bool:
     return one == checkpoint_id or (bool(held) and checkpoint_id in held.split(","))
 
 
+def checkpoints_held(run: dg.DagsterRun, registered: list[str]) -> list[str]:
+    """The checkpoints a run evaluates, whoever launched it: the command's tags (``eval/checkpoint``,
+    ``eval/checkpoints``), a partition (``dagster/partition``), or a range of them (a UI backfill's or the backfill
+    policy's, expanded over ``registered``, the checkpoints in their registered order)."""
+    one, held = run.tags.get("eval/checkpoint"), run.tags.get("eval/checkpoints", "")
+    if one or held:
+        return [one] if one else held.split(",")
+    if run.tags.get("dagster/partition"):
+        return [run.tags["dagster/partition"]]
+    start, end = run.tags.get(RANGE_START), run.tags.get(RANGE_END)
+    if start in registered and end in registered:
+        return registered[registered.index(start) : registered.index(end) + 1]
+    return []
+
+
+def reading_in_flight(
+    instance: dg.DagsterInstance, keys: Collection[dg.AssetKey], registered: list[str]
+) -> set[tuple[dg.AssetKey, str]]:
+    """The (asset, checkpoint) pairs that a run queued or in flight will materialize, of these ``keys``: what such a
+    run reads when its step starts needs no run of its own (a sensor that asked for one would launch a run per
+    checkpoint of a backfill still on its way)."""
+    out: set[tuple[dg.AssetKey, str]] = set()
+    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=IN_FLIGHT), limit=500):
+        run = record.dagster_run
+        selected = set(keys) if run.asset_selection is None else set(keys) & set(run.asset_selection)
+        for ckpt in checkpoints_held(run, registered) if selected else []:
+            out.update((key, ckpt) for key in selected)
+    return out
+
+
 def runs_of_checkpoint(
     instance: dg.DagsterInstance, checkpoint_id: str, statuses: list[dg.DagsterRunStatus] | None = None, limit: int = 5
 ) -> list[dg.DagsterRun]:

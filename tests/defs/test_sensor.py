@@ -195,3 +195,46 @@ def test_the_ratings_and_batch_sensors_look_again_only_when_a_file_or_a_run_chan
     os.utime(rated, (later, later))
     tick("ratings_sensor", cursor)
     assert len(opened) == 2
+
+
+def test_the_ratings_sensor_leaves_a_checkpoint_to_the_run_that_will_read_its_ratings(tmp_path, instance, monkeypatch):
+    """#70, found by a UI backfill of 200 checkpoints: while the backfill's range runs were on their way, each
+    checkpoint whose samples were written but whose ratings were not read yet looked stale, and the ratings sensor
+    asked for a run of each (150 runs queued behind the backfill). A checkpoint whose ``human_ratings`` a run queued
+    or in flight will materialize (a range of a UI backfill, a partition, the command's tags) is left to that run;
+    once that run ends, the sensor looks again and asks for what is still stale."""
+    from eval_pipeline.defs import ratings_sensor
+    from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
+
+    ckpts = ["c1", "c2", "c3", "c4", "c5"]
+    instance.add_dynamic_partitions(CHECKPOINTS_PARTITION, ckpts)
+    # what the warehouse says is stale (the sensor's reading of it is tested above and in test_landing.py)
+    monkeypatch.setattr(ratings_sensor, "stale_ratings", lambda *a: {"kg_qa": ("v2", list(ckpts))})
+    defs = build_definitions(RUBRIC_DIR, str(tmp_path / "w.duckdb"), str(tmp_path / "ckpts"))
+    ratings, samples = dg.AssetKey(["kg_qa", "human_ratings"]), dg.AssetKey(["kg_qa", "samples"])
+    job = dg.Definitions(
+        assets=[dg.asset(key=k)(lambda: None) for k in (ratings, samples)],
+        jobs=[dg.define_asset_job("j", selection=[ratings, samples])],
+    ).resolve_job_def("j")
+    ranged = instance.create_run_for_job(  # a UI backfill's range, its ratings step still to come
+        job,
+        asset_selection={ratings, samples},
+        status=dg.DagsterRunStatus.STARTED,
+        tags={"dagster/asset_partition_range_start": "c1", "dagster/asset_partition_range_end": "c3"},
+    )
+    # a run of c4 that does not read its ratings, and a run of c5 (the command's tag) queued that does
+    instance.create_run_for_job(job, asset_selection={samples}, tags={"dagster/partition": "c4"})
+    instance.create_run_for_job(job, asset_selection={ratings}, tags={"eval/checkpoint": "c5"})
+
+    def tick(cursor):
+        ctx = dg.build_sensor_context(instance=instance, definitions=defs, cursor=cursor)
+        result = defs.resolve_sensor_def("ratings_sensor")(ctx)
+        asked = [r.partition_key for r in result.run_requests] if isinstance(result, dg.SensorResult) else []
+        return asked, (result.cursor if isinstance(result, dg.SensorResult) else None) or ctx.cursor
+
+    asked, cursor = tick(None)
+    assert asked == ["c4"]
+    assert tick(cursor)[0] == []  # nothing changed: no look
+    instance.report_run_failed(ranged)  # the range run ended without reading them: they are stale still
+    asked, _ = tick(cursor)
+    assert asked == ["c1", "c2", "c3", "c4"]
