@@ -1,6 +1,9 @@
 """Partition replacements held and written together (storage.batching, Warehouse.batched): a step over a range of
 checkpoints ends at the tables sequential writes give, in a few commits, and nothing a reader asks is stale."""
 
+import fcntl
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -132,9 +135,20 @@ def test_upkeep_merges_a_lakes_small_files_once_they_are_due_and_reads_the_same_
     before, files = _state_t(wh), _files(wh)
     assert files == 6
     assert wh.upkeep(("r2", "main")) is None  # another rubric's run leaves this schema's files alone
+    for c in ("c1", "c2", "c3", "c4"):  # another rubric's table, due too: its own run's upkeep merges it
+        wh.replace_partition("r3", "u", _rows(c, 1), {"checkpoint_id": c})
+    # another process's upkeep of the same lake under way on this machine: this one leaves its turn, merging nothing
+    # (merges from several processes at once crashed a run process in DuckDB 1.5.5)
+    lock = Path(warehouse_path.split("sqlite:", 1)[1] + ".upkeep.lock")
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        waited = wh.upkeep(("r1", "main"))
+        fcntl.flock(held, fcntl.LOCK_UN)
+    assert waited is not None and "another process's upkeep was merging" in waited and _files(wh) == files + 4
     done = wh.upkeep(("r1", "main"))
     assert done is not None and "merged 6 data files" in done
-    assert _files(wh) < files and _state_t(wh) == before
+    assert _files(wh) == files + 4 - 6 + 1 and _state_t(wh) == before  # r1.t merged, r3.u left as it was
+    assert "merged 4 data files" in (wh.upkeep() or "")
     assert wh.upkeep() is None
 
 

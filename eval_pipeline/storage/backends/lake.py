@@ -13,9 +13,12 @@ version): nothing is downloaded at run time.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import os
 import random
 import re
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -314,21 +317,53 @@ class LakeBackend:
         files = (
             f"{sum(n for *_, n in due)} data files of {len(due)} tables (more than {UPKEEP_FILES_PER_TABLE} a table)"
         )
-        try:
-            return f"merged {files}" + self._merge_files([(s, t) for s, t, _ in due], once=True)
-        except duckdb.Error as exc:
-            if not is_retryable(exc):
-                raise
-            return f"did not merge {files}: another writer was committing (left for a later upkeep)"
+        with self._upkeep_turn() as mine:
+            if not mine:
+                return f"did not merge {files}: another process's upkeep was merging (left for a later upkeep)"
+            try:
+                return f"merged {files}" + self._merge_files([(s, t) for s, t, _ in due], once=True, whole=False)
+            except duckdb.Error as exc:
+                if not is_retryable(exc):
+                    raise
+                return f"did not merge {files}: another writer was committing (left for a later upkeep)"
 
-    def _merge_files(self, tables: list[tuple[str, str]] | None = None, once: bool = False) -> str:
+    @contextlib.contextmanager
+    def _upkeep_turn(self) -> Iterator[bool]:
+        """Whether this process has the lake's upkeep to itself on this machine (a lock file taken without waiting,
+        beside a local catalog, in the temporary folder for a server's): merges of one lake from several processes
+        at once (a UI backfill's decision runs ending together) crashed a run process in DuckDB 1.5.5 (SIGSEGV in
+        a memcpy, a 200-checkpoint backfill twice out of two), so the others leave theirs for a later run."""
+        where = self.catalog.split(":", 1)[1]
+        if self.catalog.startswith("postgres:"):
+            key = hashlib.sha256(where.encode()).hexdigest()[:16]
+            path = Path(tempfile.gettempdir()) / f"eval_pipeline-upkeep-{key}.lock"
+        else:
+            path = Path(where + ".upkeep.lock")
+        try:
+            f = path.open("a")
+        except OSError:
+            yield True  # a catalog folder this process cannot write beside: nothing to share a turn with
+            return
+        with f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def _merge_files(self, tables: list[tuple[str, str]] | None = None, once: bool = False, whole: bool = True) -> str:
         """Merge the lake's small files; what it could not merge, said for the message (left for a later upkeep:
         "" when every table was merged). Each call on an attachment of its own, the whole lake's first, then, when
         it fails, ``tables`` (default: every table) one at a time: DuckLake 1.5.5's compactor caches a snapshot's
         catalog by schema version alone and then fails ("DuckLakeCompactor: failed to find table entry for given
         snapshot id", duckdb/ducklake#955) on an attachment that has read the catalog at other snapshots, or across
         tables in one call. Each call is retried when its commit loses a race, or, ``once``, not (the race's error
-        goes up)."""
+        goes up). ``whole`` False: ``tables`` only, one at a time (an upkeep: the tables that are due, not the
+        lake's others that another process may be writing)."""
 
         def fresh(sql: str) -> None:
             con = self._new_base(False, in_memory_config())
@@ -347,7 +382,7 @@ class LakeBackend:
                 return False
             return True
 
-        if merged(f"CALL ducklake_merge_adjacent_files('{ALIAS}')"):
+        if whole and merged(f"CALL ducklake_merge_adjacent_files('{ALIAS}')"):
             return ""
         if tables is None:
             with self.connect() as con:
