@@ -157,7 +157,7 @@ def ui_backfill(place: Place, n: int, rubrics: list[str]) -> dict[str, float]:
             write_ratings(place.base / "ratings", i, rubrics)
     home = place.base / "dagster"
     shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
-    env = {**place.env, "EVAL_SENSOR_INTERVAL_SECONDS": "2"}
+    env = dict(place.env)  # the sensors' intervals a deployment has by default
     bin_ = Path(sys.executable).parent
     ws = str(ROOT / "workspace.yaml")
     stop = [str(bin_ / "dagster"), "sensor", "stop", "checkpoint_sensor", "-w", ws]
