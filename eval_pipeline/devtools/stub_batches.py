@@ -43,6 +43,7 @@ class BatchDesk:
     expire_after: int | None = None  # lines answered before the batch expires (None: never)
     fail_validation: bool = False
     fail_marker: str | None = None  # a line whose prompt holds it fails with a 400
+    echo_key: bool = False  # a hostile provider: its errors' codes and messages echo the request's key
     lose: bool = False  # the provider forgets every batch: GET answers 404
     drip_s: float = 0.0  # a file's content is sent 4 KiB at a time, this far apart
     upstream: str | None = None  # answer lines by POSTing them to this /v1 base URL (llama.cpp's server)
@@ -258,9 +259,17 @@ def _work(desk: BatchDesk, state: StubState, b: dict[str, Any]) -> None:
     with desk.lock:
         if desk.fail_validation:
             b["status"], b["failed_at"] = "failed", int(time.time())
+            key = b["_auth"].removeprefix("Bearer ") if desk.echo_key else ""
             b["errors"] = {
                 "object": "list",
-                "data": [{"code": "invalid_request", "message": "validation failed", "line": 1, "param": None}],
+                "data": [
+                    {
+                        "code": f"invalid_request{key}",
+                        "message": f"validation failed for {key}",
+                        "line": 1,
+                        "param": key or None,
+                    }
+                ],
             }
             return
         if not b["_cancel"]:
@@ -278,7 +287,9 @@ def _work(desk: BatchDesk, state: StubState, b: dict[str, Any]) -> None:
         body = line.get("body") or {}
         rid = f"batch_req_{b['id']}_{i}"
         if desk.fail_marker and desk.fail_marker in json.dumps(body.get("messages", "")):
-            code, payload = 400, {"error": {"message": "this line is refused", "type": "invalid_request_error"}}
+            key = b["_auth"].removeprefix("Bearer ") if desk.echo_key else ""
+            refused = {"message": f"this line is refused{key}", "type": "invalid_request_error", "code": key or None}
+            code, payload = 400, {"error": refused}
         else:
             code, payload = _answer(desk, state, body, b["_auth"])
         entry = {

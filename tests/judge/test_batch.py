@@ -301,6 +301,50 @@ def test_the_key_is_redacted_from_everything_a_batch_returns(tmp_path):
         assert echoed, "the endpoint never echoed the key: the test tests nothing"
 
 
+def test_the_key_a_provider_echoes_in_its_errors_is_stored_and_printed_nowhere(tmp_path):
+    """#73: a hostile provider echoes the request's key in a failed line's error code and message, and in a failed
+    batch's ``errors.data`` (code, message, param): no table of the lake holds it, and neither does what `eval-pipeline
+    batches` prints."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = str(Path(sys.executable).with_name("eval-pipeline"))
+    lake, second = _lake(tmp_path), _lake(tmp_path / "second")
+    with StubServer() as stub:
+        stub.state.desk.echo_key = True
+        stub.state.desk.fail_marker = json.loads(_sample_line())["user_statement"][:40]  # one line refused
+        _judge(stub, lake)
+        _until_final(stub, lake)
+        stub.state.desk.fail_validation = True  # then a batch the provider fails whole
+        _judge(stub, second)
+        _wait_ended(stub)
+        _judge(stub, second)  # its failure read
+        errors = [b["errors"] for b in stub.state.desk.batches.values() if b.get("errors")]
+        assert errors and KEY in json.dumps(errors), "the provider never echoed the key: the test tests nothing"
+        refused = [f for f in stub.state.desk.files.values() if f["meta"]["filename"].endswith("_error.jsonl")]
+        assert any(KEY.encode() in f["data"] for f in refused), "no error line echoed the key"
+        for where in (lake, second):
+            assert _cells_holding(Warehouse(where), KEY) == []
+            env = dict(os.environ, EVAL_WAREHOUSE=where, OPENAI_BASE_URL=stub.base_url, OPENAI_API_KEY=KEY)
+            shown = subprocess.run([exe, "batches"], env=env, capture_output=True, text=True, timeout=120)
+            assert KEY not in shown.stdout + shown.stderr and shown.returncode == 0, shown.stderr[-300:]
+
+
+def _cells_holding(wh: Warehouse, text: str) -> list[str]:
+    found = []
+    with wh.session() as s:
+        for schema, table in s.tables():
+            for col in s.columns(schema, table):
+                n = s.query_rows(
+                    f'SELECT count(*) FROM "{schema}"."{table}" WHERE CAST("{col}" AS VARCHAR) LIKE ?', [f"%{text}%"]
+                )
+                if n[0][0]:
+                    found.append(f"{schema}.{table}.{col}")
+    return found
+
+
 @pytest.mark.slow
 def test_the_sensor_reports_a_working_batch_once_per_change_and_requests_nothing(tmp_path, checkpoint_root):
     lake = _lake(tmp_path)

@@ -413,8 +413,8 @@ def result_of(item: dict[str, Any], secret: str | None) -> CallResult:
     if error or status != 200:
         detail = error if isinstance(error, dict) else (body or {}).get("error") if isinstance(body, dict) else None
         message = str((detail or {}).get("message") or (detail or {}).get("code") or "no answer")
-        code = (detail or {}).get("code") or status
-        return CallResult(error=f"judge batch line failed ({code}): {redact(message, secret)[:300]}", attempts=1)
+        code = (detail or {}).get("code") or status  # the provider's words, all of them: the key may be in any
+        return CallResult(error=redact(f"judge batch line failed ({code}): {message}", secret)[:300], attempts=1)
     sent = reply.read(body, costs.reported_usage(body), None, secret)
     if sent.failure is not None:
         return CallResult(error=f"judge batch line: {sent.failure}: {sent.message}", attempts=1)

@@ -5,6 +5,8 @@ metadata), ask how batches stand, cancel one, and read a result file line by lin
 Every answer is bounded in size as the online client's are (judge.bounded_http); a result file is read as a stream,
 one line at a time, each line bounded, so a large file never sits in memory whole. No redirect is followed: the key
 goes to the configured host only. Every HTTP request is counted (``requests``), the figure the benchmark reports.
+What a batch says in words (its errors' codes, messages and parameters) is stored and printed: every batch this
+module gives out has the API key taken out of them first (``_said``), whatever a provider echoes there.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from eval_pipeline.core import settings as env_settings
 from eval_pipeline.judge.bounded_http import MAX_BODY_BYTES, bounded_sync_client
+from eval_pipeline.judge.redact import redact
 
 if TYPE_CHECKING:
     from openai.types import Batch
@@ -70,19 +73,32 @@ class Provider:
             page = page.get_next_page()
         return None
 
+    def _said(self, batch: Batch) -> Batch:
+        """``batch`` with the key out of what it says in words: each error's code, message and parameter (a
+        failed batch's ``errors.data``), as the provider may echo the request's key there."""
+        errors = getattr(batch, "errors", None)
+        for error in getattr(errors, "data", None) or []:
+            for field in ("code", "message", "param"):
+                text = getattr(error, field, None) if error is not None else None
+                if isinstance(text, str):
+                    setattr(error, field, redact(text, self.key or None))
+        return batch
+
     def create(self, file_id: str, window: str, submission_id: str) -> Batch:
-        return self.client.batches.create(
-            input_file_id=file_id,
-            endpoint=ENDPOINT,
-            completion_window=window,  # type: ignore[arg-type]  # a provider may offer more than OpenAI's "24h"
-            metadata={SUBMISSION: submission_id},
+        return self._said(
+            self.client.batches.create(
+                input_file_id=file_id,
+                endpoint=ENDPOINT,
+                completion_window=window,  # type: ignore[arg-type]  # a provider may offer more than OpenAI's "24h"
+                metadata={SUBMISSION: submission_id},
+            )
         )
 
     def find_batch(self, submission_id: str) -> Batch | None:
         """The batch created for ``submission_id`` (a creation whose answer was lost), if any."""
         for batch in self._batches():
             if (batch.metadata or {}).get(SUBMISSION) == submission_id:
-                return batch
+                return self._said(batch)
         return None
 
     def _batches(self) -> Iterator[Batch]:
@@ -98,7 +114,7 @@ class Provider:
         import openai
 
         try:
-            return self.client.batches.retrieve(batch_id)
+            return self._said(self.client.batches.retrieve(batch_id))
         except openai.NotFoundError:
             return None
 
@@ -109,7 +125,7 @@ class Provider:
         if len(batch_ids) > 1:
             page = self.client.batches.list(limit=100)
             for _ in range(LIST_PAGES):
-                out.update({b.id: b for b in page.data if b.id in batch_ids})
+                out.update({b.id: self._said(b) for b in page.data if b.id in batch_ids})
                 if len(out) == len(batch_ids) or not page.has_next_page():
                     break
                 page = page.get_next_page()
@@ -118,7 +134,7 @@ class Provider:
         return out
 
     def cancel(self, batch_id: str) -> Batch:
-        return self.client.batches.cancel(batch_id)
+        return self._said(self.client.batches.cancel(batch_id))
 
     def lines(self, file_id: str, line_limit: int = MAX_BODY_BYTES) -> Iterator[bytes | None]:
         """A result file's lines as they arrive; a line past ``line_limit`` bytes is given as None (read no further
