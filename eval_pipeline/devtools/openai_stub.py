@@ -61,12 +61,15 @@ def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
             data = r.body()
             self.send_response(r.code)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Content-Length", str(64 * 1024**3 if r.endless else len(data)))
             for k, v in r.headers.items():
                 self.send_header(k, v)
             self.end_headers()
             try:
-                if r.drip_s > 0:  # a little at a time: every read is quick, the whole answer is not
+                if r.endless:  # until the client hangs up
+                    while True:
+                        self.wfile.write(r.endless * 64)
+                elif r.drip_s > 0:  # a little at a time: every read is quick, the whole answer is not
                     for i in range(0, len(data), r.drip_bytes):
                         self.wfile.write(data[i : i + r.drip_bytes])
                         self.wfile.flush()

@@ -213,6 +213,7 @@ class Reply:
     delay_s: float = 0.0  # how long the server takes before answering
     drip_s: float = 0.0  # > 0: the body is sent ``drip_bytes`` at a time, this far apart
     drip_bytes: int = 1
+    endless: bytes | None = None  # this line sent again and again, without end, instead of the body (a hostile file)
 
     def body(self) -> bytes:
         return self.raw if self.raw is not None else json.dumps(self.payload).encode()

@@ -44,6 +44,7 @@ class BatchDesk:
     fail_validation: bool = False
     fail_marker: str | None = None  # a line whose prompt holds it fails with a 400
     echo_key: bool = False  # a hostile provider: its errors' codes and messages echo the request's key
+    endless: bool = False  # a hostile provider: a file's content is lines of nothing asked, without end
     lose: bool = False  # the provider forgets every batch: GET answers 404
     drip_s: float = 0.0  # a file's content is sent 4 KiB at a time, this far apart
     upstream: str | None = None  # answer lines by POSTing them to this /v1 base URL (llama.cpp's server)
@@ -166,6 +167,8 @@ def _files(
         return NOT_FOUND
     if len(segs) == 2:
         return Reply(200, found["meta"])
+    if desk.endless:
+        return Reply(200, raw=b"", endless=b'{"custom_id": "not-asked", "response": null, "error": null}\n')
     return Reply(200, raw=found["data"], drip_s=desk.drip_s, drip_bytes=4096)
 
 

@@ -332,6 +332,25 @@ def test_the_key_a_provider_echoes_in_its_errors_is_stored_and_printed_nowhere(t
             assert KEY not in shown.stdout + shown.stderr and shown.returncode == 0, shown.stderr[-300:]
 
 
+def test_a_result_file_that_never_ends_is_read_to_a_bound_and_its_prompts_are_not_lost(tmp_path):
+    """#73: a provider whose result file never ends (lines no prompt asked for, sent without end) hung the run (the
+    only bound was 64 GiB). The file is read to a bound set by the prompts asked (``FileBound.asked``), the run
+    ends, and each unread prompt says why it has no answer."""
+    import time
+
+    lake = _lake(tmp_path)
+    with StubServer() as stub:
+        stub.state.desk.endless = True
+        got = _judge(stub, lake)
+        assert got["pending"] > 0
+        _wait_ended(stub)
+        started = time.monotonic()
+        _judge(stub, lake)  # reads the endless files: bounded
+        assert time.monotonic() - started < 60
+        reasons = [r for (r,) in Warehouse(lake).query_rows("SELECT reason FROM main.judge_batch_lines")]
+        assert reasons and any("went on past" in str(r) for r in reasons), reasons[:3]
+
+
 def _cells_holding(wh: Warehouse, text: str) -> list[str]:
     found = []
     with wh.session() as s:

@@ -37,7 +37,7 @@ from eval_pipeline.core.contracts import BATCH_PENDING
 from eval_pipeline.core.types import JSONObject, Row
 from eval_pipeline.judge import cache, costs, reply
 from eval_pipeline.judge.batch import records
-from eval_pipeline.judge.batch.provider import ENDPOINT, Provider
+from eval_pipeline.judge.batch.provider import ENDPOINT, FileBound, Provider
 from eval_pipeline.judge.batch.records import (
     ANSWERED,
     COLLECTED,
@@ -293,10 +293,12 @@ class _Flow:
         seen: dict[str, Row] = {}
         prices = costs.load_prices(self.settings.prices)
         used, read = [0, 0], 0
+        cuts = []
         for file_id in (sub.get("output_file_id"), sub.get("error_file_id")):
-            if not file_id or not lines:
+            if not file_id or not lines or len(seen) == len(lines):
                 continue
-            for raw in self.provider.lines(str(file_id)):
+            bound = FileBound.asked(len(lines))
+            for raw in self.provider.lines(str(file_id), bound=bound):
                 item = _json(raw)
                 key = str(item.get("custom_id") or "")
                 if key not in lines or key in seen:
@@ -306,9 +308,12 @@ class _Flow:
                 used[0] += res.prompt_tokens
                 used[1] += res.completion_tokens
                 seen[key] = self._read(key, lines[key], res)
+                if len(seen) == len(lines):
+                    break  # every prompt answered: what follows is not read
+            cuts += [bound.cut] if bound.cut else []
         why = f"judge batch {sub.get('batch_id') or sub['submission_id']} {sub['state']}: no answer to this prompt"
-        if sub.get("reason"):
-            why += f" ({sub['reason']})"
+        if sub.get("reason") or cuts:
+            why += f" ({'; '.join([*([sub['reason']] if sub.get('reason') else []), *cuts])})"
         for key, line in lines.items():
             if key not in seen:
                 seen[key] = self._unanswered(key, line, why)

@@ -11,7 +11,9 @@ module gives out has the API key taken out of them first (``_said``), whatever a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from eval_pipeline.core import settings as env_settings
@@ -25,6 +27,33 @@ SUBMISSION = "eval_pipeline_submission"  # the batch metadata key naming our sub
 RESULT_FILE_BYTES = 64 * 1024**3  # a result file is read as a stream; this bounds an endless one
 LIST_PAGES = 50  # at most this many pages (100 batches or 10,000 files each) are searched for a lost record
 ENDPOINT: Final = "/v1/chat/completions"
+FILE_READ_S = 900.0  # a result file read for longer than this is cut (its unread prompts are asked again)
+
+
+@dataclass
+class FileBound:
+    """How much of a result file is read at most: ``lines`` lines, ``size`` bytes, ``seconds`` seconds; ``cut``
+    says why the reading stopped, when it did."""
+
+    lines: int
+    size: int
+    seconds: float = FILE_READ_S
+    cut: str | None = None
+
+    @classmethod
+    def asked(cls, n: int) -> FileBound:
+        """The bound of a file answering ``n`` prompts: each a line of at most MAX_BODY_BYTES, and as many again of
+        lines no prompt asked for."""
+        return cls(lines=2 * n + 100, size=(2 * n + 100) * MAX_BODY_BYTES)
+
+    def past(self, lines: int, size: int, seconds: float) -> str | None:
+        if lines > self.lines:
+            return f"the result file went on past {self.lines} lines: read no further"
+        if size > self.size:
+            return f"the result file went on past {self.size} bytes: read no further"
+        if seconds > self.seconds:
+            return f"the result file took more than {self.seconds:.0f} s to read: read no further"
+        return None
 
 
 class Provider:
@@ -136,12 +165,21 @@ class Provider:
     def cancel(self, batch_id: str) -> Batch:
         return self._said(self.client.batches.cancel(batch_id))
 
-    def lines(self, file_id: str, line_limit: int = MAX_BODY_BYTES) -> Iterator[bytes | None]:
+    def lines(
+        self, file_id: str, line_limit: int = MAX_BODY_BYTES, bound: FileBound | None = None
+    ) -> Iterator[bytes | None]:
         """A result file's lines as they arrive; a line past ``line_limit`` bytes is given as None (read no further
-        into it)."""
+        into it). With ``bound``, the reading stops, said in ``bound.cut``, past its lines, bytes or seconds: a
+        file that never ends (a hostile or broken provider) costs a bounded read, never a hung run."""
+        started, count, size = time.monotonic(), 0, 0
         with self.client.files.with_streaming_response.content(file_id) as response:
             held, skipping = bytearray(), False
             for chunk in response.iter_bytes():
+                size += len(chunk)
+                if bound is not None and (why := bound.past(count, size, time.monotonic() - started)):
+                    bound.cut = why
+                    return
+                count += chunk.count(b"\n")
                 while chunk:
                     cut = chunk.find(b"\n")
                     part, chunk = (chunk, b"") if cut < 0 else (chunk[:cut], chunk[cut + 1 :])
