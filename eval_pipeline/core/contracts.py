@@ -14,6 +14,7 @@ QUARANTINE = (MAIN, "quarantine")
 CHECKPOINTS = (MAIN, "checkpoints")
 JUDGE_CACHE = (MAIN, "judge_cache")
 BATCH_PENDING = "pending: judge batch"  # how the reason of a judge score waiting on a Batch API batch begins
+WAITING_ON_BATCH = "waiting on a judge batch"  # how a pending gate's reason says what it waits for is a batch
 
 # --- names rows use ---------------------------------------------------------------------------
 PANEL = "panel"  # judge_scores.judge of the panel's aggregate; downstream stages read these rows
@@ -211,6 +212,7 @@ REPEATABILITY_COLUMNS = [
     "mean_within_sd_chosen",
     "share_changed_chosen",
     "missing",
+    "pending",  # scores of the scorings still waiting on a judge batch (not missing: not answered yet)
 ]
 
 

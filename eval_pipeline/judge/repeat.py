@@ -17,7 +17,7 @@ import pandas as pd
 
 from eval_pipeline.agreement import stats as st
 from eval_pipeline.core.config import RepeatSpec, RubricConfig
-from eval_pipeline.core.contracts import PANEL, REPEATABILITY_COLUMNS
+from eval_pipeline.core.contracts import BATCH_PENDING, PANEL, REPEATABILITY_COLUMNS
 from eval_pipeline.core.resampling import seed_of
 from eval_pipeline.core.types import Record, Row
 
@@ -75,6 +75,15 @@ def _spread(
     return n, missing, alpha, sd, changed
 
 
+def _waiting(panel: pd.DataFrame) -> np.ndarray:
+    """Which of a scoring's panel rows have no score because a judge batch has not answered yet."""
+    if "reason" not in panel:
+        return np.zeros(len(panel), bool)
+    no_score = panel["score"].isna().to_numpy()
+    said = panel["reason"].fillna("").astype(str).str.contains(BATCH_PENDING, regex=False).to_numpy()
+    return np.asarray(no_score & said, bool)
+
+
 def score_source(panels: list[pd.DataFrame], dim: str) -> str:
     """Which scores the scorings of ``dim`` compared: ``expected`` (every score an expected value read from token
     probabilities), ``chosen`` (every score the one the judge wrote) or ``mixed``; from each row's own
@@ -95,7 +104,8 @@ def score_source(panels: list[pd.DataFrame], dim: str) -> str:
 def repeatability(ckpt: str, repeats: list[pd.DataFrame], dimensions: list[str]) -> pd.DataFrame:
     """``repeats``: one judge_scores frame per scoring of the subset; the panel's rows are compared, on the score
     that feeds the results and on the score the judge wrote (they differ when scores are expected values read
-    from token probabilities). Samples in sample id order, whatever order the rows come in."""
+    from token probabilities). Samples in sample id order, whatever order the rows come in. A score still waiting
+    on a judge batch is ``pending``, not ``missing``."""
     panels = [r[r.judge == PANEL] for r in repeats]  # each scoring's panel rows
     ids = pd.concat([p["sample_id"] for p in panels], ignore_index=True)
     sample = pd.factorize(ids, sort=True)[0]
@@ -103,6 +113,7 @@ def repeatability(ckpt: str, repeats: list[pd.DataFrame], dimensions: list[str])
     dims = np.concatenate([p["dimension"].to_numpy(object) for p in panels]) if panels else np.array([], object)
     score = np.concatenate([p["score"].to_numpy(float) for p in panels]) if panels else np.array([])
     chosen = np.concatenate([p["chosen_score"].to_numpy(float) for p in panels]) if panels else np.array([])
+    waiting = np.concatenate([_waiting(p) for p in panels]) if panels else np.array([], bool)
     rows = []
     for dim in dimensions:
         at = dims == dim
@@ -121,7 +132,8 @@ def repeatability(ckpt: str, repeats: list[pd.DataFrame], dimensions: list[str])
                 alpha_chosen=alpha_w,
                 mean_within_sd_chosen=sd_w,
                 share_changed_chosen=changed_w,
-                missing=missing,
+                missing=missing - int(waiting[at].sum()),
+                pending=int(waiting[at].sum()),
             )
         )
     floats = ["alpha_interval", "mean_within_sd", "share_changed", "alpha_chosen", "mean_within_sd_chosen"]

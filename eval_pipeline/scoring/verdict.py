@@ -32,7 +32,15 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import BATCH_PENDING, PANEL, QUARANTINE, UNPLACED, UNRATED, Table
+from eval_pipeline.core.contracts import (
+    BATCH_PENDING,
+    PANEL,
+    QUARANTINE,
+    UNPLACED,
+    UNRATED,
+    WAITING_ON_BATCH,
+    Table,
+)
 from eval_pipeline.core.types import Row
 from eval_pipeline.storage.tables import Filter
 from eval_pipeline.storage.warehouse import Warehouse
@@ -269,6 +277,8 @@ def _gates(v: Verdict, gates: list[Row]) -> tuple[list[str], list[tuple[str, str
             failed = {"gate": g["gate"], "kind": g["kind"], "value": _float(g["value"])}
             v.failed_gates.append({**failed, "threshold": float(g["threshold"]), "reason": g["reason"]})
             kinds.append(str(g["kind"]))
+        elif WAITING_ON_BATCH in str(g["reason"]):  # what it reads is on its way: the judge is pending, said once
+            v.judge_batches.append(f"{g['gate']}: {str(g['reason']).removeprefix('pending: ')}")
         else:
             pending.append((str(g["gate"]), str(g["reason"])))
     v.gates_pending = v.gates_total - v.gates_passed - v.gates_failed

@@ -139,6 +139,45 @@ def test_the_offline_judge_states_a_distribution_and_is_noisy_only_when_asked_ag
     assert (df.alpha_chosen < df.alpha_interval).all()
 
 
+def test_repeat_scores_waiting_on_a_judge_batch_make_the_gate_pending_and_the_verdict_pending_judge(rubrics):
+    """#73: with batch judging and nothing wrong, only batches that take longer, a checkpoint was decided FAILED
+    GATES (`judge_repeatability` fails closed: no sample scored every time) while its repeat batch still worked. A
+    repeat score waiting on a judge batch is counted ``pending`` (not ``missing``), the gate is pending, and the
+    verdict is `pending judge`, naming the gate."""
+    from eval_pipeline.core.config import Gate
+    from eval_pipeline.core.contracts import BATCH_PENDING, PANEL
+    from eval_pipeline.scoring.gates import GateInputs, evaluate_gate
+    from eval_pipeline.scoring.verdict import Verdict, _gates, _reasons
+
+    rubric = rubrics["kg_qa"]
+    dims = [d.key for d in rubric.judged_dimensions]
+
+    def scoring(score, reason=None):
+        rows = [(s, d) for s in ("a", "b", "c") for d in dims]
+        return pd.DataFrame(
+            {"sample_id": [s for s, _ in rows], "dimension": [d for _, d in rows], "judge": PANEL,
+             "score": score, "chosen_score": score, "score_source": "chosen", "reason": reason}
+        )  # fmt: skip
+
+    waiting = f"{BATCH_PENDING} batch_x in progress (0 of 15 done)"
+    table = repeatability("c", [scoring(3.0), scoring(np.nan, waiting)], dims)
+    assert (table.pending == 3).all() and (table.missing == 0).all() and (table.n_samples == 0).all()
+    g = Gate(name="rep", kind="judge_repeatability", threshold=0.8, min_samples=2)
+    (r,) = evaluate_gate(g, rubric, pd.DataFrame(), GateInputs(load=lambda t: table))
+    assert r.status == "pending" and "waiting on a judge batch" in r.reason, r.reason
+    v = Verdict("kg_qa", "c")
+    kinds, pending = _gates(v, [dict(gate="rep", kind=r.kind, value=None, passed=False, status=r.status,
+                                     reason=r.reason, threshold=0.8)])  # fmt: skip
+    _reasons(v, kinds=kinds, pending=pending, notes=[], regression_gate=False)
+    assert v.verdict == "pending judge" and v.gates_failed == 0, (v.verdict, v.reasons)
+    assert any(kind == "pending" and text.startswith("rep: ") for kind, text in v.reasons), v.reasons
+    # a score that is missing for another reason still fails closed
+    table = repeatability("c", [scoring(3.0), scoring(np.nan, "refused")], dims)
+    assert (table.pending == 0).all() and (table.missing == 3).all()
+    (r,) = evaluate_gate(g, rubric, pd.DataFrame(), GateInputs(load=lambda t: table))
+    assert r.status == "failed" and r.reason.startswith("fails closed")
+
+
 def test_the_table_says_which_scores_the_scorings_compared():
     """#45: a scoring whose scores are partly expected values (probabilities read) and partly written scores (no
     distribution for some rows) is 'mixed', not 'chosen'; all read is 'expected'; none read is 'chosen'."""

@@ -1,13 +1,15 @@
 """``judge_repeatability``: the judge agrees with itself. Krippendorff's alpha (interval) across the repeat
 scorings of the rubric's ``repeat:`` subset is at least ``threshold`` on every judged dimension (or the listed
-``dimensions``), each on at least ``min_samples`` samples scored every time; without repeats it fails closed."""
+``dimensions``), each on at least ``min_samples`` samples scored every time; without repeats it fails closed; while
+repeat scores wait on a judge batch it is pending."""
 
 import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import WAITING_ON_BATCH
 from eval_pipeline.judge.repeat import repeated_scores
 from eval_pipeline.scoring.gates import gate
-from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec
+from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec, pending
 
 
 @gate("judge_repeatability", needs=("judge_repeatability",), check_target="judge_scores")
@@ -19,6 +21,9 @@ def judge_repeatability(g: GateSpec, rubric: RubricConfig, scores: pd.DataFrame,
         why = "the rubric asks for no repeats (repeat:)" if rubric.repeat is None else "no repeat scores"
         return GateResult(g.name, g.kind, None, g.threshold, False, 0, f"fails closed: {why}")
     n = int(rows.n_samples.min())
+    waiting = int(rows["pending"].fillna(0).sum()) if "pending" in rows else 0
+    if waiting:  # the repeats are on their way (a judge batch still working): not a failure of the judge
+        return pending(g, n, f"{waiting} repeat scores {WAITING_ON_BATCH}")
     if n < g.min_samples or rows.alpha_interval.isna().any():
         return GateResult(
             g.name, g.kind, None, g.threshold, False, n,
