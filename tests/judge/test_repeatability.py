@@ -192,3 +192,23 @@ def test_the_table_says_which_scores_the_scorings_compared():
     assert score_source([panel(["expected", "chosen"]), panel(["expected", "expected"])], "d") == "mixed"
     assert score_source([panel(["chosen", "chosen"])] * 2, "d") == "chosen"
     assert score_source([panel(["chosen", "chosen"])] * 2, "other") == "chosen"
+
+
+def test_worked_examples_waiting_on_a_judge_batch_leave_a_trusted_judge_pending_not_failed(rubrics):
+    """#73: the worked examples' scores in a judge batch still working were read as off (judged missing), so a
+    trusted judge's gate failed; they are on their way: the gate is pending, saying so. A missing score for any
+    other reason is still off."""
+    from eval_pipeline.core.contracts import BATCH_PENDING
+    from eval_pipeline.scoring.gates import typed
+    from eval_pipeline.scoring.gates.judge_reliability import _one
+
+    rubric = rubrics["kg_qa"]
+    g = typed(next(x for x in rubric.gates if x.kind == "judge_reliability"))
+    row = pd.Series(dict(n_rated=200, kappa_quadratic=0.8, verdict="trusted", reason="kappa_q 0.80", drift=False))
+    waiting = f"{BATCH_PENDING} batch_x in progress (0 of 3 done)"
+    cal = pd.DataFrame(dict(example_id=["e1", "e2"], dimension="d", stated=4.0, judged=[4.0, np.nan],
+                            reason=[None, waiting]))  # fmt: skip
+    r = _one(g, "judge_reliability", row, cal, None)
+    assert r.status == "pending" and "1 worked-example scores waiting on a judge batch" in r.reason, r.reason
+    r = _one(g, "judge_reliability", row, cal.assign(reason=[None, "refused"]), None)
+    assert r.status == "failed" and "worked examples off" in r.reason, r.reason

@@ -13,6 +13,7 @@ from pydantic import Field
 from eval_pipeline.agreement.reliability import within_tolerance
 from eval_pipeline.agreement.trust import OVERALL, PENDING, TRUSTED, ReliabilityParams
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import BATCH_PENDING, WAITING_ON_BATCH
 from eval_pipeline.scoring.gates import gate
 from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec, pending
 
@@ -26,13 +27,18 @@ def _parts(g: GateSpec, rubric: RubricConfig) -> list[str]:
     return [f"{g.name}_{d}" for d in rubric.rating_scales] if judged else []
 
 
-def _examples(g: ReliabilitySpec, calibration: pd.DataFrame | None, dim: str | None) -> tuple[bool, str]:
-    """Whether the worked examples (of ``dim``, or all) are within tolerance, and what to say about them."""
+def _examples(g: ReliabilitySpec, calibration: pd.DataFrame | None, dim: str | None) -> tuple[bool | None, str]:
+    """Whether the worked examples (of ``dim``, or all) are within tolerance (None: some of their scores are still
+    waiting on a judge batch), and what to say about them."""
     if calibration is None or calibration.empty:
         return True, "no worked examples in the document" + (" for this dimension" if dim else "")
     cal = calibration if dim is None else calibration[calibration.dimension == dim]
     if cal.empty:
         return True, "no worked examples for this dimension"
+    if "reason" in cal:
+        waiting = cal.judged.isna() & cal.reason.fillna("").astype(str).str.contains(BATCH_PENDING, regex=False)
+        if waiting.any():
+            return None, f"{int(waiting.sum())} worked-example scores {WAITING_ON_BATCH}"
     tol = g.params.example_tolerance
     bad = cal[~within_tolerance(cal.judged - cal.stated, tol)]
     if bad.empty:
@@ -51,10 +57,12 @@ def _one(
     n = int(row.n_rated)
     value = None if row.kappa_quadratic != row.kappa_quadratic else float(row.kappa_quadratic)
     examples_ok, examples = _examples(g, calibration, dim)
+    if examples_ok is None and row.verdict != PENDING:  # the examples' answers are on their way
+        return pending(g, n, f"{examples}; {row.reason}", value, name)
     if row.verdict == PENDING:
         return pending(g, n, f"{row.reason}; {examples}", value, name)
     drift = False if pd.isna(row.drift) else bool(row.drift)
-    passed = row.verdict == TRUSTED and examples_ok and not drift
+    passed = row.verdict == TRUSTED and bool(examples_ok) and not drift
     if row.verdict != TRUSTED:
         head = "untrusted"
     elif drift:
