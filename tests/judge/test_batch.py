@@ -351,6 +351,26 @@ def test_a_result_file_that_never_ends_is_read_to_a_bound_and_its_prompts_are_no
         assert reasons and any("went on past" in str(r) for r in reasons), reasons[:3]
 
 
+def test_a_result_file_the_provider_no_longer_has_asks_its_prompts_again(tmp_path):
+    """#73: a completed batch whose output file answers 404 failed the run (exit 1). Its prompts are unanswered,
+    asked again with the reason, and answered by the second batch."""
+    lake = _lake(tmp_path)
+    with StubServer() as stub:
+        desk = stub.state.desk
+        first = _judge(stub, lake)
+        assert first["pending"] == N
+        _wait_ended(stub)
+        with desk.lock:  # the provider loses the batch's output file
+            (batch,) = desk.batches.values()
+            del desk.files[batch["output_file_id"]]
+        again = _judge(stub, lake)  # did not fail: its prompts are in a second batch
+        assert again["pending"] > 0 and len(desk.batches) == 2, again
+        got = _until_final(stub, lake)
+        assert got["ok"] == N and got["missing"] == 0, got
+        reasons = [str(r) for (r,) in Warehouse(lake).query_rows("SELECT reason FROM main.judge_batch_lines")]
+        assert any("no longer has the result file" in r for r in reasons), reasons[:3]
+
+
 def _cells_holding(wh: Warehouse, text: str) -> list[str]:
     found = []
     with wh.session() as s:

@@ -290,6 +290,8 @@ class _Flow:
         """An ended submission's results for this call's prompts (``lines``) read into outcomes; what it did not
         answer asked again or failed. Its other prompts (another call of the step, e.g. a repeat's subset) keep
         waiting for their own call; the submission is collected once none waits."""
+        import openai
+
         seen: dict[str, Row] = {}
         prices = costs.load_prices(self.settings.prices)
         used, read = [0, 0], 0
@@ -298,18 +300,23 @@ class _Flow:
             if not file_id or not lines or len(seen) == len(lines):
                 continue
             bound = FileBound.asked(len(lines))
-            for raw in self.provider.lines(str(file_id), bound=bound):
-                item = _json(raw)
-                key = str(item.get("custom_id") or "")
-                if key not in lines or key in seen:
-                    continue
-                res = result_of(item, self.provider.key or None)
-                read += 1
-                used[0] += res.prompt_tokens
-                used[1] += res.completion_tokens
-                seen[key] = self._read(key, lines[key], res)
-                if len(seen) == len(lines):
-                    break  # every prompt answered: what follows is not read
+            try:
+                for raw in self.provider.lines(str(file_id), bound=bound):
+                    item = _json(raw)
+                    key = str(item.get("custom_id") or "")
+                    if key not in lines or key in seen:
+                        continue
+                    res = result_of(item, self.provider.key or None)
+                    read += 1
+                    used[0] += res.prompt_tokens
+                    used[1] += res.completion_tokens
+                    seen[key] = self._read(key, lines[key], res)
+                    if len(seen) == len(lines):
+                        break  # every prompt answered: what follows is not read
+            except openai.NotFoundError:  # the provider no longer has the file: what it held is asked again
+                bound.cut = (
+                    f"the provider no longer has the result file {redact(str(file_id), self.provider.key or None)}"
+                )
             cuts += [bound.cut] if bound.cut else []
         why = f"judge batch {sub.get('batch_id') or sub['submission_id']} {sub['state']}: no answer to this prompt"
         if sub.get("reason") or cuts:
