@@ -30,6 +30,7 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL, Table
 from eval_pipeline.defs.partitions import CHECKPOINTS, CHECKPOINTS_PARTITION
 from eval_pipeline.defs.resources import WarehouseResource
+from eval_pipeline.defs.runs import checkpoints_held
 from eval_pipeline.storage import versions
 from eval_pipeline.storage.tables import Filter
 from eval_pipeline.storage.warehouse import Reader, Warehouse
@@ -144,17 +145,8 @@ def run_partitions(context: dg.AssetExecutionContext) -> list[str]:
 
 def run_checkpoints(context: dg.AssetExecutionContext) -> list[str]:
     """The checkpoints a run was launched for (its partition, or its range of them), whatever the step: an
-    unpartitioned step of the run too (read from the run's tags)."""
-    tags = context.run.tags
-    if "dagster/partition" in tags:
-        return [tags["dagster/partition"]]
-    start, end = tags.get("dagster/asset_partition_range_start"), tags.get("dagster/asset_partition_range_end")
-    if not start or not end:
-        return []
-    keys = context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION)
-    if start not in keys or end not in keys:
-        return []
-    return list(keys[keys.index(start) : keys.index(end) + 1])
+    unpartitioned step of the run too (read from the run's tags: ``runs.checkpoints_held``)."""
+    return checkpoints_held(context.run, list(context.instance.get_dynamic_partitions(CHECKPOINTS_PARTITION)))
 
 
 def _step(fn: Body, rubric: str, name: str, table: bool, written: Sequence[Versioned] = ()) -> Body:

@@ -100,19 +100,23 @@ def register_checkpoints(instance: dg.DagsterInstance, checkpoint_ids: list[str]
     return new
 
 
+def _tagged(run: dg.DagsterRun) -> list[str]:
+    """The checkpoints the command tagged a run with: alone (``eval/checkpoint``) or a range (``eval/checkpoints``)."""
+    one, held = run.tags.get("eval/checkpoint"), run.tags.get("eval/checkpoints", "")
+    return ([one] if one else []) + (held.split(",") if held else [])
+
+
 def holds(run: dg.DagsterRun, checkpoint_id: str) -> bool:
     """Whether ``run`` evaluates this checkpoint: alone (``eval/checkpoint``) or in a range (``eval/checkpoints``)."""
-    one, held = run.tags.get("eval/checkpoint"), run.tags.get("eval/checkpoints", "")
-    return one == checkpoint_id or (bool(held) and checkpoint_id in held.split(","))
+    return checkpoint_id in _tagged(run)
 
 
 def checkpoints_held(run: dg.DagsterRun, registered: list[str]) -> list[str]:
     """The checkpoints a run evaluates, whoever launched it: the command's tags (``eval/checkpoint``,
     ``eval/checkpoints``), a partition (``dagster/partition``), or a range of them (a UI backfill's or the backfill
     policy's, expanded over ``registered``, the checkpoints in their registered order)."""
-    one, held = run.tags.get("eval/checkpoint"), run.tags.get("eval/checkpoints", "")
-    if one or held:
-        return [one] if one else held.split(",")
+    if tagged := _tagged(run):
+        return tagged
     if run.tags.get("dagster/partition"):
         return [run.tags["dagster/partition"]]
     start, end = run.tags.get(RANGE_START), run.tags.get(RANGE_END)
@@ -128,9 +132,10 @@ def reading_in_flight(
     run reads when its step starts needs no run of its own (a sensor that asked for one would launch a run per
     checkpoint of a backfill still on its way)."""
     out: set[tuple[dg.AssetKey, str]] = set()
+    wanted = set(keys)
     for record in instance.get_run_records(filters=dg.RunsFilter(statuses=IN_FLIGHT), limit=500):
         run = record.dagster_run
-        selected = set(keys) if run.asset_selection is None else set(keys) & set(run.asset_selection)
+        selected = wanted if run.asset_selection is None else wanted & set(run.asset_selection)
         for ckpt in checkpoints_held(run, registered) if selected else []:
             out.update((key, ckpt) for key in selected)
     return out

@@ -117,6 +117,7 @@ def repeatability(ckpt: str, repeats: list[pd.DataFrame], dimensions: list[str])
     rows = []
     for dim in dimensions:
         at = dims == dim
+        held = int(waiting[at].sum())  # of the missing scores, those a judge batch has not answered yet
         n, missing, alpha, sd, changed = _spread(sample[at], scoring[at], score[at], len(repeats))
         _, _, alpha_w, sd_w, changed_w = _spread(sample[at], scoring[at], chosen[at], len(repeats))
         rows.append(
@@ -132,8 +133,8 @@ def repeatability(ckpt: str, repeats: list[pd.DataFrame], dimensions: list[str])
                 alpha_chosen=alpha_w,
                 mean_within_sd_chosen=sd_w,
                 share_changed_chosen=changed_w,
-                missing=missing - int(waiting[at].sum()),
-                pending=int(waiting[at].sum()),
+                missing=missing - held,
+                pending=held,
             )
         )
     floats = ["alpha_interval", "mean_within_sd", "share_changed", "alpha_chosen", "mean_within_sd_chosen"]

@@ -13,7 +13,6 @@ version): nothing is downloaded at run time.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import random
@@ -33,6 +32,7 @@ import duckdb
 import eval_pipeline.storage.objects as objects
 import eval_pipeline.storage.readonly as readonly
 from eval_pipeline.core import settings
+from eval_pipeline.core.locks import file_lock_or_skip
 from eval_pipeline.storage.backend import BackendError
 from eval_pipeline.storage.backends.file import duckdb_config, in_memory_config
 from eval_pipeline.storage.cursors import Cursors
@@ -339,21 +339,8 @@ class LakeBackend:
             path = Path(tempfile.gettempdir()) / f"eval_pipeline-upkeep-{key}.lock"
         else:
             path = Path(where + ".upkeep.lock")
-        try:
-            f = path.open("a")
-        except OSError:
-            yield True  # a catalog folder this process cannot write beside: nothing to share a turn with
-            return
-        with f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                yield False
-                return
-            try:
-                yield True
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        with file_lock_or_skip(path) as mine:
+            yield mine
 
     def _merge_files(self, tables: list[tuple[str, str]] | None = None, once: bool = False, whole: bool = True) -> str:
         """Merge the lake's small files; what it could not merge, said for the message (left for a later upkeep:
