@@ -55,7 +55,7 @@ def _find(wh: Warehouse, wanted: str | None) -> Row:
 
 
 def _show(sub: Row) -> int:
-    from eval_pipeline.judge.batch import pending_text
+    from eval_pipeline.judge.batch import LOST_LOOKS, pending_text
     from eval_pipeline.judge.batch.provider import Provider
 
     now = None
@@ -70,7 +70,10 @@ def _show(sub: Row) -> int:
         done = (c.completed + c.failed) if c else 0
         print(f"{'provider says':<16} {now.status} ({done} of {c.total if c else '?'} done)")
     elif sub.get("batch_id"):
-        print(f"{'provider says':<16} unknown batch (lost: its prompts are asked again when its checkpoint is)")
+        print(
+            f"{'provider says':<16} not found now (a batch is lost only when {LOST_LOOKS} looks in a row do not find "
+            "it: its prompts are then asked again when its checkpoint is)"
+        )
     for key in ("reserved_cost", "cost", "online_cost", "currency", "reason"):
         if sub.get(key) is not None:
             print(f"{key:<16} {sub[key]}")

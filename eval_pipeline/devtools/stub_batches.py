@@ -8,7 +8,8 @@ one by one (``line_s`` each; the same answers and ``fault_when`` faults as the o
 ``upstream`` server such as llama.cpp's), ``finalizing`` for ``finalize_s``, then ``completed`` with its output
 and error files. Faults on demand: lines that fail (``fail_marker`` in the prompt: a 400 in the error file), a
 batch that expires after ``expire_after`` lines (the rest ``batch_expired`` in the error file), a batch that
-fails validation (``fail_validation``), a provider that loses its batches (``lose``: 404), downloads that trickle
+fails validation (``fail_validation``), a provider that loses its batches (``lose``: 404) or answers 404 now and
+then (``flicker``), one that keeps no metadata (``keep_metadata``), hostile ids (``odd_ids``), downloads that trickle
 (``drip_s`` between 4 KiB chunks), and a client SIGKILLed at a chosen request (``kill``). Every prompt a
 batch answered is counted by its ``custom_id`` (``answered``), so a
 test sees whether one was ever answered twice.
@@ -46,6 +47,9 @@ class BatchDesk:
     echo_key: bool = False  # a hostile provider: its errors' codes and messages echo the request's key
     endless: bool = False  # a hostile provider: a file's content is lines of nothing asked, without end
     lose: bool = False  # the provider forgets every batch: GET answers 404
+    flicker: int = 0  # the next this many GETs of a batch by its id answer 404 (the list still holds it)
+    keep_metadata: bool = True  # False: a provider that keeps no batch metadata (lists and GETs show none)
+    odd_ids: bool = False  # a hostile provider: a batch's id holds the request's key and terminal escapes
     drip_s: float = 0.0  # a file's content is sent 4 KiB at a time, this far apart
     upstream: str | None = None  # answer lines by POSTing them to this /v1 base URL (llama.cpp's server)
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -189,6 +193,8 @@ def _batches(
         now = int(time.time())
         with desk.lock:
             bid = desk.new_id("batch")
+            if desk.odd_ids:
+                bid += "\x1b[2J\r" + headers.get("Authorization", "").removeprefix("Bearer ") + "x" * 300
             lines = [json.loads(ln) for ln in source["data"].decode().splitlines() if ln.strip()]
             b = desk.batches[bid] = {
                 "id": bid,
@@ -210,7 +216,7 @@ def _batches(
                 "cancelling_at": None,
                 "cancelled_at": None,
                 "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
-                "metadata": body.get("metadata"),
+                "metadata": body.get("metadata") if desk.keep_metadata else None,
                 "_lines": lines,
                 "_auth": headers.get("Authorization", ""),
                 "_cancel": False,
@@ -221,12 +227,13 @@ def _batches(
         with desk.lock:
             items = [] if desk.lose else [_batch_view(b) for b in desk.batches.values()]
         return Reply(200, _page(sorted(items, key=lambda i: i["id"], reverse=True), query))
-    found = None if desk.lose else desk.batches.get(segs[1])
+    with desk.lock:
+        flicker = method == "GET" and len(segs) == 2 and desk.flicker > 0
+        desk.flicker -= 1 if flicker else 0
+    found = None if desk.lose or flicker else desk.batches.get(segs[1])
     if found is None:
         return NOT_FOUND
     b = found
-    if b is None:
-        return NOT_FOUND
     if len(segs) == 3 and segs[2] == "cancel" and method == "POST":
         with desk.lock:
             if b["status"] in ("validating", "in_progress", "finalizing"):

@@ -371,6 +371,74 @@ def test_a_result_file_the_provider_no_longer_has_asks_its_prompts_again(tmp_pat
         assert any("no longer has the result file" in r for r in reasons), reasons[:3]
 
 
+def test_one_404_is_not_a_lost_batch_and_a_lost_one_is_said_after_three_looks(tmp_path):
+    """#73: one 404 on a batch marked it lost and its prompts were submitted and paid again while the first batch
+    completed. A batch the provider's GET does not find is looked for in its list; one it finds nowhere stays
+    waited on, and is lost (its prompts asked again) only at ``LOST_LOOKS`` looks in a row."""
+    flicker, lost = _lake(tmp_path / "flicker"), _lake(tmp_path / "lost")
+    with StubServer() as stub:
+        desk = stub.state.desk
+        _judge(stub, flicker)
+        _wait_ended(stub)
+        desk.flicker = 1  # the next GET of the batch answers 404; the list still holds it
+        got = _until_final(stub, flicker)
+        assert got["ok"] == N and len(desk.batches) == 1 and max(desk.answered.values()) == 1, got
+    from eval_pipeline.judge.batch import LOST_LOOKS
+
+    with StubServer() as stub:
+        desk = stub.state.desk
+        _judge(stub, lost)
+        _wait_ended(stub)
+        desk.lose = True  # the provider finds the batch nowhere, by id or in its list
+        for look in range(1, LOST_LOOKS):
+            assert _judge(stub, lost)["pending"] == N and len(desk.batches) == 1
+            (reason,) = Warehouse(lost).query_rows("SELECT reason FROM main.judge_batches")[0]
+            assert f"({look} of {LOST_LOOKS} looks" in reason, reason
+        again = _judge(stub, lost)  # the last look: lost, its prompts sent again
+        assert again["pending"] == N and len(desk.batches) == 2, again
+        states = Warehouse(lost).query_rows("SELECT state, reason FROM main.judge_batches ORDER BY created_at")
+        assert states[0][1].startswith("lost: ") and f"({LOST_LOOKS} of {LOST_LOOKS} looks" in states[0][1], states
+        desk.lose = False
+        assert _until_final(stub, lost)["ok"] == N
+
+
+@pytest.mark.slow
+def test_a_provider_that_keeps_no_metadata_is_not_paid_twice_after_a_kill(tmp_path):
+    """#73: with a provider that keeps no batch metadata, a process killed right after creating its batch sent it
+    again on resuming (a dozen prompts paid twice). The batch is found by its input file."""
+    lake = _lake(tmp_path)
+    with StubServer() as stub:
+        stub.state.desk.keep_metadata = False
+        assert _judge(stub, lake, kill=("POST /v1/batches", "after")) is None
+        got = _until_final(stub, lake)
+        desk = stub.state.desk
+        assert got["ok"] == N and len(desk.batches) == 1 and max(desk.answered.values()) == 1, (got, desk.answered)
+
+
+def test_a_batch_id_that_is_not_an_id_is_stored_and_printed_nowhere(tmp_path):
+    """#73 (low): provider batch ids were stored and printed raw (escape sequences, carriage returns, a 100,000-
+    character id; a key in one would be stored). An id that is not one ends its batch as failed with the reason,
+    its prompts are missing with it after their second ask, and nothing of the id is stored or printed."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    lake = _lake(tmp_path)
+    with StubServer() as stub:
+        stub.state.desk.odd_ids = True
+        got = _until_final(stub, lake)
+        assert got["missing"] == N and "not an id" in " ".join(got["reasons"]), got
+        wh = Warehouse(lake)
+        assert _cells_holding(wh, KEY) == [] and _cells_holding(wh, "\x1b") == []
+        env = dict(os.environ, EVAL_WAREHOUSE=lake, OPENAI_BASE_URL=stub.base_url, OPENAI_API_KEY=KEY)
+        exe = str(Path(sys.executable).with_name("eval-pipeline"))
+        shown = subprocess.run([exe, "batches", "--all"], env=env, capture_output=True, text=True, timeout=120)
+        assert shown.returncode == 0 and KEY not in shown.stdout + shown.stderr, shown.stderr[-300:]
+        assert "\x1b" not in shown.stdout and "\r" not in shown.stdout
+        assert max(map(len, shown.stdout.splitlines())) < 200
+
+
 def _cells_holding(wh: Warehouse, text: str) -> list[str]:
     found = []
     with wh.session() as s:

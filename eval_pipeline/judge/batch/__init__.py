@@ -195,7 +195,18 @@ class _Flow:
         """The submission one step further: uploaded, created, or how the provider says it stands. ``data``: the
         input file of a submission just recorded; without it the submission is being resumed, and what an earlier
         process may have sent without recording it is looked for at the provider first (its input file then
-        rebuilt from the prompts)."""
+        rebuilt from the prompts). A provider answer that is not usable (provider.Unusable) ends the submission
+        as failed with the reason: its prompts are asked again, then missing."""
+        from eval_pipeline.judge.batch.provider import Unusable
+
+        try:
+            return self._step(sub, data)
+        except Unusable as exc:
+            sub = {**sub, "state": "failed", "output_file_id": None, "error_file_id": None, "reason": str(exc)}
+            records.update(self.wh, sub)
+            return sub
+
+    def _step(self, sub: Row, data: bytes | None) -> Row:
         p, sid, resuming = self.provider, str(sub["submission_id"]), data is None
         if sub["state"] == PREPARING:
             found = p.find_file(str(sub["input_file"])) if resuming else None
@@ -208,17 +219,15 @@ class _Flow:
             sub["state"] = UPLOADED
             records.update(self.wh, sub)
         if sub["state"] == UPLOADED:
-            batch = p.find_batch(sid) if resuming else None
+            batch = p.find_batch(sid, str(sub["input_file_id"])) if resuming else None
             batch = batch or p.create(str(sub["input_file_id"]), self.settings.batch_window, sid)
             sub = _absorb(sub, batch)
             records.update(self.wh, sub)
         elif resuming and sub["state"] not in (COLLECTED, LOST):
-            batch = p.retrieve(str(sub["batch_id"]))
-            new = (
-                _absorb(sub, batch)
-                if batch is not None
-                else {**sub, "state": LOST, "reason": "the provider no longer knows this batch"}
-            )
+            batch_id = str(sub["batch_id"])
+            batch = p.retrieve(batch_id) or p.find_batch(sid, sub.get("input_file_id"), batch_id)
+            seen = {**sub, "reason": None if _unseen(sub) else sub.get("reason")}  # found again: the count is over
+            new = _absorb(seen, batch) if batch else _missed(sub)
             if new != sub:
                 records.update(self.wh, new)
             sub = new
@@ -384,6 +393,28 @@ class _Flow:
             changed = by_sub[sub["submission_id"]]
             rows = records.lines_of(self.wh, sub["submission_id"])
             records.record(self.wh, sub, [{**r, **changed.get(str(r["custom_id"]), {})} for r in rows])
+
+
+LOST_LOOKS = 3  # a batch the provider does not find at this many looks in a row (each a run, a poll apart) is lost
+_UNSEEN = "the provider did not find this batch"
+
+
+def _unseen(sub: Row) -> int:
+    """How many looks in a row the provider has not found the submission's batch at (its reason says)."""
+    reason = str(sub.get("reason") or "")
+    if not reason.startswith(_UNSEEN + " ("):
+        return 0
+    return int(reason[len(_UNSEEN) + 2 :].split(" ", 1)[0])
+
+
+def _missed(sub: Row) -> Row:
+    """The submission after a look at which the provider found its batch neither by id nor in its list: still
+    waited on (one 404 is not a loss: a provider's records may lag), lost only at ``LOST_LOOKS`` in a row."""
+    looks = _unseen(sub) + 1
+    reason = f"{_UNSEEN} ({looks} of {LOST_LOOKS} looks, by its id and in the batch list)"
+    if looks < LOST_LOOKS:
+        return {**sub, "reason": reason}
+    return {**sub, "state": LOST, "reason": f"lost: {reason}"}
 
 
 def _absorb(sub: Row, batch: Any) -> Row:

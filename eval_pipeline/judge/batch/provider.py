@@ -5,12 +5,16 @@ metadata), ask how batches stand, cancel one, and read a result file line by lin
 Every answer is bounded in size as the online client's are (judge.bounded_http); a result file is read as a stream,
 one line at a time, each line bounded, so a large file never sits in memory whole. No redirect is followed: the key
 goes to the configured host only. Every HTTP request is counted (``requests``), the figure the benchmark reports.
-What a batch says in words (its errors' codes, messages and parameters) is stored and printed: every batch this
-module gives out has the API key taken out of them first (``_said``), whatever a provider echoes there.
+Everything of a provider's answer that is kept is made safe here first (``_said``), whatever a provider echoes:
+what a batch says in words (its errors' codes, messages, parameters) has the API key and control characters taken
+out; an id or a state (a batch's, a file's) is used only when it is one: printable, at most ``ID_CHARS``
+characters, without the key; otherwise the answer is ``Unusable`` (its batch is not waited on: judge.batch marks it
+failed with the reason) and the id is stored and printed nowhere.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from eval_pipeline.core import settings as env_settings
 from eval_pipeline.judge.bounded_http import MAX_BODY_BYTES, bounded_sync_client
-from eval_pipeline.judge.redact import redact
+from eval_pipeline.judge.redact import redact, secret_forms
 
 if TYPE_CHECKING:
     from openai.types import Batch
@@ -28,6 +32,14 @@ RESULT_FILE_BYTES = 64 * 1024**3  # a result file is read as a stream; this boun
 LIST_PAGES = 50  # at most this many pages (100 batches or 10,000 files each) are searched for a lost record
 ENDPOINT: Final = "/v1/chat/completions"
 FILE_READ_S = 900.0  # a result file read for longer than this is cut (its unread prompts are asked again)
+ID_CHARS = 200  # an id (a batch's, a file's) or a state longer than this is not one
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]*")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+
+
+class Unusable(Exception):
+    """The provider answered with an id or a state that is not one (control characters, the key, too long): the
+    answer is not used, and its words say so without repeating it."""
 
 
 @dataclass
@@ -86,9 +98,25 @@ class Provider:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _id(self, text: object, what: str) -> str:
+        """``text`` when it is an id (``_ID_RE``, at most ``ID_CHARS``, not holding the key); else ``Unusable``."""
+        if (
+            isinstance(text, str)
+            and len(text) <= ID_CHARS
+            and _ID_RE.fullmatch(text)
+            and not (self.key and any(f in text for f in secret_forms(self.key)))
+        ):
+            return text
+        size = len(text) if isinstance(text, str) else 0
+        raise Unusable(f"the provider's {what} is not an id (printable, at most {ID_CHARS} characters): {size} chars")
+
+    def _words(self, text: str) -> str:
+        """What a provider says in words, safe to store and print: no key, no control characters, at most 500."""
+        return _CONTROL_RE.sub(" ", redact(text, self.key or None))[:500]
+
     def upload(self, name: str, data: bytes) -> str:
         """The id of ``data`` uploaded as the Batch input file ``name``."""
-        return self.client.files.create(file=(name, data, "application/jsonl"), purpose="batch").id
+        return self._id(self.client.files.create(file=(name, data, "application/jsonl"), purpose="batch").id, "file id")
 
     def find_file(self, name: str) -> str | None:
         """The id of an uploaded Batch input file called ``name`` (an upload whose answer was lost), if any."""
@@ -96,21 +124,27 @@ class Provider:
         for _ in range(LIST_PAGES):
             for f in page.data:
                 if f.filename == name:
-                    return f.id
+                    return self._id(f.id, "file id")
             if not page.has_next_page():
                 return None
             page = page.get_next_page()
         return None
 
     def _said(self, batch: Batch) -> Batch:
-        """``batch`` with the key out of what it says in words: each error's code, message and parameter (a
-        failed batch's ``errors.data``), as the provider may echo the request's key there."""
+        """``batch`` safe to keep: its ids and state checked (``Unusable`` when one is not an id), what it says in
+        words (each error's code, message and parameter: a failed batch's ``errors.data``) without the key or
+        control characters, as a provider may echo the request's key anywhere."""
+        self._id(batch.id, "batch id")
+        self._id(batch.status, "batch state")
+        for field in ("input_file_id", "output_file_id", "error_file_id"):
+            if getattr(batch, field, None) is not None:
+                self._id(getattr(batch, field), field.replace("_", " "))
         errors = getattr(batch, "errors", None)
         for error in getattr(errors, "data", None) or []:
             for field in ("code", "message", "param"):
                 text = getattr(error, field, None) if error is not None else None
                 if isinstance(text, str):
-                    setattr(error, field, redact(text, self.key or None))
+                    setattr(error, field, self._words(text))
         return batch
 
     def create(self, file_id: str, window: str, submission_id: str) -> Batch:
@@ -123,10 +157,18 @@ class Provider:
             )
         )
 
-    def find_batch(self, submission_id: str) -> Batch | None:
-        """The batch created for ``submission_id`` (a creation whose answer was lost), if any."""
+    def find_batch(
+        self, submission_id: str, input_file_id: str | None = None, batch_id: str | None = None
+    ) -> Batch | None:
+        """The batch created for ``submission_id`` (a creation whose answer was lost; a batch a retrieve did not
+        find), if the provider's list holds it: by its id, by the metadata naming the submission, or by its input
+        file (a provider that keeps no metadata still keeps which file a batch reads: one file, one batch)."""
         for batch in self._batches():
-            if (batch.metadata or {}).get(SUBMISSION) == submission_id:
+            if (
+                (batch_id is not None and batch.id == batch_id)
+                or (batch.metadata or {}).get(SUBMISSION) == submission_id
+                or (input_file_id is not None and batch.input_file_id == input_file_id)
+            ):
                 return self._said(batch)
         return None
 
@@ -154,13 +196,23 @@ class Provider:
         if len(batch_ids) > 1:
             page = self.client.batches.list(limit=100)
             for _ in range(LIST_PAGES):
-                out.update({b.id: self._said(b) for b in page.data if b.id in batch_ids})
+                out.update({b.id: self._safe(b) for b in page.data if b.id in batch_ids})
                 if len(out) == len(batch_ids) or not page.has_next_page():
                     break
                 page = page.get_next_page()
         for batch_id in batch_ids - set(out):
-            out[batch_id] = self.retrieve(batch_id)
+            try:
+                out[batch_id] = self.retrieve(batch_id)
+            except Unusable:
+                out[batch_id] = None
         return out
+
+    def _safe(self, batch: Batch) -> Batch | None:
+        """``_said``'s batch, or None when it is unusable (a run then looks at it and says why)."""
+        try:
+            return self._said(batch)
+        except Unusable:
+            return None
 
     def cancel(self, batch_id: str) -> Batch:
         return self._said(self.client.batches.cancel(batch_id))
