@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import sys
 import time
+import uuid
 from collections import Counter
 from typing import IO, TYPE_CHECKING
 
@@ -244,8 +245,11 @@ def evaluate(
     before = {(v.rubric, v.checkpoint_id): v for r in rubrics for v in read_verdicts(wh, r)} if wh.exists() else {}
     followed: list[RunOutcome] = []
     signalled: list[bool] = []  # Ctrl-C or SIGTERM reached the command, whatever run it landed in (or none)
+    command_id = uuid.uuid4().hex  # its runs (and `--wait`'s re-evaluations) draw on one judge budget
 
     def evaluate_checkpoints(ids: list[str]) -> None:
+        stored.cache_clear()  # `run --wait` evaluates a checkpoint again: its verdicts are read anew
+        asked_a_model.cache_clear()
         with progress.listening(bar):
             materialize_checkpoints(
                 defs,
@@ -257,6 +261,7 @@ def evaluate(
                 on_start=starting,
                 on_followed=followed.append,
                 on_interrupted=lambda: signalled.append(True),
+                budget_scope=command_id,
             )
         bar.clear()
 
@@ -525,14 +530,26 @@ def _wait_for_batches(wh: Warehouse, reports: list[Verdict], evaluate: Callable[
     from eval_pipeline.defs.batch_sensor import due
 
     poll = settings.judge_config().batch_poll_s
+    idle = False  # the last look found no batch open for what waits: evaluated once more since
     while waiting := {(r.rubric, r.checkpoint_id) for r in reports if r.verdict == "pending judge"}:
         standing = due(wh, {c for _, c in waiting})
         ready = sorted({c for (rubric, c) in standing.due if (rubric, c) in waiting})
-        if not ready:
+        if not ready and not standing.working and not standing.unreachable:
+            if idle:  # evaluated again with nothing open, and still pending: nothing left to wait on
+                print(
+                    f"eval-pipeline: {len(waiting)} result(s) still pending judge with no judge batch open: nothing "
+                    "left to wait on (`eval-pipeline batches --all` lists what was submitted)",
+                    flush=True,
+                )
+                return
+            idle, ready = True, sorted({c for _, c in waiting})
+        elif not ready:
             working = [_pending_line(sub) for sub in standing.working]
-            print(f"waiting on {len(working)} judge batch(es): " + "; ".join(working[:3]), flush=True)
+            print(f"waiting on {len(working)} judge batch(es): " + "; ".join([*working[:3], *standing.unreachable]))
             time.sleep(poll)
             continue
+        else:
+            idle = False
         again = {(rubric, c) for rubric, c in waiting if c in ready}
         reports[:] = [r for r in reports if (r.rubric, r.checkpoint_id) not in again]
         evaluate(ready)
@@ -547,8 +564,9 @@ def _pending_line(sub: Row) -> str:
 def _verdict(code: int, outcomes: list[RunOutcome], reports: list[Verdict]) -> str:
     failed_gates = sum(r.gates_failed for r in reports)
     failing = sum(bool(r.gates_failed) for r in reports)
+    evaluated = len({o.checkpoint_id for o in outcomes})  # `run --wait` evaluates a checkpoint more than once
     summary = {
-        EXIT_OK: f"eval-pipeline: ok: {len(outcomes)} checkpoint(s) evaluated, every gate passed, data complete",
+        EXIT_OK: f"eval-pipeline: ok: {evaluated} checkpoint(s) evaluated, every gate passed, data complete",
         EXIT_RUN_FAILED: f"eval-pipeline: FAILED: {sum(not o.success for o in outcomes)} of {len(outcomes)} run(s) "
         "failed (exit 1)",
         EXIT_INCOMPLETE: f"eval-pipeline: INCOMPLETE: {sum(r.verdict == 'incomplete' for r in reports)} checkpoint x "
@@ -564,5 +582,5 @@ def _verdict(code: int, outcomes: list[RunOutcome], reports: list[Verdict]) -> s
     }
     text = summary.get(code, f"eval-pipeline: exit {code}")
     if code == EXIT_OK and failed_gates:
-        text = f"eval-pipeline: ok: {len(outcomes)} checkpoint(s) evaluated; {failed_gates} gate(s) failed (ignored)"
+        text = f"eval-pipeline: ok: {evaluated} checkpoint(s) evaluated; {failed_gates} gate(s) failed (ignored)"
     return text

@@ -14,6 +14,9 @@ QUARANTINE = (MAIN, "quarantine")
 CHECKPOINTS = (MAIN, "checkpoints")
 JUDGE_CACHE = (MAIN, "judge_cache")
 BATCH_PENDING = "pending: judge batch"  # how the reason of a judge score waiting on a Batch API batch begins
+# the runs of one command (its first evaluation and each re-evaluation `run --wait` launches) carry this tag with
+# the command's id, and draw on one judge budget (EVAL_JUDGE_BUDGET) between them
+BUDGET_TAG = "eval/budget"
 WAITING_ON_BATCH = "waiting on a judge batch"  # how a pending gate's reason says what it waits for is a batch
 
 # --- names rows use ---------------------------------------------------------------------------

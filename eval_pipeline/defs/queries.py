@@ -32,9 +32,10 @@ def headline_trend(wh: Warehouse, rubric: str, headline: str) -> pd.DataFrame:
     )
 
 
-def spent_by_run(wh: Warehouse, run_id: str) -> float:
-    """What the judge steps of run ``run_id`` recorded as spent (``main.judge_usage``), summed in the engine."""
-    rows = wh.query_rows("SELECT coalesce(sum(cost), 0) FROM main.judge_usage WHERE run_id = ?", [run_id])
+def spent_by_runs(wh: Warehouse, run_ids: list[str]) -> float:
+    """What the judge steps of runs ``run_ids`` recorded as spent (``main.judge_usage``), summed in the engine."""
+    marks = ", ".join("?" for _ in run_ids)
+    rows = wh.query_rows(f"SELECT coalesce(sum(cost), 0) FROM main.judge_usage WHERE run_id IN ({marks})", run_ids)
     return float(rows[0][0] or 0.0)
 
 

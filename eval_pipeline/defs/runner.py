@@ -89,16 +89,20 @@ def materialize_checkpoints(
     on_start: Callable[[str], None] | None = None,
     on_followed: Callable[[RunOutcome], None] | None = None,
     on_interrupted: Callable[[], None] | None = None,
+    budget_scope: str = "",
 ) -> list[RunOutcome]:
     """Evaluate ``checkpoint_ids`` in order (see the module); one outcome each, given to ``on_outcome`` when its run
     ended. The runs that read other checkpoints' ratings again go to ``on_followed`` (one outcome per checkpoint);
     ``on_interrupted`` is called when Ctrl-C or SIGTERM came at any moment of it (a run's outcome may not show it:
-    one between runs interrupts no run)."""
+    one between runs interrupts no run). ``budget_scope``: the command's id, when its calls of this function share
+    one judge budget (the runs of `run --wait`: core.contracts.BUDGET_TAG)."""
     compute_log_helpers_off_the_terminal()  # a terminal's Ctrl-C reaches the command, not Dagster's helpers
     reap_dead_runs(instance)
     register_checkpoints(instance, checkpoint_ids)
     assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]
-    batch = Batch(defs, instance, assets, raise_on_error, log_level, remote=settings.dagster_url())
+    batch = Batch(
+        defs, instance, assets, raise_on_error, log_level, remote=settings.dagster_url(), budget_scope=budget_scope
+    )
     todo = _todo(batch, checkpoint_ids, rubrics)
     wh = (defs.resources or {})["warehouse"].get()
     starting, followed = on_start or (lambda _c: None), on_followed or (lambda _o: None)

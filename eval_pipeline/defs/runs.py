@@ -20,6 +20,7 @@ from typing import Any
 import dagster as dg
 
 from eval_pipeline.core import interrupts, settings
+from eval_pipeline.core.contracts import BUDGET_TAG
 from eval_pipeline.core.processes import pid_alive
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.ingest.checkpoints import read_checkpoint
@@ -303,6 +304,11 @@ class Batch:
     remote: str | None = None
     # (checkpoint, rubric, selection): the run submitted for it, and when
     launched: dict[tuple[str, str, str], tuple[str, float]] = field(default_factory=dict)
+    # the command's id when its runs share one judge budget (core.contracts.BUDGET_TAG); "": each run its own
+    budget_scope: str = ""
+
+    def scope_tags(self) -> dict[str, str]:
+        return {BUDGET_TAG: self.budget_scope} if self.budget_scope else {}
 
 
 RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
@@ -355,6 +361,7 @@ def launch(batch: Batch, ckpts: list[str], model: str, names: list[str], selecti
                 (selection & dg.AssetSelection.groups(name)).resolve(batch.assets), key=lambda k: k.to_user_string()
             )
             tags = {**_run_tags(ckpts, model, [name]), **partition_tags(ckpts)} if ckpts else _tags("", model, [name])
+            tags.update(batch.scope_tags())
             run_id = _client(batch.remote or "").submit_job_execution(
                 "__ASSET_JOB",
                 tags=tags,
@@ -449,6 +456,7 @@ def run(batch: Batch, ckpts: list[str], model: str, names: list[str], selection:
             tags={
                 **_run_tags(ckpts, model, names),
                 **partition_tags(ckpts),
+                **batch.scope_tags(),
                 HOST_TAG: socket.gethostname(),
                 PID_TAG: str(os.getpid()),
             },

@@ -12,16 +12,19 @@ A model missing from it has no cost (null), never a guessed one. Batch API reque
 a model's own ``batch: {input, output}`` where given, else its online price times the table's ``batch_discount``
 (e.g. ``batch_discount: 0.5``), else the online price.
 
-Budget: ``EVAL_JUDGE_BUDGET`` (in the table's currency) for one run. Before each request it sends (a first ask, a
-retry, a re-ask with more room) the client reserves that request's cost from above: one token per byte of the
-messages and the schema (no tokenizer makes more tokens than bytes) plus the request's ``max_tokens``; a request
-the budget left (spent + reserved) does not cover is not sent, and its prompt is a missing score with the reason
-``budget``. When the answer arrives its reservation is replaced by what the endpoint reports it used; a request
-that timed out keeps its whole reservation (it may have been billed), one the endpoint refused keeps none. So a run
-never spends more than its budget, whatever is retried or asked again, however dense the tokenizer. The
-budget is the run's in one process (the CLI, the demo); under the UI's multiprocess executor each step also
-counts what the run's earlier steps recorded in ``judge_usage``. With a budget but no price for the judge's
-model, the step fails with one line: a budget that cannot be counted is not a budget.
+Budget: ``EVAL_JUDGE_BUDGET`` (in the table's currency) for one run, or for one command's runs together (a
+`run --wait` that evaluates a checkpoint again as its batches end: one budget, core.contracts.BUDGET_TAG).
+Before each request it sends (a first ask, a retry, a re-ask with more room) the client reserves that request's
+cost from above: one token per byte of the messages and the schema (no tokenizer makes more tokens than bytes)
+plus the request's ``max_tokens``; a request the budget left (spent + reserved) does not cover is not sent, and
+its prompt is a missing score with the reason ``budget``. When the answer arrives its reservation is replaced by
+what the endpoint reports it used; a request that timed out keeps its whole reservation (it may have been
+billed), one the endpoint refused keeps none. So a run never spends more than its budget, whatever is retried or
+asked again, however dense the tokenizer. A Batch API line's reservation is held whole until the command ends
+(what its results cost is not known before). The budget is the run's (the command's) in one process (the CLI,
+the demo); under the UI's multiprocess executor, or on workers, each step also counts what the earlier steps of
+its run (its command's runs) recorded in ``judge_usage``. With a budget but no price for the judge's model, the
+step fails with one line: a budget that cannot be counted is not a budget.
 """
 
 from __future__ import annotations

@@ -474,33 +474,15 @@ def test_run_submits_and_exits_7_then_wait_finishes_with_the_online_code(tmp_pat
     """`eval-pipeline run` in batch mode submits, says the checkpoint is pending and exits 7; `run --wait` waits for
     the batches and ends with the code the online run gives, its verdict no longer pending."""
     import os
-    import shutil
     import subprocess
 
-    from tests.conftest import ROOT, SAMPLE_CHECKPOINTS
-
-    def project(name):
-        home = tmp_path / name / "home"
-        home.mkdir(parents=True)
-        shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
-        ckpt = tmp_path / name / "checkpoints" / "ckpt-0100"
-        ckpt.mkdir(parents=True)
-        for f in (f"{SMALL}.jsonl", "checkpoint.json"):
-            shutil.copy(SAMPLE_CHECKPOINTS / "ckpt-0100" / f, ckpt / f)
-        return dict(
-            DAGSTER_HOME=str(home),
-            EVAL_WAREHOUSE=f"ducklake:sqlite:{tmp_path / name / 'lake' / 'catalog.sqlite'}",
-            EVAL_CHECKPOINT_DIR=str(ckpt.parent),
-            EVAL_REPORT_DIR=str(tmp_path / name / "reports"),
-            EVAL_WORKLIST_DIR=str(tmp_path / name / "wl"),
-        )
-
-    cli = str(ROOT / ".venv" / "bin" / "eval-pipeline") if (ROOT / ".venv").exists() else "eval-pipeline"
-    args = [cli, "run", "--checkpoint", "ckpt-0100", "--rubric", SMALL]
+    cli, args = _cli()
     with StubServer() as stub:
         base = dict(os.environ, EVAL_JUDGE="openai", OPENAI_BASE_URL=stub.base_url, OPENAI_API_KEY=KEY)
-        online = subprocess.run(args, env={**base, **project("online")}, capture_output=True, text=True, timeout=600)
-        batch_env = {**base, **project("batch"), "EVAL_JUDGE_MODE": "batch", "EVAL_JUDGE_BATCH_POLL": "1"}
+        online = subprocess.run(
+            args, env={**base, **_project(tmp_path, "online")}, capture_output=True, text=True, timeout=600
+        )
+        batch_env = {**base, **_project(tmp_path, "batch"), "EVAL_JUDGE_MODE": "batch", "EVAL_JUDGE_BATCH_POLL": "1"}
         first = subprocess.run(args, env=batch_env, capture_output=True, text=True, timeout=600)
         assert first.returncode == 7, first.stdout[-2000:] + first.stderr[-2000:]
         assert "PENDING JUDGE" in first.stdout and "judge batch" in first.stdout
@@ -510,3 +492,66 @@ def test_run_submits_and_exits_7_then_wait_finishes_with_the_online_code(tmp_pat
     assert waited.returncode == online.returncode, waited.stdout[-3000:] + waited.stderr[-2000:]
     assert "PENDING" not in waited.stdout.split("\n")[-3:]
     assert listed.returncode == 0 and "collected" in listed.stdout and KEY not in listed.stdout + waited.stdout
+
+
+def _project(tmp_path, name):
+    """A project of its own (instance, lake, checkpoint folder with ckpt-0100's SMALL file) as environment."""
+    import shutil
+
+    from tests.conftest import ROOT, SAMPLE_CHECKPOINTS
+
+    home = tmp_path / name / "home"
+    home.mkdir(parents=True)
+    shutil.copy(ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    ckpt = tmp_path / name / "checkpoints" / "ckpt-0100"
+    ckpt.mkdir(parents=True)
+    for f in (f"{SMALL}.jsonl", "checkpoint.json"):
+        shutil.copy(SAMPLE_CHECKPOINTS / "ckpt-0100" / f, ckpt / f)
+    return dict(
+        DAGSTER_HOME=str(home),
+        EVAL_WAREHOUSE=f"ducklake:sqlite:{tmp_path / name / 'lake' / 'catalog.sqlite'}",
+        EVAL_CHECKPOINT_DIR=str(ckpt.parent),
+        EVAL_REPORT_DIR=str(tmp_path / name / "reports"),
+        EVAL_WORKLIST_DIR=str(tmp_path / name / "wl"),
+    )
+
+
+def _cli():
+    from tests.conftest import ROOT
+
+    cli = str(ROOT / ".venv" / "bin" / "eval-pipeline") if (ROOT / ".venv").exists() else "eval-pipeline"
+    return cli, [cli, "run", "--checkpoint", "ckpt-0100", "--rubric", SMALL]
+
+
+def test_run_wait_draws_every_evaluation_on_one_budget_and_ends(tmp_path):
+    """#73: `run --wait` spent past EVAL_JUDGE_BUDGET (each re-evaluation started a fresh budget: 219 reserved on a
+    budget of 110), and from a fresh lake it never ended (its second evaluation's verdicts were read from the first's,
+    still pending). The command's runs draw on one budget; it ends with the stored verdict, the checkpoint counted
+    once."""
+    import os
+    import subprocess
+
+    cli, args = _cli()
+    project = _project(tmp_path, "p")
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("currency: USD\nbatch_discount: 0.5\nmodels:\n  gpt-4o-mini: {input: 100, output: 100}\n")
+    budget = 60.0  # the first evaluation's batches reserve ~60, what follows (a repeat's batch) ~14 more
+    with StubServer() as stub:
+        env = dict(
+            os.environ,
+            **project,
+            EVAL_JUDGE="openai",
+            OPENAI_BASE_URL=stub.base_url,
+            OPENAI_API_KEY=KEY,
+            EVAL_JUDGE_MODE="batch",
+            EVAL_JUDGE_BATCH_POLL="1",
+            EVAL_PRICES=str(prices),
+            EVAL_JUDGE_BUDGET=str(budget),
+        )
+        waited = subprocess.run([*args, "--wait"], env=env, capture_output=True, text=True, timeout=300)
+    assert waited.returncode in (3, 4), waited.stdout[-3000:] + waited.stderr[-2000:]
+    wh = Warehouse(project["EVAL_WAREHOUSE"])
+    reserved, batches = wh.query_rows("SELECT sum(reserved_cost), count(*) FROM main.judge_batches")[0]
+    assert batches >= 2 and 0 < reserved <= budget, (reserved, batches)
+    (verdict,) = wh.query_rows(f"SELECT verdict FROM {SMALL}.verdict")[0]
+    assert verdict != "pending judge" and "PENDING JUDGE" not in waited.stdout.splitlines()[-1], waited.stdout[-2000:]

@@ -80,7 +80,7 @@ def test_counts_agree_with_each_other():
     assert "gates 4/12 passed, 1 pending" in v.summary
     assert v.gates_passed + v.gates_failed + v.gates_pending == v.gates_total
     w = Verdict("npc", "c", gates_total=10, gates_failed=3, gates_passed=7)
-    line = _verdict(3, [SimpleNamespace(success=True)], [v, w])
+    line = _verdict(3, [SimpleNamespace(success=True, checkpoint_id="ckpt-0100")], [v, w])
     assert "10 gate(s) failed in 2 checkpoint x rubric result(s)" in line
 
 

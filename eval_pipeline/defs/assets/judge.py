@@ -12,11 +12,11 @@ from eval_pipeline.agreement.reliability import calibration_rows
 from eval_pipeline.agreement.trust import judge_bar
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import PANEL, Table
+from eval_pipeline.core.contracts import BUDGET_TAG, PANEL, Table
 from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.core.types import Record
 from eval_pipeline.defs.asset import asset_key, rounded, rubric_asset
-from eval_pipeline.defs.queries import spent_by_run
+from eval_pipeline.defs.queries import spent_by_runs
 from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
 from eval_pipeline.judge import batch as judge_batch
@@ -105,13 +105,24 @@ def _usage_frame(
     return frame, metadata
 
 
-def _spent_by_run(wh: Warehouse, run_id: str, config: JudgeConfig) -> float:
-    """What this run's earlier judge steps recorded as spent (steps in other processes of the same run); asked
-    only when a budget and a price table are set."""
+def _budget_scope(context: dg.AssetExecutionContext) -> tuple[str, list[str]]:
+    """Whose budget a step draws on: the command's (its runs tagged ``BUDGET_TAG``: the first evaluation and each
+    re-evaluation of `run --wait`), else the run's own; and the runs that share it."""
+    run = context.run
+    scope = run.tags.get(BUDGET_TAG)
+    if not scope:
+        return run.run_id, [run.run_id]
+    ids = context.instance.get_run_ids(dg.RunsFilter(tags={BUDGET_TAG: scope}))
+    return scope, sorted({*ids, run.run_id})
+
+
+def _spent_by_runs(wh: Warehouse, run_ids: list[str], config: JudgeConfig) -> float:
+    """What these runs' earlier judge steps recorded as spent (steps in other processes, or runs before this one
+    of the same command); asked only when a budget and a price table are set."""
     if not config.prices or config.budget is None:
         return 0.0
     try:
-        return spent_by_run(wh, run_id)
+        return spent_by_runs(wh, run_ids)
     except Exception:  # noqa: BLE001 - no usage view yet: nothing recorded
         return 0.0
 
@@ -151,7 +162,8 @@ def judge_step(
     except ValueError as exc:
         raise dg.Failure(description=f"judge configuration: {exc}", allow_retries=False) from None
     try:
-        spending = costs.spending(run_id, config.budget, config.prices, _spent_by_run(wh, run_id, config))
+        scope, sharing = _budget_scope(context)
+        spending = costs.spending(scope, config.budget, config.prices, _spent_by_runs(wh, sharing, config))
         with spending, costs.metering() as batches, judge_batch.for_step(partition, step):
             yield usage
         frame, usage.metadata = _usage_frame(partition, step, run_id, batches, config.prices)
