@@ -139,11 +139,12 @@ def test_align_shows_few_shot_examples_from_the_other_folds_only(rubrics, model_
     shown_in_prompts = 0
     for body in server.state.bodies:
         system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
-        shots = re.findall(r"- Example (ckpt-a/s\d+) \(", system)
+        assert "ckpt-a/s" not in system  # people's samples never in the system message
+        shots = re.findall(r'"id": "(ckpt-a/s\d+)"', user.split("END_RATED_EXAMPLES")[0])
         if not shots:
             continue
         shown_in_prompts += 1
-        judged = "ckpt-a/s" + re.search(r"project (\d+)", user).group(1)
+        judged = "ckpt-a/s" + re.search(r"project (\d+)", user.split("END_RATED_EXAMPLES\n")[-1]).group(1)
         assert not set(shots) & held  # a held-out sample is never shown
         if judged in folds:  # cross-validation: the examples come from the other folds
             assert all(folds[s] != folds[judged] for s in shots), (judged, shots)
