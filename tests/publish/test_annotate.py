@@ -634,7 +634,7 @@ def test_two_pairs_that_the_old_names_mixed_up_each_keep_their_ratings(project, 
     the second save kept only its own rows. Now each pair has a file no other pair can name; rows typed by hand
     for someone else are kept; a row the app cannot rewrite is refused with the reason; an old-named file is read
     and its pair's rows move on the next save."""
-    from eval_pipeline.publish.annotate.store import CannotKeep, Rating, RatingsFile
+    from eval_pipeline.publish.annotate.store import Rating, RatingsFile
 
     rubric = rubrics[RUBRIC]
     root = project / "ratings"
@@ -657,11 +657,12 @@ def test_two_pairs_that_the_old_names_mixed_up_each_keep_their_ratings(project, 
     ann.save(rating("q4", 1), None)
     text = ann.path.read_text()
     assert "q3,bo,ckpt-0200" in text and "typed by hand" in text and set(ann.read()) == {"q2", "q4"}
-    # a row with a column the app does not write is not silently dropped
+    # a row with a cell the app does not write is kept byte for byte
+    typed = "q5,cy,ckpt-0200," + ",".join("5" for _ in dims) + ",x,extra-cell\n"
     with ann.path.open("a") as fh:
-        fh.write("q5,cy,ckpt-0200," + ",".join("5" for _ in dims) + ",x,extra-cell\n")
-    with pytest.raises(CannotKeep, match="line"):
-        ann.save(rating("q6", 2), None)
+        fh.write(typed)
+    ann.save(rating("q6", 2), None)
+    assert typed in ann.path.read_text() and set(ann.read()) == {"q2", "q4", "q6"}
     # an old-named file holding both pairs' rows: each pair reads its own, and its save moves only those
     old = root / RUBRIC / "ckpt-0300-ema-zed.csv"
     header = "sample_id,evaluator,checkpoint," + ",".join(dims) + ",notes\n"
@@ -818,3 +819,77 @@ def test_the_response_is_on_the_first_screen_of_an_item(project):
     finally:
         browser.close()
         server.stop()
+
+
+def test_a_persons_own_typed_rows_are_kept_byte_for_byte_by_a_save_from_the_page(tmp_path, rubrics):
+    """#73: a person's own hand-typed rows lost unparseable scores, extra cells and extra columns on the next save
+    from the page. A save changes only the rated sample's row: every other line stays byte for byte (BOM and CRLF
+    included), the rated row keeps the cells of columns the app does not write, and a rated row holding a score
+    the app cannot read is not replaced: the save is refused, naming the line and the cell, and nothing is
+    written."""
+    from eval_pipeline.publish.annotate.store import CannotKeep, Rating, RatingsFile
+
+    rubric = rubrics[RUBRIC]
+    dims = list(rubric.rating_scales)
+    file = RatingsFile(tmp_path / "ratings", rubric, "ckpt-0200", "ann")
+    file.path.parent.mkdir(parents=True, exist_ok=True)
+    head = "sample_id,evaluator,checkpoint," + ",".join(dims) + ",notes,confidence\r\n"
+    typed = [
+        "q1,ann,ckpt-0200," + ",".join(["4ish", *["3"] * (len(dims) - 1)]) + ",hmm,high\r\n",  # a score not a number
+        "q2,ann,ckpt-0200," + ",".join("2" for _ in dims) + ',"two\r\nlines",low,EXTRA\r\n',  # a cell past the header
+        "\r\n",
+        "q3,ann,ckpt-0200," + ",".join("5" for _ in dims) + ",fine,medium\r\n",
+    ]
+    original = b"\xef\xbb\xbf" + (head + "".join(typed)).encode()
+    file.path.write_bytes(original)
+    file.save(Rating("q9", dict.fromkeys(dims, 1.0), notes="from the page"), None)
+    after = file.path.read_bytes()
+    assert after.startswith(original), after[: len(original) + 80]  # every typed byte where it was
+    added = "q9,ann,ckpt-0200," + ",".join("1" for _ in dims) + ",from the page,\r\n"
+    assert after[len(original) :] == added.encode()
+    file.save(Rating("q3", dict.fromkeys(dims, 4.0), notes="changed"), None)
+    text = file.path.read_bytes().decode("utf-8-sig")
+    assert "q3,ann,ckpt-0200," + ",".join("4" for _ in dims) + ",changed,medium\r\n" in text  # its confidence kept
+    assert all(t in text for t in typed[:3])
+    before = file.path.read_bytes()
+    with pytest.raises(CannotKeep, match=r"line 2: .*'4ish', not a number"):
+        file.save(Rating("q1", dict.fromkeys(dims, 2.0)), None)
+    with pytest.raises(CannotKeep, match=r"line 3: .*more cells than the header"):
+        file.save(Rating("q2", dict.fromkeys(dims, 2.0)), None)
+    assert file.path.read_bytes() == before and not file.extra.exists()
+
+
+def test_a_save_that_cannot_write_the_ratings_file_writes_nothing(tmp_path, rubrics):
+    """#73 (low): with a ratings file that could not be written (a read-only folder) the side file was still written
+    while the page said nothing was saved. Every file of a save is staged before any is renamed: one that cannot be
+    written leaves all as they were. The fault: a process whose files may not grow past 2 KiB (RLIMIT_FSIZE, as a
+    full disk would; it holds for root too), saving to a ratings file of ~5 KiB."""
+    import subprocess
+    import sys
+
+    from eval_pipeline.publish.annotate.store import Rating, RatingsFile
+
+    rubric = rubrics[RUBRIC]
+    dims = list(rubric.rating_scales)
+    file = RatingsFile(tmp_path / "ratings", rubric, "ckpt-0200", "ann")
+    for i in range(200):
+        file.save(Rating(f"q{i:03d}", dict.fromkeys(dims, 3.0)), None)
+    before = file.path.read_bytes()
+    assert len(before) > 4096 and not file.extra.exists()
+    script = f"""
+import resource, signal
+from pathlib import Path
+from eval_pipeline.rubrics import load_rubrics
+from eval_pipeline.publish.annotate.store import Rating, RatingsFile
+rubric = next(r for r in load_rubrics() if r.name == {RUBRIC!r})
+file = RatingsFile(Path({str(tmp_path / "ratings")!r}), rubric, "ckpt-0200", "ann")
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+try:
+    file.save(Rating("q999", dict.fromkeys(rubric.rating_scales, 2.0), seconds=12.0, flagged="odd"), None)
+except OSError as exc:
+    print("refused", exc.errno)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.stdout.startswith("refused"), done.stdout + done.stderr[-2000:]
+    assert file.path.read_bytes() == before and not file.extra.exists()

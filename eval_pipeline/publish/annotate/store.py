@@ -7,11 +7,19 @@ both: ``ckpt-0100`` rated by ``ema-zed`` and ``ckpt-0100-ema`` by ``zed`` were o
 ``<checkpoint>-<evaluator>.csv``; a pair's rows in such a file are read, and moved to its own file on its next save,
 the other pair's left where they are). What the CSV has no column for (seconds spent, checklist ticks, a skip or a
 flag and its reason) is kept beside it in ``<EVAL_RATINGS_DIR>/.annotate/<rubric>/<checkpoint>~<evaluator>.json``,
-which the loader never reads. Rows someone typed into the file for another evaluator or checkpoint are kept as they
-are on every save; one with columns this app does not write is not rewritten: the save is refused, saying so.
+which the loader never reads.
 
-Durability: a submit rewrites the file whole into a temporary file in the same folder, fsyncs it, renames it over the
-old one and fsyncs the folder, before the page answers. A process killed at any moment leaves either the old file or
+A person's file is theirs: a save from the page changes only the row of the sample it rates (or adds it), and
+keeps every other line byte for byte: rows typed by hand for another evaluator or checkpoint, rows with cells or
+columns this app does not write, blank lines, the byte-order mark and line endings. Columns the file lacks are
+added to its header only. The rated sample's own row keeps its cells of columns the app does not write; one whose
+cells the app cannot read (a score that is not a number, more cells than the header) is not replaced: the save is
+refused, naming the line and the cell (:class:`CannotKeep`).
+
+Durability: a submit writes the file whole into a temporary file in the same folder, fsyncs it, renames it over the
+old one and fsyncs the folder, before the page answers. Every file a save changes (the CSV, the side file, an
+old-named file) is staged first and renamed only once all are staged: a save that cannot write one of them (a
+read-only folder, a full disk) writes none. A process killed at any moment leaves either the old file or
 the new one, never a mix; an acknowledged rating is on disk. Changing an earlier rating replaces its row: one row per
 (sample, evaluator). Writers of one file take turns (a lock file held with ``flock``, across processes too).
 
@@ -32,6 +40,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.ids import check_checkpoint_id, check_evaluator, check_identifier
@@ -46,7 +55,7 @@ class EditedElsewhere(Exception):
 
 
 class CannotKeep(Exception):
-    """The file holds a row this app would lose by rewriting it (a column it does not write)."""
+    """The rated sample's row holds a cell this app cannot read, which replacing the row would lose."""
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -74,19 +83,36 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
     """``data`` as ``path``, all or nothing, on disk when this returns (temporary file, fsync, rename, fsync), with
     ``mode`` or, without one, the permissions a file made by ``open`` gets (0666 less the umask: a temporary
     file is made 0600, which the ratings files of a shared folder must not be)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(fd, mode if mode is not None else 0o666 & ~umask())
+    atomic_writes({path: data}, mode)
+
+
+def atomic_writes(files: dict[Path, bytes | None], mode: int | None = None) -> None:
+    """Each ``files`` path as its bytes (None: removed), all staged (written and synced as temporary files) before
+    any is renamed into place: one that cannot be staged leaves every file as it was."""
+    staged: list[tuple[str, Path]] = []
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        for path, data in files.items():
+            if data is None:
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            staged.append((tmp, path))
+            os.fchmod(fd, mode if mode is not None else 0o666 & ~umask())
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        for tmp, path in staged:
+            os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    for path, data in files.items():
+        if data is None:
+            path.unlink(missing_ok=True)
+    for folder in {p.parent for p in files}:
+        _fsync_dir(folder)
 
 
 def fingerprint(path: Path) -> str:
@@ -187,31 +213,6 @@ class RatingsFile:
                 )
         return out
 
-    def _foreign(self, path: Path) -> list[dict[str, str]]:
-        """The rows of ``path`` that are not this pair's (another evaluator or checkpoint), as read."""
-        try:
-            text = path.read_text(encoding="utf-8-sig")
-        except FileNotFoundError:
-            return []
-        rows = []
-        for line_no, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
-            if not (row.get("sample_id") or "").strip():
-                continue
-            mine = (row.get("evaluator") or self.evaluator) == self.evaluator and (
-                row.get("checkpoint") or self.checkpoint_id
-            ) == self.checkpoint_id
-            if mine:
-                continue
-            extra = [k for k, v in row.items() if k is not None and k not in self._columns() and (v or "").strip()]
-            if None in row or extra:
-                raise CannotKeep(
-                    f"{path.name} line {line_no} (evaluator {row.get('evaluator')!r}) has columns this app does not "
-                    f"write ({', '.join(str(k) for k in extra) or 'more cells than the header'}): nothing was "
-                    "written; move that row to a file of its own, then save again"
-                )
-            rows.append({k: row.get(k) or "" for k in self._columns()})
-        return rows
-
     def _columns(self) -> list[str]:
         return ["sample_id", "evaluator", "checkpoint", *self.dims, "notes"]
 
@@ -224,11 +225,11 @@ class RatingsFile:
         return data if isinstance(data, dict) else {}
 
     def save(self, rating: Rating, read_version: str | None) -> dict[str, Rating]:
-        """Write ``rating`` (replacing this sample's row) durably; returns every rating the file now holds (what
-        ``read`` would give, without reading it again). ``read_version``:
+        """Write ``rating`` (replacing this sample's row, every other line kept byte for byte) durably; returns
+        every rating the file now holds (what ``read`` would give, without reading it again). ``read_version``:
         the version the page was drawn from; a file that changed since is refused (None: no check)."""
         with self._locked():
-            for target in (self.path, self.extra):  # a write a kill cut short left its temporary file: gone now
+            for target in (self.path, self.extra, self.legacy):  # a write a kill cut short left its temporary file
                 for tmp in target.parent.glob(f".{target.name}.*.tmp"):
                     tmp.unlink(missing_ok=True)
             now = self.version()
@@ -239,8 +240,20 @@ class RatingsFile:
                 )
             rows = self.read()
             rows[rating.sample_id] = rating
-            foreign = self._foreign(self.path)
-            legacy_left = self._foreign(self.legacy) if self.legacy.exists() and not self.path.exists() else None
+            source = self._source()
+            try:
+                raw = source.read_bytes()
+            except FileNotFoundError:
+                raw = b""
+            table = _Lines.of(raw, self._columns())
+            mine = table.edit(self, rating)
+            writes: dict[Path, bytes | None] = {}
+            if source == self.legacy and self.legacy != self.path:  # this pair's rows move to their own file
+                writes[self.path] = table.text(mine)
+                others = [i for i in range(len(table.records)) if i not in mine]
+                writes[self.legacy] = table.text(others) if table.holds_rows(others) else None
+            else:
+                writes[self.path] = table.text(range(len(table.records)))
             extra = self._extra()
             more = {
                 "seconds": round(rating.seconds, 1),
@@ -253,28 +266,131 @@ class RatingsFile:
                 empty and rating.sample_id not in extra
             ):
                 extra[rating.sample_id] = more  # written only when it says something new
-                atomic_write(self.extra, json.dumps(extra, sort_keys=True).encode())
-            atomic_write(self.path, self._csv(rows, foreign))
-            if legacy_left is not None:  # this pair's rows have moved: the other pair's stay in the old file
-                if legacy_left:
-                    atomic_write(self.legacy, self._csv({}, legacy_left))
-                else:
-                    self.legacy.unlink(missing_ok=True)
+                writes[self.extra] = json.dumps(extra, sort_keys=True).encode()
+            atomic_writes(writes)
             return rows
 
-    def _csv(self, rows: dict[str, Rating], foreign: list[dict[str, str]] | None = None) -> bytes:
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(self._columns())
-        for row in foreign or []:  # typed in by hand for another evaluator or checkpoint: kept as it was
-            w.writerow([row[c] for c in self._columns()])
-        for sid in sorted(rows):
-            r = rows[sid]
-            if r.skipped and not any(v is not None for v in r.scores.values()):
-                continue  # a skip is no rating: kept in the side file only
-            cells = ["" if r.scores.get(d) is None else _number(r.scores[d]) for d in self.dims]
-            w.writerow([sid, self.evaluator, self.checkpoint_id, *cells, neutralise(r.notes.replace("\r", " "))])
-        return buf.getvalue().encode("utf-8")
+    def is_mine(self, row: dict[str, str]) -> bool:
+        """Whether a file's row is this pair's (a row without evaluator or checkpoint is the file's pair's)."""
+        return (row.get("evaluator") or self.evaluator) == self.evaluator and (
+            row.get("checkpoint") or self.checkpoint_id
+        ) == self.checkpoint_id
+
+    def row_cells(self, rating: Rating) -> dict[str, str]:
+        """The cells of ``rating``'s row, by column."""
+        cells = {"sample_id": rating.sample_id, "evaluator": self.evaluator, "checkpoint": self.checkpoint_id}
+        cells.update({d: "" if rating.scores.get(d) is None else _number(rating.scores[d]) for d in self.dims})
+        cells["notes"] = str(neutralise(rating.notes.replace("\r", " ")))
+        return cells
+
+
+@dataclass
+class _Lines:
+    """A ratings CSV as its header and its records, each with the exact text it was read from."""
+
+    bom: bytes
+    header: list[str]
+    header_text: str
+    newline: str
+    records: list[tuple[str, list[str]]]  # (raw text, cells)
+
+    @classmethod
+    def of(cls, raw: bytes, columns: list[str]) -> _Lines:
+        bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
+        text = raw[len(bom) :].decode("utf-8")
+        pieces = [p for p in text.split("\n")]
+        lines = [p + "\n" for p in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+        consumed: list[str] = []
+
+        def feed() -> Iterator[str]:
+            for line in lines:
+                consumed.append(line)
+                yield line
+
+        records = []
+        for cells in csv.reader(feed()):
+            records.append(("".join(consumed), cells))
+            consumed.clear()
+        if not records:
+            return cls(bom, list(columns), "", "\n", [])
+        (head_text, header), body = records[0], records[1:]
+        newline = "\r\n" if head_text.endswith("\r\n") else "\n"
+        missing = [c for c in columns if c not in header]
+        if missing:  # columns the file lacks: added to its header only (shorter rows read them as empty)
+            header = [*header, *missing]
+            head_text = _csv_line(header, newline)
+        return cls(bom, header, head_text, newline, body)
+
+    def holds_rows(self, indexes: list[int]) -> bool:
+        return any(self.records[i][1] for i in indexes)
+
+    def text(self, indexes: Any) -> bytes:
+        head = self.header_text or _csv_line(self.header, self.newline)
+        body = []
+        for i in indexes:
+            line = self.records[i][0]
+            body.append(line if line.endswith("\n") else line + self.newline)
+        return self.bom + (head + "".join(body)).encode("utf-8")
+
+    def edit(self, file: RatingsFile, rating: Rating) -> list[int]:
+        """The records with ``rating``'s row in place of its sample's row(s) (added at the end when it had none; none
+        for a skip without scores); the indexes of the pair's records after it. Refused (``CannotKeep``) when a row
+        it replaces holds a cell the app cannot read."""
+        at: list[int] = []
+        mine: list[int] = []
+        for i, (_raw, cells) in enumerate(self.records):
+            row = dict(zip(self.header, cells))
+            if not cells or not file.is_mine(row):
+                continue
+            mine.append(i)
+            if (row.get("sample_id") or "").strip() != rating.sample_id:
+                continue
+            line = max(self.header_text.count("\n"), 1) + sum(r.count("\n") for r, _ in self.records[:i]) + 1
+            if len(cells) > len(self.header):
+                raise CannotKeep(
+                    f"{file.path.name} line {line}: the row of {rating.sample_id} has more cells than the header: "
+                    "nothing was written; correct that row by hand, then save again"
+                )
+            for d in file.dims:
+                cell = (row.get(d) or "").strip()
+                if cell and _not_number(cell):
+                    raise CannotKeep(
+                        f"{file.path.name} line {line}: {d} of {rating.sample_id} is {cell[:40]!r}, not a number, and "
+                        "saving would replace it: nothing was written; correct that cell by hand, then save again"
+                    )
+            at.append(i)
+        before = dict(zip(self.header, self.records[at[-1]][1])) if at else {}
+        kept = {**before, **file.row_cells(rating)}  # the cells of columns the app does not write stay
+        cells = [kept.get(c, "") for c in self.header]
+        new = (_csv_line(cells, self.newline), cells)
+        writes_row = not (rating.skipped and not any(v is not None for v in rating.scores.values()))
+        gone = set(at[1:]) | (set(at[:1]) if not writes_row else set())
+        if at and writes_row:
+            self.records[at[0]] = new
+        elif writes_row:
+            if self.records and not self.records[-1][0].endswith("\n"):
+                raw, cells = self.records[-1]
+                self.records[-1] = (raw + self.newline, cells)
+            self.records.append(new)
+            mine.append(len(self.records) - 1)
+        keep = [i for i in range(len(self.records)) if i not in gone]
+        index = {old: n for n, old in enumerate(keep)}
+        self.records = [self.records[i] for i in keep]
+        return [index[i] for i in mine if i in index]
+
+
+def _csv_line(cells: list[str], newline: str) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator=newline).writerow(cells)
+    return buf.getvalue()
+
+
+def _not_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return True
+    return False
 
 
 def _number(v: float | None) -> str:
