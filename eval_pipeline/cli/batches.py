@@ -5,6 +5,8 @@ and its other prompts asked once more when its checkpoint is evaluated again (ju
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from eval_pipeline.cli.common import CliError
@@ -54,13 +56,28 @@ def _find(wh: Warehouse, wanted: str | None) -> Row:
     raise CliError(f"no judge batch {wanted!r} (`eval-pipeline batches --all` lists them)")
 
 
+@contextlib.contextmanager
+def _reaching(sub: Row) -> Iterator[None]:
+    """Within: an endpoint that does not answer is one line naming it (the client says only "Connection error.")."""
+    import openai
+
+    try:
+        yield
+    except openai.APIConnectionError as exc:
+        where = str(sub.get("base_url") or "") or "https://api.openai.com/v1"
+        raise CliError(
+            f"the judge endpoint {where} did not answer ({exc}); is it up? (the batch's endpoint, recorded when it "
+            "was submitted)"
+        ) from None
+
+
 def _show(sub: Row) -> int:
     from eval_pipeline.judge.batch import LOST_LOOKS, pending_text
     from eval_pipeline.judge.batch.provider import Provider
 
     now = None
     if sub.get("batch_id"):
-        with Provider(str(sub["base_url"] or "") or None) as p:
+        with Provider(str(sub["base_url"] or "") or None) as p, _reaching(sub):
             now = p.retrieve(str(sub["batch_id"]))
     for key in ("batch_id", "submission_id", "rubric", "checkpoint_id", "step", "judge", "model", "round"):
         print(f"{key:<16} {sub.get(key)}")
@@ -85,7 +102,7 @@ def _cancel(sub: Row) -> int:
 
     if not sub.get("batch_id"):
         raise CliError(f"judge batch {sub['submission_id']} was never created at the provider: nothing to cancel")
-    with Provider(str(sub["base_url"] or "") or None) as p:
+    with Provider(str(sub["base_url"] or "") or None) as p, _reaching(sub):
         batch = p.cancel(str(sub["batch_id"]))
     print(
         f"judge batch {batch.id}: {batch.status}; its answers are kept and the rest asked once more when "

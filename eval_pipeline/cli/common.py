@@ -72,7 +72,12 @@ def _select(scan: Any, ids: list[str] | None) -> list[Any]:
     if refused:
         raise CliError(f"checkpoint refused: {refused[0]}")
     if missing:
-        raise CliError(f"no complete checkpoint folder for {', '.join(missing)} (see 'eval-pipeline checkpoints')")
+        where = f" in {scan.root} (EVAL_CHECKPOINT_DIR)" if getattr(scan, "root", None) else ""
+        unfinished = [i for i in missing if i in getattr(scan, "incomplete", [])]
+        why = f"; {', '.join(unfinished)} has no checkpoint.json yet" if unfinished else ""
+        raise CliError(
+            f"no complete checkpoint folder for {', '.join(missing)}{where}{why} (see 'eval-pipeline checkpoints')"
+        )
     return [known[i] for i in ids]
 
 

@@ -49,6 +49,7 @@ class BatchDesk:
     lose: bool = False  # the provider forgets every batch: GET answers 404
     flicker: int = 0  # the next this many GETs of a batch by its id answer 404 (the list still holds it)
     keep_metadata: bool = True  # False: a provider that keeps no batch metadata (lists and GETs show none)
+    twice: bool = False  # a broken provider: each result line comes twice, the second a failure
     odd_ids: bool = False  # a hostile provider: a batch's id holds the request's key and terminal escapes
     drip_s: float = 0.0  # a file's content is sent 4 KiB at a time, this far apart
     upstream: str | None = None  # answer lines by POSTing them to this /v1 base URL (llama.cpp's server)
@@ -313,6 +314,8 @@ def _work(desk: BatchDesk, state: StubState, b: dict[str, Any]) -> None:
                 desk.answered[str(line.get("custom_id"))] += 1
                 b["request_counts"]["completed"] += 1
                 out.append(entry)
+                if desk.twice:
+                    out.append({**entry, "response": {"status_code": 500, "request_id": rid, "body": {}}})
             else:
                 b["request_counts"]["failed"] += 1
                 err.append(entry)

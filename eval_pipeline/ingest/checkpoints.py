@@ -132,12 +132,13 @@ class Scan:
     complete: list[Checkpoint]
     incomplete: list[str]
     refused: list[str]
+    root: Path | None = None  # the folder scanned
 
 
 def scan_checkpoints(root: Path | None = None) -> Scan:
     """Complete, incomplete (no manifest yet) and refused folders under ``root``, sorted by id."""
     root = Path(root) if root else settings.checkpoint_dir()
-    scan = Scan([], [], [])
+    scan = Scan([], [], [], root)
     if not root.is_dir():
         return scan
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):

@@ -12,7 +12,8 @@ def test_errors_are_one_line_with_a_nonzero_exit(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [err[0]] and "unknown rubric(s) no_such_rubric" in err[0]
     assert cli(["run", "--checkpoint", "ckpt-x"]) == 2
-    assert "no complete checkpoint folder for ckpt-x" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no complete checkpoint folder for ckpt-x" in err and str(tmp_path / "ckpts") in err  # #73: names it
     assert cli(["sql", "SELECT 1"]) == 2
     assert "does not exist yet" in capsys.readouterr().err
 

@@ -439,6 +439,45 @@ def test_a_batch_id_that_is_not_an_id_is_stored_and_printed_nowhere(tmp_path):
         assert max(map(len, shown.stdout.splitlines())) < 200
 
 
+def test_a_prompt_answered_twice_differently_takes_neither_answer(tmp_path):
+    """#73 (low): a repeated ``custom_id`` in a result file silently took the first line. Two different answers to
+    one prompt take neither: the prompt is asked again with the reason, and answered by the second batch."""
+    lake = _lake(tmp_path)
+    with StubServer() as stub:
+        stub.state.desk.twice = True
+        _judge(stub, lake)
+        _wait_ended(stub)
+        stub.state.desk.twice = False
+        again = _judge(stub, lake)
+        assert again["pending"] == N and len(stub.state.desk.batches) == 2, again
+        got = _until_final(stub, lake)
+        assert got["ok"] == N, got
+        reasons = [str(r) for (r,) in Warehouse(lake).query_rows("SELECT reason FROM main.judge_batch_lines")]
+        assert any("answered this prompt twice" in r for r in reasons), reasons[:3]
+
+
+def test_batches_show_with_the_endpoint_down_names_it_in_one_line(tmp_path, monkeypatch, capsys):
+    """#73 (low): with the provider down `batches show` said only "Connection error.". It names the endpoint."""
+    import socket
+
+    from eval_pipeline.cli.app import main as cli
+    from eval_pipeline.judge.batch import records
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    lake = _lake(tmp_path)
+    sub = {"submission_id": "s1", "batch_id": "batch-1", "state": "in_progress", "rubric": SMALL, "requests": 1,
+           "checkpoint_id": "ckpt-0100", "step": "judge_scores", "base_url": dead, "created_at": records.now(),
+           "completed": 0, "failed": 0, "round": 1, "prompt_tokens": 0, "completion_tokens": 0}  # fmt: skip
+    records.record(Warehouse(lake), sub, [{"submission_id": "s1", "custom_id": "k", "round": 1, "state": "submitted",
+                                           "max_tokens": 10, "cut_at": 0, "reason": None}])  # fmt: skip
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    assert cli(["batches", "show", "batch-1", "--warehouse", lake]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and dead in err[0] and "did not answer" in err[0], err
+
+
 def _cells_holding(wh: Warehouse, text: str) -> list[str]:
     found = []
     with wh.session() as s:

@@ -305,28 +305,39 @@ class _Flow:
         prices = costs.load_prices(self.settings.prices)
         used, read = [0, 0], 0
         cuts = []
+        got: dict[str, CallResult] = {}
+        twice: set[str] = set()
         for file_id in (sub.get("output_file_id"), sub.get("error_file_id")):
-            if not file_id or not lines or len(seen) == len(lines):
+            if not file_id or not lines:
                 continue
-            bound = FileBound.asked(len(lines))
+            bound = FileBound.asked(max(len(lines), int(sub.get("requests") or 0)))  # the file answers them all
             try:
                 for raw in self.provider.lines(str(file_id), bound=bound):
                     item = _json(raw)
                     key = str(item.get("custom_id") or "")
-                    if key not in lines or key in seen:
+                    if key not in lines:
                         continue
                     res = result_of(item, self.provider.key or None)
                     read += 1
                     used[0] += res.prompt_tokens
                     used[1] += res.completion_tokens
-                    seen[key] = self._read(key, lines[key], res)
-                    if len(seen) == len(lines):
-                        break  # every prompt answered: what follows is not read
+                    if key in got and (got[key].text, got[key].error) != (res.text, res.error):
+                        twice.add(key)  # two different answers to one prompt: neither is taken
+                    got.setdefault(key, res)
             except openai.NotFoundError:  # the provider no longer has the file: what it held is asked again
                 bound.cut = (
                     f"the provider no longer has the result file {redact(str(file_id), self.provider.key or None)}"
                 )
             cuts += [bound.cut] if bound.cut else []
+        for key, res in got.items():
+            if key in twice:
+                seen[key] = self._unanswered(
+                    key,
+                    lines[key],
+                    "the batch's result files answered this prompt twice, differently: neither answer is taken",
+                )
+            else:
+                seen[key] = self._read(key, lines[key], res)
         why = f"judge batch {sub.get('batch_id') or sub['submission_id']} {sub['state']}: no answer to this prompt"
         if sub.get("reason") or cuts:
             why += f" ({'; '.join([*([sub['reason']] if sub.get('reason') else []), *cuts])})"
