@@ -92,7 +92,7 @@ def report_lines(v: Verdict, verbose: bool = False) -> list[str]:
         out.append(f"      {tag} {shorten(text, 2000)}")
     if verbose:
         for g in v.failed_gates:
-            value = "n/a" if g["value"] is None else f"{g['value']:.4g}"
+            value = "none (nothing to measure)" if g["value"] is None else f"{g['value']:.4g}"
             out.append(
                 f"      gate FAILED {g['gate']}: value {value}, threshold {g['threshold']:g} ({clean(g['reason'])})"
             )

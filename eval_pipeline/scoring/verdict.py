@@ -254,9 +254,13 @@ _BELOW = re.compile(r"^below \S+ on ([^;]+);")
 
 
 def _gate_text(g: Row) -> str:
-    """``<gate> [on <what failed>] <value> (threshold t)``: the value named after what it is the value of."""
+    """``<gate> [on <what failed>] <value> (threshold t)``: the value named after what it is the value of. A gate
+    that failed without a value (closed: nothing to measure) says why it has none, in its own reason's words."""
     on = _BELOW.match(str(g["reason"] or ""))
     subject = f" on {on.group(1)}" if on else ""
+    if _float(g["value"]) is None or _float(g["value"]) != _float(g["value"]):
+        why = str(g["reason"] or "").removeprefix("failed: ").strip() or "nothing to measure"
+        return f"{g['gate']}{subject}: no value ({why}; threshold {g['threshold']:g})"
     return f"{g['gate']}{subject} {_number(g['value'])} (threshold {g['threshold']:g})"
 
 

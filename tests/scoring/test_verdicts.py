@@ -45,6 +45,16 @@ def test_the_failed_value_is_named_after_the_dimension_it_is_the_value_of():
     assert _gate_text(g) == "accuracy_mean on kg_alignment 3.49 (threshold 3.8)"
 
 
+def test_a_gate_that_failed_without_a_value_says_why_instead_of_n_a():
+    """#73: gates that failed closed read `failed judge_repeatability … n/a`: a gate with no value says why."""
+    g = {"gate": "judge_repeatability", "value": None, "threshold": 0.7, "reason": "fails closed: no repeated scores"}
+    text = _gate_text(g)
+    assert (
+        "n/a" not in text and text == "judge_repeatability: no value (fails closed: no repeated scores; threshold 0.7)"
+    )
+    assert "n/a" not in _gate_text({**g, "value": float("nan")})
+
+
 def test_a_lower_is_better_regression_says_so():
     r = {"score": "ertd", "parent": "ckpt-0200", "delta": 12.18, "ci_low": 7.2, "ci_high": 17.2, "p_holm": 0.0002,
          "lower_is_better": True, "calibrated": False}  # fmt: skip
