@@ -258,3 +258,15 @@ def test_the_installed_instance_shows_no_first_run_dialog(tmp_path, monkeypatch)
         assert instance.nux_enabled is False and instance.telemetry_enabled is False
     finally:
         instance.dispose()
+
+
+def test_the_readme_names_every_command():
+    """#73: the README's table of commands left out `batches`, `align` and `reference`."""
+    import argparse
+
+    from eval_pipeline.cli.app import build_parser
+    from tests.conftest import ROOT
+
+    (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    line = next(ln for ln in (ROOT / "README.md").read_text().splitlines() if "eval-pipeline --help` |" in ln)
+    assert [c for c in sub.choices if f"`{c}`" not in line] == []
