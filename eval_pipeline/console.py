@@ -18,6 +18,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 
 from eval_pipeline.core.config import RubricConfig
@@ -96,6 +97,55 @@ def report_lines(v: Verdict, verbose: bool = False) -> list[str]:
             out.append(
                 f"      gate FAILED {g['gate']}: value {value}, threshold {g['threshold']:g} ({clean(g['reason'])})"
             )
+    return out
+
+
+# what each verdict means to a person reading it for the first time, and the command that moves it on
+MEANINGS: dict[str, tuple[str, str]] = {
+    "regressed": (
+        "worse than its parent checkpoint on a headline score, beyond the samples' noise and the rubric's margin",
+        "see which samples got worse: `.venv/bin/eval-pipeline view`, the checkpoint's page (each regressed score "
+        "links to sample-by-sample differences)",
+    ),
+    "judge untrusted": (
+        "the judge's scores do not agree with the people's ratings well enough to be believed (agreement at a "
+        "stated error rate): its numbers are shown, not trusted",
+        "rate more samples (`make annotate`: the queue puts first what settles it fastest), or fit the judge to "
+        "the ratings (`.venv/bin/eval-pipeline align <rubric>`, proved on held-out ratings)",
+    ),
+    "failed gates": (
+        "a threshold the rubric sets was missed: each line above names the gate, its value and its threshold",
+        'each failed gate with its reason: `.venv/bin/eval-pipeline sql "SELECT checkpoint_id, gate, reason FROM '
+        "<rubric>.gates WHERE status = 'failed'\"`",
+    ),
+    "pending ratings": (
+        "nothing failed: too few people's ratings yet to decide whether the judge can be trusted (the line says "
+        "about how many more)",
+        "rate: `make annotate`; the verdict is decided again as ratings arrive, with no judge call",
+    ),
+    "pending judge": (
+        "nothing failed: judge batches are still running at the provider",
+        "`.venv/bin/eval-pipeline run --wait` (or the batch sensor under `make ui`) finishes them",
+    ),
+    "incomplete": (
+        "too much is missing to decide (judge scores, quarantined lines, rejected ratings): the line says what",
+        'the reasons row by row: `.venv/bin/eval-pipeline sql "SELECT * FROM main.quarantine LIMIT 20"`',
+    ),
+    UNDECIDED: ("the run ended before its verdict", "run it again; a failed step is printed above"),
+    "passed": ("every gate passed, the judge is trusted and nothing regressed", ""),
+}
+
+
+def what_next(verdicts: Sequence[Verdict]) -> list[str]:
+    """What each verdict shown means and what to do next, one entry per verdict present (most urgent first)."""
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    out = [f"What the {len(verdicts)} result(s) mean, and what to do next:"] if verdicts else []
+    for kind, (meaning, step) in MEANINGS.items():
+        if kind in counts:
+            out.append(f"  {kind.upper()} ({counts[kind]}): {meaning}.")
+            out += [f"      next: {step}"] if step else []
     return out
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import dagster as dg
 
-from eval_pipeline.console import Progress, checkpoint_line, decided, exit_code, report_lines, shorten
+from eval_pipeline.console import Progress, checkpoint_line, decided, exit_code, report_lines, shorten, what_next
 from eval_pipeline.core import progress, settings
 from eval_pipeline.core.terminal import exit_now
 from eval_pipeline.defs.build import build_definitions
@@ -111,6 +111,13 @@ def main(argv: list[str] | None = None) -> int:
         print()
         with wh.hold():
             print(results_table(wh))
+    print("\n" + "\n".join(what_next(reports)))
+    if settings.judge_config().mode == "heuristic":
+        print(
+            "  The demo's judge is the offline heuristic judge (rules, not an LLM): its trust is decided as any "
+            "judge's is, so its red says how far rules get, not a fault of the demo; ckpt-0300 regresses on "
+            "purpose. A real judge: EVAL_JUDGE=openai with OPENAI_BASE_URL (docs/operating.md), or `make demo-llm`."
+        )
     drawn = [o for o in outcomes if o.report is not None]
     print(f"\nreport: {drawn[-1].report}" if drawn else "\nreport: not written (see the line above)")
     print("browse sample by sample: make view (or .venv/bin/eval-pipeline view), then http://127.0.0.1:8765/")

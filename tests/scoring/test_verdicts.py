@@ -195,3 +195,17 @@ def test_scores_waiting_on_a_judge_batch_are_pending_not_a_failure_and_exit_7():
     ok = RunOutcome("c", ["kg_qa"], True, 1.0, "r")
     assert exit_code([ok], [v]) == EXIT_PENDING == 7
     assert "PENDING" in _verdict(EXIT_PENDING, [ok], [v]) and "nothing failed" in _verdict(EXIT_PENDING, [ok], [v])
+
+
+def test_the_last_screen_says_what_each_verdict_shown_means_and_what_to_do_next():
+    """#73: `make demo` ended with every result red and never said what the verdicts mean or what to do next."""
+    from eval_pipeline.console import what_next
+
+    shown = [Verdict("kg_qa", "c1", verdict="regressed"), Verdict("kg_qa", "c2", verdict="judge untrusted")]
+    shown.append(Verdict("npc_dialogue", "c1", verdict="judge untrusted"))
+    lines = what_next(shown)
+    text = "\n".join(lines)
+    assert lines[0].startswith("What the 3 result(s) mean")
+    assert "REGRESSED (1)" in text and "JUDGE UNTRUSTED (2)" in text and "PASSED" not in text
+    assert "eval-pipeline view" in text and "make annotate" in text and "eval-pipeline align" in text
+    assert what_next([]) == []
