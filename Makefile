@@ -83,16 +83,17 @@ test-fast: provision
 demo-llm: provision
 	$(PY) -m eval_pipeline.devtools.llama demo
 
+# another port: make ui PORT=3001 (likewise view and annotate)
 ui: provision dagster-home
-	$(VENV)/bin/eval-pipeline ui --workspace workspace.yaml --host 127.0.0.1 --port 3000
+	$(VENV)/bin/eval-pipeline ui --workspace workspace.yaml --host 127.0.0.1 --port $(or $(PORT),3000)
 
 # the results viewer on the same warehouse as the demo (http://127.0.0.1:8765)
 view: install
-	$(VENV)/bin/eval-pipeline view
+	$(VENV)/bin/eval-pipeline view $(if $(PORT),--port $(PORT))
 
 # people rate in the browser (http://127.0.0.1:8766): the rubric's protocol as queues; ratings into data/human_ratings
 annotate: install
-	$(VENV)/bin/eval-pipeline annotate
+	$(VENV)/bin/eval-pipeline annotate $(if $(PORT),--port $(PORT))
 
 report: install
 	$(VENV)/bin/eval-pipeline report --out reports

@@ -270,3 +270,14 @@ def test_the_readme_names_every_command():
     (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     line = next(ln for ln in (ROOT / "README.md").read_text().splitlines() if "eval-pipeline --help` |" in ln)
     assert [c for c in sub.choices if f"`{c}`" not in line] == []
+
+
+@pytest.mark.parametrize("target, flag", [("ui", "--port 3001"), ("view", "--port 3001"), ("annotate", "--port 3001")])
+def test_make_servers_take_another_port(target, flag):
+    """#73: `make ui` could not be told another port."""
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    shown = subprocess.run(["make", "-n", target, "PORT=3001"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and f"eval-pipeline {target}" in shown.stdout and flag in shown.stdout, shown
