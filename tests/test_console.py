@@ -58,6 +58,9 @@ def test_an_unreachable_judge_is_incomplete_exit_4_and_a_red_completeness_check(
     out, err = capfd.readouterr()
     assert "judge 0/300" in out and ": INCOMPLETE" in out and ": ok" not in out  # never "ok" for an incomplete run
     assert "INCOMPLETE 300 of 300 judge scores missing (100%; the rubric allows 5%)" in out
+    assert "(is the endpoint right? OPENAI_BASE_URL" in out  # #73: the reason's hint, whole
+    assert "rated samples would settle it" not in out and "judge has given no scores yet" in out  # #73
+    assert "judge_repeatability: judge_repeatability" not in out
     assert "eval-pipeline: INCOMPLETE" in err and "sk-unreachable" not in out + err
     import dagster as dg
 
@@ -81,7 +84,8 @@ def test_a_dead_endpoint_stops_the_judging_within_seconds_with_one_line_naming_i
     out, err = capfd.readouterr()
     assert code == 4, out + err
     assert f"endpoint 127.0.0.1:{port} unreachable, stopped asking" in out
-    assert "judge pending on " in out and "more rated samples would settle it" in out  # a new judge: not a failure
+    # a new judge: not a failure, and no rating is promised to settle a judge that gave no scores (#73)
+    assert "judge pending on " in out and "the judge has given no scores yet" in out
     assert "sk-dead" not in out + err
     usage = Warehouse(os.environ["EVAL_WAREHOUSE"]).query_rows(
         "SELECT step, prompts, http_attempts FROM kg_qa.judge_usage WHERE checkpoint_id = 'ckpt-0100'"

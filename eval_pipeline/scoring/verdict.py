@@ -169,6 +169,9 @@ def missing_judge_scores(wh: Warehouse, rubric: RubricConfig, ckpt: str) -> tupl
 _BATCH = re.compile(re.escape(BATCH_PENDING) + r" (\S+) ([^()]+?) \((\d+) of (\d+) done\)")
 
 
+REASON_CHARS = 1000  # a missing score's reason as the verdict quotes it (whole, for any reason the project writes)
+
+
 def judge_scores_pending(
     wh: Warehouse, rubric: RubricConfig, ckpt: str
 ) -> tuple[int, int, dict[str, int], int, dict[str, str]]:
@@ -189,8 +192,13 @@ def judge_scores_pending(
             batches[m.group(1)] = f"judge batch {m.group(1)} {m.group(2)} ({m.group(3)} of {m.group(4)} done)"
     panel = panel[~waiting]
     missing = panel[panel.status == "missing"]
-    reasons = missing.reason.fillna("no reason").map(lambda r: str(r).split(";")[0][:120]).value_counts()
-    top = {str(k): int(v) for k, v in reasons.head(5).items()}
+    # counted by what a reason says before its details (its first clause), each shown whole: the hint that ends a
+    # reason ("is the endpoint right? ...") is the part a person needs
+    full = missing.reason.fillna("no reason").astype(str)
+    kind = full.map(lambda r: r.split(";")[0][:120])
+    counts = kind.value_counts()
+    example = full.groupby(kind).agg(lambda texts: texts.value_counts().index[0]) if len(full) else {}
+    top = {str(example[k])[:REASON_CHARS]: int(n) for k, n in counts.head(5).items()}
     return len(missing), len(panel), top, int(waiting.sum()), batches
 
 
@@ -501,6 +509,12 @@ def _reasons(
         said.append(f"drifts on this checkpoint on {', '.join(v.drifting)}")
     if v.trust_pending:
         more = f": about {v.ratings_needed} more rated samples would settle it" if v.ratings_needed else ""
+        if v.judge_total + v.judge_pending and v.judge_missing >= v.judge_total:  # no score to set ratings against
+            more = (
+                ": its scores are still on their way (judge batches)"
+                if v.judge_pending
+                else ": the judge has given no scores yet, so no rating can settle it"
+            )
         said.append(f"pending on {', '.join(v.trust_pending)}{more}")
     if said:
         out.append((JUDGE, "; ".join(said)))
@@ -519,7 +533,8 @@ def _reasons(
     for g in other:
         by_kind.setdefault(str(g["kind"]), []).append(g)
     for kind, gates in sorted(by_kind.items()):
-        out.append((FAILED, f"{kind}: " + "; ".join(_gate_text(g) for g in gates)))
+        named = len(gates) == 1 and gates[0]["gate"] == kind  # a gate named after its kind: named once
+        out.append((FAILED, ("" if named else f"{kind}: ") + "; ".join(_gate_text(g) for g in gates)))
     trust_gate_pending = any(name.startswith("judge_reliability") for name, _ in pending) and v.trust_pending
     for name, reason in pending:
         if trust_gate_pending and name.startswith("judge_reliability"):
