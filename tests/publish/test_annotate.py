@@ -893,3 +893,41 @@ except OSError as exc:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.stdout.startswith("refused"), done.stdout + done.stderr[-2000:]
     assert file.path.read_bytes() == before and not file.extra.exists()
+
+
+def test_the_remainder_hands_one_item_to_one_person_at_a_time(project):
+    """#73 (low): two people opening the remainder queue at once got the same item (13 of 14 items double-rated under
+    load). The queue leases the item it hands out: six people at once, over two annotate processes serving one
+    folder, are handed six different items; a saved rating gives its lease back and the next item is one nobody
+    holds; a lease past its time is nobody's."""
+    import concurrent.futures
+
+    from eval_pipeline.publish.annotate.leases import Leases
+
+    servers = [Server(project).start(), Server(project).start()]
+    try:
+        people = [Person(servers[i % 2], f"rater{i}") for i in range(6)]
+
+        def handed(p: Person) -> str:
+            status, _, where = p.get(f"/q/{RUBRIC}/ckpt-0200/remainder/next")
+            assert status == 303 and "/i/" in where, (status, where)
+            return urllib.parse.unquote(where.rsplit("/", 1)[-1])
+
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            items = list(pool.map(handed, people))
+        assert len(set(items)) == 6, items
+        dims = {d: 3 for d in ("semantic", "completeness", "accuracy", "presentation")}
+        status, where = people[0].post(
+            f"/i/{RUBRIC}/ckpt-0200/remainder/{urllib.parse.quote(items[0], safe='')}",
+            {"csrf": people[0].csrf, "action": "submit", **{f"score_{d}": v for d, v in dims.items()}},
+        )
+        assert status == 303, where
+        following = urllib.parse.unquote(where.rsplit("/", 1)[-1])
+        assert following not in items, (following, items)
+    finally:
+        for s in servers:
+            s.stop()
+    leases = Leases(project / "ratings", RUBRIC, "ckpt-0300", lease_s=0.2)
+    assert leases.take("ann", ["a", "b"]) == "a" and leases.take("bo", ["a", "b"]) == "b"
+    time.sleep(0.3)
+    assert leases.take("cy", ["a", "b"]) == "a"  # ann's lease ran out

@@ -45,6 +45,7 @@ from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_checkpoint_id, check_evaluator
 from eval_pipeline.ingest.ratings import load_ratings
 from eval_pipeline.publish.annotate import queues as q
+from eval_pipeline.publish.annotate.leases import Leases
 from eval_pipeline.publish.annotate.store import CannotKeep, EditedElsewhere, Rating, RatingsFile, atomic_write
 from eval_pipeline.scoring.verdict import Verdict
 from eval_pipeline.scoring.verdict import read as read_verdicts
@@ -495,18 +496,34 @@ def create_app(
         # the next item: the others' ratings as last read (only this evaluator's own file changed: ``mine``)
         skipped = {s for s, r in mine.items() if r.skipped}
         rated = {s for s, r in mine.items() if any(v is not None for v in r.scores.values())}
+        if kind == "remainder":
+            Leases(ws.root, rubric.name, ckpt).give_back(sess[0], sid)
         for queue in q.queues(plan, ws.ratings(rubric, ckpt, fresh=False), sess[0], skipped, only=kind):
             if queue.kind == kind:
                 queue.done |= rated
-                nxt = queue.next_item(after=sid, skipped=skipped)
+                nxt = handed(queue, sess[0], rubric, ckpt, after=sid, skipped=skipped)
                 if nxt is not None:
                     return RedirectResponse(
                         f"/i/{quote(rubric.name)}/{quote(ckpt)}/{quote(kind)}/{quote(nxt, safe='')}", status_code=303
                     )
         return RedirectResponse(queue_url + "?done=" + quote(kind), status_code=303)
 
+    def handed(
+        queue: q.Queue,
+        evaluator: str,
+        rubric: RubricConfig,
+        ckpt: str,
+        after: str | None = None,
+        skipped: set[str] | None = None,
+    ) -> str | None:
+        """The item the queue hands ``evaluator`` next: the remainder's leased to them (publish.annotate.leases), so
+        two people at once are handed different items."""
+        if queue.kind != "remainder":
+            return queue.next_item(after=after, skipped=skipped)
+        return Leases(ws.root, rubric.name, ckpt).take(evaluator, queue.candidates(after, skipped))
+
     def start(request: Request) -> Response:
-        """The next item of a queue (GET: reading only)."""
+        """The next item of a queue (GET: it writes no rating; the remainder's item is leased)."""
         got = entry(request)
         if isinstance(got, Response):
             return got
@@ -515,7 +532,7 @@ def create_app(
         skipped = _skipped(rubric, ckpt, sess[0])
         for queue in q.queues(ws.plan(rubric, ckpt), ws.ratings(rubric, ckpt), sess[0], skipped):
             if queue.kind == kind:
-                nxt = queue.next_item(skipped=skipped)
+                nxt = handed(queue, sess[0], rubric, ckpt, skipped=skipped)
                 if nxt is None:
                     break
                 return RedirectResponse(

@@ -19,8 +19,10 @@ evaluators' ratings of the pilot items, so they equal the ``agreement`` table's 
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,15 +57,18 @@ class Queue:
 
     def next_item(self, after: str | None = None, skipped: set[str] | None = None) -> str | None:
         """The first item not done (and not skipped), after ``after`` when given, else from the start."""
+        return next(self.candidates(after, skipped), None)
+
+    def candidates(self, after: str | None = None, skipped: set[str] | None = None) -> Iterator[str]:
+        """The items not done (and not skipped) in the queue's order, from after ``after`` round to it."""
         skipped = skipped or set()
         if self.positions is not None:
             start = self.positions[after] + 1 if after in self.positions else 0
         else:
             start = self.items.index(after) + 1 if after in self.items else 0
-        for sid in [*self.items[start:], *self.items[:start]]:
+        for sid in itertools.chain(self.items[start:], self.items[:start]):
             if sid not in self.done and sid not in skipped:
-                return sid
-        return None
+                yield sid
 
 
 def declares_protocol(rubric: RubricConfig) -> bool:
