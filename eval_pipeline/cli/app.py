@@ -231,10 +231,11 @@ def _sigterm_as_interrupt() -> None:
 
     if threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+    noted = getattr(sys.modules.get("eval_pipeline.command"), "_noted", None)  # installed at the first instruction
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, noted):
         signal.signal(signal.SIGTERM, interrupt)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # Ctrl-C as Python takes it, and noted: a
-        signal.signal(signal.SIGINT, interrupt)  # library may turn the KeyboardInterrupt into an error of its own
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, noted):  # Ctrl-C as Python takes it, and
+        signal.signal(signal.SIGINT, interrupt)  # noted: a library may turn the KeyboardInterrupt into its own error
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,7 +54,7 @@ def is_interrupt(exc: BaseException | None) -> bool:
     return False
 
 
-def _quiet_unraisable(
+def quiet_unraisable(
     previous: Callable[[sys.UnraisableHookArgs], object],
 ) -> Callable[[sys.UnraisableHookArgs], None]:
     def hook(unraisable: sys.UnraisableHookArgs) -> None:
@@ -85,7 +85,7 @@ def watching() -> Iterator[None]:
     os.set_blocking(write, False)
     old_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
     old_hook = sys.unraisablehook
-    sys.unraisablehook = _quiet_unraisable(old_hook)
+    sys.unraisablehook = quiet_unraisable(old_hook)
 
     deadline: list[threading.Timer] = []
 
