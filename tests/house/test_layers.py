@@ -26,7 +26,7 @@ LAYERS = [
     {"rubrics"},
     {"publish"},
     {"defs"},
-    {"console", "cli", "demo", "__init__"},
+    {"console", "cli", "demo", "__init__", "command"},
 ]
 LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
 

@@ -391,7 +391,8 @@ def test_one_404_is_not_a_lost_batch_and_a_lost_one_is_said_after_three_looks(tm
         _wait_ended(stub)
         desk.lose = True  # the provider finds the batch nowhere, by id or in its list
         for look in range(1, LOST_LOOKS):
-            assert _judge(stub, lost)["pending"] == N and len(desk.batches) == 1
+            got = _judge(stub, lost)
+            assert got["pending"] == N and len(desk.batches) == 1, (look, got, dict(desk.routes))
             (reason,) = Warehouse(lost).query_rows("SELECT reason FROM main.judge_batches")[0]
             assert f"({look} of {LOST_LOOKS} looks" in reason, reason
         again = _judge(stub, lost)  # the last look: lost, its prompts sent again
