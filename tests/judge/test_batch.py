@@ -479,6 +479,25 @@ def test_batches_show_with_the_endpoint_down_names_it_in_one_line(tmp_path, monk
     assert len(err) == 1 and dead in err[0] and "did not answer" in err[0], err
 
 
+def test_batches_lists_how_the_provider_says_a_batch_stands_now(tmp_path):
+    """#73: `eval-pipeline batches` showed the state recorded at submission ("in progress", 0 done) for a batch the
+    provider had finished. The open batches' states and counts are asked (one list request per endpoint)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    lake = _lake(tmp_path)
+    with StubServer() as stub:
+        _judge(stub, lake)
+        _wait_ended(stub)
+        env = dict(os.environ, EVAL_WAREHOUSE=lake, OPENAI_BASE_URL=stub.base_url, OPENAI_API_KEY=KEY)
+        exe = str(Path(sys.executable).with_name("eval-pipeline"))
+        shown = subprocess.run([exe, "batches"], env=env, capture_output=True, text=True, timeout=120)
+    (row,) = [ln for ln in shown.stdout.splitlines() if ln.startswith("batch-")]
+    assert row.split()[1:3] == ["completed", f"{N}/{N}"], shown.stdout
+
+
 def _cells_holding(wh: Warehouse, text: str) -> list[str]:
     found = []
     with wh.session() as s:
