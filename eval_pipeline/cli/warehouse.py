@@ -84,7 +84,9 @@ def _write_result(table: Any, args: argparse.Namespace) -> None:
     else:
         df = table.slice(0, args.max_rows).to_pandas()
         with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_colwidth", 80):
-            text = clean_table(df.to_string(index=False)) if table.num_rows else "(no rows)"
+            # to_string ignores display.max_colwidth: a long cell (a verdict's reasons) is cut here, with "...";
+            # --format csv or json gives it whole
+            text = clean_table(df.to_string(index=False, max_colwidth=80)) if table.num_rows else "(no rows)"
         if table.num_rows > len(df):
             text += f"\n({table.num_rows - len(df)} more row(s) not shown; --max-rows {args.max_rows})"
         text += "\n"

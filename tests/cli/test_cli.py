@@ -281,3 +281,16 @@ def test_make_servers_take_another_port(target, flag):
 
     shown = subprocess.run(["make", "-n", target, "PORT=3001"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and f"eval-pipeline {target}" in shown.stdout and flag in shown.stdout, shown
+
+
+def test_sql_as_a_table_cuts_a_long_cell_and_csv_keeps_it_whole(tmp_path, monkeypatch, capsys):
+    """#73: `sql "SELECT * FROM main.verdicts"` printed 4,745-character lines (a verdict's reasons)."""
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    wh_path = tmp_path / "w.duckdb"
+    Warehouse(wh_path).execute("CREATE TABLE t AS SELECT 1 AS n, repeat('reason ', 700) AS reasons")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli(["sql", "--warehouse", str(wh_path), "SELECT * FROM t"]) == 0
+    assert max(len(line) for line in capsys.readouterr().out.splitlines()) < 200
+    assert cli(["sql", "--warehouse", str(wh_path), "SELECT * FROM t", "--format", "csv"]) == 0
+    assert "reason " * 700 in capsys.readouterr().out.replace('"', "")
