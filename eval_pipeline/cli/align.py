@@ -52,10 +52,40 @@ def _list(wh: Any, rubric: str) -> int:
     if not found:
         print(f"no alignment of {rubric} yet: `eval-pipeline align --rubric {rubric}` runs one", flush=True)
         return 0
-    for r in found:
-        mark = "recommended" if r["recommended"] else "nothing to adopt"
-        print(f"{r['alignment_id']}  {r['created_at']}  {r['dimensions']:<28} {mark}", flush=True)
+    adopted = _adopted(rubric)
+    rows = [
+        (
+            str(r["alignment_id"]),
+            str(r["created_at"])[:19],
+            str(r["dimensions"]),
+            ("ADOPTED (the judge now) " if str(r["alignment_id"]) == adopted else "")
+            + ("recommended" if r["recommended"] else "nothing to adopt"),
+        )
+        for r in found
+    ]
+    head = ("alignment", "made", "dimensions", "")
+    widths = [max(len(x[i]) for x in [head, *rows]) for i in range(3)]
+    for cells in [head, *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  " + cells[3], flush=True)
+    if adopted and adopted not in {x[0] for x in rows}:
+        print(f"(the judge now is alignment {adopted}, adopted from another warehouse)", flush=True)
     return 0
+
+
+def _adopted(rubric: str) -> str | None:
+    """The id of the alignment the rubric's judge now comes from (its overlay file), if any."""
+    from eval_pipeline.core import settings
+    from eval_pipeline.rubrics import load_rubric
+
+    folder = settings.rubric_dir()
+    for path in (folder / f"{rubric}.yaml", folder / f"{rubric}.yml"):
+        if path.is_file():
+            try:
+                aligned = load_rubric(path).aligned
+            except Exception:  # noqa: BLE001 - a rubric that does not load: nothing to mark (run says why)
+                return None
+            return aligned.id if aligned is not None else None
+    return None
 
 
 def _print(view: Any) -> int:

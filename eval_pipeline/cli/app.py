@@ -185,6 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     al = sub.add_parser(
         "align",
         help="align a rubric's judge to people's ratings (a held-out share decides), list, show or adopt alignments",
+        description="Align a rubric's judge to the people's ratings: candidate judges (instructions, few-shot "
+        "examples, score source) are tuned by cross-validation on part of the ratings, and the best is proved on "
+        "held-out ratings it never saw; it is recommended only when its gain there is beyond noise. Adopting one "
+        "makes it a new judge, whose trust is decided afresh on the held-out ratings and those that come.",
         parents=[common],
         epilog=ALIGN_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -222,6 +222,11 @@ def test_an_offline_judge_aligned_adopted_and_trusted_on_held_out_ratings_only(t
     over = yaml.safe_load((rubric_dir / "aligned" / "kg_qa.yaml").read_text())
     assert over["aligned"]["id"] == aid and set(over["heuristic_weights"]) == {"completeness"}
     assert sorted(over["aligned"]["held_out"]) == sorted(f"ckpt-0100/{s}" for s in held)
+    capsys.readouterr()
+    assert cli(["align", "--rubric", "kg_qa", "--list"]) == 0  # #73: the adopted one is marked, columns apart
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0].split()[:3] == ["alignment", "made", "dimensions"], listed
+    assert any(line.startswith(aid) and "ADOPTED" in line for line in listed), listed
     old_identity = wh.read("kg_qa", "judge_identity").judge_identity.iloc[0]
 
     assert cli(run) in (0, 4)
