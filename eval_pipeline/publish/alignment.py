@@ -96,9 +96,21 @@ def report_lines(v: AlignmentView) -> list[str]:
             f"gain {_f(c['gain'], '+.3f')} [{_f(c['gain_low'], '+.3f')}, {_f(c['gain_high'], '+.3f')}] (paired)"
         )
     lines.append(f"  {c['verdict']}")
+    lines.append(
+        "  kappa_q: quadratic-weighted agreement with the people's scores, 1 = as they scored, 0 = chance; the "
+        "held-out figures are on ratings no candidate was tuned on or shown"
+    )
     if v.recommended:
         lines.append(f"  adopt it: eval-pipeline align --rubric {v.rubric} --adopt {v.id}")
         lines.append(
-            "  then re-judge: eval-pipeline run --rubric " + v.rubric + " (cached answers are not asked again)"
+            "  then re-judge: eval-pipeline run --rubric " + v.rubric + " (cached answers are not asked again); the "
+            "adopted judge is a new judge: its trust is decided afresh, on the held-out ratings and those that come"
+        )
+    else:
+        lines.append(
+            "  nothing to adopt: the current judge stays. Next: rate more samples (`make annotate`: more held-out "
+            "ratings narrow the gain's interval, so a real gain shows), or give the search more to try (the "
+            f"rubric's `align:` block: instructions variants, few_shot counts), then `eval-pipeline align --rubric "
+            f"{v.rubric}` again"
         )
     return lines

@@ -197,6 +197,7 @@ def test_an_offline_judge_aligned_adopted_and_trusted_on_held_out_ratings_only(t
     out = capsys.readouterr().out
     aid = re.search(r"alignment (\w+) of kg_qa", out).group(1)
     assert "recommended:" in out and f"--adopt {aid}" in out, out
+    assert "kappa_q: quadratic-weighted agreement" in out and "trust is decided afresh" in out  # #73: what, next
     table = wh.read("kg_qa", "judge_alignment", where={"alignment_id": aid})
     chosen = table[table.chosen].iloc[0]
     assert chosen.candidate > 0 and chosen.gain_low > 0 and "field_overlap" in chosen.label
@@ -277,3 +278,20 @@ def test_align_searches_score_anchor_wordings_too(rubrics, model_judge):
     assert a.overlay["anchors"] == {DIM: {5: f"{GOOD}: names the feeling and why, in the user's own words"}}
     adopted = RubricConfig.model_validate(overlay(raw, a.overlay))
     assert GOOD in next(d for d in adopted.dimensions if d.key == DIM).levels[5]
+
+
+def test_an_alignment_with_nothing_to_adopt_says_what_to_do_next():
+    """#73: `align` ending with nothing recommended said nothing of what the figure is or what to do next."""
+    from types import SimpleNamespace
+
+    from eval_pipeline.publish.alignment import report_lines
+
+    chosen = {"dimensions": "completeness", "from_label": "heuristic", "n_tune": 40, "n_heldout": 20,
+              "total_calls": 0, "total_cost": None, "stopped": "all tried", "candidate": 0,
+              "verdict": "nothing to adopt: no candidate beat the current judge in cross-validation"}  # fmt: skip
+    row = {"chosen": True, "candidate": 0, "cv_kappa": 0.41, "cv_kappa_low": 0.2, "cv_kappa_high": 0.6,
+           "cv_spearman": 0.5, "label": "current judge"}  # fmt: skip
+    view = SimpleNamespace(id="abc", rubric="kg_qa", chosen=chosen, candidates=[row], roles={}, recommended=False)
+    text = "\n".join(report_lines(view))
+    assert "kappa_q: quadratic-weighted agreement" in text
+    assert "make annotate" in text and "eval-pipeline align --rubric kg_qa" in text and "--adopt" not in text
