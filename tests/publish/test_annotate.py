@@ -924,6 +924,10 @@ def test_the_remainder_hands_one_item_to_one_person_at_a_time(project):
         assert status == 303, where
         following = urllib.parse.unquote(where.rsplit("/", 1)[-1])
         assert following not in items, (following, items)
+        # #73: the queue page says what an untrusted (or pending) judge means and what to do next
+        status, page, _ = people[1].get(f"/q/{RUBRIC}/ckpt-0200")
+        assert status == 200 and 'id="trust-next"' in page, page[:2000]
+        assert "eval-pipeline align --rubric" in page or "every item you rate here counts" in page
     finally:
         for s in servers:
             s.stop()
