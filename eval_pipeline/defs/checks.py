@@ -70,7 +70,9 @@ def _result(name: str, target: dg.AssetKey, row: Row | None) -> dg.AssetCheckRes
             "status": dg.MetadataValue.text(str(row.get("status") or ("passed" if row["passed"] else "failed"))),
             "reason": dg.MetadataValue.text(str(row["reason"])),
         },
-        description=str(row["reason"]),
+        # Dagster's checks know passed and failed (a warning's failure is yellow): a pending gate says it is
+        # pending first, in the words the UI shows
+        description=("PENDING, not a failure: " if pending else "") + str(row["reason"]).removeprefix("pending: "),
     )
 
 

@@ -136,3 +136,19 @@ def test_the_graph_declares_the_pool_across_checkpoints():
         "gates",
         "verdict",
     }
+
+
+def test_a_pending_gate_check_says_pending_first_in_the_ui():
+    """#73: in the Dagster UI pending gates were yellow "Failed" checks with nothing saying they wait. Dagster's
+    checks know only passed and failed; a pending gate's check is a warning whose description says PENDING first."""
+    import dagster as dg
+
+    from eval_pipeline.defs.checks import _result
+
+    row = {"value": None, "threshold": 0.6, "n": 0, "passed": False, "status": "pending",
+           "reason": "pending: 12 rated samples, 30 needed"}  # fmt: skip
+    result = _result("judge_reliability", dg.AssetKey(["kg_qa", "judge_scores"]), row)
+    assert result.severity == dg.AssetCheckSeverity.WARN and not result.passed
+    assert result.description == "PENDING, not a failure: 12 rated samples, 30 needed"
+    failed = _result("metric_min", dg.AssetKey(["kg_qa", "summary"]), {**row, "status": "failed", "reason": "below"})
+    assert failed.severity == dg.AssetCheckSeverity.ERROR and failed.description == "below"
