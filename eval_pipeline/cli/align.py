@@ -52,7 +52,9 @@ def _list(wh: Any, rubric: str) -> int:
     if not found:
         print(f"no alignment of {rubric} yet: `eval-pipeline align --rubric {rubric}` runs one", flush=True)
         return 0
-    adopted = _adopted(rubric)
+    from eval_pipeline.publish.alignment import adopted_id
+
+    adopted = adopted_id(rubric)
     rows = [
         (
             str(r["alignment_id"]),
@@ -70,22 +72,6 @@ def _list(wh: Any, rubric: str) -> int:
     if adopted and adopted not in {x[0] for x in rows}:
         print(f"(the judge now is alignment {adopted}, adopted from another warehouse)", flush=True)
     return 0
-
-
-def _adopted(rubric: str) -> str | None:
-    """The id of the alignment the rubric's judge now comes from (its overlay file), if any."""
-    from eval_pipeline.core import settings
-    from eval_pipeline.rubrics import load_rubric
-
-    folder = settings.rubric_dir()
-    for path in (folder / f"{rubric}.yaml", folder / f"{rubric}.yml"):
-        if path.is_file():
-            try:
-                aligned = load_rubric(path).aligned
-            except Exception:  # noqa: BLE001 - a rubric that does not load: nothing to mark (run says why)
-                return None
-            return aligned.id if aligned is not None else None
-    return None
 
 
 def _print(view: Any) -> int:

@@ -223,6 +223,7 @@ def test_an_offline_judge_aligned_adopted_and_trusted_on_held_out_ratings_only(t
     over = yaml.safe_load((rubric_dir / "aligned" / "kg_qa.yaml").read_text())
     assert over["aligned"]["id"] == aid and set(over["heuristic_weights"]) == {"completeness"}
     assert sorted(over["aligned"]["held_out"]) == sorted(f"ckpt-0100/{s}" for s in held)
+    assert "adopted: the judge now" in client.get("/align/kg_qa").text  # #73: the viewer marks it too
     capsys.readouterr()
     assert cli(["align", "--rubric", "kg_qa", "--list"]) == 0  # #73: the adopted one is marked, columns apart
     listed = capsys.readouterr().out.splitlines()

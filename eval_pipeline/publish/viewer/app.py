@@ -251,7 +251,7 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
 
     def alignments(request: Request) -> Response:
         """The rubric's alignments of its judge, or one with every candidate and the held-out comparison."""
-        from eval_pipeline.publish.alignment import alignment_ids, alignment_view
+        from eval_pipeline.publish.alignment import adopted_id, alignment_ids, alignment_view
 
         rubric, wanted = request.path_params["rubric"], request.path_params.get("alignment_id")
         try:
@@ -261,7 +261,10 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
             return missing(f"no rubric {rubric!r}")
         if wanted and view is None:
             return missing(f"no alignment {wanted!r} of {rubric}")
-        return page("alignment.html", title=f"{rubric} · alignments", rubric=rubric, found=found, v=view)
+        adopted = adopted_id(rubric, folder)
+        return page(
+            "alignment.html", title=f"{rubric} · alignments", rubric=rubric, found=found, v=view, adopted=adopted
+        )
 
     def health(request: Request) -> Response:
         return PlainTextResponse("ok")
