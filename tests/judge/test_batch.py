@@ -301,6 +301,7 @@ def test_the_key_is_redacted_from_everything_a_batch_returns(tmp_path):
         assert echoed, "the endpoint never echoed the key: the test tests nothing"
 
 
+@pytest.mark.slow
 def test_the_key_a_provider_echoes_in_its_errors_is_stored_and_printed_nowhere(tmp_path):
     """#73: a hostile provider echoes the request's key in a failed line's error code and message, and in a failed
     batch's ``errors.data`` (code, message, param): no table of the lake holds it, and neither does what `eval-pipeline
@@ -332,6 +333,7 @@ def test_the_key_a_provider_echoes_in_its_errors_is_stored_and_printed_nowhere(t
             assert KEY not in shown.stdout + shown.stderr and shown.returncode == 0, shown.stderr[-300:]
 
 
+@pytest.mark.slow
 def test_a_result_file_that_never_ends_is_read_to_a_bound_and_its_prompts_are_not_lost(tmp_path):
     """#73: a provider whose result file never ends (lines no prompt asked for, sent without end) hung the run (the
     only bound was 64 GiB). The file is read to a bound set by the prompts asked (``FileBound.asked``), the run
@@ -351,6 +353,7 @@ def test_a_result_file_that_never_ends_is_read_to_a_bound_and_its_prompts_are_no
         assert reasons and any("went on past" in str(r) for r in reasons), reasons[:3]
 
 
+@pytest.mark.slow
 def test_a_result_file_the_provider_no_longer_has_asks_its_prompts_again(tmp_path):
     """#73: a completed batch whose output file answers 404 failed the run (exit 1). Its prompts are unanswered,
     asked again with the reason, and answered by the second batch."""
@@ -371,6 +374,7 @@ def test_a_result_file_the_provider_no_longer_has_asks_its_prompts_again(tmp_pat
         assert any("no longer has the result file" in r for r in reasons), reasons[:3]
 
 
+@pytest.mark.slow
 def test_one_404_is_not_a_lost_batch_and_a_lost_one_is_said_after_three_looks(tmp_path):
     """#73: one 404 on a batch marked it lost and its prompts were submitted and paid again while the first batch
     completed. A batch the provider's GET does not find is looked for in its list; one it finds nowhere stays
@@ -416,6 +420,7 @@ def test_a_provider_that_keeps_no_metadata_is_not_paid_twice_after_a_kill(tmp_pa
         assert got["ok"] == N and len(desk.batches) == 1 and max(desk.answered.values()) == 1, (got, desk.answered)
 
 
+@pytest.mark.slow
 def test_a_batch_id_that_is_not_an_id_is_stored_and_printed_nowhere(tmp_path):
     """#73 (low): provider batch ids were stored and printed raw (escape sequences, carriage returns, a 100,000-
     character id; a key in one would be stored). An id that is not one ends its batch as failed with the reason,
@@ -440,6 +445,7 @@ def test_a_batch_id_that_is_not_an_id_is_stored_and_printed_nowhere(tmp_path):
         assert max(map(len, shown.stdout.splitlines())) < 200
 
 
+@pytest.mark.slow
 def test_a_prompt_answered_twice_differently_takes_neither_answer(tmp_path):
     """#73 (low): a repeated ``custom_id`` in a result file silently took the first line. Two different answers to
     one prompt take neither: the prompt is asked again with the reason, and answered by the second batch."""
@@ -582,6 +588,7 @@ def _cli():
     return cli, [cli, "run", "--checkpoint", "ckpt-0100", "--rubric", SMALL]
 
 
+@pytest.mark.slow
 def test_run_wait_draws_every_evaluation_on_one_budget_and_ends(tmp_path):
     """#73: `run --wait` spent past EVAL_JUDGE_BUDGET (each re-evaluation started a fresh budget: 219 reserved on a
     budget of 110), and from a fresh lake it never ended (its second evaluation's verdicts were read from the first's,
