@@ -10,19 +10,10 @@ package's ``__init__`` imports nothing of its own.
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
-from types import FrameType
 from typing import NoReturn
 
 from eval_pipeline.core import interrupts
-
-
-def _noted(signum: int, frame: FrameType | None) -> None:
-    interrupts.note()
-    raise KeyboardInterrupt
-
 
 # an interrupt raised inside a callback (a weakref's, the garbage collector's) is the interrupt, noted: not a
 # traceback of "Exception ignored in ..."
@@ -30,10 +21,7 @@ sys.unraisablehook = interrupts.quiet_unraisable(sys.unraisablehook)
 # SIG_IGN too: a script's background command starts with SIGINT ignored (POSIX shells without job control), and
 # the command took it from the moment its first run began: ignored while it started, heard after, the same Ctrl-C
 # meant two things. From the first instruction on it means one: stop.
-if threading.current_thread() is threading.main_thread():
-    for _sig in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(_sig) in (signal.SIG_DFL, signal.SIG_IGN, signal.default_int_handler):
-            signal.signal(_sig, _noted)
+interrupts.note_from_now(ignored_too=True)
 
 
 def entry() -> NoReturn:

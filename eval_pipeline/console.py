@@ -595,7 +595,10 @@ def _wait_for_batches(wh: Warehouse, reports: list[Verdict], evaluate: Callable[
             idle, ready = True, sorted({c for _, c in waiting})
         elif not ready:
             working = [_pending_line(sub) for sub in standing.working]
-            print(f"waiting on {len(working)} judge batch(es): " + "; ".join([*working[:3], *standing.unreachable]))
+            print(
+                f"waiting on {len(working)} judge batch(es): " + "; ".join([*working[:3], *standing.unreachable]),
+                flush=True,
+            )
             time.sleep(poll)
             continue
         else:

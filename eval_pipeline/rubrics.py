@@ -18,6 +18,11 @@ def load_rubric(path: str | Path) -> RubricConfig:
     return parse_rubric(path, (registry_problems,))
 
 
+def rubric_file(folder: Path, name: str) -> Path | None:
+    """The file of rubric ``name`` in ``folder`` (``<name>.yaml`` or ``.yml``), if there is one."""
+    return next((p for p in (folder / f"{name}.yaml", folder / f"{name}.yml") if p.is_file()), None)
+
+
 def load_rubrics(directory: str | Path | None = None) -> list[RubricConfig]:
     """Every rubric of ``directory`` (default EVAL_RUBRIC_DIR), each checked against the registries; one broken
     file fails the whole load, with every problem of every file (the CLI, the demo, `make lint`)."""

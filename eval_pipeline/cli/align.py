@@ -52,9 +52,7 @@ def _list(wh: Any, rubric: str) -> int:
     if not found:
         print(f"no alignment of {rubric} yet: `eval-pipeline align --rubric {rubric}` runs one", flush=True)
         return 0
-    from eval_pipeline.publish.alignment import adopted_id
-
-    adopted = adopted_id(rubric)
+    adopted = _adopted(rubric)
     rows = [
         (
             str(r["alignment_id"]),
@@ -72,6 +70,20 @@ def _list(wh: Any, rubric: str) -> int:
     if adopted and adopted not in {x[0] for x in rows}:
         print(f"(the judge now is alignment {adopted}, adopted from another warehouse)", flush=True)
     return 0
+
+
+def _adopted(rubric: str) -> str | None:
+    """The id of the alignment the rubric's judge now comes from (its overlay file, aligned/<rubric>.yaml), if
+    any; None for a rubric that does not load (its run says why)."""
+    from eval_pipeline.core import settings
+    from eval_pipeline.rubrics import load_rubric, rubric_file
+
+    path = rubric_file(settings.rubric_dir(), rubric)
+    try:
+        aligned = load_rubric(path).aligned if path is not None else None
+    except Exception:  # noqa: BLE001 - a rubric that does not load: nothing to mark
+        return None
+    return aligned.id if aligned is not None else None
 
 
 def _print(view: Any) -> int:
@@ -137,24 +149,22 @@ def _adopt(view: Any) -> int:
 
     from eval_pipeline.core import settings
     from eval_pipeline.core.config.alignment import overlay_path
-    from eval_pipeline.rubrics import load_rubric
+    from eval_pipeline.rubrics import load_rubric, rubric_file
 
     over = view.overlay
     if not view.recommended or not over:
         raise CliError(f"alignment {view.id} recommends nothing ({view.chosen['verdict']}): there is nothing to adopt")
     folder = settings.rubric_dir()
-    rubric_file = next(
-        (p for p in (folder / f"{view.rubric}.yaml", folder / f"{view.rubric}.yml") if p.is_file()), None
-    )
-    if rubric_file is None:
+    path = rubric_file(folder, view.rubric)
+    if path is None:
         raise CliError(f"no rubric file for {view.rubric!r} in {folder}")
-    current = load_rubric(rubric_file)
+    current = load_rubric(path)
     if current.judge_version != over["aligned"]["from_prompt_version"]:
         raise CliError(
             f"{view.rubric}'s judge changed since alignment {view.id} was made (prompt version "
             f"{current.judge_version[:8]}, aligned from {str(over['aligned']['from_prompt_version'])[:8]}): align again"
         )
-    target = overlay_path(rubric_file)
+    target = overlay_path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     replaced = target.exists()
     header = (
@@ -166,7 +176,7 @@ def _adopt(view: Any) -> int:
     tmp = target.with_suffix(".tmp")
     tmp.write_text(header + yaml.safe_dump(over, sort_keys=False, allow_unicode=True, width=100), encoding="utf-8")
     tmp.replace(target)
-    load_rubric(rubric_file)  # the overlay loads: the rubric as it will be read
+    load_rubric(path)  # the overlay loads: the rubric as it will be read
     print(f"{'replaced' if replaced else 'wrote'} {_shown(target)}: {view.chosen['label']}", flush=True)
     print(
         f"the judge is a new judge identity: its trust is decided on the {view.chosen['n_heldout']} held-out ratings "

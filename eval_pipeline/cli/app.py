@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from types import FrameType
 from typing import NoReturn
 
 from eval_pipeline.cli.align import ALIGN_EXIT_CODES, cmd_align
@@ -223,23 +222,10 @@ def _sigterm_as_interrupt() -> None:
     """SIGTERM, from the first moment, is what Ctrl-C is: one line, exit 130 (by default it ended the process
     with no word while the command was still starting); both are noted (``interrupts.requested()``), so one that a
     library turns into an error of its own is still an interruption. Dagster's own handlers take over while a run
-    executes."""
-    import signal
-    import threading
-
+    executes. (The console script noted them already, at its first instruction: eval_pipeline.command.)"""
     from eval_pipeline.core import interrupts
 
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        interrupts.note()
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-    noted = getattr(sys.modules.get("eval_pipeline.command"), "_noted", None)  # installed at the first instruction
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, noted):
-        signal.signal(signal.SIGTERM, interrupt)
-    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, noted):  # Ctrl-C as Python takes it, and
-        signal.signal(signal.SIGINT, interrupt)  # noted: a library may turn the KeyboardInterrupt into its own error
+    interrupts.note_from_now()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from eval_pipeline.cli.common import CliError
@@ -31,10 +31,13 @@ def cmd_batches(args: argparse.Namespace) -> int:
 
 
 def _list(wh: Warehouse, every: bool) -> int:
+    from eval_pipeline.judge.batch.provider import standing_of
     from eval_pipeline.judge.batch.records import OPEN, submissions
 
-    subs = [_now(s, standing) for standing in [_standing(submissions(wh, states=OPEN))] for s in
-            submissions(wh, states=() if every else OPEN)]  # fmt: skip
+    standing, unreachable = standing_of(submissions(wh, states=OPEN))
+    for line in unreachable:
+        print(f"(could not ask {line}; its batches as recorded)", flush=True)
+    subs = [_now(s, standing) for s in submissions(wh, states=() if every else OPEN)]
     if not subs:
         print("no judge batch open" if not every else "no judge batch submitted", flush=True)
         return 0
@@ -46,27 +49,7 @@ def _list(wh: Warehouse, every: bool) -> int:
     return 0
 
 
-def _standing(subs: list[Row]) -> dict[str, object]:
-    """How the open batches stand now, as their providers say (one list request per endpoint): a batch id -> the
-    provider's batch; an endpoint that does not answer is said in one line, its batches shown as recorded."""
-    from eval_pipeline.judge.batch.provider import Provider
-
-    by_endpoint: dict[str, set[str]] = {}
-    for sub in subs:
-        if sub.get("batch_id"):
-            by_endpoint.setdefault(str(sub["base_url"] or ""), set()).add(str(sub["batch_id"]))
-    out: dict[str, object] = {}
-    for base_url, ids in by_endpoint.items():
-        try:
-            with Provider(base_url or None, 30.0) as p:
-                out.update({k: v for k, v in p.standing(ids).items() if v is not None})
-        except Exception as exc:  # noqa: BLE001 - the list still shows what was recorded
-            print(f"(could not ask {base_url or 'https://api.openai.com/v1'}: {type(exc).__name__}; states as "
-                  "recorded)", flush=True)  # fmt: skip
-    return out
-
-
-def _now(sub: Row, standing: dict[str, object]) -> Row:
+def _now(sub: Row, standing: Mapping[str, object]) -> Row:
     """``sub`` with its provider's state and counts now, when it was asked."""
     from eval_pipeline.judge.batch.records import WORKING
 

@@ -43,6 +43,25 @@ def reset() -> None:
     _STOP.clear()
 
 
+def noted_interrupt(signum: int, frame: FrameType | None) -> None:
+    """A handler for Ctrl-C and SIGTERM: noted (``requested()``), then raised as KeyboardInterrupt, so one that a
+    library swallows or turns into an error of its own is still a stop."""
+    note()
+    raise KeyboardInterrupt
+
+
+def note_from_now(ignored_too: bool = False) -> None:
+    """From now on Ctrl-C and SIGTERM are ``noted_interrupt`` where nothing else took them (Python's default
+    handler, the system's default; ``ignored_too``: also a signal the process started with ignored, as a script's
+    background command starts with SIGINT). Main thread only: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    untaken = (signal.SIG_DFL, signal.default_int_handler, noted_interrupt, *((signal.SIG_IGN,) if ignored_too else ()))
+    for sig in _STOPPING:
+        if signal.getsignal(sig) in untaken:
+            signal.signal(sig, noted_interrupt)
+
+
 def is_interrupt(exc: BaseException | None) -> bool:
     """Whether an exception is a signal's doing (Python's KeyboardInterrupt, Dagster's interrupt error, or one
     raised while handling either): it may surface anywhere the signal landed, e.g. inside a socket write."""

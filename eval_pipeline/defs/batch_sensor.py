@@ -25,7 +25,7 @@ from eval_pipeline.core import settings
 from eval_pipeline.core.types import Row
 from eval_pipeline.defs.automation import runs_mark
 from eval_pipeline.judge.batch import pending_text
-from eval_pipeline.judge.batch.provider import Provider
+from eval_pipeline.judge.batch.provider import standing_of
 from eval_pipeline.judge.batch.records import ENDED, LOST, OPEN, PREPARING, UPLOADED, submissions
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -50,37 +50,30 @@ def due(wh: Warehouse, checkpoints: set[str] | None = None, timeout_s: float = 3
     if not wh.exists():  # nothing evaluated yet: nothing submitted
         return out
     subs = [s for s in submissions(wh, states=OPEN) if checkpoints is None or s["checkpoint_id"] in checkpoints]
-    by_endpoint: dict[str, list[Row]] = {}
+    asked = []
     for sub in subs:
         if sub["state"] in (PREPARING, UPLOADED) or not sub.get("batch_id"):
             if _left_behind(sub):  # a process was killed before the batch was created: a run resumes it
                 _mark_due(out, sub)
         else:
-            by_endpoint.setdefault(str(sub["base_url"] or ""), []).append(sub)
-    for base_url, group in by_endpoint.items():
-        try:
-            with Provider(base_url or None, timeout_s) as provider:
-                now = provider.standing({str(s["batch_id"]) for s in group})
-        except Exception as exc:  # noqa: BLE001 - an endpoint down now is asked again at the next tick
-            from eval_pipeline.core import settings
-            from eval_pipeline.judge.redact import redact
-
-            out.unreachable.append(redact(f"{base_url or 'api.openai.com'}: {exc}", settings.openai_api_key())[:300])
+            asked.append(sub)
+    now, out.unreachable = standing_of(asked, timeout_s)
+    for sub in asked:
+        if str(sub["batch_id"]) not in now:  # its endpoint could not be asked: said, asked again next time
             continue
-        for sub in group:
-            batch = now.get(str(sub["batch_id"]))
-            if batch is None or batch.status in ENDED or sub["state"] in (*ENDED, LOST):
-                _mark_due(out, sub)
-                continue
-            counts = batch.request_counts
-            out.working.append(
-                {
-                    **sub,
-                    "state": batch.status,
-                    "completed": counts.completed if counts else 0,
-                    "failed": counts.failed if counts else 0,
-                }
-            )
+        batch = now[str(sub["batch_id"])]
+        if batch is None or batch.status in ENDED or sub["state"] in (*ENDED, LOST):
+            _mark_due(out, sub)
+            continue
+        counts = batch.request_counts
+        out.working.append(
+            {
+                **sub,
+                "state": batch.status,
+                "completed": counts.completed if counts else 0,
+                "failed": counts.failed if counts else 0,
+            }
+        )
     return out
 
 

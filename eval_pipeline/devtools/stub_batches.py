@@ -264,13 +264,18 @@ def _answer(desk: BatchDesk, state: StubState, body: JSONObject, auth: str) -> t
     return r.code, r.payload
 
 
+def _echoed(desk: BatchDesk, b: dict[str, Any]) -> str:
+    """The request's key, when the desk plays a provider that echoes it (``echo_key``); else nothing."""
+    return str(b["_auth"]).removeprefix("Bearer ") if desk.echo_key else ""
+
+
 def _work(desk: BatchDesk, state: StubState, b: dict[str, Any]) -> None:
     """The batch's life: validated, its lines answered one by one, finalized, its files written."""
     time.sleep(desk.validate_s)
     with desk.lock:
         if desk.fail_validation:
             b["status"], b["failed_at"] = "failed", int(time.time())
-            key = b["_auth"].removeprefix("Bearer ") if desk.echo_key else ""
+            key = _echoed(desk, b)
             b["errors"] = {
                 "object": "list",
                 "data": [
@@ -298,7 +303,7 @@ def _work(desk: BatchDesk, state: StubState, b: dict[str, Any]) -> None:
         body = line.get("body") or {}
         rid = f"batch_req_{b['id']}_{i}"
         if desk.fail_marker and desk.fail_marker in json.dumps(body.get("messages", "")):
-            key = b["_auth"].removeprefix("Bearer ") if desk.echo_key else ""
+            key = _echoed(desk, b)
             refused = {"message": f"this line is refused{key}", "type": "invalid_request_error", "code": key or None}
             code, payload = 400, {"error": refused}
         else:

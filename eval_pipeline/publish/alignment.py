@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
@@ -50,23 +49,6 @@ def alignment_ids(wh: Warehouse, rubric: str) -> list[Row]:
         return []
     df = wh.read(rubric, Table.JUDGE_ALIGNMENT, where={"chosen": True})
     return sorted(_rows(df), key=lambda r: (str(r["created_at"]), str(r["alignment_id"])), reverse=True)
-
-
-def adopted_id(rubric: str, folder: Path | None = None) -> str | None:
-    """The id of the alignment the rubric's judge now comes from (its overlay file, aligned/<rubric>.yaml, in the
-    rubric folder: EVAL_RUBRIC_DIR), if any; None for a rubric that does not load (its run says why)."""
-    from eval_pipeline.core import settings
-    from eval_pipeline.rubrics import load_rubric
-
-    folder = folder or settings.rubric_dir()
-    for path in (folder / f"{rubric}.yaml", folder / f"{rubric}.yml"):
-        if path.is_file():
-            try:
-                aligned = load_rubric(path).aligned
-            except Exception:  # noqa: BLE001 - a rubric that does not load: nothing to mark
-                return None
-            return aligned.id if aligned is not None else None
-    return None
 
 
 def alignment_view(wh: Warehouse, rubric: str, alignment_id: str) -> AlignmentView | None:

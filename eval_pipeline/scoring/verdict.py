@@ -266,10 +266,11 @@ def _gate_text(g: Row) -> str:
     that failed without a value (closed: nothing to measure) says why it has none, in its own reason's words."""
     on = _BELOW.match(str(g["reason"] or ""))
     subject = f" on {on.group(1)}" if on else ""
-    if _float(g["value"]) is None or _float(g["value"]) != _float(g["value"]):
+    value = _float(g["value"])
+    if value is None or value != value:
         why = str(g["reason"] or "").removeprefix("failed: ").strip() or "nothing to measure"
         return f"{g['gate']}{subject}: no value ({why}; threshold {g['threshold']:g})"
-    return f"{g['gate']}{subject} {_number(g['value'])} (threshold {g['threshold']:g})"
+    return f"{g['gate']}{subject} {_number(value)} (threshold {g['threshold']:g})"
 
 
 def _gates(v: Verdict, gates: list[Row]) -> tuple[list[str], list[tuple[str, str]]]:

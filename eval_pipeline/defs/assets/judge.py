@@ -105,24 +105,17 @@ def _usage_frame(
     return frame, metadata
 
 
-def _budget_scope(context: dg.AssetExecutionContext) -> tuple[str, list[str]]:
-    """Whose budget a step draws on: the command's (its runs tagged ``BUDGET_TAG``: the first evaluation and each
-    re-evaluation of `run --wait`), else the run's own; and the runs that share it."""
-    run = context.run
-    scope = run.tags.get(BUDGET_TAG)
-    if not scope:
-        return run.run_id, [run.run_id]
-    ids = context.instance.get_run_ids(dg.RunsFilter(tags={BUDGET_TAG: scope}))
-    return scope, sorted({*ids, run.run_id})
-
-
-def _spent_by_runs(wh: Warehouse, run_ids: list[str], config: JudgeConfig) -> float:
-    """What these runs' earlier judge steps recorded as spent (steps in other processes, or runs before this one
-    of the same command); asked only when a budget and a price table are set."""
+def _spent_before(context: dg.AssetExecutionContext, wh: Warehouse, config: JudgeConfig) -> float:
+    """What the budget this step draws on has spent already, as ``judge_usage`` records it: the earlier steps of
+    its run (in other processes) or, for a command's runs (tagged ``BUDGET_TAG``: the first evaluation and each
+    re-evaluation of `run --wait`), of all of them. Asked only when a budget and a price table are set."""
     if not config.prices or config.budget is None:
         return 0.0
+    run = context.run
+    scope = run.tags.get(BUDGET_TAG)
+    runs = {run.run_id, *(context.instance.get_run_ids(dg.RunsFilter(tags={BUDGET_TAG: scope})) if scope else [])}
     try:
-        return spent_by_runs(wh, run_ids)
+        return spent_by_runs(wh, sorted(runs))
     except Exception:  # noqa: BLE001 - no usage view yet: nothing recorded
         return 0.0
 
@@ -162,8 +155,8 @@ def judge_step(
     except ValueError as exc:
         raise dg.Failure(description=f"judge configuration: {exc}", allow_retries=False) from None
     try:
-        scope, sharing = _budget_scope(context)
-        spending = costs.spending(scope, config.budget, config.prices, _spent_by_runs(wh, sharing, config))
+        scope = context.run.tags.get(BUDGET_TAG) or run_id  # whose budget: the command's, else the run's
+        spending = costs.spending(scope, config.budget, config.prices, _spent_before(context, wh, config))
         with spending, costs.metering() as batches, judge_batch.for_step(partition, step):
             yield usage
         frame, usage.metadata = _usage_frame(partition, step, run_id, batches, config.prices)

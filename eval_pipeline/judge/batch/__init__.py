@@ -226,8 +226,8 @@ class _Flow:
         elif resuming and sub["state"] not in (COLLECTED, LOST):
             batch_id = str(sub["batch_id"])
             batch = p.retrieve(batch_id) or p.find_batch(sid, sub.get("input_file_id"), batch_id)
-            seen = {**sub, "reason": None if _unseen(sub) else sub.get("reason")}  # found again: the count is over
-            new = _absorb(seen, batch) if batch else _missed(sub)
+            again = {**sub, "unseen": 0, "reason": None if sub.get("unseen") else sub.get("reason")}  # found again
+            new = _absorb(again, batch) if batch else _missed(sub)
             if new != sub:
                 records.update(self.wh, new)
             sub = new
@@ -407,25 +407,16 @@ class _Flow:
 
 
 LOST_LOOKS = 3  # a batch the provider does not find at this many looks in a row (each a run, a poll apart) is lost
-_UNSEEN = "the provider did not find this batch"
-
-
-def _unseen(sub: Row) -> int:
-    """How many looks in a row the provider has not found the submission's batch at (its reason says)."""
-    reason = str(sub.get("reason") or "")
-    if not reason.startswith(_UNSEEN + " ("):
-        return 0
-    return int(reason[len(_UNSEEN) + 2 :].split(" ", 1)[0])
 
 
 def _missed(sub: Row) -> Row:
     """The submission after a look at which the provider found its batch neither by id nor in its list: still
     waited on (one 404 is not a loss: a provider's records may lag), lost only at ``LOST_LOOKS`` in a row."""
-    looks = _unseen(sub) + 1
-    reason = f"{_UNSEEN} ({looks} of {LOST_LOOKS} looks, by its id and in the batch list)"
+    looks = int(sub.get("unseen") or 0) + 1
+    reason = f"the provider did not find this batch ({looks} of {LOST_LOOKS} looks, by its id and in the batch list)"
     if looks < LOST_LOOKS:
-        return {**sub, "reason": reason}
-    return {**sub, "state": LOST, "reason": f"lost: {reason}"}
+        return {**sub, "unseen": looks, "reason": reason}
+    return {**sub, "unseen": looks, "state": LOST, "reason": f"lost: {reason}"}
 
 
 def _absorb(sub: Row, batch: Any) -> Row:

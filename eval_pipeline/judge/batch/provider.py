@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -249,3 +249,25 @@ class Provider:
                 yield None
             elif held.strip():
                 yield bytes(held)
+
+
+def standing_of(
+    subs: Sequence[Mapping[str, Any]], timeout_s: float = 30.0
+) -> tuple[dict[str, Batch | None], list[str]]:
+    """How the batches of ``subs`` (submissions with a ``batch_id``) stand now, each endpoint (``base_url``) asked
+    with as few requests as it takes (``Provider.standing``): batch id -> the batch (None: not found, or unusable),
+    and one line per endpoint that could not be asked (redacted; its batches are left out)."""
+    by_endpoint: dict[str, set[str]] = {}
+    for sub in subs:
+        if sub.get("batch_id"):
+            by_endpoint.setdefault(str(sub.get("base_url") or ""), set()).add(str(sub["batch_id"]))
+    found: dict[str, Batch | None] = {}
+    unreachable: list[str] = []
+    for base_url, ids in by_endpoint.items():
+        try:
+            with Provider(base_url or None, timeout_s) as provider:
+                found.update(provider.standing(ids))
+        except Exception as exc:  # noqa: BLE001 - an endpoint down now is asked again at the next look
+            said = f"{base_url or 'api.openai.com'}: {exc}"
+            unreachable.append(redact(said, env_settings.openai_api_key() or None)[:300])
+    return found, unreachable

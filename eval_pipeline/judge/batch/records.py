@@ -58,6 +58,7 @@ BATCH_COLUMNS = [
     "currency",
     "prompt_tokens",
     "completion_tokens",
+    "unseen",  # looks in a row at which the provider found the batch nowhere (judge.batch.LOST_LOOKS: lost)
     "reason",
     "created_at",
     "updated_at",
@@ -67,6 +68,7 @@ _TYPES = {
     "requests": "int64",
     "completed": "int64",
     "failed": "int64",
+    "unseen": "int64",
     "round": "int64",
     "prompt_tokens": "int64",
     "completion_tokens": "int64",
@@ -85,6 +87,7 @@ _TIMES = ("created_at", "updated_at")
 
 def _batch_frame(sub: Row) -> pd.DataFrame:
     row = {c: sub.get(c) for c in BATCH_COLUMNS}
+    row["unseen"] = int(sub.get("unseen") or 0)  # none in a row written before the column
     row["updated_at"] = now()
     text = {c: "string" for c in BATCH_COLUMNS if c not in _TYPES and c not in _TIMES}
     return pd.DataFrame([row], columns=BATCH_COLUMNS).astype({**_TYPES, **text})

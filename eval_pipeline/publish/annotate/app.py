@@ -496,16 +496,16 @@ def create_app(
         # the next item: the others' ratings as last read (only this evaluator's own file changed: ``mine``)
         skipped = {s for s, r in mine.items() if r.skipped}
         rated = {s for s, r in mine.items() if any(v is not None for v in r.scores.values())}
-        if kind == "remainder":
-            Leases(ws.root, rubric.name, ckpt).give_back(sess[0], sid)
         for queue in q.queues(plan, ws.ratings(rubric, ckpt, fresh=False), sess[0], skipped, only=kind):
             if queue.kind == kind:
                 queue.done |= rated
-                nxt = handed(queue, sess[0], rubric, ckpt, after=sid, skipped=skipped)
+                nxt = handed(queue, sess[0], rubric, ckpt, after=sid, skipped=skipped)  # the lease of sid given back
                 if nxt is not None:
                     return RedirectResponse(
                         f"/i/{quote(rubric.name)}/{quote(ckpt)}/{quote(kind)}/{quote(nxt, safe='')}", status_code=303
                     )
+        if kind == "remainder":  # nothing handed next: this item's lease ends with its rating
+            Leases(ws.root, rubric.name, ckpt).give_back(sess[0], sid)
         return RedirectResponse(queue_url + "?done=" + quote(kind), status_code=303)
 
     def handed(

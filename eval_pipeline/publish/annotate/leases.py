@@ -12,7 +12,6 @@ as before leases: both ratings are kept).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import time
 from collections.abc import Iterable, Iterator
@@ -20,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from eval_pipeline.core.ids import check_checkpoint_id, check_identifier
+from eval_pipeline.core.locks import file_lock
 from eval_pipeline.publish.annotate.store import atomic_write
 
 LEASE_S = 900.0  # how long an item handed out stays that evaluator's
@@ -36,27 +36,22 @@ class Leases:
 
     @contextmanager
     def _held(self) -> Iterator[dict[str, list[object]]]:
-        """The leases now (expired ones dropped), written back when the block ends."""
-        self.lock.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.lock, "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+        """The leases now (expired ones dropped), written back when the block changed them."""
+        with file_lock(self.lock):
             try:
-                try:
-                    data = json.loads(self.path.read_text(encoding="utf-8"))
-                except (FileNotFoundError, ValueError):
-                    data = {}
-                now = time.time()
-                leases = {
-                    str(sid): held
-                    for sid, held in (data.items() if isinstance(data, dict) else [])
-                    if isinstance(held, list) and len(held) == 2 and isinstance(held[1], (int, float)) and held[1] > now
-                }
-                before = json.dumps(leases, sort_keys=True)
-                yield leases
-                if json.dumps(leases, sort_keys=True) != before or len(leases) != len(data):
-                    atomic_write(self.path, json.dumps(leases, sort_keys=True).encode())
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+            except (FileNotFoundError, ValueError):
+                data = {}
+            now = time.time()
+            leases = {
+                str(sid): held
+                for sid, held in (data.items() if isinstance(data, dict) else [])
+                if isinstance(held, list) and len(held) == 2 and isinstance(held[1], (int, float)) and held[1] > now
+            }
+            before = json.dumps(leases, sort_keys=True)
+            yield leases
+            if json.dumps(leases, sort_keys=True) != before or len(leases) != len(data):
+                atomic_write(self.path, json.dumps(leases, sort_keys=True).encode())
 
     def take(self, evaluator: str, candidates: Iterable[str]) -> str | None:
         """The first of ``candidates`` (in the queue's order) no other evaluator holds now, leased to ``evaluator``
@@ -70,12 +65,6 @@ class Leases:
                     leases[sid] = [evaluator, time.time() + self.lease_s]
                     return sid
         return None
-
-    def holder(self, sid: str) -> str | None:
-        """Who holds ``sid`` now, if anybody."""
-        with self._held() as leases:
-            held = leases.get(sid)
-            return str(held[0]) if held else None
 
     def give_back(self, evaluator: str, sid: str) -> None:
         """``evaluator``'s lease of ``sid`` ended (the rating is saved)."""

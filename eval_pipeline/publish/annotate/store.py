@@ -30,20 +30,20 @@ A file edited by hand meanwhile is never overwritten silently: each write says w
 from __future__ import annotations
 
 import csv
-import fcntl
 import hashlib
 import io
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.ids import check_checkpoint_id, check_evaluator, check_identifier
+from eval_pipeline.core.locks import file_lock
 from eval_pipeline.core.text import neutralise
 from eval_pipeline.core.types import JSONObject
 
@@ -117,10 +117,18 @@ def atomic_writes(files: dict[Path, bytes | None], mode: int | None = None) -> N
 
 def fingerprint(path: Path) -> str:
     """What a version of a file is (its bytes' hash); ``absent`` for no file."""
+    return _digest(_bytes_of(path))
+
+
+def _bytes_of(path: Path) -> bytes | None:
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        return path.read_bytes()
     except FileNotFoundError:
-        return "absent"
+        return None
+
+
+def _digest(raw: bytes | None) -> str:
+    return "absent" if raw is None else hashlib.sha256(raw).hexdigest()[:16]
 
 
 @dataclass
@@ -153,16 +161,6 @@ class RatingsFile:
         self.legacy_extra = Path(root) / ".annotate" / rubric.name / f"{checkpoint_id}-{evaluator}.json"
         self.dims = list(rubric.rating_scales)
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.lock.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.lock, "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
-
     def _source(self) -> Path:
         """The file this pair's rows are in: its own, or (before its first save) the old-named one."""
         return self.path if self.path.exists() or not self.legacy.exists() else self.legacy
@@ -173,17 +171,16 @@ class RatingsFile:
     def read(self) -> dict[str, Rating]:
         """Every row of the file (the last one of a sample if a hand edit repeated it), with what the side file
         keeps; rows of other evaluators or checkpoints (a file edited by hand) are left out."""
+        raw = _bytes_of(self._source())
+        return {} if raw is None else self._ratings(raw, self._extra())
+
+    def _ratings(self, raw: bytes, extra: JSONObject) -> dict[str, Rating]:
+        """``read``'s ratings, from the file's bytes and the side file's entries."""
         out: dict[str, Rating] = {}
-        try:
-            text = self._source().read_text(encoding="utf-8-sig")
-        except FileNotFoundError:
-            return out
-        extra = self._extra()
+        text = raw.decode("utf-8-sig")
         for row in csv.DictReader(io.StringIO(text)):
             sid = (row.get("sample_id") or "").strip()
-            if not sid or (row.get("evaluator") or self.evaluator) != self.evaluator:
-                continue
-            if (row.get("checkpoint") or self.checkpoint_id) != self.checkpoint_id:
+            if not sid or not self.is_mine(row):
                 continue
             scores: dict[str, float | None] = {}
             for d in self.dims:
@@ -228,24 +225,21 @@ class RatingsFile:
         """Write ``rating`` (replacing this sample's row, every other line kept byte for byte) durably; returns
         every rating the file now holds (what ``read`` would give, without reading it again). ``read_version``:
         the version the page was drawn from; a file that changed since is refused (None: no check)."""
-        with self._locked():
+        with file_lock(self.lock):
             for target in (self.path, self.extra, self.legacy):  # a write a kill cut short left its temporary file
                 for tmp in target.parent.glob(f".{target.name}.*.tmp"):
                     tmp.unlink(missing_ok=True)
-            now = self.version()
-            if read_version is not None and read_version != now:
+            source = self._source()
+            raw = _bytes_of(source)  # read once: its version, its ratings and its lines
+            if read_version is not None and read_version != _digest(raw):
                 raise EditedElsewhere(
                     f"{self.path.name} changed on disk since this page was drawn (edited by hand or in another "
                     "tab): nothing was written; reload the page to see the file as it is now"
                 )
-            rows = self.read()
+            extra = self._extra()
+            rows = {} if raw is None else self._ratings(raw, extra)
             rows[rating.sample_id] = rating
-            source = self._source()
-            try:
-                raw = source.read_bytes()
-            except FileNotFoundError:
-                raw = b""
-            table = _Lines.of(raw, self._columns())
+            table = _Lines.of(raw or b"", self._columns())
             mine = table.edit(self, rating)
             writes: dict[Path, bytes | None] = {}
             if source == self.legacy and self.legacy != self.path:  # this pair's rows move to their own file
@@ -254,7 +248,6 @@ class RatingsFile:
                 writes[self.legacy] = table.text(others) if table.holds_rows(others) else None
             else:
                 writes[self.path] = table.text(range(len(table.records)))
-            extra = self._extra()
             more = {
                 "seconds": round(rating.seconds, 1),
                 "checklist": rating.checklist,
@@ -298,8 +291,7 @@ class _Lines:
     def of(cls, raw: bytes, columns: list[str]) -> _Lines:
         bom = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
         text = raw[len(bom) :].decode("utf-8")
-        pieces = [p for p in text.split("\n")]
-        lines = [p + "\n" for p in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+        lines = [line for line in re.split("(?<=\n)", text) if line]  # each with its own end: \n only
         consumed: list[str] = []
 
         def feed() -> Iterator[str]:

@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.config.alignment import ALIGNED_DIR
 from eval_pipeline.core.ids import UnsafeIdentifierError
 from eval_pipeline.core.text import csv_cell, neutralise
 from eval_pipeline.core.types import Row
@@ -112,9 +113,11 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
     loaded: dict[str, Any] = {"stamp": None, "rubrics": {}}
 
     def rubrics() -> dict[str, RubricConfig]:
-        """The rubric configs, loaded again only when a file in the folder changed."""
-        files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
-        stamp = tuple((p.name, p.stat().st_mtime_ns) for p in files)
+        """The rubric configs, loaded again only when a file in the folder changed (an adopted alignment's overlay,
+        aligned/<rubric>.yaml, included: it changes the judge)."""
+        patterns = ("*.yaml", "*.yml", f"{ALIGNED_DIR}/*.yaml", f"{ALIGNED_DIR}/*.yml")
+        files = sorted(p for pattern in patterns for p in folder.glob(pattern)) if folder.is_dir() else []
+        stamp = tuple((str(p.relative_to(folder)), p.stat().st_mtime_ns) for p in files)
         if stamp != loaded["stamp"]:
             try:
                 loaded["rubrics"] = {r.name: r for r in load_rubrics(folder)}
@@ -251,7 +254,7 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
 
     def alignments(request: Request) -> Response:
         """The rubric's alignments of its judge, or one with every candidate and the held-out comparison."""
-        from eval_pipeline.publish.alignment import adopted_id, alignment_ids, alignment_view
+        from eval_pipeline.publish.alignment import alignment_ids, alignment_view
 
         rubric, wanted = request.path_params["rubric"], request.path_params.get("alignment_id")
         try:
@@ -261,7 +264,8 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
             return missing(f"no rubric {rubric!r}")
         if wanted and view is None:
             return missing(f"no alignment {wanted!r} of {rubric}")
-        adopted = adopted_id(rubric, folder)
+        aligned = getattr(rubrics().get(rubric), "aligned", None)  # the judge now: its adopted alignment, if any
+        adopted = aligned.id if aligned is not None else None
         return page(
             "alignment.html", title=f"{rubric} · alignments", rubric=rubric, found=found, v=view, adopted=adopted
         )
