@@ -300,10 +300,19 @@ class OpenAIJudgeClient:
         the configured one; once per doubling, however many calls reach it), for this call and every other."""
         if not self._within_slots():
             return timeout
+        if waited >= self._timeout and self._first_wave_waited():
+            return self._timeout  # an endpoint that never answered: one doubling, the patience of two waves
         if waited >= self._timeout and self._grow_timeout():
             self.stats.timeout_extensions += 1
             self._remember()
         return self._timeout
+
+    def _first_wave_waited(self) -> bool:
+        """The endpoint has never answered in this client and its calls within the slots have already waited twice
+        the configured time-out: as long as one that advertises no slots is given over its first two waves (cut at
+        the time-out, then twice it), so a black hole that answers /props is given up no later than one that does
+        not (#73: 20.6 s against 10.2 s)."""
+        return not self._ever_answered and self._timeout >= 2 * self.settings.timeout_s
 
     def _backoff(self, attempt: int) -> float:
         cap = min(self.settings.backoff_max_s, self.settings.backoff_base_s * (2**attempt))
@@ -418,13 +427,17 @@ class OpenAIJudgeClient:
                 elif sent.failure == reply.TIMEOUT:
                     last_error = f"timeout after {self._timeout:g}s"
                     patient = self._timeout >= self.settings.timeout_s * TIMEOUT_GROWTH  # the longest time-out given
+                    # within the slots, a first wave that waited its doubled time-out had two waves' patience
+                    waited_two = self._within_slots() and self._first_wave_waited()
                     delay = self._backoff(attempt)
                     # a cut's own time-out counts toward the breaker, the others of its epoch do not; an endpoint
                     # that has never answered counts every time-out after the first cut (a slow server's first wave
                     # may all time out and it still gets a second, slower chance; a black hole is given up in the
                     # second wave)
                     if self._timed_out(epoch) or (not self._ever_answered and epoch > 0):
-                        self._unreachable(last_error, second_wave=not self._ever_answered and epoch > 0 and patient)
+                        self._unreachable(
+                            last_error, second_wave=(not self._ever_answered and epoch > 0 and patient) or waited_two
+                        )
                     stall = self._stalled(t0)
                 elif sent.failure == reply.CONNECTION:
                     last_error = f"connection error: {sent.message}"

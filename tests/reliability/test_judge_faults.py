@@ -234,16 +234,19 @@ def test_within_the_advertised_slots_a_slow_answer_is_waited_for_not_cut(rubrics
 
 
 def test_past_the_grown_time_out_a_call_within_the_slots_is_still_cut(rubrics, stub, warehouse_path):
-    """The patience is bounded: the time-out grows to TIMEOUT_GROWTH times the configured one and no further, so a
-    server that takes longer still is cut, throttled and, past the breaker, given up."""
-    stub.state.slots, stub.state.advertise_slots = 2, True
-    stub.state.fault_rate, stub.state.fault_kind, stub.state.timeout_sleep_s = 1.0, "timeout", 60.0
+    """The patience is bounded: for a server that has answered, the time-out grows to TIMEOUT_GROWTH times the
+    configured one and no further, so a server that then takes longer still is cut, throttled and, past the
+    breaker, given up."""
+    stub.state.slots, stub.state.advertise_slots, stub.state.latency_s = 2, True, 0.05
+    stub.state.stalls = (0.3, 3600.0)  # answers for 0.3 s, then nothing
     df, stats = ask(
-        rubrics["empathetic_dialogue"], warehouse_path, records(4),
-        timeout_s=0.2, max_retries=1, concurrency=16, max_consecutive_failures=4,
+        rubrics["empathetic_dialogue"], warehouse_path, records(40),
+        timeout_s=0.2, max_retries=1, concurrency=16, max_consecutive_failures=4, max_silence_s=1.0,
     )  # fmt: skip
     panel = df[df.judge == PANEL]
-    assert (panel.status == "missing").all() and panel.reason.str.contains("timeout|stopped asking").all()
+    assert (panel.status == "ok").any(), panel.reason.dropna().unique()[:3]
+    missing = panel[panel.status == "missing"]
+    assert len(missing) and missing.reason.str.contains("timeout|stopped asking").all(), missing.reason.unique()[:3]
     assert stats.timeout_extensions == 2 and stats.timeout_cuts >= 1  # 0.2 -> 0.4 -> 0.8 (4x), then cut
 
 
@@ -284,7 +287,8 @@ def test_an_endpoint_that_answered_then_went_silent_is_given_up_after_max_silenc
 def test_a_black_hole_that_advertises_slots_is_given_up_as_soon_as_one_that_does_not(rubrics, stub, warehouse_path):
     """#60: a server that answers /props (2 slots) but never a completion was given up ~4x later than one that
     advertises nothing: its waves are small (the slots), so counting to the breaker's 8 took many waves, each of the
-    grown time-out. An endpoint that never answered is down once its second wave times out, whatever its size."""
+    grown time-out. An endpoint that never answered is down once its second wave times out, whatever its size; #73:
+    and within its slots, once its first wave has waited twice the time-out (it still took 2x as long)."""
     stub.state.slots, stub.state.advertise_slots = 2, True
     stub.state.fault_rate, stub.state.fault_kind, stub.state.timeout_sleep_s = 1.0, "timeout", 60.0
     df, stats = ask(
@@ -293,7 +297,9 @@ def test_a_black_hole_that_advertises_slots_is_given_up_as_soon_as_one_that_does
     )  # fmt: skip
     panel = df[df.judge == PANEL]
     assert (panel.status == "missing").all() and panel.reason.str.contains("stopped asking").all()
-    assert stats.http_attempts <= 2 * 2  # two waves of the two slots, then nothing more
+    # #73: one wave of the two slots, waited for twice the time-out (0.2 -> 0.4 s: what one that advertises nothing
+    # is given over its two waves, 0.2 then 0.4 s), then nothing more (before: two waves of the grown 0.8 s)
+    assert stats.http_attempts <= 2 and stats.timeout_extensions == 1
 
 
 def test_past_max_silence_the_next_failure_gives_the_endpoint_up_however_few_came_before(rubrics, stub, warehouse_path):
