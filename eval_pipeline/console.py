@@ -111,7 +111,7 @@ MEANINGS: dict[str, tuple[str, str]] = {
         "the judge's scores do not agree with the people's ratings well enough to be believed (agreement at a "
         "stated error rate): its numbers are shown, not trusted",
         "rate more samples (`make annotate`: the queue puts first what settles it fastest), or fit the judge to "
-        "the ratings (`.venv/bin/eval-pipeline align <rubric>`, proved on held-out ratings)",
+        "the ratings (`.venv/bin/eval-pipeline align --rubric <rubric>`, proved on held-out ratings)",
     ),
     "failed gates": (
         "a threshold the rubric sets was missed: each line above names the gate, its value and its threshold",

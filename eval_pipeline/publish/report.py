@@ -366,7 +366,7 @@ def overview_html(ov: Overview) -> str:
                     f"untrusted on {', '.join(v.untrusted)}" if v.untrusted else "",
                     f"drifts on {v.checkpoint_id} on {', '.join(v.drifting)}" if v.drifting else "",
                     f"pending on {', '.join(v.trust_pending)}"
-                    + (f": about {v.ratings_needed} more rated samples would settle it" if v.ratings_needed else "")
+                    + (f": {v.ratings_to_settle}" if v.ratings_needed else "")
                     if v.trust_pending
                     else "",
                 )

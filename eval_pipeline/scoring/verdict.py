@@ -90,6 +90,8 @@ class Verdict:
     ratings_needed: int = 0  # more rated samples that would settle a pending judge
     versus_people: dict[str, str] = field(default_factory=dict)  # dimension -> as consistent as / below / above people
     rated: int = 0  # the rated samples the judge's pooled verdict rests on
+    aligned: str = ""  # the adopted alignment the judge comes from, if any (a new judge: its trust counted afresh)
+    aligned_tuned_on: int = 0  # the ratings that alignment was tuned on (never part of its calibration set)
     judge: str = ""
     regressions: list[Row] = field(default_factory=list)
     headline_name: str = ""
@@ -127,6 +129,24 @@ class Verdict:
             pend = f", {self.gates_pending} pending" if self.gates_pending else ""
             parts.append(f"gates {self.gates_passed}/{self.gates_total} passed{pend}")
         return " · ".join(parts)
+
+    @property
+    def ratings_to_settle(self) -> str:
+        """What "about N more" is and what moves it, the same wherever shown (console, viewer, annotate pages,
+        report): the projection, the ratings so far, the command; for an adopted alignment, why its count started
+        again (#73: "about 409 more" right after adopting said none of it). Empty when no rating is needed."""
+        if not self.ratings_needed:
+            return ""
+        text = (
+            f"about {self.ratings_needed} more rated samples would settle it ({self.rated} so far; a projection "
+            "from its intervals so far: `eval-pipeline annotate` asks for the most telling first)"
+        )
+        if self.aligned:
+            text += (
+                f"; the judge is alignment {self.aligned}, adopted: a new judge, whose trust counts only ratings it "
+                f"was not tuned on (the {self.aligned_tuned_on} it was tuned on never count)"
+            )
+        return text
 
     def row(self) -> Row:
         """The stored row: scalars as columns, lists and maps as JSON text."""
@@ -456,6 +476,8 @@ def decide_all(
         if (rubric.judged_dimensions or rubric.questionnaire) and v.trust == "no judge":
             v.trust = "not assessed"
         v.incomplete = _incompleteness(v, rubric)
+        if rubric.aligned is not None:
+            v.aligned, v.aligned_tuned_on = rubric.aligned.id, len(rubric.aligned.tuned_on)
         _reasons(v, kinds, pending, notes, regression_gate)
     return verdicts
 
@@ -475,7 +497,11 @@ def _float(x: Any) -> float | None:
 
 
 def _reasons(
-    v: Verdict, kinds: list[str], pending: list[tuple[str, str]], notes: list[str], regression_gate: bool
+    v: Verdict,
+    kinds: list[str],
+    pending: list[tuple[str, str]],
+    notes: list[str],
+    regression_gate: bool,
 ) -> None:
     # a rubric with a regression gate decides by it (its params may ignore a score); one without, by the comparison
     regressed = "regression" in kinds or (bool(v.regressions) and not regression_gate)
@@ -509,7 +535,7 @@ def _reasons(
     if v.drifting:
         said.append(f"drifts on this checkpoint on {', '.join(v.drifting)}")
     if v.trust_pending:
-        more = f": about {v.ratings_needed} more rated samples would settle it" if v.ratings_needed else ""
+        more = f": {v.ratings_to_settle}" if v.ratings_needed else ""
         if v.judge_total + v.judge_pending and v.judge_missing >= v.judge_total:  # no score to set ratings against
             more = (
                 ": its scores are still on their way (judge batches)"

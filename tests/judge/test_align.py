@@ -240,6 +240,15 @@ def test_an_offline_judge_aligned_adopted_and_trusted_on_held_out_ratings_only(t
     trust = wh.read("kg_qa", "judge_trust")
     row = trust[(trust.dimension == "completeness") & (trust.judge_identity == identity)].iloc[0]
     assert row.n_rated == len(held)
+    # #73: the checkpoint right after adopting says why its judge's count started again, and what the figure is
+    from eval_pipeline.scoring.verdict import read as read_verdicts
+
+    v = read_verdicts(wh, "kg_qa", ["ckpt-0100"])[0]
+    assert (v.aligned, v.aligned_tuned_on) == (aid, len(over["aligned"]["tuned_on"]))
+    assert "completeness" in v.trust_pending and v.ratings_needed, (v.trust, v.reasons)
+    said = " ".join(text for _, text in v.reasons)
+    assert f"alignment {aid}, adopted: a new judge" in said and f"({len(held)} so far; a projection" in said, said
+    assert "`eval-pipeline annotate`" in said
     # the adopted judge says where it came from, and deleting its file returns to the old judge
     assert json.dumps(over["aligned"]["config"]) and "weight" in over["aligned"]["config"]
     (rubric_dir / "aligned" / "kg_qa.yaml").unlink()
