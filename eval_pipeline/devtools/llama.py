@@ -340,6 +340,36 @@ def small_checkpoint(source: Path, root: Path, samples: int = 6, name: str = "ck
     return folder
 
 
+DEMO_SLOTS = 2
+
+# what make demo-llm leaves out of the rubrics (it shows none of it, and it was most of its judge calls and prompt)
+NOT_SHOWN = {
+    "repeat": "the judge's repeat scorings (its own noise: judge_repeatability)",
+    "examples": "its calibration on the rubric document's worked examples (also the longest part of its prompt)",
+}
+
+
+def demo_rubrics(source: Path, target: Path) -> Path:
+    """Copies in ``target`` of ``source``'s rubric files without what ``make demo-llm`` does not show
+    (``NOT_SHOWN``: the ``repeat`` scorings with their ``judge_repeatability`` gates, and the worked ``examples``
+    with the calibration they feed): at 6 samples they were 3 of every 4 judge calls, and the examples the longest
+    part of each prompt. Everything else is the rubric's own: its judge instructions, dimensions, metrics, gates and
+    verdict. Returns ``target``."""
+    import yaml
+
+    target.mkdir(parents=True, exist_ok=True)
+    for old in target.glob("*.yaml"):
+        old.unlink()
+    for path in sorted(source.glob("*.yaml")):
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        for key in NOT_SHOWN:
+            raw.pop(key, None)
+        raw["gates"] = [g for g in raw.get("gates") or [] if g.get("kind") != "judge_repeatability"]
+        text = f"# {path.name} for make demo-llm, without: {'; '.join(NOT_SHOWN.values())}\n"
+        (target / path.name).write_text(text + yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), "utf-8")
+    return target
+
+
 def judge_env(base: dict[str, str], server: LlamaServer, project: Path, api_key: str = "none") -> dict[str, str]:
     """``base`` with what points a project's commands at the local model: the project folder, the OpenAI-protocol
     judge at the server's address, the model's name, the key, and a Dagster home of the project's own (unless
@@ -367,17 +397,32 @@ def demo(project: Path, rubrics: list[str], samples: int = 6) -> int:
     where = project / "data" / "llm_demo"
     small_checkpoint(project / "data" / "checkpoints" / "ckpt-0300", where / "checkpoints", samples=samples)
     threads = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-    with serving(slots=4, threads=threads) as server:  # every core: the pipeline waits on the model meanwhile
-        print(f"llama-server: {MODEL_NAME} at {server.base_url}, 4 slots, {threads} thread(s); judging {samples} "
-              f"samples of ckpt-0300 ({', '.join(rubrics) or 'every rubric'})")  # fmt: skip
+    source = settings.rubric_dir()
+    rubric_dir = demo_rubrics(source, where / "rubrics")
+    # every core, two slots: on two cores four slots decoded no faster in all (the answers' grammar is sampled one
+    # slot at a time) and read each rubric's instructions four times instead of twice (the server's prompt cache
+    # keeps them per slot)
+    with serving(slots=DEMO_SLOTS, threads=threads) as server:
+        print(f"llama-server: {MODEL_NAME} at {server.base_url}, {DEMO_SLOTS} slots, {threads} thread(s); judging "
+              f"{samples} samples of ckpt-0300 ({', '.join(rubrics) or 'every rubric'})")  # fmt: skip
         print(
             f"{MODEL_NAME} is a stand-in that shows the pipeline working with a real model on this machine, not "
             "a judge to believe: a 135M model gives near-constant scores, and the trust line says so."
+        )
+        print(
+            f"the rubrics of {source} without what this demo does not show: {'; '.join(NOT_SHOWN.values())} "
+            f"(copies in {rubric_dir}); the whole rubric with this model: `python -m eval_pipeline.devtools.llama "
+            "serve`, then EVAL_JUDGE=openai OPENAI_BASE_URL=<its address> eval-pipeline run"
         )
         env = judge_env({**os.environ, "DAGSTER_HOME": str(where / ".dagster_home")}, server, project)
         env |= dict(
             EVAL_CHECKPOINT_DIR=str(where / "checkpoints"),
             EVAL_WAREHOUSE=f"ducklake:sqlite:{where / 'lake' / 'catalog.sqlite'}",
+            EVAL_RUBRIC_DIR=str(rubric_dir),
+            # its own ratings folder (none yet for its checkpoint: the sample ratings name other checkpoints) and
+            # report: nothing of the offline demo's read or overwritten
+            EVAL_RATINGS_DIR=str(where / "human_ratings"),
+            EVAL_REPORT_DIR=str(where / "reports"),
         )
         cmd = [sys.executable, "-m", "eval_pipeline.demo", *[a for r in rubrics for a in ("--rubric", r)]]
         code = subprocess.run(cmd, env=env).returncode

@@ -137,9 +137,10 @@ class Verdict:
         again (#73: "about 409 more" right after adopting said none of it). Empty when no rating is needed."""
         if not self.ratings_needed:
             return ""
+        so_far = f"{self.rated} so far; a projection from its intervals so far" if self.rated else "none rated yet"
         text = (
-            f"about {self.ratings_needed} more rated samples would settle it ({self.rated} so far; a projection "
-            "from its intervals so far: `eval-pipeline annotate` asks for the most telling first)"
+            f"about {self.ratings_needed} more rated samples would settle it ({so_far}: `eval-pipeline annotate` "
+            "asks for the most telling first)"
         )
         if self.aligned:
             text += (

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from eval_pipeline.core.config import JudgeSpec
 from eval_pipeline.devtools.llama import MODEL_NAME, judge_env, small_checkpoint, without_settings
@@ -225,6 +226,12 @@ def test_make_demo_llm_judges_end_to_end_in_a_lake_of_its_own(tmp_path, llama_se
     )
     assert judged.model.tolist() == [MODEL_NAME]
     assert not (tmp_path / "data" / "lake").exists()  # the offline demo's lake untouched (never made here)
+    # #73: only the steps the demo shows (12:40 -> 4:17 for six samples of every rubric), and said so
+    copy = yaml.safe_load((tmp_path / "data" / "llm_demo" / "rubrics" / "kg_qa.yaml").read_text())
+    assert "repeat" not in copy and "examples" not in copy
+    assert copy["dimensions"] == yaml.safe_load((RUBRIC_DIR / "kg_qa.yaml").read_text())["dimensions"]
+    assert all(g["kind"] != "judge_repeatability" for g in copy["gates"])
+    assert "a stand-in" in out and "without what this demo does not show" in out
 
 
 def test_the_local_server_stopped_through_make_leaves_no_llama_server(llama_server, tmp_path):
