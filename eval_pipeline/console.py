@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import textwrap
 import time
 import uuid
 from collections import Counter
@@ -85,12 +86,22 @@ def shorten(text: object, width: int = 150) -> str:
     return cut + "…"
 
 
+REASON_WIDTH = 150  # a reason's lines, indent included
+
+
 def report_lines(v: Verdict, verbose: bool = False) -> list[str]:
     """The rubric's verdict first, then what decided it, whole (a reason is never cut: the part a person needs is
     often at its end, such as the command that re-judges a parent). ``verbose``: every failed gate as well."""
     out = [f"  {v.rubric:<20} {v.verdict.upper():<16} {clean(v.summary)}"]
-    for tag, text in v.reasons:
-        out.append(f"      {tag} {shorten(text, 2000)}")
+    for tag, text in v.reasons:  # whole, wrapped at word boundaries to one screen's width
+        out += textwrap.wrap(
+            f"{tag} {shorten(text, 2000)}",
+            width=REASON_WIDTH,
+            initial_indent="      ",
+            subsequent_indent="        ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
     if verbose:
         for g in v.failed_gates:
             value = "none (nothing to measure)" if g["value"] is None else f"{g['value']:.4g}"

@@ -58,8 +58,10 @@ def test_an_unreachable_judge_is_incomplete_exit_4_and_a_red_completeness_check(
     out, err = capfd.readouterr()
     assert "judge 0/300" in out and ": INCOMPLETE" in out and ": ok" not in out  # never "ok" for an incomplete run
     assert "INCOMPLETE 300 of 300 judge scores missing (100%; the rubric allows 5%)" in out
-    assert "(is the endpoint right? OPENAI_BASE_URL" in out  # #73: the reason's hint, whole
-    assert "rated samples would settle it" not in out and "judge has given no scores yet" in out  # #73
+    flat = " ".join(out.split())  # a reason is whole, wrapped to the screen's width
+    assert all(len(line) <= 160 for line in out.splitlines())
+    assert "(is the endpoint right? OPENAI_BASE_URL" in flat  # #73: the reason's hint, whole
+    assert "rated samples would settle it" not in flat and "judge has given no scores yet" in flat  # #73
     assert "judge_repeatability: judge_repeatability" not in out
     assert "eval-pipeline: INCOMPLETE" in err and "sk-unreachable" not in out + err
     import dagster as dg
