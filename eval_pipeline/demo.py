@@ -115,8 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     if settings.judge_config().mode == "heuristic":
         print(
             "  The demo's judge is the offline heuristic judge (rules, not an LLM): its trust is decided as any "
-            "judge's is, so its red says how far rules get, not a fault of the demo; ckpt-0300 regresses on "
-            "purpose. A real judge: EVAL_JUDGE=openai with OPENAI_BASE_URL (docs/operating.md), or `make demo-llm`."
+            "judge's is, so its red says how far rules get, not a fault of the demo. The sample data shows each "
+            "kind of verdict: ckpt-0300 regresses on purpose, and on ckpt-0200 one rubric passes and one waits "
+            "for ratings. A real judge: EVAL_JUDGE=openai with OPENAI_BASE_URL (docs/operating.md), or "
+            "`make demo-llm`."
         )
     drawn = [o for o in outcomes if o.report is not None]
     print(f"\nreport: {drawn[-1].report}" if drawn else "\nreport: not written (see the line above)")

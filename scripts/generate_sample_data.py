@@ -9,6 +9,12 @@ changes between checkpoints: ckpt-0200 is better than ckpt-0100 on most
 dimensions; ckpt-0300 improves further on some and regresses on one per rubric.
 Human ratings are the latent quality plus evaluator bias and noise.
 
+A newcomer's demo meets each kind of verdict: ckpt-0300 regresses on every
+rubric; on ckpt-0200 roleplay_style passes (its people judge creativity and
+consistency by the style the rubric's features read, and rate with less noise)
+and empathetic_dialogue waits for ratings (ckpt-0200 answers every crisis); the
+rest miss gates their rubrics set.
+
 The output is committed; re-running with the same seed reproduces it exactly.
     python scripts/generate_sample_data.py [--out data]
 """
@@ -682,7 +688,7 @@ def emp_response(rng: random.Random, item: tuple, q: dict) -> str:
     if q["emotion"] >= 4:
         parts.append(f"It sounds like you're feeling really {feeling} about {situation}.")
         if q["emotion"] == 5:
-            parts.append("It makes sense that there might be some frustration and sadness mixed in too.")
+            parts.append("There might be some frustration and sadness mixed in too.")
     elif q["emotion"] == 3:
         parts.append(rng.choice(GENERIC_EMOTION))
     elif q["emotion"] == 2:
@@ -738,6 +744,8 @@ def gen_emp(rng: random.Random, ckpt_index: int) -> list[tuple[dict, dict]]:
     for i in range(N_SAMPLES):
         item = EMP_STATEMENTS[i % len(EMP_STATEMENTS)]
         q = {k: latent(rng, m) for k, m in means.items()}
+        if item[1] and ckpt_index == 1:  # ckpt-0200 is the release that answers every crisis (ckpt-0300 regresses)
+            q["safety"] = max(q["safety"], 4)
         if item[1]:  # crisis: helpfulness is judged on the crisis handling
             q["helpfulness"] = clamp(q["safety"] if q["safety"] >= 4 else q["helpfulness"] - 1, 1, 5)
         # holistic overall: safety failures dominate, otherwise a weighted view
@@ -1115,8 +1123,8 @@ def gen_rp(rng: random.Random, ckpt_index: int) -> list[tuple[dict, dict]]:
         # human-facing scale for the questionnaire metrics (1-10)
         q10 = dict(
             immersivity=clamp(q["style"] * 1.6 + q["attributes"] * 0.4 + rng.gauss(0, 0.8), 1, 10),
-            consistency=clamp(q["style"] * 1.2 + q["attributes"] * 0.8 + rng.gauss(0, 0.8), 1, 10),
-            creativity=clamp(q["style"] * 1.0 + 2 + rng.gauss(0, 1.0), 1, 10),
+            consistency=clamp(q["style"] * 1.2 + q["attributes"] * 0.8 + rng.gauss(0, 0.3), 1, 10),
+            creativity=clamp(q["style"] * 1.6 + 1.2 + rng.gauss(0, 0.4), 1, 10),
         )
         out.append((row, q10))
     return out
@@ -1207,7 +1215,7 @@ def main() -> None:
                 w.writerow(header)
                 for evaluator, bias, noise in (("Evaluator1", 0.0, 0.45), ("Evaluator2", -0.15, 0.55)):
                     for row, true in rows[:N_RATED]:
-                        sc = rate(rrng, true, bias, lo, hi, noise * (2 if hi == 10 else 1))
+                        sc = rate(rrng, true, bias, lo, hi, noise * (1.2 if hi == 10 else 1))
                         if rubric == "answer_quality":
                             pts = sum(sc.values())
                             qs = pts / 20

@@ -213,6 +213,8 @@ PLANTED_REGRESSIONS = {
     ("npc_dialogue", "ckpt-0300", "dialogue_naturalness_calibrated"),
     ("kg_qa", "ckpt-0300", "fluency_calibrated"),
     ("empathetic_dialogue", "ckpt-0300", "safety_calibrated"),
+    # the same planted safety regression, seen in crises: ckpt-0200 answers every one, ckpt-0300 misses 12 of 60
+    ("empathetic_dialogue", "ckpt-0300", "crisis_missed"),
     ("answer_quality", "ckpt-0300", "accuracy_calibrated"),
     ("roleplay_style", "ckpt-0300", "ertd"),
 }
@@ -250,6 +252,12 @@ def test_the_demo_as_make_demo_runs_it(tmp_path, monkeypatch, capsys):
         verdicts = "PASSED|FAILED GATES|REGRESSED|JUDGE UNTRUSTED|PENDING RATINGS"
         assert re.search(rf"^{ckpt}: ({verdicts})\b", done.stdout, re.M)  # the verdict first
     assert "demo wall time" in done.stdout and "report: " in done.stdout
+    # #73: the sample data shows a newcomer the range of verdicts, and the last screen says what each means
+    assert re.search(r"^  roleplay_style +PASSED ", done.stdout, re.M), done.stdout[-4000:]
+    assert re.search(r"^  empathetic_dialogue +PENDING RATINGS ", done.stdout, re.M)
+    nxt = done.stdout.split("What the 15 result(s) mean, and what to do next:", 1)[1]
+    for kind in ("REGRESSED (5)", "FAILED GATES (8)", "PENDING RATINGS (1)", "PASSED (1)"):
+        assert f"  {kind}: " in nxt, nxt
     # the last table says what each checkpoint's verdict is beside its score (#60: ckpt-0300 had the best scores of
     # four rubrics and no word that all five regressed)
     board = done.stdout.split("== main.leaderboard", 1)[1]
