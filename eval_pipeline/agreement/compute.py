@@ -25,11 +25,13 @@ from eval_pipeline.core.contracts import (
     AGREEMENT_COLUMNS,
     ALL_HUMANS,
     ALL_MODELS,
+    BETWEEN_JUDGE,
     HUMAN_MEAN,
     JUDGE,
     JUDGE_CHOSEN,
     MODEL_MEAN,
     PANEL,
+    between,
     rater_pair,
     rater_vs_others,
 )
@@ -102,11 +104,22 @@ def _kappa_rows(base: Row, a: np.ndarray, b: np.ndarray, labels: list[float], to
     return rows
 
 
+def _kinds(ratings: pd.DataFrame) -> pd.Series:
+    """Each rating's ``rater_kind`` (human where none is said)."""
+    kind = ratings["rater_kind"] if "rater_kind" in ratings.columns else pd.Series("human", index=ratings.index)
+    return kind.fillna("human")
+
+
+def people_in(ratings: pd.DataFrame) -> set[str]:
+    """The raters of ``ratings`` who are people (``rater_kind`` human, or no kind said): the only ones whose
+    agreement with each other is the people's baseline, whatever set their ratings are pooled in."""
+    return set(ratings.loc[(_kinds(ratings) == "human").to_numpy(), "evaluator"].astype(str))
+
+
 def rater_sets(rubric: RubricConfig, ratings: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The ratings split by who gave them: ``human`` (people; model raters too when the rubric says
     ``models_in_human_mean``) and ``model`` (imported model raters). Only the human set feeds ``human_mean``."""
-    kind = ratings["rater_kind"] if "rater_kind" in ratings.columns else pd.Series("human", index=ratings.index)
-    kind = kind.fillna("human")
+    kind = _kinds(ratings)
     humans = ratings if rubric.human_ratings.models_in_human_mean else ratings[kind == "human"]
     return {"human": humans, "model": ratings[kind == "model"]}
 
@@ -167,6 +180,7 @@ def _dimension_rows(
     scale = rubric.rating_scales[dim]
     labels = [float(x) for x in scale.labels]
     rows: list[Row] = []
+    people = people_in(ratings)
     for kind, subset in rater_sets(rubric, ratings).items():
         if subset.empty:
             continue
@@ -174,13 +188,13 @@ def _dimension_rows(
         seed = seed_of(rubric.name, ckpt, dim) + (0 if kind == "human" else 101)
         group, mean = (ALL_HUMANS, HUMAN_MEAN) if kind == "human" else (ALL_MODELS, MODEL_MEAN)
         pairs = (
-            _human_pair_rows(ckpt, dim, panel, labels, float(scale.max), seed)
+            _human_pair_rows(ckpt, dim, panel, labels, float(scale.max), seed, people)
             if len(panel.raters) <= rubric.human_ratings.pairwise_up_to
-            else _rater_vs_others_rows(ckpt, dim, panel, labels)
+            else _rater_vs_others_rows(ckpt, dim, panel, labels, people)
         )
         rows += [
             *pairs,
-            *_all_human_rows(ckpt, dim, panel, subset, labels, float(scale.max), group),
+            *_all_human_rows(ckpt, dim, panel, subset, labels, float(scale.max), group, people),
             *_judge_rows(ckpt, dim, panel, judge, scale, seed, mean),
         ]
         if chosen is not None:  # the written scores beside the expected ones: the gain of reading probabilities
@@ -200,14 +214,23 @@ def _rank_rows(base: Row, a: np.ndarray, b: np.ndarray, seed: int) -> list[Row]:
     return rows
 
 
-def _human_pair_rows(ckpt: str, dim: str, panel: Panel, labels: list[float], top: float, seed: int) -> list[Row]:
+def _human_pair_rows(
+    ckpt: str, dim: str, panel: Panel, labels: list[float], top: float, seed: int, people: set[str]
+) -> list[Row]:
     rows: list[Row] = []
     rated = ~np.isnan(panel.scores)
     # rater vs rater, pairwise
     for (i, e1), (j, e2) in itertools.combinations(enumerate(panel.raters), 2):
         both = rated[:, i] & rated[:, j]
         a, b = panel.scores[both, i], panel.scores[both, j]
-        base = dict(checkpoint_id=ckpt, dimension=dim, raters=rater_pair(e1, e2), n_items=len(a), n_raters=2)
+        base = dict(
+            checkpoint_id=ckpt,
+            dimension=dim,
+            raters=rater_pair(e1, e2),
+            n_items=len(a),
+            n_raters=2,
+            between=between((e1, e2), people),
+        )
         if len(a) == 0:
             continue
         rows.append(
@@ -227,7 +250,7 @@ def _human_pair_rows(ckpt: str, dim: str, panel: Panel, labels: list[float], top
     return rows
 
 
-def _rater_vs_others_rows(ckpt: str, dim: str, panel: Panel, labels: list[float]) -> list[Row]:
+def _rater_vs_others_rows(ckpt: str, dim: str, panel: Panel, labels: list[float], people: set[str]) -> list[Row]:
     """Each rater against the rest of the panel, for panels past ``pairwise_up_to`` (every pair would cost
     n(n-1)/2 bootstraps): the share of the rater's rating pairs on shared items that agree (exactly the pooled
     mean of its pairwise percent agreements, weighted by shared items), and the Spearman correlation with the
@@ -253,6 +276,7 @@ def _rater_vs_others_rows(ckpt: str, dim: str, panel: Panel, labels: list[float]
             raters=rater_vs_others(name),
             n_items=int(mine.sum()),
             n_raters=len(panel.raters),
+            between=between(panel.raters, people),
             ci_low=None,
             ci_high=None,
             prevalence=None,
@@ -296,7 +320,14 @@ def pooled_counts(long: pd.DataFrame, labels: list[float]) -> tuple[np.ndarray, 
 
 
 def _all_human_rows(
-    ckpt: str, dim: str, panel: Panel, long: pd.DataFrame, labels: list[float], top: float, group: str
+    ckpt: str,
+    dim: str,
+    panel: Panel,
+    long: pd.DataFrame,
+    labels: list[float],
+    top: float,
+    group: str,
+    people: set[str],
 ) -> list[Row]:
     rows: list[Row] = []
     evaluators = panel.raters
@@ -309,6 +340,7 @@ def _all_human_rows(
             raters=group,
             n_items=int((~np.isnan(data)).sum(axis=0).__ge__(2).sum()),
             n_raters=len(evaluators),
+            between=between(evaluators, people),
             ci_low=None,
             ci_high=None,
             prevalence=None,
@@ -381,6 +413,7 @@ def _judge_rows(
             raters=rater_pair(judge_name, mean_name),
             n_items=len(a),
             n_raters=len(evaluators) + 1,
+            between=BETWEEN_JUDGE,
             prevalence=None,
             ceiling_share=None,
             label=None,
@@ -481,7 +514,7 @@ def compute_agreement(
     rows: list[Row] = []
     for dim, subset, items, judge, chosen in _by_dimension(rubric, ratings, judge_long):
         rows += _dimension_rows(rubric, ckpt, dim, subset, items, judge, chosen)
-    rows += pass_fail_rows(rubric, ckpt, rater_sets(rubric, ratings)["human"])
+    rows += pass_fail_rows(rubric, ckpt, rater_sets(rubric, ratings)["human"], people_in(ratings))
     df = pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
     return df.astype(
         {

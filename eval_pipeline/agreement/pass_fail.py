@@ -12,7 +12,7 @@ import pandas as pd
 
 from eval_pipeline.agreement import stats as st
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import ALL_HUMANS, rater_pair
+from eval_pipeline.core.contracts import ALL_HUMANS, between, rater_pair
 from eval_pipeline.core.derived import per_rater
 from eval_pipeline.core.resampling import seed_of
 from eval_pipeline.core.types import Row
@@ -32,13 +32,15 @@ def pass_fail_pairs(rubric: RubricConfig, per: pd.DataFrame) -> Iterator[tuple[s
         yield str(e1), str(e2), a, b
 
 
-def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> list[Row]:
+def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame, people: set[str]) -> list[Row]:
+    """Pass/fail agreement per pair of raters (or one row for a panel past ``pairwise_up_to``); ``people``: the
+    raters who are people (``agreement.between``)."""
     pf = rubric.human_ratings.pass_fail
     if pf is None or ratings.empty:
         return []
     per = per_rater(rubric, ratings, pf.score, ["checkpoint_id", "sample_id"])
     if per.shape[1] > rubric.human_ratings.pairwise_up_to:
-        return [_pooled_row(rubric, ckpt, per)]
+        return [_pooled_row(rubric, ckpt, per, people)]
     rows = []
     for e1, e2, a, b in pass_fail_pairs(rubric, per):
         v = st.cohen_kappa(a, b, [0.0, 1.0])
@@ -54,6 +56,7 @@ def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> li
             raters=rater_pair(e1, e2),
             n_items=len(a),
             n_raters=2,
+            between=between((e1, e2), people),
             prevalence=st.prevalence(both),
             ceiling_share=float(both.mean()),
         )
@@ -69,7 +72,7 @@ def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame) -> li
     return rows
 
 
-def _pooled_row(rubric: RubricConfig, ckpt: str, per: pd.DataFrame) -> Row:
+def _pooled_row(rubric: RubricConfig, ckpt: str, per: pd.DataFrame, people: set[str]) -> Row:
     """Past ``pairwise_up_to`` raters, one row for the panel instead of a kappa per pair: Krippendorff's alpha
     (nominal) on the pass/fail labels, missing ratings allowed."""
     pf = rubric.human_ratings.pass_fail
@@ -85,6 +88,7 @@ def _pooled_row(rubric: RubricConfig, ckpt: str, per: pd.DataFrame) -> Row:
         raters=ALL_HUMANS,
         n_items=int(((~np.isnan(labels)).sum(axis=1) >= 2).sum()),
         n_raters=per.shape[1],
+        between=between((str(c) for c in per.columns), people),
         value=v,
         ci_low=None,
         ci_high=None,

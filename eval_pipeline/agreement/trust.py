@@ -36,7 +36,7 @@ from eval_pipeline.agreement import sequential as sq
 from eval_pipeline.agreement.stats import round_half_up
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.config.gates import GateParams
-from eval_pipeline.core.contracts import JUDGE, JUDGE_VS_HUMAN_MEAN
+from eval_pipeline.core.contracts import BETWEEN_PEOPLE, JUDGE_VS_HUMAN_MEAN
 from eval_pipeline.core.types import Row
 
 TRUSTED, UNTRUSTED, PENDING = sq.TRUSTED, sq.UNTRUSTED, sq.PENDING
@@ -175,13 +175,22 @@ def _stat(agreement: pd.DataFrame, dim: str, statistic: str) -> tuple[int, float
     return int(r.n_items), float(r.value), float(r.ci_low), float(r.ci_high)
 
 
+NO_PEOPLE_BASELINE = "no people baseline: fewer than two people rated the same items"
+
+
 def _people(agreement: pd.DataFrame, dim: str) -> tuple[float, float, float]:
-    """The people's quadratic kappa with each other on ``dim`` (pairs of raters on shared items; several pairs:
-    their means weighted by shared items, bounds too), or NaNs where no two people rated the same items."""
+    """The people's quadratic kappa with each other on ``dim`` (pairs of people on shared items; several pairs:
+    their means weighted by shared items, bounds too), or NaNs where no two people rated the same items. Only rows
+    computed as people with people (``between``, set where the row is made): never the judge's rows, whatever
+    their raters are called, nor model raters' (#72: the judge's written scores, ``judge_chosen~human_mean``, were
+    averaged into the baseline, and with one rater they were the whole of it). Rows without ``between`` (stored
+    before it) give no baseline."""
+    if "between" not in agreement.columns:
+        return math.nan, math.nan, math.nan
     rows = agreement[
         (agreement.dimension == dim)
         & (agreement.statistic == "cohen_kappa_quadratic")
-        & ~agreement.raters.str.startswith(f"{JUDGE}~")
+        & (agreement["between"] == BETWEEN_PEOPLE)
         & agreement.value.notna()
     ]
     if rows.empty:
@@ -367,6 +376,8 @@ def pooled_trust(
             reason = evidence
         if beside is not None:
             reason += f"; {beside} (people with each other: kappa_q {people[0]:.2f} [{people[1]:.2f}, {people[2]:.2f}])"
+        elif n and math.isnan(people[0]):
+            reason += f"; {NO_PEOPLE_BASELINE}"
         dims.append(
             dict(
                 dimension=dim,

@@ -6,6 +6,7 @@ its reserved names from here, so a name is spelt once.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from typing import Final
 
 # --- tables in the main schema, shared by every rubric ---------------------------------------
@@ -36,6 +37,18 @@ ALL_MODELS = "all_models"  # agreement.raters of every model rater together
 UNPLACED = "unplaced row: "
 # ... and of rows no score was written in yet (a ratings template not filled in): kept, reported, not a fault.
 UNRATED = "not rated yet: "
+
+
+# agreement.between: who an agreement row compares, set where the row is computed (never read back from its raters'
+# names): people with people (the baseline a judge is set against), model raters, a mix, or the judge with people
+BETWEEN_PEOPLE, BETWEEN_MODELS, BETWEEN_MIXED, BETWEEN_JUDGE = "people", "models", "people and models", "judge"
+
+
+def between(raters: Iterable[str], people: Collection[str]) -> str:
+    """``agreement.between`` of a row comparing ``raters`` (none of them the judge), ``people`` the raters who are
+    people: every one a person, none, or a mix."""
+    kinds = {r in people for r in raters}
+    return BETWEEN_PEOPLE if kinds == {True} else BETWEEN_MODELS if kinds == {False} else BETWEEN_MIXED
 
 
 def rater_pair(a: str, b: str) -> str:
@@ -131,6 +144,7 @@ AGREEMENT_COLUMNS = [
     "prevalence",
     "ceiling_share",
     "label",
+    "between",  # people / models / people and models / judge: who the row compares (contracts.between)
 ]
 SUMMARY_COLUMNS = [
     "checkpoint_id",

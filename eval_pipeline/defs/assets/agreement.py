@@ -11,7 +11,7 @@ from eval_pipeline.agreement.length_bias import length_bias, log_words
 from eval_pipeline.agreement.ppi import calibrated_means
 from eval_pipeline.agreement.trust import OVERALL, PooledTrust, checkpoints_trust, pooled_trust
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import ALL_CHECKPOINTS, JUDGE_VS_HUMAN_MEAN, Table
+from eval_pipeline.core.contracts import ALL_CHECKPOINTS, BETWEEN_PEOPLE, JUDGE_VS_HUMAN_MEAN, Table
 from eval_pipeline.defs.asset import (
     asset_key,
     panel_on_human_scale,
@@ -262,8 +262,8 @@ def _metadata(
         extra["judge_human_kappa_quadratic"] = dg.MetadataValue.json(
             _kappas(quadratic[quadratic.raters == JUDGE_VS_HUMAN_MEAN])
         )
-        extra["human_human_kappa_quadratic"] = dg.MetadataValue.json(
-            _kappas(quadratic[quadratic.raters != JUDGE_VS_HUMAN_MEAN])
+        extra["human_human_kappa_quadratic"] = dg.MetadataValue.json(  # people with people only (#72)
+            _kappas(quadratic[quadratic["between"] == BETWEEN_PEOPLE] if "between" in quadratic else quadratic[:0])
         )
     return decided_metadata(len(ckpts), done, **extra)
 
