@@ -180,6 +180,7 @@ def test_agreement_rows_and_judge_reliability_gate(rubrics):
     few_r, few_j = _ratings(10, 0.2, dims=dims)
     res = verdict(few_r, few_j, cal)
     assert res.status == "pending" and not res.passed and "more rated samples would settle it" in res.reason
+    assert res.reason.count("pending: ") == 1, res.reason  # #72: said once, not "pending: … pending: …"
     needed = trust(few_r, few_j).set_index("dimension").needed
     assert (needed >= 20).all()
     # a judge unrelated to the humans is untrusted

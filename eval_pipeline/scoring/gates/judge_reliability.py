@@ -59,8 +59,8 @@ def _one(
     examples_ok, examples = _examples(g, calibration, dim)
     if examples_ok is None and row.verdict != PENDING:  # the examples' answers are on their way
         return pending(g, n, f"{examples}; {row.reason}", value, name)
-    if row.verdict == PENDING:
-        return pending(g, n, f"{row.reason}; {examples}", value, name)
+    if row.verdict == PENDING:  # said once (#72: it read "pending: … pending: …")
+        return pending(g, n, f"{str(row.reason).replace(f'{PENDING}: ', '', 1)}; {examples}", value, name)
     drift = False if pd.isna(row.drift) else bool(row.drift)
     passed = row.verdict == TRUSTED and bool(examples_ok) and not drift
     if row.verdict != TRUSTED:
