@@ -546,8 +546,14 @@ def _reasons(
         said.append(f"pending on {', '.join(v.trust_pending)}{more}")
     if said:
         out.append((JUDGE, "; ".join(said)))
-    elif "judge_reliability" in kinds:  # trusted on every dimension, yet its gate failed: each failed part, named
-        failed = [g for g in v.failed_gates if g["kind"] == "judge_reliability"]
+    # a failed reliability gate that no line above explains (the worked examples off), each failed part named,
+    # whatever else is said of the judge (#72: with another dimension pending it was said nowhere)
+    failed = [
+        g
+        for g in v.failed_gates
+        if g["kind"] == "judge_reliability" and not str(g["reason"]).startswith(("untrusted", "trusted, but drifts"))
+    ]
+    if failed:
         out.append(
             (JUDGE, "; ".join(f"{g['gate']}: {g['reason']}" if len(failed) > 1 else str(g["reason"]) for g in failed))
         )

@@ -39,6 +39,19 @@ def test_a_pending_judge_is_pending_ratings_and_says_how_many_more():
     assert "about 12 more rated samples would settle it" in v.reasons[0][1]
 
 
+def test_a_failed_worked_example_is_said_beside_a_pending_dimension():
+    """#72: a failed worked-example gate was said nowhere when another dimension was pending, while the headline
+    said JUDGE UNTRUSTED and the judge line named no untrusted dimension."""
+    off = "trusted on ratings, not on the worked examples: ...; worked examples off by more than ±1: ex_1/b stated 1"
+    v = Verdict("kg_qa", "c", trust_pending=["a"], ratings_needed=12, rated=40)
+    v.failed_gates = [{"gate": "judge_reliability_b", "kind": "judge_reliability", "value": 0.8, "threshold": 0.6,
+                       "reason": off}]  # fmt: skip
+    _reasons(v, kinds=["judge_reliability"], pending=[], notes=[], regression_gate=False)
+    assert v.verdict == "judge untrusted"
+    said = " ".join(text for _, text in v.reasons)
+    assert "pending on a" in said and "ex_1/b stated 1" in said, v.reasons
+
+
 def test_the_failed_value_is_named_after_the_dimension_it_is_the_value_of():
     """`failed dimension_mean: accuracy_mean 3.49` named accuracy while 3.49 was kg_alignment's mean."""
     g = {"gate": "accuracy_mean", "value": 3.486, "threshold": 3.8, "reason": "below 3.8 on kg_alignment; means: ..."}
