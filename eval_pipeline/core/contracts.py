@@ -37,6 +37,8 @@ ALL_MODELS = "all_models"  # agreement.raters of every model rater together
 UNPLACED = "unplaced row: "
 # ... and of rows no score was written in yet (a ratings template not filled in): kept, reported, not a fault.
 UNRATED = "not rated yet: "
+# a quarantined ratings cell whose row's other ratings were kept (the reason ends with it)
+BAD_CELL_ONLY = "this cell only: the row's other ratings are kept"
 
 
 # agreement.between: who an agreement row compares, set where the row is computed (never read back from its raters'

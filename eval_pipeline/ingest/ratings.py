@@ -5,9 +5,11 @@ Columns: `sample_id`, `evaluator`, one column per rated dimension, optional
 document's recording template loads as it is). The delimiter is detected
 (comma, semicolon, tab, pipe). A row applies to a checkpoint through its
 `checkpoint` column, or, without one, when the file is named after the
-checkpoint. Unknown sample ids, scores off the scale, unsafe evaluator names and
-a repeated (sample, evaluator) pair go to the quarantine with the reason; a file
-without the required columns quarantines all its rows and says which are missing.
+checkpoint. Unknown sample ids, unsafe evaluator names and a repeated (sample,
+evaluator) pair send the row to the quarantine with the reason; a score that is
+not a number on its scale costs only its cell: the cell is quarantined (line,
+column, value, why) and the row's other ratings are kept, unless none is left. A
+file without the required columns quarantines all its rows and says which are missing.
 Ratings from other sources (another team's judge, a paper's published LLM scores) load the
 same way, the source named as evaluator, with `rater_kind` = `model` (a column, or the
 rubric's `human_ratings.model_raters`); only humans count as humans in `human_mean` and the
@@ -32,7 +34,15 @@ import pandas as pd
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import QUARANTINE_COLUMNS, RATER_KINDS, RATING_COLUMNS, UNPLACED, UNRATED, Table
+from eval_pipeline.core.contracts import (
+    BAD_CELL_ONLY,
+    QUARANTINE_COLUMNS,
+    RATER_KINDS,
+    RATING_COLUMNS,
+    UNPLACED,
+    UNRATED,
+    Table,
+)
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_evaluator
 from eval_pipeline.core.types import Record, Row
 from eval_pipeline.ingest.files import not_a_file
@@ -321,7 +331,7 @@ class _RatingsReader:
             self.quarantine(path.name, line_no, raw, f"unknown sample id {sid!r} for checkpoint {self.checkpoint_id}")
             return
         problems, scores = _score_problems(rec, rated, self.scales)
-        if problems or not scores:
+        if not scores:  # nothing on the row to keep: the row is quarantined whole, with every cell's reason
             reason = "; ".join(problems) or f"{UNRATED}no score in any rated column ({', '.join(rated)})"
             self.quarantine(path.name, line_no, raw, reason)
             return
@@ -335,6 +345,8 @@ class _RatingsReader:
             self.quarantine(path.name, line_no, raw, f"repeated rating of {sid!r} by {evaluator!r} (first kept)")
             return
         self.seen.add((sid, evaluator))
+        for problem in problems:  # a bad cell costs only itself (#72): the row's other ratings are kept
+            self.quarantine(path.name, line_no, raw, f"{problem} ({BAD_CELL_ONLY})")
         self.rows += [
             dict(
                 checkpoint_id=self.checkpoint_id,

@@ -33,6 +33,7 @@ import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import (
+    BAD_CELL_ONLY,
     BATCH_PENDING,
     PANEL,
     QUARANTINE,
@@ -244,8 +245,12 @@ def _read_counts(s: Warehouse, v: Verdict, rubric: RubricConfig, ckpt: str) -> N
     rejected = rejected[~unplaced & ~unrated]
     whole = rejected[rejected.reason.str.startswith(("file header lacks", "file refused"))]
     v.rating_files_rejected = sorted(set(whole.source_file))
-    v.rating_rejected = int(len(rejected) - (whole.line_number == 1).sum())
-    v.rating_rows += v.rating_rejected
+    rows = rejected[~rejected.index.isin(whole.index[whole.line_number == 1])]
+    cells = rows.reason.str.endswith(f"({BAD_CELL_ONLY})")  # its line's other ratings kept: counted there
+    lines = rows.drop_duplicates(["source_file", "line_number"])
+    partly = rows[cells].drop_duplicates(["source_file", "line_number"])
+    v.rating_rejected = len(lines)  # rows with anything rejected, a bad cell or the whole row
+    v.rating_rows += len(lines) - len(partly)
 
 
 def _share(part: int, whole: int, limit: float) -> str:

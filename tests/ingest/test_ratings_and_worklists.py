@@ -53,11 +53,15 @@ def test_ratings_are_validated_and_quarantined_with_reasons(tmp_path, rubrics):
     assert q[10] == "row has 7 fields, header has 8"
     assert set(load.quarantine.stage) == {"ratings"}
     r = load.ratings
-    assert sorted(r.sample_id.unique()) == ["s1", "s2", "s8"]
+    # #72: a bad score costs only its cell: s3, s4, s5 keep their other four ratings
+    assert sorted(r.sample_id.unique()) == ["s1", "s2", "s3", "s4", "s5", "s8"]
+    for sid in ("s3", "s4", "s5"):
+        assert sorted(r[r.sample_id == sid].dimension) == ["helpfulness", "overall", "safety", "validation"]
     assert len(r[r.sample_id == "s2"]) == 4  # the empty cell is a missing rating
     assert r.loc[(r.sample_id == "s1") & (r.dimension == "emotion"), "score"].item() == 4.0
-    # every row read ends as ratings or quarantine
-    assert load.rows_read == r.groupby(["sample_id", "evaluator"]).ngroups + len(load.quarantine)
+    # every row read ends as ratings or quarantine (or both: its bad cell quarantined, the rest kept)
+    lines = set(r.line_number) | set(load.quarantine.line_number)
+    assert load.rows_read == len(lines) == 10
 
 
 def test_semicolon_files_other_checkpoints_and_broken_headers(tmp_path, rubrics):

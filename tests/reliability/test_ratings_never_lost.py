@@ -20,11 +20,12 @@ def _load(tmp_path, rubrics, name, text, encoding="utf-8", raw=None):
 
 
 def _accounted(load, rows):
-    """Every row read is in the ratings or the quarantine (ratings: one row per dimension rated)."""
-    kept = load.ratings.drop_duplicates(["source_file", "line_number"])
-    lines = set(kept.line_number) | set(load.quarantine[load.quarantine.line_number > 1].line_number)
-    assert len(kept) + len(load.quarantine[load.quarantine.line_number > 1]) == rows
-    return lines
+    """Every row read is in the ratings or the quarantine, or both: a row whose bad cell is quarantined keeps its
+    other ratings (ratings: one row per dimension rated)."""
+    kept = set(load.ratings.line_number)
+    quarantined = set(load.quarantine[load.quarantine.line_number > 1].line_number)
+    assert len(kept | quarantined) == rows
+    return kept | quarantined
 
 
 def test_escaped_quotes_and_multi_line_cells_keep_rows_and_line_numbers(tmp_path, rubrics):
@@ -41,10 +42,14 @@ def test_escaped_quotes_and_multi_line_cells_keep_rows_and_line_numbers(tmp_path
         + "\n"
     )
     load = _load(tmp_path, rubrics, "r.csv", text)
-    assert sorted(load.ratings.sample_id.unique()) == ["kg-001", "kg-002", "kg-003"]
+    assert sorted(load.ratings.sample_id.unique()) == ["kg-001", "kg-002", "kg-003", "kg-004"]
     assert _accounted(load, 4) == {2, 3, 5, 6}  # the rows start on lines 2, 3, 5, 6
     q = load.quarantine.iloc[0]
     assert q.line_number == 6 and "relevance '9' is off the scale" in q.reason and q.raw_line.count("\n") == 1
+    # #72: the bad cell costs only itself: kg-004's four other ratings are kept, from the same line
+    kept = load.ratings[load.ratings.sample_id == "kg-004"]
+    assert sorted(kept.dimension) == ["accuracy", "completeness", "fluency", "kg_alignment"]
+    assert set(kept.line_number) == {6} and "the row's other ratings are kept" in q.reason
 
 
 def test_rows_that_cannot_be_placed_are_quarantined_not_dropped(tmp_path, rubrics):
@@ -74,7 +79,11 @@ def test_a_broken_header_quarantines_every_row_whatever_the_file_name(tmp_path, 
 @pytest.mark.parametrize("score", ["٤", "４", "4️", "4.0e0", "0x4", "4_0"])
 def test_scores_are_digits_0_to_9_only(tmp_path, rubrics, score):
     load = _load(tmp_path, rubrics, "r.csv", f"{HEAD}\nkg-001,ann,ckpt-0100,,{score},4,4,4,4\n")
-    assert len(load.ratings) == 0 and "written with the digits 0-9" in load.quarantine.reason.iloc[0]
+    assert "relevance" not in set(load.ratings.dimension) and len(load.ratings) == 4  # the other cells kept
+    assert "relevance" in load.quarantine.reason.iloc[0]
+    assert "written with the digits 0-9" in load.quarantine.reason.iloc[0]
+    alone = _load(tmp_path / "b", rubrics, "r.csv", f"{HEAD}\nkg-001,ann,ckpt-0100,,{score},,,,\n")
+    assert len(alone.ratings) == 0 and "written with the digits 0-9" in alone.quarantine.reason.iloc[0]
 
 
 @pytest.mark.parametrize("cell", ["=1+1", "＝1+1", "＋SUM(A1)", "－2", "＠cmd", "+1", "\t=x"])
@@ -243,3 +252,24 @@ def test_a_file_refused_whole_counts_only_against_the_checkpoints_it_names(tmp_p
         load = load_ratings(rubrics["kg_qa"], ckpt, IDS, root=tmp_path, known_checkpoints=known)
         assert (len(load.quarantine) > 0) == (ckpt in charged), (ckpt, load.quarantine)
         assert any(name in p for p in load.problems)  # said on every run, charged where it belongs
+
+
+def test_a_bad_cell_is_counted_once_beside_its_kept_row(tmp_path, rubrics):
+    """#72: the verdict's count of rating rows: a row whose bad cell is quarantined and other ratings kept is one
+    row, and one with something rejected; a row rejected whole is one more of each."""
+    from eval_pipeline.core.contracts import QUARANTINE, Table
+    from eval_pipeline.scoring.verdict import Verdict, _read_counts
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    text = f"{HEAD}\nkg-001,ann,ckpt-0100,,9,4,x,4,4\nkg-002,ann,ckpt-0100,,4,4,4,4,4\nkg-003,ann,ckpt-0100,,9,,,,\n"
+    load = _load(tmp_path, rubrics, "r.csv", text)
+    assert sorted(load.quarantine.line_number) == [2, 2, 4]  # two bad cells of line 2; line 4 had nothing else
+    wh = Warehouse(str(tmp_path / "w.duckdb"))
+    where = {"checkpoint_id": "ckpt-0100"}
+    with wh.partition_writer() as w:
+        w.write(*QUARANTINE, load.quarantine, {"rubric": "kg_qa", **where, "stage": "ratings"})
+        w.write("kg_qa", Table.HUMAN_RATINGS, load.ratings, where)
+    v = Verdict("kg_qa", "ckpt-0100")
+    with wh.session() as s:
+        _read_counts(s, v, rubrics["kg_qa"], "ckpt-0100")
+    assert (v.rating_rows, v.rating_rejected) == (3, 2), (v.rating_rows, v.rating_rejected)
