@@ -358,8 +358,14 @@ def _all_human_rows(
         complete = np.asfortranarray(panel.scores[~np.isnan(panel.scores).any(axis=1)])
         if len(complete) >= 2:
             a_icc, c_icc = st.icc(complete)
-            rows.append({**base, "n_items": len(complete), "statistic": "icc_absolute_agreement", "value": a_icc})
-            rows.append({**base, "n_items": len(complete), "statistic": "icc_consistency", "value": c_icc})
+            left = int(base["n_items"]) - len(complete)
+            # ICC on complete cases, said as Fleiss's row says what it leaves out (#72)
+            said = f"the {len(complete)} items all {len(evaluators)} raters rated" + (
+                f"; {left} items rated by fewer left out" if left else ""
+            )
+            icc = {**base, "n_items": len(complete), "label": said}
+            rows.append({**icc, "statistic": "icc_absolute_agreement", "value": a_icc})
+            rows.append({**icc, "statistic": "icc_consistency", "value": c_icc})
         counts, per_item, rated = pooled_counts(long, labels)
         if len(evaluators) > 2 and len(counts):
             vals = np.repeat(np.array(labels), counts.sum(axis=0))

@@ -139,3 +139,14 @@ def test_one_person_gives_no_baseline_and_the_trust_row_says_so(rubrics):
     trust = pooled_trust(rubric, "j", "judge", rows, 1, judge_pairs(rubric, ratings, judge))
     dim = next(d for d in trust.dimensions if d["dimension"] == DIM)
     assert dim["versus_people"] is None and NO_PEOPLE_BASELINE in dim["reason"], dim
+
+
+def test_icc_says_on_how_many_items_it_was_computed_and_what_it_left_out(rubrics):
+    """#72: ICC needs complete cases; on a real panel it used 15 of 600 items with no word. Its rows say how many
+    items every rater rated and how many rated by fewer it left out, as Fleiss's row does."""
+    ratings = _ratings({"Ann": "human", "Bo": "human", "Cy": "human"})
+    ratings = ratings[~((ratings.evaluator == "Cy") & ratings.sample_id.isin([f"s{i}" for i in range(10)]))]
+    rows = compute_agreement(rubrics["npc_dialogue"], "c", ratings, None)
+    icc = rows[(rows.dimension == DIM) & rows.statistic.str.startswith("icc_")]
+    assert len(icc) == 2 and (icc.n_items == 30).all()
+    assert (icc.label == "the 30 items all 3 raters rated; 10 items rated by fewer left out").all(), icc.label
