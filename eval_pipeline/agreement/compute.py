@@ -35,7 +35,7 @@ from eval_pipeline.core.contracts import (
     rater_pair,
     rater_vs_others,
 )
-from eval_pipeline.core.resampling import in_item_order, seed_of
+from eval_pipeline.core.resampling import in_item_order, items_seed
 from eval_pipeline.core.types import Row
 
 
@@ -185,7 +185,7 @@ def _dimension_rows(
         if subset.empty:
             continue
         panel = panel_of(subset, items[subset.index.to_numpy()])  # ratings' index: their positions
-        seed = seed_of(rubric.name, ckpt, dim) + (0 if kind == "human" else 101)
+        seed = items_seed(subset, rubric.name, dim) + (0 if kind == "human" else 101)
         group, mean = (ALL_HUMANS, HUMAN_MEAN) if kind == "human" else (ALL_MODELS, MODEL_MEAN)
         pairs = (
             _human_pair_rows(ckpt, dim, panel, labels, float(scale.max), seed, people)

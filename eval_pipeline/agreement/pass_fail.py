@@ -14,7 +14,7 @@ from eval_pipeline.agreement import stats as st
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import ALL_HUMANS, between, rater_pair
 from eval_pipeline.core.derived import per_rater
-from eval_pipeline.core.resampling import seed_of
+from eval_pipeline.core.resampling import items_seed
 from eval_pipeline.core.types import Row
 
 
@@ -47,7 +47,7 @@ def pass_fail_rows(rubric: RubricConfig, ckpt: str, ratings: pd.DataFrame, peopl
         lo, hi = st.bootstrap(
             lambda x, y, idx: st.cohen_kappa_resamples(x, y, [0.0, 1.0], None, idx),
             [a, b],
-            seed_of(rubric.name, ckpt, "pf"),
+            items_seed(ratings, rubric.name, "pf"),
         )
         both = np.concatenate([a, b])
         base = dict(

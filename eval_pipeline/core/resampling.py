@@ -12,6 +12,7 @@ resampled means for n_boot x d draws.
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -38,6 +39,15 @@ def in_item_order(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def seed_of(*parts: object) -> int:
     """A bootstrap's seed from what it is about (rubric, checkpoint, score...): the same interval on every run."""
     return zlib.crc32("|".join(map(str, parts)).encode())
+
+
+def items_seed(ratings: pd.DataFrame, *parts: object) -> int:
+    """A bootstrap's seed from what it is about (``parts``) and the items it resamples (``ratings``' checkpoint and
+    sample ids), not from the label of the row it fills: the same items give the same interval, so a judge that
+    scored one checkpoint has one interval per statistic, not one on the checkpoint's row and another on its pooled
+    row (#72)."""
+    items = pd.unique(ratings["checkpoint_id"].astype(str) + "\x1f" + ratings["sample_id"].astype(str))
+    return seed_of(*parts, hashlib.sha1("\x1e".join(sorted(items)).encode()).hexdigest())
 
 
 def percentile_ci(

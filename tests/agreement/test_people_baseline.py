@@ -150,3 +150,14 @@ def test_icc_says_on_how_many_items_it_was_computed_and_what_it_left_out(rubrics
     icc = rows[(rows.dimension == DIM) & rows.statistic.str.startswith("icc_")]
     assert len(icc) == 2 and (icc.n_items == 30).all()
     assert (icc.label == "the 30 items all 3 raters rated; 10 items rated by fewer left out").all(), icc.label
+
+
+def test_the_same_items_give_the_same_interval_whatever_the_row_is_called(rubrics):
+    """#72: a judge that scored one checkpoint had two bootstrap intervals for one Spearman (the checkpoint's row
+    and the pooled row of that same checkpoint): the seed came from the row's label. It comes from the items."""
+    ratings = _ratings({"Ann": "human", "Bo": "human"})
+    judge = _judge(ratings, "Bo")
+    rubric = rubrics["npc_dialogue"]
+    own, pooled = (compute_agreement(rubric, label, ratings, judge) for label in ("c", "ALL"))
+    cols = ["dimension", "statistic", "raters", "value", "ci_low", "ci_high"]
+    pd.testing.assert_frame_equal(own[cols], pooled[cols])
