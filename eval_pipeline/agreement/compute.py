@@ -334,11 +334,12 @@ def _all_human_rows(
     # all raters of the set together
     if len(evaluators) >= 2:
         data = np.ascontiguousarray(panel.scores.T)  # raters x items, NaN = missing
+        by_two = int((~np.isnan(data)).sum(axis=0).__ge__(2).sum())  # items rated by two or more
         base = dict(
             checkpoint_id=ckpt,
             dimension=dim,
             raters=group,
-            n_items=int((~np.isnan(data)).sum(axis=0).__ge__(2).sum()),
+            n_items=by_two,
             n_raters=len(evaluators),
             between=between(evaluators, people),
             ci_low=None,
@@ -358,7 +359,7 @@ def _all_human_rows(
         complete = np.asfortranarray(panel.scores[~np.isnan(panel.scores).any(axis=1)])
         if len(complete) >= 2:
             a_icc, c_icc = st.icc(complete)
-            left = int(base["n_items"]) - len(complete)
+            left = by_two - len(complete)
             # ICC on complete cases, said as Fleiss's row says what it leaves out (#72)
             said = f"the {len(complete)} items all {len(evaluators)} raters rated" + (
                 f"; {left} items rated by fewer left out" if left else ""
