@@ -131,4 +131,9 @@ def test_lambda_is_clipped_to_the_unit_interval_as_ppi_py_clips_it():
     est = ppi_mean(y, f, fu)
     assert est.lam == 0.0
     assert est.mean == y.mean()  # lambda 0: the people's mean alone
+    # #72: and the people's own interval, not one a degree of freedom wider (8.1 % at n = 10)
+    for n in (10, 40):
+        est = ppi_mean(y[:n], f[:n], fu)
+        assert est.lam == 0.0
+        assert (est.ci_low, est.ci_high) == pytest.approx(classical_mean(y[:n])[1:], rel=1e-12)
     assert ppi_mean(y, y + 0.01 * rng.normal(size=40), fu * 0 + y.mean(), lam=None).lam <= 1.0
