@@ -130,6 +130,13 @@ class Browser:
         self.wait_for(f"document.getElementById('evaluator').value === {json.dumps(evaluator)}")
         self.enter()
         self.wait_for("location.pathname === '/'")
+        # the new page's URL commits before its document is parsed: on a loaded machine the header was not there
+        # yet ("signed in as None"); wait for it, then check whom it names
+        header = "document.readyState !== 'loading' && document.querySelector('header b')"
+        try:
+            self.wait_for(header)
+        except TimeoutError:
+            pass  # said below, with what the page shows
         shown = self.evaluate("(document.querySelector('header b') || {}).innerText")
         assert shown == evaluator, f"signed in as {shown!r}, not {evaluator!r}"
 
