@@ -30,6 +30,7 @@ def test_every_people_baseline_of_the_sample_lake_is_the_two_peoples_own_kappa()
         trust = tables[f"{name}.judge_trust"]
         ratings = tables[f"{name}.human_ratings"]
         people = ratings[ratings.rater_kind.fillna("human") == "human"]
+        people = people.assign(score=pd.to_numeric(people.score))
         for dim, scale in rubric.rating_scales.items():
             row = trust[(trust.dimension == dim)].iloc[0]  # pooled: the same on every checkpoint it judged
             wide = people[people.dimension == dim].pivot_table(
@@ -38,7 +39,8 @@ def test_every_people_baseline_of_the_sample_lake_is_the_two_peoples_own_kappa()
             assert list(wide.columns) == ["Evaluator1", "Evaluator2"], wide.columns
             both = wide.dropna()
             labels = [float(x) for x in scale.labels]
-            expected = cohen_kappa_score(both.Evaluator1, both.Evaluator2, labels=labels, weights="quadratic")
+            a, b = both.Evaluator1.astype(float), both.Evaluator2.astype(float)
+            expected = cohen_kappa_score(a, b, labels=labels, weights="quadratic")
             estimate, low, high = (float(row[c]) for c in ("human_kappa_quadratic", "human_kappa_ci_low",
                                                              "human_kappa_ci_high"))  # fmt: skip
             assert estimate == pytest.approx(expected, abs=1e-9), (name, dim, estimate, expected)
