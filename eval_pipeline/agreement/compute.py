@@ -173,14 +173,15 @@ def _dimension_rows(
     ratings: pd.DataFrame,
     items: np.ndarray,
     judge: tuple[np.ndarray, np.ndarray],
-    chosen: tuple[np.ndarray, np.ndarray] | None = None,
+    chosen: tuple[np.ndarray, np.ndarray] | None,
+    people: set[str],
 ) -> list[Row]:
     """``ratings``: the dimension's (indexed by position), with their item codes ``items``; ``judge`` (and
-    ``chosen``, the written scores beside expected ones): the panel's item codes and scores of ``dim``."""
+    ``chosen``, the written scores beside expected ones): the panel's item codes and scores of ``dim``; ``people``:
+    the raters who are people (``people_in``, for ``agreement.between``)."""
     scale = rubric.rating_scales[dim]
     labels = [float(x) for x in scale.labels]
     rows: list[Row] = []
-    people = people_in(ratings)
     for kind, subset in rater_sets(rubric, ratings).items():
         if subset.empty:
             continue
@@ -519,9 +520,10 @@ def compute_agreement(
 ) -> pd.DataFrame:
     ratings = in_item_order(ratings, ["checkpoint_id", "sample_id", "dimension", "evaluator"])
     rows: list[Row] = []
+    people = people_in(ratings)  # who is a person does not change with the dimension
     for dim, subset, items, judge, chosen in _by_dimension(rubric, ratings, judge_long):
-        rows += _dimension_rows(rubric, ckpt, dim, subset, items, judge, chosen)
-    rows += pass_fail_rows(rubric, ckpt, rater_sets(rubric, ratings)["human"], people_in(ratings))
+        rows += _dimension_rows(rubric, ckpt, dim, subset, items, judge, chosen, people)
+    rows += pass_fail_rows(rubric, ckpt, rater_sets(rubric, ratings)["human"], people)
     df = pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
     return df.astype(
         {

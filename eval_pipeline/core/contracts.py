@@ -37,6 +37,9 @@ ALL_MODELS = "all_models"  # agreement.raters of every model rater together
 UNPLACED = "unplaced row: "
 # ... and of rows no score was written in yet (a ratings template not filled in): kept, reported, not a fault.
 UNRATED = "not rated yet: "
+# how a failed judge_reliability gate's reason begins when the trust line already says why (the verdict then does
+# not say it again): the judge untrusted on the dimension, or drifting on the checkpoint
+RELIABILITY_UNTRUSTED, RELIABILITY_DRIFTS = "untrusted", "trusted, but drifts on this checkpoint"
 # a quarantined ratings cell whose row's other ratings were kept (the reason ends with it)
 BAD_CELL_ONLY = "this cell only: the row's other ratings are kept"
 

@@ -37,6 +37,8 @@ from eval_pipeline.core.contracts import (
     BATCH_PENDING,
     PANEL,
     QUARANTINE,
+    RELIABILITY_DRIFTS,
+    RELIABILITY_UNTRUSTED,
     UNPLACED,
     UNRATED,
     WAITING_ON_BATCH,
@@ -245,12 +247,11 @@ def _read_counts(s: Warehouse, v: Verdict, rubric: RubricConfig, ckpt: str) -> N
     rejected = rejected[~unplaced & ~unrated]
     whole = rejected[rejected.reason.str.startswith(("file header lacks", "file refused"))]
     v.rating_files_rejected = sorted(set(whole.source_file))
-    rows = rejected[~rejected.index.isin(whole.index[whole.line_number == 1])]
-    cells = rows.reason.str.endswith(f"({BAD_CELL_ONLY})")  # its line's other ratings kept: counted there
+    rows = rejected.drop(whole.index[whole.line_number == 1])  # a refused file's header line is no row
     lines = rows.drop_duplicates(["source_file", "line_number"])
-    partly = rows[cells].drop_duplicates(["source_file", "line_number"])
+    kept_too = rows[rows.reason.str.endswith(f"({BAD_CELL_ONLY})")]  # a bad cell: its line's other ratings kept
     v.rating_rejected = len(lines)  # rows with anything rejected, a bad cell or the whole row
-    v.rating_rows += len(lines) - len(partly)
+    v.rating_rows += len(lines) - len(kept_too.drop_duplicates(["source_file", "line_number"]))
 
 
 def _share(part: int, whole: int, limit: float) -> str:
@@ -503,11 +504,7 @@ def _float(x: Any) -> float | None:
 
 
 def _reasons(
-    v: Verdict,
-    kinds: list[str],
-    pending: list[tuple[str, str]],
-    notes: list[str],
-    regression_gate: bool,
+    v: Verdict, kinds: list[str], pending: list[tuple[str, str]], notes: list[str], regression_gate: bool
 ) -> None:
     # a rubric with a regression gate decides by it (its params may ignore a score); one without, by the comparison
     regressed = "regression" in kinds or (bool(v.regressions) and not regression_gate)
@@ -556,7 +553,8 @@ def _reasons(
     failed = [
         g
         for g in v.failed_gates
-        if g["kind"] == "judge_reliability" and not str(g["reason"]).startswith(("untrusted", "trusted, but drifts"))
+        if g["kind"] == "judge_reliability"
+        and not str(g["reason"]).startswith((RELIABILITY_UNTRUSTED, RELIABILITY_DRIFTS))
     ]
     if failed:
         out.append(

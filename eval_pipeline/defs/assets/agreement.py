@@ -263,7 +263,7 @@ def _metadata(
             _kappas(quadratic[quadratic.raters == JUDGE_VS_HUMAN_MEAN])
         )
         extra["human_human_kappa_quadratic"] = dg.MetadataValue.json(  # people with people only (#72)
-            _kappas(quadratic[quadratic["between"] == BETWEEN_PEOPLE] if "between" in quadratic else quadratic[:0])
+            _kappas(quadratic[quadratic["between"] == BETWEEN_PEOPLE])
         )
     return decided_metadata(len(ckpts), done, **extra)
 

@@ -13,7 +13,12 @@ from pydantic import Field
 from eval_pipeline.agreement.reliability import within_tolerance
 from eval_pipeline.agreement.trust import OVERALL, PENDING, TRUSTED, ReliabilityParams
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import BATCH_PENDING, WAITING_ON_BATCH
+from eval_pipeline.core.contracts import (
+    BATCH_PENDING,
+    RELIABILITY_DRIFTS,
+    RELIABILITY_UNTRUSTED,
+    WAITING_ON_BATCH,
+)
 from eval_pipeline.scoring.gates import gate
 from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec, pending
 
@@ -64,9 +69,9 @@ def _one(
     drift = False if pd.isna(row.drift) else bool(row.drift)
     passed = row.verdict == TRUSTED and bool(examples_ok) and not drift
     if row.verdict != TRUSTED:
-        head = "untrusted"
+        head = RELIABILITY_UNTRUSTED
     elif drift:
-        head = "trusted, but drifts on this checkpoint"
+        head = RELIABILITY_DRIFTS
     else:
         head = "trusted" if examples_ok else "trusted on ratings, not on the worked examples"
     return GateResult(name, g.kind, value, g.threshold, passed, n, f"{head}: {row.reason}; {examples}")
