@@ -5,6 +5,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,22 @@ def _fresh_endpoint_memory():
 
     forget_endpoints()
     yield
+
+
+# the worker's own Ctrl-C and SIGTERM handlers, as it started
+_SIGNALS_AT_START = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
+@pytest.fixture(autouse=True)
+def _signal_dispositions_restored():
+    """Each test ends with Ctrl-C's and SIGTERM's handlers as the worker started. Dagster's in-process execution
+    (``dg.materialize``) leaves SIGTERM set to SIGINT's handler when it ends: on a worker started with Ctrl-C
+    ignored (a background `make test`), SIGTERM became ignored too, and every process a later test started inherited
+    it (the signal tests failed only in the whole suite)."""
+    yield
+    for sig, handler in _SIGNALS_AT_START.items():
+        if signal.getsignal(sig) != handler:
+            signal.signal(sig, handler)
 
 
 @pytest.fixture(scope="session")

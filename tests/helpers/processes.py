@@ -8,6 +8,14 @@ import subprocess
 from pathlib import Path
 
 
+def as_from_a_terminal() -> None:
+    """``preexec_fn`` for a command a test starts as a person would from a terminal: Ctrl-C and SIGTERM at their
+    defaults. Otherwise the child inherits whatever the test worker has ignored (a background `make test` starts
+    with SIGINT ignored), and a test about signals asserts the worker's state instead of the command's."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def processes_with(env_entry: str, command_has: str = "") -> list[str]:
     """The command lines (first 200 characters) of this machine's processes whose environment holds ``env_entry``
     (e.g. ``DAGSTER_HOME=/tmp/x``) and whose command line holds ``command_has``."""

@@ -13,6 +13,7 @@ import pytest
 
 from eval_pipeline.devtools.openai_stub import StubServer
 from eval_pipeline.storage.warehouse import Warehouse
+from tests.helpers.processes import as_from_a_terminal
 from tests.helpers.waiting import poll
 
 HELPER = str(Path(__file__).with_name("run_checkpoint.py"))
@@ -244,6 +245,7 @@ def test_ctrl_c_or_sigterm_while_judging_ends_the_command_at_once_without_a_trac
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=group,  # its own process group, as a shell's foreground job
+            preexec_fn=as_from_a_terminal,
         )
         poll(lambda: stub.state.requests >= 20 or proc.poll() is not None, 120, every=0.05)
         if group:
@@ -280,7 +282,7 @@ def test_sigterm_while_the_command_is_starting_is_one_line_and_exit_130(tmp_path
     env = _command_env(tmp_path)
     proc = subprocess.Popen(
         [str(Path(sys.executable).with_name("eval-pipeline")), "run", "--rubric", "kg_qa"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=as_from_a_terminal,
     )  # fmt: skip
     # from the moment `eval-pipeline` runs its own code (before that, only the interpreter is starting): the
     # moment its handler is in place, then later into the start
@@ -349,8 +351,9 @@ def test_sigterm_a_library_swallowed_while_the_command_started_still_stops_it_be
 
     env = _command_env(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-c", SWALLOWED_WHILE_STARTING], env=env, capture_output=True, text=True, timeout=300
-    )
+        [sys.executable, "-c", SWALLOWED_WHILE_STARTING],
+        env=env, capture_output=True, text=True, timeout=300, preexec_fn=as_from_a_terminal,
+    )  # fmt: skip
     out = proc.stdout + proc.stderr
     assert proc.returncode == EXIT_INTERRUPTED, out
     assert "interrupted (exit 130)" in out and "Traceback" not in out, out
@@ -376,8 +379,9 @@ def test_a_signal_during_a_step_busy_in_native_code_still_ends_the_command_at_on
     grace, then ends the process in one line, as a SIGKILL would (which the pipeline's writes survive). (DuckDB's
     own queries look at signals; a hash, Polars or Dagster holding the signal back do not.)"""
     proc = subprocess.Popen(
-        [sys.executable, "-c", BUSY_IN_NATIVE_CODE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        [sys.executable, "-c", BUSY_IN_NATIVE_CODE],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal,
+    )  # fmt: skip
     assert proc.stdout is not None and proc.stdout.readline().strip() == "busy"
     time.sleep(0.5)  # inside the query
     proc.send_signal(signal.SIGTERM)
@@ -395,10 +399,6 @@ def test_a_long_sql_query_stops_on_sigterm_and_ctrl_c(tmp_path, sig):
     Warehouse(str(wh_path)).execute("CREATE TABLE t AS SELECT 1 AS x")
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home")}
     endless = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
-
-    def as_from_a_terminal() -> None:  # a background job inherits Ctrl-C ignored: a person's terminal does not
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     proc = subprocess.Popen(
         [str(Path(sys.executable).with_name("eval-pipeline")), "sql", "--warehouse", str(wh_path), endless],
@@ -472,7 +472,7 @@ def test_ctrl_c_in_a_later_run_or_between_runs_ends_the_command_with_130(tmp_pat
     proc = subprocess.run(
         [sys.executable, "-c", LATER_RUN_INTERRUPTED, when],
         env={**os.environ, **env}, capture_output=True, text=True, timeout=600,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as from a terminal
+        preexec_fn=as_from_a_terminal,
     )  # fmt: skip
     assert proc.returncode == 130, proc.stdout[-1500:] + proc.stderr[-1500:]
     assert "interrupted" in proc.stderr and "GATES FAILED" not in proc.stderr
