@@ -97,7 +97,9 @@ class Browser:
         self.wait_for("!window.__navigated_from && document.readyState === 'complete'")
 
     def wait_for(self, expression: str, timeout_s: float = PAGE_TIMEOUT_S) -> None:
-        if not poll(lambda: self.evaluate(expression), timeout_s):
+        """Until ``expression`` is truthy in JavaScript's sense: an element found is true (by value it would come
+        back as ``{}``, false in Python's, and the wait would last the whole timeout: 6 minutes a test once)."""
+        if not poll(lambda: self.evaluate(f"!!({expression})"), timeout_s):
             raise TimeoutError(f"the page never had: {expression}")
 
     def key(self, key: str, text: str | None = None, code: str | None = None, key_code: int = 0) -> None:
@@ -132,9 +134,8 @@ class Browser:
         self.wait_for("location.pathname === '/'")
         # the new page's URL commits before its document is parsed: on a loaded machine the header was not there
         # yet ("signed in as None"); wait for it, then check whom it names
-        header = "document.readyState !== 'loading' && document.querySelector('header b')"
         try:
-            self.wait_for(header)
+            self.wait_for("document.readyState !== 'loading' && document.querySelector('header b')")
         except TimeoutError:
             pass  # said below, with what the page shows
         shown = self.evaluate("(document.querySelector('header b') || {}).innerText")
