@@ -31,6 +31,7 @@ from eval_pipeline.core.contracts import (
     JUDGE_CHOSEN,
     MODEL_MEAN,
     PANEL,
+    RATED_AT,
     between,
     rater_pair,
     rater_vs_others,
@@ -483,11 +484,15 @@ def _by_dimension(
         yield dim, ratings.iloc[mine].reset_index(drop=True), codes[0][mine], scored(1, dim), written
 
 
+PAIR_COLUMNS = ["checkpoint_id", "sample_id", "judge", "human", "arrived"]
+
+
 def judge_pairs(
     rubric: RubricConfig, ratings: pd.DataFrame, judge_long: pd.DataFrame | None
 ) -> dict[str, pd.DataFrame]:
     """Per rated dimension, the panel's score (``judge``) of each item people rated and the people's mean of it
-    (``human``), with the item's ``checkpoint_id`` and ``sample_id``, in item order: the pairs the
+    (``human``), with the item's ``checkpoint_id``, ``sample_id`` and when it ``arrived`` (the latest ``rated_at`` of
+    its people's ratings; NaT where the ratings have none), in item order: the pairs the
     judge~human_mean rows of ``compute_agreement`` are computed on (its kappas on both rounded half up to the
     scale)."""
     ratings = in_item_order(ratings, ["checkpoint_id", "sample_id", "dimension", "evaluator"])
@@ -495,7 +500,7 @@ def judge_pairs(
     for dim, subset, items, judge, _ in _by_dimension(rubric, ratings, judge_long):
         humans = rater_sets(rubric, subset)["human"]
         if humans.empty:
-            out[dim] = pd.DataFrame(columns=["checkpoint_id", "sample_id", "judge", "human"])
+            out[dim] = pd.DataFrame(columns=PAIR_COLUMNS)
             continue
         at = humans.index.to_numpy()
         a, b, codes = joined_to_panel(panel_of(humans, items[at]), judge)
@@ -504,12 +509,18 @@ def judge_pairs(
             index=items[at],
         )
         keys = keys[~keys.index.duplicated()].loc[codes]
+        if RATED_AT in humans.columns:  # an item arrived when the last of its people rated it
+            stamps = pd.to_datetime(humans[RATED_AT], utc=True).to_numpy()
+            arrived = pd.Series(stamps, index=items[at]).groupby(level=0).max().reindex(codes).to_numpy()
+        else:
+            arrived = np.full(len(codes), np.datetime64("NaT"), "datetime64[us]")
         out[dim] = pd.DataFrame(
             {
                 "checkpoint_id": keys.checkpoint_id.to_numpy(),
                 "sample_id": keys.sample_id.to_numpy(),
                 "judge": a,
                 "human": b,
+                "arrived": pd.to_datetime(arrived, utc=True),
             }
         )
     return out

@@ -41,6 +41,7 @@ at which the CS, at today's estimate, would clear the side of the bar the estima
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,6 +95,11 @@ class Sequence:
         return not (math.isnan(self.estimate) or math.isnan(self.sigma))
 
 
+def _size(p: np.ndarray) -> np.ndarray:
+    """The number of items in each data set: those with a share (an item of weight 0 is not in it)."""
+    return np.asarray((p > 0).sum(axis=-1), float)
+
+
 def _normalised(w: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
     """Weights as shares summing to 1 along the last axis (equal shares without weights)."""
     if w is None:
@@ -109,7 +115,7 @@ def kappa_and_sigma(x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = N
     NaN where kappa is undefined (no disagreement possible by chance)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
     p = _normalised(weights, x.shape)
-    n = x.shape[-1]
+    n = _size(p)
     mx, my = (p * x).sum(-1, keepdims=True), (p * y).sum(-1, keepdims=True)
     u, v = x - mx, y - my
     sxx, syy, sxy = (
@@ -122,7 +128,7 @@ def kappa_and_sigma(x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = N
     with np.errstate(divide="ignore", invalid="ignore"):
         k = 2.0 * sxy / den
         infl = (2.0 * (u * v - sxy) - k * ((u * u - sxx) + (v * v - syy) + 2.0 * d * (u - v))) / den
-        sigma = np.sqrt(n * (p * p * infl * infl).sum(axis=-1))
+        sigma = np.sqrt(n * (p * p * np.nan_to_num(infl * infl)).sum(axis=-1))
     k = k[..., 0]
     bad = ~(den[..., 0] > 0)
     return np.where(bad, np.nan, k), np.where(bad, np.nan, sigma)
@@ -139,10 +145,10 @@ def kappa_sequence(x: np.ndarray, y: np.ndarray, rule: Rule, weights: np.ndarray
 def kappa_bounds(x: np.ndarray, y: np.ndarray, rule: Rule, weights: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     """Estimate, lower and upper bound and sigma of quadratic kappa for each row of ``x`` and ``y`` (label
     positions, one row per data set, items along the last axis); NaN where undefined."""
-    n = x.shape[-1]
-    if n < 2:
+    if x.shape[-1] < 2:
         nan = np.full(x.shape[:-1], np.nan)
         return nan, nan, nan, nan
+    n = _size(_normalised(weights, x.shape))
     k, s = kappa_and_sigma(x, y, weights)
     kc = np.clip(k, -0.999999, 0.999999)
     z, sz = np.arctanh(kc), s / (1.0 - kc * kc)  # Lin's (1989) z-transform of the concordance
@@ -233,6 +239,115 @@ def decide(stats: list[tuple[Sequence, float]], rule: Rule) -> tuple[str, int]:
     bounds = [(np.array(s.low), np.array(s.high), bar) for s, bar in stats]
     verdict = str(verdicts(bounds, n, rule)) if stats else PENDING
     return verdict, 0 if verdict != PENDING else max(1, ratings_needed(stats, rule))
+
+
+MAX_LOOKS = 400  # sizes a decision is looked at, at most: every size up to it, then spread evenly in log-size
+
+
+def looks(n: int, rule: Rule) -> np.ndarray:
+    """The sizes, in arrival order, at which a verdict is decided again: every size from the floor to ``n`` (or,
+    past ``MAX_LOOKS`` of them, that many spread evenly in log-size, always with ``n``). A CS covers at every size
+    at once, so any subset of sizes keeps its level; fewer looks only decide a little later."""
+    first = max(rule.min_samples, 2)
+    if n < first:
+        return np.zeros(0, int)
+    if n - first + 1 <= MAX_LOOKS:
+        return np.arange(first, n + 1)
+    spread = np.unique(np.round(np.geomspace(first, n, MAX_LOOKS)).astype(int))
+    return np.union1d(spread, [n])
+
+
+def prefix_rows(values: np.ndarray, sizes: np.ndarray, fill: float) -> np.ndarray:
+    """One row per size: ``values`` with the items past that size replaced by ``fill`` (they are given no weight,
+    ``prefix_weights``; ``fill`` keeps them out of the others' ranks: +inf sorts after every item)."""
+    n = len(values)
+    inside = np.arange(n)[None, :] < sizes[:, None]
+    return np.where(inside, np.asarray(values, float)[None, :], fill)
+
+
+def prefix_weights(weights: np.ndarray | None, n: int, sizes: np.ndarray) -> np.ndarray:
+    """One row per size: each item's weight (1 without weights) up to that size, 0 past it."""
+    w = np.ones(n) if weights is None else np.asarray(weights, float)
+    return np.where(np.arange(n)[None, :] < sizes[:, None], w[None, :], 0.0)
+
+
+def prefix_bounds(
+    bounds: Callable[..., tuple[np.ndarray, ...]],
+    a: np.ndarray,
+    b: np.ndarray,
+    sizes: np.ndarray,
+    rule: Rule,
+    weights: np.ndarray | None = None,
+    fill: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``bounds`` (``kappa_bounds``, ``spearman_bounds``) of the first ``size`` items of ``a`` and ``b`` for each
+    of ``sizes``: the lower and upper bounds, one per size, computed a block of sizes at a time (a block holds at
+    most ``PREFIX_CELLS`` values)."""
+    n = len(a)
+    lows, highs = [], []
+    step = max(1, PREFIX_CELLS // max(n, 1))
+    for i in range(0, len(sizes), step):
+        part = sizes[i : i + step]
+        w = prefix_weights(weights, n, part)
+        _, low, high, _ = bounds(prefix_rows(a, part, fill), prefix_rows(b, part, fill), rule, w)
+        lows.append(low)
+        highs.append(high)
+    empty = np.zeros(0)
+    return (np.concatenate(lows), np.concatenate(highs)) if lows else (empty, empty)
+
+
+PREFIX_CELLS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Held:
+    """A verdict decided at every look in arrival order and held from its first crossing (``held``):
+    ``verdict``, the look at which it was reached (``at``: an index into the looks, -1 while pending), the look
+    from which the history counts (``since``: 0, or where the ratings contradicted the ones before), and each
+    statistic's running intersection of its CS at the last look (``low``, ``high``)."""
+
+    verdict: str
+    at: int
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+    since: int = 0
+
+
+def held(bounds: list[tuple[np.ndarray, np.ndarray, float]], sizes: np.ndarray, rule: Rule) -> Held:
+    """The decision over a history: per statistic, its CS's lower and upper bound at each of ``sizes`` (arrival
+    order) and its bar. Each CS is intersected with its past (the running maximum of the lower bounds, minimum
+    of the upper: a CS covers at all sizes at once, so the intersection covers whenever it does), the verdict at
+    each look is ``verdicts`` of those, and the first decided one holds from then on. Its error is the CS's: a
+    judge whose true value lies past the margin is decided wrongly only at a look where some CS missed, at most
+    alpha / 2 on the side it matters.
+
+    Evidence that crosses the other way is an intersection that becomes empty: the ratings since contradict the
+    ones before at the stated level (the judge's agreement changed, or a CS missed). The history then counts from
+    that look: intersected anew, decided anew. A bound undefined at a look (NaN) bounds nothing there."""
+    if not bounds or len(sizes) == 0:
+        nan = tuple(math.nan for _ in bounds)
+        return Held(PENDING, -1, nan, nan)
+    lows = [np.where(np.isnan(low), -np.inf, low) for low, _, _ in bounds]
+    highs = [np.where(np.isnan(high), np.inf, high) for _, high, _ in bounds]
+    bars = [bar for _, _, bar in bounds]
+    run_lo, run_hi = [lo[0] for lo in lows], [hi[0] for hi in highs]
+    verdict, at, since = PENDING, -1, 0
+    for i, n in enumerate(sizes):
+        if i:
+            run_lo = [max(r, lo[i]) for r, lo in zip(run_lo, lows)]
+            run_hi = [min(r, hi[i]) for r, hi in zip(run_hi, highs)]
+        if any(lo > hi for lo, hi in zip(run_lo, run_hi)):  # contradicted: count from here
+            run_lo, run_hi = [lo[i] for lo in lows], [hi[i] for hi in highs]
+            verdict, at, since = PENDING, -1, i
+        if verdict == PENDING:
+            now = verdicts([(np.array(lo), np.array(hi), b) for lo, hi, b in zip(run_lo, run_hi, bars)], int(n), rule)
+            if str(now) != PENDING:
+                verdict, at = str(now), i
+
+    def finite(v: float) -> float:
+        return float(v) if np.isfinite(v) else math.nan
+
+    return Held(verdict, at, tuple(finite(v) for v in run_lo), tuple(finite(v) for v in run_hi), since)
 
 
 def ratings_needed(stats: list[tuple[Sequence, float]], rule: Rule) -> int:

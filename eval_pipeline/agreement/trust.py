@@ -33,6 +33,7 @@ from pydantic import Field
 
 from eval_pipeline.agreement import active
 from eval_pipeline.agreement import sequential as sq
+from eval_pipeline.agreement.compute import PAIR_COLUMNS
 from eval_pipeline.agreement.stats import round_half_up
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.config.gates import GateParams
@@ -101,6 +102,8 @@ TRUST_COLUMNS = [
     "human_kappa_ci_low",
     "human_kappa_ci_high",
     "versus_people",
+    "decided_n",
+    "decided_at",
 ]
 DTYPES = {
     "n_rated": "int64",
@@ -124,6 +127,8 @@ DTYPES = {
     "spearman_ci_high": "float64",
     "own_kappa_quadratic": "float64",
     "drift": "boolean",
+    "decided_n": "int64",
+    "decided_at": "datetime64[us, UTC]",
 }
 
 
@@ -217,29 +222,47 @@ def versus_people(judge: tuple[float, float, float], people: tuple[float, float,
     return "as consistent as people"
 
 
-def _sequences(
+@dataclass(frozen=True)
+class _Decision:
+    """One dimension's decision over its history (``_decide``): the CSs on every rated item (the estimates, and
+    what ``needed`` projects from), the verdict held from its first crossing, and when that was."""
+
+    kappa: sq.Sequence
+    spearman: sq.Sequence
+    held: sq.Held
+    since_n: int  # rated samples at the first crossing (0: pending)
+    since: str  # when the item that decided it arrived (ISO 8601, UTC; "" when unknown or pending)
+    counted_from: int  # 0, or the rated sample from which the history counts (the ratings contradicted earlier ones)
+
+
+def _decide(
     rubric: RubricConfig,
     dim: str,
     pair: pd.DataFrame,
+    bars: tuple[float, float],
     rule: sq.Rule,
     weights: pd.Series | None,
     frame: pd.DataFrame | None = None,
-) -> tuple[sq.Sequence, sq.Sequence]:
+) -> _Decision:
     """Kappa's CS on the scale's label positions of both scores rounded half up (as the agreement table's
-    kappa), and Spearman's on the scores as they are; ``weights``: inverse inclusion probabilities by
-    (checkpoint_id, sample_id), where people rated by the active queue (None: every item alike). With ``frame``
-    (every judged sample of the pooled checkpoints: checkpoint_id, sample_id, score, the judge's prediction of
-    people's score, ``mean`` and ``second``, on the people's scale, its ``distribution`` and what divides it onto
-    that scale) and weights, both CSs are the active-inference ones over the whole frame
-    (``sequential.ppi_kappa_bounds``, ``ppi_spearman_bounds``)."""
+    kappa), and Spearman's on the scores as they are, decided again at every look in the order the items arrived
+    (``sequential.held``: the first crossing holds; ties and items of unknown arrival in item order, after the
+    known ones); ``weights``: inverse inclusion probabilities by (checkpoint_id, sample_id), where people rated by
+    the active queue (None: every item alike). With ``frame`` (every judged sample of the pooled checkpoints:
+    checkpoint_id, sample_id, score, the judge's prediction of people's score, ``mean`` and ``second``, on the
+    people's scale, its ``distribution`` and what divides it onto that scale) and weights, both CSs are the
+    active-inference ones over the whole frame (``sequential.ppi_kappa_bounds``, ``ppi_spearman_bounds``)."""
     scale = rubric.rating_scales[dim]
     labels = np.asarray([float(x) for x in scale.labels])
+    if "arrived" in pair.columns and len(pair):
+        pair = pair.iloc[np.argsort(pair.arrived.to_numpy(), kind="stable")]  # NaT sorts last
     w = None
     if weights is not None and len(pair):  # items the design leaves out (rated past the queue's order) drop out
         keys = pd.MultiIndex.from_arrays([pair.checkpoint_id.astype(str), pair.sample_id.astype(str)])
         found = weights.reindex(keys).to_numpy(float)
         pair, w = pair[~np.isnan(found)], found[~np.isnan(found)]
     a, b = pair.judge.to_numpy(float), pair.human.to_numpy(float)
+    sizes = sq.looks(len(a), rule)
 
     def positions(v: np.ndarray) -> np.ndarray:
         return np.asarray(np.searchsorted(labels, np.clip(round_half_up(v), scale.min, scale.max)), float)
@@ -249,15 +272,39 @@ def _sequences(
             pd.MultiIndex.from_arrays([pair.checkpoint_id.astype(str), pair.sample_id.astype(str)])
         )
         ok = at >= 0
+        pair = pair[ok]
         low, step = labels[0], labels[1] - labels[0]
         score, h, q = (frame[c].to_numpy(float) for c in ("score", "mean", "second"))
         h_pos, q_pos = (h - low) / step, (q - 2.0 * low * h + low * low) / (step * step)
-        pi = 1.0 / w[ok]
-        kappa = sq.ppi_kappa_sequence(positions(score), h_pos, q_pos, at[ok], positions(b[ok]), pi, rule)
-        values = np.union1d(labels, b[ok])  # a mean of several people may lie between two labels
+        idx, pi, people = at[ok], 1.0 / w[ok], b[ok]
+        values = np.union1d(labels, people)  # a mean of several people may lie between two labels
         probs = active.level_probabilities(frame.distribution, score, values, frame["divide"].to_numpy(float))
-        return kappa, sq.ppi_spearman_sequence(score, probs, values, at[ok], b[ok], pi, rule)
-    return sq.kappa_sequence(positions(a), positions(b), rule, w), sq.spearman_sequence(a, b, rule, w)
+        sizes = sq.looks(len(idx), rule)
+
+        def kappa_at(m: int) -> sq.Sequence:
+            return sq.ppi_kappa_sequence(positions(score), h_pos, q_pos, idx[:m], positions(people[:m]), pi[:m], rule)
+
+        def spearman_at(m: int) -> sq.Sequence:
+            return sq.ppi_spearman_sequence(score, probs, values, idx[:m], people[:m], pi[:m], rule)
+
+        ks, rs = [kappa_at(int(m)) for m in sizes], [spearman_at(int(m)) for m in sizes]
+        kappa, rho = kappa_at(len(idx)), spearman_at(len(idx))
+        history = [
+            (np.array([x.low for x in ks]), np.array([x.high for x in ks]), bars[0]),
+            (np.array([x.low for x in rs]), np.array([x.high for x in rs]), bars[1]),
+        ]
+    else:
+        kappa, rho = sq.kappa_sequence(positions(a), positions(b), rule, w), sq.spearman_sequence(a, b, rule, w)
+        k_lo, k_hi = sq.prefix_bounds(sq.kappa_bounds, positions(a), positions(b), sizes, rule, w)
+        r_lo, r_hi = sq.prefix_bounds(sq.spearman_bounds, a, b, sizes, rule, w, fill=math.inf)
+        history = [(k_lo, k_hi, bars[0]), (r_lo, r_hi, bars[1])]
+    held = sq.held(history, sizes, rule)
+    since_n = int(sizes[held.at]) if held.at >= 0 else 0
+    since = ""
+    if since_n and "arrived" in pair.columns:
+        moment = pd.Timestamp(pair.arrived.iloc[since_n - 1])
+        since = "" if moment is pd.NaT else moment.isoformat()
+    return _Decision(kappa, rho, held, since_n, since, int(sizes[held.since]) if held.since else 0)
 
 
 def _over_frame(rubric: RubricConfig, dim: str, frame: pd.DataFrame | None) -> bool:
@@ -266,6 +313,11 @@ def _over_frame(rubric: RubricConfig, dim: str, frame: pd.DataFrame | None) -> b
     labels = np.asarray([float(x) for x in rubric.rating_scales[dim].labels])
     steps = np.diff(labels)
     return frame is not None and len(frame) > 0 and len(steps) > 0 and bool(np.allclose(steps, steps[0]))
+
+
+def _ordinal(n: int) -> str:
+    tail = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{tail}"
 
 
 def _fmt(x: float) -> str:
@@ -352,16 +404,19 @@ def pooled_trust(
     for dim in rubric.rating_scales:
         n, k, k_lo, k_hi = _stat(pooled, dim, "cohen_kappa_quadratic")
         _, rho, r_lo, r_hi = _stat(pooled, dim, "spearman")
-        empty = pd.DataFrame(columns=["checkpoint_id", "sample_id", "judge", "human"])
         frame = (frames or {}).get(dim)
-        kcs, rcs = _sequences(rubric, dim, pairs.get(dim, empty), rule, weights, frame)
-        verdict, needed = sq.decide([(kcs, min_kappa), (rcs, min_rho)], rule)
+        pair = pairs.get(dim, pd.DataFrame(columns=PAIR_COLUMNS))
+        d = _decide(rubric, dim, pair, (min_kappa, min_rho), rule, weights, frame)
+        kcs, rcs, verdict = d.kappa, d.spearman, d.held.verdict
+        (k_low, r_low), (k_high, r_high) = d.held.low, d.held.high
+        stats = [(kcs, min_kappa), (rcs, min_rho)]
+        needed = 0 if verdict != PENDING else max(1, sq.ratings_needed(stats, rule))
         people = _people(pooled, dim)
-        beside = versus_people((k, kcs.low, kcs.high), people)
+        beside = versus_people((k, k_low, k_high), people)
         bars = f"kappa_q >= {min_kappa:g} and spearman >= {min_rho:g}, each within {rule.margin:g}"
         evidence = (
-            f"kappa_q {_fmt(kcs.estimate)} [{_fmt(kcs.low)}, {_fmt(kcs.high)}], spearman {_fmt(rcs.estimate)} "
-            f"[{_fmt(rcs.low)}, {_fmt(rcs.high)}] on {n} rated samples from {n_checkpoints} checkpoint(s) "
+            f"kappa_q {_fmt(kcs.estimate)} [{_fmt(k_low)}, {_fmt(k_high)}], spearman {_fmt(rcs.estimate)} "
+            f"[{_fmt(r_low)}, {_fmt(r_high)}] on {n} rated samples from {n_checkpoints} checkpoint(s) "
             f"({1 - rule.alpha:.0%} anytime-valid; needs {bars})"
         )
         if weights is not None and frame is not None and _over_frame(rubric, dim, frame):
@@ -373,7 +428,13 @@ def pooled_trust(
             why = f"{min_n} needed at least" if n < min_n else "the intervals straddle the bar"
             reason = f"{evidence}: {why}; about {needed} more rated samples would settle it"
         else:
-            reason = evidence
+            when = f" on {d.since[:16].replace('T', ' ')} UTC" if d.since else ""
+            reason = f"{evidence}; {verdict} since the {_ordinal(d.since_n)} rated sample{when}"
+        if d.counted_from:
+            reason += (
+                f"; decided afresh from the {_ordinal(d.counted_from)} rated sample on: the ratings from there "
+                "contradict the earlier ones (the judge's agreement changed)"
+            )
         if beside is not None:
             reason += f"; {beside} (people with each other: kappa_q {people[0]:.2f} [{people[1]:.2f}, {people[2]:.2f}])"
         elif n and math.isnan(people[0]):
@@ -391,10 +452,12 @@ def pooled_trust(
                 verdict=verdict,
                 needed=needed,
                 reason=reason,
-                kappa_cs_low=kcs.low,
-                kappa_cs_high=kcs.high,
-                spearman_cs_low=rcs.low,
-                spearman_cs_high=rcs.high,
+                kappa_cs_low=k_low,
+                kappa_cs_high=k_high,
+                spearman_cs_low=r_low,
+                spearman_cs_high=r_high,
+                decided_n=d.since_n,
+                decided_at=d.since or None,
                 human_kappa_quadratic=people[0],
                 human_kappa_ci_low=people[1],
                 human_kappa_ci_high=people[2],
@@ -481,6 +544,8 @@ def _checkpoint_rows(
                 human_kappa_ci_low=d["human_kappa_ci_low"],
                 human_kappa_ci_high=d["human_kappa_ci_high"],
                 versus_people=d["versus_people"],
+                decided_n=d.get("decided_n", 0),
+                decided_at=d.get("decided_at"),
             )
         )
     rows.append(_overall(rows, checkpoint_id, pooled.identity, pooled.label, pooled.n_checkpoints, rule))
@@ -542,4 +607,8 @@ def _overall(rows: list[Row], checkpoint_id: str, identity: str, label: str, n_c
         human_kappa_ci_low=math.nan,
         human_kappa_ci_high=math.nan,
         versus_people=None,
+        decided_n=max((r["decided_n"] for r in rows), default=0) if overall != PENDING else 0,
+        decided_at=max((r["decided_at"] for r in rows if r["decided_at"]), default=None)
+        if overall != PENDING
+        else None,
     )

@@ -87,7 +87,11 @@ RATING_COLUMNS = [
     "score",
     "source_file",
     "line_number",
+    "rated_at",
 ]
+# when a rating arrived (UTC): a ratings file's own ``rated_at`` cell (the annotate app writes it at a row's first
+# save), else the moment the pipeline first read that rating; the order a judge's trust is decided in (#72)
+RATED_AT = "rated_at"
 RATER_KINDS = ("human", "model")  # ratings.rater_kind: a person, or a model whose published scores were imported
 SCORE_COLUMNS = [
     "checkpoint_id",

@@ -37,6 +37,7 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import (
     BAD_CELL_ONLY,
     QUARANTINE_COLUMNS,
+    RATED_AT,
     RATER_KINDS,
     RATING_COLUMNS,
     UNPLACED,
@@ -103,7 +104,21 @@ def _dialect(sample: str) -> type[csv.Dialect]:
 
 
 # Columns a rating file may carry besides the rubric's dimensions.
-KNOWN_COLUMNS = ("sample_id", "evaluator", "checkpoint", "notes", "rater_kind")
+KNOWN_COLUMNS = ("sample_id", "evaluator", "checkpoint", "notes", "rater_kind", RATED_AT)
+
+
+def _rated_at(cell: str) -> tuple[pd.Timestamp | None, str | None]:
+    """A ``rated_at`` cell as a UTC moment (a moment without a zone is taken as UTC), or the problem with it; a
+    blank cell is no moment and no problem (the pipeline's first reading of the rating stands in)."""
+    if not cell:
+        return None, None
+    try:
+        at = pd.Timestamp(cell)
+    except (ValueError, TypeError, OverflowError):
+        at = None
+    if at is None or at is pd.NaT:
+        return None, f"rated_at {cell[:40]!r} is not a date and time (ISO 8601, e.g. 2026-12-06T14:00:00Z)"
+    return (at.tz_localize("UTC") if at.tzinfo is None else at.tz_convert("UTC")), None
 
 
 def _checkpoint_of(cell: str, checkpoint_id: str) -> str:
@@ -345,6 +360,8 @@ class _RatingsReader:
             self.quarantine(path.name, line_no, raw, f"repeated rating of {sid!r} by {evaluator!r} (first kept)")
             return
         self.seen.add((sid, evaluator))
+        at, late = _rated_at(rec.get(RATED_AT) or "")
+        problems = [*problems, *([late] if late else [])]
         for problem in problems:  # a bad cell costs only itself (#72): the row's other ratings are kept
             self.quarantine(path.name, line_no, raw, f"{problem} ({BAD_CELL_ONLY})")
         self.rows += [
@@ -357,6 +374,7 @@ class _RatingsReader:
                 score=x,
                 source_file=path.name,
                 line_number=line_no,
+                rated_at=at,
             )
             for dim, x in scores.items()
         ]
@@ -364,7 +382,7 @@ class _RatingsReader:
     def finish(self) -> RatingsLoad:
         out = self.out
         out.ratings = pd.DataFrame(self.rows, columns=RATING_COLUMNS).astype(
-            {"score": "float64", "line_number": "int64"}
+            {"score": "float64", "line_number": "int64", RATED_AT: "datetime64[us, UTC]"}
         )
         out.quarantine = pd.DataFrame(self.bad, columns=QUARANTINE_COLUMNS) if self.bad else empty_quarantine()
         return out
@@ -552,3 +570,20 @@ def _unreadable(path: Path) -> str | None:
     if why is None and path.stat().st_size > MAX_RATINGS_BYTES:
         why = f"larger than {MAX_RATINGS_BYTES // 2**20} MiB"
     return why
+
+
+def first_read(ratings: pd.DataFrame, before: pd.DataFrame, now: pd.Timestamp) -> pd.DataFrame:
+    """``ratings`` with every blank ``rated_at`` filled with when the pipeline first read that rating: its moment
+    in ``before`` (the same checkpoint's ratings as last stored, by sample, evaluator and dimension), else ``now``.
+    A file typed by hand has no ``rated_at``; this keeps the order its ratings arrived in across re-reads (#72)."""
+    out = ratings.copy()
+    blank = out[RATED_AT].isna()
+    if not blank.any():
+        return out
+    key = ["sample_id", "evaluator", "dimension"]
+    if RATED_AT in before.columns and len(before):
+        known = before.dropna(subset=[RATED_AT]).drop_duplicates(key).set_index(key)[RATED_AT]
+        seen = known.reindex(pd.MultiIndex.from_frame(out.loc[blank, key].astype(str))).to_numpy()
+        out.loc[blank, RATED_AT] = pd.to_datetime(seen, utc=True)
+    out[RATED_AT] = out[RATED_AT].fillna(now).astype("datetime64[us, UTC]")
+    return out

@@ -367,7 +367,7 @@ def test_a_server_killed_at_random_loses_no_acknowledged_rating(project):
     text = (project / "ratings" / RUBRIC / "ckpt-0200~kim.csv").read_text()
     rows = list(csv.DictReader(io.StringIO(text)))
     assert rows and list(rows[0]) == ["sample_id", "evaluator", "checkpoint", "semantic", "completeness", "accuracy",
-                                      "presentation", "notes"]  # fmt: skip
+                                      "presentation", "notes", "rated_at"]  # fmt: skip
     sids = [r["sample_id"] for r in rows]
     assert len(sids) == len(set(sids))
     by_id = {r["sample_id"]: {d: int(r[d]) for d in acknowledged.get(r["sample_id"], {})} for r in rows}

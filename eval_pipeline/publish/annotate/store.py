@@ -1,7 +1,9 @@
 """Ratings given in the browser, written as the files the pipeline already reads.
 
 One file per rubric, checkpoint and evaluator: ``<EVAL_RATINGS_DIR>/<rubric>/<checkpoint>~<evaluator>.csv`` with the
-columns the ratings loader reads (``sample_id, evaluator, checkpoint, <each rated dimension>, notes``). ``~`` is in
+columns the ratings loader reads (``sample_id, evaluator, checkpoint, <each rated dimension>, notes, rated_at``;
+``rated_at``: when the row was first saved, kept through later edits: the order trust is decided in; written in
+the files the app begins, not added to one typed by hand, whose rows' moment is when the pipeline first reads them). ``~`` is in
 neither a checkpoint id's nor an evaluator name's alphabet, so no other pair can name the same file (``-`` is in
 both: ``ckpt-0100`` rated by ``ema-zed`` and ``ckpt-0100-ema`` by ``zed`` were one file under the old
 ``<checkpoint>-<evaluator>.csv``; a pair's rows in such a file are read, and moved to its own file on its next save,
@@ -38,10 +40,12 @@ import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.contracts import RATED_AT
 from eval_pipeline.core.ids import check_checkpoint_id, check_evaluator, check_identifier
 from eval_pipeline.core.locks import file_lock
 from eval_pipeline.core.text import neutralise
@@ -211,7 +215,7 @@ class RatingsFile:
         return out
 
     def _columns(self) -> list[str]:
-        return ["sample_id", "evaluator", "checkpoint", *self.dims, "notes"]
+        return ["sample_id", "evaluator", "checkpoint", *self.dims, "notes", RATED_AT]
 
     def _extra(self) -> JSONObject:
         source = self.extra if self.extra.exists() or not self.legacy_extra.exists() else self.legacy_extra
@@ -307,8 +311,10 @@ class _Lines:
             return cls(bom, list(columns), "", "\n", [])
         (head_text, header), body = records[0], records[1:]
         newline = "\r\n" if head_text.endswith("\r\n") else "\n"
-        missing = [c for c in columns if c not in header]
-        if missing:  # columns the file lacks: added to its header only (shorter rows read them as empty)
+        # columns the file lacks: added to its header only (shorter rows read them as empty); rated_at only to a
+        # file the app began (a file typed by hand keeps its header: its rows' moment is when the pipeline reads them)
+        missing = [c for c in columns if c not in header and c != RATED_AT]
+        if missing:
             header = [*header, *missing]
             head_text = _csv_line(header, newline)
         return cls(bom, header, head_text, newline, body)
@@ -353,6 +359,8 @@ class _Lines:
             at.append(i)
         before = dict(zip(self.header, self.records[at[-1]][1])) if at else {}
         kept = {**before, **file.row_cells(rating)}  # the cells of columns the app does not write stay
+        if RATED_AT in self.header and not (kept.get(RATED_AT) or "").strip():  # first rated: kept through edits
+            kept[RATED_AT] = now_utc()
         cells = [kept.get(c, "") for c in self.header]
         new = (_csv_line(cells, self.newline), cells)
         writes_row = not (rating.skipped and not any(v is not None for v in rating.scores.values()))
@@ -369,6 +377,12 @@ class _Lines:
         index = {old: n for n, old in enumerate(keep)}
         self.records = [self.records[i] for i in keep]
         return [index[i] for i in mine if i in index]
+
+
+def now_utc() -> str:
+    """This moment as the ``rated_at`` cell holds it: ISO 8601 in UTC, to the microsecond (two saves in one
+    second keep their order)."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 def _csv_line(cells: list[str], newline: str) -> str:
