@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -35,6 +36,15 @@ def requested() -> bool:
 def note() -> None:
     """Record that Ctrl-C or SIGTERM arrived, from a handler of its own outside ``watching()`` (the command's, while
     it starts): whatever a library then turns the interrupt into, ``requested()`` says what it was."""
+    _stop()
+
+
+def _stop() -> None:
+    """The stop is noted. From now on a coroutine the interrupt left unawaited (an HTTP client's request that was
+    being created when the signal landed) is the interrupt's doing, already said in one line: not a three-line
+    RuntimeWarning printed when it is collected."""
+    if not _STOP.is_set():
+        warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited", category=RuntimeWarning)
     _STOP.set()
 
 
@@ -111,7 +121,7 @@ def watching() -> Iterator[None]:
     def reader() -> None:
         while data := os.read(read, 64):
             if any(sig in data for sig in _STOPPING):
-                _STOP.set()
+                _stop()
                 if not deadline:
                     deadline.append(threading.Timer(GRACE_S, _give_up))
                     deadline[0].daemon = True
