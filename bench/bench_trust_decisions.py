@@ -23,6 +23,7 @@ the frame estimators, the active queue with the frame estimators).
 
     python bench/bench_trust_decisions.py [--sims 1000] [--max-n 300] [--decision-sims 300]
     python bench/bench_trust_decisions.py --only-decision     # the last block alone (about 15 min on 2 cores)
+    python bench/bench_trust_decisions.py --processes --sims 2000   # four kinds of data (bench/trust_processes.py)
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ from scipy import stats as sps
 
 from eval_pipeline.agreement import active
 from eval_pipeline.agreement import sequential as sq
+
+try:
+    from bench import trust_processes
+except ImportError:  # run as a script from bench/
+    import trust_processes  # type: ignore[no-redef]
 
 BAR_KAPPA, BAR_RHO, FLOOR = 0.6, 0.5, 30
 CUTS = np.array([-1.3, -0.5, 0.3, 1.1])  # latent thresholds of the 1-5 scale (a mildly skewed distribution)
@@ -271,9 +277,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--decision-sims", type=int, default=300, help="frames per judge for the active decision block")
     ap.add_argument("--only-decision", action="store_true", help="run the active decision block alone")
+    ap.add_argument(
+        "--processes", action="store_true", help="the four kinds of data alone (bench/trust_processes.py, #72)"
+    )
     args = ap.parse_args()
     rule = sq.Rule(min_samples=FLOOR)
     started = time.perf_counter()
+    if args.processes:
+        trust_processes.run(args.sims, args.max_n, args.seed, rule)
+        return
     if args.only_decision:
         decision_random_against_active(args.decision_sims, args.seed, args.max_n, rule)
         print(f"({time.perf_counter() - started:.0f} s)")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from eval_pipeline.agreement.design import pilot_set
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.derived import per_rater
@@ -34,27 +35,6 @@ def write_csv(path: Path, df: pd.DataFrame) -> None:
         w.writerow([neutralise(c) for c in df.columns])
         for row in df.itertuples(index=False):
             w.writerow(["" if v is None or (isinstance(v, float) and math.isnan(v)) else neutralise(v) for v in row])
-
-
-def pilot_set(rubric: RubricConfig, samples: pd.DataFrame, seed: int) -> pd.DataFrame:
-    spec = rubric.worklists
-    rng = random.Random(seed)
-    id_col = rubric.inputs.id_field
-    strata = spec.strata or []
-    if strata:
-        groups = [list(g[id_col]) for _, g in samples.groupby(strata, dropna=False, sort=True)]
-    else:
-        groups = [list(samples[id_col])]
-    for g in groups:
-        rng.shuffle(g)
-    rng.shuffle(groups)
-    picked: list[str] = []
-    for batch in itertools.zip_longest(*groups):
-        for sid in batch:
-            if sid is not None and len(picked) < spec.pilot_size:
-                picked.append(sid)
-    out = samples.set_index(id_col).loc[picked].reset_index()
-    return out[[id_col, *strata]].rename(columns={id_col: "sample_id"})
 
 
 def spot_check(rubric: RubricConfig, samples: pd.DataFrame, seed: int) -> pd.DataFrame:

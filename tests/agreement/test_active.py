@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.agreement import active
+from eval_pipeline.agreement.design import Plan, inclusion
 from eval_pipeline.agreement.ppi import calibrated_means
-from eval_pipeline.publish.annotate.queues import Plan, inclusion
 
 
 def test_priorities_keep_a_floor_and_fall_back_to_equal():

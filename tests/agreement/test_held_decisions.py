@@ -93,16 +93,16 @@ def _all_at_once(judge: np.ndarray, people: np.ndarray) -> str:
 
 
 def test_a_judge_trusted_on_its_first_ratings_stays_trusted_when_later_ones_widen_the_estimate(rubrics):
-    """One judge throughout (kappa about 0.66): trusted at its 59th rating. Before, decided on every rating at
+    """One judge throughout (kappa about 0.66): trusted at its 94th rating. Before, decided on every rating at
     once, it went back to pending as later ratings came in; now it stays trusted, says since which rating and
     when, and the order is the arrival's, not the file's."""
-    judge, people = _scores(np.random.default_rng(181), 240, 0.7)
+    judge, people = _scores(np.random.default_rng(159), 240, 0.7)
     assert _all_at_once(judge, people) == "pending"
     acc, start = _trust(rubrics, judge, people, order=np.random.default_rng(5).permutation(240))
     assert acc["verdict"] == "trusted", acc["reason"]
-    assert acc["decided_n"] == 59
-    assert pd.Timestamp(acc["decided_at"]) == start + pd.Timedelta(minutes=58)
-    assert "trusted since the 59th rated sample on 2026-11-02 09:58 UTC" in acc["reason"], acc["reason"]
+    assert acc["decided_n"] == 94
+    assert pd.Timestamp(acc["decided_at"]) == start + pd.Timedelta(minutes=93)
+    assert "trusted since the 94th rated sample on 2026-11-02 10:33 UTC" in acc["reason"], acc["reason"]
     assert acc["kappa_cs_low"] >= 0.55 and "afresh" not in acc["reason"]
 
 

@@ -20,6 +20,7 @@ import dagster as dg
 import pandas as pd
 
 from eval_pipeline.agreement.compute import rater_sets
+from eval_pipeline.agreement.design import declares_protocol, inclusion, load_plan
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, Table
 from eval_pipeline.defs.asset import asset_key, rubric_asset
@@ -27,7 +28,6 @@ from eval_pipeline.defs.assets.decisions import commit
 from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.queries import samples_per_checkpoint
 from eval_pipeline.defs.resources import WarehouseResource
-from eval_pipeline.publish.annotate.queues import declares_protocol, inclusion, load_plan
 from eval_pipeline.scoring.comparison import find_parent
 from eval_pipeline.storage import versions
 from eval_pipeline.storage.warehouse import Warehouse
