@@ -469,31 +469,24 @@ def ppi_kappa_bounds(
         infl = (2.0 * (u * v - sxy) - k[..., None] * spread) / den[..., None]
         frame_var = (share * infl * infl).sum(-1) / n_all
         sigma = np.sqrt(n * (design + frame_var))
-    bad = ~(den > 0) | np.isnan(sigma)
-    kc = np.clip(k, -0.999999, 0.999999)
-    sz = sigma / (1.0 - kc * kc)
-    r = sz * rule.radius(n)
-    z = np.arctanh(kc)
+    return _on_z_scale(k, sigma, n, rule, ~(den > 0) | np.isnan(sigma))
+
+
+def _on_z_scale(
+    estimate: np.ndarray, sigma: np.ndarray, n: int, rule: Rule, bad: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Estimate, bounds and sigma of a correlation-like statistic (kappa, Spearman) whose per-item sigma on its
+    own scale is ``sigma``: the CS built on the z scale (sigma / (1 - estimate²)) and mapped back with tanh; NaN
+    where ``bad``."""
+    c = np.clip(estimate, -0.999999, 0.999999)
+    sz = sigma / (1.0 - c * c)
+    z, r = np.arctanh(c), sz * rule.radius(n)
     return (
-        np.where(bad, np.nan, k),
+        np.where(bad, np.nan, estimate),
         np.where(bad, np.nan, np.tanh(z - r)),
         np.where(bad, np.nan, np.tanh(z + r)),
         np.where(bad, np.nan, sz),
     )
-
-
-def ppi_kappa_sequence(
-    judge: np.ndarray,
-    mean: np.ndarray,
-    second: np.ndarray,
-    rated: np.ndarray,
-    people: np.ndarray,
-    pi: np.ndarray,
-    rule: Rule,
-) -> Sequence:
-    """``ppi_kappa_bounds`` for one frame, as a ``Sequence`` (t = the number rated)."""
-    est, low, high, sigma = ppi_kappa_bounds(judge, mean, second, rated, people, pi, rule)
-    return Sequence(float(est[0]), float(low[0]), float(high[0]), float(sigma[0]), len(np.atleast_1d(rated)))
 
 
 def _hajek(wphi: np.ndarray, pi: np.ndarray) -> np.ndarray:
@@ -567,26 +560,20 @@ def ppi_spearman_bounds(
         rc = np.clip(rho, -0.999999, 0.999999)
         frame = (1.0 - rc * rc) ** 2 * (1.0 + rc * rc / 2.0) / n_all
         sigma = np.sqrt(n * (design + frame))
-    bad = ~((var_j > 0) & (var_h > 0)) | np.isnan(sigma) | np.isnan(rho)
-    z, sz = np.arctanh(rc), sigma / (1.0 - rc * rc)
-    r = sz * rule.radius(n)
-    return (
-        np.where(bad, np.nan, rho),
-        np.where(bad, np.nan, np.tanh(z - r)),
-        np.where(bad, np.nan, np.tanh(z + r)),
-        np.where(bad, np.nan, sz),
-    )
+    return _on_z_scale(rho, sigma, n, rule, ~((var_j > 0) & (var_h > 0)) | np.isnan(sigma) | np.isnan(rho))
 
 
-def ppi_spearman_sequence(
+def frame_sequence(
+    bounds: Callable[..., tuple[np.ndarray, ...]],
     judge: np.ndarray,
-    probs: np.ndarray,
-    values: np.ndarray,
+    first: np.ndarray,
+    second: np.ndarray,
     rated: np.ndarray,
     people: np.ndarray,
     pi: np.ndarray,
     rule: Rule,
 ) -> Sequence:
-    """``ppi_spearman_bounds`` for one frame, as a ``Sequence`` (t = the number rated)."""
-    est, low, high, sigma = ppi_spearman_bounds(judge, probs, values, rated, people, pi, rule)
+    """``bounds`` (``ppi_kappa_bounds`` with the prediction's mean and second moment, ``ppi_spearman_bounds`` with
+    its level probabilities and the values) for one frame, as a ``Sequence`` (t = the number rated)."""
+    est, low, high, sigma = bounds(judge, first, second, rated, people, pi, rule)
     return Sequence(float(est[0]), float(low[0]), float(high[0]), float(sigma[0]), len(np.atleast_1d(rated)))

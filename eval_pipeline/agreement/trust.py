@@ -282,10 +282,11 @@ def _decide(
         sizes = sq.looks(len(idx), rule)
 
         def kappa_at(m: int) -> sq.Sequence:
-            return sq.ppi_kappa_sequence(positions(score), h_pos, q_pos, idx[:m], positions(people[:m]), pi[:m], rule)
+            args = (positions(score), h_pos, q_pos, idx[:m], positions(people[:m]), pi[:m], rule)
+            return sq.frame_sequence(sq.ppi_kappa_bounds, *args)
 
         def spearman_at(m: int) -> sq.Sequence:
-            return sq.ppi_spearman_sequence(score, probs, values, idx[:m], people[:m], pi[:m], rule)
+            return sq.frame_sequence(sq.ppi_spearman_bounds, score, probs, values, idx[:m], people[:m], pi[:m], rule)
 
         ks, rs = [kappa_at(int(m)) for m in sizes], [spearman_at(int(m)) for m in sizes]
         kappa, rho = kappa_at(len(idx)), spearman_at(len(idx))

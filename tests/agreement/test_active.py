@@ -137,8 +137,8 @@ def test_the_frame_estimators_are_the_plain_statistics_when_every_item_is_rated(
 
     judge, people, mean, second, _, prob = _varying(np.random.default_rng(3), 500)
     every, certain = np.arange(500), np.ones(500)
-    k = sq.ppi_kappa_sequence(judge, mean, second, every, people, certain, sq.Rule())
-    rho = sq.ppi_spearman_sequence(judge, prob, np.arange(5.0), every, people, certain, sq.Rule())
+    k = sq.frame_sequence(sq.ppi_kappa_bounds, judge, mean, second, every, people, certain, sq.Rule())
+    rho = sq.frame_sequence(sq.ppi_spearman_bounds, judge, prob, np.arange(5.0), every, people, certain, sq.Rule())
     assert k.estimate == pytest.approx(float(sq.kappa_and_sigma(judge, people)[0]), abs=1e-12)
     assert rho.estimate == pytest.approx(float(sps.spearmanr(judge, people).statistic), abs=1e-12)
 
@@ -165,8 +165,8 @@ def test_the_frame_estimators_cover_under_the_active_queue_and_are_narrower_than
         queue, keys = active.order(ids, w, 100 + t)
         at = np.array([int(q[1:]) for q in queue])[:n]
         pi = active.inclusion(keys[:n], w[at], float(keys[n]))
-        k = sq.ppi_kappa_sequence(judge, mean, second, at, people[at], pi, rule)
-        r = sq.ppi_spearman_sequence(judge, prob, np.arange(5.0), at, people[at], pi, rule)
+        k = sq.frame_sequence(sq.ppi_kappa_bounds, judge, mean, second, at, people[at], pi, rule)
+        r = sq.frame_sequence(sq.ppi_spearman_bounds, judge, prob, np.arange(5.0), at, people[at], pi, rule)
         covered += (k.low <= kappa <= k.high) and (r.low <= rho <= r.high)
         alone = sq.kappa_sequence(judge[at], people[at], rule, 1 / pi)
         narrower += (k.high - k.low) < (alone.high - alone.low)

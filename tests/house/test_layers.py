@@ -136,3 +136,14 @@ def test_a_judge_setting_goes_one_way_down_the_judge_modules():
     ]
     assert back == [], "\n".join(back)
     assert all(m in graph for m in way), [m for m in way if m not in graph]  # the way names modules that exist
+
+
+def test_the_calibration_pool_reads_the_sampling_design_from_the_estimator_library():
+    """#72.7: the pool asset took the active queue's plan and inclusion probabilities from the annotate app's
+    queues (publish/); the design is the estimators' (agreement/design.py), and the pool imports nothing of
+    publish/."""
+    tree = ast.parse((PACKAGE / "defs" / "assets" / "pools.py").read_text())
+    imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert "eval_pipeline.agreement.design" in imported
+    assert not [m for m in imported if m.startswith("eval_pipeline.publish")], imported
