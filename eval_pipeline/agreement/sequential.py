@@ -262,16 +262,19 @@ def decide(stats: list[tuple[Sequence, float]], rule: Rule) -> tuple[str, int]:
 MAX_LOOKS = 400  # sizes a decision is looked at, at most: every size up to it, then spread evenly in log-size
 
 
-def looks(n: int, rule: Rule) -> np.ndarray:
+FRAME_LOOKS = 60  # the active-inference sequences pass over every judged sample at each look: fewer looks
+
+
+def looks(n: int, rule: Rule, most: int = MAX_LOOKS) -> np.ndarray:
     """The sizes, in arrival order, at which a verdict is decided again: every size from the floor to ``n`` (or,
-    past ``MAX_LOOKS`` of them, that many spread evenly in log-size, always with ``n``). A CS covers at every size
-    at once, so any subset of sizes keeps its level; fewer looks only decide a little later."""
+    past ``most`` of them, that many spread evenly in log-size, always with ``n``). A CS covers at every size at
+    once, so any subset of sizes keeps its level; fewer looks only decide a little later."""
     first = max(rule.min_samples, 2)
     if n < first:
         return np.zeros(0, int)
-    if n - first + 1 <= MAX_LOOKS:
+    if n - first + 1 <= most:
         return np.arange(first, n + 1)
-    spread = np.unique(np.round(np.geomspace(first, n, MAX_LOOKS)).astype(int))
+    spread = np.unique(np.round(np.geomspace(first, n, most)).astype(int))
     return np.union1d(spread, [n])
 
 

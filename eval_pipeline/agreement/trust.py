@@ -279,7 +279,7 @@ def _decide(
         idx, pi, people = at[ok], 1.0 / w[ok], b[ok]
         values = np.union1d(labels, people)  # a mean of several people may lie between two labels
         probs = active.level_probabilities(frame.distribution, score, values, frame["divide"].to_numpy(float))
-        sizes = sq.looks(len(idx), rule)
+        sizes = sq.looks(len(idx), rule, sq.FRAME_LOOKS)  # each look a pass over the frame
 
         def kappa_at(m: int) -> sq.Sequence:
             args = (positions(score), h_pos, q_pos, idx[:m], positions(people[:m]), pi[:m], rule)
