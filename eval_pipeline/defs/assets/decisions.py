@@ -30,8 +30,9 @@ from eval_pipeline.storage.tables import Filter, Frame, Select, Where
 from eval_pipeline.storage.warehouse import Warehouse
 
 # the decisions' own code: a change that gives other answers from the same inputs bumps it (2: the people baseline
-# from people only, agreement.between, #72)
-SCHEME = 2
+# from people only, agreement.between, #72; 3: trust decided along the ratings' arrival and held, the sequences
+# widened at small sizes, #72)
+SCHEME = 3
 NO_PARENT = "-"
 
 
