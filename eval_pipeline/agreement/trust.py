@@ -233,6 +233,7 @@ class _Decision:
     since_n: int  # rated samples at the first crossing (0: pending)
     since: str  # when the item that decided it arrived (ISO 8601, UTC; "" when unknown or pending)
     counted_from: int  # 0, or the rated sample from which the history counts (the ratings contradicted earlier ones)
+    timed: bool  # every rated item has its arrival: the decision is held along it
 
 
 def _decide(
@@ -254,15 +255,18 @@ def _decide(
     active-inference ones over the whole frame (``sequential.ppi_kappa_bounds``, ``ppi_spearman_bounds``)."""
     scale = rubric.rating_scales[dim]
     labels = np.asarray([float(x) for x in scale.labels])
-    if "arrived" in pair.columns and len(pair):
-        pair = pair.iloc[np.argsort(pair.arrived.to_numpy(), kind="stable")]  # NaT sorts last
+    timed = "arrived" in pair.columns and len(pair) > 0 and bool(pair.arrived.notna().all())
+    if timed:
+        pair = pair.iloc[np.argsort(pair.arrived.to_numpy(), kind="stable")]
     w = None
     if weights is not None and len(pair):  # items the design leaves out (rated past the queue's order) drop out
         keys = pd.MultiIndex.from_arrays([pair.checkpoint_id.astype(str), pair.sample_id.astype(str)])
         found = weights.reindex(keys).to_numpy(float)
         pair, w = pair[~np.isnan(found)], found[~np.isnan(found)]
     a, b = pair.judge.to_numpy(float), pair.human.to_numpy(float)
-    sizes = sq.looks(len(a), rule)
+    # without every item's arrival there is no history to hold a decision along: decided on the ratings as they
+    # stand (one look), as before #72 (an order made up at each look, e.g. by sample id, gave 17 % false trust)
+    sizes = sq.looks(len(a), rule) if timed else _last_look(len(a), rule)
 
     def positions(v: np.ndarray) -> np.ndarray:
         return np.asarray(np.searchsorted(labels, np.clip(round_half_up(v), scale.min, scale.max)), float)
@@ -279,7 +283,7 @@ def _decide(
         idx, pi, people = at[ok], 1.0 / w[ok], b[ok]
         values = np.union1d(labels, people)  # a mean of several people may lie between two labels
         probs = active.level_probabilities(frame.distribution, score, values, frame["divide"].to_numpy(float))
-        sizes = sq.looks(len(idx), rule, sq.FRAME_LOOKS)  # each look a pass over the frame
+        sizes = sq.looks(len(idx), rule, sq.FRAME_LOOKS) if timed else _last_look(len(idx), rule)  # a pass each
 
         def kappa_at(m: int) -> sq.Sequence:
             args = (positions(score), h_pos, q_pos, idx[:m], positions(people[:m]), pi[:m], rule)
@@ -305,7 +309,12 @@ def _decide(
     if since_n and "arrived" in pair.columns:
         moment = pd.Timestamp(pair.arrived.iloc[since_n - 1])
         since = "" if moment is pd.NaT else moment.isoformat()
-    return _Decision(kappa, rho, held, since_n, since, int(sizes[held.since]) if held.since else 0)
+    return _Decision(kappa, rho, held, since_n, since, int(sizes[held.since]) if held.since else 0, timed)
+
+
+def _last_look(n: int, rule: sq.Rule) -> np.ndarray:
+    """The one look of a decision on the ratings as they stand: at ``n``, from the floor on."""
+    return np.array([n] if n >= max(rule.min_samples, 2) else [], int)
 
 
 def _over_frame(rubric: RubricConfig, dim: str, frame: pd.DataFrame | None) -> bool:
@@ -428,9 +437,11 @@ def pooled_trust(
         if verdict == PENDING:
             why = f"{min_n} needed at least" if n < min_n else "the intervals straddle the bar"
             reason = f"{evidence}: {why}; about {needed} more rated samples would settle it"
-        else:
+        elif d.timed:
             when = f" on {d.since[:16].replace('T', ' ')} UTC" if d.since else ""
             reason = f"{evidence}; {verdict} since the {_ordinal(d.since_n)} rated sample{when}"
+        else:
+            reason = f"{evidence}; not held (ratings without rated_at)"
         if d.counted_from:
             reason += (
                 f"; decided afresh from the {_ordinal(d.counted_from)} rated sample on: the ratings from there "

@@ -90,7 +90,9 @@ RATING_COLUMNS = [
     "rated_at",
 ]
 # when a rating arrived (UTC): a ratings file's own ``rated_at`` cell (the annotate app writes it at a row's first
-# save), else the moment the pipeline first read that rating; the order a judge's trust is decided in (#72)
+# save; a CSV may carry it); the order a judge's trust is decided and held in (#72). A rating without one has no
+# arrival: the moment the pipeline happened to read it is not an input, and would make the verdict depend on the
+# path that landed the data
 RATED_AT = "rated_at"
 RATER_KINDS = ("human", "model")  # ratings.rater_kind: a person, or a model whose published scores were imported
 SCORE_COLUMNS = [

@@ -570,20 +570,3 @@ def _unreadable(path: Path) -> str | None:
     if why is None and path.stat().st_size > MAX_RATINGS_BYTES:
         why = f"larger than {MAX_RATINGS_BYTES // 2**20} MiB"
     return why
-
-
-def first_read(ratings: pd.DataFrame, before: pd.DataFrame, now: pd.Timestamp) -> pd.DataFrame:
-    """``ratings`` with every blank ``rated_at`` filled with when the pipeline first read that rating: its moment
-    in ``before`` (the same checkpoint's ratings as last stored, by sample, evaluator and dimension), else ``now``.
-    A file typed by hand has no ``rated_at``; this keeps the order its ratings arrived in across re-reads (#72)."""
-    out = ratings.copy()
-    blank = out[RATED_AT].isna()
-    if not blank.any():
-        return out
-    key = ["sample_id", "evaluator", "dimension"]
-    if RATED_AT in before.columns and len(before):
-        known = before.dropna(subset=[RATED_AT]).drop_duplicates(key).set_index(key)[RATED_AT]
-        seen = known.reindex(pd.MultiIndex.from_frame(out.loc[blank, key].astype(str))).to_numpy()
-        out.loc[blank, RATED_AT] = pd.to_datetime(seen, utc=True)
-    out[RATED_AT] = out[RATED_AT].fillna(now).astype("datetime64[us, UTC]")
-    return out

@@ -1,5 +1,5 @@
 """#72.3: a decision holds once made. Trust is decided again at every look in the order the ratings arrived
-(``rated_at``: the annotate app's first save of a row, else when the pipeline first read the rating); each
+(``rated_at``: the annotate app's first save of a row, or a CSV's own column); each
 confidence sequence is intersected with its past and the first crossing holds, so a person who saw "trusted"
 does not see "pending" later without evidence that crossed the other way."""
 
@@ -12,7 +12,6 @@ import pytest
 from eval_pipeline.agreement import sequential as sq
 from eval_pipeline.agreement import stats as st
 from eval_pipeline.agreement.trust import pooled_trust
-from eval_pipeline.ingest.ratings import first_read
 
 CUTS = np.array([-1.3, -0.5, 0.3, 1.1])
 
@@ -118,26 +117,29 @@ def test_a_judge_whose_agreement_changed_is_decided_afresh_from_where_the_rating
     assert "decided afresh from the" in acc["reason"] and acc["decided_n"] > 80
 
 
-def test_a_rating_without_its_own_moment_keeps_the_one_it_was_first_read_at():
-    """The CSV path: a file typed by hand has no rated_at; the pipeline's first reading stands in, and a
-    later reading of the same rating keeps it (a new rating gets the new moment)."""
-    first = pd.Timestamp("2026-12-01T10:00:00Z")
-    later = pd.Timestamp("2026-12-03T10:00:00Z")
-    rows = pd.DataFrame(
-        {
-            "sample_id": ["a", "b"],
-            "evaluator": ["ann", "ann"],
-            "dimension": ["accuracy", "accuracy"],
-            "score": [3.0, 4.0],
-            "rated_at": pd.Series([pd.NaT, pd.NaT], dtype="datetime64[us, UTC]"),
-        }
-    )
-    once = first_read(rows.iloc[:1], pd.DataFrame(), first)
-    assert list(once.rated_at) == [first]
-    again = first_read(rows, once, later)
-    assert list(again.rated_at) == [first, later]
-    own = rows.assign(rated_at=pd.Series([pd.Timestamp("2026-11-30T08:00:00Z"), pd.NaT], dtype="datetime64[us, UTC]"))
-    assert first_read(own, once, later).rated_at.iloc[0] == pd.Timestamp("2026-11-30T08:00:00Z")
+def test_ratings_without_their_arrival_are_decided_as_they_stand_whatever_path_read_them(rubrics):
+    """A file typed by hand without rated_at: no history, so nothing is held; the verdict is the ratings' as they
+    stand (one look), the same whatever order or moment they were read in, and a decision says it is not held.
+    (The first version stood the pipeline's first reading in for the arrival: the landing tests then found the
+    verdict depending on the path that landed the data.)"""
+    judge, people = _scores(np.random.default_rng(159), 240, 0.7)
+    untimed = pd.Series(pd.NaT, index=range(240), dtype="datetime64[us, UTC]")
+    pooled = pd.DataFrame(columns=["raters", "statistic", "dimension", "n_items", "value", "ci_low", "ci_high"])
+
+    def decided(order: np.ndarray) -> dict:
+        pairs = {d: f.iloc[order] for d, f in _pairs(judge, people, untimed).items()}
+        return {r["dimension"]: r for r in pooled_trust(rubrics["kg_qa"], "j", "j", pooled, 1, pairs).dimensions}
+
+    one, other = decided(np.arange(240)), decided(np.random.default_rng(2).permutation(240))
+    assert one["accuracy"]["verdict"] == other["accuracy"]["verdict"] == _all_at_once(judge, people) == "pending"
+    assert one["accuracy"]["reason"] == other["accuracy"]["reason"]
+    good, bad = _scores(np.random.default_rng(4), 200, 0.2), _scores(np.random.default_rng(4), 200, 2.5)
+    for j, p, verdict in ((*good, "trusted"), (*bad, "untrusted")):
+        pairs = _pairs(j, p, pd.Series(pd.NaT, index=range(200), dtype="datetime64[us, UTC]"))
+        rows = pooled_trust(rubrics["kg_qa"], "j", "j", pooled, 1, pairs).dimensions
+        row = next(r for r in rows if r["dimension"] == "accuracy")
+        assert row["verdict"] == verdict and "not held (ratings without rated_at)" in row["reason"], row["reason"]
+        assert row["decided_n"] == 200 and row["decided_at"] is None
 
 
 def test_the_annotate_app_writes_when_a_row_was_first_saved_and_keeps_it_through_edits(rubrics, tmp_path):
@@ -164,7 +166,7 @@ def test_the_annotate_app_writes_when_a_row_was_first_saved_and_keeps_it_through
 
 
 def test_a_rated_at_that_is_not_a_moment_costs_only_itself(rubrics, tmp_path):
-    """A bad rated_at cell is quarantined with its line; the row's scores are kept (their moment: first read)."""
+    """A bad rated_at cell is quarantined with its line; the row's scores are kept (without a moment)."""
     from eval_pipeline.ingest.ratings import load_ratings
 
     rubric = rubrics["kg_qa"]

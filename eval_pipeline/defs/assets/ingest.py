@@ -14,7 +14,7 @@ from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, WarehouseResource
 from eval_pipeline.ingest.jsonl import RAW_SCHEMA, iter_jsonl
-from eval_pipeline.ingest.ratings import SOURCES, concerning, files_version, first_read, load_ratings
+from eval_pipeline.ingest.ratings import SOURCES, concerning, files_version, load_ratings
 
 
 def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
@@ -162,11 +162,6 @@ def human_ratings_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         files = concerning(rubric.name, local, [ckpt_id], registered)[ckpt_id]
         version = files_version(files)
         load = load_ratings(rubric, ckpt_id, ids, root=local, known_checkpoints=known | {ckpt_id})
-        if wh.table_exists(rubric.name, Table.HUMAN_RATINGS):  # a rating without its own moment: when first read
-            before = wh.read(rubric.name, Table.HUMAN_RATINGS, where={"checkpoint_id": ckpt_id})
-        else:
-            before = pd.DataFrame()
-        load.ratings = first_read(load.ratings, before, pd.Timestamp.now(tz="UTC"))
         source = pd.DataFrame(
             [{"checkpoint_id": ckpt_id, "fingerprint": version, "files": len(files), "rows": len(load.ratings),
               "read_at": pd.Timestamp.now(tz="UTC")}]
