@@ -1123,7 +1123,7 @@ def gen_rp(rng: random.Random, ckpt_index: int) -> list[tuple[dict, dict]]:
         # human-facing scale for the questionnaire metrics (1-10)
         q10 = dict(
             immersivity=clamp(q["style"] * 1.6 + q["attributes"] * 0.4 + rng.gauss(0, 0.8), 1, 10),
-            consistency=clamp(q["style"] * 1.2 + q["attributes"] * 0.8 + rng.gauss(0, 0.3), 1, 10),
+            consistency=clamp(q["style"] * 1.2 + q["attributes"] * 0.8 + rng.gauss(0, 0.15), 1, 10),
             creativity=clamp(q["style"] * 1.6 + 1.2 + rng.gauss(0, 0.4), 1, 10),
         )
         out.append((row, q10))
