@@ -109,7 +109,7 @@ KNOWN_COLUMNS = ("sample_id", "evaluator", "checkpoint", "notes", "rater_kind", 
 
 def _rated_at(cell: str) -> tuple[pd.Timestamp | None, str | None]:
     """A ``rated_at`` cell as a UTC moment (a moment without a zone is taken as UTC), or the problem with it; a
-    blank cell is no moment and no problem (the pipeline's first reading of the rating stands in)."""
+    blank cell is no moment and no problem (such ratings are decided as they stand, not held: agreement.trust)."""
     if not cell:
         return None, None
     try:

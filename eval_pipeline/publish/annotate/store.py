@@ -3,7 +3,8 @@
 One file per rubric, checkpoint and evaluator: ``<EVAL_RATINGS_DIR>/<rubric>/<checkpoint>~<evaluator>.csv`` with the
 columns the ratings loader reads (``sample_id, evaluator, checkpoint, <each rated dimension>, notes, rated_at``;
 ``rated_at``: when the row was first saved, kept through later edits: the order trust is decided in; written in the
-files the app begins, not added to one typed by hand, whose rows' moment is when the pipeline first reads them).
+files the app begins, not added to one typed by hand, whose rows then have no moment: agreement.trust decides
+them as they stand).
 ``~`` is in neither a checkpoint id's nor an evaluator name's alphabet, so no other pair can name the same file
 (``-`` is in both: ``ckpt-0100`` rated by ``ema-zed`` and ``ckpt-0100-ema`` by ``zed`` were one file under the old
 ``<checkpoint>-<evaluator>.csv``; a pair's rows in such a file are read, and moved to its own file on its next save,
