@@ -146,7 +146,7 @@ def kappa_and_sigma(x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = N
     with np.errstate(divide="ignore", invalid="ignore"):
         k = 2.0 * sxy / den
         infl = (2.0 * (u * v - sxy) - k * ((u * u - sxx) + (v * v - syy) + 2.0 * d * (u - v))) / den
-        sigma = np.sqrt(n * (p * p * np.nan_to_num(infl * infl)).sum(axis=-1))
+        sigma = np.sqrt(n * (p * p * infl * infl).sum(axis=-1))
     k = k[..., 0]
     bad = ~(den[..., 0] > 0)
     return np.where(bad, np.nan, k), np.where(bad, np.nan, sigma)
@@ -292,6 +292,9 @@ def prefix_weights(weights: np.ndarray | None, n: int, sizes: np.ndarray) -> np.
     return np.where(np.arange(n)[None, :] < sizes[:, None], w[None, :], 0.0)
 
 
+PREFIX_CELLS = 1_000_000  # values in one block of prefix rows
+
+
 def prefix_bounds(
     bounds: Callable[..., tuple[np.ndarray, ...]],
     a: np.ndarray,
@@ -315,9 +318,6 @@ def prefix_bounds(
         highs.append(high)
     empty = np.zeros(0)
     return (np.concatenate(lows), np.concatenate(highs)) if lows else (empty, empty)
-
-
-PREFIX_CELLS = 1_000_000
 
 
 @dataclass(frozen=True)

@@ -293,7 +293,8 @@ def _decide(
             return sq.frame_sequence(sq.ppi_spearman_bounds, score, probs, values, idx[:m], people[:m], pi[:m], rule)
 
         ks, rs = [kappa_at(int(m)) for m in sizes], [spearman_at(int(m)) for m in sizes]
-        kappa, rho = kappa_at(len(idx)), spearman_at(len(idx))
+        # the last look is every rated item (looks always end at n): not computed again
+        kappa, rho = (ks[-1], rs[-1]) if len(ks) else (kappa_at(len(idx)), spearman_at(len(idx)))
         history = [
             (np.array([x.low for x in ks]), np.array([x.high for x in ks]), bars[0]),
             (np.array([x.low for x in rs]), np.array([x.high for x in rs]), bars[1]),
