@@ -24,6 +24,7 @@ the frame estimators, the active queue with the frame estimators).
     python bench/bench_trust_decisions.py [--sims 1000] [--max-n 300] [--decision-sims 300]
     python bench/bench_trust_decisions.py --only-decision     # the last block alone (about 15 min on 2 cores)
     python bench/bench_trust_decisions.py --processes --sims 2000   # four kinds of data (bench/trust_processes.py)
+    python bench/bench_trust_decisions.py --active-coverage --decision-sims 2000   # the queue's intervals (#72.4)
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ import time
 import numpy as np
 from scipy import stats as sps
 
-from eval_pipeline.agreement import active
+from eval_pipeline.agreement import active, ppi
+from eval_pipeline.agreement import design as sampling
 from eval_pipeline.agreement import sequential as sq
 
 try:
@@ -128,14 +130,14 @@ def active_against_random(sims: int, seed: int, n_items: int = 600, width: float
         ids = [f"s{i}" for i in range(n_items)]
         for design in need:
             w = active.priorities(reported) if design == "active" else np.ones(n_items)
-            queue, keys = active.order(ids, w, seed + k)
+            queue, keys = sampling.order(ids, w, seed + k)
             at = np.array([int(sid[1:]) for sid in queue])
             reached = None
             for n in sizes:
                 rated = at[:n]
                 tau = float(keys[n]) if n < n_items else math.inf
-                pi = active.inclusion(keys[:n], w[rated], tau)
-                est = active.ipw_mean(f, f[rated], y[rated], pi)
+                pi = sampling.inclusion(keys[:n], w[rated], tau)
+                est = ppi.ipw_mean(f, f[rated], y[rated], pi)
                 if reached is None and (est.ci_high - est.ci_low) / 2 <= width:
                     reached = int(n)
                 if n in (60, 120):
@@ -218,7 +220,7 @@ def decision_random_against_active(sims: int, seed: int, max_n: int, rule: sq.Ru
             orders, keys = [], []
             for k in range(sims):
                 w = weights[k] if weights is not None else np.ones(n_items)
-                queue, key = active.order(ids, w, seed + k)
+                queue, key = sampling.order(ids, w, seed + k)
                 orders.append([int(x[1:]) for x in queue])
                 keys.append(key)
             at, key = np.array(orders), np.array(keys)
@@ -262,6 +264,58 @@ def decision_random_against_active(sims: int, seed: int, max_n: int, rule: sq.Ru
         )
 
 
+def active_coverage(sims: int, seed: int, n_items: int = 1800) -> None:
+    """#72.4: fixed-size 95 % intervals under the active queue, at 50 and 300 ratings, on ``draw_varying`` data
+    (frames of ``n_items`` judged items ordered by the queue's decision priorities, as the annotate plan orders a
+    checkpoint): kappa and Spearman over the frame (estimate -+ 1.96 sigma / sqrt(n) on the z scale, sigma from
+    ``sequential.ppi_kappa_bounds`` and ``ppi_spearman_bounds``) against the process's true values (1,000,000
+    items, this file's own kappa and scipy's Spearman), and the people's mean (``ppi.ipw_mean``) against the frame's
+    own mean. Each with its 95 % Clopper-Pearson interval and the share missed on each side."""
+    print(f"fixed-size 95 % intervals under the active queue ({sims} frames of {n_items} items per kappa):")
+    print(
+        f"{'kappa':>6} {'n':>4} {'kappa covers':>22} {'(above, below)':>15} {'Spearman covers':>22} "
+        f"{'(above, below)':>15} {'mean covers':>22}"
+    )
+    ids = [f"s{i}" for i in range(n_items)]
+    rows = np.arange(sims)[:, None]
+    z = sps.norm.ppf(0.975)
+    for kappa in (0.45, 0.55, 0.65, 0.75, 0.80):
+        c = varying_c_for(kappa, seed)
+        j1, p1, *_ = draw_varying(np.random.default_rng(seed + 1), 1, 1_000_000, c)
+        true_k, true_r = kappa_independent(j1 + 1, p1 + 1), float(sps.spearmanr(j1[0], p1[0]).statistic)
+        judge, people, mean, second, var, prob = draw_varying(np.random.default_rng(seed + 2), sims, n_items, c)
+        shares = active.kappa_variance_shares(judge, mean, var, BAR_KAPPA)
+        assert shares is not None
+        weights = np.stack([active.priorities(np.sqrt(e2)) for e2 in shares])
+        orders, keys = [], []
+        for k in range(sims):
+            queue, key = sampling.order(ids, weights[k], seed + k)
+            orders.append([int(x[1:]) for x in queue])
+            keys.append(key)
+        at, key = np.array(orders), np.array(keys)
+        for n in (50, 300):
+            rated = at[:, :n]
+            y = people[rows, rated]
+            pi = np.minimum(1.0, key[:, n : n + 1] * weights[rows, rated])
+            cells = []
+            for bounds, args, truth in (
+                (sq.ppi_kappa_bounds, (judge, mean, second), true_k),
+                (sq.ppi_spearman_bounds, (judge, prob, np.arange(5.0)), true_r),
+            ):
+                est, _, _, sigma = bounds(*args, rated, y, pi, sq.Rule())
+                centre, half = np.arctanh(np.clip(est, -0.999999, 0.999999)), z * sigma / math.sqrt(n)
+                above, below = np.tanh(centre - half) > truth, np.tanh(centre + half) < truth
+                cells += [ci(int((~above & ~below).sum()), sims), f"({above.mean():.1%}, {below.mean():.1%})"]
+            mean_covers = 0
+            for k in range(sims):
+                est = ppi.ipw_mean(mean[k], mean[k, rated[k]], y[k], pi[k])
+                mean_covers += int(est.ci_low <= people[k].mean() <= est.ci_high)
+            print(
+                f"{kappa:6.2f} {n:4d} {cells[0]:>22} {cells[1]:>15} {cells[2]:>22} {cells[3]:>15} "
+                f"{ci(mean_covers, sims):>22}"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sims", type=int, default=1000)
@@ -273,11 +327,16 @@ def main() -> None:
     ap.add_argument(
         "--processes", action="store_true", help="the four kinds of data alone (bench/trust_processes.py, #72)"
     )
+    ap.add_argument("--active-coverage", action="store_true", help="the active queue's fixed-size intervals (#72.4)")
     args = ap.parse_args()
     rule = sq.Rule(min_samples=FLOOR)
     started = time.perf_counter()
     if args.processes:
         trust_processes.run(args.sims, args.max_n, args.seed, rule)
+        return
+    if args.active_coverage:
+        active_coverage(args.decision_sims, args.seed)
+        print(f"({time.perf_counter() - started:.0f} s)")
         return
     if args.only_decision:
         decision_random_against_active(args.decision_sims, args.seed, args.max_n, rule)

@@ -5,10 +5,8 @@ probability pi_i that grows with how unsure the judge is of it, never below a fl
 rated item by 1 / pi_i, so it stays unbiased whatever the order. Where the judge errs most, one rating removes the
 most variance; where it is already certain, a rating adds little.
 
-The queue is an *order sample* (sequential Poisson sampling, Ohlsson 1998): each item draws a seeded uniform
-``u_i`` and is queued by ``u_i / w_i`` (``w_i`` its priority). An evaluator who rated the first n items of that
-order has drawn a Poisson sample with ``pi_i = min(1, tau * w_i)``, ``tau`` the (n+1)-th smallest key: so the
-inclusion probability of every rated item is known from the order alone, whenever the evaluator stops.
+The queue is an *order sample* (``agreement.design``: the order, each rated item's inclusion probability, the
+design's variance).
 
 Priorities (``priorities``): ``w_i = floor + (1 - floor) * s_i / mean(s)``, so every item keeps at least ``floor``
 of the average item's chance. ``s_i`` is what a rating of the item would take off the variance of the open trust
@@ -17,25 +15,19 @@ members or repeats, times the item's leverage on quadratic kappa; Neyman's alloc
 judge's spread (``judge_uncertainty``). Without any uncertainty (the offline judge), every weight is 1 and the
 order is a seeded shuffle.
 
-The mean of the people's score over all N items (``ipw_mean``): ``mean(f) + sum_rated (y_i - f_i) / pi_i / N``
-(a difference estimator, Horvitz-Thompson on the residuals), with the Poisson design's unbiased variance
-``sum_rated (1 - pi_i) (y_i - f_i)² / pi_i² / N²`` and a normal interval. With equal probabilities it is the
-prediction-powered mean with lambda = 1. Checked by ``bench/bench_trust_decisions.py``: coverage and ratings to a
-given interval width, random order against this one.
+The estimators weigh a rated item by 1 / pi_i: the people's mean (``ppi.ipw_mean``), kappa and Spearman over the
+frame (``sequential.ppi_kappa_bounds``, ``ppi_spearman_bounds``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from eval_pipeline.core.contracts import PANEL
-from eval_pipeline.core.distributions import norm_ppf
 
 DEFAULT_FLOOR = 0.2
 
@@ -176,52 +168,3 @@ def decision_uncertainty(judge_long: pd.DataFrame, bar: float) -> dict[str, floa
         return {}
     per_sample = pd.concat(parts).groupby(level=0).mean()
     return {str(k): float(math.sqrt(v)) for k, v in per_sample.items()}
-
-
-def uniforms(ids: list[str], seed: int) -> np.ndarray:
-    """A seeded uniform in (0, 1) per item, from its id alone (the same whatever else is in the queue)."""
-    out = np.empty(len(ids))
-    for k, sid in enumerate(ids):
-        h = hashlib.blake2b(f"{seed}:{sid}".encode(), digest_size=8).digest()
-        out[k] = (int.from_bytes(h, "big") + 0.5) / 2.0**64
-    return out
-
-
-def order(ids: list[str], weights: np.ndarray, seed: int) -> tuple[list[str], np.ndarray]:
-    """The queue's order (ascending ``u_i / w_i``) and each item's key, in that order."""
-    keys = uniforms(ids, seed) / np.asarray(weights, float)
-    at = np.argsort(keys, kind="stable")
-    return [ids[i] for i in at], keys[at]
-
-
-def inclusion(keys_rated: np.ndarray, weights_rated: np.ndarray, tau: float) -> np.ndarray:
-    """Inclusion probabilities of the rated items of an order sample: ``min(1, tau * w_i)``, ``tau`` the key of the
-    first item not rated (inf: every item rated, probability 1)."""
-    w = np.asarray(weights_rated, float)
-    if not math.isfinite(tau):
-        return np.ones(len(w))
-    return np.minimum(1.0, tau * w)
-
-
-@dataclass(frozen=True)
-class Estimate:
-    mean: float
-    ci_low: float
-    ci_high: float
-    se: float
-    n_rated: int
-
-
-def ipw_mean(
-    judge_all: np.ndarray, judge_rated: np.ndarray, people_rated: np.ndarray, pi: np.ndarray, alpha: float = 0.05
-) -> Estimate:
-    """The people's mean over all items from the judge's scores of all (``judge_all``) and the rated items' judge
-    scores, people's scores and inclusion probabilities."""
-    n_all = len(judge_all)
-    r = np.asarray(people_rated, float) - np.asarray(judge_rated, float)
-    pi = np.asarray(pi, float)
-    mean = float(np.mean(judge_all) + (r / pi).sum() / n_all)
-    var = float(((1.0 - pi) * r * r / (pi * pi)).sum() / (n_all * n_all))
-    se = math.sqrt(max(var, 0.0))
-    z = norm_ppf(1 - alpha / 2)
-    return Estimate(mean, mean - z * se, mean + z * se, se, len(r))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from eval_pipeline.agreement.design import pilot_set
+from eval_pipeline.agreement.plan import pilot_set
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.derived import per_rater

@@ -140,10 +140,10 @@ def test_a_judge_setting_goes_one_way_down_the_judge_modules():
 
 def test_the_calibration_pool_reads_the_sampling_design_from_the_estimator_library():
     """#72.7: the pool asset took the active queue's plan and inclusion probabilities from the annotate app's
-    queues (publish/); the design is the estimators' (agreement/design.py), and the pool imports nothing of
-    publish/."""
+    queues (publish/); the item lists are the estimator library's (agreement/plan.py, its design's mathematics in
+    agreement/design.py), and the pool imports nothing of publish/."""
     tree = ast.parse((PACKAGE / "defs" / "assets" / "pools.py").read_text())
     imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    assert "eval_pipeline.agreement.design" in imported
+    assert "eval_pipeline.agreement.plan" in imported
     assert not [m for m in imported if m.startswith("eval_pipeline.publish")], imported

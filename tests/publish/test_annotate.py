@@ -707,7 +707,7 @@ def test_a_prevalence_skewed_pilot_shows_kappa_beside_what_explains_it(project, 
     """#58: two evaluators who agree on 8 of 10 pilot items, one passing all 10, got PASS/FAIL kappa 0.000 and
     "revise ... re-pilot" with nothing beside it. In Chromium: kappa, the share agreed on (80 %), each evaluator's
     PASS share (100 %, 80 %), Gwet's AC1 (0.76, by hand: pi 0.9, pe 0.18) and advice that names prevalence."""
-    from eval_pipeline.agreement.design import load_plan
+    from eval_pipeline.agreement.plan import load_plan
 
     assert CHROMIUM is not None, "Chromium is not installed: 'make test' provisions it"
     plan = load_plan(Warehouse(), rubrics[RUBRIC], "ckpt-0200")

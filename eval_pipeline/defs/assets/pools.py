@@ -20,7 +20,7 @@ import dagster as dg
 import pandas as pd
 
 from eval_pipeline.agreement.compute import rater_sets
-from eval_pipeline.agreement.design import declares_protocol, inclusion, load_plan
+from eval_pipeline.agreement.plan import declares_protocol, inclusion, load_plan
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, Table
 from eval_pipeline.defs.asset import asset_key, rubric_asset

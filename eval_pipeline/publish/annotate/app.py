@@ -40,7 +40,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from eval_pipeline.agreement import design
+from eval_pipeline.agreement import plan as item_plan
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_checkpoint_id, check_evaluator
@@ -188,7 +188,7 @@ class Workspace:
 
     def __init__(self, warehouse: Warehouse, rubrics: dict[str, RubricConfig], root: Path):
         self.wh, self.rubrics, self.root = warehouse, rubrics, Path(root)
-        self._plans: dict[tuple[str, str], design.Plan] = {}
+        self._plans: dict[tuple[str, str], item_plan.Plan] = {}
         self._ratings: dict[tuple[str, str], tuple[tuple[tuple[str, int, int], ...], pd.DataFrame]] = {}
         self._lock = threading.Lock()
 
@@ -205,12 +205,12 @@ class Workspace:
         )
         return [str(c) for c in found.checkpoint_id]
 
-    def plan(self, rubric: RubricConfig, ckpt: str) -> design.Plan:
+    def plan(self, rubric: RubricConfig, ckpt: str) -> item_plan.Plan:
         key = (rubric.name, ckpt)
         with self._lock:
             if key in self._plans:
                 return self._plans[key]
-        plan = design.load_plan(self.wh, rubric, ckpt)
+        plan = item_plan.load_plan(self.wh, rubric, ckpt)
         with self._lock:
             self._plans[key] = plan
         return plan

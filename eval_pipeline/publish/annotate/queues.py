@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from eval_pipeline.agreement.compute import compute_agreement, rater_sets
-from eval_pipeline.agreement.design import DEFAULT_SAMPLE, Plan, declares_protocol
 from eval_pipeline.agreement.pass_fail import pass_fail_pairs
+from eval_pipeline.agreement.plan import DEFAULT_SAMPLE, Plan, declares_protocol
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import rater_pair
 from eval_pipeline.core.derived import per_rater
