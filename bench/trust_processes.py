@@ -19,7 +19,8 @@ project's code gives only the confidence sequences' bounds at each size (``seque
 Per process and kappa: per-side sequence misses (the share of sequences whose kappa, or Spearman, CS lay wholly
 above the truth at some size from the floor to ``max_n``, and wholly below), P(ever trusted), P(ever untrusted),
 flips between trusted and untrusted, returns to pending after a decision, and ratings to the first decision, for
-the rule as it was before #72 (``today``: no small-sample widening, decided on the current ratings alone), the
+the rule as it was before #72 (``today``: no small-sample widening, Spearman's sigma Bonett & Wright's
+normal-theory value, decided on the current ratings alone), the
 rule with the widening decided on the current ratings alone (``current``), and the held rule (``held``). The
 misses are the sequences' as the project builds them now (with the widening).
 """
@@ -212,7 +213,9 @@ def run(sims: int, max_n: int, seed: int, rule: sq.Rule, processes: tuple[str, .
             s, kappa, rho = truth(process, target, seed + 100 * p_i + k_i)
             judge, people = DRAWS[process](rng, sims, max_n, s)
             e = estimates(judge, people, max_n, rule)
-            b, today = bounds(e, rule), bounds(e, replace(rule, small_n=0.0))
+            # before #72: no small-sample widening, and Spearman's sigma Bonett & Wright's normal-theory value
+            before = {**e, "r_sigma": np.sqrt(1.0 + e["r"] ** 2 / 2.0)}
+            b, today = bounds(e, rule), bounds(before, replace(rule, small_n=0.0))
             for n in (FLOOR, max_n):  # these bounds are the project's
                 _, k_lo, k_hi, _ = sq.kappa_bounds(judge[:, :n] - 1, half_up(people[:, :n]) - 1, rule)
                 assert np.allclose(np.c_[k_lo, k_hi], np.c_[b["k_lo"][:, n - FLOOR], b["k_hi"][:, n - FLOOR]],

@@ -20,8 +20,10 @@ applied to an asymptotically linear estimator through its influence function (th
   taken to Lin's (1989) z-transform ``atanh(kappa)`` (sigma / (1 - kappa²)), where the bounds are built and
   mapped back with tanh (the untransformed CS missed on its upper side about twice as often as stated at
   30-100 ratings). The estimate is exactly ``stats.cohen_kappa(..., "quadratic")`` on the same rounded scores.
-* Spearman through Fisher's z with Bonett & Wright's (2000) variance ``(1 + r²/2) / (n - 3)``: sigma on the z
-  scale is ``sqrt(1 + r²/2)`` at ``t = n - 3``, and the bounds are mapped back with tanh.
+* Spearman through Fisher's z at ``t = n - 3``: sigma from its influence function (``_spearman_influence``: on
+  tied, discrete scales the statistic's own variance), taken to the z scale (sigma / (1 - r²)) and never below
+  Bonett & Wright's (2000) normal-theory ``sqrt(1 + r²/2)`` (which alone was 30 % short in variance on five-level
+  data, #72), and the bounds are mapped back with tanh.
 
 The construction is asymptotic: at the sizes people rate (30-300) it missed on one side more often than alpha / 2
 on some kinds of data (skewed prevalence: up to 6.7 % of sequences lay wholly below the true kappa at some size;
@@ -176,7 +178,8 @@ def kappa_bounds(x: np.ndarray, y: np.ndarray, rule: Rule, weights: np.ndarray |
 
 
 def spearman_sequence(a: np.ndarray, b: np.ndarray, rule: Rule, weights: np.ndarray | None = None) -> Sequence:
-    """The CS of Spearman's rho between ``a`` and ``b`` (Fisher z, Bonett-Wright variance, t = n - 3; with
+    """The CS of Spearman's rho between ``a`` and ``b`` (Fisher z, sigma from its influence function and never
+    below Bonett-Wright's, t = n - 3; with
     ``weights``, the weighted correlation of the ranks and Kish's effective n)."""
     w = None if weights is None else np.asarray(weights, float)[None]
     est, low, high, sigma = spearman_bounds(np.asarray(a, float)[None], np.asarray(b, float)[None], rule, w)
@@ -198,9 +201,15 @@ def spearman_bounds(
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = (p * ra * rb).sum(-1) / np.sqrt((p * ra * ra).sum(-1) * (p * rb * rb).sum(-1))
     rho = np.clip(rho, -1.0, 1.0)
-    z = np.arctanh(np.clip(rho, -0.999999, 0.999999))
-    s = np.sqrt(1.0 + rho * rho / 2.0)
+    rc = np.clip(rho, -0.999999, 0.999999)
+    z = np.arctanh(rc)
     n_eff = 1.0 / (p * p).sum(axis=-1)  # Kish: n at equal weights
+    # sigma on the z scale: the influence values' (on tied scales the statistic's own), never below Bonett &
+    # Wright's normal-theory value (which keeps a sequence open where every rated item agrees)
+    infl = _spearman_influence(_mid_below(a, p), _mid_below(b, p), p, rho)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s_if = np.sqrt(n_eff * (p * p * infl * infl).sum(-1)) / (1.0 - rc * rc)
+    s = np.fmax(s_if, np.sqrt(1.0 + rho * rho / 2.0))
     r = s * rule.radius(n_eff - 3)
     return rho, np.tanh(z - r), np.tanh(z + r), s
 
@@ -519,8 +528,8 @@ def ppi_spearman_bounds(
     and ``p_v``, ``c_v`` are difference estimators with the judge's predicted probability of each value as the
     prediction (``probs``, items by ``values``; lambda 1, so the shares sum to one):
     ``p_v = mean(P_v) + sum_rated (1[H = v] - P_v) / pi / N``, and ``c_v`` likewise times ``R_J``. The variance
-    is the design's (Hajek's, of the gradient combination of the residuals) plus the frame's own on Fisher's z
-    scale, ``(1 + rho²/2) / N`` (Bonett & Wright 2000), sigma times the design's small-sample factor as for kappa;
+    is the design's (Hajek's, of the gradient combination of the residuals) plus the frame's own (the influence
+    values' weighted variance / N, ``_spearman_influence``), sigma times the design's small-sample factor as for kappa;
     the CS is built on Fisher's z with t = n. ``people``
     must be among ``values``. Returns estimate, lower bound, upper bound and sigma (z scale); NaN where
     undefined."""
@@ -581,25 +590,33 @@ def _mid_below(x: np.ndarray, a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _spearman_frame_variance(f: np.ndarray, g: np.ndarray, w: np.ndarray, rho: np.ndarray) -> np.ndarray:
-    """The variance of Spearman's rho per item of the frame, from its influence function (rho of the mid-rank
-    CDFs ``f`` of the judge and ``g`` of the people, at the rated items, weighted by ``w``): with ``theta = E[f g]``,
-    ``a(x) = E[(1[x < X] + 1[x = X] / 2) g(Y)]`` and its likes, the influence of an item is ``rho`` times the
-    relative influences of ``theta - 1/4`` and of the two CDFs' variances (the denominators) — the statistic's own
-    variance on tied, discrete scales, where Bonett & Wright's normal-theory ``(1 + rho²/2)`` on the z scale was
-    30 % short on the bench's five-level data (#72.4)."""
-    wn = w / w.sum(-1, keepdims=True)
+def _spearman_influence(f: np.ndarray, g: np.ndarray, share: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """Spearman's rho's influence value at each item (items along the last axis), from the mid-rank CDFs ``f`` of
+    the judge and ``g`` of the people at the items, weighted by ``share`` (summing to 1): with ``theta = E[f g]``
+    and ``a(x) = E[(1[x < X] + 1[x = X] / 2) g(Y)]`` and its likes, ``rho`` times the relative influences of
+    ``theta - 1/4`` and of the two CDFs' variances (the denominators). On tied, discrete scales its variance is the
+    statistic's own; Bonett & Wright's normal-theory ``(1 + rho²/2)`` on the z scale was 30 % short on five-level
+    data (#72)."""
 
     def mean(a: np.ndarray) -> np.ndarray:
-        return (wn * a).sum(-1, keepdims=True)
+        return (share * a).sum(-1, keepdims=True)
+
+    def above(x: np.ndarray, a: np.ndarray) -> np.ndarray:  # E[(1[x < X] + 1[x = X] / 2) a] at each item's x
+        return mean(a) - _mid_below(x, share * a)
 
     theta, ff, gg = mean(f * g), mean(f * f), mean(g * g)
-    above = lambda x, a: mean(a) - _mid_below(x, wn * a)  # noqa: E731 - E[(1[x < X] + 1[x = X] / 2) a]
     i_top = f * g + above(f, g) + above(g, f) - 3.0 * theta
     i_ff, i_gg = f * f + 2.0 * above(f, f) - 3.0 * ff, g * g + 2.0 * above(g, g) - 3.0 * gg
     with np.errstate(divide="ignore", invalid="ignore"):
         infl = rho[..., None] * (i_top / (theta - 0.25) - i_ff / (2.0 * (ff - 0.25)) - i_gg / (2.0 * (gg - 0.25)))
-    return np.asarray(mean(infl * infl)[..., 0] - mean(infl)[..., 0] ** 2, float)
+    return np.asarray(infl - mean(infl), float)
+
+
+def _spearman_frame_variance(f: np.ndarray, g: np.ndarray, w: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """The variance of Spearman's rho per item of the frame: its influence values' variance at the rated items,
+    weighted by ``w`` to the frame (``_spearman_influence``)."""
+    share = w / w.sum(-1, keepdims=True)
+    return np.asarray((share * _spearman_influence(f, g, share, rho) ** 2).sum(-1), float)
 
 
 def frame_sequence(
