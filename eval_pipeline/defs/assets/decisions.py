@@ -31,8 +31,9 @@ from eval_pipeline.storage.warehouse import Warehouse
 
 # the decisions' own code: a change that gives other answers from the same inputs bumps it (2: the people baseline
 # from people only, agreement.between, #72; 3: trust decided along the ratings' arrival and held, the sequences
-# widened at small sizes, #72)
-SCHEME = 3
+# widened at small sizes, #72; 4: Spearman's sigma from its influence function, the active design's small-sample
+# factor and Hajek's variance of the people's mean, #72.2/#72.4)
+SCHEME = 4
 NO_PARENT = "-"
 
 
