@@ -268,6 +268,7 @@ class Table:
     JUDGE_TRUST: Final = "judge_trust"
     GATES: Final = "gates"
     VERDICT: Final = "verdict"
+    RANKS: Final = "ranks"
     WORKLISTS: Final = "worklists"
     CALIBRATION_POOL: Final = "calibration_pool"
     CHECKPOINT_LINEAGE: Final = "checkpoint_lineage"

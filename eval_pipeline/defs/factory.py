@@ -27,6 +27,7 @@ from eval_pipeline.defs.assets.judge import (
 from eval_pipeline.defs.assets.metrics import metrics_asset
 from eval_pipeline.defs.assets.pools import calibration_pool_asset, checkpoint_lineage_asset
 from eval_pipeline.defs.assets.publish import worklists_asset
+from eval_pipeline.defs.assets.ranks import ranks_asset
 from eval_pipeline.defs.assets.scoring import comparison_asset, gate_tables, gates_asset, scores_asset, summary_asset
 from eval_pipeline.defs.assets.verdict import verdict_asset
 from eval_pipeline.defs.checks import gate_checks, gate_evaluations, judge_completeness_check
@@ -51,7 +52,7 @@ def rubric_definitions(rubric: RubricConfig) -> dg.Definitions:
         calibration_pool_asset(rubric, has_judge),
         agreement_asset(rubric, has_judge),
     ]
-    assets += [checkpoint_lineage_asset(rubric, has_judge), comparison_asset(rubric)]
+    assets += [checkpoint_lineage_asset(rubric, has_judge), comparison_asset(rubric), ranks_asset(rubric, has_judge)]
     if has_judge:
         assets.append(length_bias_asset(rubric))
     if has_judge and rubric.repeat:

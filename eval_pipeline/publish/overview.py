@@ -1,10 +1,12 @@
-"""The first screen of the viewer and of the report, from the stored verdicts (``main.verdicts``) alone: which
-checkpoint is best, what regressed, whether the judge can be trusted. Nothing here decides a verdict again."""
+"""The first screen of the viewer and of the report, from the stored verdicts (``main.verdicts``) and rank sets
+alone: which checkpoint ranks where, what regressed, whether the judge can be trusted. Nothing here decides a
+verdict or a rank again."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.types import Row
 from eval_pipeline.scoring.verdict import TABLE, Verdict, read, regression_text, worst
 from eval_pipeline.storage.warehouse import Warehouse
@@ -26,7 +28,9 @@ class Overview:
     rubrics: list[str] = field(default_factory=list)
     checkpoints: list[Row] = field(default_factory=list)  # checkpoint_id, model, created_at, verdict
     cells: dict[tuple[str, str], Verdict] = field(default_factory=dict)  # (checkpoint, rubric)
-    best: dict[str, str] = field(default_factory=dict)  # rubric -> checkpoint with the best complete headline
+    # (checkpoint, rubric) -> its rank set among the checkpoints the same judge judged ("1–2 of 3, tied with …",
+    # scoring.ranks: decided once, stored in <rubric>.ranks)
+    ranks: dict[tuple[str, str], str] = field(default_factory=dict)
     best_overall: str | None = None  # the newest checkpoint that passed on every rubric (None: none did)
     regressions: list[Row] = field(default_factory=list)  # rubric, checkpoint, text, score, parent
     trust: list[Verdict] = field(default_factory=list)  # each rubric's newest verdict: its judge's trust
@@ -55,6 +59,10 @@ def overview(wh: Warehouse) -> Overview:
             order_by=("created_at", "checkpoint_id"),
         )
         verdicts = [v for r in rubrics for v in read(s, r)]
+        for r in rubrics:
+            if s.table_exists(r, Table.RANKS):
+                for ck, shown in s.read(r, Table.RANKS, columns=("checkpoint_id", "rank_set")).itertuples(index=False):
+                    out.ranks[(str(ck), r)] = str(shown)
     out.rubrics = rubrics
     for v in verdicts:
         out.cells[(v.checkpoint_id, v.rubric)] = v
@@ -66,16 +74,6 @@ def overview(wh: Warehouse) -> Overview:
         out.checkpoints.append({**c, "created_at": str(c["created_at"] or ""), "verdict": worst(named)})
     order = [c["checkpoint_id"] for c in out.checkpoints]
     for r in rubrics:
-        # a regressed or incomplete cell is never the best, whatever its score
-        complete = [
-            v
-            for v in verdicts
-            if v.rubric == r and v.verdict not in ("incomplete", "regressed") and v.headline is not None
-        ]
-        complete = [v for v in complete if v.checkpoint_id in order]
-        if complete:  # the best headline in the score's direction; the newest on a tie
-            best = max(complete, key=lambda v: (_signed(v), order.index(v.checkpoint_id)))
-            out.best[r] = best.checkpoint_id
         mine = [v for v in verdicts if v.rubric == r and v.checkpoint_id in order]
         if mine:
             out.trust.append(max(mine, key=lambda v: order.index(v.checkpoint_id)))

@@ -61,7 +61,7 @@ def leaderboard_rows(wh: Warehouse) -> pd.DataFrame:
     verdict, judge and the judge's trust, in the order the checkpoints were made."""
     return wh.query_df(
         f"SELECT {_RUBRIC_SHOWN}, checkpoint_id AS checkpoint, model, headline_name AS headline, headline AS score, "
-        "ci_low, ci_high, gates_passed, gates_total, verdict, judge_trust, judge "
+        "ci_low, ci_high, rank_set AS rank, gates_passed, gates_total, verdict, judge_trust, judge "
         "FROM main.leaderboard ORDER BY rubric, created_at"
     )
 
@@ -73,8 +73,8 @@ def leaderboard_text(wh: Warehouse) -> pd.DataFrame:
         f"SELECT {_RUBRIC_SHOWN}, checkpoint_id AS checkpoint, upper(coalesce(verdict, 'not decided')) AS verdict, "
         "headline_name AS headline, round(headline, 3) AS score, "
         "'[' || round(ci_low, 3) || ', ' || round(ci_high, 3) || ']' AS ci95, "
-        "gates_passed || '/' || gates_total AS gates, coalesce(judge_trust, '') AS judge_trust, judge "
-        "FROM main.leaderboard ORDER BY rubric, created_at"
+        "gates_passed || '/' || gates_total AS gates, coalesce(rank_set, '') AS rank, "
+        "coalesce(judge_trust, '') AS judge_trust, judge FROM main.leaderboard ORDER BY rubric, created_at"
     )
 
 

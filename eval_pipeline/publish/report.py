@@ -344,8 +344,9 @@ def overview_html(ov: Overview) -> str:
                     way = " (lower is better)" if v.headline_lower_is_better else ""
                     shown_delta = _esc(signed(v.headline_delta))
                     change = f" <span class='{cls}' title='{_esc(v.headline_change + way)}'>{shown_delta}</span>"
-                star = " ★" if ov.best.get(r) == ck else ""
-                shown = f"{_num(v.headline)}{change}{star}"
+                rank = ov.ranks.get((ck, r))
+                ranked = f" <small class='rank' title='rank set (95 %)'>rank {_esc(rank)}</small>" if rank else ""
+                shown = f"{_num(v.headline)}{change}{ranked}"
             cells.append(
                 f"<td class='v-{TONE[v.verdict]}' data-rubric='{_esc(r)}'><b class='verdict'>{_esc(v.verdict)}</b>"
                 f"<br>{shown}<br><small class='muted'>judge {_esc(v.trust)}</small></td>"

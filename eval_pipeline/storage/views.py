@@ -1,4 +1,4 @@
-"""Warehouse views for SQL users: `main.leaderboard` and `main.latest`.
+"""Warehouse views for SQL users: `main.leaderboard`, `main.latest`, `main.verdicts`, `main.ranks`.
 
 Rebuilt from whatever rubric schemas hold a summary (so a new rubric appears
 without code changes): one row per checkpoint x rubric with the headline score
@@ -49,7 +49,7 @@ class ViewSql(NamedTuple):
     fingerprint: str  # of both: a view's comment says which SQL made it
 
 
-_TABLES = ("summary", "gates", "judge_scores", "checkpoints", "judge_identity", "judge_usage", "verdict")
+_TABLES = ("summary", "gates", "judge_scores", "checkpoints", "judge_identity", "judge_usage", "verdict", "ranks")
 _DONE = "views.fingerprint"  # Warehouse.memo: the views this object last found or made
 
 
@@ -141,14 +141,24 @@ def _view_sql(found: dict[str, set[str]], configured: set[str]) -> ViewSql | Non
             "verdict_reason, NULL::VARCHAR AS judge_trust, NULL::BIGINT AS gates_failed, NULL::BIGINT AS "
             "gates_pending, NULL::BIGINT AS last_complete_snapshot) v USING (checkpoint_id)"
         )
+        # the rank set among the checkpoints the same judge judged (scoring.ranks), decided once for all of them
+        k = (
+            "LEFT JOIN (SELECT checkpoint_id, rank_low, rank_high, rank_set, tied_with, basis AS rank_basis, "
+            f'checkpoints_ranked FROM "{r}".ranks) k USING (checkpoint_id)'
+            if r in found["ranks"]
+            else "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::BIGINT AS rank_low, NULL::BIGINT AS "
+            "rank_high, NULL::VARCHAR AS rank_set, NULL::VARCHAR AS tied_with, NULL::VARCHAR AS rank_basis, "
+            "NULL::BIGINT AS checkpoints_ranked) k USING (checkpoint_id)"
+        )
         parts.append(
             f"SELECT '{r}' AS rubric, {str(r in configured).upper()} AS rubric_configured, s.checkpoint_id, "
             "c.model, c.created_at, c.parent, s.score AS headline_name, "
             "s.mean AS headline, s.ci_low, s.ci_high, s.n, g.gates_passed, g.gates_total, "
             "j.judge, j.judge_models, j.judge_identity, v.verdict, v.verdict_reason, v.judge_trust, "
             "v.gates_failed, v.gates_pending, coalesce(v.verdict <> 'incomplete', TRUE) AS result_complete, "
-            "v.last_complete_snapshot "
-            f'FROM "{r}".summary s LEFT JOIN main.checkpoints c USING (checkpoint_id) {g} {j} {v} '
+            "v.last_complete_snapshot, k.rank_low, k.rank_high, k.rank_set, k.tied_with, k.rank_basis, "
+            "k.checkpoints_ranked "
+            f'FROM "{r}".summary s LEFT JOIN main.checkpoints c USING (checkpoint_id) {g} {j} {v} {k} '
             f"WHERE s.breakdown = 'all' AND s.headline"
         )
     union = "\nUNION ALL\n".join(parts)
@@ -169,6 +179,11 @@ def _view_sql(found: dict[str, set[str]], configured: set[str]) -> ViewSql | Non
     )
     if decided:  # one verdict per checkpoint and rubric, every rubric's in one place
         latest += f";\nCREATE OR REPLACE VIEW main.verdicts AS {decided}"
+    ranked = "\nUNION ALL BY NAME\n".join(
+        f"SELECT '{r}' AS rubric, * FROM \"{r}\".ranks" for r in sorted(found["ranks"] - {"main"})
+    )
+    if ranked:  # every rubric's rank sets (scoring.ranks) in one place
+        latest += f";\nCREATE OR REPLACE VIEW main.ranks AS {ranked}"
 
     # a view is created again only when its SQL changed (a rubric came or went): on a DuckLake each CREATE
     # costs every process its catalog cache

@@ -132,6 +132,7 @@ def test_the_graph_declares_the_pool_across_checkpoints():
         "agreement",
         "checkpoint_lineage",
         "comparison",
+        "ranks",
         "length_bias",
         "gates",
         "verdict",
