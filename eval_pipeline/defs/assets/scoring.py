@@ -32,7 +32,7 @@ from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.ingest.samples import load_samples
 from eval_pipeline.publish.report import trend_svg
 from eval_pipeline.scoring.comparison import calibrated_rows, compare, empty_comparison, not_comparable
-from eval_pipeline.scoring.gates import GateInputs, gate_frame, gate_kind, gate_rows
+from eval_pipeline.scoring.gates import GateInputs, gate_frame, gate_kind, gate_rows, other_checkpoints
 from eval_pipeline.scoring.scores import compute_scores
 from eval_pipeline.scoring.summary import headline, summarise
 from eval_pipeline.storage.views import refresh_views
@@ -338,7 +338,9 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], checks: GateE
         ckpts = [c for c in d.checkpoints if d.has(Table.SCORES, c)]
         # what a checkpoint's gates read, in two parts: the judge's trust (which moves with every rating of any
         # checkpoint that judge judged) apart from the rest
-        rest = {c: d.fingerprint(d.everything(c), d.parent(c), d.decisions(c, *OWN_DECIDED)) for c in ckpts}
+        # a pinned baseline's rows (gates.other_checkpoints) are part of what every checkpoint's gates read
+        pinned = tuple((b, d.everything(b)) for b in other_checkpoints(rubric))
+        rest = {c: d.fingerprint(d.everything(c), d.parent(c), d.decisions(c, *OWN_DECIDED), pinned) for c in ckpts}
         fp = {c: d.in_two(rest[c], d.fingerprint(d.decisions(c, Table.JUDGE_TRUST))) for c in ckpts}
         todo = d.todo(Table.GATES, fp)
         if not todo:
@@ -351,7 +353,13 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], checks: GateE
         rows: dict[str, list[Row]] = {}
         for c in todo:
             scores = reader.read(rubric.name, Table.SCORES, where={"checkpoint_id": c})
-            inputs = GateInputs(load=_loader(reader, rubric, c), parent=d.parent(c), lineage_known=True)
+            inputs = GateInputs(
+                load=_loader(reader, rubric, c),
+                parent=d.parent(c),
+                lineage_known=True,
+                checkpoint=c,
+                load_of=lambda table, other: partition_rows(reader, rubric, table, other),
+            )
             kept = None
             if c in stored and d.first_unchanged(Table.GATES, c, rest[c]):  # only the trust moved: its gates
                 kept = _with_trust_gates(stored[c], gate_rows(rubric, c, scores, inputs, reading=Table.AGREEMENT))

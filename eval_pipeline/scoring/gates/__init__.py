@@ -38,6 +38,9 @@ class GateKind:
     needs: tuple[str, ...]  # tables of the rubric the gate reads (asset names): the gates asset depends on them
     check_target: str | None  # the asset its asset check is shown on (None: the gates asset)
     parts: Callable[[Any, RubricConfig], list[str]] | None  # names of its per-part results, known from the config
+    # the other checkpoints a gate of the kind reads (its typed spec -> ids): their rows are part of what a
+    # checkpoint's gates are decided from
+    checkpoints: Callable[[Any], list[str]] | None = None
 
 
 # loaded on first read, so the kinds' own imports (e.g. agreement) may import this package's base without a cycle
@@ -56,11 +59,12 @@ def gate(
     needs: Sequence[str] = (),
     check_target: str | None = None,
     parts: Callable[[Any, RubricConfig], list[str]] | None = None,
+    checkpoints: Callable[[Any], list[str]] | None = None,
 ) -> Callable[[GateFn], GateFn]:
     """Register a gate kind under ``name``."""
 
     def register(fn: GateFn) -> GateFn:
-        GATES.add(name, GateKind(name, fn, spec, tuple(needs), check_target, parts))
+        GATES.add(name, GateKind(name, fn, spec, tuple(needs), check_target, parts, checkpoints))
         return fn
 
     return register
@@ -68,6 +72,16 @@ def gate(
 
 def gate_kind(name: str) -> GateKind:
     return GATES.get_unit(name)
+
+
+def other_checkpoints(rubric: RubricConfig) -> list[str]:
+    """The checkpoints the rubric's gates read besides each checkpoint and its parent (a pinned baseline)."""
+    out: set[str] = set()
+    for g in rubric.gates:
+        kind = gate_kind(g.kind)
+        if kind.checkpoints is not None:
+            out.update(kind.checkpoints(typed(g)))
+    return sorted(out)
 
 
 def typed(g: Any) -> GateSpec:

@@ -94,12 +94,19 @@ class GateInputs:
     load: Callable[[str], pd.DataFrame | None] = lambda _table: None
     parent: str | None = None  # the checkpoint's parent, when lineage_known
     lineage_known: bool = False
+    checkpoint: str | None = None  # the checkpoint the gates are evaluated for
+    # another checkpoint's rows of a table (a kind that names the checkpoints it reads: GateKind.checkpoints)
+    load_of: Callable[[str, str], pd.DataFrame | None] = lambda _table, _checkpoint: None
     _tables: dict[str, pd.DataFrame | None] = field(default_factory=dict)
 
     def table(self, name: str) -> pd.DataFrame | None:
         if name not in self._tables:
             self._tables[name] = self.load(name)
         return self._tables[name]
+
+    def other(self, name: str, checkpoint: str) -> pd.DataFrame | None:
+        """``checkpoint``'s rows of ``<rubric>.<name>``, None when the table does not exist."""
+        return self.load_of(name, checkpoint)
 
 
 def values_of(scores: pd.DataFrame, col: str) -> np.ndarray:
