@@ -19,7 +19,7 @@ from eval_pipeline.cli.common import (
 from eval_pipeline.cli.evaluate import cmd_backfill, cmd_checkpoints, cmd_run
 from eval_pipeline.cli.people import cmd_annotate, cmd_ratings_template, cmd_reference, cmd_report, cmd_view
 from eval_pipeline.cli.servers import cmd_ui, cmd_worker
-from eval_pipeline.cli.warehouse import cmd_attach_sql, cmd_export, cmd_maintain, cmd_migrate, cmd_sql
+from eval_pipeline.cli.warehouse import cmd_attach_sql, cmd_compare, cmd_export, cmd_maintain, cmd_migrate, cmd_sql
 from eval_pipeline.core.terminal import (
     EXIT_INTERRUPTED,
     EXIT_RUN_FAILED,
@@ -116,6 +116,16 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", help="an empty or new folder (default: ./export-<checkpoint>-<format>)")
     ex.add_argument("--warehouse", help="warehouse to read (default: EVAL_WAREHOUSE)")
     ex.set_defaults(fn=cmd_export)
+    cp = sub.add_parser(
+        "compare",
+        help="any two checkpoints of a rubric: B against A, with the parent comparison's paired test and margins",
+        parents=[common],
+    )
+    cp.add_argument("a", help="the checkpoint compared against (e.g. the released one)")
+    cp.add_argument("b", help="the checkpoint compared (changes are B - A)")
+    cp.add_argument("--rubric", required=True, help="the rubric")
+    cp.add_argument("--warehouse", help="warehouse to read (default: EVAL_WAREHOUSE)")
+    cp.set_defaults(fn=cmd_compare)
     mt = sub.add_parser("maintain", help="DuckLake upkeep: merge small files, expire old snapshots", parents=[common])
     mt.add_argument(
         "--keep-days",

@@ -163,3 +163,45 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     refresh_views(wh)
     print(f"migrate: {copied} table(s) copied, {skipped} left as they were, into {wh.describe()}; {source} unchanged")
     return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Any two checkpoints of a rubric: B against A (changes are B - A) with the parent comparison's own test
+    (scoring.comparison: paired over the samples both scored, Holm over the rubric's scores, the practical margins,
+    the human-calibrated changes where people rated both). Two checkpoints another judge judged are not compared:
+    the line says so and how to re-judge."""
+    from eval_pipeline.core import settings
+    from eval_pipeline.core.ids import check_checkpoint_id
+    from eval_pipeline.defs.assets.scoring import compared
+    from eval_pipeline.rubrics import load_rubrics
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    for c in (args.a, args.b):
+        check_checkpoint_id(c)
+    rubrics = {r.name: r for r in load_rubrics()}
+    if args.rubric not in rubrics:
+        raise CliError(f"no rubric {args.rubric!r} (rubrics: {', '.join(sorted(rubrics))})")
+    rubric = rubrics[args.rubric]
+    wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True)
+    if not wh.exists():
+        raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' (or make demo) first")
+    with wh.session() as reader:
+        have = reader.table_exists(rubric.name, "scores")
+        for c in (args.a, args.b):
+            if not have or not reader.count(rubric.name, "scores", {"checkpoint_id": c}):
+                raise CliError(f"checkpoint {c} has no {rubric.name} scores in {wh.describe()}: evaluate it first")
+        rows, note = compared(reader, rubric, args.b, args.a)
+    print(f"{rubric.name}: {args.b} against {args.a} ({note})")
+    if rows.empty or (rows.status == "not_comparable").all():
+        return 0
+    shown = rows.assign(
+        change=rows.delta.map(lambda v: f"{v:+.3f}"),
+        ci95=[f"[{lo:+.3f}, {hi:+.3f}]" for lo, hi in zip(rows.ci_low, rows.ci_high, strict=True)],
+        p_holm=rows.p_holm.map(lambda v: f"{v:.2g}"),
+        verdict=["REGRESSION" if r else "" for r in rows.regression],
+        note=rows.note.fillna(""),
+    )
+    cols = ["score", "n_pairs", "parent_mean", "mean", "change", "ci95", "p_holm", "verdict", "note"]
+    table = shown[cols].rename(columns={"parent_mean": f"mean {args.a}", "mean": f"mean {args.b}"})
+    print(clean_table(table.round(3).to_string(index=False)))
+    return 0

@@ -183,8 +183,10 @@ def _untrusted(wh: Reader, rubric: RubricConfig, ckpt_id: str) -> set[str]:
     }
 
 
-def _compared(reader: Reader, rubric: RubricConfig, ckpt_id: str, parent: str | None) -> tuple[pd.DataFrame, str]:
-    """One checkpoint against its parent: the comparison rows and a note saying how."""
+def compared(reader: Reader, rubric: RubricConfig, ckpt_id: str, parent: str | None) -> tuple[pd.DataFrame, str]:
+    """One checkpoint against its parent (or any earlier checkpoint: `eval-pipeline compare`): the comparison rows
+    (scoring.comparison.compare: paired test, Holm, practical margins, the human-calibrated changes) and a note
+    saying how; not comparable when another judge judged the other one."""
     judged = bool(rubric.judged_dimensions or rubric.questionnaire)
     repeats = bool(rubric.repeat and judged)
     child = reader.read(rubric.name, Table.SCORES, where={"checkpoint_id": ckpt_id})
@@ -260,7 +262,7 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         reader = Prefetched(wh, d.with_parents(todo))
         frames, notes = {}, {}
         for c in todo:
-            frames[c], notes[c] = _compared(reader, rubric, c, d.parent(c))
+            frames[c], notes[c] = compared(reader, rubric, c, d.parent(c))
         commit_table(wh, rubric, Table.COMPARISON, fp, frames)
         regressed = {c: sorted(f.score[f.regression]) for c, f in frames.items() if len(f) and f.regression.any()}
         metadata: dict[str, dg.MetadataValue] = {
