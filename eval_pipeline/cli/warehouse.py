@@ -172,8 +172,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     the line says so and how to re-judge."""
     from eval_pipeline.core import settings
     from eval_pipeline.core.ids import check_checkpoint_id
-    from eval_pipeline.defs.assets.scoring import compared
     from eval_pipeline.rubrics import load_rubrics
+    from eval_pipeline.scoring.compared import compared
     from eval_pipeline.storage.warehouse import Warehouse
 
     for c in (args.a, args.b):

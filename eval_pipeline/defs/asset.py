@@ -24,13 +24,12 @@ from urllib.parse import quote
 import dagster as dg
 import pandas as pd
 
-from eval_pipeline.agreement.compute import judge_on_human_scale
 from eval_pipeline.core import progress, settings
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import PANEL, Table
 from eval_pipeline.defs.partitions import CHECKPOINTS, CHECKPOINTS_PARTITION
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.defs.runs import checkpoints_held
+from eval_pipeline.scoring.compared import rows_of
 from eval_pipeline.storage import versions
 from eval_pipeline.storage.tables import Filter
 from eval_pipeline.storage.warehouse import Reader, Warehouse
@@ -300,14 +299,11 @@ def partition_rows(
     columns: Sequence[str] = (),
     equal: Mapping[str, Filter] | None = None,
 ) -> pd.DataFrame | None:
-    """One checkpoint's rows of `<rubric>.<table>` (its ``columns``, by name; default: all), those whose columns
-    hold the values ``equal`` gives (bound as parameters); None when the table does not exist yet, or a clear
-    failure when the caller needs it (its upstream asset has never been materialized)."""
-    if not wh.table_exists(rubric.name, table):
-        if required:
-            raise dg.Failure(f"{rubric.name}.{table} does not exist yet: materialize [{rubric.name}, {table}] first")
-        return None
-    return wh.read(rubric.name, table, columns=columns, where={"checkpoint_id": checkpoint_id, **(equal or {})})
+    """One checkpoint's rows of `<rubric>.<table>` (``scoring.compared.rows_of``); None when the table does not
+    exist yet, or a clear failure when the caller needs it (its upstream asset has never been materialized)."""
+    if required and not wh.table_exists(rubric.name, table):
+        raise dg.Failure(f"{rubric.name}.{table} does not exist yet: materialize [{rubric.name}, {table}] first")
+    return rows_of(wh, rubric, table, checkpoint_id, columns, dict(equal or {}))
 
 
 def required_rows(
@@ -321,24 +317,3 @@ def required_rows(
     df = partition_rows(wh, rubric, table, checkpoint_id, required=True, columns=columns, equal=equal)
     assert df is not None  # required=True raised otherwise
     return df
-
-
-def panel_on_human_scale(wh: Reader, rubric: RubricConfig, checkpoint_ids: Sequence[str]) -> pd.DataFrame:
-    """The panel's judge_scores of these checkpoints on the scale people rate (checkpoint_id, sample_id,
-    dimension, score): what the human-calibrated estimates read beside the ratings."""
-    judge = wh.read(
-        rubric.name,
-        Table.JUDGE_SCORES,
-        columns=("checkpoint_id", "sample_id", "dimension", "kind", "judge", "score"),
-        where={"checkpoint_id": tuple(checkpoint_ids), "judge": PANEL},
-    )
-    return judge_on_human_scale(rubric, judge)
-
-
-def recorded_judge(wh: Reader, rubric: RubricConfig, checkpoint_id: str) -> tuple[str, str] | None:
-    """(identity, label) of the judge that scored this checkpoint (``<rubric>.judge_identity``); None when none
-    was recorded (not judged yet, or judged by a version that did not record it)."""
-    rows = partition_rows(wh, rubric, Table.JUDGE_IDENTITY, checkpoint_id, columns=("judge_identity", "label"))
-    if rows is None or rows.empty:
-        return None
-    return str(rows.judge_identity.iloc[0]), str(rows.label.iloc[0])

@@ -411,6 +411,32 @@ def test_compare_any_two_checkpoints_paired_changes_and_the_samples_that_moved(c
         assert client.get("/r/npc_dialogue/compare" + hostile).status_code in (200, 404)
 
 
+def test_any_two_checkpoints_get_the_pipelines_own_test_not_only_a_parent(client, evaluated):
+    """#74: ckpt-0300 is ckpt-0200's child; asked the other way round (0200 against 0300, no stored comparison),
+    the page computes the pipeline's own test of the pair: the same paired changes with the sign turned, the
+    human-calibrated rows among them, and no regression where the stored comparison found one the other way."""
+    wh = Warehouse(evaluated[0])
+    stored = wh.query_df(
+        "SELECT score, delta, regression FROM npc_dialogue.comparison WHERE checkpoint_id = 'ckpt-0300' "
+        "AND parent_id = 'ckpt-0200'"
+    ).set_index("score")
+    page = client.get("/r/npc_dialogue/compare?a=ckpt-0300&b=ckpt-0200").text
+    assert (
+        "The pipeline&#39;s test of ckpt-0200 against ckpt-0300" in page
+        or "The pipeline's test of ckpt-0200 against ckpt-0300" in page
+    )
+    rows = re.findall(r'<tr class="tested-row[^"]*"><td>([a-z_]+)', page)
+    assert set(rows) == set(stored.index) and any(r.endswith("_calibrated") for r in rows)
+    assert stored.regression.any() and "regression</span>" not in page.split('id="tested"', 1)[1].split("</table>")[0]
+    from eval_pipeline.rubrics import load_rubrics
+    from eval_pipeline.scoring.compared import compared
+
+    rubric = next(r for r in load_rubrics(RUBRIC_DIR) if r.name == "npc_dialogue")
+    reverse, _ = compared(wh, rubric, "ckpt-0200", "ckpt-0300")
+    for score, delta in zip(reverse.score, reverse.delta, strict=True):
+        assert delta == pytest.approx(-stored.loc[score, "delta"], abs=1e-9), score
+
+
 def test_the_leaderboard_matrix_and_downloads_of_every_table(client, evaluated):
     page = client.get("/").text
     assert page.count('class="verdict-row"') == 2 and "compare?a=ckpt-0200&amp;b=ckpt-0300" in page

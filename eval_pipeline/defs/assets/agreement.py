@@ -14,7 +14,6 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import ALL_CHECKPOINTS, BETWEEN_PEOPLE, JUDGE_VS_HUMAN_MEAN, Table
 from eval_pipeline.defs.asset import (
     asset_key,
-    panel_on_human_scale,
     rounded,
     rubric_asset,
 )
@@ -23,6 +22,7 @@ from eval_pipeline.defs.assets.pools import ACTIVE, across
 from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.queries import rated_panel_scores
 from eval_pipeline.defs.resources import WarehouseResource
+from eval_pipeline.scoring.compared import panel_on_human_scale
 from eval_pipeline.storage import versions
 from eval_pipeline.storage.warehouse import Reader, Warehouse
 

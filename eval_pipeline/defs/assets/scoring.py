@@ -7,17 +7,14 @@ from typing import Any
 import dagster as dg
 import pandas as pd
 
-from eval_pipeline.agreement.compute import rater_sets
-from eval_pipeline.agreement.trust import PENDING, UNTRUSTED, judge_bar
+from eval_pipeline.agreement.trust import judge_bar
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import GATE_COLUMNS, PANEL, Table
 from eval_pipeline.core.types import Row
 from eval_pipeline.defs.asset import (
     asset_key,
     in_range,
-    panel_on_human_scale,
     partition_rows,
-    recorded_judge,
     required_rows,
     rounded,
     rubric_asset,
@@ -31,7 +28,7 @@ from eval_pipeline.defs.queries import headline_trend
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.ingest.samples import load_samples
 from eval_pipeline.publish.report import trend_svg
-from eval_pipeline.scoring.comparison import calibrated_rows, compare, empty_comparison, not_comparable
+from eval_pipeline.scoring.compared import compared, not_trusted
 from eval_pipeline.scoring.gates import GateInputs, gate_frame, gate_kind, gate_rows, other_checkpoints
 from eval_pipeline.scoring.scores import compute_scores
 from eval_pipeline.scoring.summary import headline, summarise
@@ -143,81 +140,16 @@ def summary_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     return summary
 
 
-def _judges(
-    wh: Reader, rubric: RubricConfig, ckpt_id: str, parent: str
-) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
-    """((identity, label) of the parent's judge, the same of this checkpoint's), or None for a rubric without a
-    judge."""
-    if not (rubric.judged_dimensions or rubric.questionnaire):
-        return None
-    unknown = ("", "a judge this version did not record")
-    return recorded_judge(wh, rubric, parent) or unknown, recorded_judge(wh, rubric, ckpt_id) or unknown
-
-
-def _calibrated_changes(wh: Reader, rubric: RubricConfig, ckpt_id: str, parent: str) -> list[Row]:
-    """The human-calibrated changes of the judged dimensions (comparison.calibrated_rows) from the panel's scores
-    and the people's ratings of both checkpoints."""
-    ids = [ckpt_id, parent]
-    if not wh.table_exists(rubric.name, Table.HUMAN_RATINGS):
-        return []
-    humans = wh.read(rubric.name, Table.HUMAN_RATINGS, where={"checkpoint_id": tuple(ids)})
-    humans = humans[humans.score.notna()]
-    if humans.empty:
-        return []
-    judge = panel_on_human_scale(wh, rubric, ids)
-    return calibrated_rows(rubric, ckpt_id, parent, judge, rater_sets(rubric, humans)["human"])
-
-
-def _untrusted(wh: Reader, rubric: RubricConfig, ckpt_id: str) -> set[str]:
-    """The dimensions this checkpoint's judge is not trusted on (its judge_trust rows): untrusted, or still pending
-    past the rubric's floor of rated samples (people's ratings had their chance to show it trustworthy and have
-    not yet). Below the floor a judged change still counts, as it does where no one rated at all."""
-    rows = wh.read(
-        rubric.name, Table.JUDGE_TRUST, columns=("dimension", "verdict", "n_rated"), where={"checkpoint_id": ckpt_id}
-    )
-    floor = judge_bar(rubric).min_samples
-    return {
-        str(r.dimension)
-        for r in rows.itertuples()
-        if r.verdict == UNTRUSTED or (r.verdict == PENDING and int(r.n_rated) >= floor)
-    }
-
-
-def compared(reader: Reader, rubric: RubricConfig, ckpt_id: str, parent: str | None) -> tuple[pd.DataFrame, str]:
-    """One checkpoint against its parent (or any earlier checkpoint: `eval-pipeline compare`): the comparison rows
-    (scoring.comparison.compare: paired test, Holm, practical margins, the human-calibrated changes) and a note
-    saying how; not comparable when another judge judged the other one."""
-    judged = bool(rubric.judged_dimensions or rubric.questionnaire)
-    repeats = bool(rubric.repeat and judged)
-    child = reader.read(rubric.name, Table.SCORES, where={"checkpoint_id": ckpt_id})
-    prev = partition_rows(reader, rubric, Table.SCORES, parent) if parent else None
-    judges = _judges(reader, rubric, ckpt_id, parent) if parent else None
-    if parent is None or prev is None or prev.empty:
-        note = "no parent checkpoint" if parent is None else f"parent {parent} has no scores yet: evaluate it first"
-        return empty_comparison(), note
-    if judges is not None and judges[0] != judges[1]:
-        note = (
-            f"not comparable: parent {parent} judged by {judges[0][1]}, this checkpoint by {judges[1][1]}; "
-            f"re-judge the parent with the current judge: eval-pipeline run --checkpoint {parent} "
-            f"--rubric {rubric.name}"
-        )
-        return not_comparable(rubric, ckpt_id, parent, note), note
-    noise = partition_rows(reader, rubric, Table.JUDGE_REPEATABILITY, ckpt_id) if repeats else None
-    sd = dict(zip(noise.dimension, noise.mean_within_sd)) if noise is not None and len(noise) else None
-    calibrated = _calibrated_changes(reader, rubric, ckpt_id, parent) if judged else None
-    df = compare(rubric, ckpt_id, parent, child, prev, sd, calibrated, _untrusted(reader, rubric, ckpt_id))
-    return df, f"compared with {parent}"
-
-
 def _untrusted_sets(wh: Warehouse, rubric: RubricConfig) -> dict[str, tuple[str, ...]]:
-    """Every checkpoint's ``_untrusted`` set, from one read of judge_trust (what of trust a comparison reads)."""
+    """Every checkpoint's ``untrusted_dimensions``, from one read of judge_trust (what of trust a comparison
+    reads)."""
     if not wh.table_exists(rubric.name, Table.JUDGE_TRUST):
         return {}
     rows = wh.read(rubric.name, Table.JUDGE_TRUST, columns=("checkpoint_id", "dimension", "verdict", "n_rated"))
     floor = judge_bar(rubric).min_samples
     out: dict[str, set[str]] = {}
     for r in rows.itertuples():
-        if r.verdict == UNTRUSTED or (r.verdict == PENDING and int(r.n_rated) >= floor):
+        if not_trusted(str(r.verdict), int(r.n_rated), floor):
             out.setdefault(str(r.checkpoint_id), set()).add(str(r.dimension))
     return {c: tuple(sorted(v)) for c, v in out.items()}
 

@@ -2,7 +2,9 @@
 
 The compare page pairs the samples both checkpoints scored (same sample id): per score the two means, the mean
 paired change with its t-interval, the shares better and worse; then the samples whose chosen score moved most,
-filterable by direction. Two checkpoints judged by different judges are shown, but the page says first that
+filterable by direction; above them, the pipeline's own test of the pair (stored where a is b's parent,
+computed for any other pair: scoring.compared). Two checkpoints judged by different judges are shown, but the
+page says first that
 their changes mix the judge's change with the model's (judge_identity), as the comparison asset refuses to
 compute them. Everything is one aggregate query and one ordered, limited query on the scores table.
 """
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from eval_pipeline.core.config import RubricConfig
@@ -22,6 +25,8 @@ from eval_pipeline.core.distributions import t_ppf
 from eval_pipeline.core.ids import check_checkpoint_id, check_identifier
 from eval_pipeline.core.types import Row
 from eval_pipeline.publish.viewer.queries.common import rank, tables
+from eval_pipeline.scoring.compared import compared
+from eval_pipeline.scoring.comparison import NOT_COMPARABLE
 from eval_pipeline.storage.warehouse import Warehouse
 
 DIRECTIONS = ("moved", "better", "worse")
@@ -44,6 +49,7 @@ class ComparePage:
     # the pipeline's own comparison of b against a, when a is b's parent: its rows (the human-calibrated changes
     # among them), the same rows the verdict and the checkpoint page read
     tested: list[Row] = field(default_factory=list)
+    tested_stored: bool = True  # the stored comparison (a is b's parent); else computed now for this pair
     notes: list[str] = field(default_factory=list)
 
 
@@ -106,9 +112,17 @@ def compare_page(
             tested = s.query_df(
                 f'SELECT * FROM "{rubric}".comparison WHERE checkpoint_id = ? AND parent_id = ? ORDER BY score', [b, a]
             )
+        else:
+            tested = pd.DataFrame()
+        if tested.empty and page.comparable and config is not None and a != b:
+            # any two checkpoints: the pipeline's own test of the pair (scoring.compared), as for a parent
+            tested, _ = compared(s, config, b, a)
+            tested = tested[tested.status != NOT_COMPARABLE] if len(tested) else tested
+            page.tested_stored = False
+        if len(tested):
             page.tested = [
                 {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
-                for row in tested.to_dict("records")
+                for row in tested.sort_values("score").to_dict("records")
             ]
         if not names:
             return page
