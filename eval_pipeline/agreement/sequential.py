@@ -607,10 +607,10 @@ def _spearman_influence(
     tf, tg = ties if ties is not None else (_ties(f), _ties(g))
 
     def mean(a: np.ndarray) -> np.ndarray:
-        return (share * a).sum(-1, keepdims=True)
+        return np.asarray((share * a).sum(-1, keepdims=True), float)
 
     def above(ties: np.ndarray, a: np.ndarray) -> np.ndarray:  # E[(1[x < X] + 1[x = X] / 2) a] at each item's x
-        return mean(a) - _mid_below(ties, share * a)
+        return np.asarray(mean(a) - _mid_below(ties, share * a), float)
 
     theta, ff, gg = mean(f * g), mean(f * f), mean(g * g)
     i_top = f * g + above(tf, g) + above(tg, f) - 3.0 * theta
