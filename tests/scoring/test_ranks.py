@@ -71,7 +71,7 @@ def test_the_sets_follow_from_pairwise_intervals_never_wider_than_bonferroni():
 
 
 @pytest.mark.slow
-def test_the_sample_lake_says_the_same_rank_set_everywhere():
+def test_the_sample_lake_says_the_same_rank_set_everywhere(tmp_path):
     """The sample lake's stored rank sets are the leaderboard's, the console's, the report's, the viewer's first
     screen's and the export's; and a checkpoint is ranked only among those its judge judged."""
     from eval_pipeline.publish.overview import overview
@@ -105,3 +105,10 @@ def test_the_sample_lake_says_the_same_rank_set_everywhere():
     assert "★" not in report
     for shown in set(stored.values()):
         assert f"rank {shown}" in report
+    from eval_pipeline.publish.export import export_checkpoint
+
+    export_checkpoint(wh, "ckpt-0200", None, tmp_path, "csv")
+    for (rubric, ck), shown in stored.items():
+        if ck == "ckpt-0200":
+            exported = pd.read_csv(tmp_path / rubric / "ranks.csv")
+            assert exported.rank_set.tolist() == [shown], rubric
