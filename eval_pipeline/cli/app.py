@@ -19,7 +19,15 @@ from eval_pipeline.cli.common import (
 from eval_pipeline.cli.evaluate import cmd_backfill, cmd_checkpoints, cmd_run
 from eval_pipeline.cli.people import cmd_annotate, cmd_ratings_template, cmd_reference, cmd_report, cmd_view
 from eval_pipeline.cli.servers import cmd_ui, cmd_worker
-from eval_pipeline.cli.warehouse import cmd_attach_sql, cmd_compare, cmd_export, cmd_maintain, cmd_migrate, cmd_sql
+from eval_pipeline.cli.warehouse import (
+    cmd_attach_sql,
+    cmd_compare,
+    cmd_export,
+    cmd_maintain,
+    cmd_migrate,
+    cmd_ranks,
+    cmd_sql,
+)
 from eval_pipeline.core.terminal import (
     EXIT_INTERRUPTED,
     EXIT_RUN_FAILED,
@@ -126,6 +134,15 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--rubric", required=True, help="the rubric")
     cp.add_argument("--warehouse", help="warehouse to read (default: EVAL_WAREHOUSE)")
     cp.set_defaults(fn=cmd_compare)
+    rk = sub.add_parser(
+        "ranks",
+        help="every checkpoint's 95 %% rank set on a score (default: the headline), among those its judge judged",
+        parents=[common],
+    )
+    rk.add_argument("--rubric", required=True, help="the rubric")
+    rk.add_argument("--score", help="a per-sample score or dimension (default: the rubric's headline)")
+    rk.add_argument("--warehouse", help="warehouse to read (default: EVAL_WAREHOUSE)")
+    rk.set_defaults(fn=cmd_ranks)
     mt = sub.add_parser("maintain", help="DuckLake upkeep: merge small files, expire old snapshots", parents=[common])
     mt.add_argument(
         "--keep-days",

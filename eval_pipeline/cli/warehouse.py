@@ -205,3 +205,31 @@ def cmd_compare(args: argparse.Namespace) -> int:
     table = shown[cols].rename(columns={"parent_mean": f"mean {args.a}", "mean": f"mean {args.b}"})
     print(clean_table(table.round(3).to_string(index=False)))
     return 0
+
+
+def cmd_ranks(args: argparse.Namespace) -> int:
+    """The rank sets of any score of a rubric (default: the stored ones of its headline), computed now from the
+    warehouse as the ``ranks`` asset computes the headline's (scoring.ranks): one ranking per judge identity."""
+    from eval_pipeline.core import settings
+    from eval_pipeline.rubrics import load_rubrics
+    from eval_pipeline.scoring.ranks import rank_table
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    rubrics = {r.name: r for r in load_rubrics()}
+    if args.rubric not in rubrics:
+        raise CliError(f"no rubric {args.rubric!r} (rubrics: {', '.join(sorted(rubrics))})")
+    rubric = rubrics[args.rubric]
+    wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True)
+    if not wh.exists():
+        raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' (or make demo) first")
+    with wh.session() as reader:
+        if not reader.table_exists(rubric.name, "scores"):
+            raise CliError(f"no {rubric.name} scores in {wh.describe()}: evaluate a checkpoint first")
+        score = args.score or rubric.headline
+        if score not in reader.columns(rubric.name, "scores"):
+            raise CliError(f"{rubric.name} has no per-sample score {score!r}")
+        ckpts = [str(c) for (c,) in reader.query_rows(f'SELECT DISTINCT checkpoint_id FROM "{rubric.name}".scores')]
+        table = rank_table(reader, rubric, sorted(ckpts), score)
+    shown = table[["checkpoint_id", "score", "judge_label", "mean", "rank_set", "basis"]].round(3)
+    print(clean_table(shown.to_string(index=False)))
+    return 0

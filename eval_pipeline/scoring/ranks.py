@@ -187,13 +187,15 @@ def describe(low: int, high: int, k: int, tied: Sequence[str]) -> str:
     return f"{where}, tied with {shown}"
 
 
-def rank_table(reader: Warehouse, rubric: RubricConfig, checkpoints: Sequence[str]) -> pd.DataFrame:
-    """The rank sets of the rubric's headline over ``checkpoints`` (``TABLE_COLUMNS``), one ranking per judge
-    identity: checkpoints judged by different judges are never ranked together. Human-calibrated (``basis``
-    calibrated) where the headline is a judged dimension and people rated every checkpoint of the group (PPI++
-    means from ``calibrated_means``), else on the judge's per-sample scores, paired over the samples checkpoints
-    share."""
-    score = rubric.headline
+def rank_table(
+    reader: Warehouse, rubric: RubricConfig, checkpoints: Sequence[str], score: str | None = None
+) -> pd.DataFrame:
+    """The rank sets of ``score`` (default: the rubric's headline) over ``checkpoints`` (``TABLE_COLUMNS``), one
+    ranking per judge identity: checkpoints judged by different judges are never ranked together.
+    Human-calibrated (``basis`` calibrated) where the score is a dimension people rate and people rated every
+    checkpoint of the group (PPI++ means from ``calibrated_means``), else on the per-sample scores, paired over the
+    samples checkpoints share."""
+    score = score or rubric.headline
     where = {"checkpoint_id": tuple(sorted(checkpoints))}
     if not checkpoints or score not in reader.columns(rubric.name, Table.SCORES):
         return pd.DataFrame(columns=TABLE_COLUMNS)
@@ -205,7 +207,7 @@ def rank_table(reader: Warehouse, rubric: RubricConfig, checkpoints: Sequence[st
         for c, i, label in ident.itertuples(index=False):
             if str(c) in who and isinstance(i, str) and i:
                 who[str(c)] = (i, str(label or ""))
-    calibrated = _calibrated(reader, rubric, checkpoints)
+    calibrated = _calibrated(reader, rubric, checkpoints, score)
     lower = score in rubric.lower_is_better
     parts = []
     for identity in sorted({i for i, _ in who.values()}):
@@ -224,14 +226,14 @@ def rank_table(reader: Warehouse, rubric: RubricConfig, checkpoints: Sequence[st
     return pd.concat(parts, ignore_index=True)[TABLE_COLUMNS] if parts else pd.DataFrame(columns=TABLE_COLUMNS)
 
 
-def _calibrated(reader: Warehouse, rubric: RubricConfig, checkpoints: Sequence[str]) -> pd.DataFrame:
-    """Per checkpoint, the PPI++ mean of the headline dimension, its standard error (from its interval) and the
-    samples it spans; empty where the headline is not a dimension people rate."""
+def _calibrated(reader: Warehouse, rubric: RubricConfig, checkpoints: Sequence[str], score: str) -> pd.DataFrame:
+    """Per checkpoint, the PPI++ mean of the dimension ``score``, its standard error (from its interval) and the
+    samples it spans; empty where ``score`` is not a dimension people rate."""
     empty = pd.DataFrame(columns=["mean", "se", "n"], dtype=float)
-    if rubric.headline not in rubric.rating_scales or not reader.table_exists(rubric.name, Table.CALIBRATED_MEANS):
+    if score not in rubric.rating_scales or not reader.table_exists(rubric.name, Table.CALIBRATED_MEANS):
         return empty
     cols = ["checkpoint_id", "calibrated_mean", "calibrated_ci_low", "calibrated_ci_high", "n_rated", "n_unrated"]
-    where = {"checkpoint_id": tuple(sorted(checkpoints)), "dimension": rubric.headline}
+    where = {"checkpoint_id": tuple(sorted(checkpoints)), "dimension": score}
     rows = reader.read(rubric.name, Table.CALIBRATED_MEANS, columns=cols, where=where)
     rows = rows[rows.n_rated >= 2].set_index("checkpoint_id")
     half = (rows.calibrated_ci_high - rows.calibrated_ci_low) / 2.0

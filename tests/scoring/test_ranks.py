@@ -112,3 +112,36 @@ def test_the_sample_lake_says_the_same_rank_set_everywhere(tmp_path):
         if ck == "ckpt-0200":
             exported = pd.read_csv(tmp_path / rubric / "ranks.csv")
             assert exported.rank_set.tolist() == [shown], rubric
+
+
+@pytest.mark.slow
+def test_the_ranks_and_compare_commands_on_the_sample_lake():
+    """`eval-pipeline ranks` prints the stored headline sets (computed again, equal) and any score's on request;
+    `eval-pipeline compare` tests two checkpoints that are not parent and child; a wrong score or checkpoint is one
+    line and exit 2."""
+    import subprocess
+
+    from tests.helpers.reference import CLI, clean_env, evaluated_project, reference_tables
+
+    project = evaluated_project()
+    env = clean_env(project)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([CLI, *args], cwd=project, env=env, capture_output=True, text=True, timeout=300)
+
+    stored = reference_tables()["kg_qa.ranks"]
+    done = cli("ranks", "--rubric", "kg_qa")
+    assert done.returncode == 0, done.stderr
+    for shown in stored.rank_set:
+        assert shown in done.stdout
+    accuracy = cli("ranks", "--rubric", "kg_qa", "--score", "accuracy")
+    assert accuracy.returncode == 0 and "calibrated" in accuracy.stdout, accuracy.stdout + accuracy.stderr
+    pair = cli("compare", "ckpt-0100", "ckpt-0300", "--rubric", "kg_qa")
+    assert pair.returncode == 0 and "ckpt-0300 against ckpt-0100" in pair.stdout and "p_holm" in pair.stdout
+    for bad in (
+        ("ranks", "--rubric", "kg_qa", "--score", "nope"),
+        ("compare", "ckpt-0100", "ckpt-9999", "--rubric", "kg_qa"),
+    ):
+        wrong = cli(*bad)
+        assert wrong.returncode == 2 and len(wrong.stderr.strip().splitlines()) == 1, wrong.stderr
+        assert "Traceback" not in wrong.stderr
