@@ -17,6 +17,7 @@ from eval_pipeline.cli.common import (
     clean_table,
 )
 from eval_pipeline.cli.evaluate import cmd_backfill, cmd_checkpoints, cmd_run
+from eval_pipeline.cli.importing import add_parser as add_import_parser
 from eval_pipeline.cli.people import cmd_annotate, cmd_ratings_template, cmd_reference, cmd_report, cmd_view
 from eval_pipeline.cli.servers import cmd_ui, cmd_worker
 from eval_pipeline.cli.warehouse import (
@@ -143,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     rk.add_argument("--score", help="a per-sample score or dimension (default: the rubric's headline)")
     rk.add_argument("--warehouse", help="warehouse to read (default: EVAL_WAREHOUSE)")
     rk.set_defaults(fn=cmd_ranks)
+    add_import_parser(sub, common)
     mt = sub.add_parser("maintain", help="DuckLake upkeep: merge small files, expire old snapshots", parents=[common])
     mt.add_argument(
         "--keep-days",

@@ -1,0 +1,70 @@
+"""``promptfoo``: the JSON file ``promptfoo eval --output results.json`` writes (its results as
+``results.results``, ``results.outputs`` in some versions' documentation, or a top-level list in older ones).
+
+Each result is one test case under one prompt and provider. The fields a mapping can name: ``vars`` (the test
+case's variables: ``vars.question``), ``prompt`` (the rendered prompt, ``prompt.raw``), ``prompt_label``,
+``response`` (``response.output``, text; JSON output as its JSON text), ``provider`` (its id), ``testIdx``,
+``promptIdx``, ``id`` (the test case and prompt, ``<testIdx>-<promptIdx>``, where the result has no id of its own).
+A result with an error or no output is reported with its position. The model is the results' provider, where one
+provider answered them all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.ingest.importers.base import IMPORTERS, Format, ImportFailure, Record, obj
+
+
+def _results(path: Path) -> list[Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ImportFailure(f"{path}: not a promptfoo results file: {str(exc).splitlines()[0]}") from None
+    inner = data.get("results") if isinstance(data, dict) else None
+    if isinstance(inner, dict):
+        inner = inner.get("results", inner.get("outputs"))
+    if not isinstance(inner, list):
+        raise ImportFailure(f"{path}: not a promptfoo results file: no results list (results.results)")
+    return inner
+
+
+def read(path: Path, _extra: Path | None = None) -> Iterator[Record]:
+    for n, item in enumerate(_results(path), 1):
+        if not isinstance(item, dict):
+            yield Record(n, {}, f"result {n} is not an object", path.name)
+            continue
+        prompt, test = obj(item.get("prompt")), obj(item.get("testCase"))
+        provider = item.get("provider")
+        values: dict[str, Any] = {
+            "vars": item.get("vars") or test.get("vars") or {},
+            "prompt": prompt.get("raw"),
+            "prompt_label": prompt.get("label"),
+            "provider": provider.get("id") if isinstance(provider, dict) else provider,
+            "testIdx": item.get("testIdx"),
+            "promptIdx": item.get("promptIdx"),
+            "id": f"{item.get('testIdx')}-{item.get('promptIdx')}",
+        }
+        response = obj(item.get("response"))
+        output = response.get("output")
+        if item.get("error") or response.get("error"):
+            yield Record(
+                n, values, f"promptfoo recorded an error: {item.get('error') or response.get('error')}", path.name
+            )
+            continue
+        if output is None:
+            yield Record(n, values, "no output", path.name)
+            continue
+        values["response"] = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+        yield Record(n, values, None, path.name)
+
+
+def model(path: Path) -> str | None:
+    providers = {r.values.get("provider") for r in read(path)}
+    return str(next(iter(providers))) if len(providers) == 1 and None not in providers else None
+
+
+IMPORTERS.add("promptfoo", Format("promptfoo", read, model, "promptfoo eval --output results.json"))

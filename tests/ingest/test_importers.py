@@ -1,0 +1,196 @@
+"""#75: `eval-pipeline import` — a harness's own files become a checkpoint folder the pipeline validates, with
+nothing lost and nothing invented. Each format's file is built here from its published schema (lm-evaluation-harness
+``--log_samples`` in both ``arguments`` shapes, the OpenAI Batch API's input and output lines, promptfoo's
+``results.json``, a plain CSV), each with malformed records: the sample count, ids, model and the first and last
+responses equal the source's; every record left out is in the report with its line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eval_pipeline.ingest.checkpoints import read_checkpoint
+from eval_pipeline.ingest.importers import IMPORTERS, ImportFailure, Mapping, rows, write_checkpoint
+from eval_pipeline.ingest.validation import validate_file
+from eval_pipeline.rubrics import load_rubrics
+
+RUBRIC = "empathetic_dialogue"
+CLI = str(Path(sys.executable).with_name("eval-pipeline"))
+SITUATIONS = [f"I have been feeling overwhelmed at work lately, situation {i}." for i in range(10)]
+REPLIES = [f"That sounds really hard; it makes sense you feel this way ({i})." for i in range(10)]
+
+
+@pytest.fixture(scope="module")
+def rubrics():
+    return {r.name: r for r in load_rubrics()}
+
+
+def _mapping(tmp_path: Path, id_path: str, fields: dict[str, str], name: str = "map.yaml") -> Path:
+    path = tmp_path / name
+    lines = [f"rubric: {RUBRIC}", f"id: {id_path}", "fields:"] + [f"  {k}: {v}" for k, v in fields.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _import(tmp_path, rubrics, fmt, source, mapping, extra=None, model=None, checkpoint="ckpt-imp"):
+    m, rubric = Mapping.load(mapping, rubrics)
+    f = IMPORTERS.load().get_unit(fmt)
+    kept, report = rows(f.read(source, extra), m, rubric)
+    target, unchanged = write_checkpoint(tmp_path / "ckpts", checkpoint, rubric, kept, model or f.model(source))
+    return target, unchanged, report, rubric
+
+
+def _check_folder(target: Path, rubric, ids: list[str], model: str) -> None:
+    """The folder is a checkpoint the pipeline reads, its lines all valid for the rubric."""
+    ckpt = read_checkpoint(target.parent)
+    assert ckpt.model == model and ckpt.file_for(RUBRIC) == target
+    result = validate_file(rubric, target, ckpt.checkpoint_id)
+    assert list(result.samples.sample_id) == ids and len(result.quarantine) == 0
+    lines = [json.loads(x) for x in target.read_text().splitlines()]
+    assert [x["sample_id"] for x in lines] == ids
+
+
+def _lm_eval_line(i: int, shape: str, resp: str | None) -> dict:
+    prompt = f"Reply kindly.\n{SITUATIONS[i]}"
+    arguments = {"gen_args_0": {"arg_0": prompt, "arg_1": {"until": ["\n"]}}} if shape == "new" else [[prompt, {}]]
+    return {
+        "doc_id": i,
+        "doc": {"situation": SITUATIONS[i], "topic": "work stress"},
+        "target": "",
+        "arguments": arguments,
+        "resps": [[resp]] if resp is not None else [[]],
+        "filtered_resps": [resp] if resp is not None else [],
+        "filter": "none",
+        "metrics": ["bleu"],
+        "doc_hash": "x",
+        "prompt_hash": "y",
+        "target_hash": "z",
+    }
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz"])
+def test_lm_evaluation_harness_samples_in_both_argument_shapes(tmp_path, rubrics, suffix):
+    lines = [json.dumps(_lm_eval_line(i, "new" if i % 2 else "old", REPLIES[i])) for i in range(4)]
+    lines.insert(2, "{not json")  # line 3: a broken line
+    lines.append(json.dumps(_lm_eval_line(4, "new", None)))  # line 6: no response
+    lines.append(json.dumps(_lm_eval_line(1, "new", "again")))  # line 7: doc 1 again
+    text = "\n".join(lines) + "\n"
+    source = tmp_path / f"samples_empathy_2026-12-06T10-00-00{suffix}"
+    if suffix.endswith(".gz"):
+        source.write_bytes(gzip.compress(text.encode()))
+    else:
+        source.write_text(text)
+    (tmp_path / "results_2026-12-06T10-00-00.json").write_text(
+        json.dumps({"model_name": "org/kind-7b", "config": {"model_args": "pretrained=org/kind-7b,revision=abc123"}})
+    )
+    mapping = _mapping(
+        tmp_path, "doc_id", {"user_statement": "doc.situation", "topic": "doc.topic", "response": "response"}
+    )
+    target, unchanged, report, rubric = _import(tmp_path, rubrics, "lm-eval", source, mapping)
+    assert not unchanged
+    _check_folder(target, rubric, ["0", "1", "2", "3"], "org/kind-7b@abc123")
+    first, last = (json.loads(x) for x in target.read_text().splitlines()[::3])
+    assert first["response"] == REPLIES[0] and last["response"] == REPLIES[3]
+    assert [(r["line"], r["reason"].split(":")[0].split(" (")[0]) for r in report] == [
+        (3, "not JSON"),
+        (6, "no response"),
+        (7, "duplicate id '1'"),
+    ]
+
+
+def test_the_batch_api_pairs_requests_and_answers_and_reports_the_rest(tmp_path, rubrics):
+    def request(i: int) -> dict:
+        messages = [{"role": "system", "content": "Be kind."}, {"role": "user", "content": SITUATIONS[i]}]
+        return {"custom_id": f"req-{i}", "method": "POST", "url": "/v1/chat/completions",
+                "body": {"model": "kind-7b-chat", "messages": messages}}  # fmt: skip
+
+    def answer(i: int, status: int = 200, text: str | None = None) -> dict:
+        body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": text or REPLIES[i]}}]}
+        return {"id": f"batch_req_{i}", "custom_id": f"req-{i}", "response": {"status_code": status, "body": body},
+                "error": None}  # fmt: skip
+
+    source, output = tmp_path / "input.jsonl", tmp_path / "output.jsonl"
+    source.write_text("".join(json.dumps(request(i)) + "\n" for i in range(5)))
+    answers = [answer(3), answer(0), answer(2, status=500), answer(1), answer(9)]  # none for req-4; req-9 unasked
+    output.write_text("".join(json.dumps(a) + "\n" for a in answers))
+    mapping = _mapping(tmp_path, "custom_id", {"user_statement": "prompt", "response": "response"})
+    target, _, report, rubric = _import(tmp_path, rubrics, "openai-batch", source, mapping, extra=output)
+    _check_folder(target, rubric, ["req-0", "req-1", "req-3"], "kind-7b-chat")
+    reasons = sorted((r["source"], r["line"], r["reason"].split(" (")[0]) for r in report)
+    assert reasons == [
+        ("input.jsonl", 3, "status 500"),
+        ("input.jsonl", 5, "no answer to 'req-4' in output.jsonl"),
+        ("output.jsonl", 5, "an answer to 'req-9', which no request asked"),
+    ]
+
+
+def test_promptfoo_results_and_an_error_case(tmp_path, rubrics):
+    results = [
+        {"id": f"r{i}", "promptIdx": 0, "testIdx": i, "prompt": {"raw": f"Reply: {SITUATIONS[i]}", "label": "p"},
+         "vars": {"situation": SITUATIONS[i]}, "provider": {"id": "openai:kind-7b"},
+         "response": {"output": REPLIES[i]}, "error": None, "success": True}
+        for i in range(3)
+    ]  # fmt: skip
+    results[1] = {**results[1], "error": "rate limited", "response": None}
+    source = tmp_path / "results.json"
+    source.write_text(json.dumps({"evalId": "e1", "results": {"version": 3, "results": results}}))
+    mapping = _mapping(tmp_path, "id", {"user_statement": "vars.situation", "response": "response"})
+    target, _, report, rubric = _import(tmp_path, rubrics, "promptfoo", source, mapping)
+    _check_folder(target, rubric, ["0-0", "2-0"], "openai:kind-7b")
+    assert [(r["line"], r["reason"]) for r in report] == [(2, "promptfoo recorded an error: rate limited")]
+
+
+def test_a_plain_table_reimported_is_a_no_op_and_another_needs_replace(tmp_path, rubrics):
+    import csv
+
+    source = tmp_path / "outputs.csv"
+    rows_ = [
+        ["id", "statement", "reply"],
+        *([f"e{i}", SITUATIONS[i], REPLIES[i]] for i in range(3)),
+        ["e3", "No reply.", ""],
+    ]
+
+    def write(table: list[list[str]]) -> None:
+        with source.open("w", newline="") as fh:
+            csv.writer(fh).writerows(table)
+
+    write(rows_)
+    mapping = _mapping(tmp_path, "id", {"user_statement": "statement", "response": "reply"})
+    target, unchanged, report, rubric = _import(tmp_path, rubrics, "table", source, mapping, model="kind-7b")
+    _check_folder(target, rubric, ["e0", "e1", "e2"], "kind-7b")
+    assert [(r["line"], r["reason"]) for r in report] == [(5, "no 'reply' for the field 'response'")]
+    again = _import(tmp_path, rubrics, "table", source, mapping, model="kind-7b")
+    assert again[1] is True  # the same records: nothing written
+    write(rows_[:3])
+    with pytest.raises(ImportFailure, match="already exists and has empathetic_dialogue.jsonl: give --replace"):
+        _import(tmp_path, rubrics, "table", source, mapping, model="kind-7b")
+
+
+def test_a_mapping_naming_a_field_the_rubric_lacks_fails_naming_the_file_and_the_field(tmp_path, rubrics):
+    mapping = _mapping(tmp_path, "id", {"user_statment": "statement", "response": "reply"}, "typo.yaml")
+    with pytest.raises(ImportFailure, match=r"typo.yaml: 'user_statment' is not an input field of rubric"):
+        Mapping.load(mapping, rubrics)
+    short = _mapping(tmp_path, "id", {"response": "reply"}, "short.yaml")
+    with pytest.raises(ImportFailure, match=r"short.yaml: rubric empathetic_dialogue's field 'user_statement' is"):
+        Mapping.load(short, rubrics)
+
+
+def test_the_command_writes_the_folder_and_fails_in_one_line(tmp_path):
+    source = tmp_path / "outputs.jsonl"
+    source.write_text("".join(json.dumps({"k": f"a{i}", "s": SITUATIONS[i], "r": REPLIES[i]}) + "\n" for i in range(3)))
+    mapping = _mapping(tmp_path, "k", {"user_statement": "s", "response": "r"})
+    env = {**os.environ, "EVAL_CHECKPOINT_DIR": str(tmp_path / "ckpts")}
+    base = [CLI, "import", "table", str(source), "--checkpoint", "ckpt-cli", "--map", str(mapping)]
+    done = subprocess.run([*base, "--model", "kind-7b"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "3 sample(s) of outputs.jsonl for empathetic_dialogue, model kind-7b: wrote" in done.stdout
+    assert (tmp_path / "ckpts" / "ckpt-cli" / "checkpoint.json").is_file()
+    no_model = subprocess.run([*base[:5], "ckpt-two", *base[6:]], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert no_model.returncode == 2 and len(no_model.stderr.strip().splitlines()) == 1
+    assert "give --model" in no_model.stderr and "Traceback" not in no_model.stderr
