@@ -228,7 +228,9 @@ def cmd_ranks(args: argparse.Namespace) -> int:
         score = args.score or rubric.headline
         if score not in reader.columns(rubric.name, "scores"):
             raise CliError(f"{rubric.name} has no per-sample score {score!r}")
-        ckpts = [str(c) for (c,) in reader.query_rows(f'SELECT DISTINCT checkpoint_id FROM "{rubric.name}".scores')]
+        ckpts = [
+            str(c) for c in reader.read(rubric.name, "scores", columns=("checkpoint_id",), distinct=True).checkpoint_id
+        ]
         table = rank_table(reader, rubric, sorted(ckpts), score)
     shown = table[["checkpoint_id", "score", "judge_label", "mean", "rank_set", "basis"]].round(3)
     print(clean_table(shown.to_string(index=False)))
