@@ -170,7 +170,13 @@ def test_the_tenth_landing_costs_one_run_and_decides_again_only_what_it_changed(
         assert _runs(instance) - before == 1
         assert automation.tick() == 0, automation.keys
         after = wh.read("main", "decision_inputs")
-        others = lambda df: df[df.checkpoint_id != checkpoint_id(11)].sort_values(["asset", "checkpoint_id"])  # noqa: E731
+        # the ranking (#74) is one decision across every checkpoint, made again whole when one lands ("k of K"
+        # moves for all): one fingerprint for all of them; every other decision of the others is as it was
+        ranked = after[after.asset == "ranks"]
+        assert len(ranked) == 11 and ranked.fingerprint.nunique() == 1
+        others = lambda df: df[(df.checkpoint_id != checkpoint_id(11)) & (df.asset != "ranks")].sort_values(  # noqa: E731
+            ["asset", "checkpoint_id"]
+        )
         assert others(after).reset_index(drop=True).equals(others(decided).reset_index(drop=True))
         again = wh.read(RUBRIC, "verdict", columns=("checkpoint_id", "run_id"))
         kept = again[again.checkpoint_id != checkpoint_id(11)].merge(verdicts, on="checkpoint_id")
