@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.cli.common import CliError, _instance, _rubrics_and_defs
+from eval_pipeline.cli.common import CliError, dagster_instance, rubrics_and_defs
 
 ALIGN_EXIT_CODES = """exit codes:
   0    the alignment finished (recommended or not: the report says which), or the list, show or adopt done
@@ -101,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
     from eval_pipeline.defs.runs import step_failures
 
     args.rubric = [args.rubric]
-    defs, rubrics = _rubrics_and_defs(args)
+    defs, rubrics = rubrics_and_defs(args)
     name = args.rubric[0]
     rubric = rubrics.get(name)
     if rubric is None:
@@ -114,7 +114,7 @@ def _run(args: argparse.Namespace) -> int:
         if getattr(args, key) is not None:
             config[key] = getattr(args, key)
     job = defs.resolve_job_def(f"{name}_align")
-    instance = _instance()
+    instance = dagster_instance()
     op = f"{name}__judge_alignment"
     result = job.execute_in_process(
         instance=instance,

@@ -38,7 +38,7 @@ class ServerError(Exception):
     """A server of ours could not start."""
 
 
-def _port_free(host: str, port: int) -> None:
+def port_free(host: str, port: int) -> None:
     import socket
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -56,14 +56,14 @@ class CliError(Exception):
     pass
 
 
-def _instance() -> Any:  # a DagsterInstance (dagster imported only when a command needs it)
+def dagster_instance() -> Any:  # a DagsterInstance (dagster imported only when a command needs it)
     from eval_pipeline.core import settings
     from eval_pipeline.defs.instance import open_instance
 
     return open_instance(settings.dagster_home(), settings.warehouse_path())  # what `make dagster-home` installs
 
 
-def _select(scan: Any, ids: list[str] | None) -> list[Any]:
+def select_checkpoints(scan: Any, ids: list[str] | None) -> list[Any]:
     known = {c.checkpoint_id: c for c in scan.complete}
     if not ids:
         return sorted(known.values(), key=lambda c: (c.created_at, c.checkpoint_id))
@@ -101,7 +101,7 @@ def judge_settings_or_stop() -> None:
         )
 
 
-def _rubrics_and_defs(args: argparse.Namespace) -> tuple[dg.Definitions, dict[str, RubricConfig]]:
+def rubrics_and_defs(args: argparse.Namespace) -> tuple[dg.Definitions, dict[str, RubricConfig]]:
     """The definitions and the rubrics that load. A rubric file that does not load is said in one line and
     skipped; the others run (``args.skipped_rubrics``: the command then exits 2 if it would have exited 0). A
     rubric asked for by name that does not load, or no rubric that loads at all, is a configuration error."""
@@ -131,7 +131,7 @@ def _rubrics_and_defs(args: argparse.Namespace) -> tuple[dg.Definitions, dict[st
     return build_definitions(lenient=True), rubrics
 
 
-def _scan() -> Any:
+def scan_checkpoint_folders() -> Any:
     """The checkpoint folders of EVAL_CHECKPOINT_DIR as they are now (an ``s3://`` one mirrored first)."""
     from eval_pipeline.defs.resources import CheckpointSource
 
@@ -142,7 +142,7 @@ def clean_table(text: str) -> str:
     return "\n".join(clean(line) for line in text.splitlines())
 
 
-def _with_skipped(args: argparse.Namespace, code: int) -> int:
+def with_skipped(args: argparse.Namespace, code: int) -> int:
     """A run that was otherwise clean exits 2 when a rubric file was skipped: a configuration error, said."""
     skipped = getattr(args, "skipped_rubrics", [])
     if skipped and code == 0:

@@ -6,11 +6,11 @@ import argparse
 
 from eval_pipeline.cli.common import (
     CliError,
-    _instance,
-    _rubrics_and_defs,
-    _scan,
-    _select,
-    _with_skipped,
+    dagster_instance,
+    rubrics_and_defs,
+    scan_checkpoint_folders,
+    select_checkpoints,
+    with_skipped,
 )
 from eval_pipeline.core.terminal import (
     clean,
@@ -18,9 +18,9 @@ from eval_pipeline.core.terminal import (
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    defs, rubrics = _rubrics_and_defs(args)
-    scan = _scan()
-    ckpts = _select(scan, args.checkpoint)
+    defs, rubrics = rubrics_and_defs(args)
+    scan = scan_checkpoint_folders()
+    ckpts = select_checkpoints(scan, args.checkpoint)
     if not ckpts:
         why = ""
         if scan.refused:
@@ -29,7 +29,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CliError("no complete checkpoint folders found" + why)
     from eval_pipeline.console import evaluate
 
-    return _with_skipped(args, evaluate(args, ckpts, defs, rubrics, _instance()))
+    return with_skipped(args, evaluate(args, ckpts, defs, rubrics, dagster_instance()))
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
@@ -38,8 +38,8 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     from eval_pipeline.defs.partitions import CHECKPOINTS
     from eval_pipeline.storage.warehouse import Warehouse
 
-    scan = _scan()
-    registered = set(_instance().get_dynamic_partitions(CHECKPOINTS.name))
+    scan = scan_checkpoint_folders()
+    registered = set(dagster_instance().get_dynamic_partitions(CHECKPOINTS.name))
     status: dict[str, str] = {}
     wh = Warehouse(settings.warehouse_path())
     if wh.exists() and wh.table_exists("main", "checkpoints"):
@@ -66,8 +66,8 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 
 def cmd_backfill(args: argparse.Namespace) -> int:
 
-    defs, rubrics = _rubrics_and_defs(args)
-    ckpts = _select(_scan(), None)
+    defs, rubrics = rubrics_and_defs(args)
+    ckpts = select_checkpoints(scan_checkpoint_folders(), None)
     ids = [c.checkpoint_id for c in ckpts]
     for name in (args.start, args.end):
         if name and name not in ids:
@@ -78,4 +78,4 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         raise CliError(f"--from {args.start} comes after --to {args.end} in creation order ({' -> '.join(ids)})")
     from eval_pipeline.console import evaluate
 
-    return _with_skipped(args, evaluate(args, ckpts[lo:hi], defs, rubrics, _instance()))
+    return with_skipped(args, evaluate(args, ckpts[lo:hi], defs, rubrics, dagster_instance()))

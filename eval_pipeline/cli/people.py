@@ -8,9 +8,9 @@ from pathlib import Path
 
 from eval_pipeline.cli.common import (
     CliError,
-    _port_free,
-    _rubrics_and_defs,
-    _scan,
+    port_free,
+    rubrics_and_defs,
+    scan_checkpoint_folders,
 )
 
 
@@ -24,7 +24,7 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
     rubric = rubrics.get(args.rubric)
     if rubric is None:
         raise CliError(f"unknown rubric {args.rubric!r}; known: {', '.join(sorted(rubrics))}")
-    ckpt = {c.checkpoint_id: c for c in _scan().complete}.get(args.checkpoint)
+    ckpt = {c.checkpoint_id: c for c in scan_checkpoint_folders().complete}.get(args.checkpoint)
     if ckpt is None:
         raise CliError(f"no complete checkpoint folder for {args.checkpoint!r} (see 'eval-pipeline checkpoints')")
     path = ckpt.file_for(rubric.name)
@@ -116,7 +116,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     # read-only (a missing warehouse is never created, a plain reader of a DuckDB file never waited on) and a short
     # lock wait: a page says the file is busy in seconds rather than failing after the writer's two minutes
     wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True, lock_timeout_s=3)
-    _port_free(args.host, args.port)
+    port_free(args.host, args.port)
     print(f"eval-pipeline view: http://{args.host}:{args.port}/ on {wh.describe()} (Ctrl-C stops it)")
     serve(wh, args.host, args.port)
     return 0
@@ -135,7 +135,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         check_binding(args.host, token)
     except AnnotateRefused as exc:
         raise CliError(str(exc)) from None
-    _, rubrics = _rubrics_and_defs(argparse.Namespace(rubric=None))
+    _, rubrics = rubrics_and_defs(argparse.Namespace(rubric=None))
     if settings.is_remote(settings.ratings_location()):
         raise CliError(
             f"annotate writes ratings files into a folder, and EVAL_RATINGS_DIR is {settings.ratings_location()}: "
@@ -143,7 +143,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         )
     wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True, lock_timeout_s=3)
     root = settings.ratings_dir()
-    _port_free(args.host, args.port)
+    port_free(args.host, args.port)
     print(
         f"eval-pipeline annotate: http://{args.host}:{args.port}/ · ratings into {root} · on {wh.describe()} "
         "(Ctrl-C stops it)"

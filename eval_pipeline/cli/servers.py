@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from eval_pipeline.cli.common import (
     CliError,
-    _port_free,
+    port_free,
 )
 from eval_pipeline.core import interrupts
 
@@ -68,7 +68,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     hint = backfill_limit_hint(home / "dagster.yaml", settings.warehouse_path())
     if hint:
         print(f"eval-pipeline ui: {hint}", file=sys.stderr, flush=True)
-    _port_free(args.host, args.port)
+    port_free(args.host, args.port)
     workspace = ["-w", args.workspace]
     procs: dict[str, subprocess.Popen[str]] = {}
     # Ctrl-C and SIGTERM handled as one request from before the first server starts: none raises, so none can land

@@ -38,9 +38,9 @@ from eval_pipeline.devtools.stub_answers import (  # noqa: F401 (re-exported for
     NOT_FOUND,
     Reply,
     StubState,
-    _keys,
-    _scores,
     admit,
+    answer_keys,
+    answer_scores,
     release,
     reply,
 )

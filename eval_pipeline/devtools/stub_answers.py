@@ -116,7 +116,7 @@ def _list_answer(body: JSONObject) -> list[str]:
     )[:8]
 
 
-def _keys(body: JSONObject) -> tuple[str, dict[str, tuple[int, int]]]:
+def answer_keys(body: JSONObject) -> tuple[str, dict[str, tuple[int, int]]]:
     rf = body.get("response_format") or {}
     schema = (rf.get("json_schema") or {}).get("schema")
     if schema:
@@ -128,7 +128,7 @@ def _keys(body: JSONObject) -> tuple[str, dict[str, tuple[int, int]]]:
     return container, {k: (int(lo), int(hi)) for k, lo, hi in TEMPLATE_RE.findall(system)}
 
 
-def _scores(body: JSONObject, scales: dict[str, tuple[int, int]]) -> dict[str, int]:
+def answer_scores(body: JSONObject, scales: dict[str, tuple[int, int]]) -> dict[str, int]:
     digest = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).digest()
     out = {}
     for i, (k, (lo, hi)) in enumerate(sorted(scales.items())):
@@ -295,8 +295,8 @@ def reply(state: StubState, body: JSONObject, fault: str | None, authorization: 
     if list_key:
         answer = json.dumps({list_key: _list_answer(body)})
     else:
-        container, scales = _keys(body)
-        scores = (state.scorer(body, scales) if state.scorer else None) or _scores(body, scales)
+        container, scales = answer_keys(body)
+        scores = (state.scorer(body, scales) if state.scorer else None) or answer_scores(body, scales)
         if state.score_noise:
             scores = _noisy(state, scores, scales)
         if fault == "out_of_range" and scores:

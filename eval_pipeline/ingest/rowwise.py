@@ -22,7 +22,7 @@ from eval_pipeline.core.contracts import QUARANTINE_COLUMNS
 from eval_pipeline.core.types import JSONObject
 from eval_pipeline.ingest.engine_schema import ID_REPEATED
 from eval_pipeline.ingest.parsing import parse_line
-from eval_pipeline.ingest.schema import MISSING, _absent, _id_key, build_schema
+from eval_pipeline.ingest.schema import MISSING, build_schema, id_key, is_absent
 from eval_pipeline.ingest.validation import ValidationResult
 
 
@@ -36,7 +36,7 @@ def _extract(obj: JSONObject, path: list[str]) -> Any:
 
 
 def _column_for(f: InputField, values: list[Any]) -> pd.Series:
-    clean = [None if _absent(v) else v for v in values]
+    clean = [None if is_absent(v) else v for v in values]
     if f.type in ("string_list", "object", "object_list"):
         return pd.Series([None if v is None else json.dumps(v, ensure_ascii=False) for v in clean], dtype="object")
     if f.type == "integer":
@@ -66,7 +66,7 @@ def _schema_reasons(
     for i, p in enumerate(positions):
         if p in reasons:
             continue
-        key = _id_key(ids[i])
+        key = id_key(ids[i])
         if key in seen or key in local:
             reasons[p] = [f"field '{rubric.inputs.id_field}' {ID_REPEATED}"]
         local.add(key)
@@ -148,7 +148,7 @@ def validate_raw(
         col = frame[f.name].tolist()
         samples[f.name] = _column_for(f, [col[row_of[p]] for p in valid_pos]).values
     if seen_ids is not None:
-        seen_ids.update(_id_key(v) for v in samples[rubric.inputs.id_field])
+        seen_ids.update(id_key(v) for v in samples[rubric.inputs.id_field])
     samples["rubric_version"] = rubric.version
 
     bad_pos = sorted(reasons)

@@ -25,7 +25,7 @@ class _Missing:
 MISSING = _Missing()
 
 
-def _absent(v: object) -> bool:
+def is_absent(v: object) -> bool:
     return v is MISSING or v is None
 
 
@@ -48,7 +48,7 @@ def _is_type(ftype: str, v: object) -> bool:
 
 
 def _when_present(fn: Callable[[Any], bool]) -> Callable[[Any], bool]:
-    return lambda v: True if _absent(v) else bool(fn(v))
+    return lambda v: True if is_absent(v) else bool(fn(v))
 
 
 def _length(v: Any) -> int:
@@ -62,7 +62,10 @@ def _field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
     if f.required:
         checks.append(
             pa.Check(
-                lambda v: not _absent(v), element_wise=True, ignore_na=False, error="required field is missing or null"
+                lambda v: not is_absent(v),
+                element_wise=True,
+                ignore_na=False,
+                error="required field is missing or null",
             )
         )
     checks.append(
@@ -136,7 +139,7 @@ def _field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
     return checks
 
 
-def _id_key(v: object) -> str:
+def id_key(v: object) -> str:
     """A sample id's identity with its JSON type: the string "5" and the number 5 are different ids."""
     return "s:" + v if isinstance(v, str) else f"j:{type(v).__name__}:{json.dumps(v, sort_keys=True, default=str)}"
 
@@ -160,7 +163,7 @@ def build_schema(rubric: RubricConfig, seen_ids: set[str] | None = None, repeats
             if repeats:
                 checks.append(
                     pa.Check(
-                        lambda s: ~(s.map(_id_key).duplicated(keep="first") | s.map(_id_key).isin(seen)),
+                        lambda s: ~(s.map(id_key).duplicated(keep="first") | s.map(id_key).isin(seen)),
                         error=ID_REPEATED,
                     )
                 )

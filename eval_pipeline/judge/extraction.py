@@ -22,7 +22,7 @@ from eval_pipeline.judge.backends import backend_for
 from eval_pipeline.judge.cached import JudgeRunStats, cached_calls
 from eval_pipeline.judge.client import CallSpec
 from eval_pipeline.judge.config import settings_for
-from eval_pipeline.judge.parsing import JudgeParseError, _first_object
+from eval_pipeline.judge.parsing import JudgeParseError, first_object
 from eval_pipeline.judge.prompts import INJECTION_NOTICE, data_block
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -49,7 +49,7 @@ def _list_schema(name: str, key: str, max_items: int) -> JSONObject:
 def parse_list(text: str | None, key: str, max_items: int) -> list[str]:
     if text is None:
         raise JudgeParseError("no answer content")
-    obj = _first_object(text)
+    obj = first_object(text)
     items = obj.get(key)
     if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
         raise JudgeParseError(f"answer has no '{key}' list of strings")

@@ -18,7 +18,7 @@ from eval_pipeline.judge.config import JudgeSettings
 from eval_pipeline.judge.logprobs import Reading, read_distributions
 from eval_pipeline.judge.parsing import parse_answer
 from eval_pipeline.judge.prompts import build_messages, response_schema
-from eval_pipeline.judge.rows import _questionnaire_rows, reading, score_row
+from eval_pipeline.judge.rows import questionnaire_rows, reading, score_row
 from eval_pipeline.storage.warehouse import Warehouse
 
 
@@ -124,5 +124,5 @@ def judge_rows(
             task_rows[-1].update(columns)
         rows += task_rows
         if qn:
-            rows += _questionnaire_rows(rubric, task_rows)
+            rows += questionnaire_rows(rubric, task_rows)
     return rows

@@ -29,7 +29,7 @@ class Parsed:
     rationale: str
 
 
-def _first_object(text: str) -> JSONObject:
+def first_object(text: str) -> JSONObject:
     text = text.strip()
     if not text:
         raise JudgeParseError("empty answer")
@@ -65,7 +65,7 @@ def parse_answer(text: str | None, container: str, scales: dict[str, tuple[int, 
     if text is None:
         raise JudgeParseError("no answer content")
     try:
-        obj = _first_object(text)
+        obj = first_object(text)
     except RecursionError:  # {"a": {"a": ... 5,000 levels deep: no answer any rubric asks for
         raise JudgeParseError("answer nested too deeply to be an answer") from None
     block = obj.get(container)

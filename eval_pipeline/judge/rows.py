@@ -60,7 +60,7 @@ def score_row(
     )
 
 
-def _questionnaire_rows(rubric: RubricConfig, rows: list[Row]) -> list[Row]:
+def questionnaire_rows(rubric: RubricConfig, rows: list[Row]) -> list[Row]:
     """Per-metric sums (reverse-scored items as max + min - s) and the total, for one sample and judge."""
     q = rubric.questionnaire
     if q is None or not rows:
@@ -128,7 +128,7 @@ def _questionnaire_rows(rubric: RubricConfig, rows: list[Row]) -> list[Row]:
     return out
 
 
-def _panel_rows(rubric: RubricConfig, rows: list[Row], aggregate: str) -> list[Row]:
+def panel_rows(rubric: RubricConfig, rows: list[Row], aggregate: str) -> list[Row]:
     groups: dict[tuple[str, str], list[Row]] = {}
     for r in rows:
         groups.setdefault((r["sample_id"], r["dimension"]), []).append(r)

@@ -19,7 +19,7 @@ from eval_pipeline.core.types import Record
 from eval_pipeline.judge import costs
 from eval_pipeline.judge.backends import backend_for
 from eval_pipeline.judge.cached import JudgeRunStats
-from eval_pipeline.judge.rows import _panel_rows
+from eval_pipeline.judge.rows import panel_rows
 from eval_pipeline.storage.warehouse import Warehouse
 
 
@@ -38,7 +38,7 @@ def judge_samples(
     stats = JudgeRunStats()
     t0 = time.perf_counter()
     rows = backend.score(rubric, ckpt, records, wh, stats, config, repeat)
-    rows += _panel_rows(rubric, rows, rubric.panel.aggregate)
+    rows += panel_rows(rubric, rows, rubric.panel.aggregate)
     stats.wall_s = time.perf_counter() - t0
     df = pd.DataFrame(rows, columns=SCORE_COLUMNS)
     df = df.astype(

@@ -147,3 +147,20 @@ def test_the_calibration_pool_reads_the_sampling_design_from_the_estimator_libra
     imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     assert "eval_pipeline.agreement.plan" in imported
     assert not [m for m in imported if m.startswith("eval_pipeline.publish")], imported
+
+
+def test_no_module_imports_another_modules_private_names():
+    """#76: a name that starts with ``_`` is its module's own; another module that needs it gets a public name (25
+    such imports of 14 names were mended: the CLI's shared helpers, the heuristic judge's text helpers, the judge's
+    row builders, the schema's absent-value test, the stub's answer helpers)."""
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("eval_pipeline"):
+                found += [
+                    f"{path.relative_to(PACKAGE)} imports {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+    assert found == [], "\n".join(found)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.core.contracts import PANEL
-from eval_pipeline.devtools.openai_stub import StubServer, _keys, _scores
+from eval_pipeline.devtools.openai_stub import StubServer, answer_keys, answer_scores
 from eval_pipeline.judge.runner import judge_samples
 from eval_pipeline.scoring.gates import evaluate_gates
 from eval_pipeline.scoring.scores import compute_scores
@@ -61,8 +61,8 @@ def test_a_storm_of_mixed_faults_completes_and_invents_nothing(rubrics, stub, wa
     answered = {}
     for body in stub.state.bodies:
         if body.get("messages"):
-            container, scales = _keys(body)
-            answered[json.dumps(body["messages"], sort_keys=True)] = _scores(body, scales)
+            container, scales = answer_keys(body)
+            answered[json.dumps(body["messages"], sort_keys=True)] = answer_scores(body, scales)
     from eval_pipeline.judge.prompts import build_messages
 
     ok = panel[panel.status == "ok"]

@@ -11,7 +11,7 @@ from eval_pipeline.judge.backends import BACKENDS
 from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.heuristic import HeuristicJudge
 from eval_pipeline.judge.identity import HEURISTIC, JudgeIdentity
-from eval_pipeline.judge.rows import _questionnaire_rows, reading, score_row
+from eval_pipeline.judge.rows import questionnaire_rows, reading, score_row
 from eval_pipeline.storage.warehouse import Warehouse
 
 
@@ -72,5 +72,5 @@ def _heuristic_rows(rubric: RubricConfig, ckpt: str, records: list[Record], repe
             row.update(columns)
             sample_rows.append(row)
         rows += sample_rows
-        rows += _questionnaire_rows(rubric, [r for r in sample_rows if r["kind"] == "questionnaire_item"])
+        rows += questionnaire_rows(rubric, [r for r in sample_rows if r["kind"] == "questionnaire_item"])
     return rows

@@ -14,7 +14,7 @@ from eval_pipeline.core.text import (
 )
 from eval_pipeline.core.types import JSONObject, Record
 from eval_pipeline.judge.heuristic import feature
-from eval_pipeline.judge.heuristic.base import _text
+from eval_pipeline.judge.heuristic.base import text_of
 
 CLARIFY = ["do you mean", "could you clarify", "which period", "what would you like", "which products", "clarify"]
 REFUSAL = ["cannot provide", "can't provide", "out of scope", "cannot answer", "i can help with"]
@@ -49,8 +49,8 @@ def numbers_match(
 
 @feature("aq_semantic", params=AnswerParams)
 def aq_semantic(sample: Record, p: AnswerParams) -> float | None:
-    r = _text(sample, "response")
-    q = _text(sample, "query")
+    r = text_of(sample, "response")
+    q = text_of(sample, "query")
     if any_phrase(r, CLARIFY) or any_phrase(r, REFUSAL):
         return 0.8
     must = _criteria(sample, p).get("must_contain") or []
@@ -67,7 +67,7 @@ def aq_semantic(sample: Record, p: AnswerParams) -> float | None:
 
 @feature("aq_completeness", params=AnswerParams)
 def aq_completeness(sample: Record, p: AnswerParams) -> float | None:
-    r = _text(sample, "response")
+    r = text_of(sample, "response")
     c = _criteria(sample, p)
     must = c.get("must_contain") or []
     acc = c.get("acceptable_if_includes") or []
@@ -83,7 +83,7 @@ def aq_completeness(sample: Record, p: AnswerParams) -> float | None:
 
 @feature("aq_accuracy", params=AnswerParams)
 def aq_accuracy(sample: Record, p: AnswerParams) -> float | None:
-    r = _text(sample, "response")
+    r = text_of(sample, "response")
     gt = sample.get(p.ground_truth_field)
     match = numbers_match(r, gt if isinstance(gt, dict) else None, _criteria(sample, p), p.tolerance)
     if any_phrase(r, UNCERTAIN) and not numbers(r):
@@ -96,7 +96,7 @@ def aq_accuracy(sample: Record, p: AnswerParams) -> float | None:
 
 @feature("aq_presentation", params=AnswerParams)
 def aq_presentation(sample: Record, p: AnswerParams) -> float | None:
-    r = _text(sample, "response")
+    r = text_of(sample, "response")
     structured = (
         1.0 if ("\n" in r or re.search(r"^\s*[-•*\d]+[.)]?\s", r, re.M)) else 0.5 if len(sentences(r)) >= 2 else 0.3
     )

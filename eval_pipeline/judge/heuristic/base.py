@@ -5,7 +5,7 @@ from __future__ import annotations
 from eval_pipeline.core.types import Record
 
 
-def _text(sample: Record, field: str) -> str:
+def text_of(sample: Record, field: str) -> str:
     v = sample.get(field)
     if v is None:
         return ""
@@ -18,5 +18,5 @@ def _text(sample: Record, field: str) -> str:
     return str(v)
 
 
-def _saturate(x: float, at: float) -> float:
+def saturate(x: float, at: float) -> float:
     return max(0.0, min(1.0, x / at)) if at > 0 else 1.0

@@ -21,7 +21,7 @@ from eval_pipeline.core.text import (
 )
 from eval_pipeline.core.types import Record
 from eval_pipeline.judge.heuristic import TextParams, feature
-from eval_pipeline.judge.heuristic.base import _saturate, _text
+from eval_pipeline.judge.heuristic.base import saturate, text_of
 from eval_pipeline.metrics import text_metrics
 
 ASSISTANT_VOICE = [
@@ -48,9 +48,9 @@ def keyword_presence(sample: Record, p: KeywordParams) -> float | None:
     kws = sample.get(p.keywords_field) if p.keywords_field is not None else p.keywords
     if not kws:
         return None
-    text_stems = stems(_text(sample, p.text_field))
+    text_stems = stems(text_of(sample, p.text_field))
     hits = sum(1 for k in kws if stems(k) & text_stems)
-    return _saturate(hits, p.saturate_at if p.saturate_at is not None else max(1, len(kws) / 2))
+    return saturate(hits, p.saturate_at if p.saturate_at is not None else max(1, len(kws) / 2))
 
 
 class OverlapParams(TextParams):
@@ -61,11 +61,11 @@ class OverlapParams(TextParams):
 @feature("field_overlap", params=OverlapParams)
 def field_overlap(sample: Record, p: OverlapParams) -> float | None:
     """Share of a reference field's content words found in the text, saturating at `saturate_at`."""
-    ref = content_words(_text(sample, p.reference_field))
+    ref = content_words(text_of(sample, p.reference_field))
     if not ref:
         return None
-    ov = overlap(ref, content_words(_text(sample, p.text_field)))
-    return _saturate(ov or 0.0, p.saturate_at)
+    ov = overlap(ref, content_words(text_of(sample, p.text_field)))
+    return saturate(ov or 0.0, p.saturate_at)
 
 
 class GroundingParams(TextParams):
@@ -76,8 +76,8 @@ class GroundingParams(TextParams):
 @feature("grounding", params=GroundingParams)
 def grounding(sample: Record, p: GroundingParams) -> float | None:
     """Share of the text's content words (and numbers) that occur in a source field."""
-    text = _text(sample, p.text_field)
-    src = _text(sample, p.source_field)
+    text = text_of(sample, p.text_field)
+    src = text_of(sample, p.source_field)
     tw = content_words(text)
     if not tw:
         return 0.0
@@ -86,7 +86,7 @@ def grounding(sample: Record, p: GroundingParams) -> float | None:
     if nums:
         src_nums = set(numbers(src))
         ov = 0.7 * ov + 0.3 * (sum(1 for n in nums if n in src_nums) / len(nums))
-    return _saturate(ov, p.saturate_at)
+    return saturate(ov, p.saturate_at)
 
 
 class VoiceParams(TextParams):
@@ -95,7 +95,7 @@ class VoiceParams(TextParams):
 
 @feature("not_assistant_voice", params=VoiceParams)
 def not_assistant_voice(sample: Record, p: VoiceParams) -> float | None:
-    text = _text(sample, p.text_field)
+    text = text_of(sample, p.text_field)
     return max(0.0, 1.0 - 0.5 * count_phrases(text, p.phrases))
 
 
@@ -108,7 +108,7 @@ class FluencyParams(TextParams):
 def fluency(sample: Record, p: FluencyParams) -> float | None:
     """Observable fluency: sentence case, end punctuation, no repeated n-grams, no doubled words,
     no space before punctuation, a sane length."""
-    text = _text(sample, p.text_field)
+    text = text_of(sample, p.text_field)
     sents = sentences(text)
     if not sents:
         return 0.0
@@ -142,7 +142,7 @@ class DistinctParams(TextParams):
 
 @feature("distinctness", params=DistinctParams)
 def distinctness(sample: Record, p: DistinctParams) -> float | None:
-    d = distinct_n(_text(sample, p.text_field), p.n)
+    d = distinct_n(text_of(sample, p.text_field), p.n)
     return None if d is None else d
 
 
@@ -152,7 +152,7 @@ class OffTopicParams(TextParams):
 
 @feature("off_topic_penalty", params=OffTopicParams)
 def off_topic_penalty(sample: Record, p: OffTopicParams) -> float | None:
-    text = _text(sample, p.text_field)
+    text = text_of(sample, p.text_field)
     return 0.0 if any_phrase(text, p.phrases) else 1.0
 
 
@@ -171,10 +171,10 @@ def context_mentions(sample: Record, p: ContextMentionParams) -> float | None:
     elements = [e for e in p.elements if sample.get(e) is not None]
     if not elements:
         return None
-    text = _text(sample, p.text_field)
+    text = text_of(sample, p.text_field)
     cues = {**text_metrics.CONTEXT_CUES, **p.cues}
     hits = sum(text_metrics.element_reflected(sample, e, text, cues) for e in elements)
-    return _saturate(hits / len(elements), p.saturate_at)
+    return saturate(hits / len(elements), p.saturate_at)
 
 
 class TripleFeatureParams(text_metrics.TripleParams):
@@ -189,7 +189,7 @@ def triple_coverage_feature(sample: Record, p: TripleFeatureParams) -> float | N
     if not sample.get(p.triples_field):
         return None
     share = text_metrics.triple_coverage([sample], p)["triple_coverage"][0]
-    return _saturate(float(share or 0.0), p.saturate_at)
+    return saturate(float(share or 0.0), p.saturate_at)
 
 
 # --- empathetic dialogue ----------------------------------------------------------------------

@@ -6,7 +6,7 @@ from rapidfuzz import fuzz
 
 from eval_pipeline.core.types import Record
 from eval_pipeline.judge.heuristic import TextParams, feature
-from eval_pipeline.judge.heuristic.base import _saturate, _text
+from eval_pipeline.judge.heuristic.base import saturate, text_of
 from eval_pipeline.metrics.style import char_ngram_cosine, strip_speaker_prefixes
 
 
@@ -19,8 +19,8 @@ class StyleParams(TextParams):
 @feature("style_similarity", params=StyleParams)
 def style_similarity(sample: Record, p: StyleParams) -> float | None:
     ref = strip_speaker_prefixes(sample.get(p.reference_field) or [])
-    val = char_ngram_cosine(ref, _text(sample, p.text_field), p.n)
-    return _saturate(val, p.saturate_at)
+    val = char_ngram_cosine(ref, text_of(sample, p.text_field), p.n)
+    return saturate(val, p.saturate_at)
 
 
 class AttributeParams(TextParams):
@@ -33,9 +33,9 @@ def attribute_presence(sample: Record, p: AttributeParams) -> float | None:
     attrs = sample.get(p.attributes_field) or []
     if not attrs:
         return None
-    text = _text(sample, p.text_field).lower()
+    text = text_of(sample, p.text_field).lower()
     hits = sum(1 for a in attrs if a.lower() in text or fuzz.partial_ratio(a.lower(), text) > 85)
-    return _saturate(hits / len(attrs), p.saturate_at)
+    return saturate(hits / len(attrs), p.saturate_at)
 
 
 # --- the judge --------------------------------------------------------------------------------
