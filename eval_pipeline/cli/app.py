@@ -272,6 +272,11 @@ def main(argv: list[str] | None = None) -> int:
         return _interrupted() if interrupts.requested() and code != EXIT_INTERRUPTED else code
     except KeyboardInterrupt:
         return _interrupted()
+    except BrokenPipeError:  # whoever reads the output has what it wanted (| head): not an error, whatever command
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit stays quiet
+        return 0
     except ServerError as exc:
         if debug:
             raise

@@ -165,26 +165,33 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rubric_and_warehouse(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The rubric ``--rubric`` names and the warehouse to read (read-only); one line and exit 2 when either is not
+    there."""
+    from eval_pipeline.core import settings
+    from eval_pipeline.rubrics import load_rubrics
+    from eval_pipeline.storage.warehouse import Warehouse
+
+    rubrics = {r.name: r for r in load_rubrics()}
+    if args.rubric not in rubrics:
+        raise CliError(f"no rubric {args.rubric!r} (rubrics: {', '.join(sorted(rubrics))})")
+    wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True)
+    if not wh.exists():
+        raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' (or make demo) first")
+    return rubrics[args.rubric], wh
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """Any two checkpoints of a rubric: B against A (changes are B - A) with the parent comparison's own test
     (scoring.comparison: paired over the samples both scored, Holm over the rubric's scores, the practical margins,
     the human-calibrated changes where people rated both). Two checkpoints another judge judged are not compared:
     the line says so and how to re-judge."""
-    from eval_pipeline.core import settings
     from eval_pipeline.core.ids import check_checkpoint_id
-    from eval_pipeline.rubrics import load_rubrics
     from eval_pipeline.scoring.compared import compared
-    from eval_pipeline.storage.warehouse import Warehouse
 
     for c in (args.a, args.b):
         check_checkpoint_id(c)
-    rubrics = {r.name: r for r in load_rubrics()}
-    if args.rubric not in rubrics:
-        raise CliError(f"no rubric {args.rubric!r} (rubrics: {', '.join(sorted(rubrics))})")
-    rubric = rubrics[args.rubric]
-    wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True)
-    if not wh.exists():
-        raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' (or make demo) first")
+    rubric, wh = _rubric_and_warehouse(args)
     with wh.session() as reader:
         have = reader.table_exists(rubric.name, "scores")
         for c in (args.a, args.b):
@@ -210,18 +217,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_ranks(args: argparse.Namespace) -> int:
     """The rank sets of any score of a rubric (default: the stored ones of its headline), computed now from the
     warehouse as the ``ranks`` asset computes the headline's (scoring.ranks): one ranking per judge identity."""
-    from eval_pipeline.core import settings
-    from eval_pipeline.rubrics import load_rubrics
     from eval_pipeline.scoring.ranks import rank_table
-    from eval_pipeline.storage.warehouse import Warehouse
 
-    rubrics = {r.name: r for r in load_rubrics()}
-    if args.rubric not in rubrics:
-        raise CliError(f"no rubric {args.rubric!r} (rubrics: {', '.join(sorted(rubrics))})")
-    rubric = rubrics[args.rubric]
-    wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True)
-    if not wh.exists():
-        raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' (or make demo) first")
+    rubric, wh = _rubric_and_warehouse(args)
     with wh.session() as reader:
         if not reader.table_exists(rubric.name, "scores"):
             raise CliError(f"no {rubric.name} scores in {wh.describe()}: evaluate a checkpoint first")

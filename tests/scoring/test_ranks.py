@@ -138,6 +138,12 @@ def test_the_ranks_and_compare_commands_on_the_sample_lake():
     assert accuracy.returncode == 0 and "calibrated" in accuracy.stdout, accuracy.stdout + accuracy.stderr
     pair = cli("compare", "ckpt-0100", "ckpt-0300", "--rubric", "kg_qa")
     assert pair.returncode == 0 and "ckpt-0300 against ckpt-0100" in pair.stdout and "p_holm" in pair.stdout
+    # a reader that closes the pipe after the first line (| head -1): quiet, exit 0
+    head = subprocess.run(
+        f"'{CLI}' compare ckpt-0100 ckpt-0300 --rubric kg_qa | head -1; exit ${{PIPESTATUS[0]}}",
+        shell=True, executable="/bin/bash", cwd=project, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert head.returncode == 0 and head.stderr == "", head.stderr
     for bad in (
         ("ranks", "--rubric", "kg_qa", "--score", "nope"),
         ("compare", "ckpt-0100", "ckpt-9999", "--rubric", "kg_qa"),
