@@ -77,11 +77,16 @@ def decided(
     return Verdict(rubric.name, ckpt, verdict=UNDECIDED, reasons=[("not decided", "the run ended before its verdict")])
 
 
-def shorten(text: object, width: int = 150) -> str:
-    """``text`` cleaned for a terminal, on one line, cut at a word boundary (never mid-word) with an ellipsis."""
+def shorten(text: object, width: int = 150, keep_end: bool = False) -> str:
+    """``text`` cleaned for a terminal, on one line, cut at a word boundary (never mid-word) with an ellipsis.
+    ``keep_end``: the cut is in the middle, so the text's end (a failure's advice: "run again when …") is kept."""
     one = " ".join(clean(text).split())
     if len(one) <= width:
         return one
+    if keep_end:
+        tail = one[-(width // 3) :].split(" ", 1)[-1]
+        head = one[: width - len(tail) - 3].rsplit(" ", 1)[0].rstrip(",;:")
+        return f"{head} … {tail}"
     cut = one[: width - 1].rsplit(" ", 1)[0].rstrip(",;:")
     return cut + "…"
 
@@ -299,7 +304,7 @@ def evaluate(
         for note in getattr(o, "notes", []):
             print(f"    {note}", flush=True)
         for failure in o.failures:
-            print(f"    step FAILED {shorten(failure, 300)}", flush=True)
+            print(f"    step FAILED {shorten(failure, 300, keep_end=True)}", flush=True)
         for r in mine:
             print("\n".join(report_lines(r, verbose=args.verbose)), flush=True)
 

@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         reports.extend(mine)
         print(checkpoint_line(o.checkpoint_id, o, mine))
         for failure in o.failures:
-            print(f"    step FAILED {shorten(failure, 300)}")
+            print(f"    step FAILED {shorten(failure, 300, keep_end=True)}")
         for r in mine:
             print("\n".join(report_lines(r)), flush=True)
 

@@ -334,3 +334,22 @@ def test_a_run_ended_without_a_failed_step_says_why():
         assert run_failure(instance, failed) == (
             "run feedbeef failure: Run timed out due to taking longer than 300 seconds to start."
         )
+
+
+def test_a_long_step_failure_keeps_its_advice():
+    """A step failure longer than the line (a long object path, a long step name) was cut at its end, and with it
+    the advice ("run again when the store answers": the distributed store-stop test failed on it when a longer
+    step name failed first); the cut is now in the middle."""
+    from eval_pipeline.console import shorten
+
+    failure = (
+        "npc_dialogue__raw_outputs: the object store http://127.0.0.1:48509 did not answer within 2 s, 1 retry (PUT "
+        + "evals/lake/npc_dialogue/raw_outputs/"
+        + "x" * 120
+        + ".parquet): the step stopped and committed nothing "
+        "(the lake keeps its last snapshot); run again when the store answers"
+    )
+    line = shorten(failure, 300, keep_end=True)
+    assert len(line) <= 300 and line.endswith("run again when the store answers") and " … " in line
+    assert line.startswith("npc_dialogue__raw_outputs: the object store")
+    assert shorten("short", 300, keep_end=True) == "short"
