@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -172,7 +172,7 @@ def _weighted(f_by: pd.Series, y_by: pd.Series, both: pd.Index, inclusion: Mappi
     reason = "active queue: each rating weighted by its inclusion probability"
     if left:
         reason += f"; {left} rating(s) outside the queue's order left out"
-    return Estimate(est.mean, est.ci_low, est.ci_high, len(kept), len(f_by) - len(kept), 1.0, reason, est.se)
+    return replace(est, n_rated=len(kept), n_unrated=len(f_by) - len(kept), reason=reason)
 
 
 @dataclass(frozen=True)
