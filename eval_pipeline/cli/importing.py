@@ -39,39 +39,34 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 def cmd_import(args: argparse.Namespace) -> int:
     from eval_pipeline.core import settings
     from eval_pipeline.ingest.checkpoints import CheckpointError, normalise_created_at
-    from eval_pipeline.ingest.importers import IMPORTERS, ImportFailure, Mapping, rows, write_checkpoint
+    from eval_pipeline.ingest.importers import ImportFailure, Request, import_file
     from eval_pipeline.rubrics import load_rubrics
 
-    fmt = IMPORTERS.load().get_unit(args.format)
-    source = Path(args.path)
-    extra = Path(args.output) if args.output else None
     try:
-        if fmt.needs_extra and extra is None:
-            raise ImportFailure(f"{fmt.name} needs its {fmt.needs_extra} file too: --output FILE")
-        for path in (source, extra):
-            if path is not None and not path.is_file():
-                raise ImportFailure(f"{path}: no such file")
-        mapping, rubric = Mapping.load(Path(args.map), {r.name: r for r in load_rubrics()}, args.rubric)
-        created = normalise_created_at(args.created_at, "--created-at") if args.created_at else None
-        model = args.model or fmt.model(source)
-        if not model:
-            raise ImportFailure(f"{source}: the {fmt.name} file does not say which model wrote it: give --model")
-        kept, report = rows(fmt.read(source, extra), mapping, rubric)
-        if not kept:
-            first = f" (line {report[0]['line']}: {report[0]['reason']})" if report else ""
-            raise ImportFailure(f"{source}: nothing to import: {len(report)} record(s), all left out{first}")
-        target, unchanged = write_checkpoint(
-            settings.checkpoint_dir(), args.checkpoint, rubric, kept, model, args.parent, created, args.replace
+        request = Request(
+            args.format,
+            Path(args.path),
+            Path(args.map),
+            args.checkpoint,
+            Path(args.output) if args.output else None,
+            args.rubric,
+            args.model,
+            args.parent,
+            normalise_created_at(args.created_at, "--created-at") if args.created_at else None,
+            args.replace,
         )
+        out = import_file(request, {r.name: r for r in load_rubrics()}, settings.checkpoint_dir())
     except (ImportFailure, CheckpointError) as exc:
         raise CliError(str(exc)) from None
-    where = Path(args.report or f"import-report-{args.checkpoint}-{rubric.name}.jsonl")
-    if report:
-        where.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in report), encoding="utf-8")
-    done = "unchanged (the same records are already there)" if unchanged else f"wrote {target}"
-    print(f"{len(kept)} sample(s) of {source.name} for {rubric.name}, model {model}: {done}")
-    if report:
-        print(f"{len(report)} record(s) left out, each with its line and reason: {where}")
-        for r in report[:3]:
+    where = Path(args.report or f"import-report-{args.checkpoint}-{out.rubric}.jsonl")
+    if out.left_out:
+        where.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out.left_out), encoding="utf-8")
+    done = "unchanged (the same records are already there)" if out.unchanged else f"wrote {out.path}"
+    print(f"{out.imported} sample(s) of {request.source.name} for {out.rubric}, model {out.model}: {done}")
+    if out.judged:
+        print(f"with the scores of the judge {out.judged}: EVAL_JUDGE=imported judges from them")
+    if out.left_out:
+        print(f"{len(out.left_out)} record(s) left out, each with its line and reason: {where}")
+        for r in out.left_out[:3]:
             print(f"  {r['source']} line {r['line']}: {r['reason']}")
     return 0

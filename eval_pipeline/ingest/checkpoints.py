@@ -20,6 +20,7 @@ from eval_pipeline.core.types import JSONObject
 from eval_pipeline.ingest.files import not_a_file
 
 MANIFEST = "checkpoint.json"
+JUDGED = ".judge.json"  # <rubric>.judge.json: scores of a judge the team already ran (ingest.judged)
 
 
 class CheckpointError(ValueError):
@@ -39,6 +40,11 @@ class Checkpoint:
 
     def file_for(self, rubric: str) -> Path | None:
         return self.rubric_files.get(rubric)
+
+    def judged_for(self, rubric: str) -> Path | None:
+        """The imported judge's scores for ``rubric`` (``<rubric>.judge.json``, a regular file), if any."""
+        path = self.path / f"{rubric}{JUDGED}"
+        return path if path.is_file() and not path.is_symlink() else None
 
 
 MAX_MANIFEST_BYTES = 1 << 20

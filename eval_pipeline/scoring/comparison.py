@@ -323,11 +323,16 @@ def calibrated_rows(
 
 
 def evaluate_regression(
-    g: RegressionSpec, comparison: pd.DataFrame | None, parent_id: str | None, note: str | None
+    g: RegressionSpec,
+    comparison: pd.DataFrame | None,
+    parent_id: str | None,
+    note: str | None,
+    label: str = "",
 ) -> GateResult:
     """Fails when a score the gate covers (every score but ``params.ignore``) dropped significantly (Holm-corrected
     p < ALPHA); pending when the parent was judged by another judge or has no scores yet; not applicable (passed,
-    with the reason) for a checkpoint without a parent."""
+    with the reason) for a checkpoint without a parent. ``label`` names what ``parent_id`` is to the reader
+    ("baseline "); the parent comparison leaves it empty."""
     if parent_id is None:
         return GateResult(g.name, g.kind, 0.0, g.threshold, True, 0, "not applicable: no parent checkpoint to compare")
     if comparison is None or comparison.empty:
@@ -346,7 +351,7 @@ def evaluate_regression(
             g.threshold,
             False,
             n,
-            f"fails closed: {n} samples shared with {parent_id}, fewer than {g.min_samples}",
+            f"fails closed: {n} samples shared with {label}{parent_id}, fewer than {g.min_samples}",
         )
     flagged = covered[covered.regression.astype(str).str.lower().isin(["true", "1"])]
     parts = [
@@ -362,7 +367,7 @@ def evaluate_regression(
             g.threshold,
             False,
             n,
-            f"regression vs {parent_id} on {', '.join(flagged.score)}: " + "; ".join(parts),
+            f"regression vs {label}{parent_id} on {', '.join(flagged.score)}: " + "; ".join(parts),
         )
     return GateResult(
         g.name,
@@ -371,5 +376,5 @@ def evaluate_regression(
         g.threshold,
         True,
         n,
-        f"no score dropped significantly vs {parent_id} (Holm, {len(covered)} tested)",
+        f"no score dropped significantly vs {label}{parent_id} (Holm, {len(covered)} tested)",
     )

@@ -89,10 +89,11 @@ def calibrated_moments(ids: Sequence[str], mean: Sequence[float], se: Sequence[f
     return Moments(list(ids), np.asarray(mean, float), np.diag(s * s), np.asarray(n, float))
 
 
-def _psd(cov: np.ndarray) -> np.ndarray:
-    """``cov`` with negative eigenvalues set to 0 (a covariance estimated pairwise need not be one)."""
+def _root(cov: np.ndarray) -> np.ndarray:
+    """A square root ``R`` (``R @ R.T``) of ``cov`` with negative eigenvalues set to 0 (a covariance estimated
+    pairwise need not be one)."""
     w, u = np.linalg.eigh((cov + cov.T) / 2.0)
-    return np.asarray((u * np.maximum(w, 0.0)) @ u.T, float)
+    return np.asarray(u * np.sqrt(np.maximum(w, 0.0)), float)
 
 
 def _pair_se(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -101,16 +102,21 @@ def _pair_se(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return i, j, np.sqrt(np.maximum(var, 0.0))
 
 
-def max_t_quantile(cov: np.ndarray, alpha: float = ALPHA, sims: int = SIMULATIONS, seed: int = SEED) -> float:
+def max_t_quantile(
+    cov: np.ndarray,
+    alpha: float = ALPHA,
+    sims: int = SIMULATIONS,
+    seed: int = SEED,
+    root: np.ndarray | None = None,
+) -> float:
     """The ``1 - alpha`` quantile of ``max_{i<j} |Z_i - Z_j| / se_ij``, ``Z ~ N(0, cov)`` (seeded), or past
-    ``SIMULATED_UP_TO`` checkpoints Sidak's bound on it."""
+    ``SIMULATED_UP_TO`` checkpoints Sidak's bound on it. ``root``: ``cov``'s square root when the caller has it."""
     k = len(cov)
     if k < 2:
         return math.nan
     if k > SIMULATED_UP_TO:
         return sidak_quantile(k, alpha)
-    w, u = np.linalg.eigh(cov)
-    root = u * np.sqrt(np.maximum(w, 0.0))
+    root = _root(cov) if root is None else root
     i, j, se = _pair_se(cov)
     keep = se > 0
     if not keep.any():
@@ -147,11 +153,12 @@ def rank_sets(
     k = len(m.ids)
     if k == 0:
         return pd.DataFrame(columns=RANK_COLUMNS)
-    cov = _psd(m.cov)
+    root = _root(m.cov)
+    cov = root @ root.T
     sign = -1.0 if lower_is_better else 1.0
     better = np.zeros((k, k), bool)  # better[i, j]: i is significantly better than j
     if k >= 2:
-        c = max_t_quantile(cov, alpha) if critical is None else critical
+        c = max_t_quantile(cov, alpha, root=root) if critical is None else critical
         i, j, se = _pair_se(cov)
         d = sign * (m.mean[i] - m.mean[j])
         sure = (se > 0) | (d != 0)  # a difference with no spread at all is certain; none with none is a tie

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.ingest.checkpoints import read_checkpoint
-from eval_pipeline.ingest.importers import IMPORTERS, ImportFailure, Mapping, rows, write_checkpoint
+from eval_pipeline.ingest.importers import ImportFailure, Mapping, Request, import_file
 from eval_pipeline.ingest.validation import validate_file
 from eval_pipeline.rubrics import load_rubrics
 
@@ -38,12 +38,10 @@ def _mapping(tmp_path: Path, id_path: str, fields: dict[str, str], name: str = "
     return path
 
 
-def _import(tmp_path, rubrics, fmt, source, mapping, extra=None, model=None, checkpoint="ckpt-imp"):
-    m, rubric = Mapping.load(mapping, rubrics)
-    f = IMPORTERS.load().get_unit(fmt)
-    kept, report = rows(f.read(source, extra), m, rubric)
-    target, unchanged = write_checkpoint(tmp_path / "ckpts", checkpoint, rubric, kept, model or f.model(source))
-    return target, unchanged, report, rubric
+def _import(tmp_path, rubrics, fmt, source, mapping, extra=None, model=None, checkpoint="ckpt-imp", **kw):
+    request = Request(fmt, source, mapping, checkpoint, extra, model=model, **kw)
+    out = import_file(request, rubrics, tmp_path / "ckpts")
+    return out.path, out.unchanged, out.left_out, rubrics[out.rubric]
 
 
 def _check_folder(target: Path, rubric, ids: list[str], model: str) -> None:

@@ -11,7 +11,7 @@ with its line and the field.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,19 +36,31 @@ class Record:
     source: str = ""  # the file it came from, when a format reads several
 
 
+def one_value(records: Sequence[Record], key: str) -> str | None:
+    """The value at ``key`` when every usable record that has one has the same (one provider answered them all)."""
+    seen = {str(r.values[key]) for r in records if r.error is None and r.values.get(key) not in (None, "")}
+    return next(iter(seen)) if len(seen) == 1 else None
+
+
+def model_field(path: Path, records: Sequence[Record]) -> str | None:
+    """The model a format records with each record (``values["model"]``), where one model wrote them all."""
+    return one_value(records, "model")
+
+
 @dataclass(frozen=True)
 class Format:
     """A registered format: ``read(path, extra)`` yields its records (``extra``: a second file the format needs,
-    e.g. a Batch API output file); ``model(path)`` the model that generated them, where the files say."""
+    e.g. a Batch API output file); ``model(path, records)`` the model that generated them, where the files say
+    (from the records read, or from a file beside ``path``)."""
 
     name: str
     read: Callable[[Path, Path | None], Iterator[Record]]
-    model: Callable[[Path], str | None]
     help: str
+    model: Callable[[Path, Sequence[Record]], str | None] = model_field
     needs_extra: str | None = None  # what the second file is, when the format needs one
 
 
-IMPORTERS: Registry[Format] = Registry("import format", __name__.rsplit(".", 1)[0], skip=("base", "write", "lines"))
+IMPORTERS: Registry[Format] = Registry("import format", __name__.rsplit(".", 1)[0], skip=("base", "write", "lines", "run"))
 
 
 def obj(value: Any) -> dict[str, Any]:
@@ -71,13 +83,26 @@ def get(path: Any, dotted: str) -> Any:
 
 
 @dataclass(frozen=True)
+class JudgeSection:
+    """A judge the team already ran: who (``model``, ``prompt``: its name or version, ``date``) and which source
+    path holds each score (``scores``: a judged dimension's key or a questionnaire item's id -> path)."""
+
+    model: str
+    prompt: str
+    date: str | None
+    scores: dict[str, str]
+
+
+@dataclass(frozen=True)
 class Mapping:
-    """Which source path becomes each rubric input field (``fields``), and which gives the sample id (``id``)."""
+    """Which source path becomes each rubric input field (``fields``), which gives the sample id (``id``), and,
+    optionally, the scores of a judge the team already ran (``judge``)."""
 
     path: Path
     rubric: str
     id: str
     fields: dict[str, str]
+    judge: JudgeSection | None = None
 
     @classmethod
     def load(
@@ -90,9 +115,9 @@ class Mapping:
             raise ImportFailure(f"mapping {path}: cannot be read: {str(exc).splitlines()[0]}") from None
         if not isinstance(data, dict):
             raise ImportFailure(f"mapping {path}: not a mapping of keys (rubric, id, fields)")
-        unknown = sorted(set(data) - {"rubric", "id", "fields"})
+        unknown = sorted(set(data) - {"rubric", "id", "fields", "judge"})
         if unknown:
-            raise ImportFailure(f"mapping {path}: unknown key {unknown[0]!r} (keys: rubric, id, fields)")
+            raise ImportFailure(f"mapping {path}: unknown key {unknown[0]!r} (keys: rubric, id, fields, judge)")
         name = rubric or data.get("rubric")
         if name not in rubrics:
             raise ImportFailure(f"mapping {path}: rubric {name!r} is not one of {', '.join(sorted(rubrics))}")
@@ -120,4 +145,35 @@ class Mapping:
         source_id = data.get("id")
         if not isinstance(source_id, str) or not source_id:
             raise ImportFailure(f"mapping {path}: 'id' must name the source path that gives each sample's id")
-        return cls(Path(path), name, source_id, {str(k): str(v) for k, v in fields.items()}), config
+        judge = _judge_section(path, data.get("judge"), config) if "judge" in data else None
+        return cls(Path(path), name, source_id, {str(k): str(v) for k, v in fields.items()}, judge), config
+
+
+def _judge_section(path: Path, data: Any, config: RubricConfig) -> JudgeSection:
+    from eval_pipeline.ingest.judged import scales
+
+    where = f"mapping {path}: judge"
+    if not isinstance(data, dict):
+        raise ImportFailure(f"{where}: must map model, prompt, date and scores")
+    unknown = sorted(set(data) - {"model", "prompt", "date", "scores"})
+    if unknown:
+        raise ImportFailure(f"{where}: unknown key {unknown[0]!r} (keys: model, prompt, date, scores)")
+    for key in ("model", "prompt"):
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            raise ImportFailure(f"{where}: '{key}' must say who judged (the judge's {key}, as text)")
+    date = data.get("date")
+    if date is not None and not isinstance(date, str):
+        date = str(date)  # YAML reads 2026-11-20 as a date
+    scores = data.get("scores")
+    if not isinstance(scores, dict) or not scores:
+        raise ImportFailure(f"{where}: 'scores' must map the rubric's judged dimensions to source paths")
+    known = scales(config)
+    for target, source in scores.items():
+        if target not in known:
+            raise ImportFailure(
+                f"{where}: {target!r} is not a judged dimension or questionnaire item of rubric {config.name} "
+                f"(known: {', '.join(sorted(known))})"
+            )
+        if not isinstance(source, str) or not source:
+            raise ImportFailure(f"{where}: the source of {target!r} must be a path such as scores.{target}")
+    return JudgeSection(data["model"].strip(), data["prompt"].strip(), date, {str(k): str(v) for k, v in scores.items()})

@@ -5,14 +5,14 @@ Each line is one document of a task. The fields a mapping can name: ``doc_id``, 
 ``arguments``: ``{"gen_args_0": {"arg_0": …, "arg_1": …}}`` in newer harnesses, ``[[…, …]]`` in older ones),
 ``messages`` (that prompt as chat messages, where the harness applied a chat template), ``response`` (the first
 filtered response, else the first raw one), ``resps``, ``filtered_resps``. A line with no response is reported, not
-imported. The model is the run's: ``model_name`` of the ``results_*.json`` beside the file (its revision after
+imported. The model is the run's: ``model_name`` of the ``results_<time>.json`` of the same run beside the file (its revision after
 ``@`` where the model arguments name one).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +64,19 @@ def read(path: Path, _extra: Path | None = None) -> Iterator[Record]:
         yield Record(n, values, None, path.name)
 
 
-def model(path: Path) -> str | None:
-    """The run's model from the newest ``results_*.json`` beside ``path``."""
-    for results in sorted(path.parent.glob("results_*.json"), reverse=True):
+def results_files(path: Path) -> list[Path]:
+    """The ``results_<time>.json`` files that may describe ``samples_<task>_<time>.jsonl``: the one of its own run
+    (the same time) first, then the others beside it, newest first (one output folder holds every run of a
+    model: a revision each)."""
+    stem = path.name.removesuffix(".gz").removesuffix(".jsonl")
+    beside = sorted(path.parent.glob("results_*.json"), reverse=True)
+    own = [p for p in beside if stem.endswith("_" + p.stem.removeprefix("results_"))]
+    return own + [p for p in beside if p not in own]
+
+
+def model(path: Path, _records: Sequence[Record] = ()) -> str | None:
+    """The run's model from its ``results_<time>.json`` (``results_files``)."""
+    for results in results_files(path):
         try:
             data = json.loads(results.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -81,4 +91,4 @@ def model(path: Path) -> str | None:
     return None
 
 
-IMPORTERS.add("lm-eval", Format("lm-eval", read, model, "lm-evaluation-harness --log_samples samples_*.jsonl[.gz]"))
+IMPORTERS.add("lm-eval", Format("lm-eval", read, "lm-evaluation-harness --log_samples samples_*.jsonl[.gz]", model))

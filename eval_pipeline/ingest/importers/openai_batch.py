@@ -6,7 +6,7 @@ fields a mapping can name, per request: ``custom_id``, ``body`` (``body.model`` 
 ``system`` (the system message's text), ``prompt`` (the last user message's text), ``response`` (the answer's first
 choice: its message's content, or its text for a completion). A request without an answer, an answer with an error
 or a status other than 200, and an answer to no request are reported with their file and line. The model is the
-requests' ``body.model``.
+requests' ``body.model`` (``model``), where they all name one.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def read(path: Path, extra: Path | None) -> Iterator[Record]:
         cid = line.get("custom_id")
         body = obj(line.get("body"))
         messages: list[Any] = body["messages"] if isinstance(body.get("messages"), list) else []
-        values: dict[str, Any] = {"custom_id": cid, "body": body, "messages": messages}
+        values: dict[str, Any] = {"custom_id": cid, "body": body, "messages": messages, "model": body.get("model")}
         system = [_content(m) for m in messages if isinstance(m, dict) and m.get("role") == "system"]
         users = [_content(m) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
         if system and system[0] is not None:
@@ -95,15 +95,12 @@ def read(path: Path, extra: Path | None) -> Iterator[Record]:
             yield Record(n, {}, f"an answer to {cid!r}, which no request asked", extra.name)
 
 
-def model(path: Path) -> str | None:
-    for _, line, _ in json_lines(path):
-        body = obj(line).get("body")
-        if isinstance(body, dict) and isinstance(body.get("model"), str):
-            return str(body["model"])
-    return None
-
-
 IMPORTERS.add(
     "openai-batch",
-    Format("openai-batch", read, model, "OpenAI/vLLM Batch API input file, with --output its output file", "output"),
+    Format(
+        "openai-batch",
+        read,
+        "OpenAI/vLLM Batch API input file, with --output its output file",
+        needs_extra="output",
+    ),
 )

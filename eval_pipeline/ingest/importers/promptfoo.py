@@ -12,11 +12,11 @@ provider answered them all.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.ingest.importers.base import IMPORTERS, Format, ImportFailure, Record, obj
+from eval_pipeline.ingest.importers.base import IMPORTERS, Format, ImportFailure, Record, obj, one_value
 
 
 def _results(path: Path) -> list[Any]:
@@ -62,9 +62,8 @@ def read(path: Path, _extra: Path | None = None) -> Iterator[Record]:
         yield Record(n, values, None, path.name)
 
 
-def model(path: Path) -> str | None:
-    providers = {r.values.get("provider") for r in read(path)}
-    return str(next(iter(providers))) if len(providers) == 1 and None not in providers else None
+def model(_path: Path, records: Sequence[Record]) -> str | None:
+    return one_value(records, "provider")
 
 
-IMPORTERS.add("promptfoo", Format("promptfoo", read, model, "promptfoo eval --output results.json"))
+IMPORTERS.add("promptfoo", Format("promptfoo", read, "promptfoo eval --output results.json", model))

@@ -1,7 +1,7 @@
 """``table``: a plain table of outputs, one row a sample: CSV (with a header), JSON lines (``.jsonl``,
 ``.jsonl.gz``) or Parquet. The fields a mapping can name are the columns (a JSON-lines object's nested keys by
 dotted path). A CSV cell is text; an empty cell is a missing value, so a mapping that needs it leaves the row out.
-No model is recorded in a table: give ``--model``."""
+The model is a ``model`` column's, where every row names the same one; otherwise give ``--model``."""
 
 from __future__ import annotations
 
@@ -41,6 +41,4 @@ def read(path: Path, _extra: Path | None = None) -> Iterator[Record]:
         raise ImportFailure(f"{path}: a table is .csv, .jsonl, .jsonl.gz or .parquet")
 
 
-IMPORTERS.add(
-    "table", Format("table", read, lambda _path: None, "a CSV, JSON-lines or Parquet table, one row a sample")
-)
+IMPORTERS.add("table", Format("table", read, "a CSV, JSON-lines or Parquet table, one row a sample"))

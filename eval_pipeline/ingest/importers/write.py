@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.core.ids import check_checkpoint_id
-from eval_pipeline.ingest.checkpoints import MANIFEST
+from eval_pipeline.ingest.checkpoints import JUDGED, MANIFEST
 from eval_pipeline.ingest.importers.base import ImportFailure, Mapping, Record, get
 
 if TYPE_CHECKING:  # the rubric model (pandas) only when an import runs, not for the parser
@@ -26,13 +26,13 @@ if TYPE_CHECKING:  # the rubric model (pandas) only when an import runs, not for
 
 
 @dataclass
-class Outcome:
-    path: Path
-    imported: int = 0
-    left_out: list[dict[str, Any]] = field(default_factory=list)  # line, source, reason
-    unchanged: bool = False
-    first_id: str | None = None
-    last_id: str | None = None
+class Converted:
+    """The rubric's input objects of the usable records (in source order), the report of the others (line,
+    source, reason), and the imported judge's cells per sample id (``{}`` without a mapping ``judge`` section)."""
+
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    report: list[dict[str, Any]] = field(default_factory=list)
+    scores: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _nested(out: dict[str, Any], dotted: str, value: Any) -> None:
@@ -42,14 +42,13 @@ def _nested(out: dict[str, Any], dotted: str, value: Any) -> None:
     out[parts[-1]] = value
 
 
-def rows(
-    records: Iterable[Record], mapping: Mapping, rubric: RubricConfig
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The rubric's input objects for the usable records (in source order) and the report of the others."""
+def rows(records: Iterable[Record], mapping: Mapping, rubric: RubricConfig) -> Converted:
+    """The records converted by the mapping (``Converted``). A judge score the mapping names and a record lacks is
+    kept as absent (the score is missing with its reason, the sample is imported)."""
+    out = Converted()
+    kept, report = out.objects, out.report
     paths = {f.name: f.path or f.name for f in rubric.inputs.fields}
     id_field = rubric.inputs.id_field
-    kept: list[dict[str, Any]] = []
-    report: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     for rec in records:
         where = {"line": rec.line, "source": rec.source}
@@ -82,7 +81,16 @@ def rows(
             continue
         seen[sid] = rec.line
         kept.append(obj)
-    return kept, report
+        if mapping.judge is not None:
+            out.scores[sid] = {dim: _maybe(rec.values, source) for dim, source in mapping.judge.scores.items()}
+    return out
+
+
+def _maybe(values: dict[str, Any], dotted: str) -> Any:
+    try:
+        return get(values, dotted)
+    except KeyError:
+        return None
 
 
 def write_checkpoint(
@@ -94,22 +102,32 @@ def write_checkpoint(
     parent: str | None = None,
     created_at: str | None = None,
     replace: bool = False,
+    judged: dict[str, Any] | None = None,
 ) -> tuple[Path, bool]:
-    """``objects`` as ``<root>/<checkpoint>/<rubric>.jsonl`` and its manifest (see the module's docstring); the
-    file's path and whether it was already there, byte for byte (nothing written)."""
+    """``objects`` as ``<root>/<checkpoint>/<rubric>.jsonl`` and its manifest (see the module's docstring), and
+    ``judged`` (an imported judge's scores, ingest.judged) as ``<rubric>.judge.json``; the file's path and whether
+    it was already there, byte for byte (nothing written)."""
     check_checkpoint_id(checkpoint)
     if parent is not None:
         check_checkpoint_id(parent)
     folder = root / checkpoint
     target = folder / f"{rubric.name}.jsonl"
     text = "".join(json.dumps(o, ensure_ascii=False, sort_keys=True) + "\n" for o in objects)
+    judge_path = folder / f"{rubric.name}{JUDGED}"
+    judge_text = json.dumps(judged, ensure_ascii=False, sort_keys=True, indent=1) + "\n" if judged else None
     manifest_path = folder / MANIFEST
     if manifest_path.exists():
         try:
             manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ImportFailure(f"{manifest_path}: cannot be read ({exc}); give another --checkpoint") from None
-        if target.exists() and target.read_text(encoding="utf-8") == text and manifest.get("model") == model:
+        same_judge = (judge_path.read_text(encoding="utf-8") if judge_path.exists() else None) == judge_text
+        if (
+            target.exists()
+            and target.read_text(encoding="utf-8") == text
+            and manifest.get("model") == model
+            and same_judge
+        ):
             return target, True
         if not replace and (target.exists() or manifest.get("model") != model):
             what = f"has {target.name}" if target.exists() else f"is of model {manifest.get('model')!r}"
@@ -118,6 +136,10 @@ def write_checkpoint(
         manifest = {}
     folder.mkdir(parents=True, exist_ok=True)
     _atomic(target, text)
+    if judge_text is not None:
+        _atomic(judge_path, judge_text)
+    elif judge_path.exists():  # replaced by records no judge scored: the old judge's scores go with them
+        judge_path.unlink()
     manifest = {
         **manifest,
         "model": model,

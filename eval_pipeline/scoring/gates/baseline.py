@@ -55,6 +55,4 @@ def no_regression_vs_baseline(
                 f"eval-pipeline run --checkpoint {base} --rubric {rubric.name}",
             )
     df = compare(rubric, inputs.checkpoint or "", base, scores, prev)
-    result = evaluate_regression(g, df, base, None)
-    result.reason = result.reason.replace(f"vs {base}", f"vs baseline {base}")
-    return result
+    return evaluate_regression(g, df, base, None, label="baseline ")

@@ -1,0 +1,87 @@
+"""Scores from a judge a team already ran, brought with a checkpoint (#75): ``<checkpoint>/<rubric>.judge.json``.
+
+The file says who judged (``model``, ``prompt``: its name or version, ``date``) and each sample's scores
+(``scores``: sample id -> dimension key or questionnaire item id -> score). ``eval-pipeline import`` writes it from
+a mapping's ``judge`` section; a team may write it by hand. The ``raw_outputs`` step copies it into
+``<rubric>.imported_scores``, one row a sample and dimension: a score on the dimension's scale is kept; a cell that
+is not one (text, out of the scale, absent) is kept as missing with its reason, and costs only itself. The
+``imported`` judge backend (``EVAL_JUDGE=imported``) scores from those rows, under that judge's identity.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from eval_pipeline.ingest.checkpoints import CheckpointError
+
+if TYPE_CHECKING:
+    from eval_pipeline.core.config import RubricConfig
+
+COLUMNS = ["checkpoint_id", "sample_id", "dimension", "value", "score", "reason", "judge_model", "judge_prompt",
+           "judged_at"]  # fmt: skip
+MAX_BYTES = 1 << 30
+
+
+def scales(rubric: RubricConfig) -> dict[str, tuple[int, int]]:
+    """What an imported judge may score: each judged dimension and questionnaire item, with its scale's ends."""
+    out = {d.key: (rubric.scale_of(d).min, rubric.scale_of(d).max) for d in rubric.judged_dimensions}
+    q = rubric.questionnaire
+    if q is not None:
+        out |= {i.id: (q.scale.min, q.scale.max) for m in q.metrics for i in m.items}
+    return out
+
+
+def _score(value: Any, low: int, high: int) -> tuple[float | None, str | None]:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None, "the imported judge gave no score"
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        return None, f"the imported score {str(value)[:40]!r} is not a number"
+    if not math.isfinite(number):
+        return None, f"the imported score {str(value)[:40]!r} is not a number"
+    if not low <= number <= high:
+        return None, f"the imported score {number:g} is outside the scale {low}-{high}"
+    return number, None
+
+
+def empty() -> pd.DataFrame:
+    frame = pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
+    return frame.astype({"score": "float64"})
+
+
+def read_judged(path: Path, rubric: RubricConfig, checkpoint_id: str, sample_ids: list[str]) -> pd.DataFrame:
+    """The file's rows (``COLUMNS``) for ``sample_ids`` (the checkpoint's samples, in order) and every scale the
+    rubric has: a score, or missing with its reason. A file that cannot be read at all is a CheckpointError naming
+    it; a sample the file does not score has every dimension missing."""
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise CheckpointError(f"{path}: larger than {MAX_BYTES} bytes")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{path}: cannot be read as an imported judge's scores: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("scores"), dict):
+        raise CheckpointError(f"{path}: not an imported judge's scores (keys: model, prompt, date, scores)")
+    who = {k: data.get(k) for k in ("model", "prompt")}
+    for key, value in who.items():
+        if not isinstance(value, str) or not value.strip():
+            raise CheckpointError(f"{path}: '{key}' must say who judged (a non-empty text)")
+    date = data.get("date")
+    given: dict[str, Any] = data["scores"]
+    rows = []
+    for sid in sample_ids:
+        cells = given.get(sid)
+        cells = cells if isinstance(cells, dict) else {}
+        for dim, (low, high) in scales(rubric).items():
+            value = cells.get(dim)
+            score, reason = _score(value, low, high)
+            if sid not in given:
+                reason = "the imported judge did not score this sample"
+            rows.append([checkpoint_id, sid, dim, None if value is None else json.dumps(value), score, reason,
+                         who["model"], who["prompt"], None if date is None else str(date)])  # fmt: skip
+    return pd.DataFrame(rows, columns=COLUMNS).astype({"score": "float64"}) if rows else empty()
