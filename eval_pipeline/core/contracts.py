@@ -250,6 +250,7 @@ class Table:
     serialises), SQL and frames as they are."""
 
     RAW_OUTPUTS: Final = "raw_outputs"
+    IMPORTED_SCORES: Final = "imported_scores"  # a judge the team already ran, brought with the outputs (#75)
     SAMPLES: Final = "samples"
     EXTRACTIONS: Final = "extractions"
     METRICS: Final = "metrics"

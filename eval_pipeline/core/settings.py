@@ -166,6 +166,12 @@ def checkpoint_dir() -> Path:
     return local_folder(checkpoint_location())
 
 
+def import_dir() -> Path:
+    """EVAL_IMPORT_DIR: where harnesses write the outputs the import sensor turns into checkpoints (default
+    data/imports; one folder a harness's output, declared by its ``import.yaml``: ingest.importers.folder)."""
+    return in_project(_env("EVAL_IMPORT_DIR", "data/imports"))
+
+
 def rubric_dir() -> Path:
     """EVAL_RUBRIC_DIR: the rubric YAML files (default: rubric_configs/ in the repository)."""
     return in_project(_env("EVAL_RUBRIC_DIR", PROJECT_MARKER))

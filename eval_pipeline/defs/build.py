@@ -16,6 +16,7 @@ from eval_pipeline.defs.asset import ON_DEMAND_TAG
 from eval_pipeline.defs.automation import redecide_sensor
 from eval_pipeline.defs.batch_sensor import build_batch_sensor, downstream_of
 from eval_pipeline.defs.factory import rubric_definitions
+from eval_pipeline.defs.import_sensor import build_import_sensor
 from eval_pipeline.defs.ratings_sensor import build_ratings_sensor
 from eval_pipeline.defs.resources import RatingsSource, default_resources
 from eval_pipeline.defs.sensors import build_checkpoint_sensor, build_report_sensors
@@ -71,6 +72,9 @@ def build_definitions(
     shared = dg.Definitions(
         sensors=[
             build_checkpoint_sensor(rubrics, keys_by_rubric, checkpoint_root),
+            build_import_sensor(
+                None, None if checkpoint_root is None or "://" in str(checkpoint_root) else checkpoint_root
+            ),
             follow,
             batches,
             redecide_sensor(),

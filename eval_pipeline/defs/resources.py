@@ -171,9 +171,11 @@ class JudgeResource(dg.ConfigurableResource[Any]):
             self._config = settings.judge_config().with_(**given)
         return self._config
 
-    def identity(self, rubric: RubricConfig) -> JudgeIdentity:
-        """Who judges ``rubric`` (recorded with its scores)."""
-        return identity_of(rubric, self.config())
+    def identity(
+        self, rubric: RubricConfig, checkpoint: str | None = None, wh: Warehouse | None = None
+    ) -> JudgeIdentity:
+        """Who judges ``rubric`` (recorded with its scores; for ``checkpoint`` when the judge comes with the data)."""
+        return identity_of(rubric, self.config(), checkpoint, wh)
 
     def score(
         self, rubric: RubricConfig, ckpt: str, records: list[Record], wh: Warehouse, repeat: int = 0

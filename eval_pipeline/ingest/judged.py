@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 COLUMNS = ["checkpoint_id", "sample_id", "dimension", "value", "score", "reason", "judge_model", "judge_prompt",
            "judged_at"]  # fmt: skip
 MAX_BYTES = 1 << 30
+TYPES = {c: "string" for c in COLUMNS} | {"score": "float64"}  # text typed even when every value is absent
 
 
 def scales(rubric: RubricConfig) -> dict[str, tuple[int, int]]:
@@ -51,14 +52,13 @@ def _score(value: Any, low: int, high: int) -> tuple[float | None, str | None]:
 
 
 def empty() -> pd.DataFrame:
-    frame = pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS})
-    return frame.astype({"score": "float64"})
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in TYPES.items()})
 
 
-def read_judged(path: Path, rubric: RubricConfig, checkpoint_id: str, sample_ids: list[str]) -> pd.DataFrame:
-    """The file's rows (``COLUMNS``) for ``sample_ids`` (the checkpoint's samples, in order) and every scale the
-    rubric has: a score, or missing with its reason. A file that cannot be read at all is a CheckpointError naming
-    it; a sample the file does not score has every dimension missing."""
+def read_judged(path: Path, rubric: RubricConfig, checkpoint_id: str) -> pd.DataFrame:
+    """The file's rows (``COLUMNS``): every sample it scores and every dimension and item the rubric's judge
+    scores (``scales``), each a score or missing with its reason. A file that cannot be read at all is a
+    CheckpointError naming it."""
     try:
         if path.stat().st_size > MAX_BYTES:
             raise CheckpointError(f"{path}: larger than {MAX_BYTES} bytes")
@@ -74,14 +74,11 @@ def read_judged(path: Path, rubric: RubricConfig, checkpoint_id: str, sample_ids
     date = data.get("date")
     given: dict[str, Any] = data["scores"]
     rows = []
-    for sid in sample_ids:
-        cells = given.get(sid)
+    for sid, cells in given.items():
         cells = cells if isinstance(cells, dict) else {}
         for dim, (low, high) in scales(rubric).items():
             value = cells.get(dim)
             score, reason = _score(value, low, high)
-            if sid not in given:
-                reason = "the imported judge did not score this sample"
             rows.append([checkpoint_id, sid, dim, None if value is None else json.dumps(value), score, reason,
                          who["model"], who["prompt"], None if date is None else str(date)])  # fmt: skip
-    return pd.DataFrame(rows, columns=COLUMNS).astype({"score": "float64"}) if rows else empty()
+    return pd.DataFrame(rows, columns=COLUMNS).astype(TYPES) if rows else empty()

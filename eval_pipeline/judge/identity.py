@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from urllib.parse import urlsplit
 
 HEURISTIC = "heuristic"
+IMPORTED = "imported"  # a judge the team already ran, its scores brought with the checkpoint (ingest.judged)
 
 
 def endpoint_identity(url: str | None) -> str:
@@ -49,6 +50,9 @@ class JudgeIdentity:
         prompt = f"prompt {self.prompt_version[:8]}"
         if self.backend == HEURISTIC:
             return f"heuristic judge ({prompt})"
+        if self.backend == IMPORTED:
+            when = json.loads(self.params or "{}").get("judged_at")
+            return f"{self.models} (imported, prompt {self.prompt_version}" + (f", judged {when})" if when else ")")
         host = urlsplit(self.endpoint).netloc if self.endpoint else "default endpoint"
         return f"{self.models} @ {host} ({prompt}, {self.score_source} scores)"
 

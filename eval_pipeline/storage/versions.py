@@ -147,7 +147,8 @@ def frame_version(df: pd.DataFrame | None) -> str:
 
 # what a checkpoint's own (partitioned) assets write, by the names their versions are recorded under (defs/asset.py)
 OWN_TABLES = (
-    Table.RAW_OUTPUTS, Table.SAMPLES, Table.EXTRACTIONS, Table.METRICS, Table.JUDGE_SCORES, Table.JUDGE_IDENTITY,
+    Table.RAW_OUTPUTS, Table.IMPORTED_SCORES, Table.SAMPLES, Table.EXTRACTIONS, Table.METRICS, Table.JUDGE_SCORES,
+    Table.JUDGE_IDENTITY,
     Table.JUDGE_CALIBRATION, Table.JUDGE_REPEATABILITY, Table.SCORES, Table.SUMMARY, Table.HUMAN_RATINGS,
 )  # fmt: skip
 QUARANTINE_STAGES = ("validate", "ratings")

@@ -13,7 +13,10 @@ from eval_pipeline.core.contracts import CHECKPOINTS, QUARANTINE, Table
 from eval_pipeline.defs.asset import asset_key, rubric_asset
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.defs.resources import CheckpointSource, RatingsSource, WarehouseResource
+from eval_pipeline.ingest.checkpoints import CheckpointError
 from eval_pipeline.ingest.jsonl import RAW_SCHEMA, iter_jsonl
+from eval_pipeline.ingest.judged import empty as empty_judged
+from eval_pipeline.ingest.judged import read_judged
 from eval_pipeline.ingest.ratings import SOURCES, concerning, files_version, load_ratings
 
 
@@ -22,8 +25,11 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         rubric,
         Table.RAW_OUTPUTS,
         kinds={"duckdb"},
+        also_writes=[(Table.IMPORTED_SCORES, rubric.name, Table.IMPORTED_SCORES, {})],
         description=f"Raw model outputs of a checkpoint for '{rubric.title}': every line of "
-        f"<checkpoint>/{rubric.name}.jsonl with its line number, copied into {rubric.name}.raw_outputs.",
+        f"<checkpoint>/{rubric.name}.jsonl with its line number, copied into {rubric.name}.raw_outputs; the "
+        f"scores of a judge the team already ran (<checkpoint>/{rubric.name}.judge.json), when the checkpoint "
+        f"brings them, into {rubric.name}.imported_scores.",
         metadata={"source_document": rubric.source},
     )
     def raw_outputs(
@@ -38,6 +44,11 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
                 allow_retries=False,
             )
         wh = warehouse.get()
+        judged_path = ckpt.judged_for(rubric.name)
+        try:
+            judged = read_judged(judged_path, rubric, ckpt.checkpoint_id) if judged_path else empty_judged()
+        except CheckpointError as exc:
+            raise dg.Failure(description=str(exc), allow_retries=False) from None
         blank = size = 0
         sha256 = hashlib.sha256()  # of the bytes as they are read: the file is read once
 
@@ -52,6 +63,7 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         with wh.partition_writer(fixed_columns=True) as w:
             stream = pa.RecordBatchReader.from_batches(RAW_SCHEMA, batches())
             lines = w.write_stream(rubric.name, Table.RAW_OUTPUTS, stream, {"checkpoint_id": ckpt.checkpoint_id})
+            w.write(rubric.name, Table.IMPORTED_SCORES, judged, {"checkpoint_id": ckpt.checkpoint_id})
         row = {
             "checkpoint_id": ckpt.checkpoint_id,
             "model": ckpt.model,
@@ -72,6 +84,7 @@ def raw_outputs_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
                 "file": dg.MetadataValue.path(f"{checkpoints.location(ckpt.checkpoint_id)}/{path.name}"),
                 "file_sha256": dg.MetadataValue.text(digest),
                 "model": dg.MetadataValue.text(ckpt.model),
+                "imported_judge_scores": dg.MetadataValue.int(int(judged.score.notna().sum())),
             },
             data_version=dg.DataVersion(digest[:16]),
         )

@@ -224,7 +224,7 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         wh = warehouse.get()
         with judge_step(context, wh, judge, rubric, Table.JUDGE_SCORES) as usage:
             records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
-            identity = judge.identity(rubric)
+            identity = judge.identity(rubric, ckpt_id, wh)
             stats, means, latency_p50 = _score_in_chunks(rubric, ckpt_id, records, wh, judge, identity)
         metadata = _judge_metadata(stats, len(records), means, latency_p50)
         metadata["judge_identity"] = dg.MetadataValue.text(identity.id)

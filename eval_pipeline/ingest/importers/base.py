@@ -60,7 +60,9 @@ class Format:
     needs_extra: str | None = None  # what the second file is, when the format needs one
 
 
-IMPORTERS: Registry[Format] = Registry("import format", __name__.rsplit(".", 1)[0], skip=("base", "write", "lines", "run"))
+IMPORTERS: Registry[Format] = Registry(
+    "import format", __name__.rsplit(".", 1)[0], skip=("base", "write", "lines", "run")
+)
 
 
 def obj(value: Any) -> dict[str, Any]:
@@ -176,4 +178,6 @@ def _judge_section(path: Path, data: Any, config: RubricConfig) -> JudgeSection:
             )
         if not isinstance(source, str) or not source:
             raise ImportFailure(f"{where}: the source of {target!r} must be a path such as scores.{target}")
-    return JudgeSection(data["model"].strip(), data["prompt"].strip(), date, {str(k): str(v) for k, v in scores.items()})
+    return JudgeSection(
+        data["model"].strip(), data["prompt"].strip(), date, {str(k): str(v) for k, v in scores.items()}
+    )

@@ -5,8 +5,8 @@ Each line is one document of a task. The fields a mapping can name: ``doc_id``, 
 ``arguments``: ``{"gen_args_0": {"arg_0": …, "arg_1": …}}`` in newer harnesses, ``[[…, …]]`` in older ones),
 ``messages`` (that prompt as chat messages, where the harness applied a chat template), ``response`` (the first
 filtered response, else the first raw one), ``resps``, ``filtered_resps``. A line with no response is reported, not
-imported. The model is the run's: ``model_name`` of the ``results_<time>.json`` of the same run beside the file (its revision after
-``@`` where the model arguments name one).
+imported. The model is the run's: ``model_name`` of the ``results_<time>.json`` of the same run beside the file
+(its revision after ``@`` where the model arguments name one).
 """
 
 from __future__ import annotations

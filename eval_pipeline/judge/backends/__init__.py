@@ -1,5 +1,6 @@
 """Judge backends: who scores a rubric's samples. One module each, registered in ``BACKENDS`` under the name
-``EVAL_JUDGE`` selects (``heuristic``: offline and rule-based; ``openai``: any OpenAI-compatible endpoint).
+``EVAL_JUDGE`` selects (``heuristic``: offline and rule-based; ``openai``: any OpenAI-compatible endpoint;
+``imported``: the scores of a judge the team already ran, brought with each checkpoint).
 
 A backend says who it is (``identity``: recorded with every judge_scores partition, so numbers from different
 judges are never compared), scores records into judge_scores rows (``score``), and says whether it asks a model
@@ -26,9 +27,11 @@ class JudgeBackend(Protocol):
 
     calls_out: bool
 
-    def identity(self, rubric: RubricConfig, config: JudgeConfig) -> JudgeIdentity:
+    def identity(
+        self, rubric: RubricConfig, config: JudgeConfig, checkpoint: str | None = None, wh: Warehouse | None = None
+    ) -> JudgeIdentity:
         """Who judges ``rubric`` with this backend under ``config`` (model, endpoint, prompt version, parameters,
-        panel)."""
+        panel); a backend whose judge comes with the data (``imported``) reads it for ``checkpoint`` from ``wh``."""
         ...
 
     def score(
@@ -58,6 +61,9 @@ def backend_for(config: JudgeConfig) -> JudgeBackend:
         raise ValueError(f"EVAL_JUDGE must be one of {', '.join(sorted(BACKENDS))}, got {config.mode!r}") from None
 
 
-def identity_of(rubric: RubricConfig, config: JudgeConfig) -> JudgeIdentity:
-    """The identity of the judge that scores ``rubric`` under ``config``."""
-    return backend_for(config).identity(rubric, config)
+def identity_of(
+    rubric: RubricConfig, config: JudgeConfig, checkpoint: str | None = None, wh: Warehouse | None = None
+) -> JudgeIdentity:
+    """The identity of the judge that scores ``rubric`` under ``config`` (for ``checkpoint``, read from ``wh``,
+    when the judge comes with the data)."""
+    return backend_for(config).identity(rubric, config, checkpoint, wh)

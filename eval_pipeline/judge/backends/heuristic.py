@@ -19,7 +19,9 @@ from eval_pipeline.storage.warehouse import Warehouse
 class HeuristicBackend:
     calls_out = False
 
-    def identity(self, rubric: RubricConfig, config: JudgeConfig) -> JudgeIdentity:
+    def identity(
+        self, rubric: RubricConfig, config: JudgeConfig, checkpoint: str | None = None, wh: Warehouse | None = None
+    ) -> JudgeIdentity:
         panel = rubric.panel
         return JudgeIdentity(
             backend=HEURISTIC,

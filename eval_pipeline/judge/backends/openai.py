@@ -23,7 +23,9 @@ OPENAI = "openai"
 class OpenAIBackend:
     calls_out = True
 
-    def identity(self, rubric: RubricConfig, config: JudgeConfig) -> JudgeIdentity:
+    def identity(
+        self, rubric: RubricConfig, config: JudgeConfig, checkpoint: str | None = None, wh: Warehouse | None = None
+    ) -> JudgeIdentity:
         panel = rubric.panel
         specs = panel.judges or [JudgeSpec(name="default")]
         models, endpoints, params = [], [], {}
