@@ -184,5 +184,5 @@ def test_a_judge_backend_is_one_registration(tmp_path):
         assert backend_for(judge_named("threes")).calls_out is False
     finally:
         BACKENDS._units.pop("threes")
-    with pytest.raises(ValueError, match=r"EVAL_JUDGE must be one of heuristic, openai, got 'threes'"):
+    with pytest.raises(ValueError, match=r"EVAL_JUDGE must be one of heuristic, imported, openai, got 'threes'"):
         backend_for(judge_named("threes"))

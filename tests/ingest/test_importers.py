@@ -192,3 +192,87 @@ def test_the_command_writes_the_folder_and_fails_in_one_line(tmp_path):
     no_model = subprocess.run([*base[:5], "ckpt-two", *base[6:]], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert no_model.returncode == 2 and len(no_model.stderr.strip().splitlines()) == 1
     assert "give --model" in no_model.stderr and "Traceback" not in no_model.stderr
+
+
+INSPECT_TASK = """
+import sys
+from inspect_ai import Task, eval
+from inspect_ai.dataset import Sample
+from inspect_ai.model import ModelOutput, ModelUsage, get_model
+from inspect_ai.scorer import match
+from inspect_ai.solver import generate
+
+SITUATIONS = {situations!r}
+REPLIES = {replies!r}
+
+
+def answer(messages, tools, tool_choice, config):
+    i = SITUATIONS.index(messages[-1].text)
+    if i == 2:
+        raise RuntimeError("the model's server fell over")
+    out = ModelOutput.from_content(model="mockllm/model", content=REPLIES[i])
+    out.usage = ModelUsage(input_tokens=10, output_tokens=10, total_tokens=20)  # no tokenizer download
+    return out
+
+
+task = Task(
+    dataset=[
+        Sample(input=s, target="", id=f"case-{{i}}", metadata={{"topic": "work"}}) for i, s in enumerate(SITUATIONS)
+    ],
+    solver=generate(),
+    scorer=match(),
+)
+model = get_model("mockllm/model", custom_outputs=answer)
+(log,) = eval(task, model=model, log_dir=sys.argv[1], display="none", fail_on_error=False, log_format=sys.argv[2])
+print(log.location)
+"""
+
+
+@pytest.mark.parametrize("log_format", ["eval", "json"])
+def test_an_inspect_log_written_by_inspect_itself(tmp_path, rubrics, log_format):
+    """Inspect runs a task with its mock model here (a sample's call fails, as a server's may); the log, in either
+    of Inspect's formats, imports with the ids, model and responses Inspect recorded, the failed sample reported."""
+    pytest.importorskip("inspect_ai")
+    script = tmp_path / "task.py"
+    script.write_text(INSPECT_TASK.format(situations=SITUATIONS[:5], replies=REPLIES[:5]))
+    env = {**os.environ, "INSPECT_LOG_DIR": str(tmp_path / "logs"), "INSPECT_DISPLAY": "none"}
+    ran = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "logs"), log_format],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    (log,) = (tmp_path / "logs").glob(f"*.{log_format}")
+    mapping = _mapping(tmp_path, "id", {"user_statement": "input", "topic": "metadata.topic", "response": "response"})
+    target, _, report, rubric = _import(tmp_path, rubrics, "inspect", log, mapping)
+    _check_folder(target, rubric, ["case-0", "case-1", "case-3", "case-4"], "mockllm/model")
+    lines = [json.loads(x) for x in target.read_text().splitlines()]
+    assert lines[0]["response"] == REPLIES[0] and lines[-1]["response"] == REPLIES[4]
+    assert lines[0]["user_statement"] == SITUATIONS[0] and lines[0]["topic"] == "work"
+    assert [(r["line"], r["reason"].split(":")[0]) for r in report] == [(3, "the sample failed in Inspect")]
+
+    broken = tmp_path / f"broken.{log_format}"
+    broken.write_bytes(log.read_bytes()[: len(log.read_bytes()) // 2])
+    with pytest.raises(ImportFailure, match=r"broken\.\w+: not an Inspect eval log"):
+        _import(tmp_path, rubrics, "inspect", broken, mapping, checkpoint="ckpt-broken")
+
+
+def test_a_judge_section_or_a_folder_declaration_that_is_wrong_fails_naming_the_file_and_the_key(tmp_path, rubrics):
+    from eval_pipeline.ingest.importers.folder import declarations
+
+    base = _mapping(tmp_path, "id", {"user_statement": "q", "response": "a"}).read_text()
+    wrong = tmp_path / "judge.yaml"
+    wrong.write_text(base + "judge:\n  model: g\n  prompt: p\n  scores:\n    empathy: s.e\n")
+    with pytest.raises(ImportFailure, match=r"judge\.yaml: judge: 'empathy' is not a judged dimension"):
+        Mapping.load(wrong, rubrics)
+    wrong.write_text(base + "judge:\n  prompt: p\n  scores:\n    emotion: s.e\n")
+    with pytest.raises(ImportFailure, match=r"judge\.yaml: judge: 'model' must say who judged"):
+        Mapping.load(wrong, rubrics)
+
+    (tmp_path / "imports" / "a").mkdir(parents=True)
+    (tmp_path / "imports" / "a" / "import.yaml").write_text("format: lm-eval\nmap: m.yaml\ncheckpoint: fixed\n")
+    (tmp_path / "imports" / "b").mkdir()
+    (tmp_path / "imports" / "b" / "import.yaml").write_text("format: harness-x\nmap: m.yaml\n")
+    found, refused = declarations(tmp_path / "imports")
+    assert found == []
+    assert "a/import.yaml: 'checkpoint' must be a template" in refused[0]
+    assert "b/import.yaml: 'format' must be one of inspect, lm-eval" in refused[1]

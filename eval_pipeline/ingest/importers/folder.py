@@ -65,10 +65,12 @@ class Declaration:
         unknown = sorted(set(data) - set(KEYS))
         if unknown:
             raise ImportFailure(f"{path}: unknown key {unknown[0]!r} (keys: {', '.join(KEYS)})")
-        fmt = data.get("format")
+        fmt = str(data.get("format"))
         formats = IMPORTERS.load()
         if fmt not in formats:
-            raise ImportFailure(f"{path}: 'format' must be one of {', '.join(sorted(formats))}, got {fmt!r}")
+            raise ImportFailure(
+                f"{path}: 'format' must be one of {', '.join(sorted(formats))}, got {data.get('format')!r}"
+            )
         if not isinstance(data.get("map"), str):
             raise ImportFailure(f"{path}: 'map' must name the mapping file")
         template = data.get("checkpoint", f"{path.parent.name}-{{n:03d}}")
@@ -81,9 +83,9 @@ class Declaration:
             raise ImportFailure(f"{path}: 'chain' must be true or false")
         return cls(
             path.parent,
-            str(fmt),
+            fmt,
             (path.parent / data["map"]).resolve(),
-            str(data.get("files") or PATTERNS[str(fmt)]),
+            str(data.get("files") or PATTERNS[fmt]),
             template,
             chain,
             str(data["model"]) if data.get("model") else None,

@@ -7,7 +7,7 @@ Each sample of the log (each epoch of it) is one record, numbered in the log's o
 records them), ``input`` (the input's text: the string, or the last user message's text), ``messages`` (the
 conversation as ``{role, content}`` with text content), ``target``, ``metadata`` (the sample's), ``response`` (the
 output's completion), ``scores`` (each scorer's value: ``scores.match``), ``model``. A sample that ended in an error
-or has no completion is reported with its number. The model is the log's ``eval.model``.
+or has no completion is reported with its number (its failure message). The model is the log's ``eval.model``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,9 @@ def read(path: Path, _extra: Path | None = None) -> Iterator[Record]:
         }
         if s.error is not None:
             message = str(getattr(s.error, "message", s.error)).strip().splitlines()
-            yield Record(n, values, f"Inspect recorded an error: {message[0] if message else 'error'}", path.name)
+            yield Record(
+                n, values, f"the sample failed in Inspect: {message[0] if message else 'no message'}", path.name
+            )
             continue
         completion = s.output.completion if s.output is not None else None
         if not completion:
