@@ -9,7 +9,7 @@ from typing import Any
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.config.alignment import AlignSpec
 from eval_pipeline.core.settings import JudgeConfig
-from eval_pipeline.judge.align import AXES, Axis, Changes, Shots
+from eval_pipeline.judge.align.space import AXES, Axis, Changes, Shots
 from eval_pipeline.judge.backends.openai import OPENAI
 
 EXPECTED_TOP_LOGPROBS = 5  # what an ``expected`` candidate asks for when the judge asked for none

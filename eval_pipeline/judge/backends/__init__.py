@@ -11,46 +11,14 @@ adding a backend is adding a module here (docs/extending.md).
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.registry import Registry
 from eval_pipeline.core.settings import JudgeConfig
-from eval_pipeline.core.types import Record, Row
-from eval_pipeline.judge.cached import JudgeRunStats
+from eval_pipeline.judge.backends.base import JudgeBackend
 from eval_pipeline.judge.identity import JudgeIdentity
 from eval_pipeline.storage.warehouse import Warehouse
 
-
-class JudgeBackend(Protocol):
-    """What a judge backend provides (see the module's docstring)."""
-
-    calls_out: bool
-
-    def identity(
-        self, rubric: RubricConfig, config: JudgeConfig, checkpoint: str | None = None, wh: Warehouse | None = None
-    ) -> JudgeIdentity:
-        """Who judges ``rubric`` with this backend under ``config`` (model, endpoint, prompt version, parameters,
-        panel); a backend whose judge comes with the data (``imported``) reads it for ``checkpoint`` from ``wh``."""
-        ...
-
-    def score(
-        self,
-        rubric: RubricConfig,
-        ckpt: str,
-        records: list[Record],
-        wh: Warehouse,
-        stats: JudgeRunStats,
-        config: JudgeConfig,
-        repeat: int,
-    ) -> list[Row]:
-        """judge_scores rows (judge.rows) of every record and judge of the panel, missing with the reason where
-        an answer could not be used; ``stats`` counts prompts, calls and judges; ``repeat`` > 0 scores the same
-        prompts again under their own cache keys (the judge's repeatability)."""
-        ...
-
-
-BACKENDS: Registry[type[JudgeBackend]] = Registry("judge backend", __name__)
+BACKENDS: Registry[type[JudgeBackend]] = Registry("judge backend", __name__, skip=("base",))
 
 
 def backend_for(config: JudgeConfig) -> JudgeBackend:
@@ -67,3 +35,6 @@ def identity_of(
     """The identity of the judge that scores ``rubric`` under ``config`` (for ``checkpoint``, read from ``wh``,
     when the judge comes with the data)."""
     return backend_for(config).identity(rubric, config, checkpoint, wh)
+
+
+__all__ = ["BACKENDS", "JudgeBackend", "backend_for", "identity_of"]
