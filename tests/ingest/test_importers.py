@@ -1,8 +1,10 @@
 """#75: `eval-pipeline import` — a harness's own files become a checkpoint folder the pipeline validates, with
-nothing lost and nothing invented. Each format's file is built here from its published schema (lm-evaluation-harness
-``--log_samples`` in both ``arguments`` shapes, the OpenAI Batch API's input and output lines, promptfoo's
-``results.json``, a plain CSV), each with malformed records: the sample count, ids, model and the first and last
-responses equal the source's; every record left out is in the report with its line."""
+nothing lost and nothing invented. The real tools write their files where they install from the registries:
+lm-evaluation-harness and Inspect run here (offline: the project's stub, Inspect's mock model); promptfoo's file is
+one promptfoo 0.121.20 wrote (tests/ingest/fixtures). Files built from each published schema cover the shapes a run
+here does not produce (lm-eval's older ``arguments``, ``.jsonl.gz``, the Batch API's input and output lines, a plain
+CSV). Each has malformed records: the sample count, ids, model and the first and last responses equal the source's;
+every record left out is in the report with its line."""
 
 from __future__ import annotations
 
@@ -276,3 +278,101 @@ def test_a_judge_section_or_a_folder_declaration_that_is_wrong_fails_naming_the_
     assert found == []
     assert "a/import.yaml: 'checkpoint' must be a template" in refused[0]
     assert "b/import.yaml: 'format' must be one of inspect, lm-eval" in refused[1]
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_a_results_file_promptfoo_itself_wrote(tmp_path, rubrics):
+    """``promptfoo eval -c promptfoo-0.121.20-echo-config.yaml -o results.json`` (promptfoo 0.121.20 from npm, its
+    ``echo`` provider, offline): promptfoo is 1.4 GB of node modules, too much to install for the suite, so its file is
+    kept here as it wrote it; a malformed variant is made from it (a result with an error, one not an object)."""
+    real = FIXTURES / "promptfoo-0.121.20-echo-results.json"
+    mapping = _mapping(
+        tmp_path, "id", {"user_statement": "vars.situation", "topic": "vars.topic", "response": "response"}
+    )
+    target, _, report, rubric = _import(tmp_path, rubrics, "promptfoo", real, mapping)
+    data = json.loads(real.read_text())["results"]["results"]
+    _check_folder(target, rubric, ["0-0", "1-0", "2-0"], "echo")
+    lines = [json.loads(x) for x in target.read_text().splitlines()]
+    assert (
+        lines[0]["response"] == data[0]["response"]["output"]
+        and lines[-1]["response"] == data[-1]["response"]["output"]
+    )
+    assert report == []
+
+    whole = json.loads(real.read_text())
+    whole["results"]["results"][1]["error"] = "API error: 429"
+    whole["results"]["results"].append("not a result")
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(whole))
+    target, _, report, rubric = _import(tmp_path, rubrics, "promptfoo", broken, mapping, checkpoint="ckpt-broken")
+    _check_folder(target, rubric, ["0-0", "2-0"], "echo")
+    assert [(r["line"], r["reason"]) for r in report] == [
+        (2, "promptfoo recorded an error: API error: 429"),
+        (4, "result 4 is not an object"),
+    ]
+
+
+LM_EVAL_TASK = """task: empathy_local
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {docs}
+test_split: test
+output_type: generate_until
+doc_to_text: "{{{{situation}}}}"
+doc_to_target: ""
+generation_kwargs:
+  until: []
+  max_gen_toks: 64
+metric_list:
+  - metric: bypass
+"""
+
+
+def test_samples_lm_evaluation_harness_itself_wrote(tmp_path, rubrics):
+    """lm-evaluation-harness (from PyPI, no torch) runs a local task against the project's OpenAI-protocol stub as a
+    chat model, offline, with ``--log_samples``; its samples file imports with the docs' ids, the run's model and the
+    responses it logged; a malformed copy (a broken line, a document without a response) reports both lines."""
+    pytest.importorskip("lm_eval")
+    from eval_pipeline.devtools.openai_stub import StubServer
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(
+        "".join(json.dumps({"id": f"d{i}", "situation": SITUATIONS[i], "topic": "work"}) + "\n" for i in range(5))
+    )
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "empathy_local.yaml").write_text(LM_EVAL_TASK.format(docs=docs))
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    with StubServer() as stub:
+        args = f"model=kind-7b,base_url={stub.base_url}/chat/completions,tokenizer_backend=None"
+        ran = subprocess.run(
+            [str(Path(sys.executable).with_name("lm_eval")), "run", "--model", "local-chat-completions",
+             "--model_args", args, "--apply_chat_template", "--include_path", str(tmp_path / "tasks"),
+             "--tasks", "empathy_local", "--log_samples", "--output_path", str(tmp_path / "out")],
+            capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+        )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    (source,) = (tmp_path / "out" / "kind-7b").glob("samples_empathy_local_*.jsonl")
+    logged = [json.loads(x) for x in source.read_text().splitlines()]
+    mapping = _mapping(
+        tmp_path, "doc.id", {"user_statement": "messages.0.content", "topic": "doc.topic", "response": "response"}
+    )
+    target, _, report, rubric = _import(tmp_path, rubrics, "lm-eval", source, mapping)
+    _check_folder(target, rubric, [f"d{i}" for i in range(5)], "kind-7b")
+    lines = [json.loads(x) for x in target.read_text().splitlines()]
+    assert lines[0]["response"] == logged[0]["resps"][0][0] and lines[-1]["response"] == logged[-1]["resps"][0][0]
+    assert [x["user_statement"] for x in lines] == SITUATIONS[:5]  # the chat messages the harness sent
+    assert report == []
+
+    bad = source.with_name(source.name.replace("samples_empathy_local", "samples_empathy_broken"))
+    text = source.read_text().splitlines()
+    no_response = {**logged[1], "resps": [[]], "filtered_resps": []}
+    bad.write_text("\n".join([text[0], "{cut off", json.dumps(no_response), *text[2:]]) + "\n")
+    target, _, report, rubric = _import(tmp_path, rubrics, "lm-eval", bad, mapping, checkpoint="ckpt-broken")
+    _check_folder(target, rubric, ["d0", "d2", "d3", "d4"], "kind-7b")
+    assert [(r["line"], r["reason"].split(":")[0].split(" (")[0]) for r in report] == [
+        (2, "not JSON"),
+        (3, "no response"),
+    ]

@@ -24,7 +24,10 @@ def _first_request(arguments: Any) -> tuple[Any, Any]:
     if isinstance(arguments, dict):
         first = next(iter(arguments.values()), None)
         if isinstance(first, dict):
-            return first.get("arg_0"), first.get("arg_1")
+            context = first.get("arg_0")
+            if isinstance(context, list) and len(context) == 1 and isinstance(context[0], str):
+                context = context[0]  # a chat model's request: its messages as one JSON text in a list
+            return context, first.get("arg_1")
         return None, None
     if isinstance(arguments, list) and arguments:
         first = arguments[0]
@@ -82,8 +85,11 @@ def model(path: Path, _records: Sequence[Record] = ()) -> str | None:
         except (OSError, ValueError):
             continue
         name = data.get("model_name") or ""
-        args = str((data.get("config") or {}).get("model_args") or "")
-        parts = dict(p.split("=", 1) for p in args.split(",") if "=" in p)
+        given = (data.get("config") or {}).get("model_args") or ""
+        if isinstance(given, dict):  # newer harnesses record the arguments as an object
+            parts = {str(k): str(v) for k, v in given.items() if v is not None}
+        else:
+            parts = dict(p.split("=", 1) for p in str(given).split(",") if "=" in p)
         name = name or parts.get("pretrained") or parts.get("model") or ""
         revision = parts.get("revision")
         if name:

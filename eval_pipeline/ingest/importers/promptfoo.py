@@ -4,7 +4,8 @@
 Each result is one test case under one prompt and provider. The fields a mapping can name: ``vars`` (the test
 case's variables: ``vars.question``), ``prompt`` (the rendered prompt, ``prompt.raw``), ``prompt_label``,
 ``response`` (``response.output``, text; JSON output as its JSON text), ``provider`` (its id), ``testIdx``,
-``promptIdx``, ``id`` (the test case and prompt, ``<testIdx>-<promptIdx>``, where the result has no id of its own).
+``promptIdx``, ``id`` (the test case and prompt, ``<testIdx>-<promptIdx>``: the same across runs of one config, so
+a test case keeps its sample id from checkpoint to checkpoint), ``result_id`` (the result's own id, new each run).
 A result with an error or no output is reported with its position. The model is the results' provider, where one
 provider answered them all.
 """
@@ -47,6 +48,7 @@ def read(path: Path, _extra: Path | None = None) -> Iterator[Record]:
             "testIdx": item.get("testIdx"),
             "promptIdx": item.get("promptIdx"),
             "id": f"{item.get('testIdx')}-{item.get('promptIdx')}",
+            "result_id": item.get("id"),
         }
         response = obj(item.get("response"))
         output = response.get("output")
