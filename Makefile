@@ -51,7 +51,7 @@ provision-llama: install
 dagster-home: install
 	mkdir -p $(DAGSTER_HOME)
 	# deploy/dagster.yaml fitted to EVAL_WAREHOUSE (on a DuckLake two runs of a UI backfill go at once)
-	test -f $(DAGSTER_HOME)/dagster.yaml || $(PY) -m eval_pipeline.defs.instance $(DAGSTER_HOME)/dagster.yaml
+	test -f $(DAGSTER_HOME)/dagster.yaml || $(PY) -m eval_pipeline.runtime.instance $(DAGSTER_HOME)/dagster.yaml
 
 # the demo writes the instance into DAGSTER_HOME itself when it has none (as dagster-home does, without a process
 # of its own)

@@ -49,10 +49,10 @@ def main() -> None:
     from eval_pipeline.core import settings
     from eval_pipeline.core.config import RubricConfig
     from eval_pipeline.defs.build import build_definitions
-    from eval_pipeline.defs.runner import materialize_checkpoints
     from eval_pipeline.devtools.openai_stub import StubServer
     from eval_pipeline.judge.align import align, rated_items
     from eval_pipeline.rubrics import load_rubrics
+    from eval_pipeline.runtime.runner import materialize_checkpoints
     from eval_pipeline.storage.warehouse import Warehouse
 
     rubrics = {r.name: r for r in load_rubrics(ROOT / "rubric_configs")}

@@ -48,7 +48,7 @@ def one_backend(backend: str) -> dict:
     import dagster as dg
 
     from eval_pipeline.defs.build import build_definitions
-    from eval_pipeline.defs.runner import materialize_checkpoints
+    from eval_pipeline.runtime.runner import materialize_checkpoints
     from eval_pipeline.storage.warehouse import Warehouse
 
     tmp = Path(tempfile.mkdtemp(prefix=f"bench_backend_{backend}_"))

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.openai_stub import StubServer
 from eval_pipeline.rubrics import load_rubrics
+from eval_pipeline.runtime.runner import materialize_checkpoints
 from eval_pipeline.storage.warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent

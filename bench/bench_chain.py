@@ -98,8 +98,8 @@ def child(args: list[str]) -> None:
     import dagster as dg
 
     from eval_pipeline.defs.build import build_definitions
-    from eval_pipeline.defs.runner import materialize_checkpoints
-    from eval_pipeline.defs.runs import register_checkpoints
+    from eval_pipeline.runtime.runner import materialize_checkpoints
+    from eval_pipeline.runtime.runs import register_checkpoints
 
     what, rubric, ckpt = args[0], args[1], args[2]
     defs = build_definitions()

@@ -104,9 +104,9 @@ def main() -> None:
     import dagster as dg
 
     from eval_pipeline.defs.build import build_definitions
-    from eval_pipeline.defs.runner import materialize_checkpoints
     from eval_pipeline.demo import get_instance
     from eval_pipeline.ingest.checkpoints import scan_checkpoints
+    from eval_pipeline.runtime.runner import materialize_checkpoints
 
     defs = build_definitions()
     t_load = time.perf_counter() - t0

@@ -19,8 +19,8 @@ import dagster as dg
 import duckdb
 
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.runs import register_checkpoints
 from eval_pipeline.ingest.jsonl import iter_jsonl
+from eval_pipeline.runtime.runs import register_checkpoints
 from eval_pipeline.storage.warehouse import Warehouse
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -177,7 +177,7 @@ def ui_backfill(place: Place, n: int, rubrics: list[str]) -> dict[str, float]:
             stderr=subprocess.STDOUT,
         )
         daemon = subprocess.Popen(
-            [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", "-w", ws],
+            [sys.executable, "-m", "eval_pipeline.runtime.daemon", "run", "-w", ws],
             env=env,
             cwd=ROOT,
             stdout=dlog,

@@ -39,7 +39,7 @@ def checkpoints(tmp: Path) -> Path:
 def environment(tmp: Path, backend: str, root: Path, backfill_limit: int | None = None) -> dict[str, str]:
     """The instance `make dagster-home` installs for this warehouse (``backfill_limit``: runs of one backfill
     at once, instead of the warehouse's own: 1 on a file, 2 on a lake)."""
-    from eval_pipeline.defs.instance import instance_yaml
+    from eval_pipeline.runtime.instance import instance_yaml
 
     home = tmp / "home"
     home.mkdir()
@@ -130,7 +130,7 @@ def ui(
         stderr=subprocess.STDOUT,
     )
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", "-w", ws],  # as `make ui` starts it
+        [sys.executable, "-m", "eval_pipeline.runtime.daemon", "run", "-w", ws],  # as `make ui` starts it
         env=env,
         cwd=ROOT,
         stdout=logs[1],

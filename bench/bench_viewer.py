@@ -54,7 +54,7 @@ def build(tmp: Path, spec: str) -> str:
     import dagster as dg
 
     from eval_pipeline.defs.build import build_definitions
-    from eval_pipeline.defs.runner import materialize_checkpoints
+    from eval_pipeline.runtime.runner import materialize_checkpoints
 
     os.environ.update(EVAL_WORKLIST_DIR=str(tmp / "wl"), EVAL_REPORT_DIR=str(tmp / "rep"))
     with dg.instance_for_test() as instance:

@@ -45,8 +45,8 @@ if TYPE_CHECKING:  # dagster and argparse only for the annotations: the console 
 
     import dagster as dg
 
-    from eval_pipeline.defs.runs import RunOutcome
     from eval_pipeline.ingest.checkpoints import Checkpoint
+    from eval_pipeline.runtime.runs import RunOutcome
 
 UNDECIDED = "not decided"  # a run that failed before its verdict step
 
@@ -239,8 +239,8 @@ def evaluate(
 ) -> int:
     """Run each checkpoint in turn: a progress line while it runs, a summary after it, an exit code at the end."""
     from eval_pipeline.core import progress, settings
-    from eval_pipeline.defs.runner import materialize_checkpoints
-    from eval_pipeline.defs.runs import in_flight_elsewhere, reap_dead_runs, register_checkpoints
+    from eval_pipeline.runtime.runner import materialize_checkpoints
+    from eval_pipeline.runtime.runs import in_flight_elsewhere, reap_dead_runs, register_checkpoints
 
     wh = Warehouse(settings.warehouse_path())
     outcomes: list[RunOutcome] = []
@@ -411,7 +411,7 @@ class OtherRuns:
         of), printed as the command prints its own."""
         import dagster as dg
 
-        from eval_pipeline.defs.runs import IN_FLIGHT
+        from eval_pipeline.defs.inflight import IN_FLIGHT
 
         head = self.heads.get(ckpt_id, ckpt_id)
         deadline = time.monotonic() + self.wait_s
@@ -452,7 +452,8 @@ class OtherRuns:
         run ended and requested nothing)."""
         from eval_pipeline.core.processes import pid_alive
         from eval_pipeline.defs.automation import settling
-        from eval_pipeline.defs.runs import concerns_checkpoint, launcher
+        from eval_pipeline.defs.inflight import concerns_checkpoint
+        from eval_pipeline.runtime.runs import launcher
 
         pid = launcher(run)
         while pid is not None and pid_alive(pid) and time.monotonic() < deadline:

@@ -21,12 +21,12 @@ from eval_pipeline.console import Progress, checkpoint_line, decided, exit_code,
 from eval_pipeline.core import progress, settings
 from eval_pipeline.core.terminal import exit_now
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.instance import open_instance
-from eval_pipeline.defs.runner import materialize_checkpoints
-from eval_pipeline.defs.runs import RunOutcome
 from eval_pipeline.ingest.checkpoints import scan_checkpoints
 from eval_pipeline.publish.report_table import results_table
 from eval_pipeline.rubrics import load_rubrics
+from eval_pipeline.runtime.instance import open_instance
+from eval_pipeline.runtime.runner import materialize_checkpoints
+from eval_pipeline.runtime.runs import RunOutcome
 from eval_pipeline.scoring.verdict import Verdict
 from eval_pipeline.storage.warehouse import Warehouse
 

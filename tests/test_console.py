@@ -279,7 +279,7 @@ def test_a_ctrl_c_is_forgotten_once_its_command_has_ended(env, rubrics, monkeypa
     """A stop belongs to the command it interrupted: judge calls made afterwards in the same process (the next
     command, a notebook, the next test) are not cancelled by it."""
     from eval_pipeline.core import interrupts
-    from eval_pipeline.defs.runs import interruptible
+    from eval_pipeline.runtime.runs import interruptible
 
     with interruptible() as state:
         try:
@@ -301,7 +301,7 @@ def test_a_second_run_of_a_checkpoint_another_process_is_evaluating_waits_for_it
     import dagster as dg
 
     from eval_pipeline.core import settings
-    from eval_pipeline.defs.instance import open_instance
+    from eval_pipeline.runtime.instance import open_instance
 
     monkeypatch.setenv("EVAL_WAIT_FOR_RUN", "0.5")
     instance = open_instance(settings.dagster_home(), settings.warehouse_path())
@@ -324,7 +324,7 @@ def test_a_run_ended_without_a_failed_step_says_why():
     it) is one line with the instance's reason, not 'run … failure' alone."""
     import dagster as dg
 
-    from eval_pipeline.defs.runs import run_failure
+    from eval_pipeline.runtime.runs import run_failure
 
     with dg.DagsterInstance.ephemeral() as instance:
         run = instance.add_run(dg.DagsterRun(job_name="__ASSET_JOB", run_id="feedbeef-0000-0000-0000-000000000000"))

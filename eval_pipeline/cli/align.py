@@ -98,7 +98,7 @@ def _print(view: Any) -> int:
 def _run(args: argparse.Namespace) -> int:
     import dagster as dg
 
-    from eval_pipeline.defs.runs import step_failures
+    from eval_pipeline.runtime.runs import step_failures
 
     args.rubric = [args.rubric]
     defs, rubrics = rubrics_and_defs(args)

@@ -58,7 +58,7 @@ class CliError(Exception):
 
 def dagster_instance() -> Any:  # a DagsterInstance (dagster imported only when a command needs it)
     from eval_pipeline.core import settings
-    from eval_pipeline.defs.instance import open_instance
+    from eval_pipeline.runtime.instance import open_instance
 
     return open_instance(settings.dagster_home(), settings.warehouse_path())  # what `make dagster-home` installs
 

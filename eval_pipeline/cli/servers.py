@@ -38,7 +38,7 @@ def _relay(stream: Iterable[str], log_path: Path) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    """A worker of the distributed profile: Celery's worker on the app of ``eval_pipeline.defs.celery_app`` (the
+    """A worker of the distributed profile: Celery's worker on the app of ``eval_pipeline.runtime.celery_app`` (the
     broker EVAL_CELERY_BROKER), one run at a time per process, until Ctrl-C or SIGTERM (a run in progress is
     finished first; a second signal stops at once)."""
     import os
@@ -47,7 +47,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if not os.environ.get("EVAL_CELERY_BROKER", "").strip():
         raise CliError("worker: EVAL_CELERY_BROKER is not set (the Redis URL the instance's run launcher uses)")
     name = f"{args.name or 'worker'}@{socket.gethostname()}"
-    celery = [sys.executable, "-m", "celery", "-A", "eval_pipeline.defs.celery_app", "worker", "-n", name]
+    celery = [sys.executable, "-m", "celery", "-A", "eval_pipeline.runtime.celery_app", "worker", "-n", name]
     celery += ["-Q", "dagster", "-c", str(args.runs), "--prefetch-multiplier", "1", "-l", args.log_level]
     celery += ["--without-gossip", "--without-mingle"]
     os.execv(sys.executable, celery)
@@ -55,14 +55,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    """The Dagster webserver and the project's daemon (eval_pipeline/defs/daemon.py: Dagster's daemon with a
+    """The Dagster webserver and the project's daemon (eval_pipeline/runtime/daemon.py: Dagster's daemon with a
     backfill loop of EVAL_BACKFILL_INTERVAL_SECONDS, not 30 s) on one workspace, until Ctrl-C or until either
     stops; what `dagster dev` does, with that daemon."""
     import subprocess
     import threading
 
     from eval_pipeline.core import settings
-    from eval_pipeline.defs.instance import backfill_limit_hint, open_instance
+    from eval_pipeline.runtime.instance import backfill_limit_hint, open_instance
 
     home = settings.dagster_home()  # DAGSTER_HOME set for both, as the CLI's runs use it
     hint = backfill_limit_hint(home / "dagster.yaml", settings.warehouse_path())
@@ -88,7 +88,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
                 text=True,
             )
             procs["daemon"] = subprocess.Popen(
-                [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", *workspace],
+                [sys.executable, "-m", "eval_pipeline.runtime.daemon", "run", *workspace],
                 start_new_session=True,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,

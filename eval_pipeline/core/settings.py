@@ -266,7 +266,7 @@ def sensor_interval_seconds(default: float) -> int:
 
 
 def backfill_interval_seconds() -> float:
-    """EVAL_BACKFILL_INTERVAL_SECONDS: how often the project's daemon (eval_pipeline/defs/daemon.py) looks at
+    """EVAL_BACKFILL_INTERVAL_SECONDS: how often the project's daemon (eval_pipeline/runtime/daemon.py) looks at
     backfills launched from the UI (Dagster's own daemon: every 30 s)."""
     value = _float("EVAL_BACKFILL_INTERVAL_SECONDS", "2")
     if value <= 0:
@@ -275,7 +275,7 @@ def backfill_interval_seconds() -> float:
 
 
 def daemon_reload_seconds() -> float:
-    """EVAL_DAEMON_RELOAD_SECONDS: how often the project's daemon (eval_pipeline/defs/daemon.py) starts its code
+    """EVAL_DAEMON_RELOAD_SECONDS: how often the project's daemon (eval_pipeline/runtime/daemon.py) starts its code
     server again to pick up changed code and rubrics (Dagster's own daemon: every 60 s). Each start builds the
     definitions anew, about 5 CPU-seconds: every 60 s that was most of what an idle deployment burns. Runs always
     load the code as it is on disk when they start; only the sensors and the automation read the daemon's copy."""

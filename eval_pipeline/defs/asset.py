@@ -26,9 +26,9 @@ import pandas as pd
 
 from eval_pipeline.core import progress, settings
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.defs.inflight import checkpoints_held
 from eval_pipeline.defs.partitions import CHECKPOINTS, CHECKPOINTS_PARTITION
 from eval_pipeline.defs.resources import WarehouseResource
-from eval_pipeline.defs.runs import checkpoints_held
 from eval_pipeline.scoring.compared import rows_of
 from eval_pipeline.storage import versions
 from eval_pipeline.storage.tables import Filter

@@ -29,7 +29,7 @@ from typing import Any
 import dagster as dg
 
 from eval_pipeline.core import settings
-from eval_pipeline.defs.runs import IN_FLIGHT
+from eval_pipeline.defs.inflight import IN_FLIGHT
 
 AC = dg.AutomationCondition
 

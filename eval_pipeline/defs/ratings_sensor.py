@@ -20,8 +20,8 @@ import dagster as dg
 from eval_pipeline.core import settings
 from eval_pipeline.core.contracts import Table
 from eval_pipeline.defs.automation import runs_mark
+from eval_pipeline.defs.inflight import reading_in_flight
 from eval_pipeline.defs.resources import RatingsSource
-from eval_pipeline.defs.runs import reading_in_flight
 from eval_pipeline.ingest.ratings import evaluated, folder_fingerprint, stale
 from eval_pipeline.storage.warehouse import Warehouse
 

@@ -14,9 +14,9 @@ import dagster as dg
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.defs.inflight import runs_of_checkpoint
 from eval_pipeline.defs.partitions import CHECKPOINTS, CHECKPOINTS_PARTITION
 from eval_pipeline.defs.resources import CheckpointSource
-from eval_pipeline.defs.runs import runs_of_checkpoint
 from eval_pipeline.publish.report import redraw_report
 
 

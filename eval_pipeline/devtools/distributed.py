@@ -173,7 +173,7 @@ def cluster(
                 )  # fmt: skip
             for i in range(workers):
                 c.start_worker(f"worker{i + 1}")
-            c.start("daemon", [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", *WORKSPACE])
+            c.start("daemon", [sys.executable, "-m", "eval_pipeline.runtime.daemon", "run", *WORKSPACE])
             if webserver:
                 port = str(c.webserver_port)
                 c.start(

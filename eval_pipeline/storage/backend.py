@@ -3,7 +3,7 @@
 A backend owns everything that differs between storages: its connections (and whatever it keeps open between
 uses), its catalog cache, what a lost commit race means, the sandbox a person's query runs in, its upkeep. It says
 nothing of Dagster: the orchestration derives what it needs from the storage's facts (``concurrent_writers``:
-``defs.instance`` lets two runs of one backfill go at once where other processes may write meanwhile). Nothing
+``runtime.instance`` lets two runs of one backfill go at once where other processes may write meanwhile). Nothing
 outside this package asks which kind of backend it has: it asks the backend.
 
 Adding a backend is one module in ``storage.backends`` with a class that satisfies :class:`WarehouseBackend` and a

@@ -40,7 +40,7 @@ def test_the_instance_make_installs_lets_backfill_runs_overlap_only_on_a_ducklak
     import shutil
     import subprocess
 
-    from eval_pipeline.defs.instance import backfill_limit_hint
+    from eval_pipeline.runtime.instance import backfill_limit_hint
     from tests.conftest import ROOT
 
     lake = "ducklake:sqlite:" + str(tmp_path / "lake" / "catalog.sqlite")
@@ -249,7 +249,7 @@ def test_the_installed_instance_shows_no_first_run_dialog(tmp_path, monkeypatch)
     turns the UI's first-run dialogs off (and telemetry)."""
     import dagster as dg
 
-    from eval_pipeline.defs.instance import InstanceConfig
+    from eval_pipeline.runtime.instance import InstanceConfig
 
     (tmp_path / "dagster.yaml").write_text(InstanceConfig().render())
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))

@@ -12,7 +12,7 @@ import pytest
 @pytest.mark.slow
 def test_a_worker_acknowledges_a_run_when_it_ends_and_reserves_one_at_a_time():
     code = (
-        "from eval_pipeline.defs.celery_app import app, execute_job, resume_job\n"
+        "from eval_pipeline.runtime.celery_app import app, execute_job, resume_job\n"
         "c = app.conf\n"
         "print(c.task_acks_late, c.worker_prefetch_multiplier, execute_job.acks_late, resume_job.acks_late,"
         " c.task_reject_on_worker_lost)\n"
@@ -36,8 +36,8 @@ def test_a_worker_tags_its_run_only_after_the_launcher_has(monkeypatch, tmp_path
     from dagster_celery.tags import DAGSTER_CELERY_TASK_ID_TAG
 
     monkeypatch.setenv("EVAL_CELERY_BROKER", "redis://127.0.0.1:9/0")  # no broker is contacted
-    from eval_pipeline.defs.celery_app import tag_worker
-    from eval_pipeline.defs.runs import WORKER_TAG
+    from eval_pipeline.runtime.celery_app import tag_worker
+    from eval_pipeline.runtime.runs import WORKER_TAG
 
     with dg.DagsterInstance.local_temp(str(tmp_path)) as instance:
         run = instance.add_run(dg.DagsterRun(job_name="j", run_id="r1"))

@@ -42,7 +42,14 @@ def test_sensor_launched_concurrent_runs_take_turns_on_the_warehouse(tmp_path, m
     )
     log = open(tmp_path / "daemon.log", "w")
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", "-w", str(ROOT / "workspace.yaml")],  # `make ui`'s
+        [
+            sys.executable,
+            "-m",
+            "eval_pipeline.runtime.daemon",
+            "run",
+            "-w",
+            str(ROOT / "workspace.yaml"),
+        ],  # `make ui`'s
         env=env,
         cwd=ROOT,
         stdout=log,

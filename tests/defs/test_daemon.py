@@ -1,4 +1,4 @@
-"""The project's daemon (eval_pipeline/defs/daemon.py): Dagster's own daemon with a backfill loop that looks
+"""The project's daemon (eval_pipeline/runtime/daemon.py): Dagster's own daemon with a backfill loop that looks
 every EVAL_BACKFILL_INTERVAL_SECONDS instead of every 30 s (bench/bench_ui_backfill.py: a UI backfill of 4
 checkpoints 1.78x the CLI with 30 s, 1.21x with 2 s)."""
 
@@ -13,7 +13,7 @@ from dagster._core.workspace.load_target import EmptyWorkspaceTarget
 from dagster._daemon import backfill, controller
 from dagster._daemon.daemon import SpanMarker
 
-from eval_pipeline.defs import daemon
+from eval_pipeline.runtime import daemon
 
 
 def _iterations(seconds: float) -> int:

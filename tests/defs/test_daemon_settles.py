@@ -14,7 +14,7 @@ import pytest
 
 from eval_pipeline.defs.automation import settling
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.runner import materialize_checkpoints
+from eval_pipeline.runtime.runner import materialize_checkpoints
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import ROOT, RUBRIC_DIR, SAMPLE_CHECKPOINTS
 from tests.helpers.lakes import contents, differences
@@ -116,7 +116,7 @@ def test_a_ui_backfill_a_fourth_checkpoint_and_new_ratings_settle_to_the_cli_res
         stderr=subprocess.STDOUT,
     )
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "eval_pipeline.defs.daemon", "run", "-w", ws],
+        [sys.executable, "-m", "eval_pipeline.runtime.daemon", "run", "-w", ws],
         env=env,
         cwd=ROOT,
         stdout=logs[1],

@@ -11,7 +11,7 @@ import pytest
 from dagster._core.storage.dagster_run import DagsterRun
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
-from eval_pipeline.defs.event_log import EventLogStorage
+from eval_pipeline.runtime.event_log import EventLogStorage
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,3 +95,21 @@ def test_a_deleted_run_database_is_made_again(home):
     instance.event_log_storage.wipe()
     instance.report_engine_event("after", run)
     assert [e.message for e in instance.all_logs(run.run_id)] == ["after"]
+
+
+def test_an_instance_written_before_the_runtime_room_opens_with_its_paths_moved(tmp_path, monkeypatch):
+    """#76: a DAGSTER_HOME whose dagster.yaml names eval_pipeline.defs.event_log (where the event log lived before
+    runtime/) opens, its file rewritten to the module's new path; the rest of the file is kept as it was."""
+    from eval_pipeline.runtime.instance import instance_yaml, open_instance
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    old = instance_yaml("data/warehouse.duckdb").replace("eval_pipeline.runtime.", "eval_pipeline.defs.")
+    assert "eval_pipeline.defs.event_log" in old
+    (home / "dagster.yaml").write_text(old + "# a person's own note\n")
+    instance = open_instance(home, "data/warehouse.duckdb")
+    assert type(instance.event_log_storage).__module__ == "eval_pipeline.runtime.event_log"
+    text = (home / "dagster.yaml").read_text()
+    assert "eval_pipeline.defs." not in text and text.endswith("# a person's own note\n")
+    instance.dispose()

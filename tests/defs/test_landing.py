@@ -18,8 +18,8 @@ import dagster as dg
 import pytest
 
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.history import checkpoint_id, write_history, write_ratings
+from eval_pipeline.runtime.runner import materialize_checkpoints
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import RUBRIC_DIR
 from tests.helpers.automation import AutomationSensor, assets_of

@@ -11,8 +11,8 @@ import dagster as dg
 import pytest
 
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.dagster_private import dynamic_partitions_read_once  # evaluations in seconds, not minutes
-from eval_pipeline.defs.runner import materialize_checkpoints
+from eval_pipeline.runtime.dagster_private import dynamic_partitions_read_once  # evaluations in seconds, not minutes
+from eval_pipeline.runtime.runner import materialize_checkpoints
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import ROOT, RUBRIC_DIR, SAMPLE_CHECKPOINTS
 from tests.helpers.automation import AutomationSensor, assets_of, partition_run

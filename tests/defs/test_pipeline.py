@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.rubrics import load_rubrics
+from eval_pipeline.runtime.runner import materialize_checkpoints
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import RUBRIC_DIR, write_checkpoint
 
@@ -165,7 +165,7 @@ def test_chunked_ingest_catches_repeats_across_chunks(tmp_path, warehouse_path, 
     lines = [row(i) for i in range(7)] + [row(1), "{bad", row(8)] + [row(5)]
     write_checkpoint(root, "ckpt-c", {"empathetic_dialogue": lines})
     defs = build_definitions(RUBRIC_DIR, warehouse_path, str(root))
-    from eval_pipeline.defs.runs import register_checkpoints
+    from eval_pipeline.runtime.runs import register_checkpoints
 
     register_checkpoints(instance, ["ckpt-c"])
     keys = [dg.AssetKey(["empathetic_dialogue", "raw_outputs"]), dg.AssetKey(["empathetic_dialogue", "samples"])]
@@ -185,7 +185,7 @@ def test_judge_scores_in_chunks_are_one_partition_replaced_at_once(checkpoint_ro
     """judge_scores scores and stages a few thousand samples at a time (a questionnaire rubric has ~35 rows a
     sample): chunked or not, the partition is the same, written once, and a re-run replaces it."""
     from eval_pipeline.defs.assets import judge as judge_assets
-    from eval_pipeline.defs.runs import register_checkpoints
+    from eval_pipeline.runtime.runs import register_checkpoints
 
     tables = {}
     for chunk in (7, 5000):
@@ -262,7 +262,7 @@ def test_the_demo_as_make_demo_runs_it(tmp_path, monkeypatch, capsys):
     # four rubrics and no word that all five regressed)
     board = done.stdout.split("== main.leaderboard", 1)[1]
     assert len(re.findall(r"ckpt-0300\s+REGRESSED", board)) == 5, board
-    assert "eval_pipeline.defs.event_log" in (home / "dagster.yaml").read_text()
+    assert "eval_pipeline.runtime.event_log" in (home / "dagster.yaml").read_text()
     runs = sorted(p.name.rsplit(".", 1)[-1] for p in (home / "history" / "runs").iterdir())
     # #70: one run for the three checkpoints (consecutive partitions, the backfill policy), deciding across them at
     # its end: nothing left for the automation; and the index
@@ -291,7 +291,7 @@ def _the_flow_landed_whole(tmp_path, home, monkeypatch, capsys):
     """What the demo left, checked table by table: nothing lost, every stage of every group, the gates as asset
     checks in the instance, agreement, the views, the read-only CLI; then a re-run of one checkpoint (one rubric)
     on the same lake and instance replaces its partitions."""
-    from eval_pipeline.defs.instance import open_instance
+    from eval_pipeline.runtime.instance import open_instance
     from tests.conftest import SAMPLE_CHECKPOINTS
 
     lake = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"

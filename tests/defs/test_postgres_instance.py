@@ -5,7 +5,7 @@ import dagster as dg
 import pytest
 
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.runner import materialize_checkpoints
+from eval_pipeline.runtime.runner import materialize_checkpoints
 from tests.conftest import RUBRIC_DIR
 
 

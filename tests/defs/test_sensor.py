@@ -89,7 +89,7 @@ def test_folder_with_only_unknown_rubric_files_is_not_registered(tmp_path, insta
 def test_the_report_is_redrawn_once_after_each_run_the_daemon_sees_end(tmp_path, instance, monkeypatch):
     """Runs launched from the UI, a backfill or the checkpoint sensor: a run-status sensor redraws the report
     (it covers every rubric and checkpoint, so it is drawn once a run, never in a step)."""
-    from eval_pipeline.defs.runner import materialize_checkpoints
+    from eval_pipeline.runtime.runner import materialize_checkpoints
 
     root = tmp_path / "ckpts"
     rows = [{**ROW, "sample_id": f"s{i}"} for i in range(3)]
@@ -115,7 +115,7 @@ def test_the_report_is_redrawn_once_after_each_run_the_daemon_sees_end(tmp_path,
 
 def test_a_checkpoint_the_cli_claimed_or_ran_is_not_run_again_by_the_sensor(tmp_path, instance, monkeypatch):
     """#34.6: with `make ui` running, `eval-pipeline run --checkpoint X` and the sensor both evaluated X."""
-    from eval_pipeline.defs.runs import in_flight_elsewhere
+    from eval_pipeline.runtime.runs import in_flight_elsewhere
 
     root = tmp_path / "ckpts"
     write_checkpoint(root, "ckpt-a", {"empathetic_dialogue": [ROW]})

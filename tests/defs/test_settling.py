@@ -15,7 +15,7 @@ from dagster._core.scheduler.instigation import InstigatorState, InstigatorStatu
 from dagster._daemon.types import DaemonHeartbeat
 
 from eval_pipeline.defs.automation import SENSOR, settling
-from eval_pipeline.defs.runs import concerns_checkpoint
+from eval_pipeline.defs.inflight import concerns_checkpoint
 
 
 @dg.asset

@@ -13,8 +13,8 @@ import dagster as dg
 import pytest
 
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.net import free_port, wait_until_serving
+from eval_pipeline.runtime.runner import materialize_checkpoints
 from tests.conftest import ROOT, RUBRIC_DIR
 from tests.helpers.browser import ARTIFACTS, CHROMIUM, Browser
 from tests.helpers.processes import processes_with, stop

@@ -19,7 +19,7 @@ import dagster as dg
 import pytest
 
 from eval_pipeline.defs.automation import settling
-from eval_pipeline.defs.runs import RANGE_END, RANGE_START
+from eval_pipeline.defs.inflight import RANGE_END, RANGE_START
 from eval_pipeline.devtools import distributed, services
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.helpers.lakes import contents, contents_under, differences

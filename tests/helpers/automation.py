@@ -9,7 +9,7 @@ import warnings
 
 import dagster as dg
 
-from eval_pipeline.defs.dagster_private import dynamic_partitions_read_once  # evaluations in seconds, not minutes
+from eval_pipeline.runtime.dagster_private import dynamic_partitions_read_once  # evaluations in seconds, not minutes
 
 
 def assets_of(defs: dg.Definitions) -> list[dg.AssetsDefinition]:

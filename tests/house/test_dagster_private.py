@@ -1,4 +1,4 @@
-"""The project's reach past Dagster's public API is one module (``defs/dagster_private.py``), and this test fails,
+"""The project's reach past Dagster's public API is one module (``runtime/dagster_private.py``), and this test fails,
 naming what moved, when a Dagster release changes any of it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import dagster
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "eval_pipeline"
-ONE_MODULE = PACKAGE / "defs" / "dagster_private.py"
+ONE_MODULE = PACKAGE / "runtime" / "dagster_private.py"
 
 
 def test_only_one_module_imports_dagster_private_names():
@@ -32,7 +32,7 @@ def test_only_one_module_imports_dagster_private_names():
 
 
 def test_the_private_names_the_project_uses_are_still_there_and_shaped_as_it_expects():
-    from eval_pipeline.defs import dagster_private as dp
+    from eval_pipeline.runtime import dagster_private as dp
 
     assert dagster.__version__.startswith("1.13."), dagster.__version__  # the release these were read from
     storage = dp.SqliteEventLogStorage
@@ -45,14 +45,14 @@ def test_the_private_names_the_project_uses_are_still_there_and_shaped_as_it_exp
     assert list(watchdog)[:5] == ["self", "event_log_storage", "run_id", "callback", "cursor"], list(watchdog)
     assert callable(getattr(dp.SqliteEventLogStorageWatchdog, "_process_log", None))
     assert isinstance(dp.daemon_controller.DEFAULT_DAEMON_INTERVAL_SECONDS, (int, float))
-    # defs/daemon.py sets how often the daemon starts its code server again: the constant, read when it is used
+    # runtime/daemon.py sets how often the daemon starts its code server again: the constant, read when it is used
     assert isinstance(dp.daemon_controller.RELOAD_WORKSPACE_INTERVAL, (int, float))
     freshness = inspect.getsource(dp.daemon_controller.DagsterDaemonController.check_workspace_freshness)
     assert "RELOAD_WORKSPACE_INTERVAL" in freshness and "clear_all_grpc_endpoints" in freshness
     assert isinstance(dp.INDEX_SHARD_NAME, str) and isinstance(dp.SQLITE_BUSY_TIMEOUT_SECONDS, (int, float))
     assert callable(dp.daemon_cli()) and callable(dp.create_engine) and callable(dp.event_logs_directory)
     # the event log is still a storage Dagster accepts in dagster.yaml (a ConfigurableClass)
-    from eval_pipeline.defs.event_log import EventLogStorage
+    from eval_pipeline.runtime.event_log import EventLogStorage
 
     assert issubclass(EventLogStorage, dagster._core.storage.event_log.EventLogStorage)  # noqa: SLF001
 
@@ -65,7 +65,7 @@ def test_the_compute_log_helpers_are_started_off_the_terminal(tmp_path):
 
     from dagster._core.execution import compute_logs
 
-    from eval_pipeline.defs.dagster_private import compute_log_helpers_off_the_terminal
+    from eval_pipeline.runtime.dagster_private import compute_log_helpers_off_the_terminal
 
     assert hasattr(compute_logs, "execute_posix_tail") and "subprocess.Popen" in inspect.getsource(
         compute_logs.execute_posix_tail
@@ -79,13 +79,13 @@ def test_the_compute_log_helpers_are_started_off_the_terminal(tmp_path):
 
 
 def test_what_the_resuming_celery_launcher_leans_on_is_still_there():
-    """defs/celery_launcher.py mends dagster-celery's resume: it calls the library's private
+    """runtime/celery_launcher.py mends dagster-celery's resume: it calls the library's private
     ``_launch_celery_task_run`` and sends the resume task the argument name that task takes."""
     from dagster_celery.launcher import CeleryRunLauncher
     from dagster_celery.make_app import make_app
     from dagster_celery.tasks import create_resume_job_task
 
-    from eval_pipeline.defs import dagster_private as dp
+    from eval_pipeline.runtime import dagster_private as dp
 
     launch = getattr(CeleryRunLauncher, "_launch_celery_task_run", None)
     assert callable(launch), "CeleryRunLauncher lost _launch_celery_task_run"
@@ -114,7 +114,7 @@ import os, signal, sys, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGINT))  # what Dagster's run worker does
 from dagster._core.execution import compute_logs
-from eval_pipeline.defs.dagster_private import compute_log_helpers_off_the_terminal
+from eval_pipeline.runtime.dagster_private import compute_log_helpers_off_the_terminal
 compute_log_helpers_off_the_terminal()
 log = {str(tmp_path / "out.log")!r}
 open(log, "w").write("x\\n")
@@ -144,7 +144,7 @@ def test_an_evaluation_of_the_automation_conditions_reads_the_partitions_once(tm
     the instance is itself again after it."""
     import dagster as dg
 
-    from eval_pipeline.defs.dagster_private import dynamic_partitions_read_once
+    from eval_pipeline.runtime.dagster_private import dynamic_partitions_read_once
 
     parts = dg.DynamicPartitionsDefinition(name="ck")
 

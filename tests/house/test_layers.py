@@ -4,10 +4,12 @@ Layers, bottom first (a module may import its own layer and any below it; ``TYPE
 since they are how a layer learns names from another):
 
     core, devtools, provision -> storage -> ingest, metrics, agreement -> judge -> scoring -> rubrics
-    -> publish -> defs -> entry points (cli, console, demo)
+    -> publish -> defs -> runtime -> entry points (cli, console, demo)
 
 ``devtools`` (the local OpenAI-protocol server for tests) and ``provision`` (data files from packages) stand on the
-ground floor beside ``core``.
+ground floor beside ``core``. ``defs`` only builds definitions; ``runtime`` operates Dagster (the instance, its event
+log, the daemon, the Celery launcher and app, the one module that reaches past Dagster's public API) and runs the
+graph (runner, runs).
 The test reads the source, so it fails on the commit that adds a cycle or an upward import.
 """
 
@@ -26,6 +28,7 @@ LAYERS = [
     {"rubrics"},
     {"publish"},
     {"defs"},
+    {"runtime"},
     {"console", "cli", "demo", "__init__", "command"},
 ]
 LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}

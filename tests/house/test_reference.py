@@ -30,10 +30,10 @@ def test_the_committed_instance_is_the_typed_model_rendered(tmp_path):
     writes for a warehouse is the same model with that warehouse's backfill limit, read back as Dagster reads it."""
     import yaml
 
-    from eval_pipeline.defs.instance import DEPLOY_YAML, InstanceConfig, instance_yaml
+    from eval_pipeline.runtime.instance import DEPLOY_YAML, InstanceConfig, instance_yaml
 
     assert DEPLOY_YAML.read_text() == InstanceConfig().render(), (
-        "run `python -m eval_pipeline.defs.instance --reference` and commit deploy/dagster.yaml"
+        "run `python -m eval_pipeline.runtime.instance --reference` and commit deploy/dagster.yaml"
     )
     file_limit = yaml.safe_load(instance_yaml(str(tmp_path / "w.duckdb")))
     assert file_limit == InstanceConfig(backfill_runs_at_once=1).data()

@@ -16,8 +16,8 @@ import dagster as dg
 import pytest
 
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.ingest.checkpoints import read_checkpoint
+from eval_pipeline.runtime.runner import materialize_checkpoints
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import RUBRIC_DIR, write_checkpoint
 from tests.helpers.lakes import contents, differences

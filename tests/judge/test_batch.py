@@ -11,8 +11,8 @@ import pytest
 
 from eval_pipeline.defs.batch_sensor import SENSOR
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.openai_stub import StubServer
+from eval_pipeline.runtime.runner import materialize_checkpoints
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import RUBRIC_DIR
 from tests.helpers.automation import AutomationSensor, partition_run

@@ -155,7 +155,7 @@ def test_the_launchpads_judge_config_sets_the_budget_and_the_prices(tmp_path, in
     import yaml
 
     from eval_pipeline.defs.build import build_definitions
-    from eval_pipeline.defs.runs import register_checkpoints
+    from eval_pipeline.runtime.runs import register_checkpoints
     from tests.conftest import ROOT, RUBRIC_DIR
 
     for name in ("EVAL_JUDGE", "EVAL_JUDGE_BUDGET", "EVAL_PRICES", "EVAL_JUDGE_MODEL", "OPENAI_BASE_URL"):

@@ -16,7 +16,7 @@ from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
 @pytest.mark.timeout(600)
 def test_a_parent_judged_by_another_judge_is_not_comparable_never_a_regression(tmp_path, monkeypatch):
     from eval_pipeline.defs.build import build_definitions
-    from eval_pipeline.defs.runner import materialize_checkpoints
+    from eval_pipeline.runtime.runner import materialize_checkpoints
 
     warehouse = f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
     monkeypatch.setenv("EVAL_WAREHOUSE", warehouse)

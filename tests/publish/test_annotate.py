@@ -28,9 +28,9 @@ import dagster as dg
 import pytest
 
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.instance import open_instance
-from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.net import free_port, wait_until_serving
+from eval_pipeline.runtime.instance import open_instance
+from eval_pipeline.runtime.runner import materialize_checkpoints
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
 from tests.helpers.automation import AutomationSensor

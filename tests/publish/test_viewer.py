@@ -15,9 +15,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.publish.viewer.app import create_app
 from eval_pipeline.publish.viewer.render import num, word_diff
+from eval_pipeline.runtime.runner import materialize_checkpoints
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
 from tests.helpers.processes import stop

@@ -8,7 +8,7 @@ import sys
 import dagster as dg
 
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.runner import materialize_checkpoints
+from eval_pipeline.runtime.runner import materialize_checkpoints
 
 if __name__ == "__main__":
     warehouse, root, ckpt, *rubrics = sys.argv[1:]

@@ -174,7 +174,7 @@ OPEN_AT = """
 import sys, time
 from pathlib import Path
 import dagster  # imported before the start line, so both processes open the instance at the same moment
-from eval_pipeline.defs.instance import open_instance
+from eval_pipeline.runtime.instance import open_instance
 time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # both processes start at the same moment
 open_instance(Path(sys.argv[1]), sys.argv[3]).get_runs(limit=1)
 print("opened")
@@ -428,7 +428,7 @@ def test_a_long_sql_query_stops_on_sigterm_and_ctrl_c(tmp_path, sig):
 LATER_RUN_INTERRUPTED = """
 import os, signal, sys, threading, time
 from eval_pipeline.cli import app
-from eval_pipeline.defs import runner
+from eval_pipeline.runtime import runner
 sent = []
 real = runner.run
 if sys.argv[1] == "run":  # Ctrl-C while the command's second run executes (Dagster holds SIGINT then)

@@ -7,10 +7,10 @@ import pytest
 
 from eval_pipeline.core.ids import UnsafeIdentifierError, check_checkpoint_id, check_evaluator, check_identifier
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.devtools.openai_stub import StubServer
 from eval_pipeline.judge.prompts import BEGIN, END
 from eval_pipeline.judge.runner import judge_samples
+from eval_pipeline.runtime.runner import materialize_checkpoints
 from eval_pipeline.storage.tables import qualified
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import RUBRIC_DIR

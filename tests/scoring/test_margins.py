@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.defs.build import build_definitions
-from eval_pipeline.defs.runner import materialize_checkpoints
 from eval_pipeline.rubrics import load_rubric
+from eval_pipeline.runtime.runner import materialize_checkpoints
 from eval_pipeline.scoring.comparison import compare, practical_margins
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS, write_checkpoint

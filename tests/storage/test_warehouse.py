@@ -218,7 +218,7 @@ def test_the_backend_is_chosen_from_the_spec_and_the_orchestration_derives_what_
     for backend in (file, lake, pg):
         assert isinstance(backend, WarehouseBackend)
     assert (file.concurrent_writers, lake.concurrent_writers) == (False, True)
-    from eval_pipeline.defs.instance import backfill_runs_at_once
+    from eval_pipeline.runtime.instance import backfill_runs_at_once
 
     spec_file, spec_lake = str(tmp_path / "w.duckdb"), f"ducklake:sqlite:{tmp_path / 'lake' / 'catalog.sqlite'}"
     assert (backfill_runs_at_once(spec_file), backfill_runs_at_once(spec_lake)) == (1, 2)

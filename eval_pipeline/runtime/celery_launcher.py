@@ -21,7 +21,7 @@ from dagster_celery.config import TASK_RESUME_JOB_NAME
 from dagster_celery.launcher import CeleryRunLauncher
 from dagster_celery.tasks import create_resume_job_task
 
-from eval_pipeline.defs.dagster_private import CheckRunHealthResult, ResumeRunArgs, WorkerStatus, pack_value
+from eval_pipeline.runtime.dagster_private import CheckRunHealthResult, ResumeRunArgs, WorkerStatus, pack_value
 
 
 class ResumingCeleryRunLauncher(CeleryRunLauncher):

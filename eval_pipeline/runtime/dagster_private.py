@@ -1,10 +1,10 @@
 """Every Dagster name this project reaches past the public API for, in one place.
 
-Five things need them: the event log that keeps its SQLite connections (``defs/event_log.py``, a subclass of
+Five things need them: the event log that keeps its SQLite connections (``runtime/event_log.py``, a subclass of
 Dagster's ``SqliteEventLogStorage``), the daemon entrypoint that shortens the backfill loop's sleep
-(``defs/daemon.py``), the Celery worker reading which run a task executes (``defs/celery_app.py``: the arguments
-dagster-celery's launcher packs), the launcher resuming a run (``defs/celery_launcher.py``) and the command's own
-evaluation of the automation conditions (``dynamic_partitions_read_once``, defs/runner.py). Nothing else imports
+(``runtime/daemon.py``), the Celery worker reading which run a task executes (``runtime/celery_app.py``: the arguments
+dagster-celery's launcher packs), the launcher resuming a run (``runtime/celery_launcher.py``) and the command's own
+evaluation of the automation conditions (``dynamic_partitions_read_once``, runtime/runner.py). Nothing else imports
 ``dagster._``; ``tests/house/test_dagster_private.py`` fails when a Dagster release moves, renames or reshapes any
 of these, naming which.
 """

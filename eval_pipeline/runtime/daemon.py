@@ -10,7 +10,7 @@ project's automation sensor sets its own interval. It also sets how often the da
 to pick up changed code (EVAL_DAEMON_RELOAD_SECONDS, default 300; Dagster's ``RELOAD_WORKSPACE_INTERVAL``, 60 s):
 each start builds the definitions anew, and at 60 s that was 9 of the 14 CPU-seconds an idle daemon spent a minute.
 `make ui` and `eval-pipeline ui` start it next to the webserver; in a deployment, run ``python -m
-eval_pipeline.defs.daemon run`` where ``dagster-daemon run`` ran.
+eval_pipeline.runtime.daemon run`` where ``dagster-daemon run`` ran.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 
 from eval_pipeline.core import settings
-from eval_pipeline.defs.dagster_private import daemon_cli, daemon_controller
+from eval_pipeline.runtime.dagster_private import daemon_cli, daemon_controller
 
 
 def set_backfill_interval() -> float:

@@ -31,7 +31,7 @@ from sqlalchemy.pool import StaticPool
 from watchdog.events import FileSystemEvent
 from watchdog.observers import Observer
 
-from eval_pipeline.defs.dagster_private import (
+from eval_pipeline.runtime.dagster_private import (
     INDEX_SHARD_NAME,
     SQLITE_BUSY_TIMEOUT_SECONDS,
     ConfigurableClassData,

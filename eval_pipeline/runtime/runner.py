@@ -20,10 +20,12 @@ import dagster as dg
 
 from eval_pipeline.core import settings
 from eval_pipeline.defs.asset import evaluation
-from eval_pipeline.defs.dagster_private import compute_log_helpers_off_the_terminal
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.defs.ratings_sensor import by_checkpoint, ratings_key, stale_ratings
-from eval_pipeline.defs.runs import (
+from eval_pipeline.ingest.checkpoints import read_checkpoint
+from eval_pipeline.publish.report import redraw_report
+from eval_pipeline.runtime.dagster_private import compute_log_helpers_off_the_terminal
+from eval_pipeline.runtime.runs import (
     Batch,
     Ranges,
     RunOutcome,
@@ -35,8 +37,6 @@ from eval_pipeline.defs.runs import (
     register_checkpoints,
     run,
 )
-from eval_pipeline.ingest.checkpoints import read_checkpoint
-from eval_pipeline.publish.report import redraw_report
 from eval_pipeline.storage.backends.lake import failure_hint
 
 

@@ -1,5 +1,5 @@
 """The Celery application of the distributed profile's workers (``eval-pipeline worker``, which runs
-``celery -A eval_pipeline.defs.celery_app worker``): dagster-celery's run tasks (execute a run, resume a run) on the
+``celery -A eval_pipeline.runtime.celery_app worker``): dagster-celery's run tasks (execute a run, resume a run) on the
 broker ``EVAL_CELERY_BROKER`` (Redis), results in the same Redis, the queue ``dagster``; the same application
 ``CeleryRunLauncher`` makes from ``deploy/distributed/dagster.yaml``, so every run it sends is a task these workers
 know.
@@ -29,7 +29,7 @@ from dagster_celery.make_app import make_app
 from dagster_celery.tags import DAGSTER_CELERY_TASK_ID_TAG
 from dagster_celery.tasks import create_execute_job_task, create_resume_job_task
 
-from eval_pipeline.defs.runs import WORKER_TAG
+from eval_pipeline.runtime.runs import WORKER_TAG
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -67,7 +67,7 @@ def _record_worker(task: Any = None, kwargs: dict[str, Any] | None = None, **_: 
         return
     import dagster as dg
 
-    from eval_pipeline.defs.dagster_private import unpack_value  # the launcher packs the run's arguments with it
+    from eval_pipeline.runtime.dagster_private import unpack_value  # the launcher packs the run's arguments with it
 
     args: Any = unpack_value(packed)  # ExecuteRunArgs or ResumeRunArgs: a run id and the instance's ref
     with dg.DagsterInstance.from_ref(args.instance_ref) as instance:

@@ -3,7 +3,7 @@
 How many runs of one UI backfill go at once follows the warehouse: one on a DuckDB file (two runs' steps take
 turns on the file step by step: 3.7x the sequential CLI), two on a DuckLake (one run's process starts while the
 other works: 1.03x the CLI against 1.29x one at a time; bench/bench_ui_backfill.py). `make dagster-home` writes
-the instance with ``python -m eval_pipeline.defs.instance <path>``; `eval-pipeline ui` names the setting when an
+the instance with ``python -m eval_pipeline.runtime.instance <path>``; `eval-pipeline ui` names the setting when an
 existing instance does not fit its warehouse; the benchmark writes the same instance.
 """
 
@@ -56,7 +56,7 @@ class InstanceConfig:
                 "database file for every event a step stores and every question it asks: 27-28 s of a 52-57 s\n"
                 "`make demo`, 8 s with this one). Same files, same schema: the webserver and the daemon read what the\n"
                 "runs write as before.",
-                {"event_log_storage": {"module": "eval_pipeline.defs.event_log", "class": "EventLogStorage"}},
+                {"event_log_storage": {"module": "eval_pipeline.runtime.event_log", "class": "EventLogStorage"}},
             ),
             (
                 "The queue hands a run to its worker process within a second of the previous one finishing\n"
@@ -66,7 +66,7 @@ class InstanceConfig:
             (
                 "Runs the daemon launched whose worker process died (SIGKILL, OOM) are marked failed; runs\n"
                 "`eval-pipeline run` / `make demo` started in-process are reaped by the next such command\n"
-                "(eval_pipeline/defs/runner.py: reap_dead_runs).",
+                "(eval_pipeline/runtime/runner.py: reap_dead_runs).",
                 {"run_monitoring": {"enabled": True, "poll_interval_seconds": self.run_monitoring_poll_seconds}},
             ),
         ]
@@ -83,7 +83,7 @@ class InstanceConfig:
 
         parts = [
             "# The Dagster instance for `make demo` / `make ui` (copied to $DAGSTER_HOME by `make dagster-home`).\n"
-            "# Generated from eval_pipeline/defs/instance.py (InstanceConfig): change it there.\n"
+            "# Generated from eval_pipeline/runtime/instance.py (InstanceConfig): change it there.\n"
         ]
         for why, section in self.sections():
             comment = "".join(f"# {line}\n" for line in why.splitlines())
@@ -104,15 +104,34 @@ def instance_yaml(warehouse: str, backfill_limit: int | None = None) -> str:
     return InstanceConfig(backfill_runs_at_once=limit).render()
 
 
+# the modules an instance file may name that moved out of defs/ into runtime/ (round 6): a home written before
+# names the old paths, which no longer import
+MOVED = ("event_log", "celery_launcher", "celery_app", "daemon", "instance", "dagster_private", "runner", "runs")
+
+
+def migrated(text: str) -> str:
+    """An instance file's text with the module paths that moved (``MOVED``) named where they are now."""
+    for name in MOVED:
+        text = text.replace(f"eval_pipeline.defs.{name}", f"eval_pipeline.runtime.{name}")
+    return text
+
+
 def install(home: Path, warehouse: str) -> None:
-    """The project's instance in ``home`` (``instance_yaml``), written when ``home`` has none; one it has is kept.
-    Written whole or not at all (a second process never reads half a file)."""
+    """The project's instance in ``home`` (``instance_yaml``), written when ``home`` has none; one it has is kept,
+    its module paths brought up to date (``migrated``). Written whole or not at all (a second process never reads
+    half a file)."""
     config = home / "dagster.yaml"
-    if not config.exists():
-        home.mkdir(parents=True, exist_ok=True)
-        tmp = home / f".dagster.yaml.{os.getpid()}"
-        tmp.write_text(instance_yaml(warehouse))
-        os.replace(tmp, config)
+    if config.exists():
+        old = config.read_text()
+        if migrated(old) == old:
+            return
+        text = migrated(old)
+    else:
+        text = instance_yaml(warehouse)
+    home.mkdir(parents=True, exist_ok=True)
+    tmp = home / f".dagster.yaml.{os.getpid()}"
+    tmp.write_text(text)
+    os.replace(tmp, config)
 
 
 def open_instance(home: Path, warehouse: str) -> Any:
@@ -155,7 +174,7 @@ def backfill_limit_hint(path: Path, warehouse: str) -> str | None:
     )
 
 
-if __name__ == "__main__":  # python -m eval_pipeline.defs.instance <dagster.yaml to write> (for EVAL_WAREHOUSE)
+if __name__ == "__main__":  # python -m eval_pipeline.runtime.instance <dagster.yaml to write> (for EVAL_WAREHOUSE)
     if sys.argv[1:] == ["--reference"]:  # deploy/dagster.yaml, the defaults
         DEPLOY_YAML.write_text(InstanceConfig().render())
     else:
