@@ -12,10 +12,7 @@ missing (they shrink n), never as passes.
 from eval_pipeline.scoring.gates.kinds import (
     GATES,
     GateFn,
-    GateInputs,
     GateKind,
-    GateResult,
-    GateSpec,
     evaluate_gate,
     evaluate_gates,
     gate,
@@ -27,6 +24,7 @@ from eval_pipeline.scoring.gates.kinds import (
     spec_problems,
     typed,
 )
+from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec
 
 __all__ = [
     "GATES",
