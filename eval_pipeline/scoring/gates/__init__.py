@@ -9,6 +9,7 @@ A gate with too little data fails closed and says why; missing scores count as
 missing (they shrink n), never as passes.
 """
 
+from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec
 from eval_pipeline.scoring.gates.kinds import (
     GATES,
     GateFn,
@@ -24,7 +25,6 @@ from eval_pipeline.scoring.gates.kinds import (
     spec_problems,
     typed,
 )
-from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec
 
 __all__ = [
     "GATES",
