@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from eval_pipeline.cli.common import CliError
+from eval_pipeline.cli.common import CliError, Parents
 
 if TYPE_CHECKING:
     from eval_pipeline.core.types import Row
@@ -130,3 +130,23 @@ def _cancel(sub: Row) -> int:
         flush=True,
     )
     return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Parents) -> None:
+    """This module's commands, on the command's parser."""
+    bt = sub.add_parser(
+        "batches",
+        help="the judge's Batch API batches (EVAL_JUDGE_MODE=batch): list, show one, cancel one",
+        parents=[parents.common],
+    )
+    bt.add_argument(
+        "action",
+        nargs="?",
+        choices=("list", "show", "cancel"),
+        default="list",
+        help="list the open batches (default), show one as the provider says it stands, or cancel one",
+    )
+    bt.add_argument("batch", nargs="?", help="the batch id (show, cancel)")
+    bt.add_argument("--all", action="store_true", help="list every batch, collected ones too")
+    bt.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
+    bt.set_defaults(fn=cmd_batches)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.core.terminal import (
@@ -149,3 +150,22 @@ def with_skipped(args: argparse.Namespace, code: int) -> int:
         print(f"eval-pipeline: exit 2: rubric file(s) skipped: {', '.join(skipped)}", file=sys.stderr)
         return EXIT_USAGE
     return code
+
+
+@dataclass(frozen=True)
+class Parents:
+    """The options commands share: every command's (``common``: --debug) and the evaluating commands'
+    (``evaluating``: --rubric, --verbose, --no-fail-on-gates)."""
+
+    common: argparse.ArgumentParser
+    evaluating: argparse.ArgumentParser
+
+    @classmethod
+    def make(cls) -> Parents:
+        common = argparse.ArgumentParser(add_help=False)
+        common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+        evaluating = argparse.ArgumentParser(add_help=False)
+        evaluating.add_argument("--rubric", action="append", help="rubric name (repeatable; default: every rubric)")
+        evaluating.add_argument("--verbose", action="store_true", help="Dagster's full log on the console")
+        evaluating.add_argument("--no-fail-on-gates", action="store_true", help="exit 0 (not 3) when only gates fail")
+        return cls(common, evaluating)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from eval_pipeline.cli.common import (
+    EXIT_CODES,
     CliError,
+    Parents,
     dagster_instance,
     rubrics_and_defs,
     scan_checkpoint_folders,
@@ -79,3 +81,34 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     from eval_pipeline.console import evaluate
 
     return with_skipped(args, evaluate(args, ckpts[lo:hi], defs, rubrics, dagster_instance()))
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Parents) -> None:
+    """This module's commands, on the command's parser."""
+    run = sub.add_parser(
+        "run",
+        help="register and evaluate checkpoints (in-process; on the deployment's workers when EVAL_DAGSTER_URL is set)",
+        parents=[parents.common, parents.evaluating],
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("--checkpoint", action="append", help="checkpoint id (repeatable; default: all)")
+    run.add_argument(
+        "--wait",
+        action="store_true",
+        help="with EVAL_JUDGE_MODE=batch: wait for the judge batches and finish their checkpoints (default: submit, "
+        "report them pending, exit 7; the batch sensor finishes them)",
+    )
+    run.set_defaults(fn=cmd_run)
+    ck = sub.add_parser("checkpoints", help="list checkpoint folders with their status", parents=[parents.common])
+    ck.set_defaults(fn=cmd_checkpoints)
+    bf = sub.add_parser(
+        "backfill",
+        help="evaluate all checkpoints (or a range, by creation order)",
+        parents=[parents.common, parents.evaluating],
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    bf.add_argument("--from", dest="start", help="the first checkpoint id to evaluate (by creation order)")
+    bf.add_argument("--to", dest="end", help="the last checkpoint id to evaluate (by creation order)")
+    bf.set_defaults(fn=cmd_backfill)

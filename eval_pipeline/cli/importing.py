@@ -7,10 +7,10 @@ import argparse
 import json
 from pathlib import Path
 
-from eval_pipeline.cli.common import CliError
+from eval_pipeline.cli.common import CliError, Parents
 
 
-def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Parents) -> None:
     from eval_pipeline.ingest.importers import IMPORTERS
 
     formats = IMPORTERS.load()
@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         help="write outputs a harness already has as a checkpoint folder (formats: " + ", ".join(sorted(formats)) + ")",
         description=f"Formats — {listing}. The mapping file (YAML: rubric, id, fields) says which source path becomes "
         "which rubric input field; docs/operating.md has one worked example per format.",
-        parents=[common],
+        parents=[parents.common],
     )
     im.add_argument("format", choices=sorted(formats), help="the source's format")
     im.add_argument("path", help="the source file (for openai-batch: the requests' input file)")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from eval_pipeline.cli.common import (
     CliError,
+    Parents,
     port_free,
     rubrics_and_defs,
     scan_checkpoint_folders,
@@ -150,3 +151,42 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     )
     serve(wh, rubrics, root, args.host, args.port, token)
     return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Parents) -> None:
+    """This module's commands, on the command's parser."""
+    tp = sub.add_parser(
+        "ratings-template", help="write a ratings CSV for a checkpoint, one row per sample", parents=[parents.common]
+    )
+    tp.add_argument("--rubric", required=True, help="the rubric whose dimensions the template asks for")
+    tp.add_argument("--checkpoint", required=True, help="the checkpoint whose samples are listed to rate")
+    tp.add_argument("--evaluator", required=True, help="who rates: fills the evaluator column and names the file")
+    tp.add_argument(
+        "--out", help="file to write (default: <ratings dir>/<rubric>/<checkpoint>~<evaluator>.csv, where it is read)"
+    )
+    tp.set_defaults(fn=cmd_ratings_template)
+    vw = sub.add_parser(
+        "view",
+        help="a local results viewer: leaderboard, checkpoints, samples (reads the warehouse live)",
+        parents=[parents.common],
+    )
+    vw.add_argument("--port", type=int, default=8765, help="the port to serve on (default 8765)")
+    vw.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1: this machine only)")
+    vw.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
+    vw.set_defaults(fn=cmd_view)
+    an = sub.add_parser(
+        "annotate",
+        help="people rate samples in the browser by the rubric's protocol (pilot, calibration, remainder, spot check)",
+        parents=[parents.common],
+    )
+    an.add_argument("--port", type=int, default=8766, help="the port to serve on (default 8766)")
+    an.add_argument("--host", default="127.0.0.1", help="past 127.0.0.1 it needs EVAL_ANNOTATE_TOKEN")
+    an.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
+    an.set_defaults(fn=cmd_annotate)
+    rp = sub.add_parser("report", help="write a static HTML report (one file, offline)", parents=[parents.common])
+    rp.add_argument("--out", default="reports", help="the folder report.html is written to (default reports/)")
+    rp.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
+    rp.set_defaults(fn=cmd_report)
+    rf = sub.add_parser("reference", help="write the rubric YAML reference (from the code)", parents=[parents.common])
+    rf.add_argument("--out", default="docs/rubric-reference.md", help="a file, or - for standard output")
+    rf.set_defaults(fn=cmd_reference)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from eval_pipeline.cli.common import (
     CliError,
+    Parents,
     port_free,
 )
 from eval_pipeline.core import interrupts
@@ -161,3 +162,23 @@ def _signal_group(pgid: int, sig: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Parents) -> None:
+    """This module's commands, on the command's parser."""
+    wk = sub.add_parser(
+        "worker",
+        help="a worker of the distributed profile: runs the instance's launched runs (Celery; docs/scaling.md)",
+        parents=[parents.common],
+    )
+    wk.add_argument("--name", help="the worker's name (default: worker), shown on the runs it executes")
+    wk.add_argument("--runs", type=int, default=1, help="runs at once in this worker (default 1)")
+    wk.add_argument("--log-level", default="INFO", help="the worker's log level (DEBUG, INFO, WARNING, ERROR)")
+    wk.set_defaults(fn=cmd_worker)
+    ui = sub.add_parser(
+        "ui", help="the Dagster UI with the project's daemon (sensors, run queue, backfills)", parents=[parents.common]
+    )
+    ui.add_argument("--port", type=int, default=3000, help="the Dagster UI's port (default 3000)")
+    ui.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1: this machine only)")
+    ui.add_argument("--workspace", default="workspace.yaml", help="Dagster's workspace file (default workspace.yaml)")
+    ui.set_defaults(fn=cmd_ui)

@@ -9,6 +9,7 @@ from typing import Any
 
 from eval_pipeline.cli.common import (
     CliError,
+    Parents,
     clean_table,
 )
 
@@ -233,3 +234,77 @@ def cmd_ranks(args: argparse.Namespace) -> int:
     shown = table[["checkpoint_id", "score", "judge_label", "mean", "rank_set", "basis"]].round(3)
     print(clean_table(shown.to_string(index=False)))
     return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Parents) -> None:
+    """This module's commands, on the command's parser."""
+    sql = sub.add_parser("sql", help="run a read-only SQL query on the warehouse", parents=[parents.common])
+    sql.add_argument("query", help="the query (SQL; read-only: only queries of the warehouse run)")
+    sql.add_argument("--warehouse", help="the warehouse (default EVAL_WAREHOUSE, or the project's lake)")
+    sql.add_argument("--max-rows", type=int, default=200, help="rows shown by --format table (default 200)")
+    sql.add_argument(
+        "--format",
+        choices=("table", "csv", "json", "parquet"),
+        default="table",
+        help="how the rows are written (json: one object per line; parquet needs --out)",
+    )
+    sql.add_argument("--out", help="write the result to this file instead of stdout")
+    sql.add_argument("--as-of", help="a DuckLake snapshot id or a timestamp: read the warehouse as it was then")
+    sql.set_defaults(fn=cmd_sql)
+    at = sub.add_parser(
+        "attach-sql",
+        help="print the SQL that opens the warehouse read-only in a plain DuckDB",
+        parents=[parents.common],
+    )
+    at.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
+    at.set_defaults(fn=cmd_attach_sql)
+    mg = sub.add_parser(
+        "migrate",
+        help="copy a warehouse file an earlier version made into the lake (the file is unchanged)",
+        parents=[parents.common],
+    )
+    mg.add_argument("source", help="the DuckDB file (e.g. data/warehouse.duckdb)")
+    mg.set_defaults(fn=cmd_migrate)
+    ex = sub.add_parser(
+        "export", help="write a checkpoint's results as files (Parquet, CSV or JSON)", parents=[parents.common]
+    )
+    ex.add_argument("--checkpoint", required=True, help="the checkpoint to export")
+    ex.add_argument("--rubric", action="append", help="only this rubric (repeatable; default: every rubric)")
+    ex.add_argument(
+        "--format", choices=["parquet", "csv", "json"], default="parquet", help="one file per table in this format"
+    )
+    ex.add_argument("--out", help="an empty or new folder (default: ./export-<checkpoint>-<format>)")
+    ex.add_argument("--warehouse", help="warehouse to read (default: EVAL_WAREHOUSE)")
+    ex.set_defaults(fn=cmd_export)
+    cp = sub.add_parser(
+        "compare",
+        help="any two checkpoints of a rubric: B against A, with the parent comparison's paired test and margins",
+        parents=[parents.common],
+    )
+    cp.add_argument("a", help="the checkpoint compared against (e.g. the released one)")
+    cp.add_argument("b", help="the checkpoint compared (changes are B - A)")
+    cp.add_argument("--rubric", required=True, help="the rubric")
+    cp.add_argument("--warehouse", help="warehouse to read (default: EVAL_WAREHOUSE)")
+    cp.set_defaults(fn=cmd_compare)
+    rk = sub.add_parser(
+        "ranks",
+        help="every checkpoint's 95 %% rank set on a score (default: the headline), among those its judge judged",
+        parents=[parents.common],
+    )
+    rk.add_argument("--rubric", required=True, help="the rubric")
+    rk.add_argument("--score", help="a per-sample score or dimension (default: the rubric's headline)")
+    rk.add_argument("--warehouse", help="warehouse to read (default: EVAL_WAREHOUSE)")
+    rk.set_defaults(fn=cmd_ranks)
+    mt = sub.add_parser(
+        "maintain", help="DuckLake upkeep: merge small files, expire old snapshots", parents=[parents.common]
+    )
+    mt.add_argument(
+        "--keep-days",
+        type=int,
+        default=30,
+        help="days of time travel kept: snapshots replaced before them are expired (default 30)",
+    )
+    mt.add_argument(
+        "--repair", action="store_true", help="drop the tables whose data files are gone (a re-run rebuilds them)"
+    )
+    mt.set_defaults(fn=cmd_maintain)
