@@ -24,6 +24,7 @@ from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.defs.ratings_sensor import by_checkpoint, ratings_key, stale_ratings
 from eval_pipeline.ingest.checkpoints import read_checkpoint
 from eval_pipeline.publish.report import redraw_report
+from eval_pipeline.runtime.command import claim
 from eval_pipeline.runtime.dagster_private import compute_log_helpers_off_the_terminal
 from eval_pipeline.runtime.runs import (
     Batch,
@@ -33,8 +34,6 @@ from eval_pipeline.runtime.runs import (
     interruptible,
     launch,
     model_of,
-    reap_dead_runs,
-    register_checkpoints,
     run,
 )
 from eval_pipeline.storage.backends.lake import failure_hint
@@ -90,15 +89,17 @@ def materialize_checkpoints(
     on_followed: Callable[[RunOutcome], None] | None = None,
     on_interrupted: Callable[[], None] | None = None,
     budget_scope: str = "",
+    claimed: bool = False,
 ) -> list[RunOutcome]:
     """Evaluate ``checkpoint_ids`` in order (see the module); one outcome each, given to ``on_outcome`` when its run
     ended. The runs that read other checkpoints' ratings again go to ``on_followed`` (one outcome per checkpoint);
     ``on_interrupted`` is called when Ctrl-C or SIGTERM came at any moment of it (a run's outcome may not show it:
     one between runs interrupts no run). ``budget_scope``: the command's id, when its calls of this function share
-    one judge budget (the runs of `run --wait`: core.contracts.BUDGET_TAG)."""
+    one judge budget (the runs of `run --wait`: core.contracts.BUDGET_TAG). ``claimed``: the caller registered the
+    checkpoints and reaped the dead runs already (runtime.command.claim)."""
     compute_log_helpers_off_the_terminal()  # a terminal's Ctrl-C reaches the command, not Dagster's helpers
-    reap_dead_runs(instance)
-    register_checkpoints(instance, checkpoint_ids)
+    if not claimed:
+        claim(instance, checkpoint_ids)
     assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]
     batch = Batch(
         defs, instance, assets, raise_on_error, log_level, remote=settings.dagster_url(), budget_scope=budget_scope

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from eval_pipeline.cli import main as cli
-from eval_pipeline.console import _verdict, report_lines
+from eval_pipeline.console import closing_line, report_lines
 from eval_pipeline.scoring.verdict import (
     Verdict,
     _gate_text,
@@ -103,7 +103,7 @@ def test_counts_agree_with_each_other():
     assert "gates 4/12 passed, 1 pending" in v.summary
     assert v.gates_passed + v.gates_failed + v.gates_pending == v.gates_total
     w = Verdict("npc", "c", gates_total=10, gates_failed=3, gates_passed=7)
-    line = _verdict(3, [SimpleNamespace(success=True, checkpoint_id="ckpt-0100")], [v, w])
+    line = closing_line(3, [SimpleNamespace(success=True, checkpoint_id="ckpt-0100")], [v, w])
     assert "10 gate(s) failed in 2 checkpoint x rubric result(s)" in line
 
 
@@ -207,7 +207,9 @@ def test_scores_waiting_on_a_judge_batch_are_pending_not_a_failure_and_exit_7():
     assert "600 judge scores waiting on batches" in v.summary
     ok = RunOutcome("c", ["kg_qa"], True, 1.0, "r")
     assert exit_code([ok], [v]) == EXIT_PENDING == 7
-    assert "PENDING" in _verdict(EXIT_PENDING, [ok], [v]) and "nothing failed" in _verdict(EXIT_PENDING, [ok], [v])
+    assert "PENDING" in closing_line(EXIT_PENDING, [ok], [v]) and "nothing failed" in closing_line(
+        EXIT_PENDING, [ok], [v]
+    )
 
 
 def test_the_last_screen_says_what_each_verdict_shown_means_and_what_to_do_next():
