@@ -38,7 +38,7 @@ def get_instance() -> dg.DagsterInstance:
     home = os.environ.get("DAGSTER_HOME")
     if not home:
         return dg.DagsterInstance.ephemeral()
-    instance: dg.DagsterInstance = open_instance(Path(home), settings.warehouse_path())
+    instance: dg.DagsterInstance = open_instance(Path(home))
     return instance
 
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"no rubric named {', '.join(unknown)} (there are: {', '.join(sorted(rubrics))})", file=sys.stderr)
         return 2
-    wh = Warehouse(settings.warehouse_path())
+    wh = Warehouse()
     reports: list[Verdict] = []
 
     def summary(o: RunOutcome) -> None:  # after each checkpoint, as it finishes
@@ -124,10 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nreport: {drawn[-1].report}" if drawn else "\nreport: not written (see the line above)")
     print("browse sample by sample: make view (or .venv/bin/eval-pipeline view), then http://127.0.0.1:8765/")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(
-        f"\ndemo wall time {time.perf_counter() - t0:.1f}s, peak RSS {peak_mb:.0f} MB, warehouse "
-        f"{settings.warehouse_path()}"
-    )
+    print(f"\ndemo wall time {time.perf_counter() - t0:.1f}s, peak RSS {peak_mb:.0f} MB, warehouse {wh.path}")
     # the sample data regresses on purpose (ckpt-0300) and the offline judge does not earn trust: failed gates
     # are shown above, not an error of the demo; a failed run or incomplete data is
     code = exit_code(outcomes, reports, fail_on_gates=False)

@@ -21,11 +21,10 @@ NOT_ENOUGH = "not enough ratings to align"  # how the asset's failure begins whe
 
 
 def cmd_align(args: argparse.Namespace) -> int:
-    from eval_pipeline.core import settings
     from eval_pipeline.storage.warehouse import Warehouse
 
     if args.adopt or args.show or args.list:
-        wh = Warehouse(settings.warehouse_path(), read_only=True, lock_timeout_s=3)
+        wh = Warehouse(None, read_only=True, lock_timeout_s=3)
         try:
             if args.list:
                 return _list(wh, args.rubric)
@@ -134,10 +133,9 @@ def _run(args: argparse.Namespace) -> int:
         for e in result.all_events
         if e.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
     )
-    from eval_pipeline.core import settings
     from eval_pipeline.storage.warehouse import Warehouse
 
-    wh = Warehouse(settings.warehouse_path(), read_only=True, lock_timeout_s=30)
+    wh = Warehouse(None, read_only=True, lock_timeout_s=30)
     try:
         return _print(_view(wh, name, aid))
     finally:

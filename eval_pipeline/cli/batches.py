@@ -17,10 +17,9 @@ if TYPE_CHECKING:
 
 
 def cmd_batches(args: argparse.Namespace) -> int:
-    from eval_pipeline.core import settings
     from eval_pipeline.storage.warehouse import Warehouse
 
-    wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True, lock_timeout_s=3)
+    wh = Warehouse(args.warehouse, read_only=True, lock_timeout_s=3)
     try:
         if args.action == "list":
             return _list(wh, args.all)

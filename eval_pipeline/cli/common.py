@@ -61,7 +61,7 @@ def dagster_instance() -> Any:  # a DagsterInstance (dagster imported only when 
     from eval_pipeline.core import settings
     from eval_pipeline.runtime.instance import open_instance
 
-    return open_instance(settings.dagster_home(), settings.warehouse_path())  # what `make dagster-home` installs
+    return open_instance(settings.dagster_home())  # what `make dagster-home` installs
 
 
 def select_checkpoints(scan: Any, ids: list[str] | None) -> list[Any]:

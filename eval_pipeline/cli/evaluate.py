@@ -36,14 +36,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
     from eval_pipeline.console import shorten
-    from eval_pipeline.core import settings
     from eval_pipeline.defs.partitions import CHECKPOINTS
     from eval_pipeline.storage.warehouse import Warehouse
 
     scan = scan_checkpoint_folders()
     registered = set(dagster_instance().get_dynamic_partitions(CHECKPOINTS.name))
     status: dict[str, str] = {}
-    wh = Warehouse(settings.warehouse_path())
+    wh = Warehouse()
     if wh.exists() and wh.table_exists("main", "checkpoints"):
         from eval_pipeline.publish.overview import overview
 

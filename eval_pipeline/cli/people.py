@@ -83,11 +83,10 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from eval_pipeline.core import settings
     from eval_pipeline.publish.report import write_report
     from eval_pipeline.storage.warehouse import Warehouse
 
-    wh = Warehouse(args.warehouse or settings.warehouse_path())
+    wh = Warehouse(args.warehouse)
     if not wh.exists():
         raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' first")
     path = write_report(wh, args.out)
@@ -110,13 +109,12 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from eval_pipeline.core import settings
     from eval_pipeline.publish.viewer.app import serve
     from eval_pipeline.storage.warehouse import Warehouse
 
     # read-only (a missing warehouse is never created, a plain reader of a DuckDB file never waited on) and a short
     # lock wait: a page says the file is busy in seconds rather than failing after the writer's two minutes
-    wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True, lock_timeout_s=3)
+    wh = Warehouse(args.warehouse, read_only=True, lock_timeout_s=3)
     port_free(args.host, args.port)
     print(f"eval-pipeline view: http://{args.host}:{args.port}/ on {wh.describe()} (Ctrl-C stops it)")
     serve(wh, args.host, args.port)
@@ -142,7 +140,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
             f"annotate writes ratings files into a folder, and EVAL_RATINGS_DIR is {settings.ratings_location()}: "
             "run it with EVAL_RATINGS_DIR set to a folder, then copy that folder's files into the store"
         )
-    wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True, lock_timeout_s=3)
+    wh = Warehouse(args.warehouse, read_only=True, lock_timeout_s=3)
     root = settings.ratings_dir()
     port_free(args.host, args.port)
     print(

@@ -66,7 +66,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from eval_pipeline.runtime.instance import backfill_limit_hint, open_instance
 
     home = settings.dagster_home()  # DAGSTER_HOME set for both, as the CLI's runs use it
-    hint = backfill_limit_hint(home / "dagster.yaml", settings.warehouse_path())
+    hint = backfill_limit_hint(home / "dagster.yaml")
     if hint:
         print(f"eval-pipeline ui: {hint}", file=sys.stderr, flush=True)
     port_free(args.host, args.port)
@@ -78,7 +78,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         try:
             # the instance's databases made here, once: the webserver and the daemon opening an empty DAGSTER_HOME
             # at the same moment both stamp its schemas, and one of them fails on the other's half-made revision table
-            open_instance(home, settings.warehouse_path()).dispose()
+            open_instance(home).dispose()
             if stop.requested.is_set():
                 return 130
             # each server in a process group of its own, so stopping it stops its code servers too (they would

@@ -17,14 +17,13 @@ from eval_pipeline.cli.common import (
 def cmd_sql(args: argparse.Namespace) -> int:
     """A person's query, read-only by construction; the result as a table, CSV, JSON lines or Parquet, to
     stdout or ``--out``. A reader that closes the pipe early (``| head``) ends it quietly."""
-    from eval_pipeline.core import settings
     from eval_pipeline.storage.warehouse import Warehouse
 
     if args.max_rows < 0:
         raise CliError("--max-rows must be 0 or more")
     if args.format == "parquet" and not args.out:
         raise CliError("--format parquet needs --out FILE (Parquet is not written to a terminal)")
-    wh = Warehouse(args.warehouse or settings.warehouse_path())
+    wh = Warehouse(args.warehouse)
     if not wh.exists():
         raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' (or make demo) first")
     try:
@@ -38,11 +37,10 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """A checkpoint's results as files (publish.export): one per table, and a manifest.json."""
-    from eval_pipeline.core import settings
     from eval_pipeline.publish.export import export_checkpoint
     from eval_pipeline.storage.warehouse import Warehouse
 
-    wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True)
+    wh = Warehouse(args.warehouse, read_only=True)
     if not wh.exists():
         raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' (or make demo) first")
     out = Path(args.out or f"export-{args.checkpoint}-{args.format}")  # another format: another folder
@@ -108,11 +106,10 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     """Warehouse upkeep (on a DuckLake: merge the small Parquet files many partition writes leave, expire the
     snapshots replaced before the kept window, delete the files no kept snapshot needs any more). Readers go on
     reading meanwhile: every step is a transaction of its own, and what a query may still be reading is kept."""
-    from eval_pipeline.core import settings
     from eval_pipeline.storage.backend import BackendError
     from eval_pipeline.storage.warehouse import Warehouse
 
-    wh = Warehouse(settings.warehouse_path())
+    wh = Warehouse()
     if args.keep_days < 0:
         raise CliError("--keep-days must be 0 or more")
     try:
@@ -128,17 +125,15 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 
 def cmd_attach_sql(args: argparse.Namespace) -> int:
     """The SQL that opens the warehouse read-only in a plain DuckDB (CLI or Python), offline."""
-    from eval_pipeline.core import settings
     from eval_pipeline.storage.warehouse import Warehouse
 
-    sys.stdout.write(Warehouse(args.warehouse or settings.warehouse_path()).backend.attach_sql())
+    sys.stdout.write(Warehouse(args.warehouse).backend.attach_sql())
     return 0
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """A warehouse an earlier version made (a DuckDB file) copied into the lake EVAL_WAREHOUSE names; the file is
     only read, never changed."""
-    from eval_pipeline.core import settings
     from eval_pipeline.storage.backend import BackendError
     from eval_pipeline.storage.views import refresh_views
     from eval_pipeline.storage.warehouse import Warehouse
@@ -148,7 +143,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         raise CliError(f"{source}: no such file (nothing to migrate)")
     if not source.is_file():
         raise CliError(f"{source} is not a DuckDB file")
-    wh = Warehouse(settings.warehouse_path())
+    wh = Warehouse()
     try:
         copied_tables = wh.backend.copy_from_file(str(source.resolve()))
     except BackendError as exc:
@@ -169,14 +164,13 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def _rubric_and_warehouse(args: argparse.Namespace) -> tuple[Any, Any]:
     """The rubric ``--rubric`` names and the warehouse to read (read-only); one line and exit 2 when either is not
     there."""
-    from eval_pipeline.core import settings
     from eval_pipeline.rubrics import load_rubrics
     from eval_pipeline.storage.warehouse import Warehouse
 
     rubrics = {r.name: r for r in load_rubrics()}
     if args.rubric not in rubrics:
         raise CliError(f"no rubric {args.rubric!r} (rubrics: {', '.join(sorted(rubrics))})")
-    wh = Warehouse(args.warehouse or settings.warehouse_path(), read_only=True)
+    wh = Warehouse(args.warehouse, read_only=True)
     if not wh.exists():
         raise CliError(f"warehouse {wh.describe()} does not exist yet: run 'eval-pipeline run' (or make demo) first")
     return rubrics[args.rubric], wh

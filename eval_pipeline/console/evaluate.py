@@ -56,7 +56,7 @@ def evaluate(
     from eval_pipeline.runtime.command import batch_waits, busy, claim
     from eval_pipeline.runtime.runner import materialize_checkpoints
 
-    wh = Warehouse(settings.warehouse_path())
+    wh = Warehouse()
     outcomes: list[RunOutcome] = []
     reports: list[Verdict] = []
     claim(instance, [c.checkpoint_id for c in ckpts])  # every checkpoint of the command at once

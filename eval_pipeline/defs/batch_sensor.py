@@ -121,7 +121,7 @@ IDLE = "idle since"  # the cursor's key when no batch was open: the run that cha
 
 
 def build_batch_sensor(
-    steps: Mapping[str, Mapping[str, list[dg.AssetKey]]], warehouse: str, minimum_interval_seconds: float = 60
+    steps: Mapping[str, Mapping[str, list[dg.AssetKey]]], warehouse: str | None, minimum_interval_seconds: float = 60
 ) -> dg.SensorDefinition:
     """``steps``: per rubric, per judge step (its table), the assets a run re-materializes when a batch of that
     step is due (downstream_of). When its last look found no batch open, it does not look (no warehouse opened)

@@ -50,9 +50,7 @@ def build_definitions(
         for name, d in groups.items()
     }
     resources = default_resources(warehouse_path, checkpoint_root)
-    follow = build_ratings_sensor(
-        [r.name for r in rubrics], RatingsSource(), warehouse_path or settings.warehouse_path()
-    )
+    follow = build_ratings_sensor([r.name for r in rubrics], RatingsSource(), warehouse_path)
     judge_steps = (Table.JUDGE_SCORES, Table.EXTRACTIONS, Table.JUDGE_CALIBRATION, Table.JUDGE_REPEATABILITY)
     batch_steps = {
         r.name: {
@@ -66,7 +64,7 @@ def build_definitions(
     }
     batches = build_batch_sensor(
         batch_steps,
-        warehouse_path or settings.warehouse_path(),
+        warehouse_path,
         minimum_interval_seconds=_batch_poll_s(),
     )
     shared = dg.Definitions(

@@ -55,7 +55,7 @@ def ratings_key(rubric: str) -> dg.AssetKey:
 
 
 def build_ratings_sensor(
-    rubrics: list[str], ratings: RatingsSource, warehouse: str, minimum_interval_seconds: int = 10
+    rubrics: list[str], ratings: RatingsSource, warehouse: str | None, minimum_interval_seconds: int = 10
 ) -> dg.SensorDefinition:
     """Watches each rubric's ratings folder; requests one run per checkpoint whose ``human_ratings`` were read from
     another version of it (keyed by the version: a version is never asked for twice), unless a run queued or in

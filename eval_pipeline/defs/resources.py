@@ -46,8 +46,8 @@ class WarehouseResource(dg.ConfigurableResource[Any]):
         if self._warehouse is None:
             spec = self.path
             if isinstance(spec, dg.EnvVar):  # used outside a run (the CLI, the demo): read the variable now
-                spec = spec.get_value() or settings.warehouse_path()
-            self._warehouse = Warehouse(spec)
+                spec = spec.get_value() or ""
+            self._warehouse = Warehouse(spec or None)  # none given: EVAL_WAREHOUSE's, else the default lake
         return self._warehouse
 
     @contextmanager

@@ -91,15 +91,17 @@ class InstanceConfig:
         return "\n".join(parts)
 
 
-def backfill_runs_at_once(warehouse: str) -> int:
-    """Runs of one UI backfill at once, from what the warehouse's storage allows: two where other processes may
-    write meanwhile (a DuckLake: one run's process starts while the other works, docs/design/warehouse.md), one where
-    a process holds the warehouse whole (a DuckDB file)."""
-    return 2 if open_backend(warehouse, settings.warehouse_data_path()).concurrent_writers else 1
+def backfill_runs_at_once(warehouse: str | None = None) -> int:
+    """Runs of one UI backfill at once, from what the warehouse's storage allows (``warehouse``; EVAL_WAREHOUSE's
+    when not given): two where other processes may write meanwhile (a DuckLake: one run's process starts while the
+    other works, docs/design/warehouse.md), one where a process holds the warehouse whole (a DuckDB file)."""
+    spec = warehouse or settings.warehouse_path()
+    return 2 if open_backend(spec, settings.warehouse_data_path()).concurrent_writers else 1
 
 
-def instance_yaml(warehouse: str, backfill_limit: int | None = None) -> str:
-    """The project's instance (``InstanceConfig``) with this warehouse's backfill limit (or ``backfill_limit``)."""
+def instance_yaml(warehouse: str | None = None, backfill_limit: int | None = None) -> str:
+    """The project's instance (``InstanceConfig``) with this warehouse's backfill limit (or ``backfill_limit``;
+    the warehouse: EVAL_WAREHOUSE's when not given)."""
     limit = backfill_runs_at_once(warehouse) if backfill_limit is None else backfill_limit
     return InstanceConfig(backfill_runs_at_once=limit).render()
 
@@ -116,7 +118,7 @@ def migrated(text: str) -> str:
     return text
 
 
-def install(home: Path, warehouse: str) -> None:
+def install(home: Path, warehouse: str | None = None) -> None:
     """The project's instance in ``home`` (``instance_yaml``), written when ``home`` has none; one it has is kept,
     its module paths brought up to date (``migrated``). Written whole or not at all (a second process never reads
     half a file)."""
@@ -134,7 +136,7 @@ def install(home: Path, warehouse: str) -> None:
     os.replace(tmp, config)
 
 
-def open_instance(home: Path, warehouse: str) -> Any:
+def open_instance(home: Path, warehouse: str | None = None) -> Any:
     """The Dagster instance in ``home``, installed when it has none, its storages created by one process at a
     time: two first runs at once on an empty home otherwise both stamp the run database's schema, which is then
     left with two alembic heads and refuses every later run."""
@@ -154,7 +156,7 @@ def open_instance(home: Path, warehouse: str) -> Any:
     return instance
 
 
-def backfill_limit_hint(path: Path, warehouse: str) -> str | None:
+def backfill_limit_hint(path: Path, warehouse: str | None = None) -> str | None:
     """What to change when the instance at ``path`` does not fit the warehouse; None when it does (or is absent)."""
     import yaml
 
@@ -178,4 +180,4 @@ if __name__ == "__main__":  # python -m eval_pipeline.runtime.instance <dagster.
     if sys.argv[1:] == ["--reference"]:  # deploy/dagster.yaml, the defaults
         DEPLOY_YAML.write_text(InstanceConfig().render())
     else:
-        Path(sys.argv[1]).write_text(instance_yaml(settings.warehouse_path()))
+        Path(sys.argv[1]).write_text(instance_yaml())
