@@ -35,7 +35,6 @@ from eval_pipeline.core.settings import judge_config
 from eval_pipeline.devtools import llama
 from eval_pipeline.ingest.samples import to_records
 from eval_pipeline.ingest.validation import validate_file
-from eval_pipeline.judge.config import settings_for
 from eval_pipeline.judge.llm_rows import _score_specs, repeat_settings
 from eval_pipeline.judge.repeat import pick_subset
 from eval_pipeline.rubrics import load_rubric
@@ -52,7 +51,7 @@ def bodies(samples: int) -> list[dict]:
         valid = validate_file(rubric, folder / f"{RUBRIC}.jsonl", "ckpt-llm").samples
     records = to_records(rubric, valid.sort_values("line_number"))
     spec = (rubric.panel.judges or [JudgeSpec(name="default")])[0]
-    base = replace(settings_for(judge_config(), spec), model=llama.MODEL_NAME)
+    base = replace(judge_config().for_judge(spec), model=llama.MODEL_NAME)
     out = []
     for repeat in range(rubric.repeat.times if rubric.repeat else 1):
         subset = records if repeat == 0 else pick_subset(rubric, "ckpt-llm", records, rubric.repeat)

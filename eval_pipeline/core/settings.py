@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROJECT_MARKER = "rubric_configs"  # a folder holding it is a project folder
@@ -302,38 +303,59 @@ def dagster_home() -> Path:
 CALL_MODES = ("online", "batch")  # how an endpoint's judge is asked (JudgeConfig.call_mode)
 
 
+def _knob(default: Any, env: str | None = None, panel: str | None = None) -> Any:
+    """A field of ``JudgeConfig``: ``env``, the environment variable that sets it for the run (docs/operating.md's
+    table has a row for it); ``panel``, the panel entry's field that overrides it for one judge (``JudgeSpec``)."""
+    return field(default=default, metadata={"env": env, "panel": panel})
+
+
 @dataclass(frozen=True)
 class JudgeConfig:
-    """How a run's judge works: which backend (``mode``), the model a panel entry without one uses, the endpoint,
-    and how calls are made. One typed object, read from the environment once (``judge_config()``) or given by the
-    Dagster resource (``defs.resources.JudgeResource``), then passed as it is to the backend, the client, the cache
-    key and the worker processes. Validated when made: a wrong value is a ``ValueError`` naming the setting.
+    """The judge's settings, one typed object: which backend (``mode``) and, for each judge of a rubric's panel, the
+    model, the endpoint, the sampling and how calls are made. Read from the environment once (``judge_config()``,
+    each field's variable) or given by the Dagster resource (``defs.resources.JudgeResource``, made from these
+    fields), overridden per panel entry (``for_judge``), then passed as it is to the backend, the cache key, the
+    client and the worker processes. Validated when made: a wrong value is a ``ValueError`` naming the setting.
+    Adding a knob is one field here and its row in docs/operating.md (tests/house/test_settings.py holds both).
 
     The API key is not here: the client reads OPENAI_API_KEY when it is made, so it never travels in an object
     that is logged, serialised or recorded."""
 
-    mode: str = "heuristic"  # EVAL_JUDGE: a judge backend's name (judge.backends)
-    model: str = "gpt-4o-mini"  # EVAL_JUDGE_MODEL
-    base_url: str | None = None  # OPENAI_BASE_URL (None: the client's default, api.openai.com)
-    concurrency: int = 16  # EVAL_JUDGE_CONCURRENCY: calls in flight at once
-    timeout_s: float = 60.0  # EVAL_JUDGE_TIMEOUT: one call's time-out
-    max_retries: int = 4  # EVAL_JUDGE_MAX_RETRIES
-    processes: int = 0  # EVAL_JUDGE_PROCESSES: worker processes for the calls (0: automatic)
-    # EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES: attempts refused or timed out in a row before the endpoint is given up
-    max_consecutive_failures: int = 8
-    max_silence_s: float = 600.0  # EVAL_JUDGE_MAX_SILENCE: how long an endpoint that answered may answer nothing
-    backoff_base_s: float = 0.5  # the first retry's back-off (doubling, full jitter)
-    backoff_max_s: float = 20.0  # the longest back-off
-    budget: float | None = None  # EVAL_JUDGE_BUDGET: what one run may spend on the judge (None: no limit)
-    prices: str | None = None  # EVAL_PRICES: the price table (model -> price per 1M tokens; None: no costs in money)
-    # EVAL_JUDGE_MODE: how an endpoint's judge is asked: "online" (a request per prompt) or "batch" (the provider's
-    # Batch API: judge.batch); a panel entry's ``mode`` overrides it for that judge
-    call_mode: str = "online"
-    batch_window: str = "24h"  # EVAL_JUDGE_BATCH_WINDOW: the batches' completion_window
-    batch_poll_s: float = 60.0  # EVAL_JUDGE_BATCH_POLL: how often open batches are asked about (the sensor, --wait)
-    batch_retry: str = (
-        "batch"  # EVAL_JUDGE_BATCH_RETRY: lines a batch did not answer are re-asked once: "batch"/"online"
-    )
+    mode: str = _knob("heuristic", "EVAL_JUDGE")  # a judge backend's name (judge.backends)
+    model: str = _knob("gpt-4o-mini", "EVAL_JUDGE_MODEL", "model")
+    base_url: str | None = _knob(None, "OPENAI_BASE_URL", "base_url")  # None: the client's default, api.openai.com
+    concurrency: int = _knob(16, "EVAL_JUDGE_CONCURRENCY")  # calls in flight at once
+    timeout_s: float = _knob(60.0, "EVAL_JUDGE_TIMEOUT")  # one call's time-out
+    max_retries: int = _knob(4, "EVAL_JUDGE_MAX_RETRIES")
+    processes: int = _knob(0, "EVAL_JUDGE_PROCESSES")  # worker processes for the calls (0: automatic)
+    # attempts refused or timed out in a row (no answer of any kind between them) before the endpoint is given up:
+    # every call not yet answered is given up at once with that reason (0: never). An endpoint that has answered in
+    # this client is slow, not dead, until it has also answered nothing for ``max_silence_s``; until then an attempt
+    # it left unanswered while answering nothing else costs its call none of ``max_retries``
+    max_consecutive_failures: int = _knob(8, "EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES")
+    max_silence_s: float = _knob(600.0, "EVAL_JUDGE_MAX_SILENCE")
+    backoff_base_s: float = _knob(0.5, "EVAL_JUDGE_BACKOFF_BASE")  # the first retry's back-off (doubling, jitter)
+    backoff_max_s: float = _knob(20.0, "EVAL_JUDGE_BACKOFF_MAX")  # the longest back-off
+    budget: float | None = _knob(None, "EVAL_JUDGE_BUDGET")  # what one run may spend on the judge (None: no limit)
+    prices: str | None = _knob(None, "EVAL_PRICES")  # the price table (model -> price per 1M tokens)
+    # how the judge is asked: "online" (a request per prompt) or "batch" (the provider's Batch API: judge.batch);
+    # with the batches' window, how often open ones are asked about, and how the lines a batch did not answer are
+    # asked again. None of these is in the cache key or the identity: batch and online answers are one judge's
+    call_mode: str = _knob("online", "EVAL_JUDGE_MODE", "mode")
+    batch_window: str = _knob("24h", "EVAL_JUDGE_BATCH_WINDOW")
+    batch_poll_s: float = _knob(60.0, "EVAL_JUDGE_BATCH_POLL")
+    batch_retry: str = _knob("batch", "EVAL_JUDGE_BATCH_RETRY")
+    # one judge of the panel (its entry's fields; the defaults for a rubric without a panel)
+    name: str = _knob("default", panel="name")
+    identity: str | None = _knob(None, panel="identity")  # the panel's `identity:` for this judge; None: endpoint
+    temperature: float = _knob(0.0, panel="temperature")
+    seed: int | None = _knob(7, panel="seed")
+    max_tokens: int = _knob(800, panel="max_tokens")
+    top_logprobs: int = _knob(0, panel="top_logprobs")  # > 0: ask for the tokens' log probabilities
+    extra_body: tuple[tuple[str, Any], ...] = _knob((), panel="extra_body")  # server-specific options, as they are
+    # learnt, not set: the requests the server says it serves at once (judge.calls.call_specs sets it and caps
+    # ``concurrency`` there): a call that outlasts its time-out is then being worked on, not queued
+    server_slots: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", self.mode.strip().lower())
@@ -362,6 +384,29 @@ class JudgeConfig:
         if b is not None and (not isinstance(b, (int, float)) or isinstance(b, bool) or not 0 <= b < math.inf):
             raise ValueError(f"judge setting budget must be a finite number >= 0, got {b!r}")
 
+    @property
+    def endpoint(self) -> str:
+        """The endpoint that answers, as the cache key and the client's memory name it: ``base_url``, else the
+        client's default."""
+        return (self.base_url or "https://api.openai.com/v1").strip().rstrip("/").lower()
+
+    def for_judge(self, spec: Any = None) -> JudgeConfig:
+        """The settings of the judge ``spec`` names (a panel entry, ``core.config.JudgeSpec``; None: the one default
+        judge): each field a knob names (``panel``) from the entry; a knob the run also sets (``env``: the model,
+        the endpoint, the mode) stays the run's where the entry leaves it unset."""
+        if spec is None:
+            return self
+        given: dict[str, Any] = {}
+        for f in fields(self):
+            name = f.metadata.get("panel")
+            if not name:
+                continue
+            value = getattr(spec, name)
+            if value is None and f.metadata.get("env"):
+                continue
+            given[f.name] = tuple(sorted(value.items())) if isinstance(value, dict) else value
+        return replace(self, **given)
+
     def with_(self, **changes: object) -> JudgeConfig:
         """This configuration with ``changes`` (None values left out: unset, the configured value stays)."""
         given = {k: v for k, v in changes.items() if v is not None}
@@ -369,24 +414,30 @@ class JudgeConfig:
 
 
 def judge_config() -> JudgeConfig:
-    """EVAL_JUDGE, EVAL_JUDGE_*, OPENAI_BASE_URL and EVAL_PRICES as one ``JudgeConfig`` (the defaults where unset)."""
-    return JudgeConfig(
-        mode=_env("EVAL_JUDGE", "heuristic"),
-        model=_env("EVAL_JUDGE_MODEL", "gpt-4o-mini"),
-        base_url=openai_base_url(),
-        concurrency=_int("EVAL_JUDGE_CONCURRENCY", "16"),
-        timeout_s=_float("EVAL_JUDGE_TIMEOUT", "60"),
-        max_retries=_int("EVAL_JUDGE_MAX_RETRIES", "4"),
-        processes=_int("EVAL_JUDGE_PROCESSES", "0"),
-        max_consecutive_failures=_int("EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES", "8"),
-        max_silence_s=_float("EVAL_JUDGE_MAX_SILENCE", "600"),
-        budget=judge_budget(),
-        prices=prices_path(),
-        call_mode=_env("EVAL_JUDGE_MODE", "online"),
-        batch_window=_env("EVAL_JUDGE_BATCH_WINDOW", "24h"),
-        batch_poll_s=_float("EVAL_JUDGE_BATCH_POLL", "60"),
-        batch_retry=_env("EVAL_JUDGE_BATCH_RETRY", "batch"),
-    )
+    """The run's ``JudgeConfig`` from the environment: each field's variable (``_knob``'s ``env``) where it is set,
+    the field's default where not; a value that is not of the field's kind is a ValueError naming the variable."""
+    given: dict[str, Any] = {}
+    for f in fields(JudgeConfig):
+        env = f.metadata.get("env")
+        raw = os.environ.get(env, "").strip() if env else ""
+        if env and raw:
+            given[f.name] = _typed(env, raw, str(f.type))
+    return JudgeConfig(**given)
+
+
+def _typed(env: str, raw: str, kind: str) -> Any:
+    """``raw`` (a variable's text) as a field of kind ``kind`` (its annotation) is."""
+    if kind.startswith("int"):
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"{env} {raw!r} is not a whole number") from None
+    if kind.startswith("float"):
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError(f"{env} {raw!r} is not a number") from None
+    return raw
 
 
 def wait_for_run_s() -> float:

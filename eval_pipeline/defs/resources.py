@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 import pandas as pd
@@ -134,40 +136,23 @@ class PublishTargets(dg.ConfigurableResource[Any]):
             objects.upload(f, objects.join(self.worklist_dir, f.relative_to(base).as_posix()))
 
 
-class JudgeResource(dg.ConfigurableResource[Any]):
-    """The judge: which backend scores samples (judge.backends: 'heuristic', offline and rule-based, the default;
-    'openai', any OpenAI-compatible endpoint) and how its calls are made.
+class JudgeResourceBase(dg.ConfigurableResource[Any]):
+    """The judge: which backend scores samples (judge.backends) and how its calls are made. ``JudgeResource`` is
+    this with one optional field for each setting of ``core.settings.JudgeConfig`` an environment variable sets
+    (made from those fields, so a knob added there is settable here with nothing else written).
 
-    A field left unset takes the environment's value when the run starts (EVAL_JUDGE, EVAL_JUDGE_MODEL,
-    OPENAI_BASE_URL, EVAL_JUDGE_CONCURRENCY, EVAL_JUDGE_TIMEOUT, EVAL_JUDGE_MAX_RETRIES, EVAL_JUDGE_PROCESSES,
-    EVAL_JUDGE_MAX_CONSECUTIVE_FAILURES, EVAL_JUDGE_MAX_SILENCE, EVAL_JUDGE_BUDGET, EVAL_PRICES, EVAL_JUDGE_MODE,
-    EVAL_JUDGE_BATCH_WINDOW, EVAL_JUDGE_BATCH_POLL, EVAL_JUDGE_BATCH_RETRY: docs/operating.md);
+    A field left unset takes the environment's value when the run starts (docs/operating.md lists the variables);
     a run's resource config sets any of them. Both become one validated ``JudgeConfig``, made once per run and
-    handed as it is to the backend, which makes each judge's settings from it, and to the judge steps, which draw on
-    the run's budget. The key is read from OPENAI_API_KEY by the client alone: it is never in run config, metadata
-    or the warehouse."""
+    handed as it is to the backend, which makes each judge's settings from it (``JudgeConfig.for_judge``), and to
+    the judge steps, which draw on the run's budget. The key is read from OPENAI_API_KEY by the client alone: it is
+    never in run config, metadata or the warehouse."""
 
-    mode: str | None = None
-    model: str | None = None
-    base_url: str | None = None
-    concurrency: int | None = None
-    timeout_s: float | None = None
-    max_retries: int | None = None
-    processes: int | None = None
-    max_consecutive_failures: int | None = None
-    max_silence_s: float | None = None
-    budget: float | None = None
-    prices: str | None = None
-    call_mode: str | None = None
-    batch_window: str | None = None
-    batch_poll_s: float | None = None
-    batch_retry: str | None = None
     _config: JudgeConfig | None = PrivateAttr(default=None)
 
     def config(self) -> JudgeConfig:
         """The environment's judge settings with this resource's over them (made once, then the same object)."""
         if self._config is None:
-            given = {name: getattr(self, name) for name in type(self).model_fields}
+            given = {name: getattr(self, name) for name in type(self).model_fields if name in KNOBS}
             self._config = settings.judge_config().with_(**given)
         return self._config
 
@@ -188,6 +173,23 @@ class JudgeResource(dg.ConfigurableResource[Any]):
     ) -> tuple[pd.DataFrame, JudgeRunStats]:
         """The rubric's LLM extraction of ``records`` (judge.extraction.extract)."""
         return extract(rubric, ckpt, records, wh, self.config())
+
+
+KNOBS = {f.name: f for f in dataclasses.fields(JudgeConfig) if f.metadata.get("env")}
+
+
+def _with_knobs(base: type[JudgeResourceBase]) -> type[JudgeResourceBase]:
+    """``base`` with an optional field (default unset) for every setting in ``KNOBS``, typed as the setting is."""
+    hints = typing.get_type_hints(JudgeConfig)
+    fields = {name: hints[name] | None for name in KNOBS}
+    namespace = {"__module__": __name__, "__qualname__": "JudgeResource", "__annotations__": fields}
+    return type("JudgeResource", (base,), {**namespace, **dict.fromkeys(fields)})
+
+
+if TYPE_CHECKING:
+    JudgeResource = JudgeResourceBase
+else:
+    JudgeResource = _with_knobs(JudgeResourceBase)
 
 
 def warehouse_resource(warehouse_path: str | None = None) -> WarehouseResource:

@@ -22,8 +22,8 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.core.contracts import JUDGE_CACHE
+from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.core.types import JSONObject, Row
-from eval_pipeline.judge.config import JudgeSettings
 from eval_pipeline.judge.queries import cached_answers
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -48,7 +48,7 @@ def _encode_text(text: str) -> str:
 
 
 def cache_key(
-    settings: JudgeSettings,
+    settings: JudgeConfig,
     rubric_version: str,
     messages: list[dict[str, str]],
     schema: JSONObject | None,

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 
 from eval_pipeline.core import progress
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.judge import cache, costs
 from eval_pipeline.judge.batch import answer as answer_by_batch
 from eval_pipeline.judge.calls import call_specs
 from eval_pipeline.judge.client import CallOutcome, CallSpec
-from eval_pipeline.judge.config import JudgeSettings
 from eval_pipeline.judge.parsing import JudgeParseError
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -91,7 +91,7 @@ class JudgeRunStats:
 
 
 def cached_calls(
-    rubric: RubricConfig, settings: JudgeSettings, specs: list[CallSpec], wh: Warehouse, stats: JudgeRunStats
+    rubric: RubricConfig, settings: JudgeConfig, specs: list[CallSpec], wh: Warehouse, stats: JudgeRunStats
 ) -> dict[str, CallOutcome]:
     """Answer specs from the cache where possible, call the endpoint for the rest (identical prompts share
     one call), and cache every usable answer. No connection is held while calls are in flight."""
@@ -185,9 +185,7 @@ def cached_calls(
     return out
 
 
-def _progress(
-    rubric: RubricConfig, settings: JudgeSettings, total: int, hits: int, missing: int
-) -> Callable[..., None]:
+def _progress(rubric: RubricConfig, settings: JudgeConfig, total: int, hits: int, missing: int) -> Callable[..., None]:
     """Judge progress events for a listening console: done / total, cache hits, missing so far; one now, then
     one per answer (the returned ``tick``)."""
     t0 = time.perf_counter()

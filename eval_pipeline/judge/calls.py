@@ -19,9 +19,9 @@ from dataclasses import replace
 from urllib.parse import urlsplit
 
 from eval_pipeline.core import settings as env_settings
+from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.judge import costs, workers
 from eval_pipeline.judge.client import CallOutcome, CallSpec, ClientStats, OnAnswer, answer_all, forget_learnt
-from eval_pipeline.judge.config import JudgeSettings
 
 MIN_CALLS_PER_PROCESS = 256  # a worker (its own client, new connections) pays off over many waves of calls
 CALLS_PER_PROCESS_CONCURRENCY = 24  # calls in flight per process: answers arrive in bursts, keep each loop light
@@ -101,7 +101,7 @@ def _probe(endpoint: str, api_key: str | None) -> int | None:
     return None if alive else found[0]
 
 
-def worker_processes(settings: JudgeSettings, calls: int) -> int:
+def worker_processes(settings: JudgeConfig, calls: int) -> int:
     """How many processes to use: ``settings.processes`` if set (>0), else one per 24 calls in flight
     (at most two per core: the workers mostly wait, but their answers arrive in bursts), and only when
     each gets enough calls to repay its start-up. One while a budget is drawn on: request by request, by this
@@ -116,7 +116,7 @@ def worker_processes(settings: JudgeSettings, calls: int) -> int:
 
 
 def call_specs(
-    settings: JudgeSettings, specs: list[CallSpec], on_answer: OnAnswer | None = None
+    settings: JudgeConfig, specs: list[CallSpec], on_answer: OnAnswer | None = None
 ) -> tuple[dict[str, CallOutcome], ClientStats]:
     """Outcome per spec key, and the client statistics. ``on_answer`` sees every final outcome as it arrives.
     Never more calls in flight, over all worker processes, than the slots the server advertises."""

@@ -1,6 +1,6 @@
 """The LLM judge client: the `openai` package against any OpenAI-compatible endpoint, one batch of prompts at a time.
 
-``answer_all`` is the one way in: it takes one judge's ``JudgeSettings`` (judge.config: endpoint, model, sampling,
+``answer_all`` is the one way in: it takes one judge's ``JudgeConfig`` (``for_judge``: endpoint, model, sampling,
 call policy) and the batch's prompts, asks each (or folds in what worker processes already asked, judge.workers),
 asks again what could not be used (an unparseable answer once; an answer cut off at max_tokens only with more
 room), and gives back each prompt's outcome and the batch's statistics. Below it, ``OpenAIJudgeClient`` makes each
@@ -27,10 +27,10 @@ from urllib.parse import urlsplit
 
 from eval_pipeline.core import interrupts
 from eval_pipeline.core import settings as env_settings
+from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.core.types import JSONObject
 from eval_pipeline.judge import costs, reply, transport
 from eval_pipeline.judge.bounded_http import bounded_client
-from eval_pipeline.judge.config import JudgeSettings
 from eval_pipeline.judge.parsing import JudgeParseError
 
 if TYPE_CHECKING:  # imported where a client is made: the openai package costs ~0.4 s to import, paid by every
@@ -121,7 +121,7 @@ class ClientStats:
 
 
 def request_body(
-    settings: JudgeSettings, messages: list[dict[str, str]], schema: JSONObject | None, max_tokens: int | None = None
+    settings: JudgeConfig, messages: list[dict[str, str]], schema: JSONObject | None, max_tokens: int | None = None
 ) -> JSONObject:
     """The chat-completion request asking ``settings``' judge ``messages`` (under ``schema``, None: free text), with
     ``max_tokens`` over the settings' (more room): the body the online client POSTs and a Batch input line carries
@@ -172,7 +172,7 @@ class OpenAIJudgeClient:
     of this process learnt about the same endpoint and model (``learnt``), never past the configured concurrency
     (which ``judge.calls.call_specs`` caps at the slots the server advertises)."""
 
-    def __init__(self, settings: JudgeSettings, api_key: str | None = None):
+    def __init__(self, settings: JudgeConfig, api_key: str | None = None):
         self.settings = settings
         self._api_key = api_key if api_key is not None else env_settings.openai_api_key()
         base_url = settings.base_url
@@ -514,7 +514,7 @@ STOP_POLL_S = 0.1  # how often a batch of calls looks for Ctrl-C or SIGTERM (cor
 
 
 def answer_all(
-    settings: JudgeSettings,
+    settings: JudgeConfig,
     specs: list[CallSpec],
     on_answer: OnAnswer | None = None,
     first: Iterable[tuple[str, CallResult] | ClientStats] | None = None,
@@ -550,7 +550,7 @@ def answer_all(
 
 
 async def _ask_all(
-    settings: JudgeSettings, specs: list[CallSpec], on_answer: OnAnswer | None, outcomes: dict[str, CallOutcome]
+    settings: JudgeConfig, specs: list[CallSpec], on_answer: OnAnswer | None, outcomes: dict[str, CallOutcome]
 ) -> ClientStats:
     """Ask the endpoint for each spec in this event loop, into ``outcomes``; an answer that cannot be used is asked
     once more (a spec with an outcome already, folded in from a worker, has had its first ask). Ctrl-C or SIGTERM

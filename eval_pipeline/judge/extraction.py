@@ -21,7 +21,6 @@ from eval_pipeline.judge import cache, costs
 from eval_pipeline.judge.backends import backend_for
 from eval_pipeline.judge.cached import JudgeRunStats, cached_calls
 from eval_pipeline.judge.client import CallSpec
-from eval_pipeline.judge.config import settings_for
 from eval_pipeline.judge.parsing import JudgeParseError, first_object
 from eval_pipeline.judge.prompts import INJECTION_NOTICE, data_block
 from eval_pipeline.storage.warehouse import Warehouse
@@ -100,7 +99,7 @@ def extract(
         return pd.DataFrame(rows, columns=EXTRACTION_COLUMNS), stats
     t0 = time.perf_counter()
     spec = (rubric.panel.judges or [JudgeSpec(name="default")])[0]
-    settings = settings_for(config, spec)
+    settings = config.for_judge(spec)
     stats.judges, stats.judge_kind = [settings.name], "llm"
     first = []
     for r in records:

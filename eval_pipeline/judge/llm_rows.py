@@ -10,11 +10,11 @@ from dataclasses import replace
 from functools import partial
 
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.core.types import Record, Row
 from eval_pipeline.judge import cache
 from eval_pipeline.judge.cached import JudgeRunStats, cached_calls
 from eval_pipeline.judge.client import CallSpec
-from eval_pipeline.judge.config import JudgeSettings
 from eval_pipeline.judge.logprobs import Reading, read_distributions
 from eval_pipeline.judge.parsing import parse_answer
 from eval_pipeline.judge.prompts import build_messages, response_schema
@@ -32,14 +32,14 @@ def repeat_seed(seed: int | None, judge: str, repeat: int) -> int | None:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def repeat_settings(settings: JudgeSettings, repeat: int) -> JudgeSettings:
+def repeat_settings(settings: JudgeConfig, repeat: int) -> JudgeConfig:
     """``settings`` with the seed of repeat scoring ``repeat`` (see ``repeat_seed``)."""
     seed = repeat_seed(settings.seed, settings.name, repeat)
     return settings if seed == settings.seed else replace(settings, seed=seed)
 
 
 def _score_specs(
-    rubric: RubricConfig, settings: JudgeSettings, records: list[Record], repeat: int = 0
+    rubric: RubricConfig, settings: JudgeConfig, records: list[Record], repeat: int = 0
 ) -> list[tuple[Record, bool, dict[str, tuple[int, int]], CallSpec]]:
     kinds = ([False] if rubric.judged_dimensions else []) + ([True] if rubric.questionnaire else [])
     specs = []
@@ -69,7 +69,7 @@ def _score_specs(
 def judge_rows(
     rubric: RubricConfig,
     ckpt: str,
-    settings: JudgeSettings,
+    settings: JudgeConfig,
     records: list[Record],
     wh: Warehouse,
     stats: JudgeRunStats,

@@ -5,7 +5,7 @@ A worker is started with ``subprocess`` (a fresh interpreter, never ``os.fork`` 
 run: a fork can inherit a lock another thread holds and hang), once, and reused for every batch of calls the
 process makes. Protocol, one JSON document per line:
 
-- stdin, per batch: ``{"settings": <the JudgeSettings fields>, "specs": [{"key", "messages", "schema"}, ...]}``;
+- stdin, per batch: ``{"settings": <the JudgeConfig fields>, "specs": [{"key", "messages", "schema"}, ...]}``;
 - stdout, per answer as it arrives: ``{"key": ..., <CallResult fields>}``, then ``{"stats": {...}}`` when the
   batch is done.
 
@@ -29,9 +29,9 @@ from dataclasses import asdict, replace
 from typing import TextIO
 
 from eval_pipeline.core import interrupts
+from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.core.types import JSONObject
 from eval_pipeline.judge.client import STOP_POLL_S, CallResult, CallSpec, ClientStats, OpenAIJudgeClient
-from eval_pipeline.judge.config import JudgeSettings
 
 
 class _Worker:
@@ -56,7 +56,7 @@ class _Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def send(self, settings: JudgeSettings, shard: list[CallSpec]) -> None:
+    def send(self, settings: JudgeConfig, shard: list[CallSpec]) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(batch_line(settings, shard))
         self.proc.stdin.flush()
@@ -119,7 +119,7 @@ def shutdown_workers() -> None:
         w.stop()
 
 
-def fan_out(settings: JudgeSettings, specs: list[CallSpec], n: int) -> Iterator[tuple[str, CallResult] | ClientStats]:
+def fan_out(settings: JudgeConfig, specs: list[CallSpec], n: int) -> Iterator[tuple[str, CallResult] | ClientStats]:
     """Ask ``specs`` in ``n`` worker processes: each answer as it arrives, keyed by its spec (not yet parsed: the
     client folds it in, judge.client.answer_all), then each worker's statistics. The concurrency is split exactly
     over the workers (it may be a provider's rate limit), the prompts in proportion. Ctrl-C or SIGTERM, or a worker
@@ -182,7 +182,7 @@ def fan_out(settings: JudgeSettings, specs: list[CallSpec], n: int) -> Iterator[
         )
 
 
-async def _answer(settings: JudgeSettings, specs: list[JSONObject], out: TextIO) -> None:
+async def _answer(settings: JudgeConfig, specs: list[JSONObject], out: TextIO) -> None:
     """In a worker: ask each spec and write one JSON line per result as it completes, then the stats."""
     client = OpenAIJudgeClient(settings)
 
@@ -199,17 +199,17 @@ async def _answer(settings: JudgeSettings, specs: list[JSONObject], out: TextIO)
     out.flush()
 
 
-def batch_line(settings: JudgeSettings, shard: list[CallSpec]) -> str:
+def batch_line(settings: JudgeConfig, shard: list[CallSpec]) -> str:
     """One batch as the worker reads it: the settings (every field; no key: there is none in them) and the specs."""
     specs = [{"key": s.key, "messages": s.messages, "schema": s.schema} for s in shard]
     return json.dumps({"settings": asdict(settings), "specs": specs}) + "\n"
 
 
-def settings_of(values: JSONObject) -> JudgeSettings:
+def settings_of(values: JSONObject) -> JudgeConfig:
     """A batch's ``settings`` read back in the worker (the derived ``endpoint`` is worked out again)."""
     given = {k: v for k, v in values.items() if k != "endpoint"}
     given["extra_body"] = tuple((k, v) for k, v in given.get("extra_body", ()))
-    return JudgeSettings(**given)
+    return JudgeConfig(**given)
 
 
 def main() -> int:

@@ -111,7 +111,8 @@ def test_no_cycle_between_modules():
 
 
 # The way a judge setting goes, top first (docs/extending.md): each module passes the settings down, never back up,
-# so each imports only modules after it here.
+# so each imports only modules after it here. The settings themselves are data below the judge (core.settings.
+# JudgeConfig, one judge's made by ``for_judge``).
 JUDGE_WAY = [
     "backends.openai",
     "llm_rows",
@@ -124,7 +125,6 @@ JUDGE_WAY = [
     "costs",
     "reply",
     "redact",
-    "config",
 ]
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
+from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.judge.client import OpenAIJudgeClient, forget_learnt, learnt
-from eval_pipeline.judge.config import JudgeSettings
 
 
-def _clients(*settings: JudgeSettings) -> list[OpenAIJudgeClient]:
+def _clients(*settings: JudgeConfig) -> list[OpenAIJudgeClient]:
     async def make() -> list[OpenAIJudgeClient]:
         return [OpenAIJudgeClient(s, api_key="sk-test") for s in settings]
 
@@ -18,7 +18,7 @@ def _clients(*settings: JudgeSettings) -> list[OpenAIJudgeClient]:
 
 def test_the_next_client_of_an_endpoint_starts_where_the_last_one_settled():
     forget_learnt()
-    slow = JudgeSettings(name="j", model="smollm", base_url="http://127.0.0.1:9/v1", concurrency=16, timeout_s=60)
+    slow = JudgeConfig(name="j", model="smollm", base_url="http://127.0.0.1:9/v1", concurrency=16, timeout_s=60)
     (first,) = _clients(slow)
     assert (first._limit, first._timeout) == (16, 60)
     first._timed_out(0)  # two waves of cut calls: 16 -> 8 -> 4 in flight, 60 -> 120 -> 240 s
@@ -26,8 +26,8 @@ def test_the_next_client_of_an_endpoint_starts_where_the_last_one_settled():
     assert learnt(slow.endpoint, "smollm").limit == 4
     second, other_model, elsewhere = _clients(
         slow,
-        JudgeSettings(name="j", model="other", base_url="http://127.0.0.1:9/v1", concurrency=16, timeout_s=60),
-        JudgeSettings(name="j", model="smollm", base_url="http://127.0.0.1:10/v1", concurrency=16, timeout_s=60),
+        JudgeConfig(name="j", model="other", base_url="http://127.0.0.1:9/v1", concurrency=16, timeout_s=60),
+        JudgeConfig(name="j", model="smollm", base_url="http://127.0.0.1:10/v1", concurrency=16, timeout_s=60),
     )
     assert (second._limit, second._timeout) == (4, 240)  # the repeats step does not lose a wave again
     assert second.stats.start_concurrency == 4
@@ -35,7 +35,7 @@ def test_the_next_client_of_an_endpoint_starts_where_the_last_one_settled():
     for _ in range(4):  # answers let it grow again, and that is remembered too
         second._answered()
     assert learnt(slow.endpoint, "smollm").limit == 5
-    lower = JudgeSettings(name="j", model="smollm", base_url="http://127.0.0.1:9/v1", concurrency=2, timeout_s=60)
+    lower = JudgeConfig(name="j", model="smollm", base_url="http://127.0.0.1:9/v1", concurrency=2, timeout_s=60)
     (capped,) = _clients(lower)
     assert capped._limit == 2  # never past the configured concurrency
     forget_learnt()

@@ -10,7 +10,6 @@ import pytest
 from eval_pipeline.core.config import JudgeSpec
 from eval_pipeline.core.settings import JudgeConfig, judge_config
 from eval_pipeline.defs.resources import JudgeResource
-from eval_pipeline.judge.config import JudgeSettings, settings_for
 from eval_pipeline.judge.workers import batch_line, settings_of
 
 ENVIRONMENT = {  # every judge setting a person can set through the environment, with a value unlike the default
@@ -29,6 +28,8 @@ ENVIRONMENT = {  # every judge setting a person can set through the environment,
     "EVAL_JUDGE_BATCH_WINDOW": ("batch_window", "48h"),
     "EVAL_JUDGE_BATCH_POLL": ("batch_poll_s", 5.0),
     "EVAL_JUDGE_BATCH_RETRY": ("batch_retry", "online"),
+    "EVAL_JUDGE_BACKOFF_BASE": ("backoff_base_s", 0.25),
+    "EVAL_JUDGE_BACKOFF_MAX": ("backoff_max_s", 5.0),
 }
 # a third value of a setting that takes one of a few words (the resource's own over the environment's)
 OTHER = {"call_mode": "online", "batch_retry": "batch"}
@@ -52,7 +53,7 @@ def test_every_environment_setting_is_read_into_the_config_and_settable_in_the_r
         assert getattr(JudgeResource(**{field: other}).config(), field) == other
     assert JudgeResource().config() == read  # unset fields: the environment's values
     # and nothing is left out: every field of the configuration a person sets is a resource field with a variable
-    settable = {f.name for f in dataclasses.fields(JudgeConfig)} - {"backoff_base_s", "backoff_max_s"}
+    settable = {f.name for f in dataclasses.fields(JudgeConfig) if f.metadata.get("env")}
     assert settable == set(JudgeResource.model_fields) == {f for f, _ in ENVIRONMENT.values()}
 
 
@@ -83,18 +84,18 @@ def test_the_resource_makes_its_config_once(clean_env):
 
 def test_a_judges_settings_come_from_its_panel_entry_over_the_config():
     config = JudgeConfig(mode="openai", model="base", base_url="http://a/v1", timeout_s=3, backoff_base_s=0.01)
-    plain = settings_for(config)
+    plain = config.for_judge()
     assert (plain.name, plain.model, plain.base_url, plain.timeout_s, plain.backoff_base_s) == (
         "default", "base", "http://a/v1", 3, 0.01,
     )  # fmt: skip
-    own = settings_for(config, JudgeSpec(name="b", model="other", base_url="http://b/v1", extra_body={"top_k": 4}))
+    own = config.for_judge(JudgeSpec(name="b", model="other", base_url="http://b/v1", extra_body={"top_k": 4}))
     assert (own.model, own.endpoint, own.extra_body) == ("other", "http://b/v1", (("top_k", 4),))
 
 
 def test_settings_cross_to_a_worker_process_unchanged_and_without_the_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-in-the-protocol-1234")
-    s = settings_for(JudgeConfig(mode="openai"), JudgeSpec(name="j", extra_body={"min_p": 0.1}))
+    s = JudgeConfig(mode="openai").for_judge(JudgeSpec(name="j", extra_body={"min_p": 0.1}))
     sent = batch_line(s, [])
     assert settings_of(json.loads(sent)["settings"]) == s
     fields = set(json.loads(sent)["settings"])
-    assert "sk-never" not in sent and fields == {f.name for f in dataclasses.fields(JudgeSettings)}
+    assert "sk-never" not in sent and fields == {f.name for f in dataclasses.fields(JudgeConfig)}

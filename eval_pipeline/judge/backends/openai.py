@@ -11,7 +11,6 @@ from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.core.types import Record, Row
 from eval_pipeline.judge.backends import BACKENDS
 from eval_pipeline.judge.cached import JudgeRunStats
-from eval_pipeline.judge.config import settings_for
 from eval_pipeline.judge.identity import JudgeIdentity, endpoint_identity
 from eval_pipeline.judge.llm_rows import judge_rows
 from eval_pipeline.storage.warehouse import Warehouse
@@ -67,6 +66,6 @@ class OpenAIBackend:
         stats.judge_kind = "llm"
         rows: list[Row] = []
         for spec in specs:
-            settings = settings_for(config, spec)
+            settings = config.for_judge(spec)
             rows += judge_rows(rubric, ckpt, settings, records, wh, stats, repeat)
         return rows

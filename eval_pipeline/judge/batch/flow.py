@@ -13,6 +13,7 @@ from typing import Any
 import eval_pipeline.judge.batch.records as records
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import BATCH_PENDING
+from eval_pipeline.core.settings import JudgeConfig
 from eval_pipeline.core.types import JSONObject, Row
 from eval_pipeline.judge import cache, costs, reply
 from eval_pipeline.judge.batch.provider import ENDPOINT, FileBound, Provider
@@ -30,7 +31,6 @@ from eval_pipeline.judge.batch.records import (
 )
 from eval_pipeline.judge.client import CallOutcome, CallResult, CallSpec, ClientStats, OnAnswer, more_room, request_body
 from eval_pipeline.judge.client import settle as settle_answer
-from eval_pipeline.judge.config import JudgeSettings
 from eval_pipeline.judge.redact import redact
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -69,7 +69,7 @@ def pending_text(sub: Row) -> str:
 
 def answer(
     rubric: RubricConfig,
-    settings: JudgeSettings,
+    settings: JudgeConfig,
     specs: list[CallSpec],
     wh: Warehouse,
     on_answer: OnAnswer,
@@ -94,7 +94,7 @@ class _Flow:
     def __init__(
         self,
         rubric: RubricConfig,
-        settings: JudgeSettings,
+        settings: JudgeConfig,
         wh: Warehouse,
         by_key: dict[str, CallSpec],
         on_answer: OnAnswer,
