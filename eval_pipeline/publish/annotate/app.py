@@ -270,246 +270,72 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
-def create_app(
-    warehouse: Warehouse, rubrics: dict[str, RubricConfig], root: Path, token: str | None = None
-) -> Starlette:
-    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
-    env.filters["fmt"] = _fmt
-    env.globals.update(quote=quote)
-    ws = Workspace(warehouse, rubrics, root)
-    key = _secret(Path(root))
+class Annotator:
+    """The annotate app's state, one per app: the templates, the workspace (warehouse, rubrics, ratings folder) and
+    the key that signs sessions; with what the handlers share (the session, the form's token, the page). Every
+    handler takes it from ``request.app.state.annotator``."""
 
-    def sign(value: str) -> str:
-        return hmac.new(key, value.encode(), hashlib.sha256).hexdigest()[:32]
+    def __init__(self, warehouse: Warehouse, rubrics: dict[str, RubricConfig], root: Path):
+        env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
+        env.filters["fmt"] = _fmt
+        env.globals.update(quote=quote)
+        self.env = env
+        self.ws = Workspace(warehouse, rubrics, root)
+        self.key = _secret(Path(root))
 
-    def session(request: Request) -> tuple[str, str] | None:
+    def sign(self, value: str) -> str:
+        return hmac.new(self.key, value.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def session(self, request: Request) -> tuple[str, str] | None:
         """(evaluator, session id) from the signed cookie."""
         raw = request.cookies.get(COOKIE, "")
         try:
             name, sid, mac = raw.split("|")
         except ValueError:
             return None
-        if not same(mac, sign(f"{name}|{sid}")):
+        if not same(mac, self.sign(f"{name}|{sid}")):
             return None
         return name, sid
 
-    def csrf(sess: tuple[str, str]) -> str:
-        return sign(f"csrf|{sess[0]}|{sess[1]}")
+    def csrf(self, sess: tuple[str, str]) -> str:
+        return self.sign(f"csrf|{sess[0]}|{sess[1]}")
 
-    def page(name: str, status: int = 200, **ctx: object) -> HTMLResponse:
-        return HTMLResponse(env.get_template(name).render(**ctx), status_code=status)
+    def page(self, name: str, status: int = 200, **ctx: object) -> HTMLResponse:
+        return HTMLResponse(self.env.get_template(name).render(**ctx), status_code=status)
 
-    def message(title: str, text: str, status: int) -> HTMLResponse:
-        return page("message.html", status=status, title=title, message=text)
+    def message(self, title: str, text: str, status: int) -> HTMLResponse:
+        return self.page("message.html", status=status, title=title, message=text)
 
-    def posted_ok(request: Request, form: Form, sess: tuple[str, str]) -> bool:
+    def posted_ok(self, request: Request, form: Form, sess: tuple[str, str]) -> bool:
         """A state change from this app's own page: the Origin (when sent) is this host, the form token matches."""
         origin = request.headers.get("origin")
         if origin and origin.split("://", 1)[-1] != request.headers.get("host", ""):
             return False
-        return same(str(form.get("csrf", "")), csrf(sess))
+        return same(str(form.get("csrf", "")), self.csrf(sess))
 
-    async def login(request: Request) -> Response:
-        if request.method == "GET":
-            return page("login.html", title="Who is rating?", error="")
-        form = await form_of(request)
-        origin = request.headers.get("origin")
-        if origin and origin.split("://", 1)[-1] != request.headers.get("host", ""):
-            return message("Refused", "a sign-in from another site", 403)
-        name = str(form.get("evaluator", "")).strip()
-        try:
-            check_evaluator(name)
-        except UnsafeIdentifierError as exc:
-            return page("login.html", status=400, title="Who is rating?", error=str(exc))
-        sid = secrets.token_hex(8)
-        resp = RedirectResponse("/", status_code=303)
-        resp.set_cookie(COOKIE, f"{name}|{sid}|{sign(f'{name}|{sid}')}", httponly=True, samesite="strict")
-        return resp
-
-    async def logout(request: Request) -> Response:
-        sess = session(request)
-        form = await form_of(request)
-        if sess is None or not posted_ok(request, form, sess):
-            return message("Refused", "sign out from this app's own page", 403)
-        resp = RedirectResponse("/login", status_code=303)
-        resp.delete_cookie(COOKIE)
-        return resp
-
-    def home(request: Request) -> Response:
-        sess = session(request)
-        if sess is None:
-            return RedirectResponse("/login", status_code=303)
-        rows = []
-        for name, rubric in sorted(ws.rubrics.items()):
-            for ckpt in ws.checkpoints(name):
-                skipped = _skipped(rubric, ckpt, sess[0])
-                qs = q.queues(ws.plan(rubric, ckpt), ws.ratings(rubric, ckpt), sess[0], skipped)
-                rows.append({"rubric": name, "checkpoint": ckpt, "queues": qs, "verdict": ws.verdict(name, ckpt)})
-        return page("home.html", title="Your queues", evaluator=sess[0], rows=rows, csrf=csrf(sess))
-
-    def _skipped(rubric: RubricConfig, ckpt: str, evaluator: str) -> set[str]:
-        mine = RatingsFile(ws.root, rubric, ckpt, evaluator).read()
+    def skipped(self, rubric: RubricConfig, ckpt: str, evaluator: str) -> set[str]:
+        mine = RatingsFile(self.ws.root, rubric, ckpt, evaluator).read()
         return {sid for sid, r in mine.items() if r.skipped}
 
-    def _resolve(request: Request) -> tuple[RubricConfig, str]:
-        rubric = ws.rubric(request.path_params["rubric"])
+    def resolve(self, request: Request) -> tuple[RubricConfig, str]:
+        rubric = self.ws.rubric(request.path_params["rubric"])
         ckpt = check_checkpoint_id(request.path_params["checkpoint"])
         return rubric, ckpt
 
-    def entry(request: Request) -> tuple[tuple[str, str], RubricConfig, str] | Response:
+    def entry(self, request: Request) -> tuple[tuple[str, str], RubricConfig, str] | Response:
         """The signed-in evaluator's session and the page's rubric and checkpoint, or the answer instead (sign in
         first; no such rubric or checkpoint)."""
-        sess = session(request)
+        sess = self.session(request)
         if sess is None:
             return RedirectResponse("/login", status_code=303)
         try:
-            rubric, ckpt = _resolve(request)
+            rubric, ckpt = self.resolve(request)
         except (KeyError, UnsafeIdentifierError):
-            return message("Not found", "no such rubric or checkpoint", 404)
+            return self.message("Not found", "no such rubric or checkpoint", 404)
         return sess, rubric, ckpt
 
-    def queue_page(request: Request) -> Response:
-        got = entry(request)
-        if isinstance(got, Response):
-            return got
-        sess, rubric, ckpt = got
-        mine = RatingsFile(ws.root, rubric, ckpt, sess[0]).read()
-        skipped = {sid for sid, r in mine.items() if r.skipped}
-        plan = ws.plan(rubric, ckpt)
-        ratings = ws.ratings(rubric, ckpt)
-        qs = q.queues(plan, ratings, sess[0], skipped)
-        spent = {queue.kind: sum(mine[s].seconds for s in queue.items if s in mine) for queue in qs}
-        done = q.finished_pilot(plan, ratings) if plan.pilot else []
-        return page(
-            "queue.html",
-            title=f"{rubric.name} · {ckpt}",
-            evaluator=sess[0],
-            rubric=rubric,
-            ckpt=ckpt,
-            queues=qs,
-            skipped=skipped,
-            spent=spent,
-            budget=rubric.worklists.minutes_per_item,
-            finished=done,
-            verdict=ws.verdict(rubric.name, ckpt),
-            csrf=csrf(sess),
-        )
-
-    def item(request: Request) -> Response:
-        got = entry(request)
-        if isinstance(got, Response):
-            return got
-        sess, rubric, ckpt = got
-        kind, sid = request.path_params["queue"], request.path_params["sample_id"]
-        sample = ws.sample(rubric, ckpt, sid)
-        if sample is None:
-            return message("Not found", f"no sample {sid!r} in {rubric.name} / {ckpt}", 404)
-        file = RatingsFile(ws.root, rubric, ckpt, sess[0])
-        mine = file.read().get(sid)  # only this evaluator's own rating: the page stays blind to the others
-        return page(
-            "item.html",
-            title=f"{rubric.name} · {ckpt} · {sid}",
-            evaluator=sess[0],
-            rubric=rubric,
-            ckpt=ckpt,
-            queue=kind,
-            why=ws.plan(rubric, ckpt).why.get(sid) if kind == "remainder" else None,
-            sample=sample,
-            mine=mine,
-            version=file.version(),
-            csrf=csrf(sess),
-            scales=rubric.rating_scales,
-            error=request.query_params.get("error", ""),
-        )
-
-    async def rate(request: Request) -> Response:
-        sess = session(request)
-        if sess is None:
-            return message("Signed out", "sign in again: nothing was written", 403)
-        form = await form_of(request)
-        if not posted_ok(request, form, sess):
-            return message("Refused", "a rating must come from this app's own page: nothing was written", 403)
-        try:
-            rubric, ckpt = _resolve(request)
-        except (KeyError, UnsafeIdentifierError):
-            return message("Not found", "no such rubric or checkpoint", 404)
-        kind, sid = request.path_params["queue"], request.path_params["sample_id"]
-        plan = ws.plan(rubric, ckpt)
-        if sid not in plan.ids:
-            return message("Not found", f"no sample {sid!r} in {rubric.name} / {ckpt}", 404)
-        action = str(form.get("action", "submit"))
-        scores: dict[str, float | None] = {}
-        problems = []
-        for dim, scale in rubric.rating_scales.items():
-            cell = str(form.get(f"score_{dim}", "")).strip()
-            if not cell:
-                scores[dim] = None
-                continue
-            try:
-                value = float(cell)
-            except ValueError:
-                problems.append(f"{dim}: {cell!r} is not a number")
-                continue
-            if not value.is_integer() or not scale.min <= value <= scale.max:
-                problems.append(f"{dim}: {cell} is off the scale {scale.min:g}-{scale.max:g}")
-                continue
-            scores[dim] = value
-        if action == "submit" and not problems and all(v is None for v in scores.values()):
-            problems.append("no dimension rated: rate at least one, or skip with a reason")
-        reason = str(form.get("reason", "")).strip()[:500]
-        if action in ("skip", "flag") and not reason:
-            problems.append(f"say why you {action} this item")
-        if problems:
-            return RedirectResponse(
-                f"/i/{quote(rubric.name)}/{quote(ckpt)}/{quote(kind)}/{quote(sid, safe='')}?error="
-                + quote("; ".join(problems)),
-                status_code=303,
-            )
-        checklist: dict[str, list[int]] = {}
-        for d in rubric.dimensions:
-            ticked = [k for k in map(_index, form.getlist(f"check_{d.key}")) if 0 <= k < len(d.checklist)]
-            if ticked:
-                checklist[d.key] = sorted(set(ticked))
-        try:
-            seconds = float(str(form.get("seconds", "0")) or 0)
-        except ValueError:
-            seconds = 0.0
-        seconds = min(max(seconds, 0.0), 86400.0) if math.isfinite(seconds) else 0.0  # nan: no time, not nan time
-        file = RatingsFile(ws.root, rubric, ckpt, sess[0])
-        old = file.read().get(sid)
-        rating = Rating(
-            sid,
-            scores if action != "skip" else dict.fromkeys(rubric.rating_scales),
-            notes=str(form.get("notes", ""))[:5000],
-            seconds=seconds + (old.seconds if old else 0.0),
-            checklist=checklist,
-            skipped=reason if action == "skip" else "",
-            flagged=reason if action == "flag" else "",
-        )
-        try:
-            mine = file.save(rating, str(form.get("version", "")) or None)
-        except (EditedElsewhere, CannotKeep) as exc:
-            return message("Not written", str(exc), 409)
-        except OSError as exc:  # a full disk, a read-only folder: the page says why, nothing half-written
-            why = exc.strerror or type(exc).__name__
-            return message("Not written", f"the ratings file could not be written ({why}): nothing was saved", 507)
-        queue_url = f"/q/{quote(rubric.name)}/{quote(ckpt)}"
-        # the next item: the others' ratings as last read (only this evaluator's own file changed: ``mine``)
-        skipped = {s for s, r in mine.items() if r.skipped}
-        rated = {s for s, r in mine.items() if any(v is not None for v in r.scores.values())}
-        for queue in q.queues(plan, ws.ratings(rubric, ckpt, fresh=False), sess[0], skipped, only=kind):
-            if queue.kind == kind:
-                queue.done |= rated
-                nxt = handed(queue, sess[0], rubric, ckpt, after=sid, skipped=skipped)  # the lease of sid given back
-                if nxt is not None:
-                    return RedirectResponse(
-                        f"/i/{quote(rubric.name)}/{quote(ckpt)}/{quote(kind)}/{quote(nxt, safe='')}", status_code=303
-                    )
-        if kind == "remainder":  # nothing handed next: this item's lease ends with its rating
-            Leases(ws.root, rubric.name, ckpt).give_back(sess[0], sid)
-        return RedirectResponse(queue_url + "?done=" + quote(kind), status_code=303)
-
     def handed(
+        self,
         queue: q.Queue,
         evaluator: str,
         rubric: RubricConfig,
@@ -521,55 +347,255 @@ def create_app(
         two people at once are handed different items."""
         if queue.kind != "remainder":
             return queue.next_item(after=after, skipped=skipped)
-        return Leases(ws.root, rubric.name, ckpt).take(evaluator, queue.candidates(after, skipped))
+        return Leases(self.ws.root, rubric.name, ckpt).take(evaluator, queue.candidates(after, skipped))
 
-    def start(request: Request) -> Response:
-        """The next item of a queue (GET: it writes no rating; the remainder's item is leased)."""
-        got = entry(request)
-        if isinstance(got, Response):
-            return got
-        sess, rubric, ckpt = got
-        kind = request.path_params["queue"]
-        skipped = _skipped(rubric, ckpt, sess[0])
-        for queue in q.queues(ws.plan(rubric, ckpt), ws.ratings(rubric, ckpt), sess[0], skipped):
-            if queue.kind == kind:
-                nxt = handed(queue, sess[0], rubric, ckpt, skipped=skipped)
-                if nxt is None:
-                    break
-                return RedirectResponse(
-                    f"/i/{quote(rubric.name)}/{quote(ckpt)}/{quote(kind)}/{quote(nxt, safe='')}", 303
-                )
-        return RedirectResponse(f"/q/{quote(rubric.name)}/{quote(ckpt)}?done={quote(kind)}", status_code=303)
 
-    def calibration_page(request: Request) -> Response:
-        got = entry(request)
-        if isinstance(got, Response):
-            return got
-        sess, rubric, ckpt = got
-        plan = ws.plan(rubric, ckpt)
-        ratings = ws.ratings(rubric, ckpt)
-        cal = q.calibration(plan, ratings, ckpt)
-        if cal is None:
-            done = q.finished_pilot(plan, ratings)
-            return message(
-                "Not yet",
-                f"the calibration opens once two evaluators have rated every pilot item (finished so far: "
-                f"{', '.join(done) or 'nobody'}); until then each evaluator's ratings stay blind to the others",
-                200,
-            )
-        return page(
-            "calibration.html",
-            title=f"Calibration · {rubric.name} · {ckpt}",
-            evaluator=sess[0],
-            rubric=rubric,
-            ckpt=ckpt,
-            cal=cal,
-            verdict=ws.verdict(rubric.name, ckpt),
+async def login(request: Request) -> Response:
+    a: Annotator = request.app.state.annotator
+    if request.method == "GET":
+        return a.page("login.html", title="Who is rating?", error="")
+    form = await form_of(request)
+    origin = request.headers.get("origin")
+    if origin and origin.split("://", 1)[-1] != request.headers.get("host", ""):
+        return a.message("Refused", "a sign-in from another site", 403)
+    name = str(form.get("evaluator", "")).strip()
+    try:
+        check_evaluator(name)
+    except UnsafeIdentifierError as exc:
+        return a.page("login.html", status=400, title="Who is rating?", error=str(exc))
+    sid = secrets.token_hex(8)
+    resp = RedirectResponse("/", status_code=303)
+    resp.set_cookie(COOKIE, f"{name}|{sid}|{a.sign(f'{name}|{sid}')}", httponly=True, samesite="strict")
+    return resp
+
+
+async def logout(request: Request) -> Response:
+    a: Annotator = request.app.state.annotator
+    sess = a.session(request)
+    form = await form_of(request)
+    if sess is None or not a.posted_ok(request, form, sess):
+        return a.message("Refused", "sign out from this app's own page", 403)
+    resp = RedirectResponse("/login", status_code=303)
+    resp.delete_cookie(COOKIE)
+    return resp
+
+
+def home(request: Request) -> Response:
+    a: Annotator = request.app.state.annotator
+    sess = a.session(request)
+    if sess is None:
+        return RedirectResponse("/login", status_code=303)
+    rows = []
+    for name, rubric in sorted(a.ws.rubrics.items()):
+        for ckpt in a.ws.checkpoints(name):
+            skipped = a.skipped(rubric, ckpt, sess[0])
+            qs = q.queues(a.ws.plan(rubric, ckpt), a.ws.ratings(rubric, ckpt), sess[0], skipped)
+            rows.append({"rubric": name, "checkpoint": ckpt, "queues": qs, "verdict": a.ws.verdict(name, ckpt)})
+    return a.page("home.html", title="Your queues", evaluator=sess[0], rows=rows, csrf=a.csrf(sess))
+
+
+def queue_page(request: Request) -> Response:
+    a: Annotator = request.app.state.annotator
+    got = a.entry(request)
+    if isinstance(got, Response):
+        return got
+    sess, rubric, ckpt = got
+    mine = RatingsFile(a.ws.root, rubric, ckpt, sess[0]).read()
+    skipped = {sid for sid, r in mine.items() if r.skipped}
+    plan = a.ws.plan(rubric, ckpt)
+    ratings = a.ws.ratings(rubric, ckpt)
+    qs = q.queues(plan, ratings, sess[0], skipped)
+    spent = {queue.kind: sum(mine[s].seconds for s in queue.items if s in mine) for queue in qs}
+    done = q.finished_pilot(plan, ratings) if plan.pilot else []
+    return a.page(
+        "queue.html",
+        title=f"{rubric.name} · {ckpt}",
+        evaluator=sess[0],
+        rubric=rubric,
+        ckpt=ckpt,
+        queues=qs,
+        skipped=skipped,
+        spent=spent,
+        budget=rubric.worklists.minutes_per_item,
+        finished=done,
+        verdict=a.ws.verdict(rubric.name, ckpt),
+        csrf=a.csrf(sess),
+    )
+
+
+def item(request: Request) -> Response:
+    a: Annotator = request.app.state.annotator
+    got = a.entry(request)
+    if isinstance(got, Response):
+        return got
+    sess, rubric, ckpt = got
+    kind, sid = request.path_params["queue"], request.path_params["sample_id"]
+    sample = a.ws.sample(rubric, ckpt, sid)
+    if sample is None:
+        return a.message("Not found", f"no sample {sid!r} in {rubric.name} / {ckpt}", 404)
+    file = RatingsFile(a.ws.root, rubric, ckpt, sess[0])
+    mine = file.read().get(sid)  # only this evaluator's own rating: the page stays blind to the others
+    return a.page(
+        "item.html",
+        title=f"{rubric.name} · {ckpt} · {sid}",
+        evaluator=sess[0],
+        rubric=rubric,
+        ckpt=ckpt,
+        queue=kind,
+        why=a.ws.plan(rubric, ckpt).why.get(sid) if kind == "remainder" else None,
+        sample=sample,
+        mine=mine,
+        version=file.version(),
+        csrf=a.csrf(sess),
+        scales=rubric.rating_scales,
+        error=request.query_params.get("error", ""),
+    )
+
+
+async def rate(request: Request) -> Response:
+    a: Annotator = request.app.state.annotator
+    sess = a.session(request)
+    if sess is None:
+        return a.message("Signed out", "sign in again: nothing was written", 403)
+    form = await form_of(request)
+    if not a.posted_ok(request, form, sess):
+        return a.message("Refused", "a rating must come from this app's own page: nothing was written", 403)
+    try:
+        rubric, ckpt = a.resolve(request)
+    except (KeyError, UnsafeIdentifierError):
+        return a.message("Not found", "no such rubric or checkpoint", 404)
+    kind, sid = request.path_params["queue"], request.path_params["sample_id"]
+    plan = a.ws.plan(rubric, ckpt)
+    if sid not in plan.ids:
+        return a.message("Not found", f"no sample {sid!r} in {rubric.name} / {ckpt}", 404)
+    action = str(form.get("action", "submit"))
+    scores: dict[str, float | None] = {}
+    problems = []
+    for dim, scale in rubric.rating_scales.items():
+        cell = str(form.get(f"score_{dim}", "")).strip()
+        if not cell:
+            scores[dim] = None
+            continue
+        try:
+            value = float(cell)
+        except ValueError:
+            problems.append(f"{dim}: {cell!r} is not a number")
+            continue
+        if not value.is_integer() or not scale.min <= value <= scale.max:
+            problems.append(f"{dim}: {cell} is off the scale {scale.min:g}-{scale.max:g}")
+            continue
+        scores[dim] = value
+    if action == "submit" and not problems and all(v is None for v in scores.values()):
+        problems.append("no dimension rated: rate at least one, or skip with a reason")
+    reason = str(form.get("reason", "")).strip()[:500]
+    if action in ("skip", "flag") and not reason:
+        problems.append(f"say why you {action} this item")
+    if problems:
+        return RedirectResponse(
+            f"/i/{quote(rubric.name)}/{quote(ckpt)}/{quote(kind)}/{quote(sid, safe='')}?error="
+            + quote("; ".join(problems)),
+            status_code=303,
         )
+    checklist: dict[str, list[int]] = {}
+    for d in rubric.dimensions:
+        ticked = [k for k in map(_index, form.getlist(f"check_{d.key}")) if 0 <= k < len(d.checklist)]
+        if ticked:
+            checklist[d.key] = sorted(set(ticked))
+    try:
+        seconds = float(str(form.get("seconds", "0")) or 0)
+    except ValueError:
+        seconds = 0.0
+    seconds = min(max(seconds, 0.0), 86400.0) if math.isfinite(seconds) else 0.0  # nan: no time, not nan time
+    file = RatingsFile(a.ws.root, rubric, ckpt, sess[0])
+    old = file.read().get(sid)
+    rating = Rating(
+        sid,
+        scores if action != "skip" else dict.fromkeys(rubric.rating_scales),
+        notes=str(form.get("notes", ""))[:5000],
+        seconds=seconds + (old.seconds if old else 0.0),
+        checklist=checklist,
+        skipped=reason if action == "skip" else "",
+        flagged=reason if action == "flag" else "",
+    )
+    try:
+        mine = file.save(rating, str(form.get("version", "")) or None)
+    except (EditedElsewhere, CannotKeep) as exc:
+        return a.message("Not written", str(exc), 409)
+    except OSError as exc:  # a full disk, a read-only folder: the page says why, nothing half-written
+        why = exc.strerror or type(exc).__name__
+        return a.message("Not written", f"the ratings file could not be written ({why}): nothing was saved", 507)
+    queue_url = f"/q/{quote(rubric.name)}/{quote(ckpt)}"
+    # the next item: the others' ratings as last read (only this evaluator's own file changed: ``mine``)
+    skipped = {s for s, r in mine.items() if r.skipped}
+    rated = {s for s, r in mine.items() if any(v is not None for v in r.scores.values())}
+    for queue in q.queues(plan, a.ws.ratings(rubric, ckpt, fresh=False), sess[0], skipped, only=kind):
+        if queue.kind == kind:
+            queue.done |= rated
+            nxt = a.handed(queue, sess[0], rubric, ckpt, after=sid, skipped=skipped)  # the lease of sid given back
+            if nxt is not None:
+                return RedirectResponse(
+                    f"/i/{quote(rubric.name)}/{quote(ckpt)}/{quote(kind)}/{quote(nxt, safe='')}", status_code=303
+                )
+    if kind == "remainder":  # nothing handed next: this item's lease ends with its rating
+        Leases(a.ws.root, rubric.name, ckpt).give_back(sess[0], sid)
+    return RedirectResponse(queue_url + "?done=" + quote(kind), status_code=303)
 
-    def health(request: Request) -> Response:
-        return PlainTextResponse("ok")
 
+def start(request: Request) -> Response:
+    """The next item of a queue (GET: it writes no rating; the remainder's item is leased)."""
+    a: Annotator = request.app.state.annotator
+    got = a.entry(request)
+    if isinstance(got, Response):
+        return got
+    sess, rubric, ckpt = got
+    kind = request.path_params["queue"]
+    skipped = a.skipped(rubric, ckpt, sess[0])
+    for queue in q.queues(a.ws.plan(rubric, ckpt), a.ws.ratings(rubric, ckpt), sess[0], skipped):
+        if queue.kind == kind:
+            nxt = a.handed(queue, sess[0], rubric, ckpt, skipped=skipped)
+            if nxt is None:
+                break
+            return RedirectResponse(f"/i/{quote(rubric.name)}/{quote(ckpt)}/{quote(kind)}/{quote(nxt, safe='')}", 303)
+    return RedirectResponse(f"/q/{quote(rubric.name)}/{quote(ckpt)}?done={quote(kind)}", status_code=303)
+
+
+def calibration_page(request: Request) -> Response:
+    a: Annotator = request.app.state.annotator
+    got = a.entry(request)
+    if isinstance(got, Response):
+        return got
+    sess, rubric, ckpt = got
+    plan = a.ws.plan(rubric, ckpt)
+    ratings = a.ws.ratings(rubric, ckpt)
+    cal = q.calibration(plan, ratings, ckpt)
+    if cal is None:
+        done = q.finished_pilot(plan, ratings)
+        return a.message(
+            "Not yet",
+            f"the calibration opens once two evaluators have rated every pilot item (finished so far: "
+            f"{', '.join(done) or 'nobody'}); until then each evaluator's ratings stay blind to the others",
+            200,
+        )
+    return a.page(
+        "calibration.html",
+        title=f"Calibration · {rubric.name} · {ckpt}",
+        evaluator=sess[0],
+        rubric=rubric,
+        ckpt=ckpt,
+        cal=cal,
+        verdict=a.ws.verdict(rubric.name, ckpt),
+    )
+
+
+def health(request: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+def create_app(
+    warehouse: Warehouse, rubrics: dict[str, RubricConfig], root: Path, token: str | None = None
+) -> Starlette:
+    """The annotate app over ``warehouse``'s rubrics and the ratings under ``root``: its routes, each a handler of
+    this module over one ``Annotator``; past 127.0.0.1, ``token`` is required of every request."""
     routes = [
         Route("/", home),
         Route("/healthz", health),
@@ -616,6 +642,7 @@ def create_app(
         return PlainTextResponse(exc.text, exc.status, headers={"Connection": "close"})
 
     app = Starlette(routes=routes, middleware=middleware, exception_handlers={FormRefused: refused})
+    app.state.annotator = Annotator(warehouse, rubrics, root)
     return app
 
 

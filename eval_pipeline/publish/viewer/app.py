@@ -16,7 +16,7 @@ uvicorn come with dagster-webserver; the pages load nothing from the network.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -103,176 +103,199 @@ def table_response(request: Request, rows: list[Row], name: str, default: str = 
     return Response(body, media_type=media, headers={"Content-Disposition": f'attachment; filename="{safe}.{fmt}"'})
 
 
-def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> Starlette:
-    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
-    env.filters.update(num=num, signed=signed, dist=dist)
-    env.globals.update(change_class=change_class)
-    env.globals.update(samples_url=samples_url, sample_url=sample_url, quote=quote, tone=TONE)
+class Viewer:
+    """The viewer's state, one per app: the templates, the warehouse it reads, and the rubric configs (loaded again
+    only when a file in their folder changed). Every handler takes it from ``request.app.state.viewer``."""
 
-    folder = Path(rubric_dir) if rubric_dir else settings.rubric_dir()
-    loaded: dict[str, Any] = {"stamp": None, "rubrics": {}}
+    def __init__(self, warehouse: Warehouse, rubric_dir: str | Path | None = None):
+        env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
+        env.filters.update(num=num, signed=signed, dist=dist)
+        env.globals.update(change_class=change_class)
+        env.globals.update(samples_url=samples_url, sample_url=sample_url, quote=quote, tone=TONE)
+        self.env, self.warehouse = env, warehouse
+        self.folder = Path(rubric_dir) if rubric_dir else settings.rubric_dir()
+        self._stamp: tuple[tuple[str, int], ...] | None = None
+        self._rubrics: dict[str, RubricConfig] = {}
 
-    def rubrics() -> dict[str, RubricConfig]:
+    def rubrics(self) -> dict[str, RubricConfig]:
         """The rubric configs, loaded again only when a file in the folder changed (an adopted alignment's overlay,
         aligned/<rubric>.yaml, included: it changes the judge)."""
+        folder = self.folder
         patterns = ("*.yaml", "*.yml", f"{ALIGNED_DIR}/*.yaml", f"{ALIGNED_DIR}/*.yml")
         files = sorted(p for pattern in patterns for p in folder.glob(pattern)) if folder.is_dir() else []
         stamp = tuple((str(p.relative_to(folder)), p.stat().st_mtime_ns) for p in files)
-        if stamp != loaded["stamp"]:
+        if stamp != self._stamp:
             try:
-                loaded["rubrics"] = {r.name: r for r in load_rubrics(folder)}
+                self._rubrics = {r.name: r for r in load_rubrics(folder)}
             except Exception:  # noqa: BLE001 - a broken YAML must not take the viewer down; pages fall back to tables
-                loaded["rubrics"] = {}
-            loaded["stamp"] = stamp
-        return cast(dict[str, RubricConfig], loaded["rubrics"])
+                self._rubrics = {}
+            self._stamp = stamp
+        return self._rubrics
 
-    def page(name: str, status: int = 200, **ctx: object) -> HTMLResponse:
-        return HTMLResponse(env.get_template(name).render(warehouse=warehouse.describe(), **ctx), status_code=status)
+    def page(self, name: str, status: int = 200, **ctx: object) -> HTMLResponse:
+        html = self.env.get_template(name).render(warehouse=self.warehouse.describe(), **ctx)
+        return HTMLResponse(html, status_code=status)
 
-    def missing(what: str) -> HTMLResponse:
-        return page("message.html", status=404, title="Not found", message=what)
+    def missing(self, what: str) -> HTMLResponse:
+        return self.page("message.html", status=404, title="Not found", message=what)
 
-    def leaderboard(request: Request) -> Response:
-        if not warehouse.exists():
-            return page("message.html", title="No results yet", message="The warehouse is empty: run `make demo`.")
-        rows = queries.leaderboard(warehouse)
-        if download(request):
-            return table_response(request, rows, "leaderboard")
-        by_rubric: dict[str, list[Row]] = {}
-        for r in rows:
-            by_rubric.setdefault(r["rubric"], []).append(r)
-        return page("leaderboard.html", title="Leaderboard", by_rubric=by_rubric, ov=overview(warehouse))
 
-    def verdicts(request: Request) -> Response:
-        """Every stored verdict (main.verdicts) as CSV or JSON: what the front page shows."""
-        ov = overview(warehouse) if warehouse.exists() else None
-        rows = [v.row() for v in ov.cells.values()] if ov else []
-        return table_response(request, rows, "verdicts", default="csv")
+def leaderboard(request: Request) -> Response:
+    v: Viewer = request.app.state.viewer
+    if not v.warehouse.exists():
+        return v.page("message.html", title="No results yet", message="The warehouse is empty: run `make demo`.")
+    rows = queries.leaderboard(v.warehouse)
+    if download(request):
+        return table_response(request, rows, "leaderboard")
+    by_rubric: dict[str, list[Row]] = {}
+    for r in rows:
+        by_rubric.setdefault(r["rubric"], []).append(r)
+    return v.page("leaderboard.html", title="Leaderboard", by_rubric=by_rubric, ov=overview(v.warehouse))
 
-    def compare(request: Request) -> Response:
-        rubric = request.path_params["rubric"]
-        q = request.query_params
-        a, b = q.get("a", ""), q.get("b", "")
-        if not a and not b:  # no pair asked for: a checkpoint that happens to be named "compare"
-            request.path_params["checkpoint"] = "compare"
-            return checkpoint(request)
-        try:
-            data = compare_page(warehouse, rubrics().get(rubric), rubric, a, b, q.get("score"), q.get("dir", "moved"))
-        except UnsafeIdentifierError:
-            return missing("choose two checkpoints: /r/<rubric>/compare?a=<checkpoint>&b=<checkpoint>")
-        if not data.checkpoints:
-            return missing(f"no scores for rubric {rubric!r}")
-        if download(request):
-            table = q.get("table", "scores")
-            return table_response(
-                request, data.moved if table == "moved" else data.scores, f"{rubric}-{a}-vs-{b}-{table}"
-            )
-        return page("compare.html", title=f"{rubric} · {a} vs {b}", d=data)
 
-    def checkpoint(request: Request) -> Response:
-        rubric, ckpt = request.path_params["rubric"], request.path_params["checkpoint"]
-        as_of = request.query_params.get("as_of") or None
-        if as_of is not None and not as_of.isdecimal():
-            return missing("as_of: give a snapshot id")
-        try:
-            if as_of is None:
-                data = queries.checkpoint_page(warehouse, rubric, ckpt)
-            else:
-                with warehouse.as_of(as_of) as past:
-                    data = queries.checkpoint_page(past, rubric, ckpt)
-        except UnsafeIdentifierError:
-            return missing(f"no rubric {rubric!r}")
-        if not data.scores and not data.gates and not data.quarantine_total:
-            return missing(f"no results for {rubric} / {ckpt}")
-        config = rubrics().get(rubric)
-        data.scores.sort(key=lambda r: (queries.rank(config, r["score"]), r["score"]))
-        return page("checkpoint.html", title=f"{rubric} · {ckpt}", d=data, config=config, as_of=as_of)
+def verdicts(request: Request) -> Response:
+    """Every stored verdict (main.verdicts) as CSV or JSON: what the front page shows."""
+    v: Viewer = request.app.state.viewer
+    ov = overview(v.warehouse) if v.warehouse.exists() else None
+    rows = [v.row() for v in ov.cells.values()] if ov else []
+    return table_response(request, rows, "verdicts", default="csv")
 
-    def samples(request: Request) -> Response:
-        rubric, ckpt = request.path_params["rubric"], request.path_params["checkpoint"]
-        sq = sample_query(request.query_params)
-        try:
-            data = queries.samples_page(warehouse, rubrics().get(rubric), rubric, ckpt, sq)
-        except UnsafeIdentifierError:
-            return missing(f"no rubric {rubric!r}")
-        if not data.score_names:
-            return missing(f"no scores for {rubric} / {ckpt}")
 
-        def link(**changes: object) -> str:
-            base: dict[str, object] = dict(
-                score=sq.score,
-                lo=sq.lo,
-                hi=sq.hi,
-                filter=sq.filter,
-                q=sq.q,
-                sort=sq.sort,
-                order=sq.order if sq.sort else None,
-                page=None,
-            )
-            base.update(changes)
-            return samples_url(rubric, ckpt, **base)
+def compare(request: Request) -> Response:
+    v: Viewer = request.app.state.viewer
+    rubric = request.path_params["rubric"]
+    q = request.query_params
+    a, b = q.get("a", ""), q.get("b", "")
+    if not a and not b:  # no pair asked for: a checkpoint that happens to be named "compare"
+        request.path_params["checkpoint"] = "compare"
+        return checkpoint(request)
+    try:
+        data = compare_page(v.warehouse, v.rubrics().get(rubric), rubric, a, b, q.get("score"), q.get("dir", "moved"))
+    except UnsafeIdentifierError:
+        return v.missing("choose two checkpoints: /r/<rubric>/compare?a=<checkpoint>&b=<checkpoint>")
+    if not data.checkpoints:
+        return v.missing(f"no scores for rubric {rubric!r}")
+    if download(request):
+        table = q.get("table", "scores")
+        return table_response(request, data.moved if table == "moved" else data.scores, f"{rubric}-{a}-vs-{b}-{table}")
+    return v.page("compare.html", title=f"{rubric} · {a} vs {b}", d=data)
 
-        return page("samples.html", title=f"{rubric} · {ckpt} · samples", d=data, sq=sq, link=link)
 
-    def sample(request: Request) -> Response:
-        rubric, ckpt, sid = (request.path_params[k] for k in ("rubric", "checkpoint", "sample_id"))
-        config = rubrics().get(rubric)
-        try:
-            data = queries.sample_page(warehouse, config, rubric, ckpt, sid)
-        except UnsafeIdentifierError:
-            return missing(f"no rubric {rubric!r}")
-        if data.sample is None and data.scores is None:
-            return missing(f"no sample {sid!r} in {rubric} / {ckpt}")
-        response_field = config.inputs.response_field if config else "response"
-        new = (data.sample or {}).get(response_field)
-        old = (data.parent_sample or {}).get(response_field)
-        names = queries.score_names_of(data.scores, config)
-        return page(
-            "sample.html",
-            title=f"{rubric} · {ckpt} · {sid}",
-            d=data,
-            config=config,
-            groups=input_groups(config, data.sample),
-            response=new,
-            parent_response=old,
-            diff=word_diff(old, new) if data.parent_sample is not None else None,
-            score_names=names,
-            dimensions=[d.key for d in config.dimensions] if config else names,
-            metric_columns=queries.metric_columns(data.metrics),
+def checkpoint(request: Request) -> Response:
+    v: Viewer = request.app.state.viewer
+    rubric, ckpt = request.path_params["rubric"], request.path_params["checkpoint"]
+    as_of = request.query_params.get("as_of") or None
+    if as_of is not None and not as_of.isdecimal():
+        return v.missing("as_of: give a snapshot id")
+    try:
+        if as_of is None:
+            data = queries.checkpoint_page(v.warehouse, rubric, ckpt)
+        else:
+            with v.warehouse.as_of(as_of) as past:
+                data = queries.checkpoint_page(past, rubric, ckpt)
+    except UnsafeIdentifierError:
+        return v.missing(f"no rubric {rubric!r}")
+    if not data.scores and not data.gates and not data.quarantine_total:
+        return v.missing(f"no results for {rubric} / {ckpt}")
+    config = v.rubrics().get(rubric)
+    data.scores.sort(key=lambda r: (queries.rank(config, r["score"]), r["score"]))
+    return v.page("checkpoint.html", title=f"{rubric} · {ckpt}", d=data, config=config, as_of=as_of)
+
+
+def samples(request: Request) -> Response:
+    v: Viewer = request.app.state.viewer
+    rubric, ckpt = request.path_params["rubric"], request.path_params["checkpoint"]
+    sq = sample_query(request.query_params)
+    try:
+        data = queries.samples_page(v.warehouse, v.rubrics().get(rubric), rubric, ckpt, sq)
+    except UnsafeIdentifierError:
+        return v.missing(f"no rubric {rubric!r}")
+    if not data.score_names:
+        return v.missing(f"no scores for {rubric} / {ckpt}")
+
+    def link(**changes: object) -> str:
+        base: dict[str, object] = dict(
+            score=sq.score,
+            lo=sq.lo,
+            hi=sq.hi,
+            filter=sq.filter,
+            q=sq.q,
+            sort=sq.sort,
+            order=sq.order if sq.sort else None,
+            page=None,
         )
+        base.update(changes)
+        return samples_url(rubric, ckpt, **base)
 
-    def table(request: Request) -> Response:
-        """A table of the checkpoint page as CSV or JSON: every row the rubric's table has for the checkpoint."""
-        rubric, ckpt, name = (request.path_params[k] for k in ("rubric", "checkpoint", "name"))
-        try:
-            rows = queries.checkpoint_table(warehouse, rubric, ckpt, name)
-        except UnsafeIdentifierError:
-            return missing(f"no table {name!r} in {rubric!r}")
-        if rows is None:
-            return missing(f"no table {name!r} in {rubric!r}")
-        return table_response(request, rows, f"{rubric}-{ckpt}-{name}", default="csv")
+    return v.page("samples.html", title=f"{rubric} · {ckpt} · samples", d=data, sq=sq, link=link)
 
-    def alignments(request: Request) -> Response:
-        """The rubric's alignments of its judge, or one with every candidate and the held-out comparison."""
-        from eval_pipeline.publish.alignment import alignment_ids, alignment_view
 
-        rubric, wanted = request.path_params["rubric"], request.path_params.get("alignment_id")
-        try:
-            found = alignment_ids(warehouse, rubric)
-            view = alignment_view(warehouse, rubric, wanted) if wanted else None
-        except UnsafeIdentifierError:
-            return missing(f"no rubric {rubric!r}")
-        if wanted and view is None:
-            return missing(f"no alignment {wanted!r} of {rubric}")
-        aligned = getattr(rubrics().get(rubric), "aligned", None)  # the judge now: its adopted alignment, if any
-        adopted = aligned.id if aligned is not None else None
-        return page(
-            "alignment.html", title=f"{rubric} · alignments", rubric=rubric, found=found, v=view, adopted=adopted
-        )
+def sample(request: Request) -> Response:
+    v: Viewer = request.app.state.viewer
+    rubric, ckpt, sid = (request.path_params[k] for k in ("rubric", "checkpoint", "sample_id"))
+    config = v.rubrics().get(rubric)
+    try:
+        data = queries.sample_page(v.warehouse, config, rubric, ckpt, sid)
+    except UnsafeIdentifierError:
+        return v.missing(f"no rubric {rubric!r}")
+    if data.sample is None and data.scores is None:
+        return v.missing(f"no sample {sid!r} in {rubric} / {ckpt}")
+    response_field = config.inputs.response_field if config else "response"
+    new = (data.sample or {}).get(response_field)
+    old = (data.parent_sample or {}).get(response_field)
+    names = queries.score_names_of(data.scores, config)
+    return v.page(
+        "sample.html",
+        title=f"{rubric} · {ckpt} · {sid}",
+        d=data,
+        config=config,
+        groups=input_groups(config, data.sample),
+        response=new,
+        parent_response=old,
+        diff=word_diff(old, new) if data.parent_sample is not None else None,
+        score_names=names,
+        dimensions=[d.key for d in config.dimensions] if config else names,
+        metric_columns=queries.metric_columns(data.metrics),
+    )
 
-    def health(request: Request) -> Response:
-        return PlainTextResponse("ok")
 
+def table(request: Request) -> Response:
+    """A table of the checkpoint page as CSV or JSON: every row the rubric's table has for the checkpoint."""
+    v: Viewer = request.app.state.viewer
+    rubric, ckpt, name = (request.path_params[k] for k in ("rubric", "checkpoint", "name"))
+    try:
+        rows = queries.checkpoint_table(v.warehouse, rubric, ckpt, name)
+    except UnsafeIdentifierError:
+        return v.missing(f"no table {name!r} in {rubric!r}")
+    if rows is None:
+        return v.missing(f"no table {name!r} in {rubric!r}")
+    return table_response(request, rows, f"{rubric}-{ckpt}-{name}", default="csv")
+
+
+def alignments(request: Request) -> Response:
+    """The rubric's alignments of its judge, or one with every candidate and the held-out comparison."""
+    v: Viewer = request.app.state.viewer
+    from eval_pipeline.publish.alignment import alignment_ids, alignment_view
+
+    rubric, wanted = request.path_params["rubric"], request.path_params.get("alignment_id")
+    try:
+        found = alignment_ids(v.warehouse, rubric)
+        view = alignment_view(v.warehouse, rubric, wanted) if wanted else None
+    except UnsafeIdentifierError:
+        return v.missing(f"no rubric {rubric!r}")
+    if wanted and view is None:
+        return v.missing(f"no alignment {wanted!r} of {rubric}")
+    aligned = getattr(v.rubrics().get(rubric), "aligned", None)  # the judge now: its adopted alignment, if any
+    adopted = aligned.id if aligned is not None else None
+    return v.page("alignment.html", title=f"{rubric} · alignments", rubric=rubric, found=found, v=view, adopted=adopted)
+
+
+def health(request: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> Starlette:
+    """The viewer over ``warehouse``: its routes, each a handler of this module, over one ``Viewer``."""
     routes = [
         Route("/", leaderboard),
         Route("/healthz", health),
@@ -287,12 +310,14 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
     ]
 
     async def busy(request: Request, exc: Exception) -> Response:
-        return page("message.html", status=503, title="Warehouse busy", message=str(exc))
+        return request.app.state.viewer.page("message.html", status=503, title="Warehouse busy", message=str(exc))
 
     async def absent(request: Request, exc: Exception) -> Response:
-        return page("message.html", title="No results yet", message=str(exc))
+        return request.app.state.viewer.page("message.html", title="No results yet", message=str(exc))
 
-    return Starlette(routes=routes, exception_handlers={WarehouseBusy: busy, FileNotFoundError: absent})
+    app = Starlette(routes=routes, exception_handlers={WarehouseBusy: busy, FileNotFoundError: absent})
+    app.state.viewer = Viewer(warehouse, rubric_dir)
+    return app
 
 
 def serve(warehouse: Warehouse, host: str = "127.0.0.1", port: int = 8765) -> None:
