@@ -91,76 +91,85 @@ def refresh_views(wh: Warehouse, configured: set[str] | None = None) -> list[str
     return sorted(summaries)
 
 
+def _join(alias: str, sql: str | None, nulls: str) -> str:
+    """``LEFT JOIN (sql) alias`` on the checkpoint, or, where the rubric has no such table (``sql`` None), a row of
+    typed nulls so the leaderboard's columns are the same for every rubric."""
+    return f"LEFT JOIN ({sql if sql is not None else nulls}) {alias} USING (checkpoint_id)"
+
+
+def _rubric_part(r: str, found: dict[str, set[str]], configured: set[str]) -> str:
+    """One rubric's leaderboard rows: its headline summary with the checkpoint, gates, judge, verdict and rank set."""
+    check_identifier(r, "rubric name")
+    g = _join(
+        "g",
+        "SELECT checkpoint_id, sum(CASE WHEN passed THEN 1 ELSE 0 END)::BIGINT AS gates_passed, count(*)::BIGINT AS "
+        f'gates_total FROM "{r}".gates GROUP BY 1'
+        if r in found["gates"]
+        else None,
+        "SELECT NULL::VARCHAR AS checkpoint_id, NULL::BIGINT AS gates_passed, NULL::BIGINT AS gates_total",
+    )
+    # who judged: the recorded identity (judge_identity, one row a checkpoint) where the rubric has one; a
+    # warehouse judged before identities were recorded falls back to judge_scores' kind and models
+    judge = None
+    if r in found["judge_identity"]:
+        judge = (
+            "SELECT checkpoint_id, any_value(label) AS judge, any_value(models) AS judge_models, "
+            f'any_value(judge_identity) AS judge_identity FROM "{r}".judge_identity GROUP BY 1'
+        )
+    elif r in found["judge_scores"]:
+        judge = (
+            "SELECT checkpoint_id, CASE WHEN any_value(judge_kind) = 'llm' THEN any_value(model) "
+            "ELSE any_value(judge_kind) END AS judge, any_value(model) AS judge_models, "
+            f"NULL::VARCHAR AS judge_identity FROM \"{r}\".judge_scores WHERE judge = '{PANEL}' GROUP BY 1"
+        )
+    j = _join(
+        "j",
+        judge,
+        "SELECT NULL::VARCHAR AS checkpoint_id, NULL::VARCHAR AS judge, NULL::VARCHAR AS judge_models, "
+        "NULL::VARCHAR AS judge_identity",
+    )
+    # the verdict decided once (scoring.verdict): a checkpoint judged before verdicts were stored has none
+    v = _join(
+        "v",
+        "SELECT checkpoint_id, verdict, headline_reason AS verdict_reason, trust AS judge_trust, gates_failed, "
+        f'gates_pending, last_complete_snapshot FROM "{r}".verdict'
+        if r in found["verdict"]
+        else None,
+        "SELECT NULL::VARCHAR AS checkpoint_id, NULL::VARCHAR AS verdict, NULL::VARCHAR AS verdict_reason, "
+        "NULL::VARCHAR AS judge_trust, NULL::BIGINT AS gates_failed, NULL::BIGINT AS gates_pending, "
+        "NULL::BIGINT AS last_complete_snapshot",
+    )
+    # the rank set among the checkpoints the same judge judged (scoring.ranks), decided once for all of them
+    k = _join(
+        "k",
+        "SELECT checkpoint_id, rank_low, rank_high, rank_set, tied_with, basis AS rank_basis, checkpoints_ranked "
+        f'FROM "{r}".ranks'
+        if r in found["ranks"]
+        else None,
+        "SELECT NULL::VARCHAR AS checkpoint_id, NULL::BIGINT AS rank_low, NULL::BIGINT AS rank_high, "
+        "NULL::VARCHAR AS rank_set, NULL::VARCHAR AS tied_with, NULL::VARCHAR AS rank_basis, "
+        "NULL::BIGINT AS checkpoints_ranked",
+    )
+    return (
+        f"SELECT '{r}' AS rubric, {str(r in configured).upper()} AS rubric_configured, s.checkpoint_id, "
+        "c.model, c.created_at, c.parent, s.score AS headline_name, "
+        "s.mean AS headline, s.ci_low, s.ci_high, s.n, g.gates_passed, g.gates_total, "
+        "j.judge, j.judge_models, j.judge_identity, v.verdict, v.verdict_reason, v.judge_trust, "
+        "v.gates_failed, v.gates_pending, coalesce(v.verdict <> 'incomplete', TRUE) AS result_complete, "
+        "v.last_complete_snapshot, k.rank_low, k.rank_high, k.rank_set, k.tied_with, k.rank_basis, "
+        "k.checkpoints_ranked "
+        f'FROM "{r}".summary s LEFT JOIN main.checkpoints c USING (checkpoint_id) {g} {j} {v} {k} '
+        f"WHERE s.breakdown = 'all' AND s.headline"
+    )
+
+
 def _view_sql(found: dict[str, set[str]], configured: set[str]) -> ViewSql | None:
     """The leaderboard's SQL, the other views' statements and their fingerprint; None when there is nothing to
     show yet (no summary, or no checkpoints table)."""
-    summaries, gates, judged = found["summary"] - {"main"}, found["gates"], found["judge_scores"]
-    identified = found["judge_identity"]
+    summaries = found["summary"] - {"main"}
     if not summaries or "main" not in found["checkpoints"]:
         return None
-    parts = []
-    for r in sorted(summaries):
-        check_identifier(r, "rubric name")
-        g = (
-            (
-                f"LEFT JOIN (SELECT checkpoint_id, sum(CASE WHEN passed THEN 1 ELSE 0 END)::BIGINT AS gates_passed, "
-                f"count(*)::BIGINT AS gates_total "
-                f'FROM "{r}".gates GROUP BY 1) g USING (checkpoint_id)'
-            )
-            if r in gates
-            else "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::BIGINT AS gates_passed, NULL::BIGINT AS "
-            "gates_total) g USING (checkpoint_id)"
-        )
-        # who judged: the recorded identity (judge_identity, one row a checkpoint) where the rubric has one; a
-        # warehouse judged before identities were recorded falls back to judge_scores' kind and models
-        if r in identified:
-            j = (
-                "LEFT JOIN (SELECT checkpoint_id, any_value(label) AS judge, any_value(models) AS judge_models, "
-                f'any_value(judge_identity) AS judge_identity FROM "{r}".judge_identity GROUP BY 1) j '
-                "USING (checkpoint_id)"
-            )
-        elif r in judged:
-            j = (
-                "LEFT JOIN (SELECT checkpoint_id, CASE WHEN any_value(judge_kind) = 'llm' THEN any_value(model) "
-                "ELSE any_value(judge_kind) END AS judge, any_value(model) AS judge_models, "
-                f"NULL::VARCHAR AS judge_identity FROM \"{r}\".judge_scores WHERE judge = '{PANEL}' GROUP BY 1) j "
-                "USING (checkpoint_id)"
-            )
-        else:
-            j = (
-                "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::VARCHAR AS judge, NULL::VARCHAR AS "
-                "judge_models, NULL::VARCHAR AS judge_identity) j USING (checkpoint_id)"
-            )
-        # the verdict decided once (scoring.verdict): a checkpoint judged before verdicts were stored has none
-        v = (
-            "LEFT JOIN (SELECT checkpoint_id, verdict, headline_reason AS verdict_reason, trust AS judge_trust, "
-            "gates_failed, gates_pending, last_complete_snapshot "
-            f'FROM "{r}".verdict) v USING (checkpoint_id)'
-            if r in found["verdict"]
-            else "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::VARCHAR AS verdict, NULL::VARCHAR AS "
-            "verdict_reason, NULL::VARCHAR AS judge_trust, NULL::BIGINT AS gates_failed, NULL::BIGINT AS "
-            "gates_pending, NULL::BIGINT AS last_complete_snapshot) v USING (checkpoint_id)"
-        )
-        # the rank set among the checkpoints the same judge judged (scoring.ranks), decided once for all of them
-        k = (
-            "LEFT JOIN (SELECT checkpoint_id, rank_low, rank_high, rank_set, tied_with, basis AS rank_basis, "
-            f'checkpoints_ranked FROM "{r}".ranks) k USING (checkpoint_id)'
-            if r in found["ranks"]
-            else "LEFT JOIN (SELECT NULL::VARCHAR AS checkpoint_id, NULL::BIGINT AS rank_low, NULL::BIGINT AS "
-            "rank_high, NULL::VARCHAR AS rank_set, NULL::VARCHAR AS tied_with, NULL::VARCHAR AS rank_basis, "
-            "NULL::BIGINT AS checkpoints_ranked) k USING (checkpoint_id)"
-        )
-        parts.append(
-            f"SELECT '{r}' AS rubric, {str(r in configured).upper()} AS rubric_configured, s.checkpoint_id, "
-            "c.model, c.created_at, c.parent, s.score AS headline_name, "
-            "s.mean AS headline, s.ci_low, s.ci_high, s.n, g.gates_passed, g.gates_total, "
-            "j.judge, j.judge_models, j.judge_identity, v.verdict, v.verdict_reason, v.judge_trust, "
-            "v.gates_failed, v.gates_pending, coalesce(v.verdict <> 'incomplete', TRUE) AS result_complete, "
-            "v.last_complete_snapshot, k.rank_low, k.rank_high, k.rank_set, k.tied_with, k.rank_basis, "
-            "k.checkpoints_ranked "
-            f'FROM "{r}".summary s LEFT JOIN main.checkpoints c USING (checkpoint_id) {g} {j} {v} {k} '
-            f"WHERE s.breakdown = 'all' AND s.headline"
-        )
+    parts = [_rubric_part(r, found, configured) for r in sorted(summaries)]
     union = "\nUNION ALL\n".join(parts)
     latest = (
         "CREATE OR REPLACE VIEW main.latest AS SELECT * FROM main.leaderboard WHERE checkpoint_id = "
