@@ -396,6 +396,83 @@ def _plain(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not stored in a pooled trust")
 
 
+def _dimension_trust(
+    rubric: RubricConfig,
+    dim: str,
+    pooled: pd.DataFrame,
+    n_checkpoints: int,
+    pairs: dict[str, pd.DataFrame],
+    weights: pd.Series | None,
+    frames: dict[str, pd.DataFrame] | None,
+) -> Row:
+    """One dimension's row of ``pooled_trust``: its decision, what it needs, and the reason a person reads."""
+    bar = judge_bar(rubric)
+    rule = bar.rule
+    min_kappa, min_rho, min_n = bar.kappa, bar.spearman, bar.min_samples
+    n, k, k_lo, k_hi = _stat(pooled, dim, "cohen_kappa_quadratic")
+    _, rho, r_lo, r_hi = _stat(pooled, dim, "spearman")
+    frame = (frames or {}).get(dim)
+    pair = pairs.get(dim, pd.DataFrame(columns=PAIR_COLUMNS))
+    d = _decide(rubric, dim, pair, (min_kappa, min_rho), rule, weights, frame)
+    kcs, rcs, verdict = d.kappa, d.spearman, d.held.verdict
+    (k_low, r_low), (k_high, r_high) = d.held.low, d.held.high
+    stats = [(kcs, min_kappa), (rcs, min_rho)]
+    needed = 0 if verdict != PENDING else max(1, sq.ratings_needed(stats, rule))
+    people = _people(pooled, dim)
+    beside = versus_people((k, k_low, k_high), people)
+    bars = f"kappa_q >= {min_kappa:g} and spearman >= {min_rho:g}, each within {rule.margin:g}"
+    evidence = (
+        f"kappa_q {_fmt(kcs.estimate)} [{_fmt(k_low)}, {_fmt(k_high)}], spearman {_fmt(rcs.estimate)} "
+        f"[{_fmt(r_low)}, {_fmt(r_high)}] on {n} rated samples from {n_checkpoints} checkpoint(s) "
+        f"({1 - rule.alpha:.0%} anytime-valid; needs {bars})"
+    )
+    if weights is not None and frame is not None and _over_frame(rubric, dim, frame):
+        evidence += (
+            f"; over all {len(frame)} judged samples, the ratings weighted by the active queue's chances and "
+            "the judge's own distribution as its prediction"
+        )
+    if verdict == PENDING:
+        why = f"{min_n} needed at least" if n < min_n else "the intervals straddle the bar"
+        reason = f"{evidence}: {why}; about {needed} more rated samples would settle it"
+    elif d.timed:
+        when = f" on {d.since[:16].replace('T', ' ')} UTC" if d.since else ""
+        reason = f"{evidence}; {verdict} since the {_ordinal(d.since_n)} rated sample{when}"
+    else:
+        reason = f"{evidence}; not held (ratings without rated_at)"
+    if d.counted_from:
+        reason += (
+            f"; decided afresh from the {_ordinal(d.counted_from)} rated sample on: the ratings from there "
+            "contradict the earlier ones (the judge's agreement changed)"
+        )
+    if beside is not None:
+        reason += f"; {beside} (people with each other: kappa_q {people[0]:.2f} [{people[1]:.2f}, {people[2]:.2f}])"
+    elif n and math.isnan(people[0]):
+        reason += f"; {NO_PEOPLE_BASELINE}"
+    return dict(
+        dimension=dim,
+        n_rated=n,
+        kappa_quadratic=k,
+        kappa_ci_low=k_lo,
+        kappa_ci_high=k_hi,
+        spearman=rho,
+        spearman_ci_low=r_lo,
+        spearman_ci_high=r_hi,
+        verdict=verdict,
+        needed=needed,
+        reason=reason,
+        kappa_cs_low=k_low,
+        kappa_cs_high=k_high,
+        spearman_cs_low=r_low,
+        spearman_cs_high=r_high,
+        decided_n=d.since_n,
+        decided_at=d.since or None,
+        human_kappa_quadratic=people[0],
+        human_kappa_ci_low=people[1],
+        human_kappa_ci_high=people[2],
+        versus_people=beside,
+    )
+
+
 def pooled_trust(
     rubric: RubricConfig,
     identity: str,
@@ -408,75 +485,9 @@ def pooled_trust(
 ) -> PooledTrust:
     """The identity's decision per dimension from its pooled calibration set (see ``trust_rows``): the confidence
     sequences, the verdict, ``needed`` and the people's baseline; computed once per identity."""
-    bar = judge_bar(rubric)
-    rule = bar.rule
-    min_kappa, min_rho, min_n = bar.kappa, bar.spearman, bar.min_samples
-    dims: list[Row] = []
-    for dim in rubric.rating_scales:
-        n, k, k_lo, k_hi = _stat(pooled, dim, "cohen_kappa_quadratic")
-        _, rho, r_lo, r_hi = _stat(pooled, dim, "spearman")
-        frame = (frames or {}).get(dim)
-        pair = pairs.get(dim, pd.DataFrame(columns=PAIR_COLUMNS))
-        d = _decide(rubric, dim, pair, (min_kappa, min_rho), rule, weights, frame)
-        kcs, rcs, verdict = d.kappa, d.spearman, d.held.verdict
-        (k_low, r_low), (k_high, r_high) = d.held.low, d.held.high
-        stats = [(kcs, min_kappa), (rcs, min_rho)]
-        needed = 0 if verdict != PENDING else max(1, sq.ratings_needed(stats, rule))
-        people = _people(pooled, dim)
-        beside = versus_people((k, k_low, k_high), people)
-        bars = f"kappa_q >= {min_kappa:g} and spearman >= {min_rho:g}, each within {rule.margin:g}"
-        evidence = (
-            f"kappa_q {_fmt(kcs.estimate)} [{_fmt(k_low)}, {_fmt(k_high)}], spearman {_fmt(rcs.estimate)} "
-            f"[{_fmt(r_low)}, {_fmt(r_high)}] on {n} rated samples from {n_checkpoints} checkpoint(s) "
-            f"({1 - rule.alpha:.0%} anytime-valid; needs {bars})"
-        )
-        if weights is not None and frame is not None and _over_frame(rubric, dim, frame):
-            evidence += (
-                f"; over all {len(frame)} judged samples, the ratings weighted by the active queue's chances and "
-                "the judge's own distribution as its prediction"
-            )
-        if verdict == PENDING:
-            why = f"{min_n} needed at least" if n < min_n else "the intervals straddle the bar"
-            reason = f"{evidence}: {why}; about {needed} more rated samples would settle it"
-        elif d.timed:
-            when = f" on {d.since[:16].replace('T', ' ')} UTC" if d.since else ""
-            reason = f"{evidence}; {verdict} since the {_ordinal(d.since_n)} rated sample{when}"
-        else:
-            reason = f"{evidence}; not held (ratings without rated_at)"
-        if d.counted_from:
-            reason += (
-                f"; decided afresh from the {_ordinal(d.counted_from)} rated sample on: the ratings from there "
-                "contradict the earlier ones (the judge's agreement changed)"
-            )
-        if beside is not None:
-            reason += f"; {beside} (people with each other: kappa_q {people[0]:.2f} [{people[1]:.2f}, {people[2]:.2f}])"
-        elif n and math.isnan(people[0]):
-            reason += f"; {NO_PEOPLE_BASELINE}"
-        dims.append(
-            dict(
-                dimension=dim,
-                n_rated=n,
-                kappa_quadratic=k,
-                kappa_ci_low=k_lo,
-                kappa_ci_high=k_hi,
-                spearman=rho,
-                spearman_ci_low=r_lo,
-                spearman_ci_high=r_hi,
-                verdict=verdict,
-                needed=needed,
-                reason=reason,
-                kappa_cs_low=k_low,
-                kappa_cs_high=k_high,
-                spearman_cs_low=r_low,
-                spearman_cs_high=r_high,
-                decided_n=d.since_n,
-                decided_at=d.since or None,
-                human_kappa_quadratic=people[0],
-                human_kappa_ci_low=people[1],
-                human_kappa_ci_high=people[2],
-                versus_people=beside,
-            )
-        )
+    dims = [
+        _dimension_trust(rubric, dim, pooled, n_checkpoints, pairs, weights, frames) for dim in rubric.rating_scales
+    ]
     return PooledTrust(identity, label, n_checkpoints, dims)
 
 

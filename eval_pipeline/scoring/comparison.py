@@ -232,12 +232,19 @@ def compare(
             )
         )
     rows.extend(calibrated or [])
-    margins = practical_margins(rubric, parent)
+    _decide_regressions(rows, practical_margins(rubric, parent), untrusted or set())
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS).astype(DTYPES)
+
+
+def _decide_regressions(rows: list[Row], margins: dict[str, float], untrusted: set[str]) -> None:
+    """Each row's Holm-adjusted p (``p_holm``) over the family, and whether it is a regression: a significant drop,
+    by a trusted judge, past the score's practical margin (or the judge's noise band); otherwise a note says why
+    not."""
     for row, adjusted in zip(rows, holm([r["p_value"] for r in rows])):
         row["p_holm"] = adjusted
         worse = row["delta"] is not None and ((row["delta"] > 0) if row["lower_is_better"] else (row["delta"] < 0))
         significant = bool(worse and adjusted == adjusted and adjusted < ALPHA)
-        if significant and row["score"] in (untrusted or set()):
+        if significant and row["score"] in untrusted:
             row["note"] = (
                 f"a significant drop by a judge not trusted on {row['score']}: not counted as a regression "
                 f"(see {row['score']}{CALIBRATED_SUFFIX} where people rated both checkpoints)"
@@ -251,7 +258,6 @@ def compare(
             )
             significant = False
         row["regression"] = significant
-    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS).astype(DTYPES)
 
 
 def _finite(x: object) -> float:
