@@ -468,7 +468,23 @@ def ppi_kappa_bounds(
     g = gradient(k, den)
     phi = (g[..., None] * (ys - lam[None, :, None] * fs)).sum(0)
     design = hajek_variance(phi, p) / n_all**2
-    # the frame's own variance: kappa's influence values on the rated items, weighted to the frame
+    frame_var = _kappa_frame_variance(jr, y, mu_j, m_jj, share, k, den) / n_all
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sigma = np.sqrt(n * (design + frame_var))
+    return _on_z_scale(k, sigma * _small_sample(p), n, rule, ~(den > 0) | np.isnan(sigma))
+
+
+def _kappa_frame_variance(
+    jr: np.ndarray,
+    y: np.ndarray,
+    mu_j: np.ndarray,
+    m_jj: np.ndarray,
+    share: np.ndarray,
+    k: np.ndarray,
+    den: np.ndarray,
+) -> np.ndarray:
+    """The frame's own variance of kappa per item (``ppi_kappa_bounds``): kappa's influence values on the rated
+    items (the judge's positions ``jr``, the people's ``y``), weighted to the frame by ``share``."""
     mh = (share * y).sum(-1, keepdims=True)
     u, v = jr - mu_j[..., None], y - mh
     sxy = (share * u * v).sum(-1, keepdims=True)
@@ -477,9 +493,7 @@ def ppi_kappa_bounds(
     with np.errstate(divide="ignore", invalid="ignore"):
         spread = (u * u - sxx) + (v * v - syy) + 2.0 * d * (u - v)
         infl = (2.0 * (u * v - sxy) - k[..., None] * spread) / den[..., None]
-        frame_var = (share * infl * infl).sum(-1) / n_all
-        sigma = np.sqrt(n * (design + frame_var))
-    return _on_z_scale(k, sigma * _small_sample(p), n, rule, ~(den > 0) | np.isnan(sigma))
+        return np.asarray((share * infl * infl).sum(-1), float)
 
 
 # what the active-inference estimators take from their ratings before their variance: kappa's three people's

@@ -16,7 +16,7 @@ import pandas as pd
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.contracts import EXTRACTION_COLUMNS
 from eval_pipeline.core.settings import JudgeConfig
-from eval_pipeline.core.types import JSONObject, Record
+from eval_pipeline.core.types import JSONObject, Record, Row
 from eval_pipeline.judge import cache, costs
 from eval_pipeline.judge.backends import backend_for
 from eval_pipeline.judge.cached import JudgeRunStats, cached_calls
@@ -70,6 +70,16 @@ def _messages(instructions: str, key: str, payload: JSONObject) -> list[dict[str
 
 # long by design: two dependent prompt rounds (extract, then infer) and the rows they make; split, each half would need
 # the other's state
+def _offline_rows(name: str, ckpt: str, records: list[Record]) -> list[Row]:
+    """Without an LLM judge: a row a sample saying the metric's own extractor is used."""
+    reason = "no LLM configured; the metric's own extractor is used"
+    return [
+        dict(checkpoint_id=ckpt, sample_id=r["sample_id"], name=name, extractor="offline", model=None,
+             observations=None, items=None, status="offline", reason=reason)
+        for r in records
+    ]  # fmt: skip
+
+
 def extract(
     rubric: RubricConfig,
     ckpt: str,
@@ -81,22 +91,8 @@ def extract(
     assert ex is not None
     stats = JudgeRunStats()
     if not backend_for(config).calls_out:
-        rows = [
-            dict(
-                checkpoint_id=ckpt,
-                sample_id=r["sample_id"],
-                name=ex.name,
-                extractor="offline",
-                model=None,
-                observations=None,
-                items=None,
-                status="offline",
-                reason="no LLM configured; the metric's own extractor is used",
-            )
-            for r in records
-        ]
         costs.record(stats)
-        return pd.DataFrame(rows, columns=EXTRACTION_COLUMNS), stats
+        return pd.DataFrame(_offline_rows(ex.name, ckpt, records), columns=EXTRACTION_COLUMNS), stats
     t0 = time.perf_counter()
     spec = (rubric.panel.judges or [JudgeSpec(name="default")])[0]
     settings = config.for_judge(spec)
