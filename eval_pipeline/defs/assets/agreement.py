@@ -17,7 +17,7 @@ from eval_pipeline.defs.asset import (
     rounded,
     rubric_asset,
 )
-from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit, commit_table, decided_metadata, part
+from eval_pipeline.defs.assets.decisions import Inputs, Part, Prefetched, commit, commit_table, decided_metadata, part
 from eval_pipeline.defs.assets.pools import ACTIVE, across
 from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.queries import rated_panel_scores
@@ -196,29 +196,10 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
             parts.append(part(rubric.name, Table.CALIBRATED_MEANS, own_todo, calibrated))
         trust: dict[str, pd.DataFrame] = {}  # per judge identity: the trust rows of its checkpoints decided now
         if all_judge is not None and trust_todo:
-            stored = reader.read(rubric.name, Table.AGREEMENT, where={"checkpoint_id": tuple(trust_todo)})
-            stored_by = {str(c): g for c, g in stored.groupby("checkpoint_id", sort=False)} if len(stored) else {}
-            pooled: dict[str, PooledTrust] = {}
-            kept = versions.read_pooled(wh, rubric.name)  # each identity's pooled trust, as last computed
-            fresh: dict[str, tuple[str, str]] = {}
-            owns: dict[str, dict[str, pd.DataFrame]] = {}  # identity -> checkpoint -> its own agreement
-            for c in trust_todo:
-                identity, label = who[c]
-                if identity not in pooled:
-                    key = d.fingerprint(pool_fp, identity, label)
-                    if kept.get(identity, ("", ""))[0] == key:  # the pool unchanged: not computed again
-                        pooled[identity] = PooledTrust.from_json(kept[identity][1])
-                    else:
-                        pooled[identity] = _identity_trust(
-                            wh, rubric, identity, label, pool, all_ratings, all_judge, overall
-                        )
-                        fresh[identity] = (key, pooled[identity].to_json())
-                owns.setdefault(identity, {})[c] = own[c] if c in own else stored_by.get(c, stored.iloc[:0])
-            trust = {i: checkpoints_trust(rubric, pooled[i], by) for i, by in owns.items()}
-            parts.append(part(rubric.name, Table.JUDGE_TRUST, trust_todo, trust))
-            if fresh:
-                where = {"schema_name": rubric.name, "judge_identity": tuple(sorted(fresh))}
-                parts.append((*versions.POOLED, where, [versions.pooled_rows(rubric.name, fresh)]))
+            trust, more = _trust(
+                wh, rubric, d, reader, pool, pool_fp, who, trust_todo, own, all_ratings, all_judge, overall
+            )
+            parts += more
         decided = {
             Table.AGREEMENT: {c: own_fp[c] for c in own_todo},
             Table.JUDGE_TRUST: {c: trust_fp[c] for c in trust_todo},
@@ -227,6 +208,47 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         return dg.MaterializeResult(metadata=_metadata(rubric, ckpts, own_todo, trust_todo, own, trust))
 
     return agreement
+
+
+def _trust(
+    wh: Warehouse,
+    rubric: RubricConfig,
+    d: Inputs,
+    reader: Prefetched,
+    pool: pd.DataFrame,
+    pool_fp: str,
+    who: dict[str, tuple[str, str]],
+    trust_todo: list[str],
+    own: dict[str, pd.DataFrame],
+    all_ratings: pd.DataFrame,
+    all_judge: pd.DataFrame,
+    overall: Callable[[], pd.DataFrame],
+) -> tuple[dict[str, pd.DataFrame], list[Part]]:
+    """The trust rows of the checkpoints ``trust_todo`` (per judge identity), and what to write: each identity's
+    pooled trust computed once (kept while the pool is unchanged), set beside each checkpoint's own agreement."""
+    parts: list[Part] = []
+    stored = reader.read(rubric.name, Table.AGREEMENT, where={"checkpoint_id": tuple(trust_todo)})
+    stored_by = {str(c): g for c, g in stored.groupby("checkpoint_id", sort=False)} if len(stored) else {}
+    pooled: dict[str, PooledTrust] = {}
+    kept = versions.read_pooled(wh, rubric.name)  # each identity's pooled trust, as last computed
+    fresh: dict[str, tuple[str, str]] = {}
+    owns: dict[str, dict[str, pd.DataFrame]] = {}  # identity -> checkpoint -> its own agreement
+    for c in trust_todo:
+        identity, label = who[c]
+        if identity not in pooled:
+            key = d.fingerprint(pool_fp, identity, label)
+            if kept.get(identity, ("", ""))[0] == key:  # the pool unchanged: not computed again
+                pooled[identity] = PooledTrust.from_json(kept[identity][1])
+            else:
+                pooled[identity] = _identity_trust(wh, rubric, identity, label, pool, all_ratings, all_judge, overall)
+                fresh[identity] = (key, pooled[identity].to_json())
+        owns.setdefault(identity, {})[c] = own[c] if c in own else stored_by.get(c, stored.iloc[:0])
+    trust = {i: checkpoints_trust(rubric, pooled[i], by) for i, by in owns.items()}
+    parts.append(part(rubric.name, Table.JUDGE_TRUST, trust_todo, trust))
+    if fresh:
+        where = {"schema_name": rubric.name, "judge_identity": tuple(sorted(fresh))}
+        parts.append((*versions.POOLED, where, [versions.pooled_rows(rubric.name, fresh)]))
+    return trust, parts
 
 
 POOLED = "agreement_pooled"  # decision_inputs: what the rows over every checkpoint were computed from

@@ -310,10 +310,12 @@ def create_app(warehouse: Warehouse, rubric_dir: str | Path | None = None) -> St
     ]
 
     async def busy(request: Request, exc: Exception) -> Response:
-        return request.app.state.viewer.page("message.html", status=503, title="Warehouse busy", message=str(exc))
+        v: Viewer = request.app.state.viewer
+        return v.page("message.html", status=503, title="Warehouse busy", message=str(exc))
 
     async def absent(request: Request, exc: Exception) -> Response:
-        return request.app.state.viewer.page("message.html", title="No results yet", message=str(exc))
+        v: Viewer = request.app.state.viewer
+        return v.page("message.html", title="No results yet", message=str(exc))
 
     app = Starlette(routes=routes, exception_handlers={WarehouseBusy: busy, FileNotFoundError: absent})
     app.state.viewer = Viewer(warehouse, rubric_dir)
