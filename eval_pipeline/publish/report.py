@@ -206,15 +206,10 @@ def _true(column: pd.Series) -> pd.Series:
     return column.astype("boolean").fillna(False).astype(bool)
 
 
-def rubric_section(wh: Warehouse, rubric: str) -> str:
-    order = wh.read(
-        "main", "checkpoints", columns=("checkpoint_id", "created_at"), order_by=("created_at", "checkpoint_id")
-    )
-    rank = {c: i for i, c in enumerate(order.checkpoint_id)}
-    summ = wh.read(rubric, Table.SUMMARY, where={"breakdown": "all"})
-    summ = summ.assign(_o=summ.checkpoint_id.map(rank)).sort_values("_o")
-    headline = summ[summ.headline.astype(str).str.lower() == "true"].score.iloc[0] if len(summ) else None
-    out = [f"<section id='{_esc(rubric)}'><h2>{_esc(rubric)}</h2>"]
+def _charts(wh: Warehouse, rubric: str, summ: pd.DataFrame, headline: str | None, rank: dict[str, int]) -> list[str]:
+    """The rubric's charts: the headline's distribution per checkpoint and its trend, then every other score's trend
+    (grouped by scale, five to a chart)."""
+    out: list[str] = []
     if headline:
         scores = wh.read(rubric, Table.SCORES, columns=("checkpoint_id", headline)).set_axis(
             ["checkpoint_id", "v"], axis=1
@@ -244,6 +239,18 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
                 for ch in chunks
             ]
         out.append("<div class='charts'>" + "".join(charts) + "</div>")
+    return out
+
+
+def rubric_section(wh: Warehouse, rubric: str) -> str:
+    order = wh.read(
+        "main", "checkpoints", columns=("checkpoint_id", "created_at"), order_by=("created_at", "checkpoint_id")
+    )
+    rank = {c: i for i, c in enumerate(order.checkpoint_id)}
+    summ = wh.read(rubric, Table.SUMMARY, where={"breakdown": "all"})
+    summ = summ.assign(_o=summ.checkpoint_id.map(rank)).sort_values("_o")
+    headline = summ[summ.headline.astype(str).str.lower() == "true"].score.iloc[0] if len(summ) else None
+    out = [f"<section id='{_esc(rubric)}'><h2>{_esc(rubric)}</h2>", *_charts(wh, rubric, summ, headline, rank)]
     gates = ("gate", "passed", "value", "threshold", "reason")
     out += _per_checkpoint(wh, rubric, Table.GATES, "Gates", gates, ("gate",), rank, status_col="passed")
     if wh.table_exists(rubric, Table.COMPARISON):

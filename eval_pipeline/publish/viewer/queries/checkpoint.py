@@ -43,29 +43,38 @@ class CheckpointPage:
     stale: bool = False  # rating files changed since this checkpoint's ratings were read: the verdict is owed again
 
 
+def _frame(s: Warehouse, present: set[str], rubric: str, table: str, ckpt: str, order: str = "") -> pd.DataFrame:
+    """The checkpoint's rows of ``rubric.table`` (``order``: an ORDER BY column), empty when there is no such table."""
+    if table not in present:
+        return pd.DataFrame()
+    by = f" ORDER BY {order}" if order else ""
+    return s.query_df(f'SELECT * FROM "{rubric}".{table} WHERE checkpoint_id = ?{by}', [ckpt])
+
+
+def _quarantine(s: Warehouse, rubric: str, ckpt: str, limit: int) -> tuple[int, list[Row]]:
+    """How many of the checkpoint's lines and rating rows were quarantined, and the first ``limit`` of them."""
+    if not s.table_exists("main", "quarantine"):
+        return 0, []
+    total = s.query_rows("SELECT count(*) FROM main.quarantine WHERE rubric = ? AND checkpoint_id = ?", [rubric, ckpt])
+    shown = s.query_df(
+        "SELECT source_file, line_number, stage, reason, raw_line FROM main.quarantine "
+        "WHERE rubric = ? AND checkpoint_id = ? ORDER BY stage, line_number LIMIT ?",
+        [rubric, ckpt, limit],
+    )
+    return int(total[0][0]), records(shown)
+
+
 def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int = 200) -> CheckpointPage:
     check_identifier(rubric, "rubric name")
     with wh.session() as s:
         present = tables(s, rubric)
         parent = parent_of(s, ckpt)  # the parent the comparison used
         info = records(s.query_df("SELECT * FROM main.checkpoints WHERE checkpoint_id = ?", [ckpt]))
-        summary = (
-            s.query_df(f'SELECT * FROM "{rubric}".summary WHERE checkpoint_id = ?', [ckpt])
-            if "summary" in present
-            else pd.DataFrame()
-        )
-        comparison = (
-            s.query_df(f'SELECT * FROM "{rubric}".comparison WHERE checkpoint_id = ?', [ckpt])
-            if "comparison" in present
-            else pd.DataFrame()
-        )
+        summary = _frame(s, present, rubric, "summary", ckpt)
+        comparison = _frame(s, present, rubric, "comparison", ckpt)
         names = list(summary[summary.breakdown == "all"].score) if len(summary) else []
         distributions = _distributions(s, rubric, ckpt, names) if "scores" in present else {}
-        gates = (
-            records(s.query_df(f'SELECT * FROM "{rubric}".gates WHERE checkpoint_id = ? ORDER BY gate', [ckpt]))
-            if "gates" in present
-            else []
-        )
+        gates = records(_frame(s, present, rubric, "gates", ckpt, "gate"))
         agreement = (
             records(
                 s.query_df(
@@ -77,35 +86,12 @@ def checkpoint_page(wh: Warehouse, rubric: str, ckpt: str, quarantine_limit: int
             if "agreement" in present
             else []
         )
-        length = (
-            records(s.query_df(f'SELECT * FROM "{rubric}".length_bias WHERE checkpoint_id = ?', [ckpt]))
-            if "length_bias" in present
-            else []
-        )
-        repeat = (
-            records(s.query_df(f'SELECT * FROM "{rubric}".judge_repeatability WHERE checkpoint_id = ?', [ckpt]))
-            if "judge_repeatability" in present
-            else []
-        )
-        usage = (
-            records(s.query_df(f'SELECT * FROM "{rubric}".judge_usage WHERE checkpoint_id = ? ORDER BY step', [ckpt]))
-            if "judge_usage" in present
-            else []
-        )
+        length = records(_frame(s, present, rubric, "length_bias", ckpt))
+        repeat = records(_frame(s, present, rubric, "judge_repeatability", ckpt))
+        usage = records(_frame(s, present, rubric, "judge_usage", ckpt, "step"))
         decided = read_verdicts(s, rubric, [ckpt]) if "verdict" in present else []
         owed = bool(decided) and bool(stale_ratings(s, rubric, settings.ratings_dir(), only=[ckpt])[1])
-        q_total, quarantine = 0, []
-        if s.table_exists("main", "quarantine"):
-            q_total = s.query_rows(
-                "SELECT count(*) FROM main.quarantine WHERE rubric = ? AND checkpoint_id = ?", [rubric, ckpt]
-            )[0][0]
-            quarantine = records(
-                s.query_df(
-                    "SELECT source_file, line_number, stage, reason, raw_line FROM main.quarantine "
-                    "WHERE rubric = ? AND checkpoint_id = ? ORDER BY stage, line_number LIMIT ?",
-                    [rubric, ckpt, quarantine_limit],
-                )
-            )
+        q_total, quarantine = _quarantine(s, rubric, ckpt, quarantine_limit)
     overall = summary[summary.breakdown == "all"] if len(summary) else summary
     comp = {r["score"]: r for r in records(comparison)} if len(comparison) else {}
     scores = []

@@ -93,37 +93,7 @@ def compare_page(
             {str(n) for c, n in summarised if c == b and n in of_a and n in score_cols},
             key=lambda n: (rank(config, n), n),
         )
-        if "judge_identity" in present:
-            who = dict(
-                s.query_rows(
-                    f'SELECT checkpoint_id, any_value(label) FROM "{rubric}".judge_identity '
-                    "WHERE checkpoint_id IN (?, ?) GROUP BY 1",
-                    [a, b],
-                )
-            )
-            page.judge_a, page.judge_b = who.get(a), who.get(b)
-            page.comparable = page.judge_a == page.judge_b
-        if not page.comparable:
-            page.notes.append(
-                f"judged by different judges ({page.judge_a or 'unknown'} vs {page.judge_b or 'unknown'}): a change "
-                "below mixes the judge's change with the model's; re-judge one with the other's judge to compare them"
-            )
-        if "comparison" in present:
-            tested = s.query_df(
-                f'SELECT * FROM "{rubric}".comparison WHERE checkpoint_id = ? AND parent_id = ? ORDER BY score', [b, a]
-            )
-        else:
-            tested = pd.DataFrame()
-        if tested.empty and page.comparable and config is not None and a != b:
-            # any two checkpoints: the pipeline's own test of the pair (scoring.compared), as for a parent
-            tested, _ = compared(s, config, b, a)
-            tested = tested[tested.status != NOT_COMPARABLE] if len(tested) else tested
-            page.tested_stored = False
-        if len(tested):
-            page.tested = [
-                {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
-                for row in tested.sort_values("score").to_dict("records")
-            ]
+        _judges_and_test(s, present, config, page)
         if not names:
             return page
         # the pairs fetched once, as Arrow (one join); the changes, intervals and the samples that moved are
@@ -140,6 +110,44 @@ def compare_page(
     page.score = score if score in names else (headline or names[0])
     page.moved = _moved(pairs, *columns[page.score], page.score in lower, direction, limit)
     return page
+
+
+def _judges_and_test(s: Warehouse, present: set[str], config: RubricConfig | None, page: ComparePage) -> None:
+    """Who judged each side (``page.comparable`` when one judge judged both), and the pair's test: the stored
+    comparison where ``b``'s parent is ``a``, else the pipeline's own test of the pair (scoring.compared)."""
+    rubric = page.rubric
+    if "judge_identity" in present:
+        who = dict(
+            s.query_rows(
+                f'SELECT checkpoint_id, any_value(label) FROM "{rubric}".judge_identity '
+                "WHERE checkpoint_id IN (?, ?) GROUP BY 1",
+                [page.a, page.b],
+            )
+        )
+        page.judge_a, page.judge_b = who.get(page.a), who.get(page.b)
+        page.comparable = page.judge_a == page.judge_b
+    if not page.comparable:
+        page.notes.append(
+            f"judged by different judges ({page.judge_a or 'unknown'} vs {page.judge_b or 'unknown'}): a change "
+            "below mixes the judge's change with the model's; re-judge one with the other's judge to compare them"
+        )
+    if "comparison" in present:
+        tested = s.query_df(
+            f'SELECT * FROM "{rubric}".comparison WHERE checkpoint_id = ? AND parent_id = ? ORDER BY score',
+            [page.b, page.a],
+        )
+    else:
+        tested = pd.DataFrame()
+    if tested.empty and page.comparable and config is not None and page.a != page.b:
+        # any two checkpoints: the pipeline's own test of the pair (scoring.compared), as for a parent
+        tested, _ = compared(s, config, page.b, page.a)
+        tested = tested[tested.status != NOT_COMPARABLE] if len(tested) else tested
+        page.tested_stored = False
+    if len(tested):
+        page.tested = [
+            {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
+            for row in tested.sort_values("score").to_dict("records")
+        ]
 
 
 def _paired(pairs: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -57,48 +57,7 @@ def sample_page(wh: Warehouse, rubric: RubricConfig | None, rubric_name: str, ck
         metrics = one("metrics", ckpt)
         parent_sample = one("samples", parent) if parent else None
         parent_scores = one("scores", parent) if parent else None
-        judge_rows = (
-            records(
-                s.query_df(
-                    f"SELECT * "
-                    f'FROM "{rubric_name}".judge_scores WHERE checkpoint_id = ? AND sample_id = ? '
-                    "ORDER BY judge = ? DESC, judge, dimension",
-                    [ckpt, sample_id, PANEL],
-                )
-            )
-            if "judge_scores" in present
-            else []
-        )
-        ratings = (
-            records(
-                s.query_df(
-                    f'SELECT * FROM "{rubric_name}".human_ratings '
-                    "WHERE checkpoint_id = ? AND sample_id = ? ORDER BY dimension, evaluator",
-                    [ckpt, sample_id],
-                )
-            )
-            if "human_ratings" in present
-            else []
-        )
-        raw = None
-        if sample is not None and "raw_outputs" in present and sample.get("line_number") is not None:
-            got = s.query_rows(
-                f'SELECT raw_line FROM "{rubric_name}".raw_outputs WHERE checkpoint_id = ? AND line_number = ?',
-                [ckpt, int(sample["line_number"])],
-            )
-            raw = got[0][0] if got else None
-        extractions = (
-            records(
-                s.query_df(
-                    "SELECT name, extractor, model, observations, items, status, reason "
-                    f'FROM "{rubric_name}".extractions '
-                    "WHERE checkpoint_id = ? AND sample_id = ?",
-                    [ckpt, sample_id],
-                )
-            )
-            if "extractions" in present
-            else []
-        )
+        judge_rows, ratings, raw, extractions = _sample_rows(s, present, rubric_name, ckpt, sample_id, sample)
     judges: dict[str, Row] = {}
     for r in judge_rows:
         j = judges.setdefault(
@@ -120,3 +79,50 @@ def sample_page(wh: Warehouse, rubric: RubricConfig | None, rubric_name: str, ck
         raw,
         extractions,
     )
+
+
+def _sample_rows(
+    s: Warehouse, present: set[str], rubric_name: str, ckpt: str, sample_id: str, sample: Row | None
+) -> tuple[list[Row], list[Row], str | None, list[Row]]:
+    """The sample's judge rows (the panel first), its people's ratings, its raw line and its extractions."""
+    judge_rows = (
+        records(
+            s.query_df(
+                f'SELECT * FROM "{rubric_name}".judge_scores WHERE checkpoint_id = ? AND sample_id = ? '
+                "ORDER BY judge = ? DESC, judge, dimension",
+                [ckpt, sample_id, PANEL],
+            )
+        )
+        if "judge_scores" in present
+        else []
+    )
+    ratings = (
+        records(
+            s.query_df(
+                f'SELECT * FROM "{rubric_name}".human_ratings '
+                "WHERE checkpoint_id = ? AND sample_id = ? ORDER BY dimension, evaluator",
+                [ckpt, sample_id],
+            )
+        )
+        if "human_ratings" in present
+        else []
+    )
+    raw = None
+    if sample is not None and "raw_outputs" in present and sample.get("line_number") is not None:
+        got = s.query_rows(
+            f'SELECT raw_line FROM "{rubric_name}".raw_outputs WHERE checkpoint_id = ? AND line_number = ?',
+            [ckpt, int(sample["line_number"])],
+        )
+        raw = got[0][0] if got else None
+    extractions = (
+        records(
+            s.query_df(
+                "SELECT name, extractor, model, observations, items, status, reason "
+                f'FROM "{rubric_name}".extractions WHERE checkpoint_id = ? AND sample_id = ?',
+                [ckpt, sample_id],
+            )
+        )
+        if "extractions" in present
+        else []
+    )
+    return judge_rows, ratings, raw, extractions

@@ -139,26 +139,9 @@ def _samples_sql(
         extra += f', p."{score}" AS parent_score, s."{score}" - p."{score}" AS delta'
     else:
         extra += ", NULL::DOUBLE AS parent_score, NULL::DOUBLE AS delta"
-    if rated:
-        humans = ""  # only people make the human mean (imported model raters are shown, never averaged in)
-        if any(c == "rater_kind" for c, _ in columns(wh, name, "human_ratings")) and not (
-            rubric and rubric.human_ratings.models_in_human_mean
-        ):
-            humans = " AND coalesce(rater_kind, 'human') = 'human'"
-        joins += (
-            f' LEFT JOIN (SELECT sample_id, dimension, avg(score) AS hm FROM "{name}".human_ratings '
-            f"WHERE checkpoint_id = ?{humans} GROUP BY ALL) h ON h.sample_id = s.sample_id"
-        )
-        params.append(ckpt)
-        if score in rated:
-            joins += " AND h.dimension = ?"
-            params.append(score)
-            extra += f', h.hm AS human_mean, abs(s."{score}" - h.hm) AS disagreement'
-        else:
-            joins += " AND FALSE"
-            extra += ", NULL::DOUBLE AS human_mean, NULL::DOUBLE AS disagreement"
-    else:
-        extra += ", NULL::DOUBLE AS human_mean, NULL::DOUBLE AS disagreement"
+    join, column, more = _people_join(rubric, name, ckpt, score, rated, wh)
+    joins, extra = joins + join, extra + column
+    params += more
     response = rubric.inputs.response_field if rubric else "response"
     search = ""
     preview = ""
@@ -212,6 +195,28 @@ def _samples_sql(
     if sq.filter == "disagree":
         params.append(sq.disagree_at if sq.disagree_at is not None else _disagree_default(rubric, score))
     return sql, params
+
+
+def _people_join(
+    rubric: RubricConfig | None, name: str, ckpt: str, score: str | None, rated: list[str], wh: Warehouse
+) -> tuple[str, str, list[object]]:
+    """The people's mean on ``score`` beside each sample (only people: imported model raters are shown, never
+    averaged in), and how far the judge is from it: the join, the columns and the join's parameters."""
+    if not rated:
+        return "", ", NULL::DOUBLE AS human_mean, NULL::DOUBLE AS disagreement", []
+    humans = ""
+    if any(c == "rater_kind" for c, _ in columns(wh, name, "human_ratings")) and not (
+        rubric and rubric.human_ratings.models_in_human_mean
+    ):
+        humans = " AND coalesce(rater_kind, 'human') = 'human'"
+    join = (
+        f' LEFT JOIN (SELECT sample_id, dimension, avg(score) AS hm FROM "{name}".human_ratings '
+        f"WHERE checkpoint_id = ?{humans} GROUP BY ALL) h ON h.sample_id = s.sample_id"
+    )
+    if score in rated:
+        column = f', h.hm AS human_mean, abs(s."{score}" - h.hm) AS disagreement'
+        return join + " AND h.dimension = ?", column, [ckpt, score]
+    return join + " AND FALSE", ", NULL::DOUBLE AS human_mean, NULL::DOUBLE AS disagreement", [ckpt]
 
 
 def _disagree_default(rubric: RubricConfig | None, score: str | None) -> float:
