@@ -269,27 +269,26 @@ def _echoed(desk: BatchDesk, b: dict[str, Any]) -> str:
     return str(b["_auth"]).removeprefix("Bearer ") if desk.echo_key else ""
 
 
-def _work(desk: BatchDesk, state: StubState, b: dict[str, Any]) -> None:
-    """The batch's life: validated, its lines answered one by one, finalized, its files written."""
-    time.sleep(desk.validate_s)
+def _validated(desk: BatchDesk, b: dict[str, Any]) -> bool:
+    """The batch validated (in progress, unless cancelled meanwhile), or failed validation when the desk says so
+    (its error echoing the key when the desk is hostile)."""
     with desk.lock:
         if desk.fail_validation:
             b["status"], b["failed_at"] = "failed", int(time.time())
             key = _echoed(desk, b)
-            b["errors"] = {
-                "object": "list",
-                "data": [
-                    {
-                        "code": f"invalid_request{key}",
-                        "message": f"validation failed for {key}",
-                        "line": 1,
-                        "param": key or None,
-                    }
-                ],
-            }
-            return
+            error = {"code": f"invalid_request{key}", "message": f"validation failed for {key}", "line": 1}
+            b["errors"] = {"object": "list", "data": [{**error, "param": key or None}]}
+            return False
         if not b["_cancel"]:
             b["status"], b["in_progress_at"] = "in_progress", int(time.time())
+    return True
+
+
+def _work(desk: BatchDesk, state: StubState, b: dict[str, Any]) -> None:
+    """The batch's life: validated, its lines answered one by one, finalized, its files written."""
+    time.sleep(desk.validate_s)
+    if not _validated(desk, b):
+        return
     out, err = [], []
     ended = None
     for i, line in enumerate(b["_lines"]):
