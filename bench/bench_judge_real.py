@@ -31,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from eval_pipeline.core.config import JudgeSpec
-from eval_pipeline.core.settings import judge_config
+from eval_pipeline.core.judge_config import judge_config
 from eval_pipeline.devtools import llama
 from eval_pipeline.ingest.samples import to_records
 from eval_pipeline.ingest.validation import validate_file

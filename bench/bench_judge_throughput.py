@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from eval_pipeline.core.settings import judge_config
+from eval_pipeline.core.judge_config import judge_config
 from eval_pipeline.devtools.openai_stub import stub_process
 from eval_pipeline.judge import workers
 from eval_pipeline.judge.runner import judge_samples

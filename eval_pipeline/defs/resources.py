@@ -17,7 +17,7 @@ from pydantic import Field, PrivateAttr
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import Record
 from eval_pipeline.ingest.checkpoints import (
     Checkpoint,

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.core.contracts import JUDGE_CACHE
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import JSONObject, Row
 from eval_pipeline.judge.queries import cached_answers
 from eval_pipeline.storage.warehouse import Warehouse

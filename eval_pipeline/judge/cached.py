@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from eval_pipeline.core import progress
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.judge import cache, costs
 from eval_pipeline.judge.batch import answer as answer_by_batch
 from eval_pipeline.judge.calls import call_specs

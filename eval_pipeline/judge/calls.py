@@ -19,7 +19,7 @@ from dataclasses import replace
 from urllib.parse import urlsplit
 
 from eval_pipeline.core import settings as env_settings
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.judge import costs, workers
 from eval_pipeline.judge.client import CallOutcome, CallSpec, ClientStats, OnAnswer, answer_all, forget_learnt
 

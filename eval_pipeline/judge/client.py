@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from eval_pipeline.core import interrupts
 from eval_pipeline.core import settings as env_settings
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import JSONObject
 from eval_pipeline.judge import costs, reply, transport
 from eval_pipeline.judge.bounded_http import bounded_client

@@ -15,7 +15,7 @@ import pandas as pd
 
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.contracts import EXTRACTION_COLUMNS
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import JSONObject, Record, Row
 from eval_pipeline.judge import cache, costs
 from eval_pipeline.judge.backends import backend_for

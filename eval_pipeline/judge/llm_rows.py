@@ -10,7 +10,7 @@ from dataclasses import replace
 from functools import partial
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import Record, Row
 from eval_pipeline.judge import cache
 from eval_pipeline.judge.cached import JudgeRunStats, cached_calls

@@ -14,7 +14,7 @@ import pandas as pd
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import PANEL, SCORE_COLUMNS
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import Record
 from eval_pipeline.judge import costs
 from eval_pipeline.judge.backends import backend_for

@@ -29,7 +29,7 @@ from dataclasses import asdict, replace
 from typing import TextIO
 
 from eval_pipeline.core import interrupts
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import JSONObject
 from eval_pipeline.judge.client import STOP_POLL_S, CallResult, CallSpec, ClientStats, OpenAIJudgeClient
 

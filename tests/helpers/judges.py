@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from eval_pipeline.core.settings import JudgeConfig, judge_config
+from eval_pipeline.core.judge_config import JudgeConfig, judge_config
 
 
 def openai_judge(settings: Mapping[str, object] | None = None, **more: object) -> JudgeConfig:

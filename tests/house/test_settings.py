@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from eval_pipeline.core.config import JudgeSpec
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.defs.resources import JudgeResource
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "operating.md"

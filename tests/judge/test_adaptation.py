@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.judge.client import OpenAIJudgeClient, forget_learnt, learnt
 
 

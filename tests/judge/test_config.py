@@ -8,7 +8,7 @@ import json
 import pytest
 
 from eval_pipeline.core.config import JudgeSpec
-from eval_pipeline.core.settings import JudgeConfig, judge_config
+from eval_pipeline.core.judge_config import JudgeConfig, judge_config
 from eval_pipeline.defs.resources import JudgeResource
 from eval_pipeline.judge.workers import batch_line, settings_of
 

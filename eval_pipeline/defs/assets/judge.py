@@ -13,7 +13,7 @@ from eval_pipeline.agreement.trust import judge_bar
 from eval_pipeline.core import settings
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import BUDGET_TAG, PANEL, Table
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import Record
 from eval_pipeline.defs.asset import asset_key, rounded, rubric_asset
 from eval_pipeline.defs.queries import spent_by_runs

@@ -8,7 +8,7 @@ from typing import Any
 
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.config.alignment import AlignSpec
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.judge.align.space import AXES, Axis, Changes, Shots
 from eval_pipeline.judge.backends.openai import OPENAI
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.registry import Registry
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.judge.backends.base import JudgeBackend
 from eval_pipeline.judge.identity import JudgeIdentity
 from eval_pipeline.storage.warehouse import Warehouse

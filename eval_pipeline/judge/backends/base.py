@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import Record, Row
 from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.identity import JudgeIdentity

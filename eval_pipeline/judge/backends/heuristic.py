@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import Record, Row
 from eval_pipeline.judge.backends import BACKENDS
 from eval_pipeline.judge.cached import JudgeRunStats

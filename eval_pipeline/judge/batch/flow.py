@@ -13,7 +13,7 @@ from typing import Any
 import eval_pipeline.judge.batch.records as records
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import BATCH_PENDING
-from eval_pipeline.core.settings import JudgeConfig
+from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import JSONObject, Row
 from eval_pipeline.judge import cache, costs, reply
 from eval_pipeline.judge.batch.provider import ENDPOINT, FileBound, Provider
