@@ -25,8 +25,8 @@ from eval_pipeline.ingest.checkpoints import scan_checkpoints
 from eval_pipeline.publish.report_table import results_table
 from eval_pipeline.rubrics import load_rubrics
 from eval_pipeline.runtime.instance import open_instance
+from eval_pipeline.runtime.outcome import RunOutcome
 from eval_pipeline.runtime.runner import materialize_checkpoints
-from eval_pipeline.runtime.runs import RunOutcome
 from eval_pipeline.scoring.verdict import Verdict
 from eval_pipeline.storage.warehouse import Warehouse
 

@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # dagster and argparse only for the annotations: the console 
     import dagster as dg
 
     from eval_pipeline.ingest.checkpoints import Checkpoint
-    from eval_pipeline.runtime.runs import RunOutcome
+    from eval_pipeline.runtime.outcome import RunOutcome
 
 
 def evaluate(

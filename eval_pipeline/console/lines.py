@@ -12,7 +12,7 @@ from eval_pipeline.scoring.verdict import read as read_verdicts
 from eval_pipeline.storage.warehouse import Warehouse
 
 if TYPE_CHECKING:
-    from eval_pipeline.runtime.runs import RunOutcome
+    from eval_pipeline.runtime.outcome import RunOutcome
 
 
 def followed_lines(

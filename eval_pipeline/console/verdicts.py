@@ -26,7 +26,7 @@ from eval_pipeline.storage.warehouse import Warehouse
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from eval_pipeline.runtime.runs import RunOutcome
+    from eval_pipeline.runtime.outcome import RunOutcome
 
 UNDECIDED = "not decided"  # a run that failed before its verdict step
 

@@ -26,16 +26,8 @@ from eval_pipeline.ingest.checkpoints import read_checkpoint
 from eval_pipeline.publish.report import redraw_report
 from eval_pipeline.runtime.command import claim
 from eval_pipeline.runtime.dagster_private import compute_log_helpers_off_the_terminal
-from eval_pipeline.runtime.runs import (
-    Batch,
-    Ranges,
-    RunOutcome,
-    in_flight_elsewhere,
-    interruptible,
-    launch,
-    model_of,
-    run,
-)
+from eval_pipeline.runtime.outcome import Ranges, RunOutcome
+from eval_pipeline.runtime.runs import Batch, in_flight_elsewhere, interruptible, launch, model_of, run
 from eval_pipeline.storage.backends.lake import failure_hint
 
 

@@ -197,7 +197,7 @@ def test_scores_waiting_on_a_judge_batch_are_pending_not_a_failure_and_exit_7():
     partial scores would fail), the batch named with its progress, exit 7 (not 0, not a failure code)."""
     from eval_pipeline.console import exit_code
     from eval_pipeline.core.terminal import EXIT_PENDING
-    from eval_pipeline.runtime.runs import RunOutcome
+    from eval_pipeline.runtime.outcome import RunOutcome
 
     batch = "judge batch batch_abc in progress (120 of 400 done)"
     v = Verdict("kg_qa", "c", gates_total=3, gates_failed=1, judge_pending=600, judge_batches=[batch])

@@ -17,8 +17,8 @@ from eval_pipeline.agreement.compute import judge_on_human_scale, rater_sets
 from eval_pipeline.core.config import Example, RubricConfig
 from eval_pipeline.core.config.alignment import AlignSpec
 from eval_pipeline.core.contracts import Table
-from eval_pipeline.core.resampling import seed_of
 from eval_pipeline.core.judge_config import JudgeConfig
+from eval_pipeline.core.resampling import seed_of
 from eval_pipeline.core.types import Record
 from eval_pipeline.ingest.samples import load_samples, to_records
 from eval_pipeline.judge.align.space import Axis, Changes, Shots, load_axes

@@ -9,8 +9,8 @@ from typing import Any, Protocol
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.config.alignment import AlignSpec
-from eval_pipeline.core.registry import Registry
 from eval_pipeline.core.judge_config import JudgeConfig
+from eval_pipeline.core.registry import Registry
 
 # the changes a candidate makes to the rubric's mapping (core.config.alignment.overlay's keys)
 Changes = dict[str, Any]

@@ -12,8 +12,8 @@ adding a backend is adding a module here (docs/extending.md).
 from __future__ import annotations
 
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.registry import Registry
 from eval_pipeline.core.judge_config import JudgeConfig
+from eval_pipeline.core.registry import Registry
 from eval_pipeline.judge.backends.base import JudgeBackend
 from eval_pipeline.judge.identity import JudgeIdentity
 from eval_pipeline.storage.warehouse import Warehouse
