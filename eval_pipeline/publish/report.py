@@ -6,8 +6,6 @@ gate status, regressions against the parent, and judge-human / human-human agree
 
 from __future__ import annotations
 
-import html
-import math
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -15,128 +13,18 @@ import numpy as np
 import pandas as pd
 
 from eval_pipeline.core.contracts import Table
+from eval_pipeline.publish.charts import esc, histogram_svg, trend_svg
 from eval_pipeline.publish.overview import TONE, Overview, overview
 from eval_pipeline.publish.queries import leaderboard_rows
 from eval_pipeline.publish.viewer.render import change_class, num, signed
 from eval_pipeline.storage.tables import Filter
 from eval_pipeline.storage.warehouse import Warehouse
 
-PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6", "#9D755D", "#BAB0AC", "#EECA3B"]
-
-
-def _esc(x: object) -> str:
-    return html.escape(str(x), quote=True)
-
-
-def trend_svg(df: pd.DataFrame, title: str, width: int = 460, height: int = 230) -> str:
-    """Lines per score across checkpoints (in order), with CI whiskers. df: checkpoint, score, mean, ci_low, ci_high."""
-    if df.empty:
-        return ""
-    ckpts = list(dict.fromkeys(df.checkpoint))
-    low = df[["mean", "ci_low"]].to_numpy(dtype=float)
-    high = df[["mean", "ci_high"]].to_numpy(dtype=float)
-    if np.isnan(low).all() or np.isnan(high).all():  # no score yet (every judge score missing): nothing to draw
-        return ""
-    lo, hi = float(np.nanmin(low)), float(np.nanmax(high))
-    if not math.isfinite(lo) or not math.isfinite(hi):
-        return ""
-    if hi - lo < 1e-9:
-        hi, lo = hi + 0.5, lo - 0.5
-    pad_l, pad_r, pad_t, pad_b = 44, 130, 24, 30
-    pw, ph = width - pad_l - pad_r, height - pad_t - pad_b
-
-    def x(i: float) -> float:
-        return pad_l + (pw * (i / max(1, len(ckpts) - 1)) if len(ckpts) > 1 else pw / 2)
-
-    def y(v: float) -> float:
-        return pad_t + ph * (1 - (v - lo) / (hi - lo))
-
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-        f'aria-label="{_esc(title)}">',
-        f'<text x="{pad_l}" y="15" font-size="12" font-weight="bold">{_esc(title)}</text>',
-        f'<line x1="{pad_l}" y1="{pad_t + ph}" x2="{pad_l + pw}" y2="{pad_t + ph}" stroke="#999"/>',
-    ]
-    for frac in (0, 0.5, 1):
-        v = lo + (hi - lo) * frac
-        parts.append(f'<text x="{pad_l - 4}" y="{y(v) + 4:.1f}" font-size="9" text-anchor="end">{v:.2f}</text>')
-        parts.append(f'<line x1="{pad_l}" y1="{y(v):.1f}" x2="{pad_l + pw}" y2="{y(v):.1f}" stroke="#eee"/>')
-    for i, c in enumerate(ckpts):
-        parts.append(f'<text x="{x(i):.1f}" y="{height - 10}" font-size="9" text-anchor="middle">{_esc(c)}</text>')
-    for k, (score, g) in enumerate(df.groupby("score", sort=False)):
-        color = PALETTE[k % len(PALETTE)]
-        g = g.set_index("checkpoint").reindex(ckpts)
-        pts = [(x(i), y(m)) for i, m in enumerate(g["mean"]) if m == m]
-        if len(pts) > 1:
-            parts.append(
-                f'<polyline fill="none" stroke="{color}" stroke-width="2" '
-                f'points="{" ".join(f"{a:.1f},{b:.1f}" for a, b in pts)}"/>'
-            )
-        for i, (m, ci_lo, ci_hi) in enumerate(zip(g["mean"], g["ci_low"], g["ci_high"])):
-            if m != m:
-                continue
-            if ci_lo == ci_lo and ci_hi == ci_hi:
-                parts.append(
-                    f'<line x1="{x(i):.1f}" y1="{y(ci_lo):.1f}" x2="{x(i):.1f}" y2="{y(ci_hi):.1f}" stroke="{color}" '
-                    f'stroke-width="1"/>'
-                )
-            parts.append(
-                f'<circle cx="{x(i):.1f}" cy="{y(m):.1f}" r="3" fill="{color}"><title>{_esc(score)} {m:.3f} '
-                f"[{ci_lo:.3f}, {ci_hi:.3f}]</title></circle>"
-            )
-        parts.append(
-            f'<rect x="{pad_l + pw + 10}" y="{pad_t + 14 * k - 8}" width="10" height="10" fill="{color}"/>'
-            f'<text x="{pad_l + pw + 24}" y="{pad_t + 14 * k + 1}" font-size="10">{_esc(score)}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def histogram_svg(
-    values: dict[str, np.ndarray], title: str, width: int = 460, height: int = 200, bins: int = 12
-) -> str:
-    """Overlaid step histograms of one score per checkpoint."""
-    present = [v for v in values.values() if len(v)]
-    if not present:  # every score missing (a judge outage): no chart, not an error
-        return ""
-    allv = np.concatenate(present)
-    lo, hi = float(allv.min()), float(allv.max())
-    if hi - lo < 1e-9:
-        lo, hi = lo - 0.5, hi + 0.5
-    edges = np.linspace(lo, hi, bins + 1)
-    pad_l, pad_r, pad_t, pad_b = 36, 130, 24, 28
-    pw, ph = width - pad_l - pad_r, height - pad_t - pad_b
-    hists = {k: np.histogram(v, bins=edges)[0] / max(1, len(v)) for k, v in values.items()}
-    top = max(float(h.max()) for h in hists.values()) or 1.0
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-        f'aria-label="{_esc(title)}">',
-        f'<text x="{pad_l}" y="15" font-size="12" font-weight="bold">{_esc(title)}</text>',
-        f'<line x1="{pad_l}" y1="{pad_t + ph}" x2="{pad_l + pw}" y2="{pad_t + ph}" stroke="#999"/>',
-        f'<text x="{pad_l}" y="{height - 8}" font-size="9">{lo:.2f}</text>',
-        f'<text x="{pad_l + pw}" y="{height - 8}" font-size="9" text-anchor="end">{hi:.2f}</text>',
-    ]
-    for k, (name, h) in enumerate(hists.items()):
-        color = PALETTE[k % len(PALETTE)]
-        pts = []
-        for i, v in enumerate(h):
-            x0 = pad_l + pw * i / bins
-            x1 = pad_l + pw * (i + 1) / bins
-            yy = pad_t + ph * (1 - v / top)
-            pts += [f"{x0:.1f},{yy:.1f}", f"{x1:.1f},{yy:.1f}"]
-        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{" ".join(pts)}"/>')
-        parts.append(
-            f'<rect x="{pad_l + pw + 10}" y="{pad_t + 14 * k - 8}" width="10" height="10" fill="{color}"/>'
-            f'<text x="{pad_l + pw + 24}" y="{pad_t + 14 * k + 1}" font-size="10">{_esc(name)}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
 
 def _table(df: pd.DataFrame, status_col: str | None = None) -> str:
     if df.empty:
         return "<p class='muted'>(none)</p>"
-    head = "".join(f"<th>{_esc(c)}</th>" for c in df.columns)
+    head = "".join(f"<th>{esc(c)}</th>" for c in df.columns)
     rows = []
     for r in df.itertuples(index=False):
         cells = []
@@ -147,7 +35,7 @@ def _table(df: pd.DataFrame, status_col: str | None = None) -> str:
                 v = "PASS" if v in (True, "PASS") else "FAIL"
             elif isinstance(v, float):
                 v = "" if v != v else f"{v:.3f}"
-            cells.append(f"<td{cls}>{_esc(v)}</td>")
+            cells.append(f"<td{cls}>{esc(v)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
@@ -250,7 +138,7 @@ def rubric_section(wh: Warehouse, rubric: str) -> str:
     summ = wh.read(rubric, Table.SUMMARY, where={"breakdown": "all"})
     summ = summ.assign(_o=summ.checkpoint_id.map(rank)).sort_values("_o")
     headline = summ[summ.headline.astype(str).str.lower() == "true"].score.iloc[0] if len(summ) else None
-    out = [f"<section id='{_esc(rubric)}'><h2>{_esc(rubric)}</h2>", *_charts(wh, rubric, summ, headline, rank)]
+    out = [f"<section id='{esc(rubric)}'><h2>{esc(rubric)}</h2>", *_charts(wh, rubric, summ, headline, rank)]
     gates = ("gate", "passed", "value", "threshold", "reason")
     out += _per_checkpoint(wh, rubric, Table.GATES, "Gates", gates, ("gate",), rank, status_col="passed")
     if wh.table_exists(rubric, Table.COMPARISON):
@@ -329,14 +217,12 @@ def overview_html(ov: Overview) -> str:
     """The report's first screen: the stored verdicts (the console's), what regressed, the judge's trust."""
     if not ov.checkpoints:
         return "<p class='muted'>No verdicts yet.</p>"
-    head = "".join(f"<th>{_esc(r)}</th>" for r in ov.rubrics)
+    head = "".join(f"<th>{esc(r)}</th>" for r in ov.rubrics)
     rows = []
     for c in ov.checkpoints:
         ck = c["checkpoint_id"]
         best = " <span class='tag good'>best</span>" if ck == ov.best_overall else ""
-        cells = [
-            f"<td>{_esc(ck)}{best}</td><td><span class='tag {TONE[c['verdict']]}'>{_esc(c['verdict'])}</span></td>"
-        ]
+        cells = [f"<td>{esc(ck)}{best}</td><td><span class='tag {TONE[c['verdict']]}'>{esc(c['verdict'])}</span></td>"]
         for r in ov.rubrics:
             v = ov.cell(ck, r)
             if v is None:
@@ -349,25 +235,25 @@ def overview_html(ov: Overview) -> str:
                 if v.headline_delta is not None:
                     cls = change_class(v.headline_delta, v.headline_change)  # as the viewer colours and rounds it
                     way = " (lower is better)" if v.headline_lower_is_better else ""
-                    shown_delta = _esc(signed(v.headline_delta))
-                    change = f" <span class='{cls}' title='{_esc(v.headline_change + way)}'>{shown_delta}</span>"
+                    shown_delta = esc(signed(v.headline_delta))
+                    change = f" <span class='{cls}' title='{esc(v.headline_change + way)}'>{shown_delta}</span>"
                 rank = ov.ranks.get((ck, r))
-                ranked = f" <small class='rank' title='rank set (95 %)'>rank {_esc(rank)}</small>" if rank else ""
+                ranked = f" <small class='rank' title='rank set (95 %)'>rank {esc(rank)}</small>" if rank else ""
                 shown = f"{_num(v.headline)}{change}{ranked}"
             cells.append(
-                f"<td class='v-{TONE[v.verdict]}' data-rubric='{_esc(r)}'><b class='verdict'>{_esc(v.verdict)}</b>"
-                f"<br>{shown}<br><small class='muted'>judge {_esc(v.trust)}</small></td>"
+                f"<td class='v-{TONE[v.verdict]}' data-rubric='{esc(r)}'><b class='verdict'>{esc(v.verdict)}</b>"
+                f"<br>{shown}<br><small class='muted'>judge {esc(v.trust)}</small></td>"
             )
-        rows.append(f"<tr class='verdict-row' data-checkpoint='{_esc(ck)}'>{''.join(cells)}</tr>")
+        rows.append(f"<tr class='verdict-row' data-checkpoint='{esc(ck)}'>{''.join(cells)}</tr>")
     matrix = f"<table class='verdicts'><tr><th>checkpoint</th><th>verdict</th>{head}</tr>{''.join(rows)}</table>"
     regressed = "".join(
-        f"<li><span class='tag bad'>REGRESSED</span> <b>{_esc(g['rubric'])}</b> · {_esc(g['checkpoint'])}: "
-        f"{_esc(g['text'])}</li>"
+        f"<li><span class='tag bad'>REGRESSED</span> <b>{esc(g['rubric'])}</b> · {esc(g['checkpoint'])}: "
+        f"{esc(g['text'])}</li>"
         for g in ov.regressions
     )
     trust = "".join(
-        f"<tr><td>{_esc(v.rubric)}</td><td>{_esc(v.judge or '–')}</td><td>{_esc(v.trust)}</td><td>"
-        + _esc(
+        f"<tr><td>{esc(v.rubric)}</td><td>{esc(v.judge or '–')}</td><td>{esc(v.trust)}</td><td>"
+        + esc(
             "; ".join(
                 x
                 for x in (
@@ -398,13 +284,13 @@ def build_report(wh: Warehouse) -> str:
     rubrics = sorted({schema for schema, _ in wh.tables(["summary"])} - {"main"})
     board = leaderboard_rows(wh) if rubrics else pd.DataFrame()
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    nav = " · ".join(f"<a href='#{_esc(r)}'>{_esc(r)}</a>" for r in rubrics)
+    nav = " · ".join(f"<a href='#{esc(r)}'>{esc(r)}</a>" for r in rubrics)
     body = "".join(rubric_section(wh, r) for r in rubrics)
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>eval_pipeline "
         f"report</title><style>{CSS}</style></head>"
         f"<body><h1>eval_pipeline report</h1><p class='muted'>generated {stamp} from "
-        f"{_esc(Path(wh.describe()).name)}</p>"
+        f"{esc(Path(wh.describe()).name)}</p>"
         f"<p>{nav}</p>{overview_html(overview(wh))}<h2>Leaderboard</h2>{_table(board)}{body}</body></html>"
     )
 

@@ -4,7 +4,7 @@ import re
 
 import pandas as pd
 
-from eval_pipeline.publish.report import histogram_svg, trend_svg
+from eval_pipeline.publish.charts import histogram_svg, trend_svg
 
 
 def test_trend_whiskers_span_the_interval_inside_the_chart():

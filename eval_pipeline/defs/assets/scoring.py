@@ -27,7 +27,7 @@ from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.queries import headline_trend
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.ingest.samples import load_samples
-from eval_pipeline.publish.report import trend_svg
+from eval_pipeline.publish.charts import trend_svg
 from eval_pipeline.scoring.compared import compared, not_trusted
 from eval_pipeline.scoring.gates import GateInputs, gate_frame, gate_kind, gate_rows, other_checkpoints
 from eval_pipeline.scoring.scores import compute_scores
