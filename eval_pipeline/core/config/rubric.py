@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from eval_pipeline.core import settings
 from eval_pipeline.core.config.alignment import AlignedJudge, AlignSpec, overlay, overlay_path
 from eval_pipeline.core.config.dimensions import Dimension, Example, Questionnaire, Scale
 from eval_pipeline.core.config.gates import Gate
 from eval_pipeline.core.config.inputs import InputsSpec
+from eval_pipeline.core.config.problems import field_path, load_yaml, problem_message, with_hint, yaml_problem
 from eval_pipeline.core.config.protocol import (
     Adjustment,
     Completeness,
@@ -239,103 +240,7 @@ def rubric_hash(cfg: RubricConfig) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
-_ITEM_KEYS = ("key", "name", "id", "function", "feature")
-
-
-def _field_path(raw: Any, loc: tuple[Any, ...]) -> str:
-    """A pydantic location with list indices replaced by the item's own key (dimensions.0.key ->
-    dimensions.persona_consistency.key), so the path names what the reader sees in the file."""
-    parts, node = [], raw
-    for step in loc:
-        if isinstance(step, int) and isinstance(node, list) and 0 <= step < len(node):
-            item = node[step]
-            label = next(
-                (str(item[k]) for k in _ITEM_KEYS if isinstance(item, dict) and isinstance(item.get(k), str)), None
-            )
-            parts.append(label or str(step))
-            node = item
-            continue
-        parts.append(str(step))
-        node = node.get(step) if isinstance(node, dict) else None
-    return ".".join(parts) or "<top level>"
-
-
-def _yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
-    """PyYAML's error as one line a reader can act on: ``<file>:<line>:<column>: not valid YAML: <problem> (while
-    <context>, from line N)``."""
-    problem = getattr(exc, "problem", None)
-    mark = getattr(exc, "problem_mark", None)
-    if not problem or mark is None:
-        return f"{path}: not valid YAML: {' '.join(str(exc).split())}"
-    where = f"{path}:{mark.line + 1}:{mark.column + 1}"
-    context, cmark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
-    why = (
-        f" ({context}, from line {cmark.line + 1})"
-        if context and cmark is not None
-        else f" ({context})"
-        if context
-        else ""
-    )
-    return f"{where}: not valid YAML: {problem}{why}"
-
-
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
-    """The pydantic models an annotation holds (through lists, unions, dicts and Annotated)."""
-    import typing
-
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    out: list[type[BaseModel]] = []
-    for arg in typing.get_args(annotation):
-        out += _models_in(arg)
-    return out
-
-
-def _with_hint(error: Any) -> str:
-    """A validation error's message, and for a key the model does not know, the nearest one it does."""
-    import difflib
-
-    msg = str(error["msg"])
-    loc = tuple(error["loc"])
-    if error.get("type") != "extra_forbidden" or not loc or not isinstance(loc[-1], str):
-        return msg
-    models: list[type[BaseModel]] = [RubricConfig]
-    for step in loc[:-1]:
-        if isinstance(step, int):
-            continue
-        nxt: list[type[BaseModel]] = []
-        for m in models:
-            field = m.model_fields.get(str(step))
-            if field is not None:
-                nxt += _models_in(field.annotation)
-        models = nxt or models
-    known = sorted({name for m in models for name in m.model_fields})
-    near = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
-    return f"{msg}: did you mean {near[0]!r}?" if near else f"{msg} (known: {', '.join(known)})"
-
-
-def _problem_message(path: Path, problems: list[tuple[str, str]]) -> str:
-    lines = [f"{path}: invalid rubric config ({len(problems)} problem(s))"]
-    lines += [f"  - field '{where}': {what}" for where, what in problems]
-    return "\n".join(lines)
-
-
 Check = Callable[["RubricConfig"], list[tuple[str, str]]]
-
-
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's: 10× faster, the same mappings
-
-
-def _load_yaml(text: str) -> Any:
-    """``yaml.safe_load``, through libyaml when PyYAML has it (every process that builds the definitions reads the
-    five rubrics: 0.34 s of pure-Python parsing each time). Text libyaml refuses is read again by the Python
-    loader, whose error (its wording, its place, a RecursionError for a value nested too deeply) is the one said."""
-    try:
-        return yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506  # a safe loader, C or Python
-    except yaml.YAMLError:
-        if _SAFE_LOADER is yaml.SafeLoader:
-            raise
-        return yaml.safe_load(text)
 
 
 def parse_rubric(path: str | Path, checks: Sequence[Check] = ()) -> RubricConfig:
@@ -344,11 +249,11 @@ def parse_rubric(path: str | Path, checks: Sequence[Check] = ()) -> RubricConfig
     imports a registry)."""
     path = Path(path)
     try:
-        raw = _load_yaml(path.read_text(encoding="utf-8"))
+        raw = load_yaml(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise RubricConfigError(f"{path}: rubric config not found") from exc
     except yaml.YAMLError as exc:
-        raise RubricConfigError(_yaml_problem(path, exc)) from exc
+        raise RubricConfigError(yaml_problem(path, exc)) from exc
     except UnicodeDecodeError as exc:
         raise RubricConfigError(f"{path}: not UTF-8 text: {exc}") from exc
     except RecursionError:
@@ -361,13 +266,13 @@ def parse_rubric(path: str | Path, checks: Sequence[Check] = ()) -> RubricConfig
     except RecursionError:
         raise RubricConfigError(f"{path}: nested too deeply to check (a value inside hundreds of others)") from None
     except ValidationError as exc:
-        problems = [(_field_path(raw, tuple(e["loc"])), _with_hint(e)) for e in exc.errors()]
-        raise RubricConfigError(_problem_message(path, problems)) from exc
+        problems = [(field_path(raw, tuple(e["loc"])), with_hint(e, RubricConfig)) for e in exc.errors()]
+        raise RubricConfigError(problem_message(path, problems)) from exc
     problems = cross_problems(cfg) + [p for check in checks for p in check(cfg)]
     if cfg.name != path.stem:
         problems.insert(0, ("name", f"{cfg.name!r} must match the file name {path.stem!r}"))
     if problems:
-        raise RubricConfigError(_problem_message(path, problems))
+        raise RubricConfigError(problem_message(path, problems))
     return cfg
 
 
@@ -377,9 +282,9 @@ def _with_adopted(path: Path, raw: dict[str, Any]) -> dict[str, Any]:
     if not over_file.is_file():
         return raw
     try:
-        over = _load_yaml(over_file.read_text(encoding="utf-8"))
+        over = load_yaml(over_file.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise RubricConfigError(_yaml_problem(over_file, exc)) from exc
+        raise RubricConfigError(yaml_problem(over_file, exc)) from exc
     except UnicodeDecodeError as exc:
         raise RubricConfigError(f"{over_file}: not UTF-8 text: {exc}") from exc
     if not isinstance(over, dict):
