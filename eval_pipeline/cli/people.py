@@ -126,7 +126,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     import os
 
     from eval_pipeline.core import settings
-    from eval_pipeline.publish.annotate.app import AnnotateRefused, check_binding, serve
+    from eval_pipeline.publish.annotate.app import serve
+    from eval_pipeline.publish.annotate.guard import AnnotateRefused, check_binding
     from eval_pipeline.storage.warehouse import Warehouse
 
     token = os.environ.get("EVAL_ANNOTATE_TOKEN", "").strip() or None

@@ -589,7 +589,7 @@ def test_a_site_rebound_to_this_machine_is_refused(project):
     """#60: with no Host check, a page of evil.example whose name resolved to 127.0.0.1 signed in and rated (its
     Origin matched its own Host). Without a token only loopback names are answered; with one, the scheme of
     ``Authorization: bearer`` is read in any case; a short token for an address others reach is refused."""
-    from eval_pipeline.publish.annotate.app import AnnotateRefused, check_binding
+    from eval_pipeline.publish.annotate.guard import AnnotateRefused, check_binding
 
     server = Server(project).start()
     try:

@@ -19,335 +19,37 @@ the evaluator is fixed for a session (a signed cookie), so no one submits under 
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import ipaddress
-import json
 import math
 import secrets
-import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import quote
 
-import pandas as pd
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from eval_pipeline.agreement import plan as item_plan
 from eval_pipeline.core.config import RubricConfig
-from eval_pipeline.core.contracts import Table
-from eval_pipeline.core.ids import UnsafeIdentifierError, check_checkpoint_id, check_evaluator
-from eval_pipeline.ingest.ratings import load_ratings
+from eval_pipeline.core.ids import UnsafeIdentifierError, check_evaluator
 from eval_pipeline.publish.annotate import queues as q
+from eval_pipeline.publish.annotate.guard import (
+    FormRefused,
+    bearer,
+    check_binding,
+    form_of,
+    host_name,
+    index_of,
+    is_loopback,
+    same,
+)
 from eval_pipeline.publish.annotate.leases import Leases
-from eval_pipeline.publish.annotate.store import CannotKeep, EditedElsewhere, Rating, RatingsFile, atomic_write
-from eval_pipeline.scoring.verdict import Verdict
-from eval_pipeline.scoring.verdict import read as read_verdicts
+from eval_pipeline.publish.annotate.state import COOKIE, Annotator
+from eval_pipeline.publish.annotate.store import CannotKeep, EditedElsewhere, Rating, RatingsFile
 from eval_pipeline.storage.warehouse import Warehouse
 
-TEMPLATES = Path(__file__).with_name("templates")
-COOKIE = "eval_annotate"
 TOKEN_COOKIE = "eval_annotate_token"
-
-
-class AnnotateRefused(Exception):
-    """The app cannot start as asked (bound past loopback without a token)."""
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-MIN_TOKEN = 16  # characters of EVAL_ANNOTATE_TOKEN for an address others can reach
-
-
-def check_binding(host: str, token: str | None) -> None:
-    if not is_loopback(host) and not token:
-        raise AnnotateRefused(
-            f"annotate on {host} would let anyone who reaches it write ratings: set EVAL_ANNOTATE_TOKEN (every "
-            "request must then carry it), or serve on 127.0.0.1"
-        )
-    if not is_loopback(host) and token is not None and len(token) < MIN_TOKEN:
-        raise AnnotateRefused(
-            f"EVAL_ANNOTATE_TOKEN is {len(token)} character(s): at least {MIN_TOKEN} for an address others can "
-            "reach (e.g. python -c 'import secrets; print(secrets.token_urlsafe(24))')"
-        )
-
-
-def same(a: str, b: str) -> bool:
-    """A constant-time comparison of two texts, any characters (hmac.compare_digest refuses non-ASCII str)."""
-    return hmac.compare_digest(a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass"))
-
-
-def _index(value: object) -> int:
-    """A checklist item's index from a form field (ASCII digits only: ``²`` is a digit to str.isdigit, not to
-    int); -1 for anything else."""
-    text = str(value)
-    return int(text) if text.isascii() and text.isdecimal() else -1
-
-
-def host_name(header: str) -> str:
-    """The name of a Host header without its port (``[::1]:8766`` -> ``::1``)."""
-    h = header.strip()
-    if h.startswith("["):
-        return h[1:].split("]", 1)[0]
-    return h.rsplit(":", 1)[0] if h.count(":") == 1 else h
-
-
-def bearer(header: str) -> str:
-    """The token of an ``Authorization: Bearer <token>`` header, the scheme in any case (RFC 7235)."""
-    scheme, _, value = header.strip().partition(" ")
-    return value.strip() if scheme.lower() == "bearer" else ""
-
-
-def _secret(root: Path) -> bytes:
-    """The key sessions are signed with, kept beside the ratings (sessions survive a restart)."""
-    path = root / ".annotate" / "secret"
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        key = secrets.token_bytes(32)
-        atomic_write(path, key, mode=0o600)  # the key: for this user alone
-        return path.read_bytes()
-
-
-class FormRefused(Exception):
-    """A posted form this app will not read: too large, or too many fields. Answered in one line, nothing written."""
-
-    def __init__(self, status: int, text: str):
-        super().__init__(text)
-        self.status, self.text = status, text
-
-
-MAX_FORM_FIELDS = 2000
-
-
-class Form:
-    """A posted URL-encoded form (this app's pages post nothing else), read without python-multipart."""
-
-    def __init__(self, body: bytes):
-        try:
-            fields = parse_qs(
-                body.decode("utf-8", errors="replace"), keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS
-            )
-        except ValueError:  # past max_num_fields
-            raise FormRefused(
-                413, f"refused: the form has more than {MAX_FORM_FIELDS} fields; nothing was written"
-            ) from None
-        self._fields = fields
-
-    def get(self, name: str, default: str = "") -> str:
-        values = self._fields.get(name)
-        return values[-1] if values else default
-
-    def getlist(self, name: str) -> list[str]:
-        return list(self._fields.get(name, []))
-
-
-MAX_FORM_BYTES = 1_000_000
-
-
-async def form_of(request: Request) -> Form:
-    """The posted form, read no further than ``MAX_FORM_BYTES``: a larger declared length is refused before a
-    byte of the body is read, a longer stream as soon as it passes the limit (it is never held whole)."""
-    too_large = FormRefused(413, f"refused: a form larger than {MAX_FORM_BYTES:,} bytes; nothing was written")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_FORM_BYTES:
-        raise too_large
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_FORM_BYTES:
-            raise too_large
-        chunks.append(chunk)
-    return Form(b"".join(chunks))
-
-
-@dataclass
-class Sample:
-    sample_id: str
-    fields: list[tuple[str, str, Any]]  # (name, description, value)
-    response: str
-
-
-class Workspace:
-    """What the pages read: the warehouse's samples and verdicts, the ratings folder; cached per checkpoint (the
-    item lists) and per version of the ratings folder (everybody's ratings)."""
-
-    def __init__(self, warehouse: Warehouse, rubrics: dict[str, RubricConfig], root: Path):
-        self.wh, self.rubrics, self.root = warehouse, rubrics, Path(root)
-        self._plans: dict[tuple[str, str], item_plan.Plan] = {}
-        self._ratings: dict[tuple[str, str], tuple[tuple[tuple[str, int, int], ...], pd.DataFrame]] = {}
-        self._lock = threading.Lock()
-
-    def rubric(self, name: str) -> RubricConfig:
-        if name not in self.rubrics:
-            raise KeyError(name)
-        return self.rubrics[name]
-
-    def checkpoints(self, rubric: str) -> list[str]:
-        if not self.wh.exists():
-            return []
-        found = self.wh.read(
-            rubric, Table.SAMPLES, columns=("checkpoint_id",), distinct=True, order_by=("checkpoint_id",)
-        )
-        return [str(c) for c in found.checkpoint_id]
-
-    def plan(self, rubric: RubricConfig, ckpt: str) -> item_plan.Plan:
-        key = (rubric.name, ckpt)
-        with self._lock:
-            if key in self._plans:
-                return self._plans[key]
-        plan = item_plan.load_plan(self.wh, rubric, ckpt)
-        with self._lock:
-            self._plans[key] = plan
-        return plan
-
-    def _folder_version(self, rubric: str) -> tuple[tuple[str, int, int], ...]:
-        folder = self.root / rubric
-        if not folder.is_dir():
-            return ()
-        return tuple(sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in folder.glob("*.csv")))
-
-    def ratings(self, rubric: RubricConfig, ckpt: str, fresh: bool = True) -> pd.DataFrame:
-        """Every evaluator's current ratings of the checkpoint, as the pipeline loads them (long form). ``fresh``
-        False: the last ones read will do (after a save, where only the saver's own file changed and the caller
-        reads that one itself)."""
-        version = self._folder_version(rubric.name)
-        key = (rubric.name, ckpt)
-        with self._lock:
-            hit = self._ratings.get(key)
-            if hit and (hit[0] == version or not fresh):
-                return hit[1]
-        plan = self.plan(rubric, ckpt)
-        load = load_ratings(
-            rubric, ckpt, plan.ids, root=self.root, known_checkpoints=set(self.checkpoints(rubric.name))
-        )
-        with self._lock:
-            self._ratings[key] = (version, load.ratings)
-        return load.ratings
-
-    def sample(self, rubric: RubricConfig, ckpt: str, sid: str) -> Sample | None:
-        id_col = rubric.inputs.id_field
-        df = self.wh.read(rubric.name, Table.SAMPLES, where={"checkpoint_id": ckpt, id_col: sid}, limit=1)
-        if df.empty:
-            return None
-        row = df.iloc[0].to_dict()
-        fields = [
-            (f.name, f.description or "", row.get(f.name))
-            for f in rubric.inputs.fields
-            if f.name not in (id_col, rubric.inputs.response_field) and row.get(f.name) is not None
-        ]
-        return Sample(sid, fields, str(row.get(rubric.inputs.response_field) or ""))
-
-    def verdict(self, rubric: str, ckpt: str) -> Verdict | None:
-        try:
-            found = read_verdicts(self.wh, rubric, [ckpt]) if self.wh.exists() else []
-        except Exception:  # noqa: BLE001 - a warehouse being written for the first time: no verdict yet
-            return None
-        return found[0] if found else None
-
-
-def _fmt(value: object) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if hasattr(value, "tolist"):  # an array from the warehouse: as the list it holds
-        value = value.tolist()
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, ensure_ascii=False, indent=1, default=str)
-    return str(value)
-
-
-class Annotator:
-    """The annotate app's state, one per app: the templates, the workspace (warehouse, rubrics, ratings folder) and
-    the key that signs sessions; with what the handlers share (the session, the form's token, the page). Every
-    handler takes it from ``request.app.state.annotator``."""
-
-    def __init__(self, warehouse: Warehouse, rubrics: dict[str, RubricConfig], root: Path):
-        env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
-        env.filters["fmt"] = _fmt
-        env.globals.update(quote=quote)
-        self.env = env
-        self.ws = Workspace(warehouse, rubrics, root)
-        self.key = _secret(Path(root))
-
-    def sign(self, value: str) -> str:
-        return hmac.new(self.key, value.encode(), hashlib.sha256).hexdigest()[:32]
-
-    def session(self, request: Request) -> tuple[str, str] | None:
-        """(evaluator, session id) from the signed cookie."""
-        raw = request.cookies.get(COOKIE, "")
-        try:
-            name, sid, mac = raw.split("|")
-        except ValueError:
-            return None
-        if not same(mac, self.sign(f"{name}|{sid}")):
-            return None
-        return name, sid
-
-    def csrf(self, sess: tuple[str, str]) -> str:
-        return self.sign(f"csrf|{sess[0]}|{sess[1]}")
-
-    def page(self, name: str, status: int = 200, **ctx: object) -> HTMLResponse:
-        return HTMLResponse(self.env.get_template(name).render(**ctx), status_code=status)
-
-    def message(self, title: str, text: str, status: int) -> HTMLResponse:
-        return self.page("message.html", status=status, title=title, message=text)
-
-    def posted_ok(self, request: Request, form: Form, sess: tuple[str, str]) -> bool:
-        """A state change from this app's own page: the Origin (when sent) is this host, the form token matches."""
-        origin = request.headers.get("origin")
-        if origin and origin.split("://", 1)[-1] != request.headers.get("host", ""):
-            return False
-        return same(str(form.get("csrf", "")), self.csrf(sess))
-
-    def skipped(self, rubric: RubricConfig, ckpt: str, evaluator: str) -> set[str]:
-        mine = RatingsFile(self.ws.root, rubric, ckpt, evaluator).read()
-        return {sid for sid, r in mine.items() if r.skipped}
-
-    def resolve(self, request: Request) -> tuple[RubricConfig, str]:
-        rubric = self.ws.rubric(request.path_params["rubric"])
-        ckpt = check_checkpoint_id(request.path_params["checkpoint"])
-        return rubric, ckpt
-
-    def entry(self, request: Request) -> tuple[tuple[str, str], RubricConfig, str] | Response:
-        """The signed-in evaluator's session and the page's rubric and checkpoint, or the answer instead (sign in
-        first; no such rubric or checkpoint)."""
-        sess = self.session(request)
-        if sess is None:
-            return RedirectResponse("/login", status_code=303)
-        try:
-            rubric, ckpt = self.resolve(request)
-        except (KeyError, UnsafeIdentifierError):
-            return self.message("Not found", "no such rubric or checkpoint", 404)
-        return sess, rubric, ckpt
-
-    def handed(
-        self,
-        queue: q.Queue,
-        evaluator: str,
-        rubric: RubricConfig,
-        ckpt: str,
-        after: str | None = None,
-        skipped: set[str] | None = None,
-    ) -> str | None:
-        """The item the queue hands ``evaluator`` next: the remainder's leased to them (publish.annotate.leases), so
-        two people at once are handed different items."""
-        if queue.kind != "remainder":
-            return queue.next_item(after=after, skipped=skipped)
-        return Leases(self.ws.root, rubric.name, ckpt).take(evaluator, queue.candidates(after, skipped))
 
 
 async def login(request: Request) -> Response:
@@ -498,7 +200,7 @@ async def rate(request: Request) -> Response:
         )
     checklist: dict[str, list[int]] = {}
     for d in rubric.dimensions:
-        ticked = [k for k in map(_index, form.getlist(f"check_{d.key}")) if 0 <= k < len(d.checklist)]
+        ticked = [k for k in map(index_of, form.getlist(f"check_{d.key}")) if 0 <= k < len(d.checklist)]
         if ticked:
             checklist[d.key] = sorted(set(ticked))
     try:
