@@ -12,7 +12,7 @@ from urllib.parse import parse_qs
 
 from starlette.requests import Request
 
-from eval_pipeline.publish.annotate.store import atomic_write
+from eval_pipeline.publish.annotate.files import atomic_write
 
 
 class AnnotateRefused(Exception):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from eval_pipeline.core.ids import check_checkpoint_id, check_identifier
 from eval_pipeline.core.locks import file_lock
-from eval_pipeline.publish.annotate.store import atomic_write
+from eval_pipeline.publish.annotate.files import atomic_write
 
 LEASE_S = 900.0  # how long an item handed out stays that evaluator's
 
