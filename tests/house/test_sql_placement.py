@@ -19,7 +19,7 @@ CEILING = 0  # SQL literals outside the allowed places
 # Modules whose job is SQL, though not named so, each with why it is one
 SQL_MODULES = {
     "eval_pipeline.ingest.engine": "the validation engine: runs the rubric's input contract in DuckDB",
-    "eval_pipeline.ingest.engine_sql": "the validation engine's SQL: a rubric's input contract compiled into DuckDB SQL",
+    "eval_pipeline.ingest.engine_sql": "the validation engine's SQL: a rubric's input contract compiled to DuckDB",
     "eval_pipeline.runtime.event_log": "Dagster's own SQLite event log (not the warehouse): its connection settings",
     "eval_pipeline.devtools.services": "the PostgreSQL server tests and `make distributed` start: its databases",
 }

@@ -23,16 +23,8 @@ depend on the mode, so batch and online answers of one judge are the same judge'
 """
 
 from eval_pipeline.judge.batch import records
-from eval_pipeline.judge.batch.flow import (
-    LOST_LOOKS,
-    MAX_FILE_BYTES,
-    MAX_LINES,
-    PENDING,
-    answer,
-    for_step,
-    pending_text,
-    result_of,
-)
+from eval_pipeline.judge.batch.flow import MAX_FILE_BYTES, MAX_LINES, PENDING, answer, for_step, pending_text
+from eval_pipeline.judge.batch.lines import LOST_LOOKS, result_of
 
 __all__ = ["LOST_LOOKS", "MAX_FILE_BYTES", "MAX_LINES", "PENDING", "answer", "for_step", "pending_text", "records"]
 __all__ += ["result_of"]
