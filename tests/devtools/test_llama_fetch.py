@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from eval_pipeline.devtools import llama
+from eval_pipeline.devtools import llama, llama_build
 
 PAYLOAD = b"model weights " * 5000
 
@@ -60,7 +60,7 @@ class Registry:
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("EVAL_LLAMA_CACHE", str(tmp_path))
-    monkeypatch.setattr(llama.time, "sleep", lambda s: None)
+    monkeypatch.setattr(llama_build.time, "sleep", lambda s: None)
     return tmp_path
 
 
