@@ -118,8 +118,8 @@ class JudgeConfig:
 
     def with_(self, **changes: object) -> JudgeConfig:
         """This configuration with ``changes`` (None values left out: unset, the configured value stays)."""
-        given = {k: v for k, v in changes.items() if v is not None}
-        return replace(self, **given) if given else self  # type: ignore[arg-type]  # checked by __post_init__
+        given: dict[str, Any] = {k: v for k, v in changes.items() if v is not None}
+        return replace(self, **given) if given else self  # each value checked by __post_init__
 
 
 def judge_config() -> JudgeConfig:

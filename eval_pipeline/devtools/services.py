@@ -96,11 +96,14 @@ def postgres(databases: tuple[str, ...] = ()) -> Iterator[Postgres]:
         as_user = ["runuser", "-u", "postgres", "--"]
     port = free_port()
     db = data / "db"
-    run = {"check": True, "capture_output": True}
-    subprocess.run([*as_user, initdb, "-D", str(db), "-A", "trust", "-U", "postgres", "--no-sync"], **run)  # type: ignore[call-overload]
+
+    def run(*args: str) -> None:
+        subprocess.run([*as_user, *args], check=True, capture_output=True)
+
+    run(initdb, "-D", str(db), "-A", "trust", "-U", "postgres", "--no-sync")
     options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
     log = str(data / "server.log")
-    subprocess.run([*as_user, pg_ctl, "-D", str(db), "-l", log, "-w", "-t", "60", "-o", options, "start"], **run)  # type: ignore[call-overload]
+    run(pg_ctl, "-D", str(db), "-l", log, "-w", "-t", "60", "-o", options, "start")
     try:
         server = Postgres(port)
         for name in databases:

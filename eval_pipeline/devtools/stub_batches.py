@@ -53,8 +53,8 @@ class BatchDesk:
     odd_ids: bool = False  # a hostile provider: a batch's id holds the request's key and terminal escapes
     drip_s: float = 0.0  # a file's content is sent 4 KiB at a time, this far apart
     upstream: str | None = None  # answer lines by POSTing them to this /v1 base URL (llama.cpp's server)
-    files: dict[str, dict[str, Any]] = field(default_factory=dict)
-    batches: dict[str, dict[str, Any]] = field(default_factory=dict)
+    files: dict[str, JSONObject] = field(default_factory=dict)
+    batches: dict[str, JSONObject] = field(default_factory=dict)
     answered: Counter[str] = field(default_factory=Counter)  # a line's custom_id -> times answered
     routes: Counter[str] = field(default_factory=Counter)  # "POST /v1/files" -> requests
     # (route, "before" | "after" | "during", pid): that process is SIGKILLed when the route is next asked: before
@@ -110,7 +110,7 @@ def _page(items: list[JSONObject], query: dict[str, list[str]]) -> JSONObject:
     }
 
 
-def _batch_view(b: dict[str, Any]) -> JSONObject:
+def _batch_view(b: JSONObject) -> JSONObject:
     return {k: v for k, v in b.items() if not k.startswith("_")}
 
 
@@ -264,12 +264,12 @@ def _answer(desk: BatchDesk, state: StubState, body: JSONObject, auth: str) -> t
     return r.code, r.payload
 
 
-def _echoed(desk: BatchDesk, b: dict[str, Any]) -> str:
+def _echoed(desk: BatchDesk, b: JSONObject) -> str:
     """The request's key, when the desk plays a provider that echoes it (``echo_key``); else nothing."""
     return str(b["_auth"]).removeprefix("Bearer ") if desk.echo_key else ""
 
 
-def _validated(desk: BatchDesk, b: dict[str, Any]) -> bool:
+def _validated(desk: BatchDesk, b: JSONObject) -> bool:
     """The batch validated (in progress, unless cancelled meanwhile), or failed validation when the desk says so
     (its error echoing the key when the desk is hostile)."""
     with desk.lock:
@@ -284,7 +284,7 @@ def _validated(desk: BatchDesk, b: dict[str, Any]) -> bool:
     return True
 
 
-def _work(desk: BatchDesk, state: StubState, b: dict[str, Any]) -> None:
+def _work(desk: BatchDesk, state: StubState, b: JSONObject) -> None:
     """The batch's life: validated, its lines answered one by one, finalized, its files written."""
     time.sleep(desk.validate_s)
     if not _validated(desk, b):

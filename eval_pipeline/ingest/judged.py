@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from eval_pipeline.core.types import JSONObject
 from eval_pipeline.ingest.checkpoints import CheckpointError
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def read_judged(path: Path, rubric: RubricConfig, checkpoint_id: str) -> pd.Data
         if not isinstance(value, str) or not value.strip():
             raise CheckpointError(f"{path}: '{key}' must say who judged (a non-empty text)")
     date = data.get("date")
-    given: dict[str, Any] = data["scores"]
+    given: JSONObject = data["scores"]
     rows = []
     for sid, cells in given.items():
         cells = cells if isinstance(cells, dict) else {}

@@ -125,7 +125,7 @@ def _is_secret(text: str, secret: str | None) -> bool:
     """A token on its own that holds a key, or is a piece of the configured one."""
     if redact(text, secret) != text:
         return True
-    return bool(secret) and len(text.strip()) >= FRAGMENT and text.strip() in secret  # type: ignore[operator]
+    return secret is not None and bool(secret) and len(text.strip()) >= FRAGMENT and text.strip() in secret
 
 
 def redact_tokens(tokens: list[Any] | None, secret: str | None = None) -> list[Any] | None:

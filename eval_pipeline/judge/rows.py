@@ -112,7 +112,8 @@ def questionnaire_rows(rubric: RubricConfig, rows: list[Row]) -> list[Row]:
         out.append(row(m.key, "questionnaire_metric", score, reason, chosen, exp))
 
     def total(k: str) -> float | None:
-        return None if any(v is None for v in sums[k]) else float(sum(sums[k]))  # type: ignore[arg-type]
+        given = [v for v in sums[k] if v is not None]
+        return None if len(given) < len(sums[k]) else float(sum(given))
 
     ok = total("score") is not None
     out.append(

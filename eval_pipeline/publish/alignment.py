@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -69,7 +70,9 @@ def alignment_view(wh: Warehouse, rubric: str, alignment_id: str) -> AlignmentVi
 
 
 def _f(x: object, fmt: str = ".3f") -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(float(x), fmt)  # type: ignore[arg-type]
+    if not isinstance(x, (numbers.Real, str)) or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return format(float(x), fmt)
 
 
 def report_lines(v: AlignmentView) -> list[str]:

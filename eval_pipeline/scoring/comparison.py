@@ -18,6 +18,7 @@ dimension) does not hide one the people's ratings show.
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 import pandas as pd
@@ -262,7 +263,7 @@ def _decide_regressions(rows: list[Row], margins: dict[str, float], untrusted: s
 
 def _finite(x: object) -> float:
     try:
-        v = float(x)  # type: ignore[arg-type]
+        v = float(x) if isinstance(x, (numbers.Real, str)) else math.nan
     except (TypeError, ValueError):
         return 0.0
     return v if math.isfinite(v) else 0.0

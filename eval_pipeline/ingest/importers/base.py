@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from eval_pipeline.core.registry import Registry
+from eval_pipeline.core.types import JSONObject
 
 if TYPE_CHECKING:  # the rubric model (pandas) only when an import runs, not for the parser
     from eval_pipeline.core.config import RubricConfig
@@ -31,7 +32,7 @@ class ImportFailure(ValueError):
 @dataclass(frozen=True)
 class Record:
     line: int  # 1-based line (JSONL, CSV) or item number (a JSON array) in ``source``
-    values: dict[str, Any] = field(default_factory=dict)
+    values: JSONObject = field(default_factory=dict)
     error: str | None = None  # why the record cannot be imported (then ``values`` may be partial)
     source: str = ""  # the file it came from, when a format reads several
 
@@ -65,7 +66,7 @@ IMPORTERS: Registry[Format] = Registry(
 )
 
 
-def obj(value: Any) -> dict[str, Any]:
+def obj(value: Any) -> JSONObject:
     """``value`` when it is a JSON object, else an empty one (a field of the wrong kind reads as absent)."""
     return value if isinstance(value, dict) else {}
 

@@ -23,10 +23,10 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from eval_pipeline.core.types import JSONObject
 from eval_pipeline.ingest.importers.base import IMPORTERS, ImportFailure
 from eval_pipeline.ingest.importers.run import Request
 
@@ -104,7 +104,7 @@ class Declaration:
         """One import request a file, in time order, each chained to the one before when ``chain``."""
         out: list[Request] = []
         for n, (path, when) in enumerate(self.sources(), 1):
-            values: dict[str, Any] = {"n": n, "stem": _stem(path), "time": when.strftime("%Y%m%dT%H%M%S")}
+            values: JSONObject = {"n": n, "stem": _stem(path), "time": when.strftime("%Y%m%dT%H%M%S")}
             try:
                 checkpoint = self.checkpoint.format(**values)
             except (KeyError, IndexError, ValueError) as exc:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from eval_pipeline.core.types import JSONObject
 from eval_pipeline.ingest.importers.base import IMPORTERS, Format, ImportFailure, Record
 
 EXTRA = "pip install 'eval_pipeline[inspect]'"
@@ -49,7 +50,7 @@ def read(path: Path, _extra: Path | None = None) -> Iterator[Record]:
         messages = [{"role": m.role, "content": _text(m)} for m in (s.messages or [])]
         users = [m["content"] for m in messages if m["role"] == "user"]
         given = s.input if isinstance(s.input, str) else (users[-1] if users else None)
-        values: dict[str, Any] = {
+        values: JSONObject = {
             "id": f"{s.id}#{s.epoch}" if epochs > 1 else s.id,
             "sample_id": s.id,
             "epoch": s.epoch,

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from eval_pipeline.core.types import JSONObject
 from eval_pipeline.ingest.importers.base import IMPORTERS, Format, ImportFailure, Record, obj
 from eval_pipeline.ingest.importers.lines import json_lines
 
@@ -26,7 +27,7 @@ def _content(message: Any) -> str | None:
     return content if isinstance(content, str) else None
 
 
-def _answer(out: dict[str, Any]) -> tuple[str | None, str | None]:
+def _answer(out: JSONObject) -> tuple[str | None, str | None]:
     """(the answer's text, why there is none)."""
     if out.get("error"):
         error = out["error"]
@@ -48,7 +49,7 @@ def _answer(out: dict[str, Any]) -> tuple[str | None, str | None]:
 def read(path: Path, extra: Path | None) -> Iterator[Record]:
     if extra is None:
         raise ImportFailure("openai-batch needs the output file too: --output FILE")
-    answers: dict[str, tuple[int, dict[str, Any]]] = {}
+    answers: dict[str, tuple[int, JSONObject]] = {}
     for n, answer, why in json_lines(extra):
         if answer is None:
             yield Record(n, {}, why, extra.name)
@@ -68,7 +69,7 @@ def read(path: Path, extra: Path | None) -> Iterator[Record]:
         cid = line.get("custom_id")
         body = obj(line.get("body"))
         messages: list[Any] = body["messages"] if isinstance(body.get("messages"), list) else []
-        values: dict[str, Any] = {"custom_id": cid, "body": body, "messages": messages, "model": body.get("model")}
+        values: JSONObject = {"custom_id": cid, "body": body, "messages": messages, "model": body.get("model")}
         system = [_content(m) for m in messages if isinstance(m, dict) and m.get("role") == "system"]
         users = [_content(m) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
         if system and system[0] is not None:

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from eval_pipeline.core.types import JSONObject
 from eval_pipeline.ingest.importers.base import IMPORTERS, Format, ImportFailure, Record, obj, one_value
 
 
@@ -40,7 +41,7 @@ def read(path: Path, _extra: Path | None = None) -> Iterator[Record]:
             continue
         prompt, test = obj(item.get("prompt")), obj(item.get("testCase"))
         provider = item.get("provider")
-        values: dict[str, Any] = {
+        values: JSONObject = {
             "vars": item.get("vars") or test.get("vars") or {},
             "prompt": prompt.get("raw"),
             "prompt_label": prompt.get("label"),

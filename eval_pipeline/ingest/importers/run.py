@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from eval_pipeline.core.types import JSONObject
 from eval_pipeline.ingest.importers.base import IMPORTERS, ImportFailure, Mapping
 from eval_pipeline.ingest.importers.write import rows, write_checkpoint
 
@@ -35,7 +36,7 @@ class Outcome:
     model: str
     imported: int
     unchanged: bool
-    left_out: list[dict[str, Any]] = field(default_factory=list)  # line, source, reason
+    left_out: list[JSONObject] = field(default_factory=list)  # line, source, reason
     judged: str | None = None  # who judged, when the mapping brings a judge's scores
 
 

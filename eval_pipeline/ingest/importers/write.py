@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.core.ids import check_checkpoint_id
+from eval_pipeline.core.types import JSONObject
 from eval_pipeline.ingest.checkpoints import JUDGED, MANIFEST
 from eval_pipeline.ingest.importers.base import ImportFailure, Mapping, Record, get
 
@@ -30,12 +31,12 @@ class Converted:
     """The rubric's input objects of the usable records (in source order), the report of the others (line,
     source, reason), and the imported judge's cells per sample id (``{}`` without a mapping ``judge`` section)."""
 
-    objects: list[dict[str, Any]] = field(default_factory=list)
-    report: list[dict[str, Any]] = field(default_factory=list)
-    scores: dict[str, dict[str, Any]] = field(default_factory=dict)
+    objects: list[JSONObject] = field(default_factory=list)
+    report: list[JSONObject] = field(default_factory=list)
+    scores: dict[str, JSONObject] = field(default_factory=dict)
 
 
-def _nested(out: dict[str, Any], dotted: str, value: Any) -> None:
+def _nested(out: JSONObject, dotted: str, value: Any) -> None:
     parts = dotted.split(".")
     for part in parts[:-1]:
         out = out.setdefault(part, {})
@@ -67,7 +68,7 @@ def rows(records: Iterable[Record], mapping: Mapping, rubric: RubricConfig) -> C
         if sid in seen:
             report.append({**where, "reason": f"duplicate id {sid!r} (the record at line {seen[sid]} kept)"})
             continue
-        obj: dict[str, Any] = {}
+        obj: JSONObject = {}
         _nested(obj, paths.get(id_field, id_field), sid)
         missing = None
         for target, source in mapping.fields.items():
@@ -86,7 +87,7 @@ def rows(records: Iterable[Record], mapping: Mapping, rubric: RubricConfig) -> C
     return out
 
 
-def _maybe(values: dict[str, Any], dotted: str) -> Any:
+def _maybe(values: JSONObject, dotted: str) -> Any:
     try:
         return get(values, dotted)
     except KeyError:
@@ -97,12 +98,12 @@ def write_checkpoint(
     root: Path,
     checkpoint: str,
     rubric: RubricConfig,
-    objects: list[dict[str, Any]],
+    objects: list[JSONObject],
     model: str,
     parent: str | None = None,
     created_at: str | None = None,
     replace: bool = False,
-    judged: dict[str, Any] | None = None,
+    judged: JSONObject | None = None,
 ) -> tuple[Path, bool]:
     """``objects`` as ``<root>/<checkpoint>/<rubric>.jsonl`` and its manifest (see the module's docstring), and
     ``judged`` (an imported judge's scores, ingest.judged) as ``<rubric>.judge.json``; the file's path and whether
