@@ -8,17 +8,9 @@ import sys
 import uuid
 from typing import TYPE_CHECKING
 
+import eval_pipeline.console.verdicts as said
 from eval_pipeline.console.lines import followed_lines, usage_line
 from eval_pipeline.console.progress import Progress
-from eval_pipeline.console.verdicts import (
-    UNDECIDED,
-    checkpoint_line,
-    closing_line,
-    decided,
-    exit_code,
-    report_lines,
-    shorten,
-)
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.terminal import (
     EXIT_GATES,
@@ -62,7 +54,7 @@ def evaluate(
     claim(instance, [c.checkpoint_id for c in ckpts])  # every checkpoint of the command at once
     selected = set(args.rubric) if args.rubric else None
     heads = {
-        c.checkpoint_id: f"[{i}/{len(ckpts)}] {clean(c.checkpoint_id)} ({shorten(c.model, 60)})"
+        c.checkpoint_id: f"[{i}/{len(ckpts)}] {clean(c.checkpoint_id)} ({said.shorten(c.model, 60)})"
         for i, c in enumerate(ckpts, 1)
     }
     wait_s = settings.wait_for_run_s()
@@ -101,19 +93,19 @@ def evaluate(
         # an interrupted run is not read back (what it wrote is partial, and Ctrl-C should end the command now)
         readable = wh.exists() and not o.interrupted
         mine = (
-            [decided(wh, rubrics[name], o.checkpoint_id, o.run_ids, o.success, stored(name)) for name in o.rubrics]
+            [said.decided(wh, rubrics[name], o.checkpoint_id, o.run_ids, o.success, stored(name)) for name in o.rubrics]
             if readable
             else []
         )
         reports.extend(mine)
-        print(checkpoint_line(heads[o.checkpoint_id], o, mine), flush=True)
+        print(said.checkpoint_line(heads[o.checkpoint_id], o, mine), flush=True)
         usage = usage_line(wh, o.checkpoint_id, o.rubrics, o.run_ids) if readable and asked_a_model() else None
         lines = ([usage] if usage else []) + list(getattr(o, "notes", []))
-        lines += [f"step FAILED {shorten(failure, 300, keep_end=True)}" for failure in o.failures]
+        lines += [f"step FAILED {said.shorten(failure, 300, keep_end=True)}" for failure in o.failures]
         for line in lines:
             print(f"    {line}", flush=True)
         for r in mine:
-            print("\n".join(report_lines(r, verbose=args.verbose)), flush=True)
+            print("\n".join(said.report_lines(r, verbose=args.verbose)), flush=True)
 
     before = {(v.rubric, v.checkpoint_id): v for r in rubrics for v in read_verdicts(wh, r)} if wh.exists() else {}
     followed: list[RunOutcome] = []
@@ -205,7 +197,7 @@ def _end(
     code = (
         EXIT_INTERRUPTED
         if signalled
-        else exit_code(outcomes + stopped, reports, fail_on_gates=not args.no_fail_on_gates)
+        else said.exit_code(outcomes + stopped, reports, fail_on_gates=not args.no_fail_on_gates)
     )
     refused = sum(len(getattr(c, "refused_files", {})) for c in ckpts)
     if not outcomes and todo and not signalled:
@@ -217,12 +209,12 @@ def _end(
         return EXIT_INCOMPLETE
     code = others.code(code)
     if not outcomes and elsewhere:  # every checkpoint evaluated by another run: its verdicts, and their code
-        print(closing_line(code, outcomes, reports), file=sys.stderr if code else sys.stdout, flush=True)
+        print(said.closing_line(code, outcomes, reports), file=sys.stderr if code else sys.stdout, flush=True)
         return code
     if refused and code in (EXIT_OK, EXIT_GATES):  # incomplete data outranks failed gates, as in exit_code
         print(f"eval-pipeline: INCOMPLETE: {refused} rubric file(s) refused (exit 4)", file=sys.stderr, flush=True)
         return EXIT_INCOMPLETE
-    print(closing_line(code, outcomes, reports), file=sys.stderr if code else sys.stdout, flush=True)
+    print(said.closing_line(code, outcomes, reports), file=sys.stderr if code else sys.stdout, flush=True)
     return code
 
 
@@ -272,11 +264,11 @@ class OtherRuns:
         # the stored verdict once the run and what re-decides after it (the command that launched it, the
         # automation) have ended: the one every reader sees
         ids = None if seen.state == "settled" else [run_id]
-        found = [decided(self.wh, self.rubrics[n], ckpt_id, ids) for n in names] if self.wh.exists() else []
-        word = worst([v.verdict for v in found]).upper() if found else UNDECIDED.upper()
+        found = [said.decided(self.wh, self.rubrics[n], ckpt_id, ids) for n in names] if self.wh.exists() else []
+        word = worst([v.verdict for v in found]).upper() if found else said.UNDECIDED.upper()
         print(f"{head}: {word}: evaluated by run {run_id} ({seen.status})", flush=True)
         for v in found:
-            print("\n".join(report_lines(v, verbose=self.verbose)), flush=True)
+            print("\n".join(said.report_lines(v, verbose=self.verbose)), flush=True)
         return found
 
     def code(self, code: int) -> int:

@@ -27,7 +27,7 @@ from eval_pipeline.ingest.checkpoints import (
     read_checkpoint,
     scan_checkpoints,
 )
-from eval_pipeline.judge.backends import identity_of
+from eval_pipeline.judge.backends import JudgedAt, identity_of
 from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.extraction import extract
 from eval_pipeline.judge.identity import JudgeIdentity
@@ -156,11 +156,9 @@ class JudgeResourceBase(dg.ConfigurableResource[Any]):
             self._config = settings.judge_config().with_(**given)
         return self._config
 
-    def identity(
-        self, rubric: RubricConfig, checkpoint: str | None = None, wh: Warehouse | None = None
-    ) -> JudgeIdentity:
-        """Who judges ``rubric`` (recorded with its scores; for ``checkpoint`` when the judge comes with the data)."""
-        return identity_of(rubric, self.config(), checkpoint, wh)
+    def identity(self, rubric: RubricConfig, at: JudgedAt | None = None) -> JudgeIdentity:
+        """Who judges ``rubric`` (recorded with its scores; where ``at`` says when the judge comes with the data)."""
+        return identity_of(rubric, self.config(), at)
 
     def score(
         self, rubric: RubricConfig, ckpt: str, records: list[Record], wh: Warehouse, repeat: int = 0

@@ -151,7 +151,7 @@ def test_a_judge_backend_is_one_registration(tmp_path):
     class Threes:
         calls_out = False
 
-        def identity(self, rubric, config, checkpoint=None, wh=None):
+        def identity(self, rubric, config, at=None):
             return JudgeIdentity("threes", "always-3", "", rubric.judge_version, "{}", "chosen", "{}")
 
         def score(self, rubric, ckpt, records, wh, stats, config, repeat):

@@ -21,6 +21,7 @@ from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
 from eval_pipeline.judge import batch as judge_batch
 from eval_pipeline.judge import costs
+from eval_pipeline.judge.backends import JudgedAt
 from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.identity import IDENTITY_COLUMNS, JudgeIdentity
 from eval_pipeline.judge.redact import redact
@@ -224,7 +225,7 @@ def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         wh = warehouse.get()
         with judge_step(context, wh, judge, rubric, Table.JUDGE_SCORES) as usage:
             records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
-            identity = judge.identity(rubric, ckpt_id, wh)
+            identity = judge.identity(rubric, JudgedAt(ckpt_id, wh))
             stats, means, latency_p50 = _score_in_chunks(rubric, ckpt_id, records, wh, judge, identity)
         metadata = _judge_metadata(stats, len(records), means, latency_p50)
         metadata["judge_identity"] = dg.MetadataValue.text(identity.id)

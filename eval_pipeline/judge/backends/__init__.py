@@ -14,9 +14,8 @@ from __future__ import annotations
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.registry import Registry
-from eval_pipeline.judge.backends.base import JudgeBackend
+from eval_pipeline.judge.backends.base import JudgeBackend, JudgedAt
 from eval_pipeline.judge.identity import JudgeIdentity
-from eval_pipeline.storage.warehouse import Warehouse
 
 BACKENDS: Registry[type[JudgeBackend]] = Registry("judge backend", __name__, skip=("base",))
 
@@ -29,12 +28,10 @@ def backend_for(config: JudgeConfig) -> JudgeBackend:
         raise ValueError(f"EVAL_JUDGE must be one of {', '.join(sorted(BACKENDS))}, got {config.mode!r}") from None
 
 
-def identity_of(
-    rubric: RubricConfig, config: JudgeConfig, checkpoint: str | None = None, wh: Warehouse | None = None
-) -> JudgeIdentity:
-    """The identity of the judge that scores ``rubric`` under ``config`` (for ``checkpoint``, read from ``wh``,
-    when the judge comes with the data)."""
-    return backend_for(config).identity(rubric, config, checkpoint, wh)
+def identity_of(rubric: RubricConfig, config: JudgeConfig, at: JudgedAt | None = None) -> JudgeIdentity:
+    """The identity of the judge that scores ``rubric`` under ``config`` (where ``at`` says, when the judge comes
+    with the data)."""
+    return backend_for(config).identity(rubric, config, at)
 
 
-__all__ = ["BACKENDS", "JudgeBackend", "backend_for", "identity_of"]
+__all__ = ["BACKENDS", "JudgeBackend", "JudgedAt", "backend_for", "identity_of"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from eval_pipeline.core.config import RubricConfig
@@ -12,16 +13,22 @@ from eval_pipeline.judge.identity import JudgeIdentity
 from eval_pipeline.storage.warehouse import Warehouse
 
 
+@dataclass(frozen=True)
+class JudgedAt:
+    """Where a judge that comes with the data says who it is: the checkpoint, in the warehouse."""
+
+    checkpoint: str
+    wh: Warehouse
+
+
 class JudgeBackend(Protocol):
     """What a judge backend provides (see the module's docstring)."""
 
     calls_out: bool
 
-    def identity(
-        self, rubric: RubricConfig, config: JudgeConfig, checkpoint: str | None = None, wh: Warehouse | None = None
-    ) -> JudgeIdentity:
+    def identity(self, rubric: RubricConfig, config: JudgeConfig, at: JudgedAt | None = None) -> JudgeIdentity:
         """Who judges ``rubric`` with this backend under ``config`` (model, endpoint, prompt version, parameters,
-        panel); a backend whose judge comes with the data (``imported``) reads it for ``checkpoint`` from ``wh``."""
+        panel); a backend whose judge comes with the data (``imported``) reads it where ``at`` says."""
         ...
 
     def score(

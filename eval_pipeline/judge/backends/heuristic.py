@@ -8,6 +8,7 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import Record, Row
 from eval_pipeline.judge.backends import BACKENDS
+from eval_pipeline.judge.backends.base import JudgedAt
 from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.heuristic import HeuristicJudge
 from eval_pipeline.judge.identity import HEURISTIC, JudgeIdentity
@@ -19,9 +20,7 @@ from eval_pipeline.storage.warehouse import Warehouse
 class HeuristicBackend:
     calls_out = False
 
-    def identity(
-        self, rubric: RubricConfig, config: JudgeConfig, checkpoint: str | None = None, wh: Warehouse | None = None
-    ) -> JudgeIdentity:
+    def identity(self, rubric: RubricConfig, config: JudgeConfig, at: JudgedAt | None = None) -> JudgeIdentity:
         panel = rubric.panel
         return JudgeIdentity(
             backend=HEURISTIC,

@@ -19,6 +19,7 @@ from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import Record, Row
 from eval_pipeline.judge.backends import BACKENDS
+from eval_pipeline.judge.backends.base import JudgedAt
 from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.identity import IMPORTED, JudgeIdentity
 from eval_pipeline.judge.rows import questionnaire_rows, score_row
@@ -28,20 +29,18 @@ NOT_SCORED = "the imported judge did not score this sample"
 NONE_BROUGHT = "the checkpoint brought no imported judge scores (<rubric>.judge.json)"
 
 
-def _rows(wh: Warehouse | None, rubric: RubricConfig, checkpoint: str | None) -> pd.DataFrame:
-    if wh is None or checkpoint is None or not wh.table_exists(rubric.name, Table.IMPORTED_SCORES):
+def _rows(rubric: RubricConfig, at: JudgedAt | None) -> pd.DataFrame:
+    if at is None or not at.wh.table_exists(rubric.name, Table.IMPORTED_SCORES):
         return pd.DataFrame()
-    return wh.read(rubric.name, Table.IMPORTED_SCORES, where={"checkpoint_id": checkpoint})
+    return at.wh.read(rubric.name, Table.IMPORTED_SCORES, where={"checkpoint_id": at.checkpoint})
 
 
 @BACKENDS.register(IMPORTED)
 class ImportedBackend:
     calls_out = False
 
-    def identity(
-        self, rubric: RubricConfig, config: JudgeConfig, checkpoint: str | None = None, wh: Warehouse | None = None
-    ) -> JudgeIdentity:
-        rows = _rows(wh, rubric, checkpoint)
+    def identity(self, rubric: RubricConfig, config: JudgeConfig, at: JudgedAt | None = None) -> JudgeIdentity:
+        rows = _rows(rubric, at)
         first = rows.iloc[0] if len(rows) else None
         model = str(first.judge_model) if first is not None else "none"
         return JudgeIdentity(
@@ -64,7 +63,7 @@ class ImportedBackend:
         config: JudgeConfig,
         repeat: int,
     ) -> list[Row]:
-        found = _rows(wh, rubric, ckpt)
+        found = _rows(rubric, JudgedAt(ckpt, wh))
         model = str(found.judge_model.iloc[0]) if len(found) else IMPORTED
         cells = {
             (str(r.sample_id), str(r.dimension)): (None if pd.isna(r.score) else float(r.score), r.reason)

@@ -10,6 +10,7 @@ from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import Record, Row
 from eval_pipeline.judge.backends import BACKENDS
+from eval_pipeline.judge.backends.base import JudgedAt
 from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.identity import JudgeIdentity, endpoint_identity
 from eval_pipeline.judge.llm_rows import judge_rows
@@ -22,9 +23,7 @@ OPENAI = "openai"
 class OpenAIBackend:
     calls_out = True
 
-    def identity(
-        self, rubric: RubricConfig, config: JudgeConfig, checkpoint: str | None = None, wh: Warehouse | None = None
-    ) -> JudgeIdentity:
+    def identity(self, rubric: RubricConfig, config: JudgeConfig, at: JudgedAt | None = None) -> JudgeIdentity:
         panel = rubric.panel
         specs = panel.judges or [JudgeSpec(name="default")]
         models, endpoints, params = [], [], {}
