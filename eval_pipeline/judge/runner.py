@@ -17,7 +17,7 @@ from eval_pipeline.core.contracts import PANEL, SCORE_COLUMNS
 from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import Record
 from eval_pipeline.judge import costs
-from eval_pipeline.judge.backends import backend_for
+from eval_pipeline.judge.backends import Judging, backend_for
 from eval_pipeline.judge.cached import JudgeRunStats
 from eval_pipeline.judge.rows import panel_rows
 from eval_pipeline.storage.warehouse import Warehouse
@@ -37,7 +37,7 @@ def judge_samples(
     backend = backend_for(config)
     stats = JudgeRunStats()
     t0 = time.perf_counter()
-    rows = backend.score(rubric, ckpt, records, wh, stats, config, repeat)
+    rows = backend.score(Judging(rubric, ckpt, records, wh, stats, config, repeat))
     rows += panel_rows(rubric, rows, rubric.panel.aggregate)
     stats.wall_s = time.perf_counter() - t0
     df = pd.DataFrame(rows, columns=SCORE_COLUMNS)

@@ -154,8 +154,9 @@ def test_a_judge_backend_is_one_registration(tmp_path):
         def identity(self, rubric, config, at=None):
             return JudgeIdentity("threes", "always-3", "", rubric.judge_version, "{}", "chosen", "{}")
 
-        def score(self, rubric, ckpt, records, wh, stats, config, repeat):
-            stats.judges, stats.judge_kind, stats.prompts = ["threes"], "rule", len(records)
+        def score(self, job):
+            rubric, ckpt, records = job.rubric, job.checkpoint, job.records
+            job.stats.judges, job.stats.judge_kind, job.stats.prompts = ["threes"], "rule", len(records)
             return [
                 score_row(
                     checkpoint_id=ckpt,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.registry import Registry
-from eval_pipeline.judge.backends.base import JudgeBackend, JudgedAt
+from eval_pipeline.judge.backends.base import JudgeBackend, JudgedAt, Judging
 from eval_pipeline.judge.identity import JudgeIdentity
 
 BACKENDS: Registry[type[JudgeBackend]] = Registry("judge backend", __name__, skip=("base",))
@@ -34,4 +34,4 @@ def identity_of(rubric: RubricConfig, config: JudgeConfig, at: JudgedAt | None =
     return backend_for(config).identity(rubric, config, at)
 
 
-__all__ = ["BACKENDS", "JudgeBackend", "JudgedAt", "backend_for", "identity_of"]
+__all__ = ["BACKENDS", "JudgeBackend", "JudgedAt", "Judging", "backend_for", "identity_of"]

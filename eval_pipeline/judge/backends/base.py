@@ -21,6 +21,25 @@ class JudgedAt:
     wh: Warehouse
 
 
+@dataclass
+class Judging:
+    """One judging a backend does: a checkpoint's ``records`` of ``rubric``, the warehouse (its cache), the run's
+    statistics (``stats``, counted into) and judge settings, and which repeat (0: the scoring itself)."""
+
+    rubric: RubricConfig
+    checkpoint: str
+    records: list[Record]
+    wh: Warehouse
+    stats: JudgeRunStats
+    config: JudgeConfig
+    repeat: int = 0
+
+    def unpacked(
+        self,
+    ) -> tuple[RubricConfig, str, list[Record], Warehouse, JudgeRunStats, JudgeConfig, int]:
+        return self.rubric, self.checkpoint, self.records, self.wh, self.stats, self.config, self.repeat
+
+
 class JudgeBackend(Protocol):
     """What a judge backend provides (see the module's docstring)."""
 
@@ -31,17 +50,8 @@ class JudgeBackend(Protocol):
         panel); a backend whose judge comes with the data (``imported``) reads it where ``at`` says."""
         ...
 
-    def score(
-        self,
-        rubric: RubricConfig,
-        ckpt: str,
-        records: list[Record],
-        wh: Warehouse,
-        stats: JudgeRunStats,
-        config: JudgeConfig,
-        repeat: int,
-    ) -> list[Row]:
-        """judge_scores rows (judge.rows) of every record and judge of the panel, missing with the reason where
-        an answer could not be used; ``stats`` counts prompts, calls and judges; ``repeat`` > 0 scores the same
-        prompts again under their own cache keys (the judge's repeatability)."""
+    def score(self, job: Judging) -> list[Row]:
+        """judge_scores rows (judge.rows) of every record of ``job`` and judge of the panel, missing with the reason
+        where an answer could not be used; ``job.stats`` counts prompts, calls and judges; ``job.repeat`` > 0 scores
+        the same prompts again under their own cache keys (the judge's repeatability)."""
         ...

@@ -8,12 +8,10 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import Record, Row
 from eval_pipeline.judge.backends import BACKENDS
-from eval_pipeline.judge.backends.base import JudgedAt
-from eval_pipeline.judge.cached import JudgeRunStats
+from eval_pipeline.judge.backends.base import JudgedAt, Judging
 from eval_pipeline.judge.heuristic import HeuristicJudge
 from eval_pipeline.judge.identity import HEURISTIC, JudgeIdentity
 from eval_pipeline.judge.rows import questionnaire_rows, reading, score_row
-from eval_pipeline.storage.warehouse import Warehouse
 
 
 @BACKENDS.register(HEURISTIC)
@@ -32,16 +30,8 @@ class HeuristicBackend:
             panel=json.dumps({"judges": [HEURISTIC], "aggregate": panel.aggregate}),
         )
 
-    def score(
-        self,
-        rubric: RubricConfig,
-        ckpt: str,
-        records: list[Record],
-        wh: Warehouse,
-        stats: JudgeRunStats,
-        config: JudgeConfig,
-        repeat: int,
-    ) -> list[Row]:
+    def score(self, job: Judging) -> list[Row]:
+        rubric, ckpt, records, wh, stats, config, repeat = job.unpacked()
         stats.judges = [HEURISTIC]
         stats.judge_kind = HEURISTIC
         stats.prompts = len(records)

@@ -17,13 +17,11 @@ import pandas as pd
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import Table
 from eval_pipeline.core.judge_config import JudgeConfig
-from eval_pipeline.core.types import Record, Row
+from eval_pipeline.core.types import Row
 from eval_pipeline.judge.backends import BACKENDS
-from eval_pipeline.judge.backends.base import JudgedAt
-from eval_pipeline.judge.cached import JudgeRunStats
+from eval_pipeline.judge.backends.base import JudgedAt, Judging
 from eval_pipeline.judge.identity import IMPORTED, JudgeIdentity
 from eval_pipeline.judge.rows import questionnaire_rows, score_row
-from eval_pipeline.storage.warehouse import Warehouse
 
 NOT_SCORED = "the imported judge did not score this sample"
 NONE_BROUGHT = "the checkpoint brought no imported judge scores (<rubric>.judge.json)"
@@ -53,16 +51,8 @@ class ImportedBackend:
             panel=json.dumps({"judges": [model], "aggregate": rubric.panel.aggregate}),
         )
 
-    def score(
-        self,
-        rubric: RubricConfig,
-        ckpt: str,
-        records: list[Record],
-        wh: Warehouse,
-        stats: JudgeRunStats,
-        config: JudgeConfig,
-        repeat: int,
-    ) -> list[Row]:
+    def score(self, job: Judging) -> list[Row]:
+        rubric, ckpt, records, wh, stats, config, repeat = job.unpacked()
         found = _rows(rubric, JudgedAt(ckpt, wh))
         model = str(found.judge_model.iloc[0]) if len(found) else IMPORTED
         cells = {

@@ -8,13 +8,11 @@ import json
 
 from eval_pipeline.core.config import JudgeSpec, RubricConfig
 from eval_pipeline.core.judge_config import JudgeConfig
-from eval_pipeline.core.types import Record, Row
+from eval_pipeline.core.types import Row
 from eval_pipeline.judge.backends import BACKENDS
-from eval_pipeline.judge.backends.base import JudgedAt
-from eval_pipeline.judge.cached import JudgeRunStats
+from eval_pipeline.judge.backends.base import JudgedAt, Judging
 from eval_pipeline.judge.identity import JudgeIdentity, endpoint_identity
 from eval_pipeline.judge.llm_rows import judge_rows
-from eval_pipeline.storage.warehouse import Warehouse
 
 OPENAI = "openai"
 
@@ -50,16 +48,8 @@ class OpenAIBackend:
             panel=json.dumps({"judges": [s.name for s in specs], "aggregate": panel.aggregate}),
         )
 
-    def score(
-        self,
-        rubric: RubricConfig,
-        ckpt: str,
-        records: list[Record],
-        wh: Warehouse,
-        stats: JudgeRunStats,
-        config: JudgeConfig,
-        repeat: int,
-    ) -> list[Row]:
+    def score(self, job: Judging) -> list[Row]:
+        rubric, ckpt, records, wh, stats, config, repeat = job.unpacked()
         specs = rubric.panel.judges or [JudgeSpec(name="default")]
         stats.judges = [s.name for s in specs]
         stats.judge_kind = "llm"
