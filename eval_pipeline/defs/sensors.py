@@ -7,6 +7,7 @@ folder. Folders seen before, half-written folders and refused folders (unsafe
 id, bad manifest) request nothing; refusals are logged with their reason.
 """
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -96,13 +97,20 @@ def build_checkpoint_sensor(
     return checkpoint_sensor
 
 
+def redraw(resources: Mapping[str, Any]) -> tuple[Path | None, str | None]:
+    """The report drawn again from the definitions' warehouse into their publish folder, once a run has ended: the
+    one place it is drawn, whoever ran the run (runtime.runner for in-process runs, the run-status sensors below
+    for the daemon's). (Its path, None) or (None, the reason in one line): a report is never a run's failure."""
+    return redraw_report(resources["warehouse"].get(), resources["publish"].report_dir)
+
+
 def build_report_sensors(resources: dict[str, Any]) -> list[dg.SensorDefinition]:
     """The report redrawn once after each run the daemon saw end (launched from the UI, a backfill or the
     checkpoint sensor), whether it succeeded or failed: it covers every rubric and checkpoint, so it is drawn
-    once a run, never in a step. In-process runs (CLI, demo) redraw it themselves."""
+    once a run, never in a step. In-process runs (CLI, demo) have the runner redraw it (``redraw`` both)."""
 
-    def redraw(context: dg.RunStatusSensorContext) -> dg.SkipReason | None:
-        path, error = redraw_report(resources["warehouse"].get(), resources["publish"].report_dir)
+    def redrawn(context: dg.RunStatusSensorContext) -> dg.SkipReason | None:
+        path, error = redraw(resources)
         if error:
             context.log.warning(f"report not written: {error}")
             return dg.SkipReason(f"report not written: {error}")
@@ -120,7 +128,7 @@ def build_report_sensors(resources: dict[str, Any]) -> list[dg.SensorDefinition]
             minimum_interval_seconds=settings.sensor_interval_seconds(15),
         )
         def report_sensor(context: dg.RunStatusSensorContext) -> dg.SkipReason | None:
-            return redraw(context)
+            return redrawn(context)
 
         sensors.append(report_sensor)
     return sensors

@@ -22,8 +22,8 @@ from eval_pipeline.core import settings
 from eval_pipeline.defs.asset import evaluation
 from eval_pipeline.defs.partitions import CHECKPOINTS_PARTITION
 from eval_pipeline.defs.ratings_sensor import by_checkpoint, ratings_key, stale_ratings
+from eval_pipeline.defs.sensors import redraw
 from eval_pipeline.ingest.checkpoints import read_checkpoint
-from eval_pipeline.publish.report import redraw_report
 from eval_pipeline.runtime.command import claim
 from eval_pipeline.runtime.dagster_private import compute_log_helpers_off_the_terminal
 from eval_pipeline.runtime.outcome import Ranges, RunOutcome
@@ -130,7 +130,7 @@ def materialize_checkpoints(
             on_interrupted()
     ran = [o for o in outcomes.values() if o.run_id]
     if ran and not interrupt.flag:  # the report, drawn once every run has ended
-        ran[-1].report, error = redraw_report(wh, (defs.resources or {})["publish"].report_dir)
+        ran[-1].report, error = redraw(defs.resources or {})
         ran[-1].report_error = (failure_hint(error) or error) if error else None
         if error:
             print(f"report not written: {ran[-1].report_error}", file=sys.stderr, flush=True)
