@@ -2,9 +2,9 @@
 ingest.importers.folder) becomes a checkpoint folder, which the checkpoint sensor then evaluates (#75).
 
 A file is imported once it has stayed the same size and time for one tick (a harness still writing it is left for
-the next), and not again while it stays so (the cursor keeps each file's signature). What an import leaves out is
-written beside the files (``import-report-<checkpoint>.jsonl``); an import that fails is logged in one line and
-tried again only when its file changes."""
+the next), and not again while it, its mapping and its declaration stay so (the cursor keeps their signature). What
+an import leaves out is written beside the files (``import-report-<checkpoint>.jsonl``); an import that fails is
+logged in one line and tried again when its file, mapping or declaration changes (a mended mapping imports it)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,17 @@ from eval_pipeline.core import settings
 DONE, SEEN = "done", "seen"
 
 
-def _signature(path: Path) -> str:
-    st = path.stat()
-    return f"{st.st_size}:{st.st_mtime_ns}"
+def _signature(*paths: Path | None) -> str:
+    """The files' sizes and times (a file gone: "-"): what a file's import depends on, its mapping and declaration
+    included, so that mending a mapping imports again what it refused."""
+    out = []
+    for path in paths:
+        try:
+            st = path.stat() if path is not None else None
+        except OSError:
+            st = None
+        out.append(f"{st.st_size}:{st.st_mtime_ns}" if st is not None else "-")
+    return "|".join(out)
 
 
 def build_import_sensor(
@@ -36,7 +44,7 @@ def build_import_sensor(
     def import_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         from eval_pipeline.ingest.checkpoints import CheckpointError
         from eval_pipeline.ingest.importers import ImportFailure, import_file
-        from eval_pipeline.ingest.importers.folder import declarations
+        from eval_pipeline.ingest.importers.folder import DECLARATION, declarations
         from eval_pipeline.rubrics import load_rubrics
 
         root = Path(import_root) if import_root else settings.import_dir()
@@ -61,7 +69,8 @@ def build_import_sensor(
                 context.log.warning(str(exc))
                 continue
             for req in requests:
-                key, sig = str(req.source), _signature(req.source)
+                key = str(req.source)
+                sig = _signature(req.source, req.extra, req.mapping, decl.folder / DECLARATION)
                 if done.get(key) == sig:
                     continue
                 if cursor[SEEN].get(key) != sig:  # new or still changing: taken once it has stayed the same

@@ -196,3 +196,28 @@ def test_three_revisions_imported_by_the_sensor_evaluate_as_their_native_folders
     }
     (manifest,) = [json.loads(x) for x in (out / "main" / "checkpoints.jsonl").read_text().splitlines()]
     assert manifest["model"] == "org/kind-7b@r3" and manifest["parent"] == "kind-002"
+
+
+def test_an_import_its_mapping_refused_is_imported_once_the_mapping_is_mended(tmp_path, monkeypatch):
+    """A mapping naming a field the rubric lacks refuses the import in one line of the sensor's log; the refusal is
+    not asked again while nothing changed, and mending the mapping (not the harness's file) imports it."""
+    imports, maps = tmp_path / "imports", tmp_path / "maps"
+    folder = _harness_folder(imports, maps)
+    good = (maps / "empathy.yaml").read_text()
+    (maps / "empathy.yaml").write_text(good.replace("user_statement:", "user_statment:"))
+    old = time.time() - 60
+    for p in [*folder.iterdir(), maps / "empathy.yaml"]:
+        os.utime(p, (old, old))
+    monkeypatch.setenv("EVAL_IMPORT_DIR", str(imports))
+    ckpts = tmp_path / "ckpts"
+    defs = build_definitions(RUBRIC_DIR, f"ducklake:sqlite:{tmp_path / 'lake.sqlite'}", str(ckpts))
+    with dg.instance_for_test() as instance:
+        cursor = None
+        for _ in range(3):
+            cursor = _tick(defs, instance, "import_sensor", cursor).cursor
+        assert not ckpts.exists()  # refused, and not asked again
+        (maps / "empathy.yaml").write_text(good)
+        os.utime(maps / "empathy.yaml", (old + 1, old + 1))
+        for _ in range(2):
+            cursor = _tick(defs, instance, "import_sensor", cursor).cursor
+        assert sorted(p.name for p in ckpts.iterdir()) == ["kind-001", "kind-002", "kind-003"]
