@@ -26,6 +26,7 @@ import pandas as pd
 
 from eval_pipeline.core import progress, settings
 from eval_pipeline.core.config import RubricConfig
+from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.inflight import checkpoints_held
 from eval_pipeline.defs.partitions import CHECKPOINTS, CHECKPOINTS_PARTITION
 from eval_pipeline.defs.resources import WarehouseResource
@@ -317,3 +318,19 @@ def required_rows(
     df = partition_rows(wh, rubric, table, checkpoint_id, required=True, columns=columns, equal=equal)
     assert df is not None  # required=True raised otherwise
     return df
+
+
+def decision_asset(
+    rubric: RubricConfig, name: str, deps: Sequence[dg.AssetKey | dg.AssetDep], description: str
+) -> Callable[[Body], dg.AssetsDefinition]:
+    """``rubric_asset`` of a decision across checkpoints: unpartitioned, in DuckDB, decided again by the
+    automation when what it reads changed (``defs.automation.REDECIDE``); ``deps`` say which partitions it reads."""
+    return rubric_asset(
+        rubric,
+        name,
+        deps=deps,
+        kinds={"duckdb"},
+        partitioned=False,
+        automation_condition=REDECIDE,
+        description=description,
+    )

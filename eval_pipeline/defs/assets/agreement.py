@@ -14,12 +14,11 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import ALL_CHECKPOINTS, BETWEEN_PEOPLE, JUDGE_VS_HUMAN_MEAN, Table
 from eval_pipeline.defs.asset import (
     asset_key,
+    decision_asset,
     rounded,
-    rubric_asset,
 )
 from eval_pipeline.defs.assets.decisions import Inputs, Part, Prefetched, commit, commit_table, decided_metadata, part
 from eval_pipeline.defs.assets.pools import ACTIVE, across
-from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.queries import rated_panel_scores
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring.compared import panel_on_human_scale
@@ -143,13 +142,10 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         asset_key(rubric, Table.CHECKPOINT_LINEAGE),
     ]
 
-    @rubric_asset(
+    @decision_asset(
         rubric,
         Table.AGREEMENT,
-        deps=deps,
-        kinds={"duckdb"},
-        partitioned=False,
-        automation_condition=REDECIDE,
+        deps,
         description="Agreement per dimension for every checkpoint, and the verdict on the judge (judge_trust: pooled "
         "over every rated sample its identity judged, decided once per identity): percent agreement, Cohen's kappa "
         "(unweighted, linear, quadratic over the full scale), Fleiss' kappa, Krippendorff's alpha (nominal, ordinal, "
@@ -317,13 +313,10 @@ def length_bias_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     deps: list[dg.AssetKey | dg.AssetDep] = [*across(rubric, Table.SAMPLES, Table.SCORES, Table.HUMAN_RATINGS)]
     deps.append(asset_key(rubric, Table.CHECKPOINT_LINEAGE))
 
-    @rubric_asset(
+    @decision_asset(
         rubric,
         Table.LENGTH_BIAS,
-        deps=deps,
-        kinds={"duckdb"},
-        partitioned=False,
-        automation_condition=REDECIDE,
+        deps,
         description="Does the judge lean on length more than people do? Per checkpoint, judged dimension and the "
         "headline: Spearman of the judge's score with the response's length, the same for the human mean on the "
         "rated samples and the gap with a paired bootstrap CI (flagged when wholly above zero), and a "

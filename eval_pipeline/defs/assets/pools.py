@@ -23,9 +23,8 @@ from eval_pipeline.agreement.compute import rater_sets
 from eval_pipeline.agreement.plan import declares_protocol, inclusion, load_plan
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import CHECKPOINTS, Table
-from eval_pipeline.defs.asset import asset_key, rubric_asset
+from eval_pipeline.defs.asset import asset_key, decision_asset
 from eval_pipeline.defs.assets.decisions import commit
-from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.queries import samples_per_checkpoint
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring.comparison import find_parent
@@ -126,13 +125,10 @@ def _across_asset(
     table ``name`` from ``rows`` (the table, and the fingerprints of the checkpoints whose rows it worked out again,
     stored with it), re-decided by the automation."""
 
-    @rubric_asset(
+    @decision_asset(
         rubric,
         name,
-        deps=across(rubric, *tables),
-        kinds={"duckdb"},
-        partitioned=False,
-        automation_condition=REDECIDE,
+        across(rubric, *tables),
         description=description,
     )
     def pool(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:

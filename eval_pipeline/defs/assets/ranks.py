@@ -7,10 +7,9 @@ import dagster as dg
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import Table
-from eval_pipeline.defs.asset import asset_key, rubric_asset
+from eval_pipeline.defs.asset import asset_key, decision_asset
 from eval_pipeline.defs.assets.decisions import Inputs, commit_rows, decided_metadata
 from eval_pipeline.defs.assets.pools import across
-from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring.ranks import rank_table
 from eval_pipeline.storage.views import refresh_views
@@ -25,13 +24,10 @@ def ranks_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
         deps += [*across(rubric, Table.JUDGE_SCORES), asset_key(rubric, Table.AGREEMENT)]
     deps.append(asset_key(rubric, Table.CHECKPOINT_LINEAGE))
 
-    @rubric_asset(
+    @decision_asset(
         rubric,
         Table.RANKS,
-        deps=deps,
-        kinds={"duckdb"},
-        partitioned=False,
-        automation_condition=REDECIDE,
+        deps,
         description="Every checkpoint's simultaneous 95 % confidence set of its rank on the headline among the "
         "checkpoints the same judge judged (rank 1 the best; pairs by max-t intervals, paired over shared samples; "
         "human-calibrated where people rated every one), and whom it is tied with. Ranked again, all at once, only "

@@ -13,6 +13,7 @@ from eval_pipeline.core.contracts import GATE_COLUMNS, PANEL, Table
 from eval_pipeline.core.types import Row
 from eval_pipeline.defs.asset import (
     asset_key,
+    decision_asset,
     in_range,
     partition_rows,
     required_rows,
@@ -23,7 +24,6 @@ from eval_pipeline.defs.asset import (
 )
 from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit_rows, commit_table, decided_metadata
 from eval_pipeline.defs.assets.pools import across
-from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.queries import headline_trend
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.ingest.samples import load_samples
@@ -165,13 +165,10 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     deps += [*across(rubric, Table.HUMAN_RATINGS), asset_key(rubric, Table.AGREEMENT)] if judged else []
     deps.append(asset_key(rubric, Table.CHECKPOINT_LINEAGE))
 
-    @rubric_asset(
+    @decision_asset(
         rubric,
         Table.COMPARISON,
-        deps=deps,
-        kinds={"duckdb"},
-        partitioned=False,
-        automation_condition=REDECIDE,
+        deps,
         description="Each checkpoint against its parent (or the previous one): per-score change with a seeded paired "
         "bootstrap 95 % CI over the samples both share, shares better and worse, a paired t-test corrected over the "
         "rubric's scores (Holm) and the minimum detectable effect; a significant drop is a regression. Checkpoints "
@@ -255,13 +252,10 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], checks: GateE
     deps: list[dg.AssetKey | dg.AssetDep] = [*across(rubric, Table.SCORES), asset_key(rubric, Table.CHECKPOINT_LINEAGE)]
     deps += [asset_key(rubric, t) if t in DECIDED else across(rubric, t)[0] for t in decided_from]
 
-    @rubric_asset(
+    @decision_asset(
         rubric,
         Table.GATES,
-        deps=deps,
-        kinds={"duckdb"},
-        partitioned=False,
-        automation_condition=REDECIDE,
+        deps,
         description="Threshold gates from the rubric YAML (" + ", ".join(g.name for g in rubric.gates) + ") for "
         "every checkpoint; each is also an asset check, reported per checkpoint when its result changes. Too little "
         "data fails closed. A checkpoint is decided again only when what its gates read changed.",

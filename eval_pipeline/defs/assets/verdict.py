@@ -6,11 +6,10 @@ import dagster as dg
 
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import MAIN, Table
-from eval_pipeline.defs.asset import asset_key, rubric_asset
+from eval_pipeline.defs.asset import asset_key, decision_asset
 from eval_pipeline.defs.assets.decisions import Inputs, Prefetched, commit_rows, decided_metadata
 from eval_pipeline.defs.assets.pools import across
 from eval_pipeline.defs.assets.scoring import DECIDED
-from eval_pipeline.defs.automation import REDECIDE
 from eval_pipeline.defs.resources import WarehouseResource
 from eval_pipeline.scoring import verdict as verdicts
 from eval_pipeline.storage import versions
@@ -28,13 +27,10 @@ def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], decided: se
     for key in upstream:
         deps += [key] if key.path[-1] in decided else across(rubric, key.path[-1])
 
-    @rubric_asset(
+    @decision_asset(
         rubric,
         Table.VERDICT,
-        deps=deps,
-        kinds={"duckdb"},
-        partitioned=False,
-        automation_condition=REDECIDE,
+        deps,
         description="Each checkpoint's verdict on this rubric, decided from everything before it: incomplete, "
         "regressed, failed gates, judge untrusted, pending ratings or passed, with the reasons, the counts, the "
         "judge's trust per dimension and the calibration pool it was decided on. The console, the viewer, the "
