@@ -136,7 +136,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent
     bt = sub.add_parser(
         "batches",
         help="the judge's Batch API batches (EVAL_JUDGE_MODE=batch): list, show one, cancel one",
-        parents=[parents.common],
+        parents=[parents.common, parents.reading],
     )
     bt.add_argument(
         "action",
@@ -147,5 +147,4 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent
     )
     bt.add_argument("batch", nargs="?", help="the batch id (show, cancel)")
     bt.add_argument("--all", action="store_true", help="list every batch, collected ones too")
-    bt.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
     bt.set_defaults(fn=cmd_batches)

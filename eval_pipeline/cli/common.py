@@ -154,11 +154,12 @@ def with_skipped(args: argparse.Namespace, code: int) -> int:
 
 @dataclass(frozen=True)
 class Parents:
-    """The options commands share: every command's (``common``: --debug) and the evaluating commands'
-    (``evaluating``: --rubric, --verbose, --no-fail-on-gates)."""
+    """The options commands share: every command's (``common``: --debug), the evaluating commands' (``evaluating``:
+    --rubric, --verbose, --no-fail-on-gates) and those of the commands that read a warehouse (``reading``)."""
 
     common: argparse.ArgumentParser
     evaluating: argparse.ArgumentParser
+    reading: argparse.ArgumentParser  # the commands that read a warehouse: --warehouse
 
     @classmethod
     def make(cls) -> Parents:
@@ -168,4 +169,8 @@ class Parents:
         evaluating.add_argument("--rubric", action="append", help="rubric name (repeatable; default: every rubric)")
         evaluating.add_argument("--verbose", action="store_true", help="Dagster's full log on the console")
         evaluating.add_argument("--no-fail-on-gates", action="store_true", help="exit 0 (not 3) when only gates fail")
-        return cls(common, evaluating)
+        reading = argparse.ArgumentParser(add_help=False)
+        reading.add_argument(
+            "--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)"
+        )
+        return cls(common, evaluating, reading)

@@ -167,24 +167,23 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent
     vw = sub.add_parser(
         "view",
         help="a local results viewer: leaderboard, checkpoints, samples (reads the warehouse live)",
-        parents=[parents.common],
+        parents=[parents.common, parents.reading],
     )
     vw.add_argument("--port", type=int, default=8765, help="the port to serve on (default 8765)")
     vw.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1: this machine only)")
-    vw.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
     vw.set_defaults(fn=cmd_view)
     an = sub.add_parser(
         "annotate",
         help="people rate samples in the browser by the rubric's protocol (pilot, calibration, remainder, spot check)",
-        parents=[parents.common],
+        parents=[parents.common, parents.reading],
     )
     an.add_argument("--port", type=int, default=8766, help="the port to serve on (default 8766)")
     an.add_argument("--host", default="127.0.0.1", help="past 127.0.0.1 it needs EVAL_ANNOTATE_TOKEN")
-    an.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
     an.set_defaults(fn=cmd_annotate)
-    rp = sub.add_parser("report", help="write a static HTML report (one file, offline)", parents=[parents.common])
+    rp = sub.add_parser(
+        "report", help="write a static HTML report (one file, offline)", parents=[parents.common, parents.reading]
+    )
     rp.add_argument("--out", default="reports", help="the folder report.html is written to (default reports/)")
-    rp.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
     rp.set_defaults(fn=cmd_report)
     rf = sub.add_parser("reference", help="write the rubric YAML reference (from the code)", parents=[parents.common])
     rf.add_argument("--out", default="docs/rubric-reference.md", help="a file, or - for standard output")

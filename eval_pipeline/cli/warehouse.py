@@ -232,9 +232,10 @@ def cmd_ranks(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Parents) -> None:
     """This module's commands, on the command's parser."""
-    sql = sub.add_parser("sql", help="run a read-only SQL query on the warehouse", parents=[parents.common])
+    sql = sub.add_parser(
+        "sql", help="run a read-only SQL query on the warehouse", parents=[parents.common, parents.reading]
+    )
     sql.add_argument("query", help="the query (SQL; read-only: only queries of the warehouse run)")
-    sql.add_argument("--warehouse", help="the warehouse (default EVAL_WAREHOUSE, or the project's lake)")
     sql.add_argument("--max-rows", type=int, default=200, help="rows shown by --format table (default 200)")
     sql.add_argument(
         "--format",
@@ -248,9 +249,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent
     at = sub.add_parser(
         "attach-sql",
         help="print the SQL that opens the warehouse read-only in a plain DuckDB",
-        parents=[parents.common],
+        parents=[parents.common, parents.reading],
     )
-    at.add_argument("--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)")
     at.set_defaults(fn=cmd_attach_sql)
     mg = sub.add_parser(
         "migrate",
@@ -260,7 +260,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent
     mg.add_argument("source", help="the DuckDB file (e.g. data/warehouse.duckdb)")
     mg.set_defaults(fn=cmd_migrate)
     ex = sub.add_parser(
-        "export", help="write a checkpoint's results as files (Parquet, CSV or JSON)", parents=[parents.common]
+        "export",
+        help="write a checkpoint's results as files (Parquet, CSV or JSON)",
+        parents=[parents.common, parents.reading],
     )
     ex.add_argument("--checkpoint", required=True, help="the checkpoint to export")
     ex.add_argument("--rubric", action="append", help="only this rubric (repeatable; default: every rubric)")
@@ -268,26 +270,23 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent
         "--format", choices=["parquet", "csv", "json"], default="parquet", help="one file per table in this format"
     )
     ex.add_argument("--out", help="an empty or new folder (default: ./export-<checkpoint>-<format>)")
-    ex.add_argument("--warehouse", help="warehouse to read (default: EVAL_WAREHOUSE)")
     ex.set_defaults(fn=cmd_export)
     cp = sub.add_parser(
         "compare",
         help="any two checkpoints of a rubric: B against A, with the parent comparison's paired test and margins",
-        parents=[parents.common],
+        parents=[parents.common, parents.reading],
     )
     cp.add_argument("a", help="the checkpoint compared against (e.g. the released one)")
     cp.add_argument("b", help="the checkpoint compared (changes are B - A)")
     cp.add_argument("--rubric", required=True, help="the rubric")
-    cp.add_argument("--warehouse", help="warehouse to read (default: EVAL_WAREHOUSE)")
     cp.set_defaults(fn=cmd_compare)
     rk = sub.add_parser(
         "ranks",
         help="every checkpoint's 95 %% rank set on a score (default: the headline), among those its judge judged",
-        parents=[parents.common],
+        parents=[parents.common, parents.reading],
     )
     rk.add_argument("--rubric", required=True, help="the rubric")
     rk.add_argument("--score", help="a per-sample score or dimension (default: the rubric's headline)")
-    rk.add_argument("--warehouse", help="warehouse to read (default: EVAL_WAREHOUSE)")
     rk.set_defaults(fn=cmd_ranks)
     mt = sub.add_parser(
         "maintain", help="DuckLake upkeep: merge small files, expire old snapshots", parents=[parents.common]
