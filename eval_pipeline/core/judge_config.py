@@ -130,11 +130,11 @@ def judge_config() -> JudgeConfig:
         env = f.metadata.get("env")
         raw = os.environ.get(env, "").strip() if env else ""
         if env and raw:
-            given[f.name] = _typed(env, raw, str(f.type))
+            given[f.name] = typed_value(env, raw, str(f.type))
     return JudgeConfig(**given)
 
 
-def _typed(env: str, raw: str, kind: str) -> Any:
+def typed_value(env: str, raw: str, kind: str) -> Any:
     """``raw`` (a variable's text) as a field of kind ``kind`` (its annotation) is."""
     if kind.startswith("int"):
         try:

@@ -14,6 +14,7 @@ from pathlib import Path
 from eval_pipeline.core.judge_config import CALL_MODES as CALL_MODES  # re-exported: the judge's settings
 from eval_pipeline.core.judge_config import JudgeConfig as JudgeConfig
 from eval_pipeline.core.judge_config import judge_config as judge_config
+from eval_pipeline.core.judge_config import typed_value
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROJECT_MARKER = "rubric_configs"  # a folder holding it is a project folder
@@ -26,20 +27,12 @@ def _env(name: str, default: str) -> str:
 
 def _int(name: str, default: str) -> int:
     """The variable as a whole number (``default`` when unset); a ValueError naming it otherwise."""
-    raw = _env(name, default)
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{name} {raw!r} is not a whole number") from None
+    return int(typed_value(name, _env(name, default), "int"))
 
 
 def _float(name: str, default: str) -> float:
     """The variable as a number (``default`` when unset); a ValueError naming it otherwise."""
-    raw = _env(name, default)
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValueError(f"{name} {raw!r} is not a number") from None
+    return float(typed_value(name, _env(name, default), "float"))
 
 
 class SettingError(ValueError):

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from eval_pipeline.core.ids import IDENTIFIER_RE
-from eval_pipeline.core.strict import Strict
+from eval_pipeline.core.strict import Strict, identifier_field
 from eval_pipeline.core.types import JSONObject, Record
 
 
@@ -70,12 +69,7 @@ class Dimension(Strict):
     holistic: bool = Field(False, description="An overall judgement, not derived from other dimensions.")
     heuristic: list[HeuristicTerm] = Field(default_factory=list, description="How the offline judge estimates it.")
 
-    @field_validator("key")
-    @classmethod
-    def _key_is_identifier(cls, v: str) -> str:
-        if not IDENTIFIER_RE.fullmatch(v):
-            raise ValueError(f"{v!r} is not a valid dimension key (lowercase letters, digits, underscore)")
-        return v
+    _key_is_identifier = identifier_field("key", "dimension key")
 
 
 class QuestionnaireItem(Strict):

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from eval_pipeline.core.ids import IDENTIFIER_RE
 from eval_pipeline.core.params import Params
-from eval_pipeline.core.strict import Strict
+from eval_pipeline.core.strict import Strict, identifier_field
 from eval_pipeline.core.types import JSONObject
 
 
@@ -29,9 +28,4 @@ class Gate(Strict):
     params: JSONObject = Field(default_factory=dict, description="Further thresholds of the gate kind.")
     description: str = ""
 
-    @field_validator("name")
-    @classmethod
-    def _name_is_identifier(cls, v: str) -> str:
-        if not IDENTIFIER_RE.fullmatch(v):
-            raise ValueError(f"{v!r} is not a valid gate name (lowercase letters, digits, underscore)")
-        return v
+    _name_is_identifier = identifier_field("name", "gate name")

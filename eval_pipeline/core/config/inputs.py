@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from eval_pipeline.core.ids import IDENTIFIER_RE
-from eval_pipeline.core.strict import Strict
+from eval_pipeline.core.strict import Strict, identifier_field
 
 FieldType = Literal["string", "integer", "number", "boolean", "string_list", "object", "object_list"]
 
@@ -29,12 +28,7 @@ class InputField(Strict):
     maximum: float | None = None
     keys: list[str] | None = Field(None, description="Keys every object (or object in a list) must have.")
 
-    @field_validator("name")
-    @classmethod
-    def _name_is_identifier(cls, v: str) -> str:
-        if not IDENTIFIER_RE.fullmatch(v):
-            raise ValueError(f"{v!r} is not a valid column name (lowercase letters, digits, underscore)")
-        return v
+    _name_is_identifier = identifier_field("name", "column name")
 
     @property
     def json_path(self) -> list[str]:
