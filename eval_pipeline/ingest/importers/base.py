@@ -130,14 +130,7 @@ class Mapping:
             raise ImportFailure(f"mapping {path}: 'fields' must map the rubric's input fields to source paths")
         known = {f.name for f in config.inputs.fields}
         id_field = config.inputs.id_field
-        for target, source in fields.items():
-            if target not in known:
-                raise ImportFailure(
-                    f"mapping {path}: {target!r} is not an input field of rubric {name} "
-                    f"(fields: {', '.join(sorted(known))})"
-                )
-            if not isinstance(source, str) or not source:
-                raise ImportFailure(f"mapping {path}: the source of {target!r} must be a path such as doc.question")
+        _check_paths(f"mapping {path}", fields, known, f"an input field of rubric {name}", "doc.question")
         if id_field in fields:
             raise ImportFailure(f"mapping {path}: give the sample id as 'id', not as the field {id_field!r}")
         required = sorted(
@@ -150,6 +143,16 @@ class Mapping:
             raise ImportFailure(f"mapping {path}: 'id' must name the source path that gives each sample's id")
         judge = _judge_section(path, data.get("judge"), config) if "judge" in data else None
         return cls(Path(path), name, source_id, {str(k): str(v) for k, v in fields.items()}, judge), config
+
+
+def _check_paths(where: str, paths: dict[Any, Any], known: set[str], what: str, example: str) -> None:
+    """Every key of ``paths`` one of ``known`` (``what`` they are), every value a source path (ImportFailure
+    naming the file and the key otherwise)."""
+    for target, source in paths.items():
+        if target not in known:
+            raise ImportFailure(f"{where}: {target!r} is not {what} (known: {', '.join(sorted(known))})")
+        if not isinstance(source, str) or not source:
+            raise ImportFailure(f"{where}: the source of {target!r} must be a path such as {example}")
 
 
 def _judge_section(path: Path, data: Any, config: RubricConfig) -> JudgeSection:
@@ -170,15 +173,8 @@ def _judge_section(path: Path, data: Any, config: RubricConfig) -> JudgeSection:
     scores = data.get("scores")
     if not isinstance(scores, dict) or not scores:
         raise ImportFailure(f"{where}: 'scores' must map the rubric's judged dimensions to source paths")
-    known = scales(config)
-    for target, source in scores.items():
-        if target not in known:
-            raise ImportFailure(
-                f"{where}: {target!r} is not a judged dimension or questionnaire item of rubric {config.name} "
-                f"(known: {', '.join(sorted(known))})"
-            )
-        if not isinstance(source, str) or not source:
-            raise ImportFailure(f"{where}: the source of {target!r} must be a path such as scores.{target}")
+    what = f"a judged dimension or questionnaire item of rubric {config.name}"
+    _check_paths(where, scores, set(scales(config)), what, "scores.<name>")
     return JudgeSection(
         data["model"].strip(), data["prompt"].strip(), date, {str(k): str(v) for k, v in scores.items()}
     )
