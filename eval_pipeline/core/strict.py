@@ -1,8 +1,6 @@
 """The base of every rubric config model: unknown keys are errors, loaded models are immutable; and the check of a
 field that names something (a lowercase identifier)."""
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from eval_pipeline.core.ids import IDENTIFIER_RE
@@ -12,7 +10,7 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def identifier_field(field: str, what: str) -> Any:
+def identifier_field(field: str, what: str) -> object:
     """A validator of ``field`` (assign it in the model's body): a lowercase identifier (letters, digits,
     underscore), else a ValueError naming ``what``."""
 

@@ -145,7 +145,7 @@ class Mapping:
         return cls(Path(path), name, source_id, {str(k): str(v) for k, v in fields.items()}, judge), config
 
 
-def _check_paths(where: str, paths: dict[Any, Any], known: set[str], what: str, example: str) -> None:
+def _check_paths(where: str, paths: dict[object, object], known: set[str], what: str, example: str) -> None:
     """Every key of ``paths`` one of ``known`` (``what`` they are), every value a source path (ImportFailure
     naming the file and the key otherwise)."""
     for target, source in paths.items():
