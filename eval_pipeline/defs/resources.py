@@ -152,7 +152,7 @@ class JudgeResourceBase(dg.ConfigurableResource[Any]):
     def config(self) -> JudgeConfig:
         """The environment's judge settings with this resource's over them (made once, then the same object)."""
         if self._config is None:
-            given = {name: getattr(self, name) for name in type(self).model_fields if name in KNOBS}
+            given = {name: getattr(self, name) for name in KNOBS}
             self._config = settings.judge_config().with_(**given)
         return self._config
 

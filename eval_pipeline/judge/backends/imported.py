@@ -27,10 +27,14 @@ NOT_SCORED = "the imported judge did not score this sample"
 NONE_BROUGHT = "the checkpoint brought no imported judge scores (<rubric>.judge.json)"
 
 
-def _rows(rubric: RubricConfig, at: JudgedAt | None) -> pd.DataFrame:
+def _rows(rubric: RubricConfig, at: JudgedAt | None, samples: list[str] | None = None) -> pd.DataFrame:
+    """The checkpoint's imported cells: of ``samples`` only (a judge step's chunk), or its first row (who judged)."""
     if at is None or not at.wh.table_exists(rubric.name, Table.IMPORTED_SCORES):
         return pd.DataFrame()
-    return at.wh.read(rubric.name, Table.IMPORTED_SCORES, where={"checkpoint_id": at.checkpoint})
+    where: dict[str, str | tuple[str, ...]] = {"checkpoint_id": at.checkpoint}
+    if samples is not None:
+        where["sample_id"] = tuple(samples)
+    return at.wh.read(rubric.name, Table.IMPORTED_SCORES, where=where, limit=None if samples is not None else 1)
 
 
 @BACKENDS.register(IMPORTED)
@@ -53,8 +57,10 @@ class ImportedBackend:
 
     def score(self, job: Judging) -> list[Row]:
         rubric, ckpt, records, wh, stats, config, repeat = job.unpacked()
-        found = _rows(rubric, JudgedAt(ckpt, wh))
-        model = str(found.judge_model.iloc[0]) if len(found) else IMPORTED
+        at = JudgedAt(ckpt, wh)
+        found = _rows(rubric, at, [str(r["sample_id"]) for r in records]) if records else pd.DataFrame()
+        who = found if len(found) else _rows(rubric, at)  # the chunk's cells, else whether any were brought
+        model = str(who.judge_model.iloc[0]) if len(who) else IMPORTED
         cells = {
             (str(r.sample_id), str(r.dimension)): (None if pd.isna(r.score) else float(r.score), r.reason)
             for r in found.itertuples()
@@ -72,7 +78,7 @@ class ImportedBackend:
                 if repeat:
                     score, reason = None, "an imported judge cannot be asked again (no repeated answer)"
                 elif sid not in scored:
-                    reason = NOT_SCORED if len(found) else NONE_BROUGHT
+                    reason = NOT_SCORED if len(who) else NONE_BROUGHT
                 sample_rows.append(
                     score_row(
                         checkpoint_id=ckpt,
