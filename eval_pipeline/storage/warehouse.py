@@ -13,7 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypedDict, TypeVar, Unpack
 
 import duckdb
 import pandas as pd
@@ -88,21 +88,21 @@ def _interruptible(con: duckdb.DuckDBPyConnection, sql: str) -> pa.Table:
     return out[0]
 
 
+class ReadQuery(TypedDict, total=False):
+    """``Warehouse.read``'s keywords, for what answers the same call (``Reader``)."""
+
+    columns: Sequence[str]
+    where: Mapping[str, Filter] | None
+    order_by: Sequence[str]
+    distinct: bool
+    limit: int | None
+
+
 class Reader(Protocol):
     """What reads one checkpoint's rows: a ``Warehouse``, or the rows of many checkpoints read at once
     (defs/assets/decisions.Prefetched) answering the same calls."""
 
-    def read(
-        self,
-        schema: str,
-        table: str,
-        *,
-        columns: Sequence[str] = (),
-        where: Mapping[str, Filter] | None = None,
-        order_by: Sequence[str] = (),
-        distinct: bool = False,
-        limit: int | None = None,
-    ) -> pd.DataFrame: ...
+    def read(self, schema: str, table: str, **query: Unpack[ReadQuery]) -> pd.DataFrame: ...
 
     def count(
         self, schema: str, table: str, where: Mapping[str, Filter] | None = None, distinct: Sequence[str] = ()

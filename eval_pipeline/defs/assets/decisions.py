@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 import dagster as dg
 import pandas as pd
@@ -27,7 +27,7 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import Table
 from eval_pipeline.storage import versions
 from eval_pipeline.storage.tables import Filter, Frame, Select, Where
-from eval_pipeline.storage.warehouse import Warehouse
+from eval_pipeline.storage.warehouse import ReadQuery, Warehouse
 
 # the decisions' own code: a change that gives other answers from the same inputs bumps it (2: the people baseline
 # from people only, agreement.between, #72; 3: trust decided along the ratings' arrival and held, the sequences
@@ -266,25 +266,14 @@ class Prefetched:
         frame = self._frame(schema, table, ckpts, need) if ckpts else None
         return None if frame is None else self._match(frame, where)
 
-    def read(
-        self,
-        schema: str,
-        table: str,
-        *,
-        columns: Sequence[str] = (),
-        where: Mapping[str, Filter] | None = None,
-        order_by: Sequence[str] = (),
-        distinct: bool = False,
-        limit: int | None = None,
-    ) -> pd.DataFrame:
-        df = self._rows(schema, table, where, columns or None)
+    def read(self, schema: str, table: str, **query: Unpack[ReadQuery]) -> pd.DataFrame:
+        columns, order_by, limit = query.get("columns", ()), query.get("order_by", ()), query.get("limit")
+        df = self._rows(schema, table, query.get("where"), columns or None)
         if df is None:
-            return self.wh.read(
-                schema, table, columns=columns, where=where, order_by=order_by, distinct=distinct, limit=limit
-            )
+            return self.wh.read(schema, table, **query)
         if columns:
             df = df[list(columns)]
-        if distinct:
+        if query.get("distinct"):
             df = df.drop_duplicates()
         if order_by:
             df = df.sort_values(list(order_by), kind="stable")

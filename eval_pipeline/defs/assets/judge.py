@@ -1,7 +1,7 @@
 """Judging: the panel's scores, LLM extractions for metrics, and the judge re-scoring the document's examples."""
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -15,7 +15,7 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import BUDGET_TAG, PANEL, Table
 from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.core.types import Record
-from eval_pipeline.defs.asset import asset_key, rounded, rubric_asset
+from eval_pipeline.defs.asset import Versioned, asset_key, rounded, rubric_asset
 from eval_pipeline.defs.queries import spent_by_runs
 from eval_pipeline.defs.resources import JudgeResource, WarehouseResource
 from eval_pipeline.ingest.samples import load_samples, to_records
@@ -202,35 +202,61 @@ def _judge_metadata(
     }
 
 
+Metadata = dict[str, dg.MetadataValue]
+JudgeBody = Callable[[JudgeResource, Warehouse, str], Metadata]
+
+
+def judge_asset(
+    rubric: RubricConfig,
+    table: str,
+    *,
+    description: str,
+    deps: Sequence[dg.AssetKey] = (),
+    kinds: frozenset[str] = frozenset({"duckdb", "openai"}),
+    also_writes: Sequence[Versioned] = (),
+) -> Callable[[JudgeBody], dg.AssetsDefinition]:
+    """One decorator for the judge's partitioned steps: ``body(judge, warehouse, checkpoint_id)`` runs inside
+    ``judge_step`` (the run's budget, the usage row, a redacted one-line failure) and returns the step's own
+    metadata, which the step's usage joins."""
+
+    def decorate(body: JudgeBody) -> dg.AssetsDefinition:
+        @rubric_asset(rubric, table, description=description, deps=deps, kinds=set(kinds), also_writes=also_writes)
+        def step(
+            context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
+        ) -> dg.MaterializeResult[None]:
+            wh = warehouse.get()
+            with judge_step(context, wh, judge, rubric, table) as usage:
+                metadata = body(judge, wh, context.partition_key)
+            return usage.result(metadata)
+
+        return step
+
+    return decorate
+
+
 JUDGE_CHUNK = 5000  # samples scored and staged at a time by judge_scores
 
 
 def judge_scores_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     judged = [d.key for d in rubric.judged_dimensions] + ([rubric.questionnaire.name] if rubric.questionnaire else [])
 
-    @rubric_asset(
+    @judge_asset(
         rubric,
         Table.JUDGE_SCORES,
         deps=[asset_key(rubric, Table.SAMPLES)],
         also_writes=[(Table.JUDGE_IDENTITY, rubric.name, Table.JUDGE_IDENTITY, {})],
-        kinds={"duckdb", "openai"},
         description=f"Judge scores for {', '.join(judged)}: one row per sample, judge and dimension "
         f"(judge = '{PANEL}' is the panel's aggregate). A judge answer that cannot be used is a missing score with "
         "its reason, never a score. EVAL_JUDGE=heuristic (default) is a rule-based judge, labelled 'heuristic'.",
     )
-    def judge_scores(
-        context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
-    ) -> dg.MaterializeResult[None]:
-        ckpt_id = context.partition_key
-        wh = warehouse.get()
-        with judge_step(context, wh, judge, rubric, Table.JUDGE_SCORES) as usage:
-            records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
-            identity = judge.identity(rubric, JudgedAt(ckpt_id, wh))
-            stats, means, latency_p50 = _score_in_chunks(rubric, ckpt_id, records, wh, judge, identity)
+    def judge_scores(judge: JudgeResource, wh: Warehouse, ckpt_id: str) -> Metadata:
+        records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
+        identity = judge.identity(rubric, JudgedAt(ckpt_id, wh))
+        stats, means, latency_p50 = _score_in_chunks(rubric, ckpt_id, records, wh, judge, identity)
         metadata = _judge_metadata(stats, len(records), means, latency_p50)
         metadata["judge_identity"] = dg.MetadataValue.text(identity.id)
         metadata["judge"] = dg.MetadataValue.text(identity.label)
-        return usage.result(metadata)
+        return metadata
 
     return judge_scores
 
@@ -274,68 +300,53 @@ def extractions_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     ex = rubric.extraction
     assert ex is not None
 
-    @rubric_asset(
+    @judge_asset(
         rubric,
         Table.EXTRACTIONS,
         deps=[asset_key(rubric, Table.SAMPLES)],
-        kinds={"duckdb", "openai"},
         description=f"'{ex.name}' extracted from '{ex.text_field}' by the LLM judge (an extraction prompt, then an "
         "inference prompt). Offline, rows say so and the metric uses its own extractor.",
     )
-    def extractions(
-        context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
-    ) -> dg.MaterializeResult[None]:
-        ckpt_id = context.partition_key
-        wh = warehouse.get()
-        with judge_step(context, wh, judge, rubric, Table.EXTRACTIONS) as usage:
-            records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
-            df, stats = judge.extract(rubric, ckpt_id, records, wh)
-            wh.replace_partition(rubric.name, Table.EXTRACTIONS, df, {"checkpoint_id": ckpt_id})
-        return usage.result(
-            {
-                "extractor": dg.MetadataValue.text("llm" if stats.judge_kind == "llm" else "offline"),
-                "ok": dg.MetadataValue.int(int((df.status == "ok").sum())),
-                "missing": dg.MetadataValue.int(int((df.status == "missing").sum())),
-                "calls": dg.MetadataValue.int(stats.calls),
-                "cache_hits": dg.MetadataValue.int(stats.cache_hits),
-            }
-        )
+    def extractions(judge: JudgeResource, wh: Warehouse, ckpt_id: str) -> Metadata:
+        records = to_records(rubric, load_samples(wh, rubric, ckpt_id))
+        df, stats = judge.extract(rubric, ckpt_id, records, wh)
+        wh.replace_partition(rubric.name, Table.EXTRACTIONS, df, {"checkpoint_id": ckpt_id})
+        return {
+            "extractor": dg.MetadataValue.text("llm" if stats.judge_kind == "llm" else "offline"),
+            "ok": dg.MetadataValue.int(int((df.status == "ok").sum())),
+            "missing": dg.MetadataValue.int(int((df.status == "missing").sum())),
+            "calls": dg.MetadataValue.int(stats.calls),
+            "cache_hits": dg.MetadataValue.int(stats.cache_hits),
+        }
 
     return extractions
 
 
 def judge_calibration_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
-    @rubric_asset(
+    @judge_asset(
         rubric,
         Table.JUDGE_CALIBRATION,
-        kinds={"duckdb"},
+        kinds=frozenset({"duckdb"}),
         description="The judge re-scores the rubric document's own worked examples ("
         + ", ".join(e.id for e in rubric.examples)
         + "); the judge-reliability gate expects each within ±1 of its "
         "stated score.",
     )
-    def judge_calibration(
-        context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
-    ) -> dg.MaterializeResult[None]:
-        ckpt_id = context.partition_key
-        wh = warehouse.get()
+    def judge_calibration(judge: JudgeResource, wh: Warehouse, ckpt_id: str) -> Metadata:
         id_field, response_field = rubric.inputs.id_field, rubric.inputs.response_field
         records = [
             {**ex.fields, response_field: ex.response, id_field: ex.id, "sample_id": ex.id} for ex in rubric.examples
         ]
-        with judge_step(context, wh, judge, rubric, Table.JUDGE_CALIBRATION) as usage:
-            long, stats = judge.score(rubric, ckpt_id, records, wh)
-            df = calibration_rows(rubric, ckpt_id, long, judge_bar(rubric).example_tolerance)
-            wh.replace_partition(rubric.name, Table.JUDGE_CALIBRATION, df, {"checkpoint_id": ckpt_id})
-        return usage.result(
-            {
-                "examples": dg.MetadataValue.int(len(rubric.examples)),
-                "scores_within_tolerance": dg.MetadataValue.int(int(df.within_tolerance.sum())),
-                "scores_checked": dg.MetadataValue.int(len(df)),
-                "judge": dg.MetadataValue.text(stats.judge_kind),
-                "calls": dg.MetadataValue.int(stats.calls),
-            }
-        )
+        long, stats = judge.score(rubric, ckpt_id, records, wh)
+        df = calibration_rows(rubric, ckpt_id, long, judge_bar(rubric).example_tolerance)
+        wh.replace_partition(rubric.name, Table.JUDGE_CALIBRATION, df, {"checkpoint_id": ckpt_id})
+        return {
+            "examples": dg.MetadataValue.int(len(rubric.examples)),
+            "scores_within_tolerance": dg.MetadataValue.int(int(df.within_tolerance.sum())),
+            "scores_checked": dg.MetadataValue.int(len(df)),
+            "judge": dg.MetadataValue.text(stats.judge_kind),
+            "calls": dg.MetadataValue.int(stats.calls),
+        }
 
     return judge_calibration
 
@@ -345,30 +356,24 @@ def judge_repeatability_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
     assert spec is not None
     dims = repeated_scores(rubric)
 
-    @rubric_asset(
+    @judge_asset(
         rubric,
         Table.JUDGE_REPEATABILITY,
         deps=[asset_key(rubric, Table.SAMPLES), asset_key(rubric, Table.JUDGE_SCORES)],
-        kinds={"duckdb", "openai"},
         description=f"The judge's own noise: {spec.samples} samples (seeded, stratified) scored {spec.times} times "
         "in all (the main run's answer and repeats, each under its own cache key); per dimension Krippendorff's "
         "alpha across the scorings, the mean within-sample SD and the share of samples whose score changed.",
     )
-    def judge_repeatability(
-        context: dg.AssetExecutionContext, warehouse: WarehouseResource, judge: JudgeResource
-    ) -> dg.MaterializeResult[None]:
-        ckpt_id = context.partition_key
-        wh = warehouse.get()
-        with judge_step(context, wh, judge, rubric, Table.JUDGE_REPEATABILITY) as usage:
-            subset = pick_subset(rubric, ckpt_id, to_records(rubric, load_samples(wh, rubric, ckpt_id)), spec)
-            runs, calls = [], 0
-            for r in range(spec.times):
-                long, stats = judge.score(rubric, ckpt_id, subset, wh, repeat=r)
-                runs.append(long)
-                calls += stats.calls
-            df = repeatability(ckpt_id, runs, dims)
-            wh.replace_partition(rubric.name, Table.JUDGE_REPEATABILITY, df, {"checkpoint_id": ckpt_id})
-        metadata: dict[str, dg.MetadataValue] = {
+    def judge_repeatability(judge: JudgeResource, wh: Warehouse, ckpt_id: str) -> Metadata:
+        subset = pick_subset(rubric, ckpt_id, to_records(rubric, load_samples(wh, rubric, ckpt_id)), spec)
+        runs, calls = [], 0
+        for r in range(spec.times):
+            long, stats = judge.score(rubric, ckpt_id, subset, wh, repeat=r)
+            runs.append(long)
+            calls += stats.calls
+        df = repeatability(ckpt_id, runs, dims)
+        wh.replace_partition(rubric.name, Table.JUDGE_REPEATABILITY, df, {"checkpoint_id": ckpt_id})
+        metadata: Metadata = {
             "samples": dg.MetadataValue.int(len(subset)),
             "times": dg.MetadataValue.int(spec.times),
             "calls": dg.MetadataValue.int(calls),
@@ -376,6 +381,6 @@ def judge_repeatability_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         for row in df.itertuples():
             metadata[f"alpha_{row.dimension}"] = rounded(row.alpha_interval)
             metadata[f"share_changed_{row.dimension}"] = rounded(row.share_changed)
-        return usage.result(metadata)
+        return metadata
 
     return judge_repeatability

@@ -19,8 +19,10 @@ the evaluator is fixed for a session (a signed cookie), so no one submits under 
 
 from __future__ import annotations
 
+import functools
 import math
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -50,6 +52,30 @@ from eval_pipeline.publish.annotate.store import CannotKeep, EditedElsewhere, Ra
 from eval_pipeline.storage.warehouse import Warehouse
 
 TOKEN_COOKIE = "eval_annotate_token"
+Session = tuple[str, str]  # (evaluator, session id)
+Page = Callable[[Request, Annotator, Session, RubricConfig, str], Response]
+
+
+def signed_in(handler: Page) -> Callable[[Request], Response]:
+    """A page of one rubric and checkpoint for the signed-in evaluator: ``handler`` is given the app's state, the
+    session and the path's rubric and checkpoint. Nobody signed in is sent to sign in; an unknown rubric or
+    checkpoint is not found."""
+
+    @functools.wraps(handler)
+    def page(request: Request) -> Response:
+        a: Annotator = request.app.state.annotator
+        got = a.entry(request)
+        return got if isinstance(got, Response) else handler(request, a, *got)
+
+    return page
+
+
+def queue_url(rubric: RubricConfig, ckpt: str) -> str:
+    return f"/q/{quote(rubric.name)}/{quote(ckpt)}"
+
+
+def item_url(rubric: RubricConfig, ckpt: str, kind: str, sid: str) -> str:
+    return f"/i/{quote(rubric.name)}/{quote(ckpt)}/{quote(kind)}/{quote(sid, safe='')}"
 
 
 async def login(request: Request) -> Response:
@@ -96,12 +122,8 @@ def home(request: Request) -> Response:
     return a.page("home.html", title="Your queues", evaluator=sess[0], rows=rows, csrf=a.csrf(sess))
 
 
-def queue_page(request: Request) -> Response:
-    a: Annotator = request.app.state.annotator
-    got = a.entry(request)
-    if isinstance(got, Response):
-        return got
-    sess, rubric, ckpt = got
+@signed_in
+def queue_page(request: Request, a: Annotator, sess: Session, rubric: RubricConfig, ckpt: str) -> Response:
     mine = RatingsFile(a.ws.root, rubric, ckpt, sess[0]).read()
     skipped = {sid for sid, r in mine.items() if r.skipped}
     plan = a.ws.plan(rubric, ckpt)
@@ -109,46 +131,40 @@ def queue_page(request: Request) -> Response:
     qs = q.queues(plan, ratings, sess[0], skipped)
     spent = {queue.kind: sum(mine[s].seconds for s in queue.items if s in mine) for queue in qs}
     done = q.finished_pilot(plan, ratings) if plan.pilot else []
-    return a.page(
+    return a.rubric_page(
         "queue.html",
+        sess,
+        rubric,
+        ckpt,
         title=f"{rubric.name} · {ckpt}",
-        evaluator=sess[0],
-        rubric=rubric,
-        ckpt=ckpt,
         queues=qs,
         skipped=skipped,
         spent=spent,
         budget=rubric.worklists.minutes_per_item,
         finished=done,
         verdict=a.ws.verdict(rubric.name, ckpt),
-        csrf=a.csrf(sess),
     )
 
 
-def item(request: Request) -> Response:
-    a: Annotator = request.app.state.annotator
-    got = a.entry(request)
-    if isinstance(got, Response):
-        return got
-    sess, rubric, ckpt = got
+@signed_in
+def item(request: Request, a: Annotator, sess: Session, rubric: RubricConfig, ckpt: str) -> Response:
     kind, sid = request.path_params["queue"], request.path_params["sample_id"]
     sample = a.ws.sample(rubric, ckpt, sid)
     if sample is None:
         return a.message("Not found", f"no sample {sid!r} in {rubric.name} / {ckpt}", 404)
     file = RatingsFile(a.ws.root, rubric, ckpt, sess[0])
     mine = file.read().get(sid)  # only this evaluator's own rating: the page stays blind to the others
-    return a.page(
+    return a.rubric_page(
         "item.html",
+        sess,
+        rubric,
+        ckpt,
         title=f"{rubric.name} · {ckpt} · {sid}",
-        evaluator=sess[0],
-        rubric=rubric,
-        ckpt=ckpt,
         queue=kind,
         why=a.ws.plan(rubric, ckpt).why.get(sid) if kind == "remainder" else None,
         sample=sample,
         mine=mine,
         version=file.version(),
-        csrf=a.csrf(sess),
         scales=rubric.rating_scales,
         error=request.query_params.get("error", ""),
     )
@@ -194,8 +210,7 @@ async def rate(request: Request) -> Response:
         problems.append(f"say why you {action} this item")
     if problems:
         return RedirectResponse(
-            f"/i/{quote(rubric.name)}/{quote(ckpt)}/{quote(kind)}/{quote(sid, safe='')}?error="
-            + quote("; ".join(problems)),
+            item_url(rubric, ckpt, kind, sid) + "?error=" + quote("; ".join(problems)),
             status_code=303,
         )
     checklist: dict[str, list[int]] = {}
@@ -226,7 +241,6 @@ async def rate(request: Request) -> Response:
     except OSError as exc:  # a full disk, a read-only folder: the page says why, nothing half-written
         why = exc.strerror or type(exc).__name__
         return a.message("Not written", f"the ratings file could not be written ({why}): nothing was saved", 507)
-    queue_url = f"/q/{quote(rubric.name)}/{quote(ckpt)}"
     # the next item: the others' ratings as last read (only this evaluator's own file changed: ``mine``)
     skipped = {s for s, r in mine.items() if r.skipped}
     rated = {s for s, r in mine.items() if any(v is not None for v in r.scores.values())}
@@ -235,21 +249,15 @@ async def rate(request: Request) -> Response:
             queue.done |= rated
             nxt = a.handed(queue, sess[0], rubric, ckpt, after=sid, skipped=skipped)  # the lease of sid given back
             if nxt is not None:
-                return RedirectResponse(
-                    f"/i/{quote(rubric.name)}/{quote(ckpt)}/{quote(kind)}/{quote(nxt, safe='')}", status_code=303
-                )
+                return RedirectResponse(item_url(rubric, ckpt, kind, nxt), status_code=303)
     if kind == "remainder":  # nothing handed next: this item's lease ends with its rating
         Leases(a.ws.root, rubric.name, ckpt).give_back(sess[0], sid)
-    return RedirectResponse(queue_url + "?done=" + quote(kind), status_code=303)
+    return RedirectResponse(queue_url(rubric, ckpt) + "?done=" + quote(kind), status_code=303)
 
 
-def start(request: Request) -> Response:
+@signed_in
+def start(request: Request, a: Annotator, sess: Session, rubric: RubricConfig, ckpt: str) -> Response:
     """The next item of a queue (GET: it writes no rating; the remainder's item is leased)."""
-    a: Annotator = request.app.state.annotator
-    got = a.entry(request)
-    if isinstance(got, Response):
-        return got
-    sess, rubric, ckpt = got
     kind = request.path_params["queue"]
     skipped = a.skipped(rubric, ckpt, sess[0])
     for queue in q.queues(a.ws.plan(rubric, ckpt), a.ws.ratings(rubric, ckpt), sess[0], skipped):
@@ -257,16 +265,12 @@ def start(request: Request) -> Response:
             nxt = a.handed(queue, sess[0], rubric, ckpt, skipped=skipped)
             if nxt is None:
                 break
-            return RedirectResponse(f"/i/{quote(rubric.name)}/{quote(ckpt)}/{quote(kind)}/{quote(nxt, safe='')}", 303)
-    return RedirectResponse(f"/q/{quote(rubric.name)}/{quote(ckpt)}?done={quote(kind)}", status_code=303)
+            return RedirectResponse(item_url(rubric, ckpt, kind, nxt), status_code=303)
+    return RedirectResponse(queue_url(rubric, ckpt) + "?done=" + quote(kind), status_code=303)
 
 
-def calibration_page(request: Request) -> Response:
-    a: Annotator = request.app.state.annotator
-    got = a.entry(request)
-    if isinstance(got, Response):
-        return got
-    sess, rubric, ckpt = got
+@signed_in
+def calibration_page(request: Request, a: Annotator, sess: Session, rubric: RubricConfig, ckpt: str) -> Response:
     plan = a.ws.plan(rubric, ckpt)
     ratings = a.ws.ratings(rubric, ckpt)
     cal = q.calibration(plan, ratings, ckpt)
@@ -278,12 +282,12 @@ def calibration_page(request: Request) -> Response:
             f"{', '.join(done) or 'nobody'}); until then each evaluator's ratings stay blind to the others",
             200,
         )
-    return a.page(
+    return a.rubric_page(
         "calibration.html",
+        sess,
+        rubric,
+        ckpt,
         title=f"Calibration · {rubric.name} · {ckpt}",
-        evaluator=sess[0],
-        rubric=rubric,
-        ckpt=ckpt,
         cal=cal,
         verdict=a.ws.verdict(rubric.name, ckpt),
     )

@@ -75,6 +75,12 @@ class Annotator:
     def page(self, name: str, status: int = 200, **ctx: object) -> HTMLResponse:
         return HTMLResponse(self.env.get_template(name).render(**ctx), status_code=status)
 
+    def rubric_page(
+        self, name: str, sess: tuple[str, str], rubric: RubricConfig, ckpt: str, **ctx: object
+    ) -> HTMLResponse:
+        """A page about one rubric and checkpoint for the signed-in evaluator (its forms carry their token)."""
+        return self.page(name, 200, evaluator=sess[0], rubric=rubric, ckpt=ckpt, csrf=self.csrf(sess), **ctx)
+
     def message(self, title: str, text: str, status: int) -> HTMLResponse:
         return self.page("message.html", status=status, title=title, message=text)
 
