@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.cli.common import CliError, Parents, dagster_instance, rubrics_and_defs
+from eval_pipeline.cli.common import CliError, Parents, Subcommands, dagster_instance, rubrics_and_defs
 
 ALIGN_EXIT_CODES = """exit codes:
   0    the alignment finished (recommended or not: the report says which), or the list, show or adopt done
@@ -21,6 +21,7 @@ NOT_ENOUGH = "not enough ratings to align"  # how the asset's failure begins whe
 
 
 def cmd_align(args: argparse.Namespace) -> int:
+    """Align a rubric's judge to people's ratings (a held-out share decides), list, show or adopt alignments."""
     from eval_pipeline.storage.warehouse import Warehouse
 
     if args.adopt or args.show or args.list:
@@ -191,18 +192,16 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Parents) -> None:
+def add_parsers(sub: Subcommands, parents: Parents) -> None:
     """This module's commands, on the command's parser."""
-    al = sub.add_parser(
-        "align",
-        help="align a rubric's judge to people's ratings (a held-out share decides), list, show or adopt alignments",
+    al = parents.command(
+        sub,
+        cmd_align,
         description="Align a rubric's judge to the people's ratings: candidate judges (instructions, few-shot "
         "examples, score source) are tuned by cross-validation on part of the ratings, and the best is proved on "
         "held-out ratings it never saw; it is recommended only when its gain there is beyond noise. Adopting one "
         "makes it a new judge, whose trust is decided afresh on the held-out ratings and those that come.",
-        parents=[parents.common],
         epilog=ALIGN_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     al.add_argument("--rubric", required=True, help="the rubric whose judge is aligned")
     al.add_argument("--dimension", action="append", help="a rated dimension to align on (repeatable; default: all)")
@@ -212,4 +211,3 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent
     al.add_argument("--list", action="store_true", help="list the rubric's alignments")
     al.add_argument("--show", metavar="ID", help="print an alignment's report")
     al.add_argument("--adopt", metavar="ID", help="write a recommended alignment's judge to aligned/<rubric>.yaml")
-    al.set_defaults(fn=cmd_align)

@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from eval_pipeline.cli.common import CliError, Parents
+from eval_pipeline.cli.common import CliError, Parents, Subcommands
 
 if TYPE_CHECKING:
     from eval_pipeline.core.types import Row
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 
 def cmd_batches(args: argparse.Namespace) -> int:
+    """The judge's Batch API batches (EVAL_JUDGE_MODE=batch): list, show one, cancel one."""
     from eval_pipeline.storage.warehouse import Warehouse
 
     wh = Warehouse(args.warehouse, read_only=True, lock_timeout_s=3)
@@ -131,13 +132,9 @@ def _cancel(sub: Row) -> int:
     return 0
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Parents) -> None:
+def add_parsers(sub: Subcommands, parents: Parents) -> None:
     """This module's commands, on the command's parser."""
-    bt = sub.add_parser(
-        "batches",
-        help="the judge's Batch API batches (EVAL_JUDGE_MODE=batch): list, show one, cancel one",
-        parents=[parents.common, parents.reading],
-    )
+    bt = parents.command(sub, cmd_batches, reads=True)
     bt.add_argument(
         "action",
         nargs="?",
@@ -147,4 +144,3 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent
     )
     bt.add_argument("batch", nargs="?", help="the batch id (show, cancel)")
     bt.add_argument("--all", action="store_true", help="list every batch, collected ones too")
-    bt.set_defaults(fn=cmd_batches)

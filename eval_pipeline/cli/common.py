@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from eval_pipeline.core.terminal import (
     EXIT_USAGE,
@@ -152,6 +153,10 @@ def with_skipped(args: argparse.Namespace, code: int) -> int:
     return code
 
 
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # what `add_subparsers` returns
+Command: TypeAlias = "Callable[[argparse.Namespace], int]"
+
+
 @dataclass(frozen=True)
 class Parents:
     """The options commands share: every command's (``common``: --debug), the evaluating commands' (``evaluating``:
@@ -174,3 +179,34 @@ class Parents:
             "--warehouse", help="the warehouse to read (default: EVAL_WAREHOUSE, else the project's lake)"
         )
         return cls(common, evaluating, reading)
+
+    def command(
+        self,
+        sub: Subcommands,
+        fn: Command,
+        *,
+        help: str | None = None,  # noqa: A002 - argparse's own word
+        reads: bool = False,
+        evaluates: bool = False,
+        epilog: str | None = None,
+        description: str | None = None,
+    ) -> argparse.ArgumentParser:
+        """The parser of the command ``fn`` runs, named after it (``cmd_attach_sql``: ``attach-sql``), its help the
+        first paragraph of ``fn``'s docstring (or ``help``), with the options it shares: every command's; ``reads``:
+        the warehouse it reads; ``evaluates``: the evaluating options, and the exit codes as its epilog.
+        ``description``: the text of its own --help."""
+        name = fn.__name__.removeprefix("cmd_").replace("_", "-")
+        if help is None:
+            summary = (fn.__doc__ or "").split("\n\n")[0]
+            help = " ".join(summary.split()).rstrip(".")
+            first = help.split(" ", 1)[0]
+            help = help if first[1:] != first[1:].lower() else help[:1].lower() + help[1:]  # a name ("DuckLake") stays
+        help = help.replace("%", "%%")
+        parents = [self.common, *([self.evaluating] if evaluates else []), *([self.reading] if reads else [])]
+        epilog = epilog or (EXIT_CODES if evaluates else None)
+        formatter = argparse.RawDescriptionHelpFormatter if epilog else argparse.HelpFormatter
+        parser = sub.add_parser(
+            name, help=help, description=description, parents=parents, epilog=epilog, formatter_class=formatter
+        )
+        parser.set_defaults(fn=fn)
+        return parser

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 
 from eval_pipeline.cli.common import (
-    EXIT_CODES,
     CliError,
     Parents,
+    Subcommands,
     dagster_instance,
     rubrics_and_defs,
     scan_checkpoint_folders,
@@ -20,6 +20,7 @@ from eval_pipeline.core.terminal import (
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Register and evaluate checkpoints (in-process; on the deployment's workers when EVAL_DAGSTER_URL is set)."""
     defs, rubrics = rubrics_and_defs(args)
     scan = scan_checkpoint_folders()
     ckpts = select_checkpoints(scan, args.checkpoint)
@@ -35,6 +36,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
+    """List checkpoint folders with their status."""
     from eval_pipeline.console import shorten
     from eval_pipeline.defs.partitions import CHECKPOINTS
     from eval_pipeline.storage.warehouse import Warehouse
@@ -66,7 +68,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-
+    """Evaluate all checkpoints (or a range, by creation order)."""
     defs, rubrics = rubrics_and_defs(args)
     ckpts = select_checkpoints(scan_checkpoint_folders(), None)
     ids = [c.checkpoint_id for c in ckpts]
@@ -82,15 +84,9 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     return with_skipped(args, evaluate(args, ckpts[lo:hi], defs, rubrics, dagster_instance()))
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Parents) -> None:
+def add_parsers(sub: Subcommands, parents: Parents) -> None:
     """This module's commands, on the command's parser."""
-    run = sub.add_parser(
-        "run",
-        help="register and evaluate checkpoints (in-process; on the deployment's workers when EVAL_DAGSTER_URL is set)",
-        parents=[parents.common, parents.evaluating],
-        epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    run = parents.command(sub, cmd_run, evaluates=True)
     run.add_argument("--checkpoint", action="append", help="checkpoint id (repeatable; default: all)")
     run.add_argument(
         "--wait",
@@ -98,16 +94,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent
         help="with EVAL_JUDGE_MODE=batch: wait for the judge batches and finish their checkpoints (default: submit, "
         "report them pending, exit 7; the batch sensor finishes them)",
     )
-    run.set_defaults(fn=cmd_run)
-    ck = sub.add_parser("checkpoints", help="list checkpoint folders with their status", parents=[parents.common])
-    ck.set_defaults(fn=cmd_checkpoints)
-    bf = sub.add_parser(
-        "backfill",
-        help="evaluate all checkpoints (or a range, by creation order)",
-        parents=[parents.common, parents.evaluating],
-        epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parents.command(sub, cmd_checkpoints)
+    bf = parents.command(sub, cmd_backfill, evaluates=True)
     bf.add_argument("--from", dest="start", help="the first checkpoint id to evaluate (by creation order)")
     bf.add_argument("--to", dest="end", help="the last checkpoint id to evaluate (by creation order)")
-    bf.set_defaults(fn=cmd_backfill)

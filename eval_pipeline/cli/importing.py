@@ -7,20 +7,20 @@ import argparse
 import json
 from pathlib import Path
 
-from eval_pipeline.cli.common import CliError, Parents
+from eval_pipeline.cli.common import CliError, Parents, Subcommands
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Parents) -> None:
+def add_parsers(sub: Subcommands, parents: Parents) -> None:
     from eval_pipeline.ingest.importers import IMPORTERS
 
     formats = IMPORTERS.load()
     listing = "; ".join(f"{name}: {formats[name].help}" for name in sorted(formats))
-    im = sub.add_parser(
-        "import",
+    im = parents.command(
+        sub,
+        cmd_import,
         help="write outputs a harness already has as a checkpoint folder (formats: " + ", ".join(sorted(formats)) + ")",
         description=f"Formats — {listing}. The mapping file (YAML: rubric, id, fields) says which source path becomes "
         "which rubric input field; docs/operating.md has one worked example per format.",
-        parents=[parents.common],
     )
     im.add_argument("format", choices=sorted(formats), help="the source's format")
     im.add_argument("path", help="the source file (for openai-batch: the requests' input file)")
@@ -33,7 +33,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent
     im.add_argument("--created-at", help="when the checkpoint was made (ISO 8601; default: now)")
     im.add_argument("--replace", action="store_true", help="replace the rubric's file of an existing checkpoint")
     im.add_argument("--report", help="where the records left out are listed (default: ./import-report-<C>-<R>.jsonl)")
-    im.set_defaults(fn=cmd_import)
 
 
 def cmd_import(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 from eval_pipeline.cli.common import (
     CliError,
     Parents,
+    Subcommands,
     port_free,
     rubrics_and_defs,
     scan_checkpoint_folders,
@@ -16,7 +17,9 @@ from eval_pipeline.cli.common import (
 
 
 def cmd_ratings_template(args: argparse.Namespace) -> int:
-    """A ratings CSV ready to fill: the columns the loader reads, one row per sample id of the checkpoint."""
+    """Write a ratings CSV for a checkpoint, one row per sample.
+
+    A ratings CSV ready to fill: the columns the loader reads, one row per sample id of the checkpoint."""
     import csv
 
     from eval_pipeline.rubrics import load_rubrics
@@ -83,6 +86,7 @@ def cmd_ratings_template(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """Write a static HTML report (one file, offline)."""
     from eval_pipeline.publish.report import write_report
     from eval_pipeline.storage.warehouse import Warehouse
 
@@ -95,6 +99,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
+    """Write the rubric YAML reference (from the code)."""
     from pathlib import Path
 
     from eval_pipeline.publish.reference import reference
@@ -109,6 +114,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
+    """A local results viewer: leaderboard, checkpoints, samples (reads the warehouse live)."""
     from eval_pipeline.publish.viewer.app import serve
     from eval_pipeline.storage.warehouse import Warehouse
 
@@ -122,7 +128,9 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
-    """People rate in the browser, by their rubric's protocol; ratings go where the pipeline reads them."""
+    """People rate samples in the browser by the rubric's protocol (pilot, calibration, remainder, spot check).
+
+    People rate in the browser, by their rubric's protocol; ratings go where the pipeline reads them."""
     import os
 
     from eval_pipeline.core import settings
@@ -152,39 +160,22 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Parents) -> None:
+def add_parsers(sub: Subcommands, parents: Parents) -> None:
     """This module's commands, on the command's parser."""
-    tp = sub.add_parser(
-        "ratings-template", help="write a ratings CSV for a checkpoint, one row per sample", parents=[parents.common]
-    )
+    tp = parents.command(sub, cmd_ratings_template)
     tp.add_argument("--rubric", required=True, help="the rubric whose dimensions the template asks for")
     tp.add_argument("--checkpoint", required=True, help="the checkpoint whose samples are listed to rate")
     tp.add_argument("--evaluator", required=True, help="who rates: fills the evaluator column and names the file")
     tp.add_argument(
         "--out", help="file to write (default: <ratings dir>/<rubric>/<checkpoint>~<evaluator>.csv, where it is read)"
     )
-    tp.set_defaults(fn=cmd_ratings_template)
-    vw = sub.add_parser(
-        "view",
-        help="a local results viewer: leaderboard, checkpoints, samples (reads the warehouse live)",
-        parents=[parents.common, parents.reading],
-    )
+    vw = parents.command(sub, cmd_view, reads=True)
     vw.add_argument("--port", type=int, default=8765, help="the port to serve on (default 8765)")
     vw.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1: this machine only)")
-    vw.set_defaults(fn=cmd_view)
-    an = sub.add_parser(
-        "annotate",
-        help="people rate samples in the browser by the rubric's protocol (pilot, calibration, remainder, spot check)",
-        parents=[parents.common, parents.reading],
-    )
+    an = parents.command(sub, cmd_annotate, reads=True)
     an.add_argument("--port", type=int, default=8766, help="the port to serve on (default 8766)")
     an.add_argument("--host", default="127.0.0.1", help="past 127.0.0.1 it needs EVAL_ANNOTATE_TOKEN")
-    an.set_defaults(fn=cmd_annotate)
-    rp = sub.add_parser(
-        "report", help="write a static HTML report (one file, offline)", parents=[parents.common, parents.reading]
-    )
+    rp = parents.command(sub, cmd_report, reads=True)
     rp.add_argument("--out", default="reports", help="the folder report.html is written to (default reports/)")
-    rp.set_defaults(fn=cmd_report)
-    rf = sub.add_parser("reference", help="write the rubric YAML reference (from the code)", parents=[parents.common])
+    rf = parents.command(sub, cmd_reference)
     rf.add_argument("--out", default="docs/rubric-reference.md", help="a file, or - for standard output")
-    rf.set_defaults(fn=cmd_reference)

@@ -8,11 +8,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eval_pipeline.cli.common import (
-    CliError,
-    Parents,
-    port_free,
-)
+from eval_pipeline.cli.common import CliError, Parents, Subcommands, port_free
 from eval_pipeline.core import interrupts
 
 if TYPE_CHECKING:
@@ -39,7 +35,9 @@ def _relay(stream: Iterable[str], log_path: Path) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    """A worker of the distributed profile: Celery's worker on the app of ``eval_pipeline.runtime.celery_app`` (the
+    """A worker of the distributed profile: runs the instance's launched runs (Celery; docs/scaling.md).
+
+    A worker of the distributed profile: Celery's worker on the app of ``eval_pipeline.runtime.celery_app`` (the
     broker EVAL_CELERY_BROKER), one run at a time per process, until Ctrl-C or SIGTERM (a run in progress is
     finished first; a second signal stops at once)."""
     import os
@@ -56,7 +54,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    """The Dagster webserver and the project's daemon (eval_pipeline/runtime/daemon.py: Dagster's daemon with a
+    """The Dagster UI with the project's daemon (sensors, run queue, backfills).
+
+    The Dagster webserver and the project's daemon (eval_pipeline/runtime/daemon.py: Dagster's daemon with a
     backfill loop of EVAL_BACKFILL_INTERVAL_SECONDS, not 30 s) on one workspace, until Ctrl-C or until either
     stops; what `dagster dev` does, with that daemon."""
     import subprocess
@@ -164,21 +164,13 @@ def _signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Parents) -> None:
+def add_parsers(sub: Subcommands, parents: Parents) -> None:
     """This module's commands, on the command's parser."""
-    wk = sub.add_parser(
-        "worker",
-        help="a worker of the distributed profile: runs the instance's launched runs (Celery; docs/scaling.md)",
-        parents=[parents.common],
-    )
+    wk = parents.command(sub, cmd_worker)
     wk.add_argument("--name", help="the worker's name (default: worker), shown on the runs it executes")
     wk.add_argument("--runs", type=int, default=1, help="runs at once in this worker (default 1)")
     wk.add_argument("--log-level", default="INFO", help="the worker's log level (DEBUG, INFO, WARNING, ERROR)")
-    wk.set_defaults(fn=cmd_worker)
-    ui = sub.add_parser(
-        "ui", help="the Dagster UI with the project's daemon (sensors, run queue, backfills)", parents=[parents.common]
-    )
+    ui = parents.command(sub, cmd_ui)
     ui.add_argument("--port", type=int, default=3000, help="the Dagster UI's port (default 3000)")
     ui.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1: this machine only)")
     ui.add_argument("--workspace", default="workspace.yaml", help="Dagster's workspace file (default workspace.yaml)")
-    ui.set_defaults(fn=cmd_ui)

@@ -7,15 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.cli.common import (
-    CliError,
-    Parents,
-    clean_table,
-)
+from eval_pipeline.cli.common import CliError, Parents, Subcommands, clean_table
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    """A person's query, read-only by construction; the result as a table, CSV, JSON lines or Parquet, to
+    """Run a read-only SQL query on the warehouse.
+
+    A person's query, read-only by construction; the result as a table, CSV, JSON lines or Parquet, to
     stdout or ``--out``. A reader that closes the pipe early (``| head``) ends it quietly."""
     from eval_pipeline.storage.warehouse import Warehouse
 
@@ -36,7 +34,9 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """A checkpoint's results as files (publish.export): one per table, and a manifest.json."""
+    """Write a checkpoint's results as files (Parquet, CSV or JSON).
+
+    A checkpoint's results as files (publish.export): one per table, and a manifest.json."""
     from eval_pipeline.publish.export import export_checkpoint
     from eval_pipeline.storage.warehouse import Warehouse
 
@@ -103,7 +103,9 @@ def _write_result(table: Any, args: argparse.Namespace) -> None:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
-    """Warehouse upkeep (on a DuckLake: merge the small Parquet files many partition writes leave, expire the
+    """DuckLake upkeep: merge small files, expire old snapshots.
+
+    Warehouse upkeep (on a DuckLake: merge the small Parquet files many partition writes leave, expire the
     snapshots replaced before the kept window, delete the files no kept snapshot needs any more). Readers go on
     reading meanwhile: every step is a transaction of its own, and what a query may still be reading is kept."""
     from eval_pipeline.storage.backend import BackendError
@@ -124,7 +126,9 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 
 
 def cmd_attach_sql(args: argparse.Namespace) -> int:
-    """The SQL that opens the warehouse read-only in a plain DuckDB (CLI or Python), offline."""
+    """Print the SQL that opens the warehouse read-only in a plain DuckDB.
+
+    The SQL that opens the warehouse read-only in a plain DuckDB (CLI or Python), offline."""
     from eval_pipeline.storage.warehouse import Warehouse
 
     sys.stdout.write(Warehouse(args.warehouse).backend.attach_sql())
@@ -132,7 +136,9 @@ def cmd_attach_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    """A warehouse an earlier version made (a DuckDB file) copied into the lake EVAL_WAREHOUSE names; the file is
+    """Copy a warehouse file an earlier version made into the lake (the file is unchanged).
+
+    A warehouse an earlier version made (a DuckDB file) copied into the lake EVAL_WAREHOUSE names; the file is
     only read, never changed."""
     from eval_pipeline.storage.backend import BackendError
     from eval_pipeline.storage.views import refresh_views
@@ -177,7 +183,9 @@ def _rubric_and_warehouse(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Any two checkpoints of a rubric: B against A (changes are B - A) with the parent comparison's own test
+    """Any two checkpoints of a rubric: B against A, with the parent comparison's paired test and margins.
+
+    Any two checkpoints of a rubric: B against A (changes are B - A) with the parent comparison's own test
     (scoring.comparison: paired over the samples both scored, Holm over the rubric's scores, the practical margins,
     the human-calibrated changes where people rated both). Two checkpoints another judge judged are not compared:
     the line says so and how to re-judge."""
@@ -210,7 +218,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_ranks(args: argparse.Namespace) -> int:
-    """The rank sets of any score of a rubric (default: the stored ones of its headline), computed now from the
+    """Every checkpoint's 95 % rank set on a score (default: the headline), among those its judge judged.
+
+    The rank sets of any score of a rubric (default: the stored ones of its headline), computed now from the
     warehouse as the ``ranks`` asset computes the headline's (scoring.ranks): one ranking per judge identity."""
     from eval_pipeline.scoring.ranks import rank_table
 
@@ -230,11 +240,9 @@ def cmd_ranks(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parents: Parents) -> None:
+def add_parsers(sub: Subcommands, parents: Parents) -> None:
     """This module's commands, on the command's parser."""
-    sql = sub.add_parser(
-        "sql", help="run a read-only SQL query on the warehouse", parents=[parents.common, parents.reading]
-    )
+    sql = parents.command(sub, cmd_sql, reads=True)
     sql.add_argument("query", help="the query (SQL; read-only: only queries of the warehouse run)")
     sql.add_argument("--max-rows", type=int, default=200, help="rows shown by --format table (default 200)")
     sql.add_argument(
@@ -245,52 +253,24 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent
     )
     sql.add_argument("--out", help="write the result to this file instead of stdout")
     sql.add_argument("--as-of", help="a DuckLake snapshot id or a timestamp: read the warehouse as it was then")
-    sql.set_defaults(fn=cmd_sql)
-    at = sub.add_parser(
-        "attach-sql",
-        help="print the SQL that opens the warehouse read-only in a plain DuckDB",
-        parents=[parents.common, parents.reading],
-    )
-    at.set_defaults(fn=cmd_attach_sql)
-    mg = sub.add_parser(
-        "migrate",
-        help="copy a warehouse file an earlier version made into the lake (the file is unchanged)",
-        parents=[parents.common],
-    )
+    parents.command(sub, cmd_attach_sql, reads=True)
+    mg = parents.command(sub, cmd_migrate)
     mg.add_argument("source", help="the DuckDB file (e.g. data/warehouse.duckdb)")
-    mg.set_defaults(fn=cmd_migrate)
-    ex = sub.add_parser(
-        "export",
-        help="write a checkpoint's results as files (Parquet, CSV or JSON)",
-        parents=[parents.common, parents.reading],
-    )
+    ex = parents.command(sub, cmd_export, reads=True)
     ex.add_argument("--checkpoint", required=True, help="the checkpoint to export")
     ex.add_argument("--rubric", action="append", help="only this rubric (repeatable; default: every rubric)")
     ex.add_argument(
         "--format", choices=["parquet", "csv", "json"], default="parquet", help="one file per table in this format"
     )
     ex.add_argument("--out", help="an empty or new folder (default: ./export-<checkpoint>-<format>)")
-    ex.set_defaults(fn=cmd_export)
-    cp = sub.add_parser(
-        "compare",
-        help="any two checkpoints of a rubric: B against A, with the parent comparison's paired test and margins",
-        parents=[parents.common, parents.reading],
-    )
+    cp = parents.command(sub, cmd_compare, reads=True)
     cp.add_argument("a", help="the checkpoint compared against (e.g. the released one)")
     cp.add_argument("b", help="the checkpoint compared (changes are B - A)")
     cp.add_argument("--rubric", required=True, help="the rubric")
-    cp.set_defaults(fn=cmd_compare)
-    rk = sub.add_parser(
-        "ranks",
-        help="every checkpoint's 95 %% rank set on a score (default: the headline), among those its judge judged",
-        parents=[parents.common, parents.reading],
-    )
+    rk = parents.command(sub, cmd_ranks, reads=True)
     rk.add_argument("--rubric", required=True, help="the rubric")
     rk.add_argument("--score", help="a per-sample score or dimension (default: the rubric's headline)")
-    rk.set_defaults(fn=cmd_ranks)
-    mt = sub.add_parser(
-        "maintain", help="DuckLake upkeep: merge small files, expire old snapshots", parents=[parents.common]
-    )
+    mt = parents.command(sub, cmd_maintain)
     mt.add_argument(
         "--keep-days",
         type=int,
@@ -300,4 +280,3 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser], parent
     mt.add_argument(
         "--repair", action="store_true", help="drop the tables whose data files are gone (a re-run rebuilds them)"
     )
-    mt.set_defaults(fn=cmd_maintain)
