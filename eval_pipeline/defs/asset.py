@@ -14,6 +14,7 @@ is recorded (storage.versions), which is what the decisions across checkpoints r
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -321,16 +322,22 @@ def required_rows(
 
 
 def decision_asset(
-    rubric: RubricConfig, name: str, deps: Sequence[dg.AssetKey | dg.AssetDep], description: str
+    rubric: RubricConfig, name: str, deps: Sequence[dg.AssetKey | dg.AssetDep], description: str = "", **fields: str
 ) -> Callable[[Body], dg.AssetsDefinition]:
     """``rubric_asset`` of a decision across checkpoints: unpartitioned, in DuckDB, decided again by the
-    automation when what it reads changed (``defs.automation.REDECIDE``); ``deps`` say which partitions it reads."""
-    return rubric_asset(
-        rubric,
-        name,
-        deps=deps,
-        kinds={"duckdb"},
-        partitioned=False,
-        automation_condition=REDECIDE,
-        description=description,
-    )
+    automation when what it reads changed (``defs.automation.REDECIDE``); ``deps`` say which partitions it reads.
+    Its description is ``description``, else the body's docstring with ``fields`` filled into its ``{name}``s."""
+
+    def decorate(fn: Body) -> dg.AssetsDefinition:
+        text = description or " ".join((inspect.getdoc(fn) or "").split()).format(**fields)
+        return rubric_asset(
+            rubric,
+            name,
+            deps=deps,
+            kinds={"duckdb"},
+            partitioned=False,
+            automation_condition=REDECIDE,
+            description=text,
+        )(fn)
+
+    return decorate

@@ -146,15 +146,16 @@ def agreement_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinitio
         rubric,
         Table.AGREEMENT,
         deps,
-        description="Agreement per dimension for every checkpoint, and the verdict on the judge (judge_trust: pooled "
-        "over every rated sample its identity judged, decided once per identity): percent agreement, Cohen's kappa "
-        "(unweighted, linear, quadratic over the full scale), Fleiss' kappa, Krippendorff's alpha (nominal, ordinal, "
-        "interval), ICC (absolute, consistency); judge vs humans: Spearman, Kendall, MAE, bias and kappa; prevalence "
-        f"and ceiling share beside every kappa; rows for each checkpoint and for {ALL_CHECKPOINTS} checkpoints. A "
-        "checkpoint is decided again only when its own ratings or judge scores changed (its agreement, calibrated "
-        "means) or the pool did (its judge_trust).",
+        all_checkpoints=ALL_CHECKPOINTS,
     )
     def agreement(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
+        """Agreement per dimension for every checkpoint, and the verdict on the judge (judge_trust: pooled over every
+        rated sample its identity judged, decided once per identity): percent agreement, Cohen's kappa (unweighted,
+        linear, quadratic over the full scale), Fleiss' kappa, Krippendorff's alpha (nominal, ordinal, interval), ICC
+        (absolute, consistency); judge vs humans: Spearman, Kendall, MAE, bias and kappa; prevalence and ceiling share
+        beside every kappa; rows for each checkpoint and for {all_checkpoints} checkpoints. A checkpoint is decided
+        again only when its own ratings or judge scores changed (its agreement, calibrated means) or the pool did (its
+        judge_trust)."""
         wh = warehouse.get()
         d = Inputs(wh, rubric)
         ckpts = [c for c in d.checkpoints if d.has(Table.HUMAN_RATINGS, c)]
@@ -317,14 +318,13 @@ def length_bias_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         rubric,
         Table.LENGTH_BIAS,
         deps,
-        description="Does the judge lean on length more than people do? Per checkpoint, judged dimension and the "
-        "headline: Spearman of the judge's score with the response's length, the same for the human mean on the "
-        "rated samples and the gap with a paired bootstrap CI (flagged when wholly above zero), and a "
-        "length-controlled mean (the score's log-length slope taken out at the parent's mean length, as "
-        "AlpacaEval's length-controlled win rate does). A checkpoint is decided again only when its scores, samples "
-        "or ratings, or its parent's samples, changed.",
     )
     def length_bias_(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
+        """Does the judge lean on length more than people do? Per checkpoint, judged dimension and the headline:
+        Spearman of the judge's score with the response's length, the same for the human mean on the rated samples and
+        the gap with a paired bootstrap CI (flagged when wholly above zero), and a length-controlled mean (the score's
+        log-length slope taken out at the parent's mean length, as AlpacaEval's length-controlled win rate does). A
+        checkpoint is decided again only when its scores, samples or ratings, or its parent's samples, changed."""
         wh = warehouse.get()
         d = Inputs(wh, rubric)
         ckpts = [c for c in d.checkpoints if d.has(Table.SCORES, c)]

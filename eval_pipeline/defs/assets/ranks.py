@@ -28,13 +28,12 @@ def ranks_asset(rubric: RubricConfig, has_judge: bool) -> dg.AssetsDefinition:
         rubric,
         Table.RANKS,
         deps,
-        description="Every checkpoint's simultaneous 95 % confidence set of its rank on the headline among the "
-        "checkpoints the same judge judged (rank 1 the best; pairs by max-t intervals, paired over shared samples; "
-        "human-calibrated where people rated every one), and whom it is tied with. Ranked again, all at once, only "
-        "when some checkpoint's scores, judge or calibrated means changed. The leaderboard, console, viewer, report "
-        "and export read it.",
     )
     def ranks(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
+        """Every checkpoint's simultaneous 95 % confidence set of its rank on the headline among the checkpoints the
+        same judge judged (rank 1 the best; pairs by max-t intervals, paired over shared samples; human-calibrated where
+        people rated every one), and whom it is tied with. Ranked again, all at once, only when some checkpoint's
+        scores, judge or calibrated means changed. The leaderboard, console, viewer, report and export read it."""
         wh = warehouse.get()
         d = Inputs(wh, rubric)
         ckpts = [c for c in d.checkpoints if d.has(Table.SCORES, c)]

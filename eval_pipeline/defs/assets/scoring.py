@@ -169,14 +169,13 @@ def comparison_asset(rubric: RubricConfig) -> dg.AssetsDefinition:
         rubric,
         Table.COMPARISON,
         deps,
-        description="Each checkpoint against its parent (or the previous one): per-score change with a seeded paired "
-        "bootstrap 95 % CI over the samples both share, shares better and worse, a paired t-test corrected over the "
-        "rubric's scores (Holm) and the minimum detectable effect; a significant drop is a regression. Checkpoints "
-        "judged by different judges are never compared (not_comparable, with the command that re-judges the parent). "
-        "A checkpoint is decided again only when its rows or its parent's changed, or the dimensions its judge is "
-        "not trusted on did.",
     )
     def comparison(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
+        """Each checkpoint against its parent (or the previous one): per-score change with a seeded paired bootstrap 95
+        % CI over the samples both share, shares better and worse, a paired t-test corrected over the rubric's scores
+        (Holm) and the minimum detectable effect; a significant drop is a regression. Checkpoints judged by different
+        judges are never compared (not_comparable, with the command that re-judges the parent). A checkpoint is decided
+        again only when its rows or its parent's changed, or the dimensions its judge is not trusted on did."""
         wh = warehouse.get()
         d = Inputs(wh, rubric)
         ckpts = [c for c in d.checkpoints if d.has(Table.SCORES, c)]
@@ -256,11 +255,12 @@ def gates_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], checks: GateE
         rubric,
         Table.GATES,
         deps,
-        description="Threshold gates from the rubric YAML (" + ", ".join(g.name for g in rubric.gates) + ") for "
-        "every checkpoint; each is also an asset check, reported per checkpoint when its result changes. Too little "
-        "data fails closed. A checkpoint is decided again only when what its gates read changed.",
+        gates=", ".join(g.name for g in rubric.gates),
     )
     def gates(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
+        """Threshold gates from the rubric YAML ({gates}) for every checkpoint; each is also an asset check, reported
+        per checkpoint when its result changes. Too little data fails closed. A checkpoint is decided again only when
+        what its gates read changed."""
         wh = warehouse.get()
         d = Inputs(wh, rubric)
         ckpts = [c for c in d.checkpoints if d.has(Table.SCORES, c)]

@@ -31,12 +31,12 @@ def verdict_asset(rubric: RubricConfig, upstream: list[dg.AssetKey], decided: se
         rubric,
         Table.VERDICT,
         deps,
-        description="Each checkpoint's verdict on this rubric, decided from everything before it: incomplete, "
-        "regressed, failed gates, judge untrusted, pending ratings or passed, with the reasons, the counts, the "
-        "judge's trust per dimension and the calibration pool it was decided on. The console, the viewer, the "
-        "report, export and main.leaderboard read it (main.verdicts).",
     )
     def verdict(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult[None]:
+        """Each checkpoint's verdict on this rubric, decided from everything before it: incomplete, regressed, failed
+        gates, judge untrusted, pending ratings or passed, with the reasons, the counts, the judge's trust per dimension
+        and the calibration pool it was decided on. The console, the viewer, the report, export and main.leaderboard
+        read it (main.verdicts)."""
         wh = warehouse.get()
         metadata = _decide(context, wh)
         return dg.MaterializeResult(metadata={**metadata, **_upkeep(context, wh, (rubric.name, MAIN))})
