@@ -57,25 +57,16 @@ def _length(v: Any) -> int:
 
 # long by design: one check per field property (type, allowed, lengths, bounds, keys), each a pandera Check; the list is
 # the schema
+def _cell(test: Callable[[Any], bool], error: str) -> pa.Check:
+    """A check of each cell on its own (a null cell is the test's to judge), failing with ``error``."""
+    return pa.Check(test, element_wise=True, ignore_na=False, error=error)
+
+
 def _field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
     checks: list[pa.Check] = []
     if f.required:
-        checks.append(
-            pa.Check(
-                lambda v: not is_absent(v),
-                element_wise=True,
-                ignore_na=False,
-                error="required field is missing or null",
-            )
-        )
-    checks.append(
-        pa.Check(
-            _when_present(functools.partial(_is_type, f.type)),
-            element_wise=True,
-            ignore_na=False,
-            error=f"must be {TYPE_WORDS[f.type]}",
-        )
-    )
+        checks.append(_cell(lambda v: not is_absent(v), "required field is missing or null"))
+    checks.append(_cell(_when_present(functools.partial(_is_type, f.type)), f"must be {TYPE_WORDS[f.type]}"))
 
     def typed(fn: Callable[[Any], bool], t: str = f.type) -> Callable[[Any], bool]:
         return _when_present(lambda v: (not _is_type(t, v)) or fn(v))
@@ -86,41 +77,16 @@ def _field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
         min_len = 1
     if f.allowed is not None:
         allowed = list(f.allowed)
-        checks.append(
-            pa.Check(
-                typed(lambda v: v in allowed), element_wise=True, ignore_na=False, error=f"must be one of {allowed}"
-            )
-        )
+        checks.append(_cell(typed(lambda v: v in allowed), f"must be one of {allowed}"))
     if min_len and f.type in ("string", "string_list", "object_list"):
         msg = "must not be empty" if min_len == 1 else f"must have at least {min_len} characters/items"
-        checks.append(pa.Check(typed(lambda v: _length(v) >= min_len), element_wise=True, ignore_na=False, error=msg))
+        checks.append(_cell(typed(lambda v: _length(v) >= min_len), msg))
     if most and f.type in ("string", "string_list", "object_list"):
-        checks.append(
-            pa.Check(
-                typed(lambda v: len(v) <= most),
-                element_wise=True,
-                ignore_na=False,
-                error=f"must have at most {f.max_length} characters/items",
-            )
-        )
+        checks.append(_cell(typed(lambda v: len(v) <= most), f"must have at most {f.max_length} characters/items"))
     if lowest is not None and f.type in ("integer", "number"):
-        checks.append(
-            pa.Check(
-                typed(lambda v: v >= lowest),
-                element_wise=True,
-                ignore_na=False,
-                error=f"must be >= {f.minimum:g}",
-            )
-        )
+        checks.append(_cell(typed(lambda v: v >= lowest), f"must be >= {f.minimum:g}"))
     if highest is not None and f.type in ("integer", "number"):
-        checks.append(
-            pa.Check(
-                typed(lambda v: v <= highest),
-                element_wise=True,
-                ignore_na=False,
-                error=f"must be <= {f.maximum:g}",
-            )
-        )
+        checks.append(_cell(typed(lambda v: v <= highest), f"must be <= {f.maximum:g}"))
     if f.keys and f.type in ("object", "object_list"):
         keys = list(f.keys)
 
@@ -128,14 +94,7 @@ def _field_checks(f: InputField, rubric: RubricConfig) -> list[pa.Check]:
             items = [v] if isinstance(v, dict) else v
             return all(all(isinstance(it.get(k), str) and it[k].strip() for k in keys) for it in items)
 
-        checks.append(
-            pa.Check(
-                typed(has_keys),
-                element_wise=True,
-                ignore_na=False,
-                error=f"every object needs non-empty string keys {keys}",
-            )
-        )
+        checks.append(_cell(typed(has_keys), f"every object needs non-empty string keys {keys}"))
     return checks
 
 

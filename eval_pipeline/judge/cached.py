@@ -14,7 +14,7 @@ from eval_pipeline.core.judge_config import JudgeConfig
 from eval_pipeline.judge import cache, costs
 from eval_pipeline.judge.batch import answer as answer_by_batch
 from eval_pipeline.judge.calls import call_specs
-from eval_pipeline.judge.client import CallOutcome, CallSpec
+from eval_pipeline.judge.client import CallOutcome, CallSpec, ClientStats
 from eval_pipeline.judge.parsing import JudgeParseError
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -52,18 +52,11 @@ class JudgeRunStats:
     def merge(self, other: JudgeRunStats) -> None:
         """Add another batch's figures (the same judges, scored in chunks)."""
         self.judges, self.judge_kind = other.judges or self.judges, other.judge_kind
-        for name in (
-            "prompts",
-            "calls",
-            "http_attempts",
-            "cache_hits",
-            "missing",
-            "prompt_tokens",
-            "completion_tokens",
-        ):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.add_calls(other)
+        self.prompts += other.prompts
+        self.cache_hits += other.cache_hits
+        self.missing += other.missing
         self.wall_s += other.wall_s
-        self.latencies_ms += other.latencies_ms
         self.models += [m for m in other.models if m not in self.models]
         self.not_asked_budget += other.not_asked_budget
         self.pending += other.pending
@@ -71,14 +64,23 @@ class JudgeRunStats:
         self.online_spent += other.online_spent
         self.spent += other.spent
         self.priced &= other.priced
+        for reason, n in other.missing_reasons.items():
+            self.missing_reasons[reason] = self.missing_reasons.get(reason, 0) + n
+
+    def add_calls(self, other: JudgeRunStats | ClientStats) -> None:
+        """Add the calls another batch (or a client) made: counts and latencies add up; of the calls in flight and
+        the processes, the larger; the throttling started where the first one did and settled where the last did."""
+        self.calls += other.calls
+        self.http_attempts += other.http_attempts
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.latencies_ms += other.latencies_ms
         self.max_in_flight = max(self.max_in_flight, other.max_in_flight)
         self.processes = max(self.processes, other.processes)
         self.start_concurrency = self.start_concurrency or other.start_concurrency
         self.timeout_cuts += other.timeout_cuts
         self.timeout_extensions += other.timeout_extensions
         self.final_concurrency = other.final_concurrency or self.final_concurrency
-        for reason, n in other.missing_reasons.items():
-            self.missing_reasons[reason] = self.missing_reasons.get(reason, 0) + n
 
     @property
     def cost(self) -> float | None:
@@ -159,17 +161,7 @@ def cached_calls(
                 stats.pending += sum(o.pending for o in fresh.values())
             else:
                 fresh, cs = call_specs(settings, list(todo.values()), on_answer)
-        stats.calls += cs.calls
-        stats.http_attempts += cs.http_attempts
-        stats.prompt_tokens += cs.prompt_tokens
-        stats.completion_tokens += cs.completion_tokens
-        stats.max_in_flight = max(stats.max_in_flight, cs.max_in_flight)
-        stats.processes = max(stats.processes, cs.processes)
-        stats.start_concurrency = stats.start_concurrency or cs.start_concurrency
-        stats.timeout_cuts += cs.timeout_cuts
-        stats.timeout_extensions += cs.timeout_extensions
-        stats.final_concurrency = cs.final_concurrency or stats.final_concurrency
-        stats.latencies_ms += cs.latency_ms
+        stats.add_calls(cs)
         online_in, online_out = (
             cs.prompt_tokens - cs.batch_prompt_tokens,
             cs.completion_tokens - cs.batch_completion_tokens,

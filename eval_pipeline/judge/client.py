@@ -92,7 +92,7 @@ class ClientStats:
     http_attempts: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    latency_ms: list[float] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)  # one per call
     max_in_flight: int = 0
     processes: int = 1
     timeout_cuts: int = 0  # how often a time-out halved the calls in flight (an endpoint slower than asked of it)
@@ -112,7 +112,7 @@ class ClientStats:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.max_in_flight += other.max_in_flight
-        self.latency_ms += other.latency_ms
+        self.latencies_ms += other.latencies_ms
         self.timeout_cuts += other.timeout_cuts
         self.timeout_extensions += other.timeout_extensions
         self.final_concurrency = max(self.final_concurrency, other.final_concurrency)
@@ -401,7 +401,7 @@ class OpenAIJudgeClient:
                     return result
                 if sent.answered:
                     result.latency_ms = (time.perf_counter() - t0) * 1000
-                    self.stats.latency_ms.append(result.latency_ms)
+                    self.stats.latencies_ms.append(result.latency_ms)
                     self._unreachable_in_a_row = 0
                     self._answered(t0)
                 if sent.failure is None:

@@ -29,7 +29,7 @@ from eval_pipeline.core.contracts import CHECKPOINTS, COMPARISON_COLUMNS
 from eval_pipeline.core.distributions import t_test_p
 from eval_pipeline.core.resampling import in_item_order, mean_intervals
 from eval_pipeline.core.types import Row
-from eval_pipeline.scoring.gates.base import GateResult, RegressionParams, RegressionSpec, pending
+from eval_pipeline.scoring.gates.base import GateResult, RegressionParams, RegressionSpec, fails_closed, pending
 from eval_pipeline.scoring.summary import numeric_scores
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -351,15 +351,7 @@ def evaluate_regression(
     covered = comparison[~comparison.score.isin(ignore)]
     n = int(covered.n_pairs.min()) if len(covered) else 0
     if n < g.min_samples:
-        return GateResult(
-            g.name,
-            g.kind,
-            None,
-            g.threshold,
-            False,
-            n,
-            f"fails closed: {n} samples shared with {label}{parent_id}, fewer than {g.min_samples}",
-        )
+        return fails_closed(g, n, f"{n} samples shared with {label}{parent_id}, fewer than {g.min_samples}")
     flagged = covered[covered.regression.astype(str).str.lower().isin(["true", "1"])]
     parts = [
         f"{r.score} {r.delta:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}]"

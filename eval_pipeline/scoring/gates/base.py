@@ -84,6 +84,11 @@ def pending(g: GateSpec, n: int, reason: str, value: float | None = None, name: 
     return GateResult(name or g.name, g.kind, value, g.threshold, False, n, f"pending: {reason}", PENDING)
 
 
+def fails_closed(g: GateSpec, n: int, reason: str) -> GateResult:
+    """``g`` failed for want of data it cannot wait for (no value, ``n`` samples), saying why."""
+    return GateResult(g.name, g.kind, None, g.threshold, False, n, f"fails closed: {reason}")
+
+
 @dataclass
 class GateInputs:
     """What gates read besides the scores: other tables of this checkpoint, each loaded on first use.
@@ -129,12 +134,4 @@ def too_few(g: GateSpec, n: int, what: str, rows: int | None = None) -> GateResu
             f"none of the {rows} samples has a score yet (every one missing: see judge_scores.reason); evaluate "
             "again once they are scored",
         )
-    return GateResult(
-        g.name,
-        g.kind,
-        None,
-        g.threshold,
-        False,
-        n,
-        f"fails closed: {n} {what}, fewer than the {g.min_samples} required",
-    )
+    return fails_closed(g, n, f"{n} {what}, fewer than the {g.min_samples} required")

@@ -9,7 +9,7 @@ from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.core.contracts import WAITING_ON_BATCH
 from eval_pipeline.judge.repeat import repeated_scores
 from eval_pipeline.scoring.gates import gate
-from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec, pending
+from eval_pipeline.scoring.gates.base import GateInputs, GateResult, GateSpec, fails_closed, pending
 
 
 @gate("judge_repeatability", needs=("judge_repeatability",), check_target="judge_scores")
@@ -19,16 +19,13 @@ def judge_repeatability(g: GateSpec, rubric: RubricConfig, scores: pd.DataFrame,
     rows = table[table.dimension.isin(wanted)] if table is not None else None
     if rows is None or rows.empty:
         why = "the rubric asks for no repeats (repeat:)" if rubric.repeat is None else "no repeat scores"
-        return GateResult(g.name, g.kind, None, g.threshold, False, 0, f"fails closed: {why}")
+        return fails_closed(g, 0, why)
     n = int(rows.n_samples.min())
     waiting = int(rows["pending"].fillna(0).sum()) if "pending" in rows else 0
     if waiting:  # the repeats are on their way (a judge batch still working): not a failure of the judge
         return pending(g, n, f"{waiting} repeat scores {WAITING_ON_BATCH}")
     if n < g.min_samples or rows.alpha_interval.isna().any():
-        return GateResult(
-            g.name, g.kind, None, g.threshold, False, n,
-            f"fails closed: {n} samples scored every time (need {g.min_samples}) or an alpha is undefined",
-        )  # fmt: skip
+        return fails_closed(g, n, f"{n} samples scored every time (need {g.min_samples}) or an alpha is undefined")
     worst = rows.sort_values("alpha_interval").iloc[0]
     parts = "; ".join(
         f"{r.dimension} alpha {r.alpha_interval:.2f}, {r.share_changed:.0%} changed" for r in rows.itertuples()

@@ -8,12 +8,12 @@ import pandas as pd
 from eval_pipeline.core.config import RubricConfig
 from eval_pipeline.scoring.comparison import evaluate_regression
 from eval_pipeline.scoring.gates import gate
-from eval_pipeline.scoring.gates.base import GateInputs, GateResult, RegressionSpec
+from eval_pipeline.scoring.gates.base import GateInputs, GateResult, RegressionSpec, fails_closed
 
 
 @gate("regression", spec=RegressionSpec, needs=("comparison",))
 def regression(g: RegressionSpec, rubric: RubricConfig, scores: pd.DataFrame, inputs: GateInputs) -> GateResult:
     comparison = inputs.table("comparison")
     if not inputs.lineage_known:
-        return GateResult(g.name, g.kind, None, g.threshold, False, 0, "fails closed: no comparison available")
+        return fails_closed(g, 0, "no comparison available")
     return evaluate_regression(g, comparison, inputs.parent, None)
