@@ -19,7 +19,7 @@ from eval_pipeline.cli.common import (
 def cmd_ratings_template(args: argparse.Namespace) -> int:
     """Write a ratings CSV for a checkpoint, one row per sample.
 
-    A ratings CSV ready to fill: the columns the loader reads, one row per sample id of the checkpoint."""
+    Ready to fill: the columns the loader reads, one row per sample id of the checkpoint."""
     import csv
 
     from eval_pipeline.rubrics import load_rubrics
@@ -130,7 +130,7 @@ def cmd_view(args: argparse.Namespace) -> int:
 def cmd_annotate(args: argparse.Namespace) -> int:
     """People rate samples in the browser by the rubric's protocol (pilot, calibration, remainder, spot check).
 
-    People rate in the browser, by their rubric's protocol; ratings go where the pipeline reads them."""
+    Ratings are written where the pipeline reads them."""
     import os
 
     from eval_pipeline.core import settings

@@ -36,7 +36,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a checkpoint's results as files (Parquet, CSV or JSON).
 
-    A checkpoint's results as files (publish.export): one per table, and a manifest.json."""
+    One file per table (publish.export), and a manifest.json."""
     from eval_pipeline.publish.export import export_checkpoint
     from eval_pipeline.storage.warehouse import Warehouse
 
@@ -128,7 +128,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 def cmd_attach_sql(args: argparse.Namespace) -> int:
     """Print the SQL that opens the warehouse read-only in a plain DuckDB.
 
-    The SQL that opens the warehouse read-only in a plain DuckDB (CLI or Python), offline."""
+    For DuckDB's CLI or Python, offline."""
     from eval_pipeline.storage.warehouse import Warehouse
 
     sys.stdout.write(Warehouse(args.warehouse).backend.attach_sql())
@@ -138,8 +138,7 @@ def cmd_attach_sql(args: argparse.Namespace) -> int:
 def cmd_migrate(args: argparse.Namespace) -> int:
     """Copy a warehouse file an earlier version made into the lake (the file is unchanged).
 
-    A warehouse an earlier version made (a DuckDB file) copied into the lake EVAL_WAREHOUSE names; the file is
-    only read, never changed."""
+    The lake is the one EVAL_WAREHOUSE names; the DuckDB file is only read, never changed."""
     from eval_pipeline.storage.backend import BackendError
     from eval_pipeline.storage.views import refresh_views
     from eval_pipeline.storage.warehouse import Warehouse
@@ -185,7 +184,7 @@ def _rubric_and_warehouse(args: argparse.Namespace) -> tuple[Any, Any]:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Any two checkpoints of a rubric: B against A, with the parent comparison's paired test and margins.
 
-    Any two checkpoints of a rubric: B against A (changes are B - A) with the parent comparison's own test
+    Changes are B - A, by the parent comparison's own test
     (scoring.comparison: paired over the samples both scored, Holm over the rubric's scores, the practical margins,
     the human-calibrated changes where people rated both). Two checkpoints another judge judged are not compared:
     the line says so and how to re-judge."""

@@ -57,7 +57,7 @@ def _length(v: Any) -> int:
 
 # long by design: one check per field property (type, allowed, lengths, bounds, keys), each a pandera Check; the list is
 # the schema
-def _cell(test: Callable[[Any], bool], error: str) -> pa.Check:
+def _cell(test: Callable[[object], bool], error: str) -> pa.Check:
     """A check of each cell on its own (a null cell is the test's to judge), failing with ``error``."""
     return pa.Check(test, element_wise=True, ignore_na=False, error=error)
 
