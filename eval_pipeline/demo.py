@@ -26,7 +26,7 @@ from eval_pipeline.publish.report_table import results_table
 from eval_pipeline.rubrics import load_rubrics
 from eval_pipeline.runtime.instance import open_instance
 from eval_pipeline.runtime.outcome import RunOutcome
-from eval_pipeline.runtime.runner import materialize_checkpoints
+from eval_pipeline.runtime.runner import Settled, evaluation_events
 from eval_pipeline.scoring.verdict import Verdict
 from eval_pipeline.storage.warehouse import Warehouse
 
@@ -104,9 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     with wh.lingering():  # the file open from the first run to the table of results, as within a run
         with progress.listening(bar):
             selected = set(args.rubric) if args.rubric else None
-            outcomes = materialize_checkpoints(
-                defs, instance, ids, selected, log_level=args.log_level, on_outcome=summary
-            )
+            outcomes = []
+            for event in evaluation_events(defs, instance, ids, selected, log_level=args.log_level):
+                if isinstance(event, Settled):
+                    outcomes.append(event.outcome)
+                    summary(event.outcome)
         print(judge_line(instance, outcomes))
         print()
         with wh.hold():

@@ -46,7 +46,7 @@ def evaluate(
     """Run each checkpoint in turn: a progress line while it runs, a summary after it, an exit code at the end."""
     from eval_pipeline.core import progress, settings
     from eval_pipeline.runtime.command import batch_waits, busy, claim
-    from eval_pipeline.runtime.runner import materialize_checkpoints
+    from eval_pipeline.runtime.runner import Followed, Settled, Started, evaluation_events
 
     wh = Warehouse()
     outcomes: list[RunOutcome] = []
@@ -116,19 +116,17 @@ def evaluate(
         stored.cache_clear()  # `run --wait` evaluates a checkpoint again: its verdicts are read anew
         asked_a_model.cache_clear()
         with progress.listening(bar):
-            materialize_checkpoints(
-                defs,
-                instance,
-                ids,
-                selected,
-                log_level=dagster_log_level(args),
-                on_outcome=finished,
-                on_start=starting,
-                on_followed=followed.append,
-                on_interrupted=lambda: signalled.append(True),
-                budget_scope=command_id,
-                claimed=True,
-            )
+            for event in evaluation_events(
+                defs, instance, ids, selected, log_level=dagster_log_level(args), budget_scope=command_id, claimed=True
+            ):
+                if isinstance(event, Started):
+                    starting(event.checkpoint_id)
+                elif isinstance(event, Followed):
+                    followed.append(event.outcome)
+                elif isinstance(event, Settled):
+                    finished(event.outcome)
+                else:
+                    signalled.append(True)
         bar.clear()
 
     if todo:  # every one evaluated by another run: this command launches nothing (a settle of its own would decide

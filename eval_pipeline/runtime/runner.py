@@ -14,7 +14,8 @@ Ctrl-C stops the whole sequence: a checkpoint interrupted mid-run is reported as
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -69,26 +70,53 @@ def _reread(batch: Batch, ckpts: list[str], names: list[str]) -> RunOutcome:
     return outcome
 
 
-def materialize_checkpoints(
+@dataclass(frozen=True)
+class Started:
+    """A checkpoint's run is starting."""
+
+    checkpoint_id: str
+
+
+@dataclass(frozen=True)
+class Followed:
+    """Another checkpoint was decided again: its ratings files changed, so the graph read them again (one outcome
+    per checkpoint; its ``purpose`` is "ratings")."""
+
+    outcome: RunOutcome
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A checkpoint of the command has its outcome: its run ended (every run of the command has, by now)."""
+
+    outcome: RunOutcome
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    """Ctrl-C or SIGTERM came at some moment of the command (a run's outcome may not show it: one between runs
+    interrupts no run)."""
+
+
+Event = Started | Followed | Settled | Interrupted
+
+
+def evaluation_events(
     defs: dg.Definitions,
     instance: dg.DagsterInstance,
     checkpoint_ids: list[str],
     rubrics: set[str] | None = None,
     raise_on_error: bool = False,
     log_level: str = "DEBUG",
-    on_outcome: Callable[[RunOutcome], None] | None = None,
-    on_start: Callable[[str], None] | None = None,
-    on_followed: Callable[[RunOutcome], None] | None = None,
-    on_interrupted: Callable[[], None] | None = None,
     budget_scope: str = "",
     claimed: bool = False,
-) -> list[RunOutcome]:
-    """Evaluate ``checkpoint_ids`` in order (see the module); one outcome each, given to ``on_outcome`` when its run
-    ended. The runs that read other checkpoints' ratings again go to ``on_followed`` (one outcome per checkpoint);
-    ``on_interrupted`` is called when Ctrl-C or SIGTERM came at any moment of it (a run's outcome may not show it:
-    one between runs interrupts no run). ``budget_scope``: the command's id, when its calls of this function share
-    one judge budget (the runs of `run --wait`: core.contracts.BUDGET_TAG). ``claimed``: the caller registered the
-    checkpoints and reaped the dead runs already (runtime.command.claim)."""
+) -> Iterator[Event]:
+    """Evaluate ``checkpoint_ids`` in order (see the module), saying what happens as it happens: the runs that
+    read other checkpoints' ratings again (``Followed``), each run's start (``Started``), then one ``Settled`` per
+    checkpoint once every run has ended, and ``Interrupted`` last when a signal came. The report is drawn when the
+    events are all told (the last outcome with a run carries it). ``budget_scope``: the command's id, when its
+    calls of this function share one judge budget (the runs of `run --wait`: core.contracts.BUDGET_TAG).
+    ``claimed``: the caller registered the checkpoints and reaped the dead runs already (runtime.command.claim)."""
     compute_log_helpers_off_the_terminal()  # a terminal's Ctrl-C reaches the command, not Dagster's helpers
     if not claimed:
         claim(instance, checkpoint_ids)
@@ -98,7 +126,6 @@ def materialize_checkpoints(
     )
     todo = _todo(batch, checkpoint_ids, rubrics)
     wh = (defs.resources or {})["warehouse"].get()
-    starting, followed = on_start or (lambda _c: None), on_followed or (lambda _o: None)
     outcomes: dict[str, RunOutcome] = {}
     models = {c: model for c, model, _ in todo}
     with interruptible() as interrupt, wh.lingering():
@@ -106,7 +133,7 @@ def materialize_checkpoints(
         for ckpts, names in Ranges(instance, [(c, "", n) for c, n in sorted(stale.items())]).runs():
             reread = _reread(batch, ckpts, names)
             for c in ckpts:
-                followed(reread.of(c, [r for r in names if r in stale[c]]))
+                yield Followed(reread.of(c, [r for r in names if r in stale[c]]))
             interrupt.flag |= reread.interrupted
             if interrupt.flag:
                 break
@@ -118,20 +145,32 @@ def materialize_checkpoints(
             if interrupt.check():
                 break
             for c in ckpts:
-                starting(c)
+                yield Started(c)
             outcome = run(batch, ckpts, models[ckpts[0]] if len(ckpts) == 1 else "", names, evaluation(names))
             for c in ckpts:
                 outcomes[c] = outcome.of(c, names)
             interrupt.flag |= outcome.interrupted
         for outcome in outcomes.values():
             outcome.interrupted |= interrupt.flag and not outcome.success
-            (on_outcome or (lambda _o: None))(outcome)
-        if interrupt.check() and on_interrupted is not None:
-            on_interrupted()
+            yield Settled(outcome)
+        if interrupt.check():
+            yield Interrupted()
     ran = [o for o in outcomes.values() if o.run_id]
-    if ran and not interrupt.flag:  # the report, drawn once every run has ended
+    if ran and not interrupt.flag:  # the report, drawn once every run has ended (the last outcome carries it)
         ran[-1].report, error = redraw(defs.resources or {})
         ran[-1].report_error = (failure_hint(error) or error) if error else None
         if error:
             print(f"report not written: {ran[-1].report_error}", file=sys.stderr, flush=True)
-    return list(outcomes.values())
+
+
+def materialize_checkpoints(
+    defs: dg.Definitions,
+    instance: dg.DagsterInstance,
+    checkpoint_ids: list[str],
+    rubrics: set[str] | None = None,
+    raise_on_error: bool = False,
+    log_level: str = "DEBUG",
+) -> list[RunOutcome]:
+    """Evaluate ``checkpoint_ids`` (``evaluation_events``) and return their outcomes, one each."""
+    events = evaluation_events(defs, instance, checkpoint_ids, rubrics, raise_on_error, log_level)
+    return [e.outcome for e in events if isinstance(e, Settled)]

@@ -30,7 +30,7 @@ import pytest
 from eval_pipeline.defs.build import build_definitions
 from eval_pipeline.devtools.net import free_port, wait_until_serving
 from eval_pipeline.runtime.instance import open_instance
-from eval_pipeline.runtime.runner import materialize_checkpoints
+from eval_pipeline.runtime.runner import Followed, Settled, evaluation_events, materialize_checkpoints
 from eval_pipeline.storage.warehouse import Warehouse
 from tests.conftest import RUBRIC_DIR, SAMPLE_CHECKPOINTS
 from tests.helpers.automation import AutomationSensor
@@ -433,10 +433,13 @@ def test_ratings_added_later_reach_the_verdict_of_a_checkpoint_evaluated_alone(p
         shutil.copy(src / f"{ckpt}.csv", project / "ratings" / RUBRIC / f"{ckpt}.csv")
     defs = build_definitions(RUBRIC_DIR, _env(project)["EVAL_WAREHOUSE"], str(project / "checkpoints"))
     instance = open_instance(project / "home", _env(project)["EVAL_WAREHOUSE"])
-    followed = []
     try:
-        outcomes = materialize_checkpoints(defs, instance, ["ckpt-0300"], {RUBRIC}, on_followed=followed.append)
+        events = list(evaluation_events(defs, instance, ["ckpt-0300"], {RUBRIC}))
+        followed = [e.outcome for e in events if isinstance(e, Followed)]
+        outcomes = [e.outcome for e in events if isinstance(e, Settled)]
         assert outcomes[0].success
+        # the command is told of the other checkpoints decided again before its own run starts
+        assert [type(e).__name__ for e in events] == ["Followed", "Followed", "Started", "Settled"]
         selections = {o.purpose: instance.get_run_by_id(o.run_id).asset_selection for o in followed}
     finally:
         instance.dispose()
