@@ -14,8 +14,9 @@ Ctrl-C stops the whole sequence: a checkpoint interrupted mid-run is reported as
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import ParamSpec
 
 import dagster as dg
 
@@ -30,6 +31,8 @@ from eval_pipeline.runtime.dagster_private import compute_log_helpers_off_the_te
 from eval_pipeline.runtime.outcome import Ranges, RunOutcome
 from eval_pipeline.runtime.runs import Batch, in_flight_elsewhere, interruptible, launch, model_of, run
 from eval_pipeline.storage.backends.lake import failure_hint
+
+P = ParamSpec("P")
 
 
 def _todo(batch: Batch, checkpoint_ids: list[str], rubrics: set[str] | None) -> list[tuple[str, str, list[str]]]:
@@ -163,14 +166,12 @@ def evaluation_events(
             print(f"report not written: {ran[-1].report_error}", file=sys.stderr, flush=True)
 
 
-def materialize_checkpoints(
-    defs: dg.Definitions,
-    instance: dg.DagsterInstance,
-    checkpoint_ids: list[str],
-    rubrics: set[str] | None = None,
-    raise_on_error: bool = False,
-    log_level: str = "DEBUG",
-) -> list[RunOutcome]:
-    """Evaluate ``checkpoint_ids`` (``evaluation_events``) and return their outcomes, one each."""
-    events = evaluation_events(defs, instance, checkpoint_ids, rubrics, raise_on_error, log_level)
-    return [e.outcome for e in events if isinstance(e, Settled)]
+def _outcomes(events: Callable[P, Iterator[Event]]) -> Callable[P, list[RunOutcome]]:
+    def outcomes(*args: P.args, **kwargs: P.kwargs) -> list[RunOutcome]:
+        """Evaluate the checkpoints as ``evaluation_events`` does, and return their outcomes, one each."""
+        return [e.outcome for e in events(*args, **kwargs) if isinstance(e, Settled)]
+
+    return outcomes
+
+
+materialize_checkpoints = _outcomes(evaluation_events)
