@@ -222,8 +222,9 @@ def _batches(
                 "_auth": headers.get("Authorization", ""),
                 "_cancel": False,
             }
+            created = _batch_view(b)  # as created ("validating"), as a provider answers: not what the work did since
         threading.Thread(target=_work, args=(desk, state, b), daemon=True).start()
-        return Reply(200, _batch_view(b))
+        return Reply(200, created)
     if method == "GET" and len(segs) == 1:
         with desk.lock:
             items = [] if desk.lose else [_batch_view(b) for b in desk.batches.values()]

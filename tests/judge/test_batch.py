@@ -621,3 +621,32 @@ def test_run_wait_draws_every_evaluation_on_one_budget_and_ends(tmp_path):
     assert batches >= 2 and 0 < reserved <= budget, (reserved, batches)
     (verdict,) = wh.query_rows(f"SELECT verdict FROM {SMALL}.verdict")[0]
     assert verdict != "pending judge" and "PENDING JUDGE" not in waited.stdout.splitlines()[-1], waited.stdout[-2000:]
+
+
+def test_the_stub_answers_a_new_batch_as_created_even_when_its_work_ran_first(monkeypatch):
+    """A provider answers a new batch as it was created ("validating"). The stub's worker thread could finish a
+    batch of no delays before the answer was written (a loaded machine): the first call then collected it, and a
+    test that needed it pending failed in a clean clone. Here the work runs to its end before the answer."""
+    import threading
+
+    import openai
+
+    from eval_pipeline.devtools import stub_batches
+
+    class Eager(threading.Thread):
+        def start(self) -> None:
+            self.run()  # the worker done before the creating request is answered
+
+    import types
+
+    monkeypatch.setattr(stub_batches, "threading", types.SimpleNamespace(Thread=Eager))  # the batches' threads only
+    line = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}}  # fmt: skip
+    with StubServer() as stub:
+        client = openai.OpenAI(base_url=stub.base_url, api_key=KEY)
+        uploaded = client.files.create(file=("in.jsonl", json.dumps(line).encode()), purpose="batch")
+        batch = client.batches.create(
+            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+        )
+        assert batch.status == "validating" and batch.output_file_id is None
+        assert client.batches.retrieve(batch.id).status == "completed"  # its work did run
