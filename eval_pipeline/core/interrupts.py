@@ -25,6 +25,9 @@ _STOPPING = (signal.SIGINT, signal.SIGTERM)
 # a validation) sees no signal until it returns, so then the process ends here: as a SIGKILL would, which a
 # partition replaced in one transaction survives, and the next run marks the run failed and finishes the work
 GRACE_S = 3.0
+# a coroutine left unawaited within a watch is shown only if no signal is noted within this long: the signal's
+# handler (Dagster's, raising at whatever line the main thread is on) may run before the thread that notes it
+UNAWAITED_WAIT_S = 0.5
 
 
 def requested() -> bool:
@@ -95,6 +98,21 @@ def quiet_unraisable(
     return hook
 
 
+def _quiet_unawaited(previous: Callable[..., object]) -> Callable[..., None]:
+    """``warnings.showwarning`` that drops "coroutine … was never awaited" when it is a signal's doing: the signal
+    is noted within UNAWAITED_WAIT_S. Dagster's handler raises in the main thread at once, and the coroutine it left
+    (an HTTP client's lock being released) is collected as its error unwinds, which can be before the watcher
+    thread had its turn to note the stop (CI, #76: a three-line RuntimeWarning in an interrupted command's output).
+    Every other warning, and one with no signal, is shown as before."""
+
+    def show(message: Warning | str, category: type[Warning], *where: object, **more: object) -> None:
+        if issubclass(category, RuntimeWarning) and "was never awaited" in str(message) and _STOP.wait(UNAWAITED_WAIT_S):
+            return
+        previous(message, category, *where, **more)
+
+    return show
+
+
 def _give_up() -> None:
     """The command did not stop within GRACE_S of the signal: end the process now, in one line."""
     try:
@@ -115,6 +133,8 @@ def watching() -> Iterator[None]:
     old_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
     old_hook = sys.unraisablehook
     sys.unraisablehook = quiet_unraisable(old_hook)
+    old_show = warnings.showwarning
+    warnings.showwarning = _quiet_unawaited(old_show)
 
     deadline: list[threading.Timer] = []
 
@@ -136,6 +156,7 @@ def watching() -> Iterator[None]:
             timer.cancel()
         signal.set_wakeup_fd(old_fd)
         sys.unraisablehook = old_hook
+        warnings.showwarning = old_show
         os.close(write)  # the reader sees the end of the pipe and ends
         thread.join(timeout=1)
         os.close(read)
