@@ -106,7 +106,8 @@ def _quiet_unawaited(previous: Callable[..., object]) -> Callable[..., None]:
     Every other warning, and one with no signal, is shown as before."""
 
     def show(message: Warning | str, category: type[Warning], *where: object, **more: object) -> None:
-        if issubclass(category, RuntimeWarning) and "was never awaited" in str(message) and _STOP.wait(UNAWAITED_WAIT_S):
+        unawaited = issubclass(category, RuntimeWarning) and "was never awaited" in str(message)
+        if unawaited and _STOP.wait(UNAWAITED_WAIT_S):
             return
         previous(message, category, *where, **more)
 
