@@ -239,9 +239,29 @@ def pytest_runtest_protocol(item, nextitem):
         return (yield)
     finally:
         os.environ.pop("EVAL_STEP_CONTEXT", None)
-        spent = {"test": item.nodeid, "cpu": round(_cpu() - before, 2)}
+        at_end = item.stash.get(SESSION_END_CPU, 0.0)
+        spent = [{"test": item.nodeid, "cpu": round(_cpu() - before - at_end, 2)}]
+        if at_end:
+            spent.append({"test": SESSION_END, "cpu": round(at_end, 2)})
         with _cpu_log(Path(os.environ["EVAL_STEP_LOG"])).open("a") as f:
-            f.write(json.dumps(spent) + "\n")
+            f.writelines(json.dumps(line) + "\n" for line in spent)
+
+
+SESSION_END = "(each worker's last teardown: the session's servers stopped)"
+SESSION_END_CPU = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """The last test's teardown stops the session's fixtures, and a server's CPU of the whole session (llama-server's
+    judging) is counted when it is reaped: it is told apart, not charged to whichever module happened to run last."""
+    if nextitem is not None or not os.environ.get("EVAL_STEP_LOG"):
+        return (yield)
+    before = _cpu()
+    try:
+        return (yield)
+    finally:
+        item.stash[SESSION_END_CPU] = _cpu() - before
 
 
 def _cpu_log(step_log: Path) -> Path:
