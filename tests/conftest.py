@@ -221,6 +221,7 @@ class Tally:
     def __init__(self, by_module: dict[str, int], bound: int | None, cpu: dict[str, float]) -> None:
         self.by_module, self.bound, self.cpu = by_module, bound, cpu
         self.evaluations = sum(by_module.values())
+        self.span: dict[str, tuple[float, float]] = {}
 
     def over(self, config) -> bool:
         """Above the bound (or none stated) on a run of the whole suite, where the bound applies."""
@@ -234,15 +235,17 @@ def pytest_runtest_protocol(item, nextitem):
     if not os.environ.get("EVAL_STEP_LOG"):
         return (yield)
     os.environ["EVAL_STEP_CONTEXT"] = item.nodeid
-    before = _cpu()
+    before, started = _cpu(), time.time()
     try:
         return (yield)
     finally:
         os.environ.pop("EVAL_STEP_CONTEXT", None)
         at_end = item.stash.get(SESSION_END_CPU, 0.0)
-        spent = [{"test": item.nodeid, "cpu": round(_cpu() - before - at_end, 2)}]
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        when = {"worker": worker, "start": round(started, 1), "end": round(time.time(), 1)}  # the suite's timeline
+        spent = [{"test": item.nodeid, "cpu": round(_cpu() - before - at_end, 2), **when}]
         if at_end:
-            spent.append({"test": SESSION_END, "cpu": round(at_end, 2)})
+            spent.append({"test": SESSION_END, "cpu": round(at_end, 2), **when})
         with _cpu_log(Path(os.environ["EVAL_STEP_LOG"])).open("a") as f:
             f.writelines(json.dumps(line) + "\n" for line in spent)
 
@@ -265,7 +268,8 @@ def pytest_runtest_teardown(item, nextitem):
 
 
 def _cpu_log(step_log: Path) -> Path:
-    """Where each test's CPU seconds go: a file beside the step log, one JSON line a test."""
+    """Where each test's CPU seconds go: a file beside the step log, one JSON line a test (its worker, when it started
+    and ended: which worker waited for which at the end)."""
     return step_log.with_name("cpu.jsonl")
 
 
@@ -287,12 +291,16 @@ def pytest_sessionfinish(session, exitstatus):
             by_module[where] = by_module.get(where, 0) + 1
     cpu: dict[str, float] = {}
     spent = _cpu_log(path)
+    span: dict[str, tuple[float, float]] = {}  # worker -> (its first test's start, its last test's end)
     for line in spent.read_text().splitlines() if spent.exists() else []:
         test = json.loads(line)
         module = test["test"].split("::")[0]
         cpu[module] = cpu.get(module, 0.0) + test["cpu"]
+        first, last = span.get(test["worker"], (test["start"], test["end"]))
+        span[test["worker"]] = (min(first, test["start"]), max(last, test["end"]))
     found = BOUND.search((ROOT / "docs" / "testing.md").read_text())
     tally = Tally(by_module, int(found.group(1).replace(",", "")) if found else None, cpu)
+    tally.span = span
     session.config.stash[TALLY] = tally
     if tally.over(session.config) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -311,6 +319,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if n >= WHOLE_FLOW:
         most = sorted(tally.by_module.items(), key=lambda kv: -kv[1])[:10]
         terminalreporter.write_line("  the most: " + ", ".join(f"{m} {k}" for m, k in most))
+    if len(tally.span) > 1:  # when each worker ran out of work: the gap is what the last one made the others wait
+        start = min(first for first, _ in tally.span.values())
+        ended = sorted((last - start, worker) for worker, (_, last) in tally.span.items())
+        terminalreporter.write_line(
+            "the workers' last test ended at: "
+            + ", ".join(f"{w} {int(t) // 60}:{int(t) % 60:02d}" for t, w in ended)
+            + f" (idle at the end: {sum(ended[-1][0] - t for t, _ in ended):,.0f} worker-s)"
+        )
     if tally.cpu:
         most_cpu = sorted(tally.cpu.items(), key=lambda kv: -kv[1])[:15]
         terminalreporter.write_line(
