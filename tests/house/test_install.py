@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("dagster", "pandas", "pandera", "openai", "duckdb", "numpy", "pydantic", "sqlalchemy")
+HEAVY = ("dagster", "pandas", "pandera", "openai", "duckdb", "numpy", "pydantic")  # the fixed dependencies and ours
 
 
 def _uncompiled(module_name: str) -> list[str]:
