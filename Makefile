@@ -11,15 +11,21 @@ export NLTK_DATA ?= $(CURDIR)/.nltk_data
 .PHONY: lint install provision provision-browser provision-postgres provision-distributed provision-llama distributed dagster-home demo demo-llm test test-fast test-real ui view annotate report reference sample-data bench clean
 
 # uv installs what pip would (the same versions, from PyPI) in seconds, not minutes (docs/testing.md); pip does it
-# where uv cannot. Byte-compiled as pip does: where PYTHONDONTWRITEBYTECODE is set, nothing writes it later and every
-# process compiled what it imports from source (import dagster, pandas: 3.3 s instead of 1.4)
+# where uv cannot
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip uv
-	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) -e '.[dev]' || $(PY) -m pip install --quiet -e '.[dev]'
+	$(VENV)/bin/uv pip install --quiet --python $(PY) -e '.[dev]' || $(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-install: $(VENV)/.installed
+# what was installed, byte-compiled (uv leaves it out, pip not): where PYTHONDONTWRITEBYTECODE is set, nothing writes
+# it later and every process compiled what it imports from source (import dagster, pandas: 3.3 s instead of 1.4);
+# a stamp of its own, so a .venv installed before it is compiled once too
+$(VENV)/.compiled: $(VENV)/.installed
+	$(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" > /dev/null
+	touch $@
+
+install: $(VENV)/.compiled
 
 # Data files the metrics need, from packages only (no download at run time); the package and the tests' helpers
 # byte-compiled, for environments with PYTHONDONTWRITEBYTECODE set, where every process compiled them again

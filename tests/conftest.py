@@ -215,13 +215,15 @@ TALLY = pytest.StashKey["Tally"]()
 
 
 class Tally:
-    """The session's evaluations by the module that paid for them, docs/testing.md's bound (None: none stated), and
-    the CPU seconds each module's tests spent (theirs and the processes they waited for)."""
+    """The session's evaluations by the module that paid for them, docs/testing.md's bound (None: none stated), the
+    CPU seconds each module's tests spent (theirs and the processes they waited for), and each worker's span (its
+    first test's start, its last test's end)."""
 
-    def __init__(self, by_module: dict[str, int], bound: int | None, cpu: dict[str, float]) -> None:
-        self.by_module, self.bound, self.cpu = by_module, bound, cpu
+    def __init__(
+        self, by_module: dict[str, int], bound: int | None, cpu: dict[str, float], span: dict[str, tuple[float, float]]
+    ) -> None:
+        self.by_module, self.bound, self.cpu, self.span = by_module, bound, cpu, span
         self.evaluations = sum(by_module.values())
-        self.span: dict[str, tuple[float, float]] = {}
 
     def over(self, config) -> bool:
         """Above the bound (or none stated) on a run of the whole suite, where the bound applies."""
@@ -291,7 +293,7 @@ def pytest_sessionfinish(session, exitstatus):
             by_module[where] = by_module.get(where, 0) + 1
     cpu: dict[str, float] = {}
     spent = _cpu_log(path)
-    span: dict[str, tuple[float, float]] = {}  # worker -> (its first test's start, its last test's end)
+    span: dict[str, tuple[float, float]] = {}
     for line in spent.read_text().splitlines() if spent.exists() else []:
         test = json.loads(line)
         module = test["test"].split("::")[0]
@@ -299,8 +301,7 @@ def pytest_sessionfinish(session, exitstatus):
         first, last = span.get(test["worker"], (test["start"], test["end"]))
         span[test["worker"]] = (min(first, test["start"]), max(last, test["end"]))
     found = BOUND.search((ROOT / "docs" / "testing.md").read_text())
-    tally = Tally(by_module, int(found.group(1).replace(",", "")) if found else None, cpu)
-    tally.span = span
+    tally = Tally(by_module, int(found.group(1).replace(",", "")) if found else None, cpu, span)
     session.config.stash[TALLY] = tally
     if tally.over(session.config) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

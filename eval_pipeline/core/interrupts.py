@@ -45,7 +45,8 @@ def note() -> None:
 def _stop() -> None:
     """The stop is noted. From now on a coroutine the interrupt left unawaited (an HTTP client's request that was
     being created when the signal landed) is the interrupt's doing, already said in one line: not a three-line
-    RuntimeWarning printed when it is collected."""
+    RuntimeWarning printed when it is collected, even after the watch ended. One collected before the stop was noted
+    is ``_quiet_unawaited``'s to drop."""
     if not _STOP.is_set():
         warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited", category=RuntimeWarning)
     _STOP.set()

@@ -38,5 +38,5 @@ def test_the_installed_dependencies_are_byte_compiled():
     assert not uncompiled, (
         f"installed without byte-code (PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}):"
         f" { ({name: f'{len(files)} files, {files[0]} …' for name, files in uncompiled.items()}) };"
-        " `make install` runs `uv pip install --compile-bytecode`"
+        " `make install` compiles the .venv once (its stamp .venv/.compiled)"
     )
